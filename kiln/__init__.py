@@ -1,0 +1,69 @@
+"""kiln: composable transformations of Python+NumPy programs, JAX-compatible.
+
+``import kiln as jax; import kiln.numpy as jnp`` runs JAX programs unchanged.
+"""
+from kiln import (
+    _array_methods,  # noqa: F401  (installs operators)
+    dtypes,  # noqa: F401
+    errors,  # noqa: F401
+    lax,  # noqa: F401
+    numpy,  # noqa: F401
+    tree,  # noqa: F401
+    tree_util,  # noqa: F401
+)
+from kiln import config as _config_module
+from kiln.api import (  # noqa: F401
+    Compiled,
+    Lowered,
+    ShapeDtypeStruct,
+    block_until_ready,
+    device_get,
+    device_put,
+    eval_shape,
+    grad,
+    hessian,
+    jacfwd,
+    jacobian,
+    jacrev,
+    jit,
+    jvp,
+    linear_transpose,
+    linearize,
+    make_jaxpr,
+    value_and_grad,
+    vjp,
+    vmap,
+)
+from kiln.array import Array  # noqa: F401
+from kiln.config import config, disable_jit, enable_x64  # noqa: F401
+from kiln.core.trace import Tracer as _Tracer  # noqa: F401
+from kiln.custom_derivatives import (  # noqa: F401
+    checkpoint,
+    custom_jvp,
+    custom_vjp,
+    remat,
+)
+from kiln.devices import (  # noqa: F401
+    default_backend,
+    device_count,
+    devices,
+    local_device_count,
+    local_devices,
+    process_count,
+    process_index,
+)
+from kiln.interpreters import pjit as _pjit  # noqa: F401
+
+__version__ = "0.1.0"
+typing = None
+
+
+def _on_debug_flags(_value):
+    from kiln._array_methods import _FAST
+    _FAST[0] = not (config.jax_debug_nans or config.jax_debug_infs)
+
+
+config.on_change("jax_debug_nans", _on_debug_flags)
+config.on_change("jax_debug_infs", _on_debug_flags)
+_on_debug_flags(None)
+del _config_module

@@ -1,0 +1,186 @@
+"""Operators and methods shared by ``kiln.Array`` and every tracer.
+
+They forward to ``kiln.numpy`` so that ``x + y`` means ``jnp.add(x, y)`` whatever
+``x`` is. ``Array`` additionally gets fast eager paths for the commonest binary
+operators on same-dtype operands (no promotion needed, NumPy broadcasting equals
+jnp broadcasting), which keeps eager small-op overhead near NumPy's own.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from kiln.array import Array, make_array
+from kiln.core import trace as core
+from kiln.core.trace import Tracer
+
+_jnp = None
+
+
+def _np_mod():
+    global _jnp
+    if _jnp is None:
+        import kiln.numpy as jnp
+        _jnp = jnp
+    return _jnp
+
+
+_accepted = (Array, Tracer, np.ndarray, np.generic, int, float, complex, bool)
+
+
+def _binop(name, reflected=False):
+    def op(self, other):
+        if not isinstance(other, _accepted):
+            return NotImplemented
+        f = getattr(_np_mod(), name)
+        return f(other, self) if reflected else f(self, other)
+    op.__name__ = name
+    return op
+
+
+def _unop(name):
+    def op(self):
+        return getattr(_np_mod(), name)(self)
+    op.__name__ = name
+    return op
+
+
+def _method(name):
+    def method(self, *args, **kwargs):
+        return getattr(_np_mod(), name)(self, *args, **kwargs)
+    method.__name__ = name
+    method.__doc__ = f"Equivalent to ``kiln.numpy.{name}(self, ...)``."
+    return method
+
+
+_BINOPS = {
+    "add": "add", "sub": "subtract", "mul": "multiply", "truediv": "true_divide",
+    "floordiv": "floor_divide", "mod": "remainder", "pow": "power", "matmul": "matmul",
+    "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor",
+    "lshift": "left_shift", "rshift": "right_shift", "divmod": "divmod",
+}
+_CMPOPS = {"eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal",
+           "gt": "greater", "ge": "greater_equal"}
+_UNOPS = {"neg": "negative", "pos": "positive", "abs": "abs", "invert": "invert"}
+_METHODS = [
+    "all", "any", "argmax", "argmin", "argpartition", "argsort", "astype", "choose", "clip",
+    "compress", "conj", "conjugate", "cumprod", "cumsum", "diagonal", "dot", "flatten", "max",
+    "mean", "min", "nonzero", "prod", "ptp", "ravel", "repeat", "reshape", "round",
+    "searchsorted", "sort", "squeeze", "std", "sum", "swapaxes", "take", "trace",
+    "transpose", "var", "view", "cumulative_sum",
+]
+
+
+def _getitem(self, idx):
+    return _np_mod()._rewriting_take(self, idx)
+
+
+def _T(self):
+    return _np_mod().transpose(self)
+
+
+def _mT(self):
+    return _np_mod().matrix_transpose(self)
+
+
+def _real(self):
+    return _np_mod().real(self)
+
+
+def _imag(self):
+    return _np_mod().imag(self)
+
+
+def _at(self):
+    from kiln.numpy._indexing_at import _IndexUpdateHelper
+    return _IndexUpdateHelper(self)
+
+
+def _reshape(self, *args, order="C", **kw):
+    if len(args) == 1 and not isinstance(args[0], int):
+        args = args[0]
+    if "shape" in kw:
+        args = kw.pop("shape")
+    return _np_mod().reshape(self, args, order=order)
+
+
+def _transpose(self, *args):
+    if not args:
+        axes = None
+    elif len(args) == 1 and (args[0] is None or not isinstance(args[0], int)):
+        axes = args[0]
+    else:
+        axes = args
+    return _np_mod().transpose(self, axes)
+
+
+def _array_namespace(self, api_version=None):
+    return _np_mod()
+
+
+def _install(cls):
+    for k, v in _BINOPS.items():
+        setattr(cls, f"__{k}__", _binop(v))
+        setattr(cls, f"__r{k}__", _binop(v, reflected=True))
+    for k, v in _CMPOPS.items():
+        setattr(cls, f"__{k}__", _binop(v))
+    for k, v in _UNOPS.items():
+        setattr(cls, f"__{k}__", _unop(v))
+    for name in _METHODS:
+        setattr(cls, name, _method(name))
+    cls.__getitem__ = _getitem
+    cls.reshape = _reshape
+    cls.transpose = _transpose
+    cls.T = property(_T)
+    cls.mT = property(_mT)
+    cls.real = property(_real)
+    cls.imag = property(_imag)
+    cls.at = property(_at)
+    cls.__array_namespace__ = _array_namespace
+
+
+_install(Array)
+_install(Tracer)
+
+
+# ----------------------------------------------------------------------------------------------
+# Eager fast paths for Array ∘ Array with equal dtypes. Anything unusual takes the general path.
+
+def _fast(npfn, name, float_only=False, cmp=False):
+    general = _binop(name)
+
+    def op(self, other):
+        if (type(other) is Array and core._state.trace is core.eval_trace and _FAST[0]):
+            a, b = self._value, other._value
+            dt = a.dtype
+            if dt is b.dtype and (not float_only or dt.kind == "f"):
+                if cmp:
+                    return make_array(npfn(a, b), False)
+                return make_array(npfn(a, b), self.weak_type and other.weak_type)
+        return general(self, other)
+    op.__name__ = name
+    return op
+
+
+def _fast_r(npfn, name):
+    general = _binop(name, reflected=True)
+
+    def op(self, other):
+        if (type(other) is Array and core._state.trace is core.eval_trace and _FAST[0]):
+            a, b = other._value, self._value
+            if a.dtype is b.dtype:
+                return make_array(npfn(a, b), self.weak_type and other.weak_type)
+        return general(self, other)
+    return op
+
+
+# _FAST[0] is turned off by jax_debug_nans/jax_debug_infs (see kiln.config hooks in kiln/__init__).
+_FAST = [True]
+Array.__add__ = _fast(np.add, "add")
+Array.__sub__ = _fast(np.subtract, "subtract")
+Array.__mul__ = _fast(np.multiply, "multiply")
+Array.__truediv__ = _fast(np.true_divide, "true_divide", float_only=True)
+Array.__radd__ = _fast_r(np.add, "add")
+Array.__rmul__ = _fast_r(np.multiply, "multiply")
+for _k, _npf in [("lt", np.less), ("le", np.less_equal), ("gt", np.greater),
+                 ("ge", np.greater_equal), ("eq", np.equal), ("ne", np.not_equal)]:
+    setattr(Array, f"__{_k}__", _fast(_npf, _CMPOPS[_k], cmp=True))

@@ -1,0 +1,1017 @@
+"""The public transformations: grad, value_and_grad, jvp, vjp, linearize, jacfwd,
+jacrev, hessian, vmap, jit, make_jaxpr, eval_shape, linear_transpose.
+
+This module handles arguments (pytrees, argnums, static arguments, in/out axes)
+and error messages; the work is done by the interpreters in ``kiln.interpreters``.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from kiln import dtypes
+from kiln.array import Array, make_array
+from kiln.config import config
+from kiln.core.avals import ShapedArray
+from kiln.core.jaxpr import ClosedJaxpr, check_jaxpr, pp_jaxpr
+from kiln.core.trace import Tracer, get_aval
+from kiln.interpreters import ad, batching, staging
+from kiln.interpreters.ad import Zero
+from kiln.interpreters.pjit import jit_p
+from kiln.tree_util import (
+    Partial,
+    tree_flatten,
+    tree_map,
+    tree_structure,
+    tree_unflatten,
+)
+
+logger = logging.getLogger("kiln")
+
+_array_types = (Array, Tracer, np.ndarray, np.generic, int, float, complex, bool)
+
+
+def _check_arg(x, what: str):
+    if not isinstance(x, _array_types):
+        raise TypeError(f"Argument '{x}' of type {type(x)} is not a valid JAX type. "
+                        f"({what} must be arrays, scalars, or pytrees of them.)")
+
+
+def _ensure_index_tuple(x) -> tuple:
+    if isinstance(x, int):
+        return (x,)
+    return tuple(int(i) for i in x)
+
+
+# ================================================================================================
+# Forward and reverse mode
+# ================================================================================================
+
+def jvp(fun: Callable, primals, tangents, has_aux: bool = False):
+    """Forward-mode Jacobian-vector product of ``fun`` at ``primals`` along ``tangents``.
+
+    Returns ``(primals_out, tangents_out)`` (and ``aux`` if ``has_aux``).
+    """
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        raise TypeError("primal and tangent arguments to jax.jvp must be tuples or lists; found "
+                        f"{type(primals).__name__} and {type(tangents).__name__}.")
+    p_flat, p_tree = tree_flatten(tuple(primals))
+    t_flat, t_tree = tree_flatten(tuple(tangents))
+    if p_tree != t_tree:
+        raise TypeError("primal and tangent arguments to jax.jvp must have the same tree "
+                        f"structure; primals have tree structure {p_tree} whereas tangents have "
+                        f"tree structure {t_tree}.")
+    ts = []
+    for p, t in zip(p_flat, t_flat):
+        _check_arg(p, "jvp primals")
+        pa, ta = get_aval(p), get_aval(t)
+        expected = ad.tangent_aval(pa)
+        if ta.dtype != expected.dtype:
+            raise TypeError(
+                "primal and tangent arguments to jax.jvp do not match; dtypes must be equal, "
+                "or in case of int/bool primal dtype the tangent dtype must be float0. Got "
+                f"primal dtype {pa.dtype.name} and so expected tangent dtype "
+                f"{expected.dtype.name if expected.dtype != dtypes.float0 else 'float0'}, but "
+                f"got tangent dtype {ta.dtype.name if ta.dtype != dtypes.float0 else 'float0'} "
+                "instead.")
+        if ta.shape != pa.shape:
+            raise ValueError("jvp called with different primal and tangent shapes;Got primal "
+                             f"shape {pa.shape} and tangent shape as {ta.shape}")
+        ts.append(Zero(expected) if expected.dtype == dtypes.float0 else t)
+    aux_cell = []
+    flat_fun, out_tree = _flatten_fun(fun, p_tree, has_aux, aux_cell)
+    p_out, t_out = ad.jvp_flat(flat_fun, p_flat, ts)
+    tree = out_tree()
+    n = tree.num_leaves
+    outs = tree_unflatten(tree, p_out[:n]), tree_unflatten(tree, t_out[:n])
+    if has_aux:
+        return outs[0], outs[1], _finish_aux(aux_cell, p_out[n:])
+    return outs
+
+
+def _flatten_fun(fun, in_tree, has_aux, aux_cell, kwargs=None):
+    """Wrap ``fun`` as flat-args -> flat outputs (aux leaves appended after the outputs)."""
+    store = {}
+
+    def flat(*args):
+        py_args = tree_unflatten(in_tree, list(args))
+        out = fun(*py_args, **(kwargs or {}))
+        if has_aux:
+            if not (isinstance(out, (tuple, list)) and len(out) == 2):
+                raise TypeError("has_aux=True requires the function to return a pair "
+                                f"(output, aux); got {type(out).__name__}.")
+            out, aux = out
+            aux_leaves, aux_tree = tree_flatten(aux)
+            arr = [isinstance(a, _array_types) for a in aux_leaves]
+            aux_cell[:] = [aux_tree, aux_leaves, arr]
+            extra = [a for a, is_arr in zip(aux_leaves, arr) if is_arr]
+        else:
+            extra = []
+        out_leaves, tree = tree_flatten(out)
+        store["tree"] = tree
+        return list(out_leaves) + extra
+
+    return flat, lambda: store["tree"]
+
+
+def _finish_aux(aux_cell, array_leaves):
+    aux_tree, leaves, is_arr = aux_cell
+    it = iter(array_leaves)
+    return tree_unflatten(aux_tree, [next(it) if a else leaf for leaf, a in zip(leaves, is_arr)])
+
+
+def linearize(fun: Callable, *primals, has_aux: bool = False):
+    """Returns ``(primals_out, f_jvp)`` where ``f_jvp(*tangents)`` is the JVP at ``primals``,
+    evaluated from a stored linear jaxpr (and ``aux`` if ``has_aux``)."""
+    p_flat, p_tree = tree_flatten(tuple(primals))
+    for p in p_flat:
+        _check_arg(p, "linearize primals")
+    aux_cell = []
+    flat_fun, out_tree = _flatten_fun(fun, p_tree, has_aux, aux_cell)
+    p_out, lin = ad.linearize_flat(flat_fun, p_flat)
+    tree = out_tree()
+    n = tree.num_leaves
+
+    def f_jvp(*tangents):
+        t_flat, t_tree = tree_flatten(tuple(tangents))
+        if t_tree != p_tree:
+            raise TypeError(f"linearized function called on tangent values inconsistent with "
+                            f"the original primal values: expected tree {p_tree}, got {t_tree}")
+        outs = lin(*t_flat)
+        return tree_unflatten(tree, outs[:n])
+
+    out = tree_unflatten(tree, p_out[:n])
+    if has_aux:
+        return out, f_jvp, _finish_aux(aux_cell, p_out[n:])
+    return out, f_jvp
+
+
+def _vjp_flat(fun, p_flat, p_tree, has_aux):
+    aux_cell = []
+    flat_fun, out_tree = _flatten_fun(fun, p_tree, has_aux, aux_cell)
+    p_out, lin = ad.linearize_flat(flat_fun, p_flat)
+    tree = out_tree()
+    n = tree.num_leaves
+    aux = _finish_aux(aux_cell, p_out[n:]) if has_aux else None
+    return p_out[:n], tree, lin, aux
+
+
+def vjp(fun: Callable, *primals, has_aux: bool = False, reduce_axes=()):
+    """Reverse mode: returns ``(primals_out, vjp_fun)`` (and ``aux`` if ``has_aux``) where
+    ``vjp_fun(cotangents)`` returns a tuple with one cotangent per primal argument."""
+    p_flat, p_tree = tree_flatten(tuple(primals))
+    for p in p_flat:
+        _check_arg(p, "vjp primals")
+    p_out, out_tree, lin, aux = _vjp_flat(fun, p_flat, p_tree, has_aux)
+    out_avals = [get_aval(o) for o in p_out]
+    in_avals = [get_aval(p) for p in p_flat]
+
+    def vjp_fun(ct):
+        ct_flat, ct_tree = tree_flatten(ct)
+        if ct_tree != out_tree:
+            raise ValueError("unexpected tree structure of argument to vjp function: got "
+                             f"{ct_tree}, but expected to match {out_tree}")
+        cts = []
+        for c, a in zip(ct_flat, out_avals):
+            ca = get_aval(c)
+            if ca.shape != a.shape:
+                raise ValueError(f"unexpected JAX type (e.g. shape/dtype) for argument to vjp "
+                                 f"function: got {ca.str_short()}, but expected "
+                                 f"{ad.tangent_aval(a).str_short()} because the corresponding "
+                                 "output of the function had matching shape/dtype")
+            cts.append(Zero(ca) if ca.dtype == dtypes.float0 else c)
+        cts_in = lin.transpose(cts)
+        res = [_zeros_for(ct, a) for ct, a in zip(cts_in, in_avals)]
+        return tree_unflatten(p_tree, res)
+
+    out = tree_unflatten(out_tree, p_out)
+    f = Partial(vjp_fun)
+    if has_aux:
+        return out, f, aux
+    return out, f
+
+
+def _zeros_for(ct, primal_aval):
+    """Instantiate a symbolic zero cotangent; integer primals get float0 zeros."""
+    if type(ct) is Zero:
+        ta = ad.tangent_aval(primal_aval)
+        return make_array(np.zeros(ta.shape, ta.dtype), False)
+    return ct
+
+
+def _check_grad_input(x, holomorphic, allow_int, name="grad"):
+    a = get_aval(x)
+    dt = a.dtype
+    if holomorphic:
+        if not dtypes.issubdtype(dt, np.complexfloating):
+            raise TypeError(f"{name} with holomorphic=True requires inputs with complex dtype, "
+                            f"but got {dt.name}.")
+        return
+    if dtypes.issubdtype(dt, np.inexact):
+        return
+    if allow_int and (dtypes.issubdtype(dt, np.integer) or dt == np.bool_):
+        return
+    raise TypeError(f"{name} requires real- or complex-valued inputs (input dtype that is a "
+                    f"sub-dtype of np.inexact), but got {dt.name}. If you want to use "
+                    "Boolean- or integer-valued inputs, use vjp or set allow_int to True.")
+
+
+def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False,
+                   allow_int: bool = False, reduce_axes=()) -> Callable:
+    """Returns a function computing ``(fun(*args), grad(fun)(*args))``."""
+    argnums_t = _ensure_index_tuple(argnums)
+
+    @functools.wraps(fun)
+    def value_and_grad_f(*args, **kwargs):
+        max_arg = max(argnums_t) if argnums_t else -1
+        if max_arg >= len(args):
+            raise TypeError(f"differentiating with respect to argnums={argnums} requires at "
+                            f"least {max_arg + 1} positional arguments to be passed by the "
+                            f"caller, but got only {len(args)} positional arguments.")
+        dyn = tuple(args[i] for i in argnums_t)
+        d_flat, d_tree = tree_flatten(dyn)
+        for x in d_flat:
+            _check_arg(x, "grad inputs")
+            _check_grad_input(x, holomorphic, allow_int)
+
+        def f_dyn(*dyn_args):
+            full = list(args)
+            for i, v in zip(argnums_t, dyn_args):
+                full[i] = v
+            return fun(*full, **kwargs)
+
+        p_out, out_tree, lin, aux = _vjp_flat(f_dyn, d_flat, d_tree, has_aux)
+        if out_tree.num_leaves != 1 or len(p_out) != 1:
+            raise TypeError("Gradient only defined for scalar-output functions. Output was "
+                            f"{tree_unflatten(out_tree, p_out)}.")
+        (ans,) = p_out
+        a = get_aval(ans)
+        if a.shape != ():
+            raise TypeError("Gradient only defined for scalar-output functions. Output had "
+                            f"shape: {a.shape}.")
+        if holomorphic:
+            if not dtypes.issubdtype(a.dtype, np.complexfloating):
+                raise TypeError("grad with holomorphic=True requires outputs with complex dtype, "
+                                f"but got {a.dtype.name}.")
+        elif not dtypes.issubdtype(a.dtype, np.floating):
+            raise TypeError(f"grad requires real-valued outputs (output dtype that is a sub-dtype "
+                            f"of np.floating), but got {a.dtype.name}. For holomorphic "
+                            "differentiation, pass holomorphic=True. For differentiation of "
+                            "non-holomorphic functions involving complex outputs, use jax.vjp "
+                            "directly.")
+        one = make_array(np.ones((), a.dtype), False)
+        cts = lin.transpose([one])
+        g_flat = [_zeros_for(ct, get_aval(x)) for ct, x in zip(cts, d_flat)]
+        g = tree_unflatten(d_tree, g_flat)
+        if isinstance(argnums, int):
+            g = g[0]
+        if has_aux:
+            return (ans, aux), g
+        return ans, g
+
+    return value_and_grad_f
+
+
+def grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False,
+         allow_int: bool = False, reduce_axes=()) -> Callable:
+    """The gradient of scalar-valued ``fun`` with respect to argument(s) ``argnums``.
+
+    Example: ``grad(jnp.tanh)(1.0)`` is ``0.4199743``.
+    """
+    vg = value_and_grad(fun, argnums, has_aux=has_aux, holomorphic=holomorphic,
+                        allow_int=allow_int)
+
+    @functools.wraps(fun)
+    def grad_f(*args, **kwargs):
+        if has_aux:
+            (_, aux), g = vg(*args, **kwargs)
+            return g, aux
+        return vg(*args, **kwargs)[1]
+
+    return grad_f
+
+
+# ================================================================================================
+# Jacobians
+# ================================================================================================
+
+def _std_basis(flat_avals, dtype=None):
+    """Identity basis for the concatenated flattened leaves: shape (N, N)."""
+    sizes = [a.size for a in flat_avals]
+    n = sum(sizes)
+    return n, sizes
+
+
+def _basis_for(avals, sizes, n, holomorphic=False):
+    """One (n, *aval.shape) basis block per leaf, concrete arrays."""
+    out = []
+    offset = 0
+    for a, s in zip(avals, sizes):
+        dt = ad.tangent_aval(a).dtype
+        block = np.zeros((n, s), dt if dt != dtypes.float0 else np.float32)
+        if dt == dtypes.float0:
+            out.append(make_array(np.zeros((n,) + a.shape, dtypes.float0)))
+        else:
+            block[offset:offset + s] = np.eye(s, dtype=dt)
+            out.append(make_array(block.reshape((n,) + a.shape)))
+        offset += s
+    return out
+
+
+def jacfwd(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False) -> Callable:
+    """Jacobian of ``fun`` by forward mode (vmap of jvp over a standard basis)."""
+    argnums_t = _ensure_index_tuple(argnums)
+
+    def jacfun(*args, **kwargs):
+        dyn = tuple(args[i] for i in argnums_t)
+        d_flat, d_tree = tree_flatten(dyn)
+        for x in d_flat:
+            _check_grad_input(x, holomorphic, False, "jacfwd")
+
+        def f_dyn(*dyn_args):
+            full = list(args)
+            for i, v in zip(argnums_t, dyn_args):
+                full[i] = v
+            return fun(*full, **kwargs)
+
+        avals = [get_aval(x) for x in d_flat]
+        n, sizes = _std_basis(avals)
+        basis = _basis_for(avals, sizes, n)
+        aux_cell = []
+        flat_fun, out_tree = _flatten_fun(f_dyn, d_tree, has_aux, aux_cell)
+
+        def push(*ts):
+            ts = [Zero(ad.tangent_aval(get_aval(x))) if get_aval(t).dtype == dtypes.float0
+                  else t for x, t in zip(d_flat, ts)]
+            p, t = ad.jvp_flat(flat_fun, d_flat, ts)
+            return p + t
+
+        outs, dims = batching.batch_flat(push, basis, [0] * len(basis),
+                                         batching.AxisData(None, n))
+        k = len(outs) // 2
+        tree = out_tree()
+        n_out = tree.num_leaves
+        jac_leaves = [_fwd_jac_leaf(t, d, n, avals, sizes)
+                      for t, d in zip(outs[k:k + n_out], dims[k:k + n_out])]
+        jac = tree_unflatten(tree, [_split_in(j, d_tree, argnums) for j in jac_leaves])
+        if has_aux:
+            aux_vals = [_unmapped(p, d) for p, d in zip(outs[n_out:k], dims[n_out:k])]
+            return jac, _finish_aux(aux_cell, aux_vals)
+        return jac
+
+    return jacfun
+
+
+def _unmapped(x, d):
+    if d is None:
+        return x
+    from kiln import lax
+    return lax.index_in_dim(x, 0, d, keepdims=False)
+
+
+def _fwd_jac_leaf(t, d, n, in_avals, sizes):
+    """From a batched tangent output (batch axis d, size n) to per-input jac blocks with
+    shape out.shape + in.shape."""
+    from kiln import lax
+    t = batching.matchaxis(t, d, 0, n)
+    out_shape = get_aval(t).shape[1:]
+    blocks = []
+    offset = 0
+    for a, s in zip(in_avals, sizes):
+        blk = lax.slice_in_dim(t, offset, offset + s, axis=0)
+        blk = lax.reshape(blk, (s,) + out_shape)
+        nd = len(out_shape)
+        blk = lax.transpose(blk, tuple(range(1, nd + 1)) + (0,))
+        blocks.append(lax.reshape(blk, out_shape + a.shape))
+        offset += s
+    return blocks
+
+
+def _split_in(blocks, d_tree, argnums):
+    tree = tree_unflatten(d_tree, blocks)
+    return tree[0] if isinstance(argnums, int) else tree
+
+
+def jacrev(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False,
+           allow_int: bool = False) -> Callable:
+    """Jacobian of ``fun`` by reverse mode (vmap of vjp over the output basis)."""
+    argnums_t = _ensure_index_tuple(argnums)
+
+    def jacfun(*args, **kwargs):
+        from kiln import lax
+        dyn = tuple(args[i] for i in argnums_t)
+        d_flat, d_tree = tree_flatten(dyn)
+        for x in d_flat:
+            _check_grad_input(x, holomorphic, allow_int, "jacrev")
+
+        def f_dyn(*dyn_args):
+            full = list(args)
+            for i, v in zip(argnums_t, dyn_args):
+                full[i] = v
+            return fun(*full, **kwargs)
+
+        p_out, out_tree, lin, aux = _vjp_flat(f_dyn, d_flat, d_tree, has_aux)
+        out_avals = [get_aval(o) for o in p_out]
+        in_avals = [get_aval(x) for x in d_flat]
+        m, sizes = _std_basis(out_avals)
+        basis = _basis_for(out_avals, sizes, m)
+
+        def pull(*cts):
+            cts = [Zero(get_aval(c)) if get_aval(c).dtype == dtypes.float0 else c for c in cts]
+            res = lin.transpose(list(cts))
+            return [_zeros_for(r, a) for r, a in zip(res, in_avals)]
+
+        cts_in, dims = batching.batch_flat(pull, basis, [0] * len(basis),
+                                           batching.AxisData(None, m))
+        cts_in = [batching.matchaxis(c, d, 0, m) for c, d in zip(cts_in, dims)]
+        # cts_in[j] has shape (m,) + in_j.shape; split rows per output leaf.
+        per_out = []
+        offset = 0
+        for oa, s in zip(out_avals, sizes):
+            leaves = []
+            for c, ia in zip(cts_in, in_avals):
+                blk = lax.slice_in_dim(c, offset, offset + s, axis=0)
+                leaves.append(lax.reshape(blk, oa.shape + ia.shape))
+            per_out.append(_split_in(leaves, d_tree, argnums))
+            offset += s
+        jac = tree_unflatten(out_tree, per_out)
+        if has_aux:
+            return jac, aux
+        return jac
+
+    return jacfun
+
+
+jacobian = jacrev
+
+
+def hessian(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False):
+    """Hessian of scalar ``fun``: ``jacfwd(jacrev(fun))``."""
+    return jacfwd(jacrev(fun, argnums, has_aux=has_aux, holomorphic=holomorphic), argnums,
+                  has_aux=has_aux, holomorphic=holomorphic)
+
+
+def linear_transpose(fun: Callable, *primals, reduce_axes=()) -> Callable:
+    """Transpose of the linear function ``fun`` at example ``primals`` (shapes/dtypes)."""
+    p_flat, p_tree = tree_flatten(tuple(primals))
+    in_avals = [get_aval(p) for p in p_flat]
+    for a in in_avals:
+        if not dtypes.issubdtype(a.dtype, np.inexact):
+            raise TypeError(f"linear_transpose only supports [float or complex] -> [float or "
+                            f"complex], and integer -> integer functions, but got {a.dtype}.")
+    store = {}
+
+    def flat(*xs):
+        out = fun(*tree_unflatten(p_tree, list(xs)))
+        leaves, tree = tree_flatten(out)
+        store["tree"] = tree
+        return leaves
+
+    jaxpr, consts = staging.trace_to_jaxpr(flat, in_avals)
+    out_tree = store["tree"]
+    out_avals = jaxpr.out_avals
+
+    def transposed(*cts):
+        if len(cts) == 1:
+            ct_flat, ct_tree = tree_flatten(cts[0])
+        else:
+            ct_flat, ct_tree = tree_flatten(cts)
+        if ct_tree != out_tree:
+            raise TypeError(f"cotangent tree does not match function output: expected {out_tree}"
+                            f", got {ct_tree}")
+        for c, a in zip(ct_flat, out_avals):
+            if get_aval(c).shape != a.shape:
+                raise TypeError(f"cotangent shape {get_aval(c).shape} does not match output "
+                                f"shape {a.shape}")
+        res = ad.backward_pass(jaxpr, consts, [ad.UndefinedPrimal(a) for a in in_avals],
+                               list(ct_flat))
+        return tuple(tree_unflatten(p_tree, [_zeros_for(r, a) for r, a in
+                                             zip(res, in_avals)]))
+
+    return transposed
+
+
+# ================================================================================================
+# vmap
+# ================================================================================================
+
+def _arg_names(fun, n):
+    try:
+        params = list(inspect.signature(fun).parameters)
+    except (TypeError, ValueError):
+        params = []
+    return [params[i] if i < len(params) else f"args[{i}]" for i in range(n)]
+
+
+def _flatten_axes(what, tree, axes_prefix, leaves_count):
+    """Broadcast an axes prefix tree to one entry per leaf of ``tree``."""
+    from kiln.tree_util import tree_flatten as tf
+    try:
+        proxy = tree_unflatten(tree, [object()] * leaves_count)
+        axes_leaves = []
+
+        def expand(prefix, sub):
+            if prefix is None or isinstance(prefix, int):
+                n = len(tf(sub)[0])
+                axes_leaves.extend([prefix] * n)
+                return
+            p_leaves, p_tree = tf(prefix, is_leaf=lambda x: x is None)
+            subtrees = p_tree.flatten_up_to(sub)
+            for pl, st in zip(p_leaves, subtrees):
+                expand(pl, st)
+
+        expand(axes_prefix, proxy)
+        if len(axes_leaves) != leaves_count:
+            raise ValueError
+        return axes_leaves
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"{what} specification must be a tree prefix of the corresponding value, "
+                         f"got specification {axes_prefix} for value tree {tree}.") from e
+
+
+def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size=None,
+         spmd_axis_name=None) -> Callable:
+    """Vectorizing map: ``fun`` mapped over array axes ``in_axes`` of its arguments."""
+    if isinstance(in_axes, list):
+        in_axes = tuple(in_axes)
+    if not (in_axes is None or isinstance(in_axes, (int, tuple, dict)) or
+            hasattr(in_axes, "__dict__")):
+        raise TypeError("vmap in_axes must be an int, None, or a tuple of entries corresponding "
+                        f"to the positional arguments passed to the function, but got {in_axes}.")
+
+    @functools.wraps(fun)
+    def vmapped(*args, **kwargs):
+        if isinstance(in_axes, tuple) and len(in_axes) != len(args):
+            raise ValueError("vmap in_axes must be an int, None, or a tuple of entries "
+                             "corresponding to the positional arguments passed to the function, "
+                             f"but got len(in_axes)={len(in_axes)}, len(args)={len(args)}")
+        a_flat, a_tree = tree_flatten((args, kwargs))
+        axes_full = (in_axes if isinstance(in_axes, tuple) else in_axes,
+                     {k: 0 for k in kwargs})
+        if not isinstance(in_axes, tuple):
+            axes_full = (tuple([in_axes] * len(args)), {k: 0 for k in kwargs})
+        axes = _flatten_axes("vmap in_axes", a_tree, axes_full, len(a_flat))
+        names = _arg_names(fun, len(args))
+        sizes = []
+        norm_axes = []
+        for x, ax in zip(a_flat, axes):
+            if ax is None:
+                norm_axes.append(None)
+                continue
+            _check_arg(x, "vmap arguments")
+            nd = get_aval(x).ndim
+            if not -nd <= ax < nd:
+                raise ValueError(f"vmap was requested to map its argument along axis {ax}, which "
+                                 f"implies that its rank should be at least {ax + 1 if ax >= 0 else -ax}"
+                                 f", but is only {nd} (its shape is {get_aval(x).shape})")
+            ax = ax % nd
+            norm_axes.append(ax)
+            sizes.append(get_aval(x).shape[ax])
+        if axis_size is not None:
+            sizes_set = set(sizes) | {axis_size}
+        else:
+            sizes_set = set(sizes)
+        if not sizes_set:
+            raise ValueError("vmap must have at least one non-None value in in_axes")
+        if len(sizes_set) > 1:
+            lines = []
+            # Name each mapped argument with its size.
+            arg_leaf_counts = [len(tree_flatten(a)[0]) for a in args]
+            owners = []
+            for i, c in enumerate(arg_leaf_counts):
+                owners += [names[i]] * c
+            owners += [f"kwarg {k}" for k in kwargs for _ in tree_flatten(kwargs[k])[0]]
+            for x, ax, owner in zip(a_flat, norm_axes, owners):
+                if ax is None:
+                    continue
+                a = get_aval(x)
+                lines.append(f"  * one axis had size {a.shape[ax]}: axis {ax} of argument "
+                             f"{owner} of type {a.str_short()};")
+            raise ValueError("vmap got inconsistent sizes for array axes to be mapped:\n"
+                             + "\n".join(lines))
+        size = sizes_set.pop()
+        store = {}
+
+        def flat_fun(*xs):
+            a, k = tree_unflatten(a_tree, list(xs))
+            out = fun(*a, **k)
+            leaves, tree = tree_flatten(out)
+            store["tree"] = tree
+            return leaves
+
+        axis_data = batching.AxisData(axis_name, size, spmd_axis_name)
+        outs, dims = batching.batch_flat(flat_fun, a_flat, norm_axes, axis_data)
+        tree = store["tree"]
+        oaxes = _flatten_axes("vmap out_axes", tree, out_axes, tree.num_leaves)
+        final = []
+        for o, d, want in zip(outs, dims, oaxes):
+            if want is None:
+                if d is not None:
+                    raise ValueError("vmap has mapped output but out_axes is None")
+                final.append(o)
+            else:
+                nd = get_aval(o).ndim + (1 if d is None else 0)
+                if not -nd <= want < nd:
+                    raise ValueError(f"vmap out_axes specification {want} is out of bounds for "
+                                     f"an output of rank {nd}")
+                final.append(batching.matchaxis(o, d, want % nd, size))
+        return tree_unflatten(tree, final)
+
+    return vmapped
+
+
+# ================================================================================================
+# jit
+# ================================================================================================
+
+def _hashable_static(v, name):
+    try:
+        hash(v)
+    except TypeError as e:
+        raise ValueError(
+            f"Non-hashable static arguments are not supported. An error occurred while trying "
+            f"to hash an object of type {type(v)}, {v}. The error was:\n{e}\n"
+            f"(static argument {name}: pass a hashable value such as a tuple, or make the "
+            "argument non-static)") from None
+    return v
+
+
+class _CacheEntry:
+    __slots__ = ("jaxpr", "out_tree", "explain")
+
+    def __init__(self, jaxpr, out_tree):
+        self.jaxpr = jaxpr
+        self.out_tree = out_tree
+
+
+class Lowered:
+    """The result of ``jit(f).lower(*args)``: the staged program, ready to compile."""
+
+    def __init__(self, jaxpr: ClosedJaxpr, in_tree, out_tree, name):
+        self.jaxpr = jaxpr
+        self.in_tree = in_tree
+        self.out_tree = out_tree
+        self.name = name
+
+    def as_text(self, dialect=None, **_kw) -> str:
+        return pp_jaxpr(self.jaxpr.jaxpr)
+
+    def compile(self, compiler_options=None) -> Compiled:
+        return Compiled(self)
+
+    def cost_analysis(self):
+        return {}
+
+
+class Compiled:
+    """An executable for fixed argument types (from ``Lowered.compile()``)."""
+
+    def __init__(self, lowered: Lowered):
+        self.lowered = lowered
+
+    def as_text(self) -> str:
+        return self.lowered.as_text()
+
+    def __call__(self, *args, **kwargs):
+        a_flat, a_tree = tree_flatten((args, kwargs))
+        if a_tree != self.lowered.in_tree:
+            raise TypeError(f"function compiled for {self.lowered.in_tree}, called with {a_tree}")
+        exp = self.lowered.jaxpr.in_avals
+        for x, a in zip(a_flat, exp):
+            xa = get_aval(x)
+            if xa.shape != a.shape or xa.dtype != a.dtype:
+                raise TypeError(f"Argument types differ from the types for which this computation "
+                                f"was compiled: got {xa.str_short()}, expected {a.str_short()}")
+        outs = jit_p.bind(*a_flat, jaxpr=self.lowered.jaxpr, name=self.lowered.name)
+        return tree_unflatten(self.lowered.out_tree, outs)
+
+    def cost_analysis(self):
+        return {}
+
+
+class Traced:
+    def __init__(self, jaxpr, lowered):
+        self.jaxpr = jaxpr
+        self._lowered = lowered
+
+    def lower(self):
+        return self._lowered
+
+
+class JitWrapped:
+    """``jit(fun)``: traces once per argument signature, then runs the staged program."""
+
+    def __init__(self, fun, static_argnums, static_argnames, donate_argnums, donate_argnames,
+                 inline, keep_unused):
+        functools.update_wrapper(self, fun)
+        self._fun = fun
+        self._cache = {}
+        self._inline = inline
+        try:
+            sig = inspect.signature(fun)
+            self._params = list(sig.parameters.values())
+        except (TypeError, ValueError):
+            sig, self._params = None, []
+        self._sig = sig
+        if static_argnums is None:
+            static_argnums = ()
+        static_argnums = _ensure_index_tuple(static_argnums)
+        if isinstance(static_argnames, str):
+            static_argnames = (static_argnames,)
+        static_argnames = tuple(static_argnames or ())
+        pos_names = [p.name for p in self._params
+                     if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        # JAX infers each from the other through the signature.
+        nums = set(static_argnums)
+        names = set(static_argnames)
+        for i in static_argnums:
+            if 0 <= i < len(pos_names):
+                names.add(pos_names[i])
+        for nm in static_argnames:
+            if nm in pos_names:
+                nums.add(pos_names.index(nm))
+        self._static_argnums = tuple(sorted(nums))
+        self._static_argnames = tuple(sorted(names))
+        self._name = getattr(fun, "__name__", "fun")
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        return functools.partial(self, obj)
+
+    def _split(self, args, kwargs):
+        nargs = len(args)
+        static_pos = []
+        dyn_args = []
+        for i, a in enumerate(args):
+            if i in self._static_argnums or (i - nargs) in self._static_argnums:
+                static_pos.append((i, _hashable_static(a, f"at position {i}")))
+            else:
+                dyn_args.append(a)
+        static_kw = []
+        dyn_kw = {}
+        for k, v in kwargs.items():
+            if k in self._static_argnames:
+                static_kw.append((k, _hashable_static(v, f"'{k}'")))
+            else:
+                dyn_kw[k] = v
+        return tuple(static_pos), tuple(sorted(static_kw)), dyn_args, dyn_kw
+
+    def _trace(self, args, kwargs):
+        static_pos, static_kw, dyn_args, dyn_kw = self._split(args, kwargs)
+        a_flat, a_tree = tree_flatten((tuple(dyn_args), dyn_kw))
+        avals = []
+        for x in a_flat:
+            if isinstance(x, Tracer):
+                avals.append(x.aval)
+            elif type(x) is Array:
+                avals.append(ShapedArray(x._value.shape, x._value.dtype, x.weak_type))
+            else:
+                _check_arg_jit(x, self._name)
+                avals.append(get_aval(x))
+        key = (a_tree, tuple(avals), static_pos, static_kw)
+        entry = self._cache.get(key)
+        tconsts = []
+        if entry is None:
+            if config.jax_explain_cache_misses:
+                _explain_miss(self, key)
+            store = {}
+            nargs = len(args)
+
+            def flat_fun(*xs):
+                d_args, d_kw = tree_unflatten(a_tree, list(xs))
+                full = []
+                it = iter(d_args)
+                sp = dict(static_pos)
+                for i in range(nargs):
+                    full.append(sp[i] if i in sp else next(it))
+                kw = dict(d_kw)
+                kw.update(dict(static_kw))
+                out = self._fun(*full, **kw)
+                leaves, tree = tree_flatten(out)
+                for leaf in leaves:
+                    if not isinstance(leaf, _array_types):
+                        raise TypeError(f"function {self._name} traced for jit returned a value "
+                                        f"of type {type(leaf)}, which is not a valid JAX type")
+                store["tree"] = tree
+                return leaves
+
+            jaxpr, consts = staging.trace_to_jaxpr(flat_fun, avals)
+            if config.jax_enable_checks:
+                check_jaxpr(jaxpr)
+            closed, tconsts = staging.split_concrete_consts(jaxpr, consts)
+            entry = _CacheEntry(closed, store["tree"])
+            if not tconsts:
+                self._cache[key] = entry
+        return entry, tconsts, a_flat, a_tree
+
+    def __call__(self, *args, **kwargs):
+        if config.jax_disable_jit:
+            return self._fun(*args, **kwargs)
+        entry, tconsts, a_flat, _ = self._trace(args, kwargs)
+        outs = jit_p.bind(*tconsts, *a_flat, jaxpr=entry.jaxpr, name=self._name)
+        return tree_unflatten(entry.out_tree, outs)
+
+    def lower(self, *args, **kwargs) -> Lowered:
+        entry, tconsts, _, a_tree = self._trace(args, kwargs)
+        if tconsts:
+            raise TypeError("jit(f).lower() of a function closing over traced values")
+        return Lowered(entry.jaxpr, a_tree, entry.out_tree, self._name)
+
+    def trace(self, *args, **kwargs) -> Traced:
+        lowered = self.lower(*args, **kwargs)
+        return Traced(lowered.jaxpr, lowered)
+
+    def eval_shape(self, *args, **kwargs):
+        return eval_shape(self, *args, **kwargs)
+
+    def clear_cache(self):
+        self._cache.clear()
+
+    def _cache_size(self):
+        return len(self._cache)
+
+
+def _check_arg_jit(x, name):
+    if not isinstance(x, _array_types):
+        raise TypeError(f"Error interpreting argument to {name} as an abstract array. The "
+                        f"problematic value is of type {type(x)} and was passed to the function "
+                        f"at path {x!r}.\nThis typically means that a jit-wrapped function was "
+                        "called with a non-array argument, and this argument was not marked as "
+                        "static using the static_argnums or static_argnames parameters of jit.")
+
+
+def _explain_miss(wrapped: JitWrapped, key):
+    from kiln.errors import user_frame_summary
+    if not wrapped._cache:
+        logger.warning("TRACING CACHE MISS at %s: never seen function %s",
+                       user_frame_summary(), wrapped._name)
+        return
+    tree, avals, spos, skw = key
+    reasons = []
+    for (t2, a2, sp2, sk2) in wrapped._cache:
+        if t2 != tree:
+            reasons.append(f"different input pytree structure: {tree} vs {t2}")
+        elif a2 != avals:
+            diffs = [f"argument {i}: {a.str_short()}{' weak' if a.weak_type else ''} vs cached "
+                     f"{b.str_short()}{' weak' if b.weak_type else ''}"
+                     for i, (a, b) in enumerate(zip(avals, a2)) if a != b]
+            reasons.append("different input types: " + "; ".join(diffs))
+        elif sp2 != spos or sk2 != skw:
+            reasons.append(f"different static arguments: {spos + skw} vs cached {sp2 + sk2}")
+    logger.warning("TRACING CACHE MISS at %s for %s because:\n  %s", user_frame_summary(),
+                   wrapped._name, "\n  ".join(reasons[:3]))
+
+
+def jit(fun: Callable | None = None, *, in_shardings=None, out_shardings=None,
+        static_argnums=None, static_argnames=None, donate_argnums=None, donate_argnames=None,
+        keep_unused: bool = False, device=None, backend=None, inline: bool = False,
+        abstracted_axes=None, compiler_options=None):
+    """Compile ``fun``: trace it to a jaxpr once per argument signature and run that.
+
+    ``static_argnums``/``static_argnames`` mark arguments that are Python values baked
+    into the trace (they must be hashable). ``donate_argnums`` is accepted.
+    """
+    if fun is None:
+        return lambda f: jit(f, static_argnums=static_argnums, static_argnames=static_argnames,
+                             donate_argnums=donate_argnums, donate_argnames=donate_argnames,
+                             keep_unused=keep_unused, inline=inline)
+    if not callable(fun):
+        raise TypeError(f"Expected a callable value, got {fun}")
+    return JitWrapped(fun, static_argnums, static_argnames, donate_argnums, donate_argnames,
+                      inline, keep_unused)
+
+
+def make_jaxpr(fun: Callable, static_argnums=(), axis_env=None, return_shape: bool = False,
+               abstracted_axes=None) -> Callable:
+    """Returns a function that gives the ClosedJaxpr of ``fun`` for given example args."""
+    static_argnums = _ensure_index_tuple(static_argnums)
+
+    @functools.wraps(fun)
+    def make(*args, **kwargs):
+        dyn = [a for i, a in enumerate(args) if i not in static_argnums]
+        a_flat, a_tree = tree_flatten((tuple(dyn), kwargs))
+        avals = [x.aval if isinstance(x, ShapeDtypeStruct) else get_aval(x) for x in a_flat]
+        store = {}
+
+        def flat_fun(*xs):
+            d_args, d_kw = tree_unflatten(a_tree, list(xs))
+            it = iter(d_args)
+            full = [a if i in static_argnums else next(it) for i, a in enumerate(args)]
+            out = fun(*full, **d_kw)
+            leaves, tree = tree_flatten(out)
+            store["tree"] = tree
+            return leaves
+
+        if axis_env:
+            batching.axis_env.extend(axis_env)
+        try:
+            jaxpr, consts = staging.trace_to_jaxpr(flat_fun, avals)
+        finally:
+            for _ in axis_env or ():
+                batching.axis_env.pop()
+        closed = ClosedJaxpr(jaxpr, consts)
+        if return_shape:
+            shapes = tree_unflatten(store["tree"], [ShapeDtypeStruct(a.shape, a.dtype,
+                                                                     weak_type=a.weak_type)
+                                                    for a in jaxpr.out_avals])
+            return closed, shapes
+        return closed
+
+    return make
+
+
+class ShapeDtypeStruct:
+    """A shape/dtype description usable in place of an array for tracing."""
+
+    __slots__ = ("shape", "dtype", "sharding", "weak_type")
+
+    def __init__(self, shape, dtype, *, sharding=None, weak_type=False):
+        self.shape = tuple(shape)
+        self.dtype = dtypes.canonicalize_dtype(dtype) if dtype != dtypes.float0 else dtype
+        self.sharding = sharding
+        self.weak_type = weak_type
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def aval(self):
+        return ShapedArray(self.shape, self.dtype, self.weak_type)
+
+    def __repr__(self):
+        w = ", weak_type=True" if self.weak_type else ""
+        return f"ShapeDtypeStruct(shape={self.shape}, dtype={np.dtype(self.dtype).name}{w})"
+
+    def __eq__(self, other):
+        return (isinstance(other, ShapeDtypeStruct) and self.shape == other.shape
+                and self.dtype == other.dtype and self.weak_type == other.weak_type)
+
+    def __hash__(self):
+        return hash((self.shape, self.dtype, self.weak_type))
+
+
+def eval_shape(fun: Callable, *args, **kwargs):
+    """Output shapes/dtypes of ``fun`` (as ShapeDtypeStructs) without computing anything."""
+    a_flat, a_tree = tree_flatten((args, kwargs))
+    avals = [ShapedArray(x.shape, x.dtype, getattr(x, "weak_type", False))
+             if hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, Tracer)
+             and not isinstance(x, Array) else get_aval(x) for x in a_flat]
+    store = {}
+
+    def flat_fun(*xs):
+        a, k = tree_unflatten(a_tree, list(xs))
+        out = fun(*a, **k)
+        leaves, tree = tree_flatten(out)
+        store["tree"] = tree
+        return leaves
+
+    jaxpr, _ = staging.trace_to_jaxpr(flat_fun, avals)
+    return tree_unflatten(store["tree"], [ShapeDtypeStruct(a.shape, a.dtype,
+                                                           weak_type=a.weak_type)
+                                          for a in jaxpr.out_avals])
+
+
+# ================================================================================================
+# Misc
+# ================================================================================================
+
+def block_until_ready(x):
+    """Wait for every array in the pytree ``x`` (kiln's CPU arrays are always ready)."""
+    return tree_map(lambda a: a.block_until_ready() if hasattr(a, "block_until_ready") else a, x)
+
+
+def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
+    """Put the pytree ``x`` on ``device`` as kiln Arrays."""
+    from kiln.array import to_array
+
+    def put(a):
+        if isinstance(a, Tracer):
+            return a
+        if type(a) is Array:
+            return a
+        return to_array(np.asarray(a)) if not isinstance(a, (int, float, complex, bool)) \
+            else to_array(a)
+    return tree_map(put, x)
+
+
+def device_get(x):
+    """Fetch the pytree ``x`` as NumPy arrays."""
+    return tree_map(lambda a: np.asarray(a) if isinstance(a, Array) else a, x)
+
+
+def _unused(*_a: Any) -> None:
+    return None
+
+
+_ = (Sequence, tree_structure, _unused)

@@ -1,0 +1,198 @@
+"""``kiln.Array``: an immutable array backed by a NumPy buffer on a CPU device.
+
+Operators and methods are shared with tracers (``kiln._array_methods``); Array adds
+the concrete behaviours (repr, conversion to NumPy and Python scalars) and fast
+eager paths for the commonest operators.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from kiln import dtypes
+from kiln.core import trace as core
+from kiln.core.avals import ShapedArray
+from kiln.core.trace import Tracer
+
+
+class Array:
+    """A kiln array. Create with ``kiln.numpy.asarray``/``array``; never mutated."""
+
+    __slots__ = ("_value", "weak_type", "__weakref__")
+    __array_priority__ = 100
+
+    def __init__(self, value, weak_type: bool = False):
+        self._value = value
+        self.weak_type = weak_type
+
+    # -- metadata -------------------------------------------------------------------------
+    @property
+    def shape(self):
+        return self._value.shape
+
+    @property
+    def dtype(self):
+        return self._value.dtype
+
+    @property
+    def ndim(self):
+        return self._value.ndim
+
+    @property
+    def size(self):
+        return self._value.size
+
+    @property
+    def nbytes(self):
+        return self._value.nbytes
+
+    @property
+    def itemsize(self):
+        return self._value.dtype.itemsize
+
+    @property
+    def aval(self):
+        return ShapedArray(self._value.shape, self._value.dtype, self.weak_type)
+
+    # -- conversion -----------------------------------------------------------------------
+    def __array__(self, dtype=None, copy=None):
+        v = np.asarray(self._value)
+        if dtype is not None and v.dtype != dtype:
+            return v.astype(dtype)
+        if copy:
+            return v.copy()
+        return v
+
+    def __bool__(self):
+        if self._value.size != 1:
+            raise ValueError("The truth value of an array with more than one element is "
+                             "ambiguous. Use a.any() or a.all()")
+        return bool(self._value)
+
+    def __int__(self):
+        return int(self._value)
+
+    def __float__(self):
+        return float(self._value)
+
+    def __complex__(self):
+        return complex(self._value)
+
+    def __index__(self):
+        if self._value.dtype.kind not in "biu" or self._value.ndim != 0:
+            raise TypeError("only integer scalar arrays can be converted to a scalar index")
+        return int(self._value)
+
+    def __len__(self):
+        if self._value.ndim == 0:
+            raise TypeError("len() of unsized object")
+        return self._value.shape[0]
+
+    def __iter__(self):
+        v = self._value
+        if v.ndim == 0:
+            raise TypeError("iteration over a 0-d array")
+        w = self.weak_type
+        return (make_array(np.asarray(r), w) for r in v)
+
+    def __hash__(self):
+        raise TypeError("unhashable type: 'ArrayImpl'")
+
+    def item(self, *args):
+        return np.asarray(self._value).item(*args)
+
+    def tolist(self):
+        return np.asarray(self._value).tolist()
+
+    def __reduce__(self):
+        return (_reconstruct, (np.asarray(self._value), self.weak_type))
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return make_array(np.array(self._value), self.weak_type)
+
+    # -- runtime --------------------------------------------------------------------------
+    def block_until_ready(self):
+        return self
+
+    def copy_to_host_async(self):
+        return None
+
+    def is_fully_addressable(self):
+        return True
+
+    is_fully_replicated = True
+    committed = False
+
+    def devices(self):
+        from kiln.devices import devices
+        return {devices()[0]}
+
+    @property
+    def device(self):
+        from kiln.devices import devices
+        return devices()[0]
+
+    @property
+    def sharding(self):
+        from kiln.devices import SingleDeviceSharding, devices
+        return SingleDeviceSharding(devices()[0])
+
+    def delete(self):
+        pass
+
+    def is_deleted(self):
+        return False
+
+    # -- printing -------------------------------------------------------------------------
+    def __repr__(self):
+        v = np.asarray(self._value)
+        prefix = "Array("
+        suffix = f", dtype={v.dtype.name}" + (", weak_type=True" if self.weak_type else "") + ")"
+        if v.size == 0 and v.shape != (0,):
+            body = f"[], shape={v.shape}"
+        else:
+            body = np.array2string(v, separator=", ", prefix=prefix, suffix=suffix,
+                                   max_line_width=80)
+        return prefix + body + suffix
+
+    def __str__(self):
+        return str(np.asarray(self._value))
+
+    def __format__(self, spec):
+        if self._value.ndim == 0:
+            return format(self._value.item(), spec)
+        return format(str(self), spec)
+
+
+def _reconstruct(value, weak_type):
+    return make_array(value, weak_type)
+
+
+def make_array(value, weak_type: bool = False) -> Array:
+    """Wrap a NumPy value without copying or checking (internal fast path)."""
+    a = object.__new__(Array)
+    a._value = value
+    a.weak_type = weak_type
+    return a
+
+
+_scalar_types = (int, float, complex)
+
+
+def to_array(x, dtype=None) -> Array:
+    """Convert any array-like to an Array with a canonical dtype (Python scalars weak)."""
+    if type(x) is Array and dtype is None:
+        return x
+    if isinstance(x, Tracer):
+        raise TypeError(f"to_array got a tracer {x}")
+    weak = dtype is None and type(x) in _scalar_types
+    if type(x) is Array:
+        x = x._value
+    return make_array(dtypes.coerce_to_array(x, dtype), weak)
+
+
+core.Array = Array
+core.make_array = make_array
+core.to_array = to_array

@@ -1,0 +1,1 @@
+"""Backends run jaxprs on buffers. ``reference`` interprets with NumPy impls."""

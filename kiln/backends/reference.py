@@ -1,0 +1,50 @@
+"""The reference backend: interpret a jaxpr with each primitive's NumPy ``impl``.
+
+Always available, and the oracle the compiler is tested against. Values in the
+environment are raw NumPy arrays; weak types live only in the avals.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from kiln.config import config
+from kiln.core.jaxpr import Jaxpr, Literal
+
+
+def _raw(x):
+    v = getattr(x, "_value", None)
+    return v if v is not None else np.asarray(x)
+
+
+def run_jaxpr(jaxpr: Jaxpr, consts, args):
+    """Evaluate ``jaxpr`` on NumPy values; returns a list of NumPy values."""
+    env = {}
+    for v, x in zip(jaxpr.constvars, consts):
+        env[v] = _raw(x)
+    for v, x in zip(jaxpr.invars, args):
+        env[v] = x
+    check = config.jax_debug_nans or config.jax_debug_infs
+    for eqn in jaxpr.eqns:
+        ins = [v.val._value if type(v) is Literal else env[v] for v in eqn.invars]
+        out = eqn.primitive.impl(*ins, **eqn.params)
+        if eqn.primitive.multiple_results:
+            for v, o in zip(eqn.outvars, out):
+                env[v] = o
+            if check:
+                for o in out:
+                    _check_nans(eqn, o)
+        else:
+            env[eqn.outvars[0]] = out
+            if check:
+                _check_nans(eqn, out)
+    return [v.val._value if type(v) is Literal else env[v] for v in jaxpr.outvars]
+
+
+def _check_nans(eqn, value):
+    v = np.asarray(value)
+    if v.dtype.kind not in "fc":
+        return
+    if config.jax_debug_nans and np.isnan(v).any():
+        raise FloatingPointError(f"invalid value (nan) encountered in {eqn.primitive.name}")
+    if config.jax_debug_infs and np.isinf(v).any():
+        raise FloatingPointError(f"divide by zero (inf) encountered in {eqn.primitive.name}")

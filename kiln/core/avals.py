@@ -1,0 +1,93 @@
+"""Abstract values: what a tracer knows about the array it stands for.
+
+``ShapedArray`` carries a shape, a canonical NumPy dtype and JAX's ``weak_type``
+flag (set for values born from Python scalars, which promote without widening).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+_SHORT = {
+    "float16": "f16", "float32": "f32", "float64": "f64", "bfloat16": "bf16",
+    "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
+    "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64",
+    "complex64": "c64", "complex128": "c128", "bool": "bool",
+    "int4": "i4", "uint4": "u4",
+}
+
+
+def short_dtype_name(dtype: np.dtype) -> str:
+    """The name JAX's pretty printer uses for ``dtype`` (``f32``, ``i32`` ...)."""
+    if dtype.names == ("float0",):
+        return "float0"
+    name = dtype.name
+    return _SHORT.get(name, name)
+
+
+class ShapedArray:
+    """An abstract array: shape, dtype and weak type, no values."""
+
+    __slots__ = ("shape", "dtype", "weak_type")
+    array_abstraction_level = 1
+
+    def __init__(self, shape, dtype, weak_type: bool = False):
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+        self.weak_type = bool(weak_type)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    def update(self, shape=None, dtype=None, weak_type=None) -> ShapedArray:
+        return ShapedArray(self.shape if shape is None else shape,
+                           self.dtype if dtype is None else dtype,
+                           self.weak_type if weak_type is None else weak_type)
+
+    def strip_weak_type(self) -> ShapedArray:
+        return self.update(weak_type=False) if self.weak_type else self
+
+    def str_short(self, short_dtypes: bool = True) -> str:
+        dt = short_dtype_name(self.dtype) if short_dtypes else self.dtype.name
+        return f"{dt}[{','.join(str(d) for d in self.shape)}]"
+
+    def __eq__(self, other):
+        return (type(other) is ShapedArray and self.shape == other.shape
+                and self.dtype == other.dtype and self.weak_type == other.weak_type)
+
+    def __hash__(self):
+        return hash((self.shape, self.dtype, self.weak_type))
+
+    def __repr__(self):
+        w = ", weak_type=True" if self.weak_type else ""
+        return f"ShapedArray({self.str_short(False)}{w})"
+
+    __str__ = str_short
+
+
+class AbstractToken:
+    """The abstract value of an effect-ordering token."""
+
+    shape = ()
+    dtype = np.dtype(bool)
+    weak_type = False
+    ndim = 0
+
+    def str_short(self, short_dtypes: bool = True) -> str:
+        return "Token"
+
+    def __eq__(self, other):
+        return isinstance(other, AbstractToken)
+
+    def __hash__(self):
+        return hash("AbstractToken")
+
+
+abstract_token = AbstractToken()

@@ -1,0 +1,313 @@
+"""The jaxpr IR: typed variables, literals, equations, (closed) jaxprs.
+
+Also the pretty printer (JAX's text format), a type checker that every staged
+jaxpr can be run through, and ``eval_jaxpr`` which re-binds each equation under
+the current trace (so evaluating a jaxpr inside ``grad`` differentiates it).
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from kiln.core.avals import ShapedArray
+from kiln.core.trace import Tracer
+
+
+class Var:
+    """A jaxpr variable. Names are assigned when printing."""
+
+    __slots__ = ("aval", "count")
+    _counter = itertools.count()
+
+    def __init__(self, aval: ShapedArray):
+        self.aval = aval
+        self.count = next(Var._counter)
+
+    def __repr__(self):
+        return f"Var({self.count}:{self.aval.str_short()})"
+
+
+class DropVar(Var):
+    """An equation output nobody reads (printed as ``_``)."""
+
+    __slots__ = ()
+
+
+class Literal:
+    """A scalar constant inlined into an equation."""
+
+    __slots__ = ("val", "aval")
+
+    def __init__(self, val, aval: ShapedArray):
+        self.val = val
+        self.aval = aval
+
+    def __repr__(self):
+        return f"Literal({self.val})"
+
+
+class JaxprEqn:
+    __slots__ = ("primitive", "invars", "outvars", "params")
+
+    def __init__(self, primitive, invars, outvars, params):
+        self.primitive = primitive
+        self.invars = invars
+        self.outvars = outvars
+        self.params = params
+
+    def replace(self, **kw):
+        d = dict(primitive=self.primitive, invars=self.invars, outvars=self.outvars,
+                 params=self.params)
+        d.update(kw)
+        return JaxprEqn(**d)
+
+    def __repr__(self):
+        return pp_eqn(self, _Namer(), 0)
+
+
+class Jaxpr:
+    """A function in SSA form: ``constvars; invars -> eqns -> outvars``."""
+
+    __slots__ = ("constvars", "invars", "outvars", "eqns", "effects", "debug_info")
+
+    def __init__(self, constvars, invars, outvars, eqns, effects=frozenset(), debug_info=None):
+        self.constvars = list(constvars)
+        self.invars = list(invars)
+        self.outvars = list(outvars)
+        self.eqns = list(eqns)
+        self.effects = effects
+        self.debug_info = debug_info
+
+    @property
+    def in_avals(self):
+        return [v.aval for v in self.invars]
+
+    @property
+    def out_avals(self):
+        return [v.aval for v in self.outvars]
+
+    def __str__(self):
+        return pp_jaxpr(self)
+
+    __repr__ = __str__
+
+    def pretty_print(self, **_kw):
+        return str(self)
+
+
+class ClosedJaxpr:
+    """A jaxpr together with the values of its constvars."""
+
+    __slots__ = ("jaxpr", "consts", "__weakref__")
+
+    def __init__(self, jaxpr: Jaxpr, consts):
+        self.jaxpr = jaxpr
+        self.consts = list(consts)
+
+    @property
+    def in_avals(self):
+        return self.jaxpr.in_avals
+
+    @property
+    def out_avals(self):
+        return self.jaxpr.out_avals
+
+    @property
+    def eqns(self):
+        return self.jaxpr.eqns
+
+    @property
+    def effects(self):
+        return self.jaxpr.effects
+
+    def __str__(self):
+        return pp_jaxpr(self.jaxpr)
+
+    __repr__ = __str__
+
+    def pretty_print(self, **_kw):
+        return str(self)
+
+
+# ----------------------------------------------------------------------------------------------
+# Pretty printing in JAX's format.
+
+class _Namer:
+    def __init__(self):
+        self.names = {}
+
+    def __call__(self, v) -> str:
+        if isinstance(v, Literal):
+            return pp_literal(v)
+        if isinstance(v, DropVar):
+            return "_"
+        name = self.names.get(v)
+        if name is None:
+            name = self.names[v] = _encode(len(self.names))
+        return name
+
+
+def _encode(n: int) -> str:
+    s = ""
+    n += 1
+    while n:
+        n, r = divmod(n - 1, 26)
+        s = chr(ord("a") + r) + s
+    return s
+
+
+def pp_literal(lit: Literal) -> str:
+    v = np.asarray(lit.val)
+    if v.dtype == bool:
+        txt = "True" if v.item() else "False"
+    elif np.issubdtype(v.dtype, np.floating) or v.dtype.name == "bfloat16":
+        f = float(v)
+        txt = repr(f) if np.isfinite(f) else ("nan" if np.isnan(f) else ("inf" if f > 0 else "-inf"))
+    else:
+        txt = str(v.item())
+    return f"{txt}:{lit.aval.str_short()}"
+
+
+def _pp_param(v, namer, indent) -> str:
+    if isinstance(v, ClosedJaxpr):
+        return _pp_jaxpr_body(v.jaxpr, namer, indent + 2, nested=True)
+    if isinstance(v, Jaxpr):
+        return _pp_jaxpr_body(v, namer, indent + 2, nested=True)
+    if isinstance(v, (tuple, list)) and v and all(isinstance(e, ClosedJaxpr) for e in v):
+        inner = " ".join(_pp_jaxpr_body(e.jaxpr, namer, indent + 2, nested=True) for e in v)
+        return f"({inner})"
+    if isinstance(v, np.dtype):
+        return v.name
+    if isinstance(v, type) and issubclass(v, np.generic):
+        return np.dtype(v).name
+    if callable(v) and hasattr(v, "__name__"):
+        return v.__name__
+    return str(v)
+
+
+def pp_eqn(eqn: JaxprEqn, namer, indent: int) -> str:
+    outs = " ".join(f"{namer(v)}:{v.aval.str_short()}" for v in eqn.outvars)
+    params = ""
+    shown = {k: v for k, v in eqn.params.items() if not k.startswith("_")}
+    if shown:
+        params = "[" + " ".join(f"{k}={_pp_param(v, namer, indent)}" for k, v in
+                                sorted(shown.items())) + "]"
+    args = " ".join(namer(v) for v in eqn.invars)
+    return f"{outs} = {eqn.primitive.name}{params} {args}".rstrip()
+
+
+def _pp_jaxpr_body(jaxpr: Jaxpr, namer, indent: int, nested: bool = False) -> str:
+    consts = " ".join(f"{namer(v)}:{v.aval.str_short()}" for v in jaxpr.constvars)
+    ins = " ".join(f"{namer(v)}:{v.aval.str_short()}" for v in jaxpr.invars)
+    eqn_strs = [pp_eqn(e, namer, indent) for e in jaxpr.eqns]
+    outs = ", ".join(namer(v) for v in jaxpr.outvars)
+    out_txt = f"({outs},)" if len(jaxpr.outvars) == 1 else f"({outs})"
+    head = f"{{ lambda {consts}; {ins}. let"
+    one_line = f"{head} {' '.join(eqn_strs)} in {out_txt} }}" if eqn_strs else \
+        f"{head}  in {out_txt} }}"
+    if len(eqn_strs) <= 1 and "\n" not in one_line and len(one_line) + indent <= 80:
+        return one_line.replace("let  in", "let in")
+    pad = " " * (indent + 4)
+    body = "\n".join(pad + s for s in eqn_strs)
+    return f"{head}\n{body}\n{' ' * (indent + 2)}in {out_txt} }}"
+
+
+def pp_jaxpr(jaxpr: Jaxpr) -> str:
+    return _pp_jaxpr_body(jaxpr, _Namer(), 0)
+
+
+# ----------------------------------------------------------------------------------------------
+# Type checking.
+
+class JaxprTypeError(TypeError):
+    pass
+
+
+def _same_type(a, b) -> bool:
+    return a.shape == b.shape and a.dtype == b.dtype and a.weak_type == b.weak_type
+
+
+def check_jaxpr(jaxpr: Jaxpr) -> None:
+    """Check that every variable is defined once before use and every equation's
+    output types are what its primitive's abstract evaluation says."""
+    defined = set()
+
+    def define(v):
+        if isinstance(v, DropVar):
+            return
+        if v in defined:
+            raise JaxprTypeError(f"variable {v} defined twice")
+        defined.add(v)
+
+    def read(v):
+        if isinstance(v, Literal):
+            return v.aval
+        if v not in defined:
+            raise JaxprTypeError(f"variable {v} used before definition")
+        return v.aval
+
+    for v in jaxpr.constvars:
+        define(v)
+    for v in jaxpr.invars:
+        define(v)
+    for eqn in jaxpr.eqns:
+        in_avals = [read(v) for v in eqn.invars]
+        prim = eqn.primitive
+        out = prim.abstract_eval(*in_avals, **eqn.params)
+        outs = out if prim.multiple_results else [out]
+        if len(outs) != len(eqn.outvars):
+            raise JaxprTypeError(f"{prim.name}: expected {len(outs)} outputs, "
+                                 f"equation has {len(eqn.outvars)}")
+        for expected, v in zip(outs, eqn.outvars):
+            if not _same_type(expected, v.aval):
+                raise JaxprTypeError(
+                    f"{prim.name}: output type {v.aval.str_short()} (weak={v.aval.weak_type}) "
+                    f"differs from abstract eval {expected.str_short()} "
+                    f"(weak={expected.weak_type}) in equation {pp_eqn(eqn, _Namer(), 0)}")
+        for p in eqn.params.values():
+            if isinstance(p, ClosedJaxpr):
+                check_jaxpr(p.jaxpr)
+            elif isinstance(p, Jaxpr):
+                check_jaxpr(p)
+        for v in eqn.outvars:
+            define(v)
+    for v in jaxpr.outvars:
+        read(v)
+
+
+# ----------------------------------------------------------------------------------------------
+# Evaluation under the current trace.
+
+def eval_jaxpr(jaxpr: Jaxpr, consts, *args):
+    """Evaluate ``jaxpr`` by binding each equation's primitive under the current trace."""
+    env = {}
+
+    def read(v):
+        return v.val if type(v) is Literal else env[v]
+
+    for v, x in zip(jaxpr.constvars, consts):
+        env[v] = x
+    if len(args) != len(jaxpr.invars):
+        raise TypeError(f"jaxpr expects {len(jaxpr.invars)} arguments, got {len(args)}")
+    for v, x in zip(jaxpr.invars, args):
+        env[v] = x
+    for eqn in jaxpr.eqns:
+        ins = [read(v) for v in eqn.invars]
+        outs = eqn.primitive.bind(*ins, **eqn.params)
+        if eqn.primitive.multiple_results:
+            for v, o in zip(eqn.outvars, outs):
+                env[v] = o
+        else:
+            env[eqn.outvars[0]] = outs
+    return [read(v) for v in jaxpr.outvars]
+
+
+def jaxpr_as_fun(closed: ClosedJaxpr):
+    def fun(*args):
+        return eval_jaxpr(closed.jaxpr, closed.consts, *args)
+    return fun
+
+
+def is_tracer(x) -> bool:
+    return isinstance(x, Tracer)

@@ -1,0 +1,278 @@
+"""Primitives, traces and tracers: the stackless tracing machinery.
+
+There is always exactly one *current trace*. ``Primitive.bind`` hands the
+primitive application to it. Every trace except the root ``EvalTrace`` has a
+``parent`` and runs its rules with the parent as the current trace, so nesting
+in any order works and tangents of different ``grad``s never mix (a value that
+is not one of a trace's own tracers is a constant to that trace).
+
+The root trace is an ``EvalTrace``: it calls the primitive's NumPy ``impl``.
+"""
+from __future__ import annotations
+
+import itertools
+from contextlib import contextmanager
+
+import numpy as np
+
+from kiln.core.avals import ShapedArray
+from kiln.errors import (
+    ConcretizationTypeError,
+    TracerArrayConversionError,
+    TracerBoolConversionError,
+    TracerIntegerConversionError,
+    UnexpectedTracerError,
+)
+
+
+class Primitive:
+    """A named operation. ``impl`` runs it on NumPy values; ``abstract_eval`` on avals.
+
+    Transformation rules (jvp, transpose, batching, partial evaluation) live in the
+    registries of their interpreters, registered next to the primitive's definition.
+    """
+
+    multiple_results = False
+
+    def __init__(self, name: str):
+        self.name = name
+        self.impl = None
+        self.abstract_eval = None
+        # weak_type_rule(*in_weak_flags, **params) -> bool (or list for multiple results)
+        self.weak_type_rule = None
+
+    def bind(self, *args, **params):
+        return _state.trace.process_primitive(self, args, params)
+
+    def def_impl(self, impl):
+        self.impl = impl
+        return impl
+
+    def def_abstract_eval(self, fn):
+        self.abstract_eval = fn
+        return fn
+
+    def __repr__(self):
+        return self.name
+
+
+def standard_weak_type_rule(*weak_flags, **_params) -> bool:
+    return bool(weak_flags) and all(weak_flags)
+
+
+class _TraceState:
+    __slots__ = ("trace",)
+
+
+_state = _TraceState()
+_trace_ids = itertools.count()
+
+
+def current_trace() -> Trace:
+    return _state.trace
+
+
+@contextmanager
+def set_current_trace(trace: Trace):
+    prev = _state.trace
+    _state.trace = trace
+    try:
+        yield trace
+    finally:
+        _state.trace = prev
+
+
+class Trace:
+    """A transformation's interpreter for primitive applications."""
+
+    __slots__ = ("parent", "id", "alive", "__weakref__")
+
+    def __init__(self, parent: Trace | None = None):
+        self.parent = _state.trace if parent is None else parent
+        self.id = next(_trace_ids)
+        self.alive = True
+
+    def process_primitive(self, prim: Primitive, args, params):
+        raise NotImplementedError(f"{type(self).__name__}.process_primitive")
+
+    def process_custom_jvp_call(self, fun, jvp, args, *, symbolic_zeros=False):
+        raise NotImplementedError(f"{type(self).__name__}.process_custom_jvp_call")
+
+    def process_custom_vjp_call(self, fun, fwd, bwd, args, out_trees, *, symbolic_zeros=False):
+        raise NotImplementedError(f"{type(self).__name__}.process_custom_vjp_call")
+
+    def is_ancestor_of(self, other: Trace) -> bool:
+        t = other
+        while t is not None:
+            if t is self:
+                return True
+            t = t.parent
+        return False
+
+    def __repr__(self):
+        return f"{type(self).__name__}#{self.id}"
+
+
+def check_foreign_tracer(trace: Trace, x: Tracer) -> None:
+    """Raise UnexpectedTracerError if ``x`` cannot legally appear under ``trace``.
+
+    A tracer that is not ``trace``'s own must belong to a live ancestor of it;
+    anything else escaped its transformation.
+    """
+    t = x._trace
+    if not t.alive or not t.is_ancestor_of(trace):
+        raise UnexpectedTracerError(x)
+
+
+class EvalTrace(Trace):
+    """The root trace: applies primitives to concrete NumPy values."""
+
+    __slots__ = ()
+
+    def __init__(self):
+        self.parent = None
+        self.id = next(_trace_ids)
+        self.alive = True
+
+    def process_primitive(self, prim, args, params):
+        vals = []
+        weak = []
+        for x in args:
+            tx = type(x)
+            if tx is Array:
+                vals.append(x._value)
+                weak.append(x.weak_type)
+            elif isinstance(x, Tracer):
+                raise UnexpectedTracerError(x)
+            else:
+                x = to_array(x)
+                vals.append(x._value)
+                weak.append(x.weak_type)
+        out = prim.impl(*vals, **params)
+        rule = prim.weak_type_rule
+        if prim.multiple_results:
+            ws = rule(*weak, **params) if rule else [False] * len(out)
+            return [make_array(o, w) for o, w in zip(out, ws)]
+        w = rule(*weak, **params) if rule else False
+        return make_array(out, w)
+
+    def process_custom_jvp_call(self, fun, jvp, args, *, symbolic_zeros=False):
+        with set_current_trace(self):
+            return fun(*args)
+
+    def process_custom_vjp_call(self, fun, fwd, bwd, args, out_trees, *, symbolic_zeros=False):
+        with set_current_trace(self):
+            return fun(*args)
+
+
+eval_trace = EvalTrace()
+_state.trace = eval_trace
+
+
+class Tracer:
+    """A stand-in for an array inside a transformation. Subclasses add payload."""
+
+    __slots__ = ("_trace", "__weakref__")
+    __array_priority__ = 1000
+
+    @property
+    def aval(self) -> ShapedArray:
+        raise NotImplementedError
+
+    @property
+    def shape(self):
+        return self.aval.shape
+
+    @property
+    def dtype(self):
+        return self.aval.dtype
+
+    @property
+    def ndim(self):
+        return len(self.aval.shape)
+
+    @property
+    def size(self):
+        return self.aval.size
+
+    @property
+    def weak_type(self):
+        return self.aval.weak_type
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d array")
+        return (self[i] for i in range(self.shape[0]))
+
+    def __bool__(self):
+        raise TracerBoolConversionError(self)
+
+    def __int__(self):
+        raise ConcretizationTypeError(self, "The problem arose with the `int` function.")
+
+    def __float__(self):
+        raise ConcretizationTypeError(self, "The problem arose with the `float` function.")
+
+    def __complex__(self):
+        raise ConcretizationTypeError(self, "The problem arose with the `complex` function.")
+
+    def __index__(self):
+        raise TracerIntegerConversionError(self)
+
+    def __array__(self, dtype=None, copy=None):
+        raise TracerArrayConversionError(self)
+
+    def __hash__(self):
+        raise TypeError(f"unhashable type: {type(self).__name__} (traced arrays are unhashable; "
+                        "to use an array as a static argument, convert it to a tuple)")
+
+    def item(self, *args):
+        raise ConcretizationTypeError(self, "The problem arose with the `item` method.")
+
+    def tolist(self):
+        raise ConcretizationTypeError(self, "The problem arose with the `tolist` method.")
+
+    def __repr__(self):
+        return f"Traced<{self.aval.str_short(False)}{'weak' if self.weak_type else ''}>with<{type(self._trace).__name__}>"
+
+    def __str__(self):
+        return repr(self)
+
+    def __format__(self, spec):
+        return repr(self)
+
+
+# ----------------------------------------------------------------------------------------------
+# Concrete values: kiln.Array is defined in kiln.array; it registers itself here.
+Array = None  # set by kiln.array
+make_array = None
+to_array = None
+
+
+def get_aval(x) -> ShapedArray:
+    """The abstract value of any array-like (Array, Tracer, NumPy array or Python scalar)."""
+    if isinstance(x, Tracer):
+        return x.aval
+    if type(x) is Array:
+        v = x._value
+        return ShapedArray(v.shape, v.dtype, x.weak_type)
+    a = to_array(x)
+    return ShapedArray(a._value.shape, a._value.dtype, a.weak_type)
+
+
+def is_concrete(x) -> bool:
+    return not isinstance(x, Tracer)
+
+
+def concrete_value(x):
+    """The NumPy value of ``x``, or ConcretizationTypeError for tracers."""
+    if isinstance(x, Tracer):
+        raise ConcretizationTypeError(x)
+    if type(x) is Array:
+        return x._value
+    return np.asarray(x)

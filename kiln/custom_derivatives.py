@@ -1,0 +1,667 @@
+"""``custom_jvp``, ``custom_vjp`` and ``checkpoint``/``remat``.
+
+A custom-derivative function reaches the current trace through
+``process_custom_jvp_call``/``process_custom_vjp_call`` with *flat* callables:
+
+- ``fun(*args) -> outs``
+- ``jvp(primals, tangents) -> (primals_out, tangents_out)``
+- ``fwd(primals) -> (primals_out, residuals)``; ``bwd(residuals, cts_out) -> cts_in``
+
+Eval runs ``fun``; JVP runs the rule; vmap batches all callables; staging records a
+``custom_jvp_call``/``custom_vjp_call`` equation whose primitive carries the same rules,
+so the behaviour survives ``jit``. For ``custom_vjp`` under differentiation the tangent
+map is the ``custom_lin`` primitive: linear, transposed by calling ``bwd``; evaluating
+it in forward mode raises JAX's error.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+
+import numpy as np
+
+from kiln import dtypes
+from kiln.array import make_array
+from kiln.core.jaxpr import ClosedJaxpr, eval_jaxpr
+from kiln.core.trace import Primitive, current_trace, get_aval, set_current_trace
+from kiln.interpreters import ad, batching, staging
+from kiln.interpreters.ad import Zero
+from kiln.tree_util import tree_flatten, tree_map, tree_structure, tree_unflatten
+
+
+def _resolve_kwargs(fun, args, kwargs):
+    if not kwargs:
+        return tuple(args)
+    try:
+        ba = inspect.signature(fun).bind(*args, **kwargs)
+    except TypeError as e:
+        raise TypeError(f"custom derivative function called with invalid arguments: {e}") from e
+    ba.apply_defaults()
+    if ba.kwargs:
+        raise TypeError("keyword-only arguments are not supported by custom_jvp/custom_vjp "
+                        f"functions; got {list(ba.kwargs)}")
+    return ba.args
+
+
+def _split_nondiff(args, nondiff_argnums):
+    nondiff = {i: args[i] for i in nondiff_argnums}
+    diff = [a for i, a in enumerate(args) if i not in nondiff]
+    return nondiff, diff
+
+
+def _merge(nondiff, diff, n):
+    it = iter(diff)
+    return [nondiff[i] if i in nondiff else next(it) for i in range(n)]
+
+
+def _zeros_like(x):
+    a = get_aval(x)
+    ta = ad.tangent_aval(a)
+    return make_array(np.zeros(ta.shape, ta.dtype), a.weak_type and ta.dtype == a.dtype)
+
+
+class SymbolicZero:
+    """A zero tangent passed to a ``symbolic_zeros=True`` custom rule."""
+
+    def __init__(self, aval):
+        self.aval = aval
+        self.shape = aval.shape
+        self.dtype = aval.dtype
+
+    def __repr__(self):
+        return f"SymbolicZero({self.aval.str_short()})"
+
+
+class custom_jvp:
+    """A function with a custom JVP rule (``defjvp``/``defjvps``), as ``jax.custom_jvp``."""
+
+    def __init__(self, fun, nondiff_argnums=()):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.nondiff_argnums = tuple(nondiff_argnums)
+        self.jvp = None
+        self.symbolic_zeros = False
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        return functools.partial(self, obj)
+
+    def defjvp(self, jvp, symbolic_zeros: bool = False):
+        """Define the rule ``jvp(*nondiff_args, primals, tangents) -> (primal_out, tangent_out)``."""
+        self.jvp = jvp
+        self.symbolic_zeros = symbolic_zeros
+        return jvp
+
+    def defjvps(self, *jvps):
+        """Define the JVP by one function per argument: ``jvp_i(g, ans, *primals)``."""
+        if self.nondiff_argnums:
+            raise TypeError("Can't use defjvps with nondiff_argnums.")
+
+        def jvp(primals, tangents):
+            ans = self(*primals)
+            out = None
+            for fn, t in zip(jvps, tangents):
+                if fn is None:
+                    continue
+                c = fn(t, ans, *primals)
+                out = c if out is None else tree_map(lambda a, b: a + b, out, c)
+            if out is None:
+                out = tree_map(_zeros_like, ans)
+            return ans, out
+
+        self.defjvp(jvp)
+
+    def __call__(self, *args, **kwargs):
+        if self.jvp is None:
+            raise AttributeError(f"No JVP defined for custom_jvp function {self.__name__} using "
+                                 "defjvp.")
+        args = _resolve_kwargs(self.fun, args, kwargs)
+        n = len(args)
+        for i in self.nondiff_argnums:
+            if i >= n:
+                raise TypeError(f"custom_jvp nondiff_argnums {self.nondiff_argnums} out of range "
+                                f"for {n} arguments")
+        nondiff, diff = _split_nondiff(args, self.nondiff_argnums)
+        flat, in_tree = tree_flatten(tuple(diff))
+        store = {}
+        user_fun, user_jvp, symbolic = self.fun, self.jvp, self.symbolic_zeros
+
+        def flat_fun(*xs):
+            out = user_fun(*_merge(nondiff, tree_unflatten(in_tree, list(xs)), n))
+            leaves, tree = tree_flatten(out)
+            store["tree"] = tree
+            return leaves
+
+        def flat_jvp(primals, tangents):
+            py_p = tree_unflatten(in_tree, list(primals))
+            ts = [SymbolicZero(t.aval) if type(t) is Zero else t for t in tangents]
+            py_t = tree_unflatten(in_tree, ts)
+            nd = [nondiff[i] for i in sorted(nondiff)]
+            res = user_jvp(*nd, tuple(py_p), tuple(py_t))
+            if not (isinstance(res, (tuple, list)) and len(res) == 2):
+                raise TypeError("Custom JVP rule must produce a pair (list or tuple of length "
+                                f"two) representing primal and tangent outputs, got {res}.")
+            p_out, t_out = res
+            p_leaves, p_tree = tree_flatten(p_out)
+            t_leaves, t_tree = tree_flatten(t_out, is_leaf=lambda x: isinstance(x, SymbolicZero))
+            if p_tree != t_tree:
+                raise TypeError("Custom JVP rule must produce primal and tangent outputs with "
+                                f"equal container (pytree) structures, but got {p_tree} and "
+                                f"{t_tree} respectively.")
+            if "tree" in store and store["tree"] != p_tree:
+                raise TypeError("Custom JVP rule must produce a primal output with the same "
+                                f"structure as the function's output: {store['tree']} vs "
+                                f"{p_tree}")
+            store["tree"] = p_tree
+            outs_t = []
+            for p, t in zip(p_leaves, t_leaves):
+                pa = get_aval(p)
+                if isinstance(t, SymbolicZero) or t is None:
+                    outs_t.append(Zero(ad.tangent_aval(pa)))
+                    continue
+                ta = get_aval(t)
+                exp = ad.tangent_aval(pa)
+                if ta.shape != pa.shape:
+                    raise ValueError("Custom JVP rule must produce primal and tangent outputs "
+                                     f"with corresponding shapes, but got primal shape {pa.shape}"
+                                     f" and tangent shape {ta.shape}.")
+                if ta.dtype != exp.dtype and exp.dtype != dtypes.float0:
+                    raise TypeError("Custom JVP rule must produce primal and tangent outputs with "
+                                    f"corresponding dtypes, but got {pa.dtype.name} and "
+                                    f"{ta.dtype.name}.")
+                outs_t.append(Zero(exp) if exp.dtype == dtypes.float0 else t)
+            return list(p_leaves), outs_t
+
+        outs = current_trace().process_custom_jvp_call(flat_fun, flat_jvp, flat,
+                                                       symbolic_zeros=symbolic)
+        return tree_unflatten(store["tree"], outs)
+
+
+class custom_vjp:
+    """A function with a custom VJP (``defvjp(fwd, bwd)``), as ``jax.custom_vjp``."""
+
+    def __init__(self, fun, nondiff_argnums=()):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.nondiff_argnums = tuple(nondiff_argnums)
+        self.fwd = None
+        self.bwd = None
+        self.symbolic_zeros = False
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        return functools.partial(self, obj)
+
+    def defvjp(self, fwd, bwd, symbolic_zeros: bool = False, optimize_remat: bool = False):
+        """``fwd(*args) -> (out, residuals)``; ``bwd(*nondiff, residuals, ct) -> cts tuple``."""
+        self.fwd = fwd
+        self.bwd = bwd
+        self.symbolic_zeros = symbolic_zeros
+
+    def __call__(self, *args, **kwargs):
+        if self.fwd is None:
+            raise AttributeError(f"No VJP defined for custom_vjp function {self.__name__} using "
+                                 "defvjp.")
+        args = _resolve_kwargs(self.fun, args, kwargs)
+        n = len(args)
+        nondiff, diff = _split_nondiff(args, self.nondiff_argnums)
+        flat, in_tree = tree_flatten(tuple(diff))
+        store = {}
+        user_fun, user_fwd, user_bwd = self.fun, self.fwd, self.bwd
+        nd_list = [nondiff[i] for i in sorted(nondiff)]
+
+        def flat_fun(*xs):
+            out = user_fun(*_merge(nondiff, tree_unflatten(in_tree, list(xs)), n))
+            leaves, tree = tree_flatten(out)
+            store["tree"] = tree
+            return leaves
+
+        def flat_fwd(primals):
+            res = user_fwd(*_merge(nondiff, tree_unflatten(in_tree, list(primals)), n))
+            if not (isinstance(res, (tuple, list)) and len(res) == 2):
+                raise TypeError("Custom VJP fwd rule must produce a pair (list or tuple of length "
+                                f"two) representing primal outputs and residuals, got {res}.")
+            out, resid = res
+            o_leaves, o_tree = tree_flatten(out)
+            r_leaves, r_tree = tree_flatten(resid)
+            store["tree"] = o_tree
+            store["res_tree"] = r_tree
+            return list(o_leaves), list(r_leaves)
+
+        def flat_bwd(res_leaves, cts):
+            resid = tree_unflatten(store["res_tree"], list(res_leaves))
+            ct_vals = [(_zeros_from_aval(c.aval) if type(c) is Zero else c) for c in cts]
+            ct = tree_unflatten(store["tree"], ct_vals)
+            cts_in = user_bwd(*nd_list, resid, ct)
+            if not isinstance(cts_in, (tuple, list)):
+                raise TypeError("Custom VJP bwd rule must produce a tuple of cotangents, one per "
+                                f"differentiable argument; got {type(cts_in).__name__}.")
+            cts_in = tuple(cts_in)
+            if len(cts_in) != len(diff):
+                raise ValueError(f"Custom VJP bwd rule must produce an output with the same "
+                                 f"container (pytree) structure as the args tuple of the primal "
+                                 f"function: expected {len(diff)} cotangents, got "
+                                 f"{len(cts_in)}.")
+            leaves = []
+            for d, c in zip(diff, cts_in):
+                d_leaves, d_tree = tree_flatten(d)
+                if c is None:
+                    leaves.extend(Zero(ad.tangent_aval(get_aval(x))) for x in d_leaves)
+                    continue
+                c_leaves, c_tree = tree_flatten(c, is_leaf=lambda x: x is None)
+                if c_tree != d_tree and len(c_leaves) != len(d_leaves):
+                    raise ValueError("Custom VJP bwd rule must produce an output with the same "
+                                     "container (pytree) structure as the args tuple of the "
+                                     f"primal function: {c_tree} vs {d_tree}.")
+                for x, cl in zip(d_leaves, c_leaves):
+                    xa = get_aval(x)
+                    if cl is None:
+                        leaves.append(Zero(ad.tangent_aval(xa)))
+                    else:
+                        if get_aval(cl).shape != xa.shape:
+                            raise ValueError(
+                                f"Custom VJP bwd rule must produce cotangents with the same "
+                                f"shapes as the primal inputs; got {get_aval(cl).shape} for an "
+                                f"input of shape {xa.shape}.")
+                        leaves.append(cl)
+            return leaves
+
+        outs = current_trace().process_custom_vjp_call(flat_fun, flat_fwd, flat_bwd, flat,
+                                                       None, symbolic_zeros=self.symbolic_zeros)
+        return tree_unflatten(store["tree"], outs)
+
+
+def _zeros_from_aval(aval):
+    return make_array(np.zeros(aval.shape, aval.dtype), aval.weak_type)
+
+
+# ----------------------------------------------------------------------------------------------
+# custom_lin: the linear tangent map of a custom_vjp function.
+
+custom_lin_p = Primitive("custom_lin")
+custom_lin_p.multiple_results = True
+
+
+def _custom_lin_impl(*args, **params):
+    raise TypeError("can't apply forward-mode autodiff (jvp) to a custom_vjp function.")
+
+
+custom_lin_p.impl = _custom_lin_impl
+custom_lin_p.abstract_eval = lambda *avals, out_avals, **_: list(out_avals)
+custom_lin_p.weak_type_rule = lambda *w, out_avals, **_: [a.weak_type for a in out_avals]
+
+
+def _custom_lin_transpose(cts, *args, num_res, bwd, out_avals, in_avals, symbolic_zeros):
+    res = args[:num_res]
+    cts_in = bwd(list(res), list(cts))
+    out = [None] * num_res
+    for c, a in zip(cts_in, in_avals):
+        out.append(c)
+    return out
+
+
+ad.transpose_rules[custom_lin_p] = _custom_lin_transpose
+
+
+def _custom_lin_jvp(primals, tangents, **params):
+    raise TypeError("can't apply forward-mode autodiff (jvp) to a custom_vjp function.")
+
+
+ad.jvp_rules[custom_lin_p] = _custom_lin_jvp
+
+
+def _custom_lin_batch(axis_data, vals, dims, *, num_res, bwd, out_avals, in_avals,
+                      symbolic_zeros):
+    size = axis_data.size
+    vals = [batching.bdim_at_front(v, d, size) for v, d in zip(vals, dims)]
+    res_avals = [get_aval(v) for v in vals[:num_res]]
+
+    def batched_bwd(res, cts):
+        def f(*xs):
+            r, c = list(xs[:num_res]), list(xs[num_res:])
+            out = bwd(r, c)
+            return [_zeros_from_aval(o.aval) if type(o) is Zero else o for o in out]
+        outs, odims = batching.batch_flat(f, list(res) + list(cts), [0] * (len(res) + len(cts)),
+                                          axis_data)
+        return [batching.matchaxis(o, d, 0, size) for o, d in zip(outs, odims)]
+
+    b_out = tuple(a.update(shape=(size,) + a.shape) for a in out_avals)
+    b_in = tuple(a.update(shape=(size,) + a.shape) for a in in_avals)
+    del res_avals
+    outs = custom_lin_p.bind(*vals, num_res=num_res, bwd=batched_bwd, out_avals=b_out,
+                             in_avals=b_in, symbolic_zeros=symbolic_zeros)
+    return outs, [0] * len(outs)
+
+
+batching.batch_rules[custom_lin_p] = _custom_lin_batch
+
+
+# ----------------------------------------------------------------------------------------------
+# Staged custom_jvp_call / custom_vjp_call equations.
+
+custom_jvp_call_p = Primitive("custom_jvp_call")
+custom_jvp_call_p.multiple_results = True
+custom_vjp_call_p = Primitive("custom_vjp_call")
+custom_vjp_call_p.multiple_results = True
+
+
+def _call_impl(*args, call_jaxpr: ClosedJaxpr, **_):
+    from kiln.backends import reference
+    return reference.run_jaxpr(call_jaxpr.jaxpr, call_jaxpr.consts, args)
+
+
+for _p in (custom_jvp_call_p, custom_vjp_call_p):
+    _p.impl = _call_impl
+    _p.abstract_eval = lambda *avals, call_jaxpr, **_: call_jaxpr.out_avals
+    _p.weak_type_rule = lambda *w, call_jaxpr, **_: [a.weak_type for a in call_jaxpr.out_avals]
+
+
+def _trace_fun(fun, args):
+    jaxpr, consts = staging.trace_to_jaxpr(fun, [get_aval(a) for a in args])
+    return staging.split_concrete_consts(jaxpr, consts)
+
+
+def stage_custom_jvp(trace, fun, jvp, args, symbolic_zeros):
+    with set_current_trace(trace):
+        closed, tconsts = _trace_fun(fun, args)
+    nc = len(tconsts)
+
+    def jvp_c(primals, tangents):
+        return jvp(list(primals[nc:]), list(tangents[nc:]))
+
+    return trace.stage(custom_jvp_call_p, [*tconsts, *args],
+                       dict(call_jaxpr=closed, jvp_jaxpr_fun=jvp_c, num_consts=nc,
+                            symbolic_zeros=symbolic_zeros),
+                       out_avals=closed.out_avals)
+
+
+def _custom_jvp_call_jvp(primals, tangents, *, call_jaxpr, jvp_jaxpr_fun, num_consts,
+                         symbolic_zeros):
+    if not symbolic_zeros:
+        tangents = [ad.instantiate_zeros(t) for t in tangents]
+    return jvp_jaxpr_fun(list(primals), list(tangents))
+
+
+ad.jvp_rules[custom_jvp_call_p] = _custom_jvp_call_jvp
+
+
+def _custom_jvp_call_batch(axis_data, vals, dims, *, call_jaxpr, jvp_jaxpr_fun, num_consts,
+                           symbolic_zeros):
+    fun = functools.partial(eval_jaxpr, call_jaxpr.jaxpr, call_jaxpr.consts)
+    bfun, bjvp, bvals = _batched_jvp_callables(axis_data, fun, jvp_jaxpr_fun, vals, dims)
+    with set_current_trace(current_trace()):
+        closed, tconsts = _trace_fun(bfun, bvals)
+    outs = custom_jvp_call_p.bind(*tconsts, *bvals, call_jaxpr=closed,
+                                  jvp_jaxpr_fun=_drop_consts(bjvp, len(tconsts)),
+                                  num_consts=len(tconsts), symbolic_zeros=symbolic_zeros)
+    return outs, [0] * len(outs)
+
+
+def _drop_consts(jvp, nc):
+    if nc == 0:
+        return jvp
+    return lambda p, t: jvp(list(p[nc:]), list(t[nc:]))
+
+
+batching.batch_rules[custom_jvp_call_p] = _custom_jvp_call_batch
+
+
+def _batched_jvp_callables(axis_data, fun, jvp, vals, dims):
+    size = axis_data.size
+    bvals = [batching.bdim_at_front(v, d, size) if d is not None else v
+             for v, d in zip(vals, dims)]
+    bdims = [None if d is None else 0 for d in dims]
+
+    def bfun(*xs):
+        outs, odims = batching.batch_flat(fun, list(xs), bdims, axis_data)
+        return [batching.matchaxis(o, d, 0, size) for o, d in zip(outs, odims)]
+
+    def bjvp(primals, tangents):
+        n = len(primals)
+        tangents = [ad.instantiate_zeros(t) for t in tangents]
+
+        def f(*xs):
+            p_out, t_out = jvp(list(xs[:n]), list(xs[n:]))
+            return list(p_out) + [ad.instantiate_zeros(t) for t in t_out]
+        tdims = [d if get_aval(t).ndim == get_aval(p).ndim else None
+                 for p, t, d in zip(primals, tangents, bdims)]
+        outs, odims = batching.batch_flat(f, list(primals) + list(tangents), bdims + tdims,
+                                          axis_data)
+        outs = [batching.matchaxis(o, d, 0, size) for o, d in zip(outs, odims)]
+        k = len(outs) // 2
+        return outs[:k], outs[k:]
+
+    return bfun, bjvp, bvals
+
+
+def batch_custom_jvp(trace, fun, jvp, vals, dims, symbolic_zeros):
+    bfun, bjvp, bvals = _batched_jvp_callables(trace.axis_data, fun, jvp, vals, dims)
+    outs = trace.parent.process_custom_jvp_call(bfun, bjvp, bvals, symbolic_zeros=False)
+    return [batching.BatchTracer(trace, o, 0) for o in outs]
+
+
+def stage_custom_vjp(trace, fun, fwd, bwd, args, out_trees, symbolic_zeros):
+    with set_current_trace(trace):
+        closed, tconsts = _trace_fun(fun, args)
+    nc = len(tconsts)
+
+    def fwd_c(primals):
+        return fwd(list(primals[nc:]))
+
+    def bwd_c(res, cts):
+        return [None] * 0 + list(bwd(res, cts))
+
+    return trace.stage(custom_vjp_call_p, [*tconsts, *args],
+                       dict(call_jaxpr=closed, fwd_jaxpr_thunk=fwd_c, bwd=bwd_c, num_consts=nc,
+                            symbolic_zeros=symbolic_zeros),
+                       out_avals=closed.out_avals)
+
+
+def _custom_vjp_call_jvp(primals, tangents, *, call_jaxpr, fwd_jaxpr_thunk, bwd, num_consts,
+                         symbolic_zeros):
+    nc = num_consts
+    p_out, res = fwd_jaxpr_thunk(list(primals))
+    tangents = [ad.instantiate_zeros(t) for t in tangents[nc:]]
+    in_avals = [get_aval(p) for p in primals[nc:]]
+    out_avals = [ad.tangent_aval(get_aval(p)) for p in p_out]
+    t_out = custom_lin_p.bind(*res, *tangents, num_res=len(res), bwd=bwd,
+                              out_avals=tuple(out_avals), in_avals=tuple(in_avals),
+                              symbolic_zeros=symbolic_zeros)
+    return p_out, t_out
+
+
+ad.jvp_rules[custom_vjp_call_p] = _custom_vjp_call_jvp
+
+
+def _batched_vjp_callables(axis_data, fun, fwd, bwd, vals, dims):
+    size = axis_data.size
+    bvals = [batching.bdim_at_front(v, d, size) if d is not None else v
+             for v, d in zip(vals, dims)]
+    bdims = [None if d is None else 0 for d in dims]
+    res_dims = {}
+
+    def bfun(*xs):
+        outs, odims = batching.batch_flat(fun, list(xs), bdims, axis_data)
+        return [batching.matchaxis(o, d, 0, size) for o, d in zip(outs, odims)]
+
+    def bfwd(primals):
+        cell = {}
+
+        def f(*xs):
+            p_out, res = fwd(list(xs))
+            cell["n"] = len(p_out)
+            return list(p_out) + list(res)
+        outs, odims = batching.batch_flat(f, list(primals), bdims, axis_data)
+        outs = [batching.matchaxis(o, d, 0, size) for o, d in zip(outs, odims)]
+        k = cell["n"]
+        res_dims["n"] = len(outs) - k
+        return outs[:k], outs[k:]
+
+    def bbwd(res, cts):
+        n = len(res)
+
+        def f(*xs):
+            out = bwd(list(xs[:n]), list(xs[n:]))
+            return [_zeros_from_aval(o.aval) if type(o) is Zero else o for o in out]
+        cts = [ad.instantiate_zeros(c) for c in cts]
+        outs, odims = batching.batch_flat(f, list(res) + list(cts), [0] * (n + len(cts)),
+                                          axis_data)
+        return [batching.matchaxis(o, d, 0, size) for o, d in zip(outs, odims)]
+
+    return bfun, bfwd, bbwd, bvals
+
+
+def batch_custom_vjp(trace, fun, fwd, bwd, vals, dims, out_trees, symbolic_zeros):
+    bfun, bfwd, bbwd, bvals = _batched_vjp_callables(trace.axis_data, fun, fwd, bwd, vals, dims)
+    outs = trace.parent.process_custom_vjp_call(bfun, bfwd, bbwd, bvals, out_trees,
+                                                symbolic_zeros=symbolic_zeros)
+    return [batching.BatchTracer(trace, o, 0) for o in outs]
+
+
+def _custom_vjp_call_batch(axis_data, vals, dims, *, call_jaxpr, fwd_jaxpr_thunk, bwd,
+                           num_consts, symbolic_zeros):
+    fun = functools.partial(eval_jaxpr, call_jaxpr.jaxpr, call_jaxpr.consts)
+    bfun, bfwd, bbwd, bvals = _batched_vjp_callables(axis_data, fun, fwd_jaxpr_thunk, bwd, vals,
+                                                     dims)
+    closed, tconsts = _trace_fun(bfun, bvals)
+    nc = len(tconsts)
+    outs = custom_vjp_call_p.bind(*tconsts, *bvals, call_jaxpr=closed,
+                                  fwd_jaxpr_thunk=(lambda p: bfwd(list(p[nc:]))) if nc else bfwd,
+                                  bwd=bbwd, num_consts=nc, symbolic_zeros=symbolic_zeros)
+    return outs, [0] * len(outs)
+
+
+batching.batch_rules[custom_vjp_call_p] = _custom_vjp_call_batch
+
+
+# ----------------------------------------------------------------------------------------------
+# checkpoint / remat
+
+remat_p = Primitive("checkpoint")
+remat_p.multiple_results = True
+remat_p.impl = lambda *args, jaxpr, prevent_cse, differentiated, policy: _call_impl(
+    *args, call_jaxpr=jaxpr)
+remat_p.abstract_eval = lambda *avals, jaxpr, **_: jaxpr.out_avals
+remat_p.weak_type_rule = lambda *w, jaxpr, **_: [a.weak_type for a in jaxpr.out_avals]
+
+
+def _remat_jvp(primals, tangents, *, jaxpr, prevent_cse, differentiated, policy):
+    nonzero = [type(t) is not Zero for t in tangents]
+    n = len(primals)
+
+    def fun(*args):
+        ps = list(args[:n])
+        it = iter(args[n:])
+        ts = [next(it) if nz else Zero(ad.tangent_aval(get_aval(p)))
+              for p, nz in zip(ps, nonzero)]
+        p_out, t_out = ad.jvp_flat(lambda *xs: eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *xs), ps, ts)
+        return list(p_out) + list(t_out)
+
+    args = list(primals) + [t for t in tangents if type(t) is not Zero]
+    closed, tconsts = _trace_fun(fun, args)
+    outs = remat_p.bind(*tconsts, *args, jaxpr=closed, prevent_cse=prevent_cse,
+                        differentiated=True, policy=policy)
+    k = len(outs) // 2
+    return outs[:k], outs[k:]
+
+
+ad.jvp_rules[remat_p] = _remat_jvp
+
+
+def _remat_partial_eval(trace, args, params):
+    """Known part: compute only the primal outputs. Unknown part: recompute the forward
+    pass from the (known) inputs inside the linear jaxpr, so no intermediate is saved."""
+    from kiln.interpreters.pjit import partial_eval_jaxpr
+    jaxpr = params["jaxpr"]
+    unknowns = [trace.is_own(x) for x in args]
+    known, unknown, out_unk, num_res = partial_eval_jaxpr(jaxpr, unknowns)
+    known_args = [x for x, u in zip(args, unknowns) if not u]
+    with set_current_trace(trace.parent):
+        kouts = eval_jaxpr(known.jaxpr, known.consts, *known_args)
+    n_known_out = len(kouts) - num_res
+    known_outs = kouts[:n_known_out]
+    unknown_args = [x for x, u in zip(args, unknowns) if u]
+    n_k = len(known_args)
+
+    def recompute(*xs):
+        ka, ua = xs[:n_k], xs[n_k:]
+        res = eval_jaxpr(known.jaxpr, known.consts, *ka)[n_known_out:]
+        return eval_jaxpr(unknown.jaxpr, unknown.consts, *res, *ua)
+
+    rec_avals = [get_aval(x) for x in known_args] + [x.aval for x in unknown_args]
+    rec_jaxpr, rec_consts = staging.trace_to_jaxpr(recompute, rec_avals)
+    closed, tconsts = staging.split_concrete_consts(rec_jaxpr, rec_consts)
+    uouts = trace.stage(remat_p, [*tconsts, *known_args, *unknown_args],
+                        dict(jaxpr=closed, prevent_cse=params["prevent_cse"],
+                             differentiated=True, policy=params["policy"]),
+                        out_avals=closed.out_avals)
+    ki, ui = iter(known_outs), iter(uouts)
+    return [next(ui) if u else next(ki) for u in out_unk]
+
+
+staging.partial_eval_rules[remat_p] = _remat_partial_eval
+
+
+def _remat_transpose(cts, *args, jaxpr, prevent_cse, differentiated, policy):
+    return ad.backward_pass(jaxpr.jaxpr, jaxpr.consts, list(args), cts)
+
+
+ad.transpose_rules[remat_p] = _remat_transpose
+
+
+def _remat_batch(axis_data, vals, dims, *, jaxpr, prevent_cse, differentiated, policy):
+    size = axis_data.size
+
+    def fun(*xs):
+        outs, odims = batching.batch_flat(
+            lambda *a: eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *a), list(xs), list(dims), axis_data)
+        return [batching.matchaxis(o, d, 0, size) for o, d in zip(outs, odims)]
+
+    closed, tconsts = _trace_fun(fun, vals)
+    outs = remat_p.bind(*tconsts, *vals, jaxpr=closed, prevent_cse=prevent_cse,
+                        differentiated=differentiated, policy=policy)
+    return outs, [0] * len(outs)
+
+
+batching.batch_rules[remat_p] = _remat_batch
+
+
+def checkpoint(fun=None, *, prevent_cse: bool = True, policy=None, static_argnums=()):
+    """Rematerialize ``fun``'s intermediates in the backward pass instead of storing them.
+
+    Gradients are identical to those of ``fun``; only memory/compute trade off. ``policy``
+    is accepted; every intermediate is recomputed (JAX's default ``nothing_saveable``).
+    """
+    if fun is None:
+        return lambda f: checkpoint(f, prevent_cse=prevent_cse, policy=policy,
+                                    static_argnums=static_argnums)
+    static_argnums = (static_argnums,) if isinstance(static_argnums, int) else tuple(
+        static_argnums)
+
+    @functools.wraps(fun)
+    def wrapped(*args, **kwargs):
+        dyn = [a for i, a in enumerate(args) if i not in static_argnums]
+        flat, in_tree = tree_flatten((tuple(dyn), kwargs))
+        store = {}
+
+        def flat_fun(*xs):
+            d, kw = tree_unflatten(in_tree, list(xs))
+            it = iter(d)
+            full = [a if i in static_argnums else next(it) for i, a in enumerate(args)]
+            out = fun(*full, **kw)
+            leaves, tree = tree_flatten(out)
+            store["tree"] = tree
+            return leaves
+
+        closed, tconsts = _trace_fun(flat_fun, flat)
+        outs = remat_p.bind(*tconsts, *flat, jaxpr=closed, prevent_cse=prevent_cse,
+                            differentiated=False, policy=policy)
+        return tree_unflatten(store["tree"], outs)
+
+    return wrapped
+
+
+remat = checkpoint
+_ = (tree_structure,)

@@ -1,0 +1,123 @@
+"""Error classes users see, named and nested as in ``jax.errors``.
+
+Each message says what went wrong, where (the user's line when we can find it)
+and what to do about it.
+"""
+from __future__ import annotations
+
+import os
+import traceback
+
+_KILN_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def user_frame_summary() -> str:
+    """The innermost stack frame outside kiln, as ``file:line (function)``."""
+    for frame in reversed(traceback.extract_stack()):
+        fname = os.path.abspath(frame.filename)
+        if not fname.startswith(_KILN_DIR) and "/contextlib.py" not in fname:
+            line = f"\n    {frame.line}" if frame.line else ""
+            return f"{frame.filename}:{frame.lineno} ({frame.name}){line}"
+    return "<unknown>"
+
+
+class JAXTypeError(TypeError):
+    """Base of kiln's TypeErrors raised for misuse of traced values."""
+
+
+class ConcretizationTypeError(JAXTypeError):
+    """A traced (abstract) value was used where a concrete value is needed."""
+
+    def __init__(self, tracer, context: str = ""):
+        where = user_frame_summary()
+        msg = (
+            f"Abstract tracer value encountered where concrete value is expected: {tracer}\n"
+            f"{context}\n" if context else
+            f"Abstract tracer value encountered where concrete value is expected: {tracer}\n"
+        )
+        msg += (
+            f"The problem arose at {where}\n"
+            "The value depends on an argument that is traced (by jit, grad, vmap, ...), so its "
+            "value is not known while the function is being traced.\n"
+            "Fixes: mark the argument static with `static_argnums`/`static_argnames` in jit, "
+            "use structured control flow (`lax.cond`, `lax.switch`, `lax.while_loop`, "
+            "`lax.fori_loop`) instead of Python control flow, or compute the value with NumPy "
+            "outside the traced function."
+        )
+        super().__init__(msg)
+
+
+class NonConcreteBooleanIndexError(JAXTypeError):
+    """Boolean mask indexing on a traced mask: its result shape is unknown."""
+
+    def __init__(self, tracer):
+        super().__init__(
+            f"Array boolean indices must be concrete; got {tracer}\n"
+            f"at {user_frame_summary()}\n"
+            "Use `jnp.where(mask, x, fill)` to keep the shape static, or pass `size=` to "
+            "`jnp.nonzero`/`jnp.where(cond)` so the output shape is known.")
+
+
+class TracerArrayConversionError(JAXTypeError):
+    """A tracer was converted to a NumPy array (``np.asarray(tracer)``)."""
+
+    def __init__(self, tracer):
+        super().__init__(
+            f"The numpy.ndarray conversion method __array__() was called on {tracer}\n"
+            f"at {user_frame_summary()}\n"
+            "This happens when a NumPy function (`np.*`) is applied to a traced value inside "
+            "jit/grad/vmap. Use the `kiln.numpy` (jnp) version of the function instead.")
+
+
+class TracerIntegerConversionError(JAXTypeError):
+    """A tracer was used where Python needs an ``int`` (``__index__``)."""
+
+    def __init__(self, tracer):
+        super().__init__(
+            f"The __index__() method was called on {tracer}\n"
+            f"at {user_frame_summary()}\n"
+            "A traced value cannot be used as a Python integer (for example as a list index, a "
+            "shape or a range bound). Mark the argument static with `static_argnums`/"
+            "`static_argnames`, or use `lax.dynamic_slice`/`lax.fori_loop` for traced indices.")
+
+
+class TracerBoolConversionError(ConcretizationTypeError):
+    """A tracer was used as a Python ``bool`` (``if x > 0:``)."""
+
+    def __init__(self, tracer):
+        JAXTypeError.__init__(
+            self,
+            f"Attempted boolean conversion of traced array with shape "
+            f"{tracer.aval.str_short()}.\n"
+            f"The error occurred at {user_frame_summary()}\n"
+            "Python control flow (`if`, `while`, `and`, `or`, `not`) needs a concrete bool, but "
+            "this value is traced. Use `lax.cond`/`jnp.where` for branches, `lax.while_loop` "
+            "for loops, or mark the argument static with `static_argnums`/`static_argnames`.")
+
+
+class UnexpectedTracerError(Exception):
+    """A tracer escaped the transformation that created it and was used later."""
+
+    def __init__(self, tracer_or_msg):
+        if isinstance(tracer_or_msg, str):
+            super().__init__(tracer_or_msg)
+            return
+        super().__init__(
+            f"Encountered an unexpected tracer: {tracer_or_msg}\n"
+            f"at {user_frame_summary()}\n"
+            "A value computed inside a transformed function (jit, grad, vmap, ...) leaked out of "
+            "it, e.g. stored in a global, a class attribute or a list defined outside, and was "
+            "used after the transformation ended. Return the value from the function instead, "
+            "or use the transformation's `has_aux` output.")
+
+
+class KeyReuseError(Exception):
+    """A PRNG key was used twice where reuse checking is enabled."""
+
+
+class JaxRuntimeError(RuntimeError):
+    """A failure while executing a compiled program."""
+
+
+class FloatingPointError_(FloatingPointError):
+    """Raised under ``jax_debug_nans``/``jax_debug_infs`` when a NaN/inf appears."""

@@ -1,0 +1,388 @@
+"""Automatic differentiation: JVP, linearize (JVP + partial evaluation) and transpose.
+
+Every differentiable primitive has one JVP rule (``jvp_rules``); reverse mode is
+``linearize`` followed by ``backward_pass`` over the linear jaxpr, which uses the
+transpose rules (``transpose_rules``) of the linear primitives. Tangents that are
+known to be zero are represented symbolically by ``Zero`` and cost nothing.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from kiln import dtypes
+from kiln.core import trace as core
+from kiln.core.avals import ShapedArray
+from kiln.core.jaxpr import Jaxpr, Literal, Var
+from kiln.core.trace import Primitive, Trace, Tracer, check_foreign_tracer, get_aval
+from kiln.core.trace import set_current_trace as _set_trace
+from kiln.interpreters.staging import JaxprTrace
+
+jvp_rules: dict = {}
+transpose_rules: dict = {}
+
+
+# ----------------------------------------------------------------------------------------------
+# Symbolic zeros and tangent types.
+
+class Zero:
+    """A symbolic zero tangent/cotangent of abstract value ``aval``."""
+
+    __slots__ = ("aval",)
+
+    def __init__(self, aval):
+        self.aval = aval
+
+    def __repr__(self):
+        return f"Zero({self.aval.str_short()})"
+
+    @staticmethod
+    def from_primal_value(x):
+        return Zero(tangent_aval(get_aval(x)))
+
+
+class UndefinedPrimal:
+    """Marks a linear input of an equation being transposed."""
+
+    __slots__ = ("aval",)
+
+    def __init__(self, aval):
+        self.aval = aval
+
+    def __repr__(self):
+        return f"UndefinedPrimal({self.aval.str_short()})"
+
+
+def is_undefined_primal(x) -> bool:
+    return type(x) is UndefinedPrimal
+
+
+def is_differentiable_dtype(dtype) -> bool:
+    return np.dtype(dtype).kind in "fc" or dtype == dtypes.bfloat16 or \
+        np.issubdtype(dtype, np.inexact) or dtypes.issubdtype(dtype, np.inexact)
+
+
+def tangent_aval(aval: ShapedArray) -> ShapedArray:
+    if is_differentiable_dtype(aval.dtype):
+        return aval
+    return ShapedArray(aval.shape, dtypes.float0, False)
+
+
+def zeros_like_aval(aval) -> object:
+    """A concrete array of zeros (a constant to every trace)."""
+    return core.make_array(np.zeros(aval.shape, aval.dtype), aval.weak_type)
+
+
+def instantiate_zeros(t):
+    return zeros_like_aval(t.aval) if type(t) is Zero else t
+
+
+def add_tangents(a, b):
+    if type(a) is Zero:
+        return b
+    if type(b) is Zero:
+        return a
+    return add_any_p.bind(a, b)
+
+
+# add_any: tangent/cotangent accumulation (no promotion or broadcasting).
+add_any_p = Primitive("add_any")
+add_any_p.def_impl(lambda x, y: x + y)
+add_any_p.def_abstract_eval(lambda x, y: x)
+add_any_p.weak_type_rule = lambda wx, wy: wx and wy
+jvp_rules[add_any_p] = lambda primals, tangents: (
+    add_any_p.bind(*primals), add_tangents(*tangents))
+transpose_rules[add_any_p] = lambda ct, x, y: [ct, ct]
+
+
+# ----------------------------------------------------------------------------------------------
+# The JVP interpreter.
+
+class JVPTracer(Tracer):
+    __slots__ = ("primal", "tangent")
+
+    def __init__(self, trace, primal, tangent):
+        self._trace = trace
+        self.primal = primal
+        self.tangent = tangent
+
+    @property
+    def aval(self):
+        return get_aval(self.primal)
+
+
+class JVPTrace(Trace):
+    __slots__ = ()
+
+    def to_primal_tangent(self, x):
+        if isinstance(x, JVPTracer) and x._trace is self:
+            return x.primal, x.tangent
+        if isinstance(x, Tracer):
+            check_foreign_tracer(self, x)
+        return x, None
+
+    def process_primitive(self, prim, args, params):
+        primals, tangents = [], []
+        nonzero = False
+        for x in args:
+            p, t = self.to_primal_tangent(x)
+            primals.append(p)
+            tangents.append(t)
+            if t is not None and type(t) is not Zero:
+                nonzero = True
+        parent = self.parent
+        if not nonzero:
+            with _set_trace(parent):
+                return prim.bind(*primals, **params)
+        tangents = [Zero.from_primal_value(p) if t is None else t
+                    for p, t in zip(primals, tangents)]
+        rule = jvp_rules.get(prim)
+        if rule is None:
+            raise NotImplementedError(
+                f"Differentiation rule for '{prim.name}' not implemented")
+        with _set_trace(parent):
+            p_out, t_out = rule(primals, tangents, **params)
+        if prim.multiple_results:
+            return [self.wrap(p, t) for p, t in zip(p_out, t_out)]
+        return self.wrap(p_out, t_out)
+
+    def wrap(self, p, t):
+        if type(t) is Zero:
+            return p
+        return JVPTracer(self, p, t)
+
+    def process_custom_jvp_call(self, fun, jvp, args, *, symbolic_zeros=False):
+        primals, tangents = zip(*(self.to_primal_tangent(x) for x in args)) if args else ((), ())
+        if all(t is None or type(t) is Zero for t in tangents):
+            return self.parent.process_custom_jvp_call(fun, jvp, list(primals),
+                                                       symbolic_zeros=symbolic_zeros)
+        tangents = [Zero.from_primal_value(p) if t is None else t
+                    for p, t in zip(primals, tangents)]
+        if not symbolic_zeros:
+            tangents = [instantiate_zeros(t) for t in tangents]
+        with _set_trace(self.parent):
+            p_out, t_out = jvp(list(primals), tangents)
+        return [self.wrap(p, t) for p, t in zip(p_out, t_out)]
+
+    def process_custom_vjp_call(self, fun, fwd, bwd, args, out_trees, *, symbolic_zeros=False):
+        from kiln.custom_derivatives import custom_lin_p
+        primals, tangents = zip(*(self.to_primal_tangent(x) for x in args)) if args else ((), ())
+        if all(t is None or type(t) is Zero for t in tangents):
+            return self.parent.process_custom_vjp_call(fun, fwd, bwd, list(primals), out_trees,
+                                                       symbolic_zeros=symbolic_zeros)
+        tangents = [instantiate_zeros(Zero.from_primal_value(p)) if t is None else
+                    instantiate_zeros(t) for p, t in zip(primals, tangents)]
+        with _set_trace(self.parent):
+            p_out, res = fwd(list(primals))
+            out_avals = [tangent_aval(get_aval(p)) for p in p_out]
+            in_avals = [get_aval(p) for p in primals]
+            t_out = custom_lin_p.bind(*res, *tangents, num_res=len(res), bwd=bwd,
+                                      out_avals=tuple(out_avals), in_avals=tuple(in_avals),
+                                      symbolic_zeros=symbolic_zeros)
+        return [self.wrap(p, t) for p, t in zip(p_out, t_out)]
+
+
+def _unzip_outputs(trace, outs):
+    primals, tangents = [], []
+    for o in outs:
+        if isinstance(o, JVPTracer) and o._trace is trace:
+            primals.append(o.primal)
+            tangents.append(o.tangent)
+        else:
+            if isinstance(o, Tracer):
+                check_foreign_tracer(trace, o)
+            primals.append(o)
+            tangents.append(Zero.from_primal_value(o))
+    return primals, tangents
+
+
+def jvp_flat(fun, primals, tangents, *, instantiate=True):
+    """Forward mode on a flat function. ``tangents`` entries may be ``Zero``."""
+    trace = JVPTrace()
+    ins = [p if type(t) is Zero else JVPTracer(trace, p, t) for p, t in zip(primals, tangents)]
+    try:
+        with _set_trace(trace):
+            outs = fun(*ins)
+        p_out, t_out = _unzip_outputs(trace, outs)
+    finally:
+        trace.alive = False
+    if instantiate:
+        t_out = [instantiate_zeros(t) for t in t_out]
+    return p_out, t_out
+
+
+# ----------------------------------------------------------------------------------------------
+# Linearize: JVP over an online partial evaluator.
+
+class LinearFunction:
+    """The linear map produced by ``linearize``: a jaxpr over tangents plus residuals."""
+
+    def __init__(self, jaxpr: Jaxpr, consts, in_avals, out_avals):
+        self.jaxpr = jaxpr
+        self.consts = consts
+        self.in_avals = in_avals
+        self.out_avals = out_avals
+
+    def __call__(self, *tangents):
+        from kiln.core.jaxpr import eval_jaxpr
+        return eval_jaxpr(self.jaxpr, self.consts, *tangents)
+
+    def transpose(self, cts):
+        """Cotangents of the tangent inputs for output cotangents ``cts`` (entries may be Zero)."""
+        undefined = [UndefinedPrimal(a) for a in self.in_avals]
+        return backward_pass(self.jaxpr, self.consts, undefined, cts)
+
+
+def linearize_flat(fun, primals):
+    """Returns ``(primals_out, LinearFunction)`` for a flat function."""
+    pe = JaxprTrace(forward_known=True)
+    jt = JVPTrace(parent=pe)
+    in_avals = [tangent_aval(get_aval(p)) for p in primals]
+    ins = []
+    for p, a in zip(primals, in_avals):
+        t = pe.new_arg(a)
+        ins.append(JVPTracer(jt, p, t) if a.dtype != dtypes.float0 else p)
+    try:
+        with _set_trace(jt):
+            outs = fun(*ins)
+        p_out, t_out = _unzip_outputs(jt, outs)
+    finally:
+        jt.alive = False
+    for p in p_out:
+        if isinstance(p, Tracer) and p._trace is pe:
+            raise AssertionError("linearize: a primal output depends on tangents")
+    out_avals = [tangent_aval(get_aval(p)) for p in p_out]
+    t_out = [instantiate_zeros(t) for t in t_out]
+    jaxpr, consts = pe.to_jaxpr(t_out)
+    return p_out, LinearFunction(jaxpr, consts, in_avals, out_avals)
+
+
+# ----------------------------------------------------------------------------------------------
+# Transposition.
+
+def backward_pass(jaxpr: Jaxpr, consts, args, cts_out):
+    """Evaluate the transpose of ``jaxpr`` in its ``UndefinedPrimal`` arguments.
+
+    Non-linear equations (no linear input) are evaluated forward first; linear ones are
+    then transposed in reverse order. Returns cotangents for every invar (``Zero`` for
+    non-linear inputs or inputs with no cotangent).
+    """
+    primal_env = {}
+    linear = set()
+
+    def read_primal(v):
+        if type(v) is Literal:
+            return v.val
+        return primal_env[v]
+
+    for v, c in zip(jaxpr.constvars, consts):
+        primal_env[v] = c
+    for v, a in zip(jaxpr.invars, args):
+        if type(a) is UndefinedPrimal:
+            linear.add(v)
+        else:
+            primal_env[v] = a
+
+    lin_eqns = []
+    for eqn in jaxpr.eqns:
+        if any(type(v) is Var and v in linear for v in eqn.invars):
+            lin_eqns.append(eqn)
+            linear.update(eqn.outvars)
+        else:
+            outs = eqn.primitive.bind(*[read_primal(v) for v in eqn.invars], **eqn.params)
+            if not eqn.primitive.multiple_results:
+                outs = [outs]
+            for v, o in zip(eqn.outvars, outs):
+                primal_env[v] = o
+
+    ct_env = {}
+
+    def write_ct(v, ct):
+        if ct is None or type(ct) is Zero or type(v) is not Var or v not in linear:
+            return
+        prev = ct_env.get(v)
+        ct_env[v] = ct if prev is None else add_any_p.bind(prev, ct)
+
+    for v, ct in zip(jaxpr.outvars, cts_out):
+        write_ct(v, ct)
+
+    for eqn in reversed(lin_eqns):
+        cts = [ct_env.pop(v, None) for v in eqn.outvars]
+        if all(c is None for c in cts):
+            continue
+        cts = [Zero(v.aval) if c is None else c for v, c in zip(eqn.outvars, cts)]
+        invals = [UndefinedPrimal(v.aval) if (type(v) is Var and v in linear) else read_primal(v)
+                  for v in eqn.invars]
+        rule = transpose_rules.get(eqn.primitive)
+        if rule is None:
+            raise NotImplementedError(
+                f"Transpose rule (for reverse-mode differentiation) for "
+                f"'{eqn.primitive.name}' not implemented")
+        ct_arg = cts if eqn.primitive.multiple_results else cts[0]
+        cts_in = rule(ct_arg, *invals, **eqn.params)
+        for v, ct in zip(eqn.invars, cts_in):
+            write_ct(v, ct)
+
+    return [ct_env.get(v, Zero(v.aval)) if v in linear else Zero(v.aval)
+            for v in jaxpr.invars]
+
+
+# ----------------------------------------------------------------------------------------------
+# Rule helpers used by primitive definitions.
+
+def defjvp(prim: Primitive, *jvp_fns):
+    """JVP from one function per argument: ``fn(g, ans, *primals, **params)`` gives the
+    output tangent contributed by that argument's tangent ``g``. ``None`` means that
+    argument is not differentiable (its tangent is ignored)."""
+    def rule(primals, tangents, **params):
+        ans = prim.bind(*primals, **params)
+        out = None
+        for fn, t in zip(jvp_fns, tangents):
+            if fn is None or type(t) is Zero:
+                continue
+            contrib = fn(t, ans, *primals, **params)
+            if not prim.multiple_results:
+                contrib = _broadcast_to_ans(contrib, ans)
+            out = contrib if out is None else add_any_p.bind(out, contrib)
+        if out is None or not is_differentiable_dtype(get_aval(ans).dtype):
+            out = Zero.from_primal_value(ans)
+        return ans, out
+    jvp_rules[prim] = rule
+    return rule
+
+
+def _broadcast_to_ans(t, ans):
+    # Rank-0 operands broadcast in elementwise primitives; so must their tangents.
+    ts, shape = get_aval(t).shape, get_aval(ans).shape
+    if ts != shape and ts == ():
+        from kiln.lax.structural import broadcast_in_dim
+        return broadcast_in_dim(t, shape, ())
+    return t
+
+
+def defjvp_zero(prim: Primitive):
+    """The output does not depend differentiably on the inputs (integer/boolean results)."""
+    def rule(primals, tangents, **params):
+        ans = prim.bind(*primals, **params)
+        if prim.multiple_results:
+            return ans, [Zero.from_primal_value(a) for a in ans]
+        return ans, Zero.from_primal_value(ans)
+    jvp_rules[prim] = rule
+
+
+def deflinear(prim: Primitive, transpose_rule):
+    """A primitive linear in all its array inputs: its JVP applies it to the tangents."""
+    def rule(primals, tangents, **params):
+        ans = prim.bind(*primals, **params)
+        if all(type(t) is Zero for t in tangents):
+            out = ([Zero.from_primal_value(a) for a in ans] if prim.multiple_results
+                   else Zero.from_primal_value(ans))
+            return ans, out
+        ts = [instantiate_zeros(t) for t in tangents]
+        return ans, prim.bind(*ts, **params)
+    jvp_rules[prim] = rule
+    transpose_rules[prim] = transpose_rule
+
+
+def deflinear2(prim: Primitive, transpose_rule):
+    """Linear in the arguments whose tangents are nonzero, given the others (e.g. mul)."""
+    transpose_rules[prim] = transpose_rule

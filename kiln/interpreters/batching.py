@@ -1,0 +1,226 @@
+"""Vectorization (``vmap``) and named axes.
+
+A ``BatchTracer`` holds a value with one extra axis (``bdim``) of size
+``axis_data.size``. Batching rules (``batch_rules[prim](axis_data, vals, dims, **params)``)
+return ``(out, out_dim)``; ``dims`` entries are ``None`` for unbatched operands.
+
+Collectives (``psum``, ``all_gather``, ``axis_index``...) name an axis; the
+BatchTrace whose ``axis_data.name`` matches performs them, others pass them up.
+"""
+from __future__ import annotations
+
+from kiln.core.trace import Trace, Tracer, check_foreign_tracer, get_aval
+from kiln.core.trace import set_current_trace as _set_trace
+
+batch_rules: dict = {}
+# Primitives that must reach a BatchTrace even when no operand is batched (collectives).
+collective_prims: set = set()
+
+not_mapped = None
+
+
+class AxisData:
+    __slots__ = ("name", "size", "spmd_name")
+
+    def __init__(self, name, size, spmd_name=None):
+        self.name = name
+        self.size = size
+        self.spmd_name = spmd_name
+
+    def __repr__(self):
+        return f"AxisData({self.name!r}, {self.size})"
+
+
+# Stack of (name, size) of the named axes in scope, for abstract evaluation of collectives.
+axis_env: list = []
+
+
+def axis_size(name) -> int:
+    for n, size in reversed(axis_env):
+        if n == name:
+            return size
+    raise NameError(f"unbound axis name: {name}. The axis must be bound by an enclosing "
+                    "vmap(..., axis_name=...), pmap or shard_map.")
+
+
+class BatchTracer(Tracer):
+    __slots__ = ("val", "bdim")
+
+    def __init__(self, trace, val, bdim):
+        self._trace = trace
+        self.val = val
+        self.bdim = bdim
+
+    @property
+    def aval(self):
+        a = get_aval(self.val)
+        shape = a.shape[:self.bdim] + a.shape[self.bdim + 1:]
+        return a.update(shape=shape)
+
+
+class BatchTrace(Trace):
+    __slots__ = ("axis_data",)
+
+    def __init__(self, axis_data: AxisData, parent=None):
+        super().__init__(parent)
+        self.axis_data = axis_data
+
+    def to_val_dim(self, x):
+        if isinstance(x, BatchTracer) and x._trace is self:
+            return x.val, x.bdim
+        if isinstance(x, Tracer):
+            check_foreign_tracer(self, x)
+        return x, None
+
+    def process_primitive(self, prim, args, params):
+        vals, dims = [], []
+        for x in args:
+            v, d = self.to_val_dim(x)
+            vals.append(v)
+            dims.append(d)
+        if all(d is None for d in dims) and prim not in collective_prims:
+            with _set_trace(self.parent):
+                return prim.bind(*vals, **params)
+        rule = batch_rules.get(prim)
+        if rule is None:
+            raise NotImplementedError(f"Batching rule for '{prim.name}' not implemented")
+        with _set_trace(self.parent):
+            out, out_dim = rule(self.axis_data, vals, dims, **params)
+        if prim.multiple_results:
+            return [self.wrap(o, d) for o, d in zip(out, out_dim)]
+        return self.wrap(out, out_dim)
+
+    def wrap(self, val, dim):
+        if dim is None:
+            return val
+        return BatchTracer(self, val, dim)
+
+    def process_custom_jvp_call(self, fun, jvp, args, *, symbolic_zeros=False):
+        vals, dims = zip(*(self.to_val_dim(x) for x in args)) if args else ((), ())
+        if all(d is None for d in dims):
+            return self.parent.process_custom_jvp_call(fun, jvp, list(vals),
+                                                       symbolic_zeros=symbolic_zeros)
+        from kiln.custom_derivatives import batch_custom_jvp
+        return batch_custom_jvp(self, fun, jvp, list(vals), list(dims), symbolic_zeros)
+
+    def process_custom_vjp_call(self, fun, fwd, bwd, args, out_trees, *, symbolic_zeros=False):
+        vals, dims = zip(*(self.to_val_dim(x) for x in args)) if args else ((), ())
+        if all(d is None for d in dims):
+            return self.parent.process_custom_vjp_call(fun, fwd, bwd, list(vals), out_trees,
+                                                       symbolic_zeros=symbolic_zeros)
+        from kiln.custom_derivatives import batch_custom_vjp
+        return batch_custom_vjp(self, fun, fwd, bwd, list(vals), list(dims), out_trees,
+                                symbolic_zeros)
+
+
+# ----------------------------------------------------------------------------------------------
+# Helpers for batching rules (implemented with lax primitives, imported lazily).
+
+def moveaxis(x, src: int, dst: int):
+    from kiln import lax
+    nd = get_aval(x).ndim
+    src, dst = src % nd, dst % nd
+    if src == dst:
+        return x
+    perm = [i for i in range(nd) if i != src]
+    perm.insert(dst, src)
+    return lax.transpose(x, tuple(perm))
+
+
+def broadcast_batched(x, size: int, axis: int = 0):
+    """Insert a new axis of ``size`` at ``axis`` (for an unbatched operand)."""
+    from kiln import lax
+    aval = get_aval(x)
+    shape = list(aval.shape)
+    shape.insert(axis, size)
+    dims = tuple(i for i in range(len(shape)) if i != axis)
+    return lax.broadcast_in_dim(x, tuple(shape), dims)
+
+
+def bdim_at_front(x, bdim, size: int):
+    if bdim is None:
+        return broadcast_batched(x, size, 0)
+    return moveaxis(x, bdim, 0)
+
+
+def matchaxis(x, src, dst, size: int):
+    """Move or create the batch axis of ``x`` so it sits at ``dst``."""
+    if src is None:
+        return broadcast_batched(x, size, dst)
+    return moveaxis(x, src, dst)
+
+
+def vectorized_batcher(prim):
+    """For elementwise unary primitives: apply directly, the batch dim stays where it is."""
+    def rule(axis_data, vals, dims, **params):
+        (x,), (d,) = vals, dims
+        return prim.bind(x, **params), d
+    batch_rules[prim] = rule
+    return rule
+
+
+def broadcast_batcher(prim):
+    """For elementwise n-ary primitives whose operands all have the same shape."""
+    def rule(axis_data, vals, dims, **params):
+        batched = [(v, d) for v, d in zip(vals, dims) if d is not None]
+        d0 = batched[0][1]
+        if all(d == d0 for _, d in batched) and all(d is not None for d in dims):
+            out = prim.bind(*vals, **params)
+            return out, ([d0] * len(out) if prim.multiple_results else d0)
+        size = axis_data.size
+        # Unbatched rank-0 operands broadcast as they are; everything else gets the batch
+        # axis in front and the full (batched) shape.
+        full = None
+        for v, d in zip(vals, dims):
+            a = get_aval(v)
+            s = a.shape if d is None else a.shape[:d] + a.shape[d + 1:]
+            if s != ():
+                full = (size,) + s
+                break
+        args = []
+        for v, d in zip(vals, dims):
+            if d is None and get_aval(v).ndim == 0:
+                args.append(v)
+                continue
+            v = bdim_at_front(v, d, size)
+            if full is not None and get_aval(v).shape != full:
+                from kiln import lax
+                v = lax.broadcast_in_dim(v, full, (0,))
+            args.append(v)
+        out = prim.bind(*args, **params)
+        return out, ([0] * len(out) if prim.multiple_results else 0)
+    batch_rules[prim] = rule
+    return rule
+
+
+def batch_flat(fun, vals, dims, axis_data: AxisData, out_dims_req=None):
+    """Run flat ``fun`` vmapped; returns outputs with the batch axis at ``out_dims_req``
+    (a list; ``None`` entries leave an unbatched output unbatched)."""
+    trace = BatchTrace(axis_data)
+    ins = [v if d is None else BatchTracer(trace, v, d) for v, d in zip(vals, dims)]
+    axis_env.append((axis_data.name, axis_data.size))
+    try:
+        with _set_trace(trace):
+            outs = fun(*ins)
+        res_vals, res_dims = [], []
+        for o in outs:
+            v, d = trace.to_val_dim(o)
+            res_vals.append(v)
+            res_dims.append(d)
+    finally:
+        axis_env.pop()
+        trace.alive = False
+    if out_dims_req is None:
+        return res_vals, res_dims
+    final = []
+    for v, d, want in zip(res_vals, res_dims, out_dims_req):
+        if want is None:
+            if d is not None:
+                raise ValueError(
+                    "vmap has mapped output but out_axes is None: an output that depends on "
+                    "the mapped input cannot be returned unmapped.")
+            final.append(v)
+        else:
+            nd = get_aval(v).ndim + (1 if d is None else 0)
+            final.append(matchaxis(v, d, want % nd, axis_data.size))
+    return final, list(out_dims_req)

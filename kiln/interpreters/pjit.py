@@ -1,0 +1,194 @@
+"""The ``jit`` call primitive: a closed jaxpr called as one operation.
+
+Its rules transform the inner jaxpr (by tracing an evaluation of it under the
+transformation), so ``grad(jit(f))`` and ``jit(grad(f))`` agree and nested jits
+stay calls in the staged program.
+"""
+from __future__ import annotations
+
+import weakref
+
+from kiln.core.jaxpr import ClosedJaxpr, eval_jaxpr
+from kiln.core.trace import Primitive, Tracer, get_aval, set_current_trace
+from kiln.interpreters import ad, batching, staging
+from kiln.interpreters.ad import Zero
+
+jit_p = Primitive("jit")
+jit_p.multiple_results = True
+
+
+def _impl(*args, jaxpr: ClosedJaxpr, name: str, **_):
+    from kiln.backends import reference
+    return reference.run_jaxpr(jaxpr.jaxpr, jaxpr.consts, args)
+
+
+def _abstract_eval(*avals, jaxpr: ClosedJaxpr, name: str, **_):
+    return jaxpr.out_avals
+
+
+jit_p.impl = _impl
+jit_p.abstract_eval = _abstract_eval
+jit_p.weak_type_rule = lambda *w, jaxpr, name, **_: [a.weak_type for a in jaxpr.out_avals]
+
+
+def trace_closed(fun, in_avals):
+    """Trace a flat function to a ClosedJaxpr plus tracer consts to pass as leading args."""
+    jaxpr, consts = staging.trace_to_jaxpr(fun, in_avals)
+    return staging.split_concrete_consts(jaxpr, consts)
+
+
+def bind_closed(fun, args, name: str):
+    """Trace ``fun`` at ``args``' avals and bind it as a jit call on ``args``."""
+    closed, tconsts = trace_closed(fun, [get_aval(a) for a in args])
+    return jit_p.bind(*tconsts, *args, jaxpr=closed, name=name)
+
+
+# A small cache of transformed jaxprs, keyed weakly by the source jaxpr.
+_transform_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _cached(kind, jaxpr: ClosedJaxpr, key, make):
+    per = _transform_cache.setdefault(jaxpr, {})
+    k = (kind, key)
+    hit = per.get(k)
+    if hit is None:
+        hit = make()
+        if not hit[1] if isinstance(hit, tuple) and len(hit) == 3 else True:
+            per[k] = hit
+    return hit
+
+
+# -- jvp -----------------------------------------------------------------------------------------
+
+def _jvp_rule(primals, tangents, *, jaxpr: ClosedJaxpr, name: str, **_):
+    nonzero = tuple(type(t) is not Zero for t in tangents)
+
+    def make():
+        out_nz = []
+        n = len(primals)
+
+        def fun(*args):
+            ps = list(args[:n])
+            it = iter(args[n:])
+            ts = [next(it) if nz else Zero(ad.tangent_aval(get_aval(p)))
+                  for p, nz in zip(ps, nonzero)]
+            p_out, t_out = ad.jvp_flat(ad_fun, ps, ts, instantiate=False)
+            out_nz[:] = [type(t) is not Zero for t in t_out]
+            return p_out + [t for t in t_out if type(t) is not Zero]
+
+        def ad_fun(*xs):
+            return eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *xs)
+
+        in_avals = list(jaxpr.in_avals) + [ad.tangent_aval(a) for a, nz in
+                                           zip(jaxpr.in_avals, nonzero) if nz]
+        closed, tconsts = trace_closed(fun, in_avals)
+        return closed, tconsts, tuple(out_nz)
+
+    closed, tconsts, out_nz = _cached("jvp", jaxpr, nonzero, make)
+    nz_tangents = [t for t in tangents if type(t) is not Zero]
+    outs = jit_p.bind(*tconsts, *primals, *nz_tangents, jaxpr=closed, name=name)
+    n_out = len(jaxpr.out_avals)
+    p_out = outs[:n_out]
+    it = iter(outs[n_out:])
+    t_out = [next(it) if nz else Zero.from_primal_value(p) for p, nz in zip(p_out, out_nz)]
+    return p_out, t_out
+
+
+ad.jvp_rules[jit_p] = _jvp_rule
+
+
+# -- transpose (inline the backward pass of the inner jaxpr) ------------------------------------
+
+def _transpose_rule(cts, *args, jaxpr: ClosedJaxpr, name: str, **_):
+    return ad.backward_pass(jaxpr.jaxpr, jaxpr.consts, list(args), cts)
+
+
+ad.transpose_rules[jit_p] = _transpose_rule
+
+
+# -- batching ------------------------------------------------------------------------------------
+
+def _batch_rule(axis_data, vals, dims, *, jaxpr: ClosedJaxpr, name: str, **_):
+    key = (tuple(dims), axis_data.name, axis_data.size)
+
+    def make():
+        def fun(*xs):
+            outs, out_dims = batching.batch_flat(
+                lambda *a: eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *a), list(xs), list(dims),
+                axis_data)
+            return [o if d is None else batching.moveaxis(o, d, 0)
+                    for o, d in zip(outs, out_dims)], out_dims
+
+        dims_cell = []
+
+        def traced(*xs):
+            outs, out_dims = fun(*xs)
+            dims_cell[:] = [None if d is None else 0 for d in out_dims]
+            return outs
+
+        closed, tconsts = trace_closed(traced, [get_aval(v) for v in vals])
+        return closed, tconsts, tuple(dims_cell)
+
+    batching.axis_env.append((axis_data.name, axis_data.size))
+    try:
+        closed, tconsts, out_dims = _cached("batch", jaxpr, key, make)
+    finally:
+        batching.axis_env.pop()
+    outs = jit_p.bind(*tconsts, *vals, jaxpr=closed, name=name)
+    return outs, list(out_dims)
+
+
+batching.batch_rules[jit_p] = _batch_rule
+
+
+# -- partial evaluation ---------------------------------------------------------------------------
+
+def partial_eval_jaxpr(jaxpr: ClosedJaxpr, unknowns):
+    """Split ``jaxpr`` into a known part and an unknown part.
+
+    Returns ``(known, unknown, out_unknowns, num_res)``: ``known`` maps the known inputs to
+    the known outputs followed by ``num_res`` residuals; ``unknown`` maps
+    ``(*residuals, *unknown_inputs)`` to the unknown outputs.
+    """
+    info = {}
+    in_avals = jaxpr.in_avals
+
+    def known_fun(*known_vals):
+        pe = staging.JaxprTrace(forward_known=True)
+        it = iter(known_vals)
+        args = [pe.new_arg(a) if u else next(it) for a, u in zip(in_avals, unknowns)]
+        with set_current_trace(pe):
+            outs = eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *args)
+        out_unk = [pe.is_own(o) for o in outs]
+        unk_jaxpr, res = pe.to_jaxpr([o for o, u in zip(outs, out_unk) if u], dce=True)
+        info["out_unknowns"] = out_unk
+        info["unknown"] = staging.convert_constvars_jaxpr(unk_jaxpr)
+        info["num_res"] = len(res)
+        return [o for o, u in zip(outs, out_unk) if not u] + list(res)
+
+    known_avals = [a for a, u in zip(in_avals, unknowns) if not u]
+    known_jaxpr, kconsts = staging.trace_to_jaxpr(known_fun, known_avals)
+    if any(isinstance(c, Tracer) for c in kconsts):
+        raise AssertionError("partial_eval_jaxpr: closed jaxpr with tracer consts")
+    return (ClosedJaxpr(known_jaxpr, kconsts), ClosedJaxpr(info["unknown"], ()),
+            info["out_unknowns"], info["num_res"])
+
+
+def _partial_eval_rule(trace, args, params):
+    jaxpr, name = params["jaxpr"], params["name"]
+    unknowns = tuple(trace.is_own(x) for x in args)
+    known, unknown, out_unk, num_res = _cached(
+        "pe", jaxpr, unknowns, lambda: partial_eval_jaxpr(jaxpr, unknowns))
+    known_args = [x for x, u in zip(args, unknowns) if not u]
+    with set_current_trace(trace.parent):
+        kouts = jit_p.bind(*known_args, jaxpr=known, name=name)
+    n_known_out = len(kouts) - num_res
+    known_outs, res = kouts[:n_known_out], kouts[n_known_out:]
+    unknown_args = [x for x, u in zip(args, unknowns) if u]
+    uouts = trace.stage(jit_p, [*res, *unknown_args], dict(jaxpr=unknown, name=name),
+                        out_avals=unknown.out_avals)
+    ki, ui = iter(known_outs), iter(uouts)
+    return [next(ui) if u else next(ki) for u in out_unk]
+
+
+staging.partial_eval_rules[jit_p] = _partial_eval_rule

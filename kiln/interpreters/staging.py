@@ -1,0 +1,205 @@
+"""Building jaxprs: the staging trace and its partial-evaluation variant.
+
+``JaxprTrace`` records every primitive applied to its tracers as an equation.
+Values that are not its own tracers (concrete arrays, or tracers of an enclosing
+trace) become constvars; scalars become literals.
+
+With ``forward_known=True`` the same trace is an online partial evaluator:
+a primitive none of whose inputs are this trace's tracers ("known") is bound
+under the parent trace right away; only "unknown" work is staged. This is how
+``linearize`` splits a JVP into the primal computation (run now) and the linear
+tangent map (a jaxpr), and how jaxprs with sub-jaxprs are split.
+"""
+from __future__ import annotations
+
+from kiln.core import trace as core
+from kiln.core.avals import ShapedArray
+from kiln.core.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var
+from kiln.core.trace import Trace, Tracer, check_foreign_tracer, get_aval, set_current_trace
+
+# partial_eval_rules[prim](trace, args, params) -> outputs; used when some inputs are known.
+partial_eval_rules: dict = {}
+# Primitives whose partial evaluation with all-known inputs must still be staged (effects).
+always_stage: set = set()
+
+
+class JaxprTracer(Tracer):
+    __slots__ = ("_aval", "var")
+
+    def __init__(self, trace, aval, var):
+        self._trace = trace
+        self._aval = aval
+        self.var = var
+
+    @property
+    def aval(self):
+        return self._aval
+
+
+class JaxprTrace(Trace):
+    """Stages primitive applications into a jaxpr."""
+
+    __slots__ = ("eqns", "invars", "const_vars", "const_vals", "forward_known", "_lit_ok")
+
+    def __init__(self, parent=None, forward_known: bool = False):
+        super().__init__(parent)
+        self.eqns = []
+        self.invars = []
+        self.const_vars = {}   # id(value) -> Var
+        self.const_vals = []   # (value, var) in order of first use
+        self.forward_known = forward_known
+
+    # -- inputs -----------------------------------------------------------------------------
+    def new_arg(self, aval) -> JaxprTracer:
+        v = Var(aval)
+        self.invars.append(v)
+        return JaxprTracer(self, aval, v)
+
+    def is_own(self, x) -> bool:
+        return isinstance(x, JaxprTracer) and x._trace is self
+
+    def to_atom(self, x):
+        """The Var or Literal standing for ``x`` in this trace's jaxpr."""
+        if isinstance(x, JaxprTracer) and x._trace is self:
+            return x.var
+        if isinstance(x, Tracer):
+            check_foreign_tracer(self, x)
+            return self._const_var(x)
+        if type(x) is not core.Array:
+            x = core.to_array(x)
+        if x._value.ndim == 0 and x._value.dtype.kind in "biufc":
+            return Literal(x, ShapedArray((), x._value.dtype, x.weak_type))
+        return self._const_var(x)
+
+    def _const_var(self, x):
+        v = self.const_vars.get(id(x))
+        if v is None:
+            v = Var(get_aval(x))
+            self.const_vars[id(x)] = v
+            self.const_vals.append((x, v))
+        return v
+
+    # -- primitives ---------------------------------------------------------------------------
+    def process_primitive(self, prim, args, params):
+        if self.forward_known:
+            own = [self.is_own(x) for x in args]
+            if not any(own) and prim not in always_stage:
+                with set_current_trace(self.parent):
+                    return prim.bind(*args, **params)
+            rule = partial_eval_rules.get(prim)
+            if rule is not None:
+                return rule(self, args, params)
+        return self.stage(prim, args, params)
+
+    def stage(self, prim, args, params, out_avals=None):
+        invars = [self.to_atom(x) for x in args]
+        if out_avals is None:
+            in_avals = [v.aval for v in invars]
+            out = prim.abstract_eval(*in_avals, **params)
+            out_avals = out if prim.multiple_results else [out]
+        outvars = [Var(a) for a in out_avals]
+        self.eqns.append(JaxprEqn(prim, invars, outvars, params))
+        tracers = [JaxprTracer(self, v.aval, v) for v in outvars]
+        return tracers if prim.multiple_results else tracers[0]
+
+    def process_custom_jvp_call(self, fun, jvp, args, *, symbolic_zeros=False):
+        from kiln.custom_derivatives import stage_custom_jvp
+        if self.forward_known and not any(self.is_own(x) for x in args):
+            return self.parent.process_custom_jvp_call(fun, jvp, args,
+                                                       symbolic_zeros=symbolic_zeros)
+        return stage_custom_jvp(self, fun, jvp, args, symbolic_zeros)
+
+    def process_custom_vjp_call(self, fun, fwd, bwd, args, out_trees, *, symbolic_zeros=False):
+        from kiln.custom_derivatives import stage_custom_vjp
+        if self.forward_known and not any(self.is_own(x) for x in args):
+            return self.parent.process_custom_vjp_call(fun, fwd, bwd, args, out_trees,
+                                                       symbolic_zeros=symbolic_zeros)
+        return stage_custom_vjp(self, fun, fwd, bwd, args, out_trees, symbolic_zeros)
+
+    # -- output -------------------------------------------------------------------------------
+    def to_jaxpr(self, outs, *, dce: bool = True):
+        """Finish: returns ``(jaxpr, consts)``; ``consts`` are the values (concrete arrays or
+        tracers of enclosing traces) that the jaxpr's constvars stand for."""
+        outvars = [self.to_atom(x) for x in outs]
+        outvars = [_literal_to_var(self, v) if isinstance(v, Literal) else v for v in outvars]
+        constvars = [v for _, v in self.const_vals]
+        consts = [x for x, _ in self.const_vals]
+        jaxpr = Jaxpr(constvars, self.invars, outvars, self.eqns)
+        if dce:
+            jaxpr, used_consts = dce_jaxpr_consts(jaxpr)
+            consts = [c for c, u in zip(consts, used_consts) if u]
+        self.alive = False
+        return jaxpr, consts
+
+
+def _literal_to_var(trace, lit):
+    return trace._const_var(lit.val)
+
+
+def dce_jaxpr_consts(jaxpr: Jaxpr):
+    """Drop equations whose outputs are unused (and effect-free) and unused constvars."""
+    live = {v for v in jaxpr.outvars if isinstance(v, Var)}
+    new_eqns = []
+    for eqn in reversed(jaxpr.eqns):
+        if any(v in live for v in eqn.outvars) or eqn.primitive in always_stage:
+            new_eqns.append(eqn)
+            for v in eqn.invars:
+                if isinstance(v, Var):
+                    live.add(v)
+    new_eqns.reverse()
+    used = [v in live for v in jaxpr.constvars]
+    constvars = [v for v, u in zip(jaxpr.constvars, used) if u]
+    return Jaxpr(constvars, jaxpr.invars, jaxpr.outvars, new_eqns, jaxpr.effects,
+                 jaxpr.debug_info), used
+
+
+def trace_to_jaxpr(fun, in_avals, *, parent=None):
+    """Trace ``fun`` (flat args -> flat list of outputs) on abstract inputs.
+
+    Returns ``(jaxpr, consts)``. ``consts`` may include tracers of enclosing traces
+    (closed-over values); callers that bind a call primitive pass them as arguments.
+    """
+    trace = JaxprTrace(parent)
+    args = [trace.new_arg(a) for a in in_avals]
+    try:
+        with set_current_trace(trace):
+            outs = fun(*args)
+        return trace.to_jaxpr(outs)
+    finally:
+        trace.alive = False
+
+
+def closed_call_jaxpr(fun, in_avals):
+    """Trace ``fun`` to a jaxpr whose consts are turned into leading invars.
+
+    Returns ``(jaxpr_with_consts_as_invars, consts)``: bind it with ``*consts, *args``.
+    """
+    jaxpr, consts = trace_to_jaxpr(fun, in_avals)
+    return convert_constvars_jaxpr(jaxpr), consts
+
+
+def convert_constvars_jaxpr(jaxpr: Jaxpr) -> Jaxpr:
+    return Jaxpr([], jaxpr.constvars + jaxpr.invars, jaxpr.outvars, jaxpr.eqns, jaxpr.effects,
+                 jaxpr.debug_info)
+
+
+def close_jaxpr(jaxpr: Jaxpr, consts=()) -> ClosedJaxpr:
+    return ClosedJaxpr(jaxpr, consts)
+
+
+def split_concrete_consts(jaxpr: Jaxpr, consts):
+    """Keep concrete consts closed over; turn tracer consts into leading invars.
+
+    Returns ``(closed_jaxpr, tracer_consts)``: bind with ``*tracer_consts, *args``.
+    """
+    closed_vars, closed_vals, open_vars, open_vals = [], [], [], []
+    for v, c in zip(jaxpr.constvars, consts):
+        if isinstance(c, Tracer):
+            open_vars.append(v)
+            open_vals.append(c)
+        else:
+            closed_vars.append(v)
+            closed_vals.append(c)
+    new = Jaxpr(closed_vars, open_vars + jaxpr.invars, jaxpr.outvars, jaxpr.eqns, jaxpr.effects,
+                jaxpr.debug_info)
+    return ClosedJaxpr(new, closed_vals), open_vals

@@ -1,0 +1,8 @@
+"""``kiln.lax``: the primitive operations, as in ``jax.lax``.
+
+Each module defines primitives together with all of their rules; this package
+re-exports the public functions.
+"""
+from kiln.lax.arith import *  # noqa: F401,F403
+from kiln.lax.reductions import *  # noqa: F401,F403
+from kiln.lax.structural import *  # noqa: F401,F403

@@ -1,0 +1,316 @@
+"""Elementwise arithmetic and math primitives with their jvp/transpose/batching rules."""
+from __future__ import annotations
+
+import numpy as np
+
+from kiln.core.trace import get_aval
+from kiln.interpreters import ad
+from kiln.interpreters.ad import Zero, is_undefined_primal
+from kiln.lax._factory import (
+    _any,
+    _float,
+    _inexact,
+    _num,
+    as_dtype,
+    bool_result,
+    false_weak_type_rule,
+    naryop,
+    unop,
+)
+
+
+def _scalar_like(x, ref):
+    """Turn a Python scalar operand into a weak array of ``ref``'s dtype (lax promotes
+    Python scalars, nothing else)."""
+    if type(x) in (int, float, complex, bool) and not isinstance(ref, (int, float, complex, bool)):
+        from kiln.array import make_array
+        return make_array(np.asarray(x, get_aval(ref).dtype), True)
+    return x
+
+
+def _binargs(x, y):
+    return _scalar_like(x, y), _scalar_like(y, x)
+
+
+def _same(fn):
+    def impl(*args):
+        return as_dtype(fn(*args), args[0].dtype)
+    return impl
+
+
+# ----------------------------------------------------------------------------------------------
+# add / sub / mul / div / neg
+
+add_p = naryop("add", _same(np.add), _num)
+sub_p = naryop("sub", _same(np.subtract), _num)
+mul_p = naryop("mul", _same(np.multiply), _num)
+
+
+def _div_impl(x, y):
+    if x.dtype.kind in "iu":
+        # Integer division rounds toward zero in JAX (C semantics), unlike NumPy's floor.
+        with np.errstate(divide="ignore", invalid="ignore"):
+            q = np.where(y == 0, 0, np.trunc(np.true_divide(x, np.where(y == 0, 1, y))))
+        return q.astype(x.dtype)
+    return as_dtype(np.true_divide(x, y), x.dtype)
+
+
+div_p = naryop("div", _div_impl, _num)
+neg_p = unop("neg", _same(np.negative), _num)
+max_p = naryop("max", _same(np.maximum), _any)
+min_p = naryop("min", _same(np.minimum), _any)
+
+
+def _add_transpose(ct, x, y):
+    return [_unbroadcast_ct(ct, x), _unbroadcast_ct(ct, y)]
+
+
+def _unbroadcast_ct(ct, x):
+    """The cotangent for operand ``x`` of an elementwise op (rank-0 operands broadcast)."""
+    if not is_undefined_primal(x):
+        return None
+    if type(ct) is Zero:
+        return Zero(x.aval)
+    return unbroadcast(ct, x.aval)
+
+
+def unbroadcast(ct, aval):
+    """Sum ``ct`` down to ``aval``'s shape when ``aval`` is a broadcast rank-0 operand."""
+    if aval.shape == () and get_aval(ct).shape != ():
+        from kiln.lax.reductions import reduce_sum
+        return reduce_sum(ct, tuple(range(get_aval(ct).ndim)))
+    return ct
+
+
+def _sub_transpose(ct, x, y):
+    cy = None
+    if is_undefined_primal(y):
+        cy = Zero(y.aval) if type(ct) is Zero else unbroadcast(neg(ct), y.aval)
+    return [_unbroadcast_ct(ct, x), cy]
+
+
+ad.defjvp(add_p, lambda g, ans, x, y: g, lambda g, ans, x, y: g)
+ad.transpose_rules[add_p] = _add_transpose
+ad.defjvp(sub_p, lambda g, ans, x, y: g, lambda g, ans, x, y: neg(g))
+ad.transpose_rules[sub_p] = _sub_transpose
+ad.defjvp(mul_p, lambda g, ans, x, y: mul(g, y), lambda g, ans, x, y: mul(x, g))
+
+
+def _mul_transpose(ct, x, y):
+    if is_undefined_primal(x) and is_undefined_primal(y):
+        raise ValueError("mul: both operands linear (the product is not linear)")
+    if type(ct) is Zero:
+        return [Zero(x.aval) if is_undefined_primal(x) else None,
+                Zero(y.aval) if is_undefined_primal(y) else None]
+    if is_undefined_primal(x):
+        return [unbroadcast(mul(ct, y), x.aval), None]
+    return [None, unbroadcast(mul(x, ct), y.aval)]
+
+
+ad.transpose_rules[mul_p] = _mul_transpose
+ad.defjvp(div_p, lambda g, ans, x, y: div(g, y),
+          lambda g, ans, x, y: mul(neg(g), div(ans, y)))
+
+
+def _div_transpose(ct, x, y):
+    if is_undefined_primal(y):
+        raise ValueError("div: the divisor cannot be linear")
+    if type(ct) is Zero:
+        return [Zero(x.aval), None]
+    return [unbroadcast(div(ct, y), x.aval), None]
+
+
+ad.transpose_rules[div_p] = _div_transpose
+ad.deflinear(neg_p, lambda ct, x: [Zero(x.aval) if type(ct) is Zero else neg(ct)])
+
+
+def _max_jvp_x(g, ans, x, y):
+    from kiln.lax.structural import select
+    return select(gt(x, y), g, select(eq(x, y), mul(g, _scalar_like(0.5, g)),
+                                      mul(g, _scalar_like(0.0, g))))
+
+
+def _max_jvp_y(g, ans, x, y):
+    from kiln.lax.structural import select
+    return select(lt(x, y), g, select(eq(x, y), mul(g, _scalar_like(0.5, g)),
+                                      mul(g, _scalar_like(0.0, g))))
+
+
+def _min_jvp_x(g, ans, x, y):
+    from kiln.lax.structural import select
+    return select(lt(x, y), g, select(eq(x, y), mul(g, _scalar_like(0.5, g)),
+                                      mul(g, _scalar_like(0.0, g))))
+
+
+def _min_jvp_y(g, ans, x, y):
+    from kiln.lax.structural import select
+    return select(gt(x, y), g, select(eq(x, y), mul(g, _scalar_like(0.5, g)),
+                                      mul(g, _scalar_like(0.0, g))))
+
+
+ad.defjvp(max_p, _max_jvp_x, _max_jvp_y)
+ad.defjvp(min_p, _min_jvp_x, _min_jvp_y)
+
+
+def add(x, y):
+    """Elementwise ``x + y`` (operands of equal shape and dtype; Python scalars promote)."""
+    return add_p.bind(*_binargs(x, y))
+
+
+def sub(x, y):
+    """Elementwise ``x - y``."""
+    return sub_p.bind(*_binargs(x, y))
+
+
+def mul(x, y):
+    """Elementwise ``x * y``."""
+    return mul_p.bind(*_binargs(x, y))
+
+
+def div(x, y):
+    """Elementwise ``x / y`` (integer division rounds toward zero)."""
+    return div_p.bind(*_binargs(x, y))
+
+
+def neg(x):
+    """Elementwise ``-x``."""
+    return neg_p.bind(x)
+
+
+def max(x, y):  # noqa: A001
+    """Elementwise maximum (NaN-propagating)."""
+    return max_p.bind(*_binargs(x, y))
+
+
+def min(x, y):  # noqa: A001
+    """Elementwise minimum (NaN-propagating)."""
+    return min_p.bind(*_binargs(x, y))
+
+
+# ----------------------------------------------------------------------------------------------
+# comparisons
+
+def _cmp(name, fn):
+    prim = naryop(name, lambda x, y: np.asarray(fn(x, y)), _any, result_dtype=bool_result,
+                  weak_type_rule=false_weak_type_rule)
+    ad.defjvp_zero(prim)
+    return prim
+
+
+eq_p = _cmp("eq", np.equal)
+ne_p = _cmp("ne", np.not_equal)
+lt_p = _cmp("lt", np.less)
+le_p = _cmp("le", np.less_equal)
+gt_p = _cmp("gt", np.greater)
+ge_p = _cmp("ge", np.greater_equal)
+
+
+def eq(x, y):
+    """Elementwise ``x == y``."""
+    return eq_p.bind(*_binargs(x, y))
+
+
+def ne(x, y):
+    """Elementwise ``x != y``."""
+    return ne_p.bind(*_binargs(x, y))
+
+
+def lt(x, y):
+    """Elementwise ``x < y``."""
+    return lt_p.bind(*_binargs(x, y))
+
+
+def le(x, y):
+    """Elementwise ``x <= y``."""
+    return le_p.bind(*_binargs(x, y))
+
+
+def gt(x, y):
+    """Elementwise ``x > y``."""
+    return gt_p.bind(*_binargs(x, y))
+
+
+def ge(x, y):
+    """Elementwise ``x >= y``."""
+    return ge_p.bind(*_binargs(x, y))
+
+
+# ----------------------------------------------------------------------------------------------
+# transcendental basics (the rest live in kiln.lax.elementwise)
+
+exp_p = unop("exp", _same(np.exp), _inexact)
+log_p = unop("log", _same(np.log), _inexact)
+sin_p = unop("sin", _same(np.sin), _inexact)
+cos_p = unop("cos", _same(np.cos), _inexact)
+tanh_p = unop("tanh", _same(np.tanh), _inexact)
+
+ad.defjvp(exp_p, lambda g, ans, x: mul(g, ans))
+ad.defjvp(log_p, lambda g, ans, x: div(g, x))
+ad.defjvp(sin_p, lambda g, ans, x: mul(g, cos(x)))
+ad.defjvp(cos_p, lambda g, ans, x: neg(mul(g, sin(x))))
+ad.defjvp(tanh_p, lambda g, ans, x: mul(g, sub(_scalar_like(1, ans), mul(ans, ans))))
+
+
+def exp(x):
+    """Elementwise e**x."""
+    return exp_p.bind(x)
+
+
+def log(x):
+    """Elementwise natural logarithm."""
+    return log_p.bind(x)
+
+
+def sin(x):
+    """Elementwise sine."""
+    return sin_p.bind(x)
+
+
+def cos(x):
+    """Elementwise cosine."""
+    return cos_p.bind(x)
+
+
+def tanh(x):
+    """Elementwise hyperbolic tangent."""
+    return tanh_p.bind(x)
+
+
+def _integer_pow_impl(x, *, y):
+    if y == 0:
+        return np.ones_like(x)
+    if x.dtype.kind in "iu" and y < 0:
+        raise ValueError("Integers to negative integer powers are not allowed.")
+    with np.errstate(over="ignore"):
+        return as_dtype(np.power(x, x.dtype.type(y)) if x.dtype.kind in "iu" else
+                        np.power(x, y), x.dtype)
+
+
+integer_pow_p = unop("integer_pow", _integer_pow_impl, _num)
+
+
+def _integer_pow_jvp(g, ans, x, *, y):
+    if y == 0:
+        return mul(g, _scalar_like(0, g))
+    coef = _scalar_like(float(y) if get_aval(x).dtype.kind in "fc" else y, x)
+    return mul(g, mul(coef, integer_pow(x, y - 1)))
+
+
+ad.defjvp(integer_pow_p, _integer_pow_jvp)
+
+
+def integer_pow(x, y: int):
+    """Elementwise ``x ** y`` for a static Python integer ``y``."""
+    return integer_pow_p.bind(x, y=int(y))
+
+
+def square(x):
+    """Elementwise ``x * x``."""
+    return integer_pow(x, 2)
+
+
+_ = (_float, _any)
+__all__ = ["add", "sub", "mul", "div", "neg", "max", "min", "eq", "ne", "lt", "le", "gt", "ge",
+           "exp", "log", "sin", "cos", "tanh", "integer_pow", "square",
+           "add_p", "sub_p", "mul_p", "div_p", "neg_p", "max_p", "min_p", "eq_p", "ne_p", "lt_p",
+           "le_p", "gt_p", "ge_p", "exp_p", "log_p", "sin_p", "cos_p", "tanh_p", "integer_pow_p"]

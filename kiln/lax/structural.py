@@ -1,0 +1,424 @@
+"""Structural primitives: dtype conversion, broadcasting, reshaping, transposition,
+squeeze/expand_dims, select_n. Each beside its jvp/transpose/batching rules."""
+from __future__ import annotations
+
+import numpy as np
+
+from kiln import dtypes
+from kiln.core.avals import ShapedArray
+from kiln.core.trace import get_aval
+from kiln.interpreters import ad, batching
+from kiln.interpreters.ad import Zero, is_undefined_primal
+from kiln.lax._factory import _any, check_dtype, standard_primitive
+
+# ----------------------------------------------------------------------------------------------
+# convert_element_type
+
+
+def _convert_impl(x, *, new_dtype, weak_type, sharding=None):
+    if x.dtype == new_dtype:
+        return x
+    if x.dtype.kind == "c" and new_dtype.kind != "c":
+        x = np.real(x)
+    with np.errstate(invalid="ignore", over="ignore"):
+        if new_dtype.kind in "iu" and x.dtype.kind == "f":
+            # JAX (XLA) clamps out-of-range float→int conversions and maps NaN to 0.
+            info = np.iinfo(new_dtype)
+            x = np.nan_to_num(x, nan=0, posinf=info.max, neginf=info.min)
+            x = np.clip(x, info.min, info.max)
+        if new_dtype == np.bool_ and x.dtype != np.bool_:
+            return np.asarray(x != 0)
+        return np.asarray(x).astype(new_dtype)
+
+
+def _convert_abstract_eval(x, *, new_dtype, weak_type, sharding=None):
+    return ShapedArray(x.shape, new_dtype, weak_type)
+
+
+convert_element_type_p = standard_primitive(
+    "convert_element_type", _convert_abstract_eval, _convert_impl,
+    weak_type_rule=lambda w, *, new_dtype, weak_type, sharding=None: weak_type)
+batching.vectorized_batcher(convert_element_type_p)
+
+
+def _convert_jvp(primals, tangents, *, new_dtype, weak_type, sharding=None):
+    (x,), (t,) = primals, tangents
+    ans = convert_element_type_p.bind(x, new_dtype=new_dtype, weak_type=weak_type,
+                                      sharding=sharding)
+    if type(t) is Zero or not ad.is_differentiable_dtype(new_dtype) \
+            or not ad.is_differentiable_dtype(get_aval(x).dtype):
+        return ans, Zero.from_primal_value(ans)
+    return ans, convert_element_type_p.bind(t, new_dtype=new_dtype, weak_type=weak_type,
+                                            sharding=sharding)
+
+
+def _convert_transpose(ct, x, *, new_dtype, weak_type, sharding=None):
+    if type(ct) is Zero:
+        return [Zero(x.aval)]
+    old = x.aval
+    return [convert_element_type_p.bind(ct, new_dtype=old.dtype, weak_type=old.weak_type,
+                                        sharding=None)]
+
+
+ad.jvp_rules[convert_element_type_p] = _convert_jvp
+ad.transpose_rules[convert_element_type_p] = _convert_transpose
+
+
+def convert_element_type(operand, new_dtype):
+    """Elementwise cast to ``new_dtype`` (canonicalized), like ``lax.convert_element_type``."""
+    new_dtype = dtypes.canonicalize_dtype(new_dtype)
+    aval = get_aval(operand)
+    if aval.dtype == new_dtype and not aval.weak_type:
+        return operand
+    return convert_element_type_p.bind(operand, new_dtype=new_dtype, weak_type=False,
+                                       sharding=None)
+
+
+def _convert_element_type(operand, new_dtype=None, weak_type=False):
+    """Internal cast that can set the weak-type flag."""
+    aval = get_aval(operand)
+    new_dtype = aval.dtype if new_dtype is None else dtypes.canonicalize_dtype(new_dtype)
+    if aval.dtype == new_dtype and aval.weak_type == weak_type:
+        return operand
+    return convert_element_type_p.bind(operand, new_dtype=new_dtype, weak_type=weak_type,
+                                       sharding=None)
+
+
+# ----------------------------------------------------------------------------------------------
+# broadcast_in_dim
+
+
+def _bid_impl(x, *, shape, broadcast_dimensions, sharding=None):
+    expanded = [1] * len(shape)
+    for i, d in enumerate(broadcast_dimensions):
+        expanded[d] = x.shape[i]
+    return np.broadcast_to(np.reshape(x, expanded), shape)
+
+
+def _bid_abstract_eval(x, *, shape, broadcast_dimensions, sharding=None):
+    if len(broadcast_dimensions) != x.ndim:
+        raise TypeError(
+            "broadcast_in_dim broadcast_dimensions must have length equal to operand ndim; "
+            f"got broadcast_dimensions {broadcast_dimensions} for operand ndim {x.ndim}.")
+    for i, d in enumerate(broadcast_dimensions):
+        if not 0 <= d < len(shape):
+            raise TypeError(f"broadcast_in_dim broadcast_dimensions must be valid indices into "
+                            f"the result shape {shape}; got {broadcast_dimensions}.")
+        if x.shape[i] != 1 and x.shape[i] != shape[d]:
+            raise TypeError(
+                "broadcast_in_dim operand dimension sizes must either be 1, or be equal to their "
+                f"corresponding dimensions in the target broadcast shape; got operand of shape "
+                f"{x.shape}, target broadcast shape {shape}, broadcast_dimensions "
+                f"{broadcast_dimensions}")
+    if list(broadcast_dimensions) != sorted(set(broadcast_dimensions)):
+        raise TypeError("broadcast_in_dim broadcast_dimensions must be strictly increasing; "
+                        f"got broadcast_dimensions {broadcast_dimensions}")
+    return ShapedArray(shape, x.dtype, x.weak_type)
+
+
+broadcast_in_dim_p = standard_primitive("broadcast_in_dim", _bid_abstract_eval, _bid_impl)
+
+
+def _bid_transpose(ct, x, *, shape, broadcast_dimensions, sharding=None):
+    if type(ct) is Zero:
+        return [Zero(x.aval)]
+    in_shape = x.aval.shape
+    unit = tuple(i for i, d in enumerate(broadcast_dimensions)
+                 if in_shape[i] == 1 and shape[d] != 1)
+    sum_dims = tuple(i for i in range(len(shape)) if i not in broadcast_dimensions)
+    sum_dims += tuple(broadcast_dimensions[i] for i in unit)
+    out = reduce_sum(ct, tuple(sorted(sum_dims))) if sum_dims else ct
+    if get_aval(out).shape != in_shape:
+        out = reshape(out, in_shape)
+    return [out]
+
+
+def _bid_batch(axis_data, vals, dims, *, shape, broadcast_dimensions, sharding=None):
+    (x,), (d,) = vals, dims
+    x = batching.moveaxis(x, d, 0)
+    new_shape = (axis_data.size,) + tuple(shape)
+    new_dims = (0,) + tuple(b + 1 for b in broadcast_dimensions)
+    return broadcast_in_dim_p.bind(x, shape=new_shape, broadcast_dimensions=new_dims,
+                                   sharding=None), 0
+
+
+ad.deflinear(broadcast_in_dim_p, _bid_transpose)
+batching.batch_rules[broadcast_in_dim_p] = _bid_batch
+
+
+def broadcast_in_dim(operand, shape, broadcast_dimensions, out_sharding=None):
+    """Broadcast ``operand`` into ``shape``; its axis i becomes axis ``broadcast_dimensions[i]``."""
+    shape = tuple(int(s) for s in shape)
+    broadcast_dimensions = tuple(int(d) for d in broadcast_dimensions)
+    aval = get_aval(operand)
+    if aval.shape == shape and broadcast_dimensions == tuple(range(len(shape))):
+        return operand
+    return broadcast_in_dim_p.bind(operand, shape=shape,
+                                   broadcast_dimensions=broadcast_dimensions, sharding=None)
+
+
+def broadcast(operand, sizes):
+    """Add leading dimensions of ``sizes``."""
+    aval = get_aval(operand)
+    sizes = tuple(sizes)
+    dims = tuple(range(len(sizes), len(sizes) + aval.ndim))
+    return broadcast_in_dim(operand, sizes + aval.shape, dims)
+
+
+# ----------------------------------------------------------------------------------------------
+# reshape
+
+
+def _reshape_impl(x, *, new_sizes, dimensions, sharding=None):
+    if dimensions is not None:
+        x = np.transpose(x, dimensions)
+    return np.reshape(x, new_sizes)
+
+
+def _reshape_abstract_eval(x, *, new_sizes, dimensions, sharding=None):
+    if any(d < 0 for d in new_sizes):
+        raise TypeError(f"reshape new_sizes must all be non-negative, got {new_sizes}.")
+    if int(np.prod(new_sizes, dtype=np.int64)) != x.size:
+        raise TypeError(f"reshape total size must be unchanged, got new_sizes {new_sizes} for "
+                        f"shape {x.shape}.")
+    if dimensions is not None and sorted(dimensions) != list(range(x.ndim)):
+        raise TypeError(f"reshape dimensions must be a permutation, got {dimensions}")
+    return ShapedArray(new_sizes, x.dtype, x.weak_type)
+
+
+reshape_p = standard_primitive("reshape", _reshape_abstract_eval, _reshape_impl)
+
+
+def _reshape_transpose(ct, x, *, new_sizes, dimensions, sharding=None):
+    if type(ct) is Zero:
+        return [Zero(x.aval)]
+    if dimensions is None:
+        return [reshape(ct, x.aval.shape)]
+    permuted = tuple(x.aval.shape[d] for d in dimensions)
+    return [transpose(reshape(ct, permuted), tuple(np.argsort(dimensions)))]
+
+
+def _reshape_batch(axis_data, vals, dims, *, new_sizes, dimensions, sharding=None):
+    (x,), (d,) = vals, dims
+    x = batching.moveaxis(x, d, 0)
+    if dimensions is not None:
+        x = transpose(x, (0,) + tuple(p + 1 for p in dimensions))
+    return reshape_p.bind(x, new_sizes=(axis_data.size,) + tuple(new_sizes), dimensions=None,
+                          sharding=None), 0
+
+
+ad.deflinear(reshape_p, _reshape_transpose)
+batching.batch_rules[reshape_p] = _reshape_batch
+
+
+def reshape(operand, new_sizes, dimensions=None, out_sharding=None):
+    """Reshape (after an optional transpose by ``dimensions``) to ``new_sizes``."""
+    new_sizes = tuple(int(s) for s in new_sizes)
+    dims = None if dimensions is None else tuple(int(d) for d in dimensions)
+    aval = get_aval(operand)
+    if dims is not None and dims == tuple(range(aval.ndim)):
+        dims = None
+    if aval.shape == new_sizes and dims is None:
+        return operand
+    return reshape_p.bind(operand, new_sizes=new_sizes, dimensions=dims, sharding=None)
+
+
+# ----------------------------------------------------------------------------------------------
+# transpose
+
+
+def _transpose_abstract_eval(x, *, permutation):
+    if sorted(permutation) != list(range(x.ndim)):
+        raise TypeError("transpose permutation isn't a permutation of operand dimensions, got "
+                        f"permutation {permutation} for operand shape {x.shape}.")
+    return ShapedArray(tuple(x.shape[p] for p in permutation), x.dtype, x.weak_type)
+
+
+transpose_p = standard_primitive("transpose", _transpose_abstract_eval,
+                                 lambda x, *, permutation: np.transpose(x, permutation))
+
+
+def _transpose_transpose(ct, x, *, permutation):
+    if type(ct) is Zero:
+        return [Zero(x.aval)]
+    return [transpose(ct, tuple(int(i) for i in np.argsort(permutation)))]
+
+
+def _transpose_batch(axis_data, vals, dims, *, permutation):
+    (x,), (d,) = vals, dims
+    perm = (d,) + tuple(p if p < d else p + 1 for p in permutation)
+    return transpose_p.bind(x, permutation=perm), 0
+
+
+ad.deflinear(transpose_p, _transpose_transpose)
+batching.batch_rules[transpose_p] = _transpose_batch
+
+
+def transpose(operand, permutation):
+    """Permute the axes of ``operand``."""
+    permutation = tuple(int(p) for p in permutation)
+    if permutation == tuple(range(len(permutation))) and get_aval(operand).ndim == len(permutation):
+        return operand
+    return transpose_p.bind(operand, permutation=permutation)
+
+
+# ----------------------------------------------------------------------------------------------
+# squeeze / expand_dims
+
+
+def _squeeze_abstract_eval(x, *, dimensions):
+    for d in dimensions:
+        if not 0 <= d < x.ndim or x.shape[d] != 1:
+            raise ValueError(f"cannot select an axis to squeeze out which has size not equal to "
+                             f"one, got shape={x.shape} and dimensions={dimensions}")
+    shape = tuple(s for i, s in enumerate(x.shape) if i not in dimensions)
+    return ShapedArray(shape, x.dtype, x.weak_type)
+
+
+squeeze_p = standard_primitive("squeeze", _squeeze_abstract_eval,
+                               lambda x, *, dimensions: np.squeeze(x, dimensions))
+
+
+def _squeeze_transpose(ct, x, *, dimensions):
+    if type(ct) is Zero:
+        return [Zero(x.aval)]
+    return [reshape(ct, x.aval.shape)]
+
+
+def _squeeze_batch(axis_data, vals, dims, *, dimensions):
+    (x,), (d,) = vals, dims
+    x = batching.moveaxis(x, d, 0)
+    return squeeze_p.bind(x, dimensions=tuple(i + 1 for i in dimensions)), 0
+
+
+ad.deflinear(squeeze_p, _squeeze_transpose)
+batching.batch_rules[squeeze_p] = _squeeze_batch
+
+
+def squeeze(array, dimensions):
+    """Remove the size-1 axes ``dimensions``."""
+    nd = get_aval(array).ndim
+    dims = tuple(sorted(int(d) % nd if nd else int(d) for d in dimensions))
+    if not dims:
+        return array
+    return squeeze_p.bind(array, dimensions=dims)
+
+
+def expand_dims(array, dimensions):
+    """Insert size-1 axes at ``dimensions`` (positions in the result)."""
+    aval = get_aval(array)
+    ndim_out = aval.ndim + len(dimensions)
+    dims = sorted(int(d) % ndim_out for d in dimensions)
+    shape = list(aval.shape)
+    for d in dims:
+        shape.insert(d, 1)
+    bdims = tuple(i for i in range(ndim_out) if i not in dims)
+    return broadcast_in_dim(array, tuple(shape), bdims)
+
+
+# ----------------------------------------------------------------------------------------------
+# select_n
+
+
+def _select_n_abstract_eval(which, *cases):
+    if not cases:
+        raise TypeError("select_n must have at least one case")
+    if any(c.shape != cases[0].shape for c in cases):
+        raise TypeError(f"select_n cases must have the same shapes, got "
+                        f"{[c.shape for c in cases]}.")
+    if any(c.dtype != cases[0].dtype for c in cases):
+        raise TypeError(f"select_n cases must have the same dtypes, got "
+                        f"{[c.dtype.name for c in cases]}.")
+    if which.shape and which.shape != cases[0].shape:
+        raise TypeError("select_n `which` must be scalar or have the same shape as cases, got "
+                        f"`which` shape {which.shape} but case shape {cases[0].shape}.")
+    if which.dtype != np.bool_ and which.dtype.kind not in "iu":
+        raise TypeError(f"select_n `which` must be boolean or integer type, got "
+                        f"{which.dtype.name}.")
+    if which.dtype == np.bool_ and len(cases) > 2:
+        raise TypeError("select_n with boolean `which` cannot have more than two cases")
+    return ShapedArray(cases[0].shape, cases[0].dtype, all(c.weak_type for c in cases))
+
+
+def _select_n_impl(which, *cases):
+    if len(cases) == 1:
+        return cases[0]
+    if which.dtype == np.bool_:
+        return np.where(which, cases[1], cases[0])
+    idx = np.clip(which, 0, len(cases) - 1)
+    return np.choose(np.broadcast_to(idx, cases[0].shape), cases)
+
+
+select_n_p = standard_primitive("select_n", _select_n_abstract_eval, _select_n_impl,
+                                weak_type_rule=lambda w, *ws: all(ws))
+
+
+def _select_n_jvp(primals, tangents):
+    which, *cases = primals
+    ans = select_n_p.bind(which, *cases)
+    ts = tangents[1:]
+    if all(type(t) is Zero for t in ts):
+        return ans, Zero.from_primal_value(ans)
+    ts = [ad.instantiate_zeros(t) for t in ts]
+    return ans, select_n_p.bind(which, *ts)
+
+
+def _select_n_transpose(ct, which, *cases):
+    if is_undefined_primal(which):
+        raise ValueError("select_n predicate cannot be linear")
+    out = [None]
+    for i, c in enumerate(cases):
+        if not is_undefined_primal(c):
+            out.append(None)
+        elif type(ct) is Zero:
+            out.append(Zero(c.aval))
+        else:
+            zeros = ad.zeros_like_aval(c.aval)
+            branches = [zeros] * len(cases)
+            branches[i] = ct
+            out.append(select_n_p.bind(which, *branches))
+    return out
+
+
+def _select_n_batch(axis_data, vals, dims):
+    which, *cases = vals
+    wd, *cds = dims
+    size = axis_data.size
+    case_shape = None
+    for c, d in zip(cases, cds):
+        a = get_aval(c)
+        case_shape = a.shape if d is None else a.shape[:d] + a.shape[d + 1:]
+        break
+    if wd is None and get_aval(which).ndim == 0:
+        cases = [batching.bdim_at_front(c, d, size) for c, d in zip(cases, cds)]
+        return select_n_p.bind(which, *cases), 0
+    which = batching.bdim_at_front(which, wd, size)
+    if get_aval(which).ndim == 1 and len(case_shape) > 0:
+        which = broadcast_in_dim(which, (size,) + tuple(case_shape), (0,))
+    cases = [batching.bdim_at_front(c, d, size) for c, d in zip(cases, cds)]
+    return select_n_p.bind(which, *cases), 0
+
+
+ad.jvp_rules[select_n_p] = _select_n_jvp
+ad.transpose_rules[select_n_p] = _select_n_transpose
+batching.batch_rules[select_n_p] = _select_n_batch
+
+
+def select_n(which, *cases):
+    """``cases[which]`` elementwise (``which`` bool: False→cases[0], True→cases[1])."""
+    return select_n_p.bind(which, *cases)
+
+
+def select(pred, on_true, on_false):
+    """``on_true`` where ``pred`` else ``on_false``."""
+    return select_n_p.bind(pred, on_false, on_true)
+
+
+# Reductions are defined in kiln.lax.reductions; imported late to avoid a cycle.
+from kiln.lax.reductions import reduce_sum  # noqa: E402
+
+__all__ = ["convert_element_type", "broadcast_in_dim", "broadcast", "reshape", "transpose",
+           "squeeze", "expand_dims", "select_n", "select", "_convert_element_type",
+           "convert_element_type_p", "broadcast_in_dim_p", "reshape_p", "transpose_p",
+           "squeeze_p", "select_n_p"]
+_ = (check_dtype, _any)

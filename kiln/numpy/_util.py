@@ -1,0 +1,324 @@
+"""Argument handling shared by every ``kiln.numpy`` function.
+
+What this module holds: the array-like check (``check_arraylike``), conversion of
+inputs to operands the ``lax`` functions accept (``ensure_arraylike``), JAX's dtype
+promotion (``promote_dtypes*``), NumPy broadcasting built from ``lax.broadcast_in_dim``
+(``promote_shapes``, ``broadcast_to``), and axis canonicalization.
+
+What it must not hold: any NumPy computation on a traced value. NumPy is used only
+on static shapes and on concrete constants.
+"""
+from __future__ import annotations
+
+import operator
+import warnings
+
+import numpy as np
+
+from kiln import dtypes, lax
+from kiln.array import Array, make_array, to_array
+from kiln.config import config
+from kiln.core.trace import Tracer, get_aval
+from kiln.errors import ConcretizationTypeError
+
+_py_scalars = (bool, int, float, complex)
+_arraylike_types = (Array, Tracer, np.ndarray, np.generic) + _py_scalars
+
+
+def is_arraylike(x) -> bool:
+    """JAX's notion of an array-like: arrays, tracers, NumPy values and Python scalars."""
+    return isinstance(x, _arraylike_types) or hasattr(x, "__jax_array__")
+
+
+def check_arraylike(fun_name: str, *args) -> None:
+    """Raise JAX's TypeError when an argument is a list, tuple, string, ... ."""
+    for pos, arg in enumerate(args):
+        if not is_arraylike(arg):
+            raise TypeError(f"{fun_name} requires ndarray or scalar arguments, got "
+                            f"{type(arg)} at position {pos}.")
+
+
+def check_arraylike_or_none(fun_name: str, *args) -> None:
+    for pos, arg in enumerate(args):
+        if arg is not None and not is_arraylike(arg):
+            raise TypeError(f"{fun_name} requires ndarray, scalar, or None arguments, got "
+                            f"{type(arg)} at position {pos}.")
+
+
+def as_operand(x):
+    """An Array or a tracer for any array-like (Python scalars become weak Arrays)."""
+    if isinstance(x, (Array, Tracer)):
+        return x
+    m = getattr(x, "__jax_array__", None)
+    if m is not None:
+        return as_operand(m())
+    if isinstance(x, np.ndarray) and x.dtype == object:
+        raise TypeError(f"kiln.numpy does not support arrays of dtype object: {x!r}")
+    return to_array(x)
+
+
+def ensure_arraylike(fun_name: str, *args):
+    """``check_arraylike`` then ``as_operand``; a single argument is returned bare."""
+    check_arraylike(fun_name, *args)
+    if len(args) == 1:
+        return as_operand(args[0])
+    return tuple(as_operand(a) for a in args)
+
+
+def is_traced(x) -> bool:
+    return isinstance(x, Tracer)
+
+
+def concrete_value(x, context: str = ""):
+    """The NumPy value of a concrete array-like, or ConcretizationTypeError for tracers."""
+    if isinstance(x, Tracer):
+        raise ConcretizationTypeError(x, context)
+    if type(x) is Array:
+        return x._value
+    return np.asarray(x)
+
+
+def concrete_or_none(x):
+    """The NumPy value of ``x`` when it is concrete, else None."""
+    if isinstance(x, Tracer):
+        return None
+    if type(x) is Array:
+        return x._value
+    return np.asarray(x)
+
+
+def core_int(x, context: str) -> int:
+    """A static Python int from an int-like (raising ConcretizationTypeError for tracers)."""
+    if isinstance(x, Tracer):
+        raise ConcretizationTypeError(x, context)
+    return operator.index(x)
+
+
+def shape_of(x) -> tuple:
+    return get_aval(x).shape if isinstance(x, (Array, Tracer)) else np.shape(x)
+
+
+def ndim_of(x) -> int:
+    return len(shape_of(x))
+
+
+def dtype_of(x):
+    return dtypes.dtype(x, canonicalize=True)
+
+
+# ----------------------------------------------------------------------------------------------
+# constants
+
+
+def scalar_const(value, dtype, weak_type: bool = False) -> Array:
+    """A concrete zero-dimensional Array of ``dtype`` (no tracing involved)."""
+    return make_array(np.asarray(value, dtype), weak_type)
+
+
+def full_const(shape, value, dtype) -> Array:
+    """A concrete broadcast Array filled with ``value`` (a read-only view; never mutated)."""
+    return make_array(np.broadcast_to(np.asarray(value, dtype), tuple(shape)), False)
+
+
+def zeros_like_op(x):
+    a = get_aval(x)
+    return full_const(a.shape, 0, a.dtype)
+
+
+# ----------------------------------------------------------------------------------------------
+# dtype promotion
+
+
+def _convert(x, dtype, weak_type):
+    """Convert one operand to (dtype, weak_type); Python scalars go straight to ``dtype``."""
+    if type(x) in _py_scalars:
+        return make_array(np.asarray(x, dtype), weak_type)
+    return lax._convert_element_type(as_operand(x), dtype, weak_type)
+
+
+def promote_dtypes(*args):
+    """Convert all arguments to their common JAX result dtype (weak when all are weak)."""
+    if len(args) < 2:
+        return [as_operand(a) for a in args]
+    dt, weak = dtypes.result_type(*args, return_weak_type_flag=True)
+    return [_convert(x, dt, weak) for x in args]
+
+
+def promote_dtypes_inexact(*args):
+    """Like ``promote_dtypes``, then integers and bools go to the default float."""
+    dt, weak = dtypes.result_type(*args, return_weak_type_flag=True)
+    dt = dtypes.canonicalize_dtype(dtypes.to_inexact_dtype(dt))
+    return [_convert(x, dt, weak) for x in args]
+
+
+def promote_dtypes_numeric(*args):
+    """Like ``promote_dtypes``, then bool goes to the default int."""
+    dt, weak = dtypes.result_type(*args, return_weak_type_flag=True)
+    dt = dtypes.canonicalize_dtype(dtypes.to_numeric_dtype(dt))
+    return [_convert(x, dt, weak) for x in args]
+
+
+def promote_dtypes_complex(*args):
+    """Like ``promote_dtypes``, then to the complex type of matching precision."""
+    dt, weak = dtypes.result_type(*args, return_weak_type_flag=True)
+    dt = dtypes.canonicalize_dtype(dtypes.to_complex_dtype(dt))
+    return [_convert(x, dt, weak) for x in args]
+
+
+# ----------------------------------------------------------------------------------------------
+# shapes and broadcasting
+
+
+def broadcast_shapes(*shapes) -> tuple:
+    """NumPy's broadcast of static shapes; ValueError (as NumPy/JAX) when incompatible."""
+    shapes = [tuple(s) if isinstance(s, (tuple, list)) else (s,) for s in shapes]
+    if not shapes:
+        return ()
+    if all(s == shapes[0] for s in shapes[1:]):
+        return tuple(int(d) for d in shapes[0])
+    nd = max(len(s) for s in shapes)
+    out = []
+    for i in range(nd):
+        size = 1
+        for s in shapes:
+            j = len(s) - nd + i
+            if j < 0:
+                continue
+            d = int(s[j])
+            if d == 1:
+                continue
+            if size != 1 and d != size:
+                raise ValueError("Incompatible shapes for broadcasting: shapes="
+                                 f"{[tuple(s) for s in shapes]}")
+            size = d
+        out.append(size)
+    return tuple(out)
+
+
+def broadcast_to(x, shape):
+    """Broadcast operand ``x`` (NumPy rules: leading axes added, size-1 axes stretched)."""
+    x = as_operand(x)
+    shape = tuple(int(d) for d in shape)
+    in_shape = get_aval(x).shape
+    if in_shape == shape:
+        return x
+    nd = len(shape)
+    diff = nd - len(in_shape)
+    if diff < 0 or any(d != 1 and d != shape[diff + i] for i, d in enumerate(in_shape)):
+        raise ValueError(f"Incompatible shapes for broadcasting: {in_shape} and requested "
+                         f"shape {shape}")
+    # Squeeze stretched size-1 axes away first so broadcast_in_dim sees exact matches.
+    keep = [i for i, d in enumerate(in_shape) if d == shape[diff + i]]
+    if len(keep) != len(in_shape):
+        x = lax.reshape(x, tuple(in_shape[i] for i in keep))
+    return lax.broadcast_in_dim(x, shape, tuple(diff + i for i in keep))
+
+
+def _rank_promotion_check(fun_name, shapes):
+    mode = config.jax_numpy_rank_promotion
+    if mode == "allow":
+        return
+    ranks = {len(s) for s in shapes if len(s)}
+    if len(ranks) < 2:
+        return
+    if mode == "warn":
+        warnings.warn(f"Following NumPy automatic rank promotion for {fun_name} on shapes "
+                      f"{' '.join(map(str, shapes))}. Set the jax_numpy_rank_promotion config "
+                      "option to 'allow' to disable this warning.", stacklevel=4)
+    else:
+        raise ValueError(f"Operands could not be broadcast together for {fun_name} on shapes "
+                         f"{' '.join(map(str, shapes))} and with the config option "
+                         "jax_numpy_rank_promotion='raise'.")
+
+
+def promote_shapes(fun_name: str, *args):
+    """Broadcast operands to their common shape (lax elementwise ops need equal shapes)."""
+    ops = [as_operand(a) for a in args]
+    if len(ops) < 2:
+        return ops
+    shapes = [get_aval(o).shape for o in ops]
+    if all(s == shapes[0] for s in shapes[1:]):
+        return ops
+    _rank_promotion_check(fun_name, shapes)
+    try:
+        shape = broadcast_shapes(*shapes)
+    except ValueError:
+        raise ValueError(f"{fun_name}: incompatible shapes for broadcasting: "
+                         f"{', '.join(str(s) for s in shapes)}") from None
+    return [broadcast_to(o, shape) for o in ops]
+
+
+def promote_args(fun_name: str, *args):
+    """check_arraylike + promote_dtypes + promote_shapes."""
+    check_arraylike(fun_name, *args)
+    return promote_shapes(fun_name, *promote_dtypes(*args))
+
+
+def promote_args_inexact(fun_name: str, *args):
+    check_arraylike(fun_name, *args)
+    return promote_shapes(fun_name, *promote_dtypes_inexact(*args))
+
+
+def promote_args_numeric(fun_name: str, *args):
+    check_arraylike(fun_name, *args)
+    return promote_shapes(fun_name, *promote_dtypes_numeric(*args))
+
+
+def broadcast_arrays(*args):
+    ops = [as_operand(a) for a in args]
+    shape = broadcast_shapes(*[get_aval(o).shape for o in ops])
+    return [broadcast_to(o, shape) for o in ops]
+
+
+# ----------------------------------------------------------------------------------------------
+# axes
+
+
+def canonicalize_axis(axis, ndim: int) -> int:
+    """An axis in [-ndim, ndim) as a non-negative int; ValueError when out of bounds."""
+    if isinstance(axis, Tracer):
+        raise ConcretizationTypeError(axis, "The axis argument must be static.")
+    axis = operator.index(axis)
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"axis {axis} is out of bounds for array of dimension {ndim}")
+    return axis + ndim if axis < 0 else axis
+
+
+def canonicalize_axes(axis, ndim: int, allow_duplicate: bool = False) -> tuple:
+    """None → all axes; int or sequence → a tuple of non-negative ints (no repeats)."""
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, (tuple, list, np.ndarray)):
+        axes = tuple(canonicalize_axis(a, ndim) for a in axis)
+    else:
+        axes = (canonicalize_axis(axis, ndim),)
+    if not allow_duplicate and len(set(axes)) != len(axes):
+        raise ValueError(f"repeated axis: {axis}")
+    return axes
+
+
+def canonicalize_shape(shape, context: str = "") -> tuple:
+    """A static shape tuple from an int or a sequence of ints."""
+    if isinstance(shape, Tracer):
+        raise ConcretizationTypeError(shape, context or "The shape argument must be static.")
+    if isinstance(shape, (Array, np.ndarray)) and np.ndim(shape) == 0:
+        shape = int(shape)
+    if not isinstance(shape, (tuple, list, np.ndarray, Array)):
+        shape = (shape,)
+    out = []
+    for d in shape:
+        if isinstance(d, Tracer):
+            raise ConcretizationTypeError(d, context or "The shape argument must be static.")
+        try:
+            out.append(operator.index(d))
+        except TypeError:
+            raise TypeError(f"Shapes must be 1D sequences of concrete values of integer type, "
+                            f"got {tuple(shape)}.") from None
+    return tuple(out)
+
+
+def user_dtype(dtype, fun_name: str | None = None):
+    """A user's ``dtype=`` argument, validated and canonicalized (None stays None)."""
+    if dtype is None:
+        return None
+    return dtypes.check_and_canonicalize_user_dtype(dtype, fun_name)
