@@ -908,6 +908,12 @@ class PyTreeDef:
              leaves: Iterable[Any]) -> Any:
         """Fold the tree: ``f_leaf`` at leaves, ``f_node(children_results,
         node_aux)`` at nodes."""
+        leaves = list(leaves)
+        n = self._num_leaves
+        if len(leaves) < n:
+            raise ValueError(f"Too few leaves for PyTreeDef; expected {n}, got {len(leaves)}")
+        if len(leaves) > n:
+            raise ValueError(f"Too many leaves for PyTreeDef; expected {n}.")
         it = iter(leaves)
 
         def go(node):

@@ -6,3 +6,6 @@ re-exports the public functions.
 from kiln.lax.arith import *  # noqa: F401,F403
 from kiln.lax.reductions import *  # noqa: F401,F403
 from kiln.lax.structural import *  # noqa: F401,F403
+from kiln.lax.parallel import *  # noqa: F401,F403
+from kiln.lax.autodiff_ops import *  # noqa: F401,F403
+from kiln.lax.slicing import *  # noqa: F401,F403

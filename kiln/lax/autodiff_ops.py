@@ -1,0 +1,23 @@
+"""Operations that exist for differentiation: ``stop_gradient``."""
+from __future__ import annotations
+
+from kiln.core.avals import ShapedArray
+from kiln.interpreters import ad, batching
+from kiln.interpreters.ad import Zero
+from kiln.lax._factory import standard_primitive
+from kiln.tree_util import tree_map
+
+stop_gradient_p = standard_primitive(
+    "stop_gradient", lambda x: ShapedArray(x.shape, x.dtype, x.weak_type), lambda x: x,
+    weak_type_rule=lambda w: w)
+batching.vectorized_batcher(stop_gradient_p)
+ad.jvp_rules[stop_gradient_p] = lambda primals, tangents: (
+    stop_gradient_p.bind(*primals), Zero.from_primal_value(primals[0]))
+
+
+def stop_gradient(x):
+    """Identity on values whose derivative is zero (applied to every leaf of a pytree)."""
+    return tree_map(stop_gradient_p.bind, x)
+
+
+__all__ = ["stop_gradient", "stop_gradient_p"]

@@ -1,0 +1,440 @@
+"""Array creation: ``array``, ``asarray``, ``zeros``/``ones``/``full``/``empty`` (and
+``*_like``), ``eye``, ``identity``, ``arange``, ``linspace``, ``logspace``, ``tri``,
+``tril``, ``triu``, ``diag``, ``meshgrid``.
+
+Dtype rules follow JAX: Python scalars give weak types, lists never do, results are
+canonical (64-bit types become 32-bit unless x64 is enabled). Shapes must be static.
+Anything built from a traced value is built with ``lax`` functions only.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from kiln import dtypes, lax
+from kiln.array import Array, make_array
+from kiln.core.trace import Tracer, get_aval
+from kiln.errors import ConcretizationTypeError
+from kiln.numpy import _util
+from kiln.numpy._util import as_operand, canonicalize_shape, user_dtype
+
+__all__ = ["array", "asarray", "zeros", "ones", "full", "empty", "zeros_like", "ones_like",
+           "full_like", "empty_like", "eye", "identity", "arange", "linspace", "logspace",
+           "tri", "tril", "triu", "diag", "diagflat", "meshgrid", "copy", "asanyarray"]
+
+
+# ----------------------------------------------------------------------------------------------
+# array / asarray
+
+
+def _flatten_leaves(obj, out):
+    if isinstance(obj, (list, tuple)):
+        for o in obj:
+            _flatten_leaves(o, out)
+    else:
+        out.append(obj)
+    return out
+
+
+def _nested_shape(obj):
+    """The shape of a nested list/tuple whose leaves may be arrays; ValueError if ragged."""
+    if isinstance(obj, (list, tuple)):
+        if not obj:
+            return (0,)
+        subs = [_nested_shape(o) for o in obj]
+        if any(s != subs[0] for s in subs[1:]):
+            raise ValueError("setting an array element with a sequence. The requested array "
+                             "has an inhomogeneous shape")
+        return (len(obj),) + subs[0]
+    return tuple(get_aval(obj).shape) if isinstance(obj, (Array, Tracer)) else np.shape(obj)
+
+
+def _stack_nested(obj, dtype):
+    """Build a nested list of (possibly traced) values with lax ops: convert, then concatenate."""
+    if isinstance(obj, (list, tuple)):
+        parts = [_stack_nested(o, dtype) for o in obj]
+        parts = [lax.reshape(p, (1,) + tuple(get_aval(p).shape)) for p in parts]
+        return parts[0] if len(parts) == 1 else lax.concatenate(parts, 0)
+    x = as_operand(obj)
+    return lax._convert_element_type(x, dtype, False)
+
+
+def _leaf_for_dtype(x):
+    m = getattr(x, "__jax_array__", None)
+    if m is not None:
+        return m()
+    if isinstance(x, (Array, Tracer, np.ndarray, np.generic, bool, int, float, complex)):
+        return x
+    return np.asarray(x)
+
+
+def array(object, dtype=None, copy=True, order="K", ndmin=0, *, device=None):  # noqa: A002
+    """Create an array (``jnp.array``). Nested lists may hold arrays and tracers."""
+    if order not in (None, "K", "A", "C"):
+        raise NotImplementedError("Only implemented for order='K'")
+    dtype = user_dtype(dtype, "array")
+    m = getattr(object, "__jax_array__", None)
+    if m is not None:
+        object = m()
+    if isinstance(object, (Array, Tracer)):
+        out = object if dtype is None else lax._convert_element_type(object, dtype, False)
+        if type(out) is Array and out is object:
+            out = make_array(out._value, out.weak_type)
+    elif isinstance(object, (list, tuple)):
+        leaves = [_leaf_for_dtype(x) for x in _flatten_leaves(object, [])]
+        if dtype is None:
+            dtype = (dtypes.result_type(*leaves) if leaves else dtypes.default_float_dtype())
+        if any(isinstance(x, (Array, Tracer)) for x in leaves):
+            _nested_shape(object)
+            out = _stack_nested(object, dtype)
+        else:
+            shape = _nested_shape(object)
+            out = make_array(dtypes.coerce_to_array(
+                np.array(object, dtype=dtype).reshape(shape), dtype))
+    elif isinstance(object, (bool, int, float, complex)):
+        out = make_array(dtypes.coerce_to_array(object, dtype), dtype is None
+                         and type(object) is not bool)
+    elif isinstance(object, (np.ndarray, np.generic)):
+        if object.dtype == object_dtype:
+            raise TypeError("JAX only supports number and bool dtypes, got dtype object in array")
+        # Always copy: the caller may later mutate its NumPy array, ours must not change.
+        out = make_array(np.array(dtypes.coerce_to_array(object, dtype), copy=True))
+    elif hasattr(object, "__array__"):
+        out = make_array(dtypes.coerce_to_array(np.asarray(object), dtype))
+    else:
+        raise TypeError(f"Unexpected input type for array: {type(object)}")
+    nd = get_aval(out).ndim
+    if ndmin > nd:
+        out = lax.reshape(out, (1,) * (ndmin - nd) + tuple(get_aval(out).shape))
+    return out
+
+
+object_dtype = np.dtype(object)
+
+
+def asarray(a, dtype=None, order=None, *, copy=None, device=None):
+    """Convert to an array without copying when possible (``jnp.asarray``)."""
+    if dtype is None and isinstance(a, (Array, Tracer)):
+        return a
+    if copy is False and dtype is not None and isinstance(a, (Array, Tracer)) \
+            and get_aval(a).dtype != dtypes.canonicalize_dtype(dtype):
+        raise ValueError("jnp.asarray: cannot avoid a copy when converting the dtype and "
+                         "copy=False was given")
+    return array(a, dtype=dtype, copy=bool(copy), order=order)
+
+
+def asanyarray(a, dtype=None, order=None):
+    return asarray(a, dtype=dtype, order=order)
+
+
+def copy(a, order=None):
+    """A copy of ``a`` (arrays are immutable, so this is ``array(a, copy=True)``)."""
+    _util.check_arraylike("copy", a)
+    return array(a, copy=True, order=order)
+
+
+# ----------------------------------------------------------------------------------------------
+# filled arrays
+
+
+def _fill(shape, fill_value, dtype, weak):
+    """Broadcast a scalar operand to ``shape`` as ``dtype``."""
+    if isinstance(fill_value, Tracer) or isinstance(fill_value, Array):
+        v = lax._convert_element_type(fill_value, dtype, weak)
+    else:
+        v = make_array(np.asarray(fill_value, dtype=dtype), weak)
+    if get_aval(v).shape == tuple(shape):
+        return v
+    return _util.broadcast_to(v, shape)
+
+
+def full(shape, fill_value, dtype=None, *, device=None):
+    """An array of ``shape`` filled with ``fill_value`` (which may be an array to broadcast)."""
+    shape = canonicalize_shape(shape, "The shape argument of jnp.full must be static.")
+    _util.check_arraylike("full", fill_value)
+    dtype = user_dtype(dtype, "full")
+    if dtype is None:
+        dt, weak = dtypes.result_type(fill_value, return_weak_type_flag=True)
+    else:
+        dt, weak = dtype, False
+    if np.ndim(fill_value) if not isinstance(fill_value, (Array, Tracer)) \
+            else get_aval(fill_value).ndim:
+        v = lax._convert_element_type(as_operand(fill_value), dt, weak)
+        return _util.broadcast_to(v, shape)
+    return _fill(shape, fill_value, dt, weak)
+
+
+def zeros(shape, dtype=None, *, device=None):
+    """An array of zeros (default dtype: the default float)."""
+    shape = canonicalize_shape(shape, "The shape argument of jnp.zeros must be static.")
+    dt = user_dtype(dtype, "zeros") or dtypes.default_float_dtype()
+    return _fill(shape, 0, dt, False)
+
+
+def ones(shape, dtype=None, *, device=None):
+    """An array of ones (default dtype: the default float)."""
+    shape = canonicalize_shape(shape, "The shape argument of jnp.ones must be static.")
+    dt = user_dtype(dtype, "ones") or dtypes.default_float_dtype()
+    return _fill(shape, 1, dt, False)
+
+
+def empty(shape, dtype=None, *, device=None):
+    """Like ``zeros`` (kiln arrays are always initialized)."""
+    return zeros(shape, dtype)
+
+
+def full_like(a, fill_value, dtype=None, shape=None, *, device=None):
+    """An array like ``a`` (dtype, weak type and shape unless given) filled with ``fill_value``."""
+    _util.check_arraylike("full_like", a, fill_value)
+    aval = get_aval(as_operand(a)) if not isinstance(a, (Array, Tracer)) else get_aval(a)
+    dtype = user_dtype(dtype, "full_like")
+    dt, weak = (aval.dtype, aval.weak_type) if dtype is None else (dtype, False)
+    shape = aval.shape if shape is None else canonicalize_shape(shape)
+    if not isinstance(fill_value, (Array, Tracer)) and np.ndim(fill_value) == 0:
+        return _fill(shape, fill_value, dt, weak)
+    v = lax._convert_element_type(as_operand(fill_value), dt, weak)
+    return _util.broadcast_to(v, shape)
+
+
+def zeros_like(a, dtype=None, shape=None, *, device=None):
+    """Zeros with the dtype (and weak type) and shape of ``a``."""
+    _util.check_arraylike("zeros_like", a)
+    return full_like(a, 0, dtype, shape)
+
+
+def ones_like(a, dtype=None, shape=None, *, device=None):
+    """Ones with the dtype (and weak type) and shape of ``a``."""
+    _util.check_arraylike("ones_like", a)
+    return full_like(a, 1, dtype, shape)
+
+
+def empty_like(prototype, dtype=None, shape=None, *, device=None):
+    """Like ``zeros_like``."""
+    _util.check_arraylike("empty_like", prototype)
+    return full_like(prototype, 0, dtype, shape)
+
+
+# ----------------------------------------------------------------------------------------------
+# index-pattern arrays: built from iota so that jit sees a small program, not a big constant
+
+
+def _iota_2d(n, m):
+    """Row and column index grids of shape (n, m), as int32."""
+    rows = lax.broadcast_in_dim(lax.iota(np.int32, n), (n, m), (0,))
+    cols = lax.broadcast_in_dim(lax.iota(np.int32, m), (n, m), (1,))
+    return rows, cols
+
+
+def _static_int(x, name):
+    if isinstance(x, Tracer):
+        raise ConcretizationTypeError(x, f"The {name} argument must be static.")
+    return int(x)
+
+
+def eye(N, M=None, k=0, dtype=None, *, device=None):
+    """A 2-D array with ones on the ``k``-th diagonal."""
+    n = _static_int(N, "N")
+    m = n if M is None else _static_int(M, "M")
+    k = _static_int(k, "k")
+    if n < 0 or m < 0:
+        raise ValueError(f"negative dimensions are not allowed, got {n} and {m}")
+    dt = user_dtype(dtype, "eye") or dtypes.default_float_dtype()
+    rows, cols = _iota_2d(n, m)
+    mask = lax.eq(lax.sub(cols, rows), k)
+    return lax.convert_element_type(mask, dt)
+
+
+def identity(n, dtype=None):
+    """The ``n`` x ``n`` identity matrix."""
+    return eye(n, dtype=dtype)
+
+
+def tri(N, M=None, k=0, dtype=None):
+    """Ones at and below the ``k``-th diagonal."""
+    n = _static_int(N, "N")
+    m = n if M is None else _static_int(M, "M")
+    k = _static_int(k, "k")
+    dt = user_dtype(dtype, "tri") or dtypes.default_float_dtype()
+    rows, cols = _iota_2d(n, m)
+    return lax.convert_element_type(lax.le(cols, lax.add(rows, k)), dt)
+
+
+def _tri_mask_select(m, k, lower):
+    m = _util.ensure_arraylike("tril" if lower else "triu", m)
+    shape = get_aval(m).shape
+    if len(shape) < 2:
+        raise ValueError(f"{'tril' if lower else 'triu'} requires an array of at least two "
+                         "dimensions")
+    n, c = shape[-2:]
+    rows, cols = _iota_2d(n, c)
+    mask = lax.le(cols, lax.add(rows, k)) if lower else lax.ge(cols, lax.add(rows, k))
+    mask = lax.broadcast_in_dim(mask, shape, (len(shape) - 2, len(shape) - 1))
+    zero = _util.full_const(shape, 0, get_aval(m).dtype)
+    return lax.select(mask, m, zero) if lower else lax.select(mask, m, zero)
+
+
+def tril(m, k=0):
+    """Zero the entries above the ``k``-th diagonal (of the last two axes)."""
+    return _tri_mask_select(m, _static_int(k, "k"), True)
+
+
+def triu(m, k=0):
+    """Zero the entries below the ``k``-th diagonal (of the last two axes)."""
+    return _tri_mask_select(m, _static_int(k, "k"), False)
+
+
+def diag(v, k=0):
+    """Extract a diagonal (2-D input) or build a diagonal matrix (1-D input)."""
+    v = _util.ensure_arraylike("diag", v)
+    k = _static_int(k, "k")
+    shape = get_aval(v).shape
+    if len(shape) == 1:
+        n = shape[0] + abs(k)
+        lo, hi = (0, abs(k)) if k >= 0 else (abs(k), 0)
+        zero = make_array(np.zeros((), get_aval(v).dtype))
+        vp = lax.pad(v, zero, [(lo, hi, 0)])
+        rows, cols = _iota_2d(n, n)
+        # row i holds v[i] when k >= 0 (column i + k), column j holds v[j] when k < 0.
+        vb = lax.broadcast_in_dim(vp, (n, n), (0,) if k >= 0 else (1,))
+        mask = lax.eq(lax.sub(cols, rows), k)
+        return lax.select(mask, vb, _util.full_const((n, n), 0, get_aval(v).dtype))
+    if len(shape) == 2:
+        from kiln.numpy._shape import diagonal
+        return diagonal(v, offset=k)
+    raise ValueError("diag input must be 1d or 2d")
+
+
+def diagflat(v, k=0):
+    """A 2-D array with the flattened input on its ``k``-th diagonal."""
+    v = _util.ensure_arraylike("diagflat", v)
+    return diag(lax.reshape(v, (get_aval(v).size,)), k)
+
+
+# ----------------------------------------------------------------------------------------------
+# ranges
+
+
+def _concrete_scalar(x, name):
+    if isinstance(x, Tracer):
+        raise ConcretizationTypeError(
+            x, f"It arose in the jnp.arange argument '{name}'. jnp.arange needs static "
+               "(concrete) start/stop/step; use lax.iota for shape-static ranges.")
+    if isinstance(x, Array):
+        return x._value
+    return x
+
+
+def arange(start, stop=None, step=None, dtype=None, *, device=None):
+    """Evenly spaced values in ``[start, stop)`` (arguments must be concrete)."""
+    _util.check_arraylike_or_none("arange", start, stop, step)
+    dtype = user_dtype(dtype, "arange")
+    args = [a for a in (start, stop, step) if a is not None]
+    vals = [_concrete_scalar(a, n) for a, n in zip((start, stop, step), ("start", "stop", "step"))
+            if a is not None]
+    for v in vals:
+        if np.ndim(v) != 0:
+            raise ValueError("jax.numpy.arange: arguments must be scalars; got array of shape "
+                             f"{np.shape(v)}")
+    if dtype is None:
+        dtype = dtypes.canonicalize_dtype(dtypes.result_type(*args))
+    pyvals = [v.item() if isinstance(v, (np.ndarray, np.generic)) else v for v in vals]
+    if stop is None and step is None:
+        if dtypes.issubdtype(dtype, np.integer) or dtype == np.bool_:
+            n = int(np.ceil(pyvals[0])) if pyvals[0] > 0 else 0
+            return lax.iota(dtype, n) if dtype != np.bool_ else make_array(
+                np.arange(n).astype(dtype))
+        out = np.arange(pyvals[0])
+    else:
+        s0 = pyvals[0]
+        s1 = pyvals[1] if stop is not None else None
+        st = pyvals[-1] if step is not None else None
+        out = np.arange(s0, s1, st) if s1 is not None else np.arange(s0, step=st)
+    return make_array(out.astype(dtype))
+
+
+def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *,
+             device=None):
+    """``num`` evenly spaced values from ``start`` to ``stop`` (differentiable in both)."""
+    num = _static_int(num, "num")
+    if num < 0:
+        raise ValueError(f"Number of samples, {num}, must be non-negative.")
+    start, stop = _util.ensure_arraylike("linspace", start, stop)
+    dtype = user_dtype(dtype, "linspace")
+    if dtype is None:
+        dtype = dtypes.canonicalize_dtype(dtypes.to_inexact_dtype(dtypes.result_type(start, stop)))
+    cdt = dtypes.canonicalize_dtype(dtypes.to_inexact_dtype(dtype))
+    start = lax.convert_element_type(start, cdt)
+    stop = lax.convert_element_type(stop, cdt)
+    bshape = _util.broadcast_shapes(get_aval(start).shape, get_aval(stop).shape)
+    start = _util.broadcast_to(start, bshape)
+    stop = _util.broadcast_to(stop, bshape)
+    nd = len(bshape)
+    axis = axis + nd + 1 if axis < 0 else axis
+    out_shape = list(bshape)
+    out_shape.insert(axis, num)
+    out_shape = tuple(out_shape)
+    bdims = tuple(i for i in range(nd + 1) if i != axis)
+    div = (num - 1) if endpoint else num
+    if num > 1:
+        real = dtypes.finfo(cdt).dtype
+        it = lax.convert_element_type(lax.iota(np.int32, num), real)
+        t = lax.div(it, make_array(np.asarray(div, real)))
+        t = lax.convert_element_type(t, cdt)
+        tb = lax.broadcast_in_dim(t, out_shape, (axis,))
+        sb = lax.broadcast_in_dim(start, out_shape, bdims)
+        eb = lax.broadcast_in_dim(stop, out_shape, bdims)
+        one = make_array(np.ones((), cdt))
+        out = lax.add(lax.mul(sb, lax.sub(_util.broadcast_to(one, out_shape), tb)),
+                      lax.mul(eb, tb))
+        if endpoint:
+            # Make the last sample exactly ``stop``.
+            last = lax.eq(lax.broadcast_in_dim(lax.iota(np.int32, num), out_shape, (axis,)),
+                          num - 1)
+            out = lax.select(last, eb, out)
+        step = lax.div(lax.sub(stop, start), make_array(np.asarray(div, cdt)))
+    elif num == 1:
+        out = lax.broadcast_in_dim(start, out_shape, bdims)
+        step = (make_array(np.full(bshape, np.nan, cdt)) if endpoint else lax.sub(stop, start))
+    else:
+        out = make_array(np.zeros(out_shape, cdt))
+        step = make_array(np.full(bshape, np.nan, cdt))
+    if dtypes.issubdtype(dtype, np.integer) and not dtypes.issubdtype(cdt, np.integer):
+        out = lax.floor(out)
+    out = lax.convert_element_type(out, dtype)
+    return (out, step) if retstep else out
+
+
+def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
+    """``base ** linspace(start, stop, num)``."""
+    start, stop = _util.ensure_arraylike("logspace", start, stop)
+    dtype = user_dtype(dtype, "logspace")
+    cdt = dtypes.canonicalize_dtype(dtypes.to_inexact_dtype(
+        dtypes.result_type(start, stop) if dtype is None else dtype))
+    lin = linspace(start, stop, num, endpoint=endpoint, dtype=cdt, axis=axis)
+    from kiln.numpy._ufuncs import power
+    out = power(lax.convert_element_type(as_operand(base), cdt), lin)
+    return lax.convert_element_type(out, dtype if dtype is not None else cdt)
+
+
+def meshgrid(*xi, copy=True, sparse=False, indexing="xy"):
+    """Coordinate matrices from coordinate vectors."""
+    _util.check_arraylike("meshgrid", *xi)
+    if indexing not in ("xy", "ij"):
+        raise ValueError(f"Valid values for indexing are 'xy' and 'ij', got {indexing}")
+    args = [as_operand(x) for x in xi]
+    args = [lax.reshape(a, (get_aval(a).size,)) if get_aval(a).ndim != 1 else a for a in args]
+    shapes = [get_aval(a).shape[0] for a in args]
+    if indexing == "xy" and len(args) >= 2:
+        shapes[0], shapes[1] = shapes[1], shapes[0]
+    nd = len(args)
+    out = []
+    for i, a in enumerate(args):
+        pos = i
+        if indexing == "xy" and nd >= 2 and i < 2:
+            pos = 1 - i
+        if sparse:
+            s = [1] * nd
+            s[pos] = get_aval(a).shape[0]
+            out.append(lax.reshape(a, tuple(s)))
+        else:
+            out.append(lax.broadcast_in_dim(a, tuple(shapes), (pos,)))
+    return out
