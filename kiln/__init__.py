@@ -20,6 +20,9 @@ from kiln.api import (  # noqa: F401
     device_get,
     device_put,
     eval_shape,
+    ensure_compile_time_eval,
+    named_call,
+    named_scope,
     grad,
     hessian,
     jacfwd,
@@ -60,7 +63,10 @@ typing = None
 
 def _on_debug_flags(_value):
     from kiln._array_methods import _FAST
-    _FAST[0] = not (config.jax_debug_nans or config.jax_debug_infs)
+    from kiln.core.trace import _debug_checks
+    on = bool(config.jax_debug_nans or config.jax_debug_infs)
+    _FAST[0] = not on
+    _debug_checks[0] = on
 
 
 config.on_change("jax_debug_nans", _on_debug_flags)

@@ -915,6 +915,8 @@ def make_jaxpr(fun: Callable, static_argnums=(), axis_env=None, return_shape: bo
         finally:
             for _ in axis_env or ():
                 batching.axis_env.pop()
+        if config.jax_enable_checks:
+            check_jaxpr(jaxpr)
         closed = ClosedJaxpr(jaxpr, consts)
         if return_shape:
             shapes = tree_unflatten(store["tree"], [ShapeDtypeStruct(a.shape, a.dtype,
@@ -1015,3 +1017,40 @@ def _unused(*_a: Any) -> None:
 
 
 _ = (Sequence, tree_structure, _unused)
+
+
+# ================================================================================================
+# Context helpers
+# ================================================================================================
+
+class ensure_compile_time_eval:
+    """Within this context, operations on concrete values run eagerly even inside ``jit``."""
+
+    def __enter__(self):
+        from kiln.core import trace as core
+        self._cm = core.set_current_trace(core.eval_trace)
+        self._cm.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._cm.__exit__(*exc)
+
+
+class named_scope:
+    """Accepted for compatibility: names a region of the program (no effect on results)."""
+
+    def __init__(self, name: str):
+        if not isinstance(name, str):
+            raise TypeError("named_scope name argument must be a string.")
+        self.name = name
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def named_call(fun: Callable, *, name: str | None = None) -> Callable:
+    """Accepted for compatibility: returns ``fun`` (kiln keeps no call names yet)."""
+    return fun

@@ -500,20 +500,29 @@ def _flat(x, leaves):
         children, aux = e.flatten(x)
         if type(children) is not tuple and type(children) is not list:
             children = tuple(children)
-    if _all_leaf_types(map(type, children)):
+    # Many children: one C-level check moves a run of leaves at once.
+    if len(children) > 4 and _all_leaf_types(map(type, children)):
         leaves.extend(children)
         return (e, aux, len(children))
     nodes = []
     append = nodes.append
+    leaf_append = leaves.append
+    only_leaves = True
     for c in children:
         if type(c) in _leaf_types:
-            leaves.append(c)
+            leaf_append(c)
             append(None)
         elif c is None:
+            only_leaves = False
             append(_NONE_NODE)
         else:
-            append(_flat(c, leaves))
-    return _mknode(e, aux, nodes)
+            n = _flat(c, leaves)
+            if n is not None:
+                only_leaves = False
+            append(n)
+    if only_leaves:
+        return (e, aux, len(nodes))
+    return (e, aux, tuple(nodes))
 
 
 def _leaves(x, out):
@@ -535,7 +544,7 @@ def _leaves(x, out):
         children = e.flatten(x)[0]
         if type(children) is not tuple and type(children) is not list:
             children = tuple(children)
-    if _all_leaf_types(map(type, children)):
+    if len(children) > 4 and _all_leaf_types(map(type, children)):
         out.extend(children)
         return
     for c in children:
@@ -794,12 +803,12 @@ def _up_to(node, x, out):
     elif k == _K_NAMEDTUPLE:
         if not _is_namedtuple_instance(x):
             raise ValueError(f"Expected named tuple, got {x!r}.")
-        if type(x) is not e.type:
-            raise ValueError(
-                f"Named tuple type mismatch: expected type: {e.type!r}, tuple: {x!r}.")
         if len(x) != n:
             raise ValueError(
                 f"Named tuple arity mismatch: {len(x)} != {n}; tuple: {x!r}.")
+        if type(x) is not e.type:
+            raise ValueError(
+                f"Named tuple type mismatch: expected type: {e.type!r}, tuple: {x!r}.")
         vals = x
     else:
         what = "dataclass " if k == _K_DATACLASS else ""
@@ -1099,6 +1108,9 @@ def tree_leaves_with_path(tree: Any, is_leaf: Callable[..., bool] | None = None,
                           is_leaf_takes_path: bool = False) -> list[tuple[KeyPath, Any]]:
     """``(key_path, leaf)`` pairs of ``tree``."""
     return tree_flatten_with_path(tree, is_leaf, is_leaf_takes_path)[0]
+
+
+generate_key_paths = tree_leaves_with_path
 
 
 def tree_map_with_path(f: Callable[..., Any], tree: Any, *rest: Any,

@@ -20,6 +20,7 @@ from kiln import tree_util as tu
 
 Point = collections.namedtuple("Point", "x y")
 Empty = collections.namedtuple("Empty", [])
+Point3 = collections.namedtuple("Point3", "x y")
 
 
 class Box:
@@ -72,7 +73,8 @@ class KeyedNode:
 
 
 def _keyed_flatten_with_keys(n):
-    return ((tu.GetAttrKey("p"), n.p), (tu.GetAttrKey("q"), n.q)), "kn"
+    key = _KEY_LIB[0].GetAttrKey
+    return ((key("p"), n.p), (key("q"), n.q)), "kn"
 
 
 def _keyed_unflatten(aux, children):
@@ -234,6 +236,24 @@ def test_round_trip(tree):
     pairs, treedef2 = tu.tree_flatten_with_path(tree)
     assert treedef2 == treedef
     assert all(a is b for (_, a), b in zip(pairs, leaves))
+    # Every way of building the same structure gives equal, equally hashed treedefs.
+    never = lambda x: False  # noqa: E731
+    leaves3, treedef3 = tu.tree_flatten(tree, is_leaf=never)
+    assert treedef3 == treedef and hash(treedef3) == hash(treedef)
+    assert all(a is b for a, b in zip(leaves3, leaves))
+    assert tu.tree_leaves(tree, is_leaf=never) == leaves3 or all(
+        a is b for a, b in zip(tu.tree_leaves(tree, is_leaf=never), leaves))
+    _, treedef4 = tu.tree_flatten_with_path(tree, is_leaf=never)
+    assert treedef4 == treedef
+
+    def rebuild(td):
+        return tu.PyTreeDef.from_node_data_and_children(
+            tu.default_registry, td.node_data(), [rebuild(c) for c in td.children()])
+
+    rebuilt = rebuild(treedef)
+    assert rebuilt == treedef and hash(rebuilt) == hash(treedef)
+    assert repr(rebuilt) == repr(treedef)
+    assert treedef.num_nodes == rebuilt.num_nodes
 
 
 @pytest.mark.parametrize("tree", TREES, ids=TREE_IDS)
@@ -544,7 +564,8 @@ MISMATCHES = [
     (collections.OrderedDict(a=1), collections.OrderedDict(b=1),
      r"Mismatch custom node data: \('a',\) != \('b',\); value: OrderedDict"),
     (Point(1, 2), (1, 2), r"Expected named tuple, got \(1, 2\)\."),
-    (Point(1, 2), Empty(), r"Named tuple type mismatch: expected type: .*Point'>, tuple: Empty\(\)\."),
+    (Point(1, 2), Empty(), r"Named tuple arity mismatch: 0 != 2; tuple: Empty\(\)\."),
+    (Point(1, 2), Point3(1, 2), r"Named tuple type mismatch: expected type: .*Point.>, tuple: Point3"),
     (None, 1, r"Expected None, got 1\.\n\nIn previous releases"),
     ([None], [(1,)], r"Expected None, got \(1,\)\."),
     (Box([1], "n"), Box([1], "m"), r"Mismatch custom node data: 'n' != 'm'; value: Box"),
@@ -689,7 +710,7 @@ def test_duplicate_registration():
 
 
 def test_register_dataclass():
-    @tu.register_dataclass
+    @functools.partial(tu.register_dataclass, drop_fields=["c"])
     @dataclasses.dataclass
     class D1:
         a: int
@@ -700,6 +721,15 @@ def test_register_dataclass():
     leaves, td = tu.tree_flatten(D1(1))
     assert leaves == [1] and td.node_data() == (D1, (3,))
     assert td.unflatten([7]) == D1(7, 3)
+
+    @dataclasses.dataclass
+    class D0:
+        a: int
+        c: int = dataclasses.field(default=0, init=False)
+
+    # Like JAX: an inferred init=False field must be listed in drop_fields.
+    with pytest.raises(ValueError, match="Unexpected fields: {'c'}"):
+        tu.register_dataclass(D0)
 
     @functools.partial(tu.register_dataclass, data_fields=["x"], meta_fields=["y"])
     @dataclasses.dataclass
@@ -794,7 +824,9 @@ def test_partial_of_partial_keeps_inner_arguments_static():
     assert tu.tree_leaves(p) == [2]
     assert p(0) == 2 and p(5) == 5
     assert p.func.func is max and p.func.args == (1,)
-    assert tu.tree_structure(p) == tu.tree_structure(tu.Partial(functools.partial(max, 1), 3))
+    assert tu.tree_structure(p) == tu.tree_structure(tu.Partial(inner, 3))
+    # functools.partial objects compare by identity, like in JAX.
+    assert tu.tree_structure(p) != tu.tree_structure(tu.Partial(functools.partial(max, 1), 3))
     assert tu.tree_structure(p) != tu.tree_structure(tu.Partial(functools.partial(max, 0), 3))
     nested = tu.Partial(tu.Partial(max, 1), 2)
     assert tu.tree_leaves(nested) == [2]
@@ -953,7 +985,7 @@ def test_parity_misc(jtu):
     assert str(kerr.value) == str(jerr.value)
     for tree in [[1, (2, 3)], {"a": 1}]:
         jtd, ktd = jtu.tree_structure(tree), tu.tree_structure(tree)
-        for leaves in ([1], [1, 2, 3, 4]):
+        for leaves in ([], [1, 2, 3, 4]):
             with pytest.raises(ValueError) as jerr:
                 jtd.unflatten(leaves)
             with pytest.raises(ValueError) as kerr:
@@ -1004,3 +1036,67 @@ def test_parity_tree_module(jtu):
     kp = ktree.map_with_path(lambda p, x: tu.keystr(p), tree)
     jp = jax.tree.map_with_path(lambda p, x: jtu.keystr(p), tree)
     assert kp == jp
+
+
+def _random_tree(rng, depth=0):
+    kind = rng.integers(0, 10) if depth < 4 else 0
+    counter = int(rng.integers(0, 1000))
+    if kind <= 2:
+        return counter if kind < 2 else None
+    n = int(rng.integers(0, 4))
+    kids = [_random_tree(rng, depth + 1) for _ in range(n)]
+    if kind == 3:
+        return tuple(kids)
+    if kind == 4:
+        return kids
+    if kind == 5:
+        return {f"k{int(rng.integers(0, 50))}": k for k in kids}
+    if kind == 6:
+        return Point(_random_tree(rng, depth + 1), _random_tree(rng, depth + 1))
+    if kind == 7:
+        return collections.OrderedDict((f"o{i}", k) for i, k in reversed(list(enumerate(kids))))
+    if kind == 8:
+        return Box(kids, f"n{n}")
+    return DC(_random_tree(rng, depth + 1), _random_tree(rng, depth + 1), op=f"op{n}")
+
+
+def test_random_trees_round_trip():
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        tree = _random_tree(rng)
+        leaves, td = tu.tree_flatten(tree)
+        for _ in range(4):
+            assert _eq(td.unflatten(leaves), tree)
+        assert td == tu.tree_structure(tree, is_leaf=lambda x: False)
+        assert pickle.loads(pickle.dumps(td)) == td
+        assert _eq(tu.tree_map(lambda x: x, tree), tree)
+        assert tu.tree_leaves(tree) == leaves
+        assert td.num_leaves == len(leaves)
+
+
+@pytest.mark.parity
+def test_parity_random_trees(jtu):
+    rng = np.random.default_rng(1)
+    for _ in range(300):
+        tree = _random_tree(rng)
+        kleaves, ktd = tu.tree_flatten(tree)
+        jleaves, jtd = jtu.tree_flatten(tree)
+        assert kleaves == jleaves
+        assert repr(ktd) == repr(jtd)
+        assert ktd.num_nodes == jtd.num_nodes
+        assert [tu.keystr(p) for p, _ in tu.tree_leaves_with_path(tree)] == \
+            [jtu.keystr(p) for p, _ in jtu.tree_leaves_with_path(tree)]
+        other = _random_tree(rng)
+        assert (tu.tree_structure(other) == ktd) == (jtu.tree_structure(other) == jtd)
+        try:
+            jout = jtu.tree_map(lambda x, y: (x, y), tree, other)
+        except ValueError as e:
+            with pytest.raises(ValueError) as kerr:
+                tu.tree_map(lambda x, y: (x, y), tree, other)
+            assert str(kerr.value) == str(e)
+        else:
+            assert _eq(tu.tree_map(lambda x, y: (x, y), tree, other), jout)
+        # tree is a prefix of a tree whose leaves were replaced by subtrees
+        full = jtu.tree_map(lambda x: [x, {"z": x}], tree)
+        assert _eq(tu.tree_map(lambda x, y: y, tree, full), jtu.tree_map(lambda x, y: y, tree, full))
+        assert tu.tree_structure(tree).flatten_up_to(full) == jtd.flatten_up_to(full)

@@ -149,6 +149,8 @@ class EvalTrace(Trace):
                 vals.append(x._value)
                 weak.append(x.weak_type)
         out = prim.impl(*vals, **params)
+        if _debug_checks[0]:
+            _check_finite(prim, out)
         rule = prim.weak_type_rule
         if prim.multiple_results:
             ws = rule(*weak, **params) if rule else [False] * len(out)
@@ -163,6 +165,22 @@ class EvalTrace(Trace):
     def process_custom_vjp_call(self, fun, fwd, bwd, args, out_trees, *, symbolic_zeros=False):
         with set_current_trace(self):
             return fun(*args)
+
+
+# Set by kiln/__init__ when jax_debug_nans / jax_debug_infs change.
+_debug_checks = [False]
+
+
+def _check_finite(prim, out):
+    from kiln.config import config
+    for o in (out if prim.multiple_results else [out]):
+        v = np.asarray(o)
+        if v.dtype.kind not in "fc":
+            continue
+        if config.jax_debug_nans and np.isnan(v).any():
+            raise FloatingPointError(f"invalid value (nan) encountered in {prim.name}")
+        if config.jax_debug_infs and np.isinf(v).any():
+            raise FloatingPointError(f"divide by zero (inf) encountered in {prim.name}")
 
 
 eval_trace = EvalTrace()

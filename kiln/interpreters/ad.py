@@ -94,6 +94,23 @@ jvp_rules[add_any_p] = lambda primals, tangents: (
 transpose_rules[add_any_p] = lambda ct, x, y: [ct, ct]
 
 
+def _add_any_batch(axis_data, vals, dims):
+    from kiln.interpreters.batching import bdim_at_front
+    (x, y), (dx, dy) = vals, dims
+    if dx == dy:
+        return add_any_p.bind(x, y), dx
+    size = axis_data.size
+    return add_any_p.bind(bdim_at_front(x, dx, size), bdim_at_front(y, dy, size)), 0
+
+
+def _register_add_any_batching():
+    from kiln.interpreters import batching
+    batching.batch_rules[add_any_p] = _add_any_batch
+
+
+_register_add_any_batching()
+
+
 # ----------------------------------------------------------------------------------------------
 # The JVP interpreter.
 
@@ -253,6 +270,10 @@ def linearize_flat(fun, primals):
     out_avals = [tangent_aval(get_aval(p)) for p in p_out]
     t_out = [instantiate_zeros(t) for t in t_out]
     jaxpr, consts = pe.to_jaxpr(t_out)
+    from kiln.config import config
+    if config.jax_enable_checks:
+        from kiln.core.jaxpr import check_jaxpr
+        check_jaxpr(jaxpr)
     return p_out, LinearFunction(jaxpr, consts, in_avals, out_avals)
 
 

@@ -143,8 +143,11 @@ batching.batch_rules[jit_p] = _batch_rule
 
 # -- partial evaluation ---------------------------------------------------------------------------
 
-def partial_eval_jaxpr(jaxpr: ClosedJaxpr, unknowns):
+def partial_eval_jaxpr(jaxpr: ClosedJaxpr, unknowns, instantiate=False):
     """Split ``jaxpr`` into a known part and an unknown part.
+
+    ``instantiate`` (a bool or one per output) forces outputs to be unknown even when
+    they could be computed from known inputs.
 
     Returns ``(known, unknown, out_unknowns, num_res)``: ``known`` maps the known inputs to
     the known outputs followed by ``num_res`` residuals; ``unknown`` maps
@@ -159,7 +162,9 @@ def partial_eval_jaxpr(jaxpr: ClosedJaxpr, unknowns):
         args = [pe.new_arg(a) if u else next(it) for a, u in zip(in_avals, unknowns)]
         with set_current_trace(pe):
             outs = eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *args)
-        out_unk = [pe.is_own(o) for o in outs]
+        inst = instantiate if isinstance(instantiate, (list, tuple)) else \
+            [instantiate] * len(outs)
+        out_unk = [pe.is_own(o) or bool(i) for o, i in zip(outs, inst)]
         unk_jaxpr, res = pe.to_jaxpr([o for o, u in zip(outs, out_unk) if u], dce=True)
         info["out_unknowns"] = out_unk
         info["unknown"] = staging.convert_constvars_jaxpr(unk_jaxpr)

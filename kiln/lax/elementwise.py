@@ -11,7 +11,6 @@ rounded back, as XLA does on CPU. Integer operations wrap and treat edge cases
 """
 from __future__ import annotations
 
-import builtins
 import enum
 
 import ml_dtypes
@@ -46,7 +45,6 @@ from kiln.lax.arith import (
     _binargs,
     _scalar_like,
     add,
-    cos,
     div,
     eq,
     exp,
@@ -57,14 +55,10 @@ from kiln.lax.arith import (
     lt,
     mul,
     neg,
-    sin,
     square,
     sub,
 )
 from kiln.lax.structural import broadcast_in_dim, convert_element_type, select
-
-_abs_builtin = builtins.abs
-
 
 # ----------------------------------------------------------------------------------------------
 # Helpers for impls and rules.
@@ -85,6 +79,44 @@ def _math(fn, *, upcast=True):
             out = fn(*args, **params)
         return as_dtype(out, dt)
     return impl
+
+
+def _contiguous(x):
+    """A C-contiguous array with ``x``'s shape (``np.ascontiguousarray`` turns 0-d into 1-d)."""
+    x = np.asarray(x)
+    return x if x.flags.c_contiguous else x.copy()
+
+
+def _eager_checked(prim, *, always=False):
+    """Make ``prim.impl`` validate its operands as ``abstract_eval`` does.
+
+    The eager path (``EvalTrace``) calls impls without abstract evaluation, yet
+    ``lax.sin(int_array)`` must raise TypeError eagerly too, as in JAX. The full check
+    runs once per dtype/params signature; later calls only compare shapes.
+    """
+    impl = prim.impl
+    seen = set()
+
+    def full(args, params):
+        prim.abstract_eval(*[ShapedArray(np.shape(a), a.dtype) for a in args], **params)
+
+    def checked(*args, **params):
+        if always:
+            full(args, params)
+            return impl(*args, **params)
+        key = (tuple(a.dtype for a in args), tuple(params.items()))
+        if key not in seen:
+            full(args, params)
+            seen.add(key)
+        elif len(args) > 1:
+            shapes = [np.shape(a) for a in args]
+            big = [sh for sh in shapes if sh]
+            if any(sh != big[0] for sh in big[1:]):
+                full(args, params)
+        return impl(*args, **params)
+
+    prim.impl = checked
+    return prim
 
 
 def _const(x, val):
@@ -447,7 +479,7 @@ batching.broadcast_batcher(pow_p)
 
 def _pow_jvp_x(g, ans, x, y):
     xa, ya = get_aval(x), get_aval(y)
-    shape = ans.shape if hasattr(ans, "shape") else get_aval(ans).shape
+    shape = get_aval(ans).shape
     yf = convert_element_type(y, xa.dtype)
     xb, yb = _bcast_to(x, shape), _bcast_to(yf, shape)
     if dtypes.issubdtype(ya.dtype, np.integer):
@@ -524,10 +556,6 @@ def nextafter(x1, x2):
 # ----------------------------------------------------------------------------------------------
 # complex numbers: real, imag, complex, conj
 
-def _complex_part_weak(w, **_):
-    return w
-
-
 real_p = unop("real", lambda x: as_dtype(np.real(x), _complex_basetype(x.dtype)), _complex,
               result_dtype=_complex_basetype)
 imag_p = unop("imag", lambda x: as_dtype(np.imag(x), _complex_basetype(x.dtype)), _complex,
@@ -548,9 +576,6 @@ def _imag_transpose(ct, x):
 
 ad.deflinear(real_p, _real_transpose)
 ad.deflinear(imag_p, _imag_transpose)
-
-_complex_elem = ("float32", "float64")
-
 
 def _check_complex_elem(name, dt):
     if np.dtype(dt) not in (np.dtype(np.float32), np.dtype(np.float64)):
@@ -682,7 +707,7 @@ def _shift_parts(x, y):
     x, y = np.asarray(x), np.asarray(y)
     nbits = x.dtype.itemsize * 8
     ut = _unsigned(x.dtype)
-    amount = y.astype(y.dtype).view(_unsigned(y.dtype))  # negative amounts are out of range
+    amount = y.view(_unsigned(y.dtype))  # negative amounts are out of range
     valid = amount < nbits
     return x, ut, nbits, valid, np.where(valid, amount, 0).astype(ut)
 
@@ -734,7 +759,7 @@ _POPCOUNT_TABLE = np.array([bin(i).count("1") for i in range(256)], np.uint8)
 
 
 def _population_count_impl(x):
-    x = np.ascontiguousarray(x)
+    x = _contiguous(x)
     flat = x.reshape(-1).view(np.uint8).reshape(-1, x.dtype.itemsize)
     counts = _POPCOUNT_TABLE[flat].sum(axis=1, dtype=np.int64)
     return counts.reshape(x.shape).astype(x.dtype)
@@ -824,7 +849,7 @@ ad.defjvp(bessel_i0e_p, lambda g, ans, x: mul(g, sub(bessel_i1e(x), mul(sign(x),
 
 def _bessel_i1e_jvp(g, ans, x):
     # d/dx i1e = i0e - i1e * (sign(x) + 1/x); near 0 the limit 1/2 avoids 0 * inf.
-    eps = float(dtypes.finfo(get_aval(x).dtype).eps)
+    eps = float(ml_dtypes.finfo(get_aval(x).dtype).eps)
     not_tiny = gt(abs(x), _const(x, eps))
     safe_x = select(not_tiny, x, _full_like(x, eps))
     d = sub(bessel_i0e(safe_x), mul(ans, add(sign(safe_x), reciprocal(safe_x))))
@@ -1139,7 +1164,7 @@ def _reduce_precision_impl(x, *, exponent_bits, mantissa_bits):
     """Round to the nearest value with ``exponent_bits``/``mantissa_bits`` (ties to even),
     overflowing to inf and flushing what would be subnormal to (signed) zero. Works on
     the bit pattern, like XLA's ReducePrecision."""
-    x = np.ascontiguousarray(x)
+    x = _contiguous(x)
     dt = x.dtype
     info = ml_dtypes.finfo(dt)
     src_m, src_e = int(info.nmant), int(info.nexp)
@@ -1209,7 +1234,7 @@ def _bitcast_abstract_eval(x, *, new_dtype):
 
 
 def _bitcast_impl(x, *, new_dtype):
-    x = np.ascontiguousarray(x)
+    x = _contiguous(x)
     new = np.dtype(new_dtype)
     ob, nb = x.dtype.itemsize, new.itemsize
     if ob == nb:
@@ -1242,7 +1267,16 @@ def bitcast_convert_type(operand, new_dtype):
     return bitcast_convert_type_p.bind(operand, new_dtype=np.dtype(new_dtype))
 
 
-_ = (_complex_elem, _complex_part_weak, cos, sin)
+for _p in (sign_p, floor_p, ceil_p, round_p, is_finite_p, exp2_p, log1p_p, expm1_p, logistic_p,
+           tan_p, asin_p, acos_p, atan_p, atan2_p, sinh_p, cosh_p, asinh_p, acosh_p, atanh_p,
+           sqrt_p, rsqrt_p, cbrt_p, abs_p, pow_p, rem_p, nextafter_p, real_p, imag_p, complex_p,
+           conj_p, not_p, and_p, or_p, xor_p, shift_left_p, shift_right_arithmetic_p,
+           shift_right_logical_p, population_count_p, clz_p, erf_p, erfc_p, erf_inv_p, lgamma_p,
+           digamma_p, polygamma_p, zeta_p, igamma_p, igammac_p, igamma_grad_a_p,
+           random_gamma_grad_p, regularized_incomplete_beta_p, bessel_i0e_p, bessel_i1e_p,
+           clamp_p, reduce_precision_p):
+    _eager_checked(_p)
+_eager_checked(bitcast_convert_type_p, always=True)  # its shape rule depends on the shape
 
 __all__ = [
     "RoundingMethod",

@@ -1,0 +1,13 @@
+"""Structured control flow: cond, switch, while_loop, fori_loop, scan, map."""
+from kiln.lax.control.cond import cond, cond_p, switch  # noqa: F401
+from kiln.lax.control.loops import (  # noqa: F401
+    fori_loop,
+    map,
+    scan,
+    scan_p,
+    while_loop,
+    while_p,
+)
+
+__all__ = ["cond", "switch", "cond_p", "while_loop", "fori_loop", "scan", "map", "while_p",
+           "scan_p"]

@@ -1,0 +1,157 @@
+"""Shared helpers of the control-flow primitives: tracing user functions to closed
+jaxprs with hoisted consts, type checks with JAX's messages, and jaxpr transforms
+(jvp / batching / transpose of a jaxpr, produced by tracing its evaluation)."""
+from __future__ import annotations
+
+from kiln.core.avals import ShapedArray
+from kiln.core.jaxpr import ClosedJaxpr, eval_jaxpr
+from kiln.core.trace import get_aval
+from kiln.interpreters import ad, batching, staging
+from kiln.interpreters.ad import Zero
+from kiln.tree_util import tree_flatten, tree_unflatten
+
+
+def trace_jaxpr(fun, in_avals):
+    """Trace flat ``fun``; returns ``(ClosedJaxpr taking (*consts, *args), consts)``.
+
+    All consts (concrete or traced) are hoisted to leading arguments, as JAX does for
+    control-flow bodies."""
+    jaxpr, consts = staging.trace_to_jaxpr(fun, list(in_avals))
+    return ClosedJaxpr(staging.convert_constvars_jaxpr(jaxpr), ()), list(consts)
+
+
+def trace_pytree_fun(fun, in_tree, in_avals):
+    """Trace ``fun(*pytree_args)``; returns ``(closed, consts, out_tree)``."""
+    store = {}
+
+    def flat(*xs):
+        args = tree_unflatten(in_tree, list(xs))
+        out = fun(*args)
+        leaves, tree = tree_flatten(out)
+        store["tree"] = tree
+        return leaves
+
+    closed, consts = trace_jaxpr(flat, in_avals)
+    return closed, consts, store["tree"]
+
+
+def avals_of(xs):
+    return [get_aval(x) for x in xs]
+
+
+def same_type(a, b, check_weak=True) -> bool:
+    return (a.shape == b.shape and a.dtype == b.dtype
+            and (not check_weak or a.weak_type == b.weak_type))
+
+
+def aval_str(a) -> str:
+    w = ", weak_type=True" if a.weak_type else ""
+    return f"ShapedArray({a.dtype.name}[{','.join(map(str, a.shape))}]{w})"
+
+
+def jaxpr_fun(closed: ClosedJaxpr):
+    def f(*args):
+        return eval_jaxpr(closed.jaxpr, closed.consts, *args)
+    return f
+
+
+def jvp_jaxpr(closed: ClosedJaxpr, nonzeros, instantiate):
+    """JVP of ``closed``: returns ``(jvp_closed, out_nonzeros)``; the new jaxpr takes
+    ``(*primals, *nonzero_tangents)`` and returns ``(*primals_out, *nonzero_tangents_out)``.
+
+    ``instantiate`` (bool per output) forces a tangent output even when it is zero."""
+    n = len(closed.in_avals)
+    cell = {}
+
+    def fun(*args):
+        ps = list(args[:n])
+        it = iter(args[n:])
+        ts = [next(it) if nz else Zero(ad.tangent_aval(a))
+              for a, nz in zip(closed.in_avals, nonzeros)]
+        p_out, t_out = ad.jvp_flat(jaxpr_fun(closed), ps, ts, instantiate=False)
+        out_nz = []
+        outs_t = []
+        for p, t, inst in zip(p_out, t_out, instantiate):
+            ta = ad.tangent_aval(get_aval(p))
+            if type(t) is Zero and inst and ta.dtype != _float0():
+                t = ad.instantiate_zeros(t)
+            nz = type(t) is not Zero
+            out_nz.append(nz)
+            if nz:
+                outs_t.append(t)
+        cell["nz"] = out_nz
+        return list(p_out) + outs_t
+
+    in_avals = list(closed.in_avals) + [ad.tangent_aval(a) for a, nz in
+                                        zip(closed.in_avals, nonzeros) if nz]
+    jaxpr, consts = staging.trace_to_jaxpr(fun, in_avals)
+    return ClosedJaxpr(jaxpr, consts), cell["nz"]
+
+
+def _float0():
+    from kiln import dtypes
+    return dtypes.float0
+
+
+def batch_jaxpr(closed: ClosedJaxpr, axis_data, in_dims, force_out):
+    """Batch ``closed``: inputs have batch dims ``in_dims`` (None or 0); outputs are
+    batched at 0 (or unbatched where possible and not forced). Returns
+    ``(batched_closed, out_batched)``."""
+    cell = {}
+
+    def fun(*xs):
+        outs, dims = batching.batch_flat(jaxpr_fun(closed), list(xs), list(in_dims), axis_data)
+        res = []
+        ob = []
+        for o, d, f in zip(outs, dims, force_out):
+            if d is None and not f:
+                res.append(o)
+                ob.append(False)
+            else:
+                res.append(batching.matchaxis(o, d, 0, axis_data.size))
+                ob.append(True)
+        cell["ob"] = ob
+        return res
+
+    in_avals = []
+    for a, d in zip(closed.in_avals, in_dims):
+        in_avals.append(a if d is None else ShapedArray((axis_data.size,) + a.shape, a.dtype,
+                                                        a.weak_type))
+    batching.axis_env.append((axis_data.name, axis_data.size))
+    try:
+        jaxpr, consts = staging.trace_to_jaxpr(fun, in_avals)
+    finally:
+        batching.axis_env.pop()
+    return ClosedJaxpr(jaxpr, consts), cell["ob"]
+
+
+def transpose_jaxpr(closed: ClosedJaxpr, linear, ct_avals):
+    """Transpose: a jaxpr ``(*nonlinear_inputs, *cts) -> cts of the linear inputs``
+    (zeros instantiated)."""
+    in_avals = closed.in_avals
+    nl_avals = [a for a, lin in zip(in_avals, linear) if not lin]
+    n_nl = len(nl_avals)
+
+    def fun(*args):
+        nl, cts = args[:n_nl], args[n_nl:]
+        it = iter(nl)
+        primals = [ad.UndefinedPrimal(a) if lin else next(it) for a, lin in zip(in_avals, linear)]
+        res = ad.backward_pass(closed.jaxpr, closed.consts, primals, list(cts))
+        return [match_aval(ad.instantiate_zeros(r) if type(r) is Zero else r, a)
+                for r, a, lin in zip(res, in_avals, linear) if lin]
+
+    jaxpr, consts = staging.trace_to_jaxpr(fun, nl_avals + list(ct_avals))
+    return ClosedJaxpr(jaxpr, consts)
+
+
+def match_aval(x, aval):
+    """Cast ``x`` to exactly ``aval``'s dtype and weak type (for type-stable bodies)."""
+    from kiln.lax.structural import _convert_element_type
+    a = get_aval(x)
+    if a.dtype == aval.dtype and a.weak_type == aval.weak_type:
+        return x
+    return _convert_element_type(x, aval.dtype, aval.weak_type)
+
+
+def zeros(aval):
+    return ad.zeros_like_aval(aval)

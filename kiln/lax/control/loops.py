@@ -1,0 +1,751 @@
+"""``lax.while_loop``, ``lax.fori_loop``, ``lax.scan`` and ``lax.map``: the ``while`` and
+``scan`` primitives with their rules.
+
+``while[cond_jaxpr body_jaxpr cond_nconsts body_nconsts] *cond_consts *body_consts *init``
+and ``scan[jaxpr length reverse num_consts num_carry linear unroll] *consts *init *xs``.
+The body is traced once, so staging cost does not depend on the trip count.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from kiln.core.avals import ShapedArray
+from kiln.core.jaxpr import ClosedJaxpr
+from kiln.core.trace import Primitive, Tracer, get_aval, set_current_trace
+from kiln.interpreters import ad, batching, staging
+from kiln.interpreters.ad import Zero, is_undefined_primal
+from kiln.lax.control import common
+from kiln.tree_util import tree_flatten, tree_unflatten
+
+
+def _carry_type_error(what, in_tree, in_avals, out_tree, out_avals):
+    if in_tree != out_tree:
+        raise TypeError(f"{what} must have identical types for carry input and carry output: "
+                        f"the input carry has tree structure {in_tree} but the output has "
+                        f"{out_tree}.")
+    diffs = []
+    for i, (a, b) in enumerate(zip(in_avals, out_avals)):
+        if not common.same_type(a, b, check_weak=False):
+            diffs.append(f"  * the input carry component {i} has type {a.str_short()} but the "
+                         f"corresponding output carry component has type {b.str_short()}, so "
+                         + ("the dtypes do not match" if a.dtype != b.dtype else
+                            "the shapes do not match"))
+    if diffs:
+        raise TypeError(f"{what} carry input and carry output must have equal types "
+                        f"(e.g. shapes and dtypes of arrays), but they differ:\n"
+                        + "\n".join(diffs) + "\n\nRevise the function so that all output types "
+                        "match the corresponding input types.")
+
+
+def _weak_fix(in_avals, out_avals):
+    """Carries whose weak type differs between input and output become strong."""
+    return [a.weak_type != b.weak_type for a, b in zip(in_avals, out_avals)]
+
+
+def _strengthen(xs, fix):
+    return [common.match_aval(x, get_aval(x).update(weak_type=False)) if f else x
+            for x, f in zip(xs, fix)]
+
+
+# ================================================================================================
+# while
+# ================================================================================================
+
+while_p = Primitive("while")
+while_p.multiple_results = True
+
+
+def _while_impl(*args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
+    from kiln.backends import reference
+    cc = args[:cond_nconsts]
+    bc = args[cond_nconsts:cond_nconsts + body_nconsts]
+    carry = list(args[cond_nconsts + body_nconsts:])
+    cj, bj = cond_jaxpr.jaxpr, body_jaxpr.jaxpr
+    while bool(reference.run_jaxpr(cj, cond_jaxpr.consts, [*cc, *carry])[0]):
+        carry = reference.run_jaxpr(bj, body_jaxpr.consts, [*bc, *carry])
+    return carry
+
+
+while_p.impl = _while_impl
+while_p.abstract_eval = lambda *avals, body_jaxpr, **_: list(body_jaxpr.out_avals)
+while_p.weak_type_rule = lambda *w, body_jaxpr, **_: [a.weak_type for a in
+                                                      body_jaxpr.out_avals]
+
+
+def _trace_carry_fun(fun, tree, avals):
+    """Trace ``fun(carry_pytree)``; returns ``(closed, consts, out_tree)``."""
+    store = {}
+
+    def flat(*xs):
+        out = fun(tree_unflatten(tree, list(xs)))
+        leaves, out_tree = tree_flatten(out)
+        store["tree"] = out_tree
+        return leaves
+
+    closed, consts = common.trace_jaxpr(flat, avals)
+    return closed, consts, store["tree"]
+
+
+def while_loop(cond_fun, body_fun, init_val):
+    """``while cond_fun(val): val = body_fun(val)`` as a primitive (forward-mode
+    differentiable; for reverse mode use ``scan`` or ``fori_loop`` with static bounds)."""
+    if not callable(cond_fun) or not callable(body_fun):
+        raise TypeError("lax.while_loop: cond_fun and body_fun arguments should be callable.")
+    init_flat, in_tree = tree_flatten(init_val)
+    in_avals = common.avals_of(init_flat)
+    body, body_consts, out_tree = _trace_carry_fun(body_fun, in_tree, in_avals)
+    nbc = len(body_consts)
+    _carry_type_error("body_fun output and input", in_tree, in_avals, out_tree, body.out_avals)
+    fix = _weak_fix(in_avals, body.out_avals)
+    if any(fix):
+        init_flat = _strengthen(init_flat, fix)
+        in_avals = common.avals_of(init_flat)
+        body, body_consts, out_tree = _trace_carry_fun(body_fun, in_tree, in_avals)
+        nbc = len(body_consts)
+        if any(_weak_fix(in_avals, body.out_avals)):
+            def strong(*args, body=body):
+                outs = common.jaxpr_fun(body)(*args)
+                return [common.match_aval(o, a) for o, a in zip(outs, in_avals)]
+            jx, jc = staging.trace_to_jaxpr(strong, list(body.in_avals))
+            body = ClosedJaxpr(jx, jc)
+    del nbc
+    cond, cond_consts, _ = _trace_carry_fun(cond_fun, in_tree, in_avals)
+    ca = cond.out_avals
+    if len(ca) != 1 or ca[0].shape != () or ca[0].dtype != np.bool_:
+        shape = ca[0].str_short() if len(ca) == 1 else f"{len(ca)} outputs"
+        raise TypeError("cond_fun must return a boolean scalar, but got output type(s) "
+                        f"[{shape}].")
+    outs = while_p.bind(*cond_consts, *body_consts, *init_flat, cond_jaxpr=cond,
+                        body_jaxpr=body, cond_nconsts=len(cond_consts),
+                        body_nconsts=len(body_consts))
+    return tree_unflatten(in_tree, outs)
+
+
+# -- jvp ------------------------------------------------------------------------------------------
+
+def _while_jvp(primals, tangents, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
+    nc, nb = cond_nconsts, body_nconsts
+    cc, bc, init = primals[:nc], primals[nc:nc + nb], primals[nc + nb:]
+    bc_t, init_t = tangents[nc:nc + nb], tangents[nc + nb:]
+    bc_nz = [type(t) is not Zero for t in bc_t]
+    carry_nz = [type(t) is not Zero for t in init_t]
+    # Fixed point: a carry tangent is nonzero if it is initially or the body makes it so.
+    while True:
+        _, out_nz = common.jvp_jaxpr(body_jaxpr, bc_nz + carry_nz, [False] * len(carry_nz))
+        new = [a or b for a, b in zip(carry_nz, out_nz)]
+        if new == carry_nz:
+            break
+        carry_nz = new
+    body_jvp, _ = common.jvp_jaxpr(body_jaxpr, bc_nz + carry_nz, carry_nz)
+    # Reorder body_jvp: inputs (bc, carry, bc_t, carry_t) -> (bc, bc_t, carry, carry_t).
+    n_bc_t = sum(bc_nz)
+    n_carry = len(init)
+    n_ct = sum(carry_nz)
+
+    def body_fun(*args):
+        b, bt = args[:nb], args[nb:nb + n_bc_t]
+        c, ct = args[nb + n_bc_t:nb + n_bc_t + n_carry], args[nb + n_bc_t + n_carry:]
+        outs = common.jaxpr_fun(body_jvp)(*b, *c, *bt, *ct)
+        return outs
+    bc_t_nz = [t for t in bc_t if type(t) is not Zero]
+    carry_avals = list(body_jaxpr.out_avals)
+    t_avals = [ad.tangent_aval(a) for a, z in zip(carry_avals, carry_nz) if z]
+    bj, bconsts = staging.trace_to_jaxpr(
+        body_fun, common.avals_of(bc) + common.avals_of(bc_t_nz) + carry_avals + t_avals)
+    new_body = ClosedJaxpr(bj, bconsts)
+
+    def cond_fun(*args):
+        return common.jaxpr_fun(cond_jaxpr)(*args[:nc + n_carry])
+    cj, cconsts = staging.trace_to_jaxpr(cond_fun, common.avals_of(cc) + carry_avals + t_avals)
+    new_cond = ClosedJaxpr(cj, cconsts)
+    init_t_nz = [ad.instantiate_zeros(t) for t, z in zip(init_t, carry_nz) if z]
+    outs = while_p.bind(*cc, *bc, *bc_t_nz, *init, *init_t_nz, cond_jaxpr=new_cond,
+                        body_jaxpr=new_body, cond_nconsts=nc, body_nconsts=nb + n_bc_t)
+    p_out = outs[:n_carry]
+    it = iter(outs[n_carry:])
+    t_out = [next(it) if z else Zero.from_primal_value(p) for p, z in zip(p_out, carry_nz)]
+    del n_ct
+    return p_out, t_out
+
+
+ad.jvp_rules[while_p] = _while_jvp
+
+
+# -- partial eval: known carries run now; the whole loop is staged for unknown ones -------------
+
+def _while_partial_eval(trace, args, params):
+    nc, nb = params["cond_nconsts"], params["body_nconsts"]
+    body = params["body_jaxpr"]
+    unknown = [trace.is_own(x) for x in args]
+    if any(unknown[:nc]):
+        return trace.stage(while_p, args, params)
+    bc_uk = unknown[nc:nc + nb]
+    carry_uk = unknown[nc + nb:]
+    from kiln.interpreters.pjit import partial_eval_jaxpr
+    while True:
+        _, _, out_uk, _ = partial_eval_jaxpr(body, bc_uk + carry_uk)
+        new = [a or b for a, b in zip(carry_uk, out_uk)]
+        if new == carry_uk:
+            break
+        carry_uk = new
+    if not any(carry_uk):
+        with set_current_trace(trace.parent):
+            return while_p.bind(*args, **params)
+    # Known carries: a while over the known part only (the unknown carries never feed them).
+    known_idx = [i for i, u in enumerate(carry_uk) if not u]
+    outs_known = None
+    if known_idx:
+        carry_avals = body.out_avals
+
+        def kbody(*xs):
+            b, c = xs[:nb], xs[nb:]
+            full = []
+            it = iter(c)
+            for i, a in enumerate(carry_avals):
+                full.append(next(it) if i in known_idx else common.zeros(a))
+            outs = common.jaxpr_fun(body)(*b, *full)
+            return [outs[i] for i in known_idx]
+
+        def kcond(*xs):
+            cc_, c = xs[:nc], xs[nc:]
+            full = []
+            it = iter(c)
+            for i, a in enumerate(carry_avals):
+                full.append(next(it) if i in known_idx else common.zeros(a))
+            return common.jaxpr_fun(params["cond_jaxpr"])(*cc_, *full)
+
+        k_avals = [carry_avals[i] for i in known_idx]
+        bjx, bjc = staging.trace_to_jaxpr(kbody, list(body.in_avals[:nb]) + k_avals)
+        cjx, cjc = staging.trace_to_jaxpr(kcond, list(params["cond_jaxpr"].in_avals[:nc])
+                                          + k_avals)
+        init = args[nc + nb:]
+        with set_current_trace(trace.parent):
+            outs_known = while_p.bind(*args[:nc], *args[nc:nc + nb],
+                                      *[init[i] for i in known_idx],
+                                      cond_jaxpr=ClosedJaxpr(cjx, cjc),
+                                      body_jaxpr=ClosedJaxpr(bjx, bjc), cond_nconsts=nc,
+                                      body_nconsts=nb)
+    staged = trace.stage(while_p, args, params)
+    if outs_known is None:
+        return staged
+    ki = iter(outs_known)
+    return [s if u else next(ki) for s, u in zip(staged, carry_uk)]
+
+
+staging.partial_eval_rules[while_p] = _while_partial_eval
+
+
+def _while_transpose(cts, *args, **params):
+    raise ValueError(
+        "Reverse-mode differentiation does not work for lax.while_loop or lax.fori_loop with "
+        "dynamic start/stop values. Try using lax.scan, or using fori_loop with static "
+        "start/stop.")
+
+
+ad.transpose_rules[while_p] = _while_transpose
+
+
+# -- batching -------------------------------------------------------------------------------------
+
+def _while_batch(axis_data, vals, dims, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
+    from kiln import lax
+    nc, nb = cond_nconsts, body_nconsts
+    size = axis_data.size
+    vals = [v if d is None else batching.moveaxis(v, d, 0) for v, d in zip(vals, dims)]
+    b = [d is not None for d in dims]
+    cc_b, bc_b, carry_b = b[:nc], b[nc:nc + nb], b[nc + nb:]
+    # Fixed point over which carries are batched (through the body and the predicate).
+    while True:
+        _, out_b = common.batch_jaxpr(body_jaxpr, axis_data,
+                                      [0 if x else None for x in bc_b + carry_b],
+                                      [False] * len(carry_b))
+        new = [x or y for x, y in zip(carry_b, out_b)]
+        _, pred_b = common.batch_jaxpr(cond_jaxpr, axis_data,
+                                       [0 if x else None for x in cc_b + new], [False])
+        if pred_b[0]:
+            new = [True] * len(new)   # lanes finish at different times: every carry is per-lane
+        if new == carry_b:
+            break
+        carry_b = new
+    pred_batched = common.batch_jaxpr(cond_jaxpr, axis_data,
+                                      [0 if x else None for x in cc_b + carry_b], [False])[1][0]
+    init = [batching.broadcast_batched(v, size, 0) if cb and not ob else v
+            for v, cb, ob in zip(vals[nc + nb:], carry_b, b[nc + nb:])]
+    body_b, _ = common.batch_jaxpr(body_jaxpr, axis_data,
+                                   [0 if x else None for x in bc_b + carry_b], carry_b)
+    cond_b, _ = common.batch_jaxpr(cond_jaxpr, axis_data,
+                                   [0 if x else None for x in cc_b + carry_b], [pred_batched])
+    if not pred_batched:
+        outs = while_p.bind(*vals[:nc + nb], *init, cond_jaxpr=cond_b, body_jaxpr=body_b,
+                            cond_nconsts=nc, body_nconsts=nb)
+        return outs, [0 if x else None for x in carry_b]
+    # Batched predicate: loop while any lane is active; inactive lanes keep their values.
+    n_carry = len(init)
+    carry_avals = common.avals_of(init)
+    cc_avals = common.avals_of(vals[:nc])
+    bc_avals = common.avals_of(vals[nc:nc + nb])
+
+    def new_cond(*xs):
+        c_consts, carry = xs[:nc], xs[nc:]
+        pred = common.jaxpr_fun(cond_b)(*c_consts, *carry)[0]
+        return [lax.reduce_or(pred, (0,))]
+
+    def new_body(*xs):
+        c_consts = xs[:nc]
+        b_consts = xs[nc:nc + nb]
+        carry = xs[nc + nb:]
+        pred = common.jaxpr_fun(cond_b)(*c_consts, *carry)[0]
+        new = common.jaxpr_fun(body_b)(*b_consts, *carry)
+        out = []
+        for old, nw in zip(carry, new):
+            shape = get_aval(nw).shape
+            which = lax.broadcast_in_dim(pred, shape, (0,)) if len(shape) > 1 else pred
+            out.append(lax.select(which, nw, old))
+        return out
+
+    cj, cjc = staging.trace_to_jaxpr(new_cond, cc_avals + carry_avals)
+    bj, bjc = staging.trace_to_jaxpr(new_body, cc_avals + bc_avals + carry_avals)
+    outs = while_p.bind(*vals[:nc], *vals[:nc], *vals[nc:nc + nb], *init,
+                        cond_jaxpr=ClosedJaxpr(cj, cjc), body_jaxpr=ClosedJaxpr(bj, bjc),
+                        cond_nconsts=nc, body_nconsts=nc + nb)
+    del n_carry
+    return outs, [0] * len(outs)
+
+
+batching.batch_rules[while_p] = _while_batch
+
+
+# ================================================================================================
+# scan
+# ================================================================================================
+
+scan_p = Primitive("scan")
+scan_p.multiple_results = True
+
+
+def _scan_impl(*args, jaxpr, length, reverse, num_consts, num_carry, linear, unroll,
+               _split_transpose=False):
+    from kiln.backends import reference
+    consts = args[:num_consts]
+    carry = list(args[num_consts:num_consts + num_carry])
+    xs = args[num_consts + num_carry:]
+    ys_avals = jaxpr.out_avals[num_carry:]
+    ys = [np.empty((length,) + a.shape, a.dtype) for a in ys_avals]
+    j, jc = jaxpr.jaxpr, jaxpr.consts
+    order = range(length - 1, -1, -1) if reverse else range(length)
+    for i in order:
+        outs = reference.run_jaxpr(j, jc, [*consts, *carry, *[x[i] for x in xs]])
+        carry = outs[:num_carry]
+        for y, o in zip(ys, outs[num_carry:]):
+            y[i] = o
+    return list(carry) + ys
+
+
+def _scan_abstract_eval(*avals, jaxpr, length, num_carry, **_):
+    outs = jaxpr.out_avals
+    return list(outs[:num_carry]) + [ShapedArray((length,) + a.shape, a.dtype, a.weak_type)
+                                     for a in outs[num_carry:]]
+
+
+scan_p.impl = _scan_impl
+scan_p.abstract_eval = _scan_abstract_eval
+scan_p.weak_type_rule = lambda *w, jaxpr, num_carry, **_: [a.weak_type for a in
+                                                           jaxpr.out_avals]
+
+
+def _scan_params(jaxpr, length, reverse, num_consts, num_carry, unroll=1):
+    return dict(jaxpr=jaxpr, length=int(length), reverse=bool(reverse),
+                num_consts=num_consts, num_carry=num_carry,
+                linear=tuple([False] * len(jaxpr.in_avals)), unroll=unroll,
+                _split_transpose=False)
+
+
+def scan(f, init, xs=None, length=None, reverse: bool = False, unroll=1,
+         _split_transpose: bool = False):
+    """Scan ``f: (carry, x) -> (carry, y)`` over the leading axis of ``xs``.
+
+    Returns ``(final_carry, stacked_ys)``. The body is traced once."""
+    if not callable(f):
+        raise TypeError("lax.scan: f argument should be a callable.")
+    xs_flat, xs_tree = tree_flatten(xs)
+    lengths = set()
+    for x in xs_flat:
+        a = get_aval(x)
+        if a.ndim == 0:
+            raise ValueError("scan got value with no leading axis to scan over: "
+                             f"{a.str_short()}.")
+        lengths.add(a.shape[0])
+    if length is not None:
+        length = int(length)
+        if lengths and lengths != {length}:
+            raise ValueError(f"scan got `length` argument of {length} which disagrees with "
+                             f"leading axis sizes {sorted(lengths)}.")
+    else:
+        if not lengths:
+            raise ValueError("scan got no values to scan over and `length` not provided.")
+        if len(lengths) > 1:
+            raise ValueError("scan got values with different leading axis sizes: "
+                             + ", ".join(str(get_aval(x).shape[0]) for x in xs_flat) + ".")
+        length = lengths.pop()
+    init_flat, init_tree = tree_flatten(init)
+    carry_avals = common.avals_of(init_flat)
+    x_avals = [ShapedArray(get_aval(x).shape[1:], get_aval(x).dtype, get_aval(x).weak_type)
+               for x in xs_flat]
+    n_carry = len(init_flat)
+
+    def trace(carry_avals):
+        store = {}
+
+        def body(*args):
+            c = tree_unflatten(init_tree, list(args[:n_carry]))
+            x = tree_unflatten(xs_tree, list(args[n_carry:]))
+            out = f(c, x)
+            if not (isinstance(out, (tuple, list)) and len(out) == 2):
+                raise TypeError("scan body output must be a pair, got "
+                                f"{type(out).__name__}.")
+            new_c, y = out
+            c_leaves, c_tree = tree_flatten(new_c)
+            y_leaves, y_tree = tree_flatten(y)
+            store["c_tree"], store["y_tree"] = c_tree, y_tree
+            store["c_avals"] = common.avals_of(c_leaves)
+            return list(c_leaves) + list(y_leaves)
+
+        closed, consts = common.trace_jaxpr(body, list(carry_avals) + x_avals)
+        return closed, consts, store
+
+    closed, consts, store = trace(carry_avals)
+    _carry_type_error("scan body function carry input and carry output", init_tree,
+                      carry_avals, store["c_tree"], store["c_avals"])
+    fix = _weak_fix(carry_avals, store["c_avals"])
+    if any(fix):
+        init_flat = _strengthen(init_flat, fix)
+        carry_avals = common.avals_of(init_flat)
+        closed, consts, store = trace(carry_avals)
+        if any(_weak_fix(carry_avals, store["c_avals"])):
+            nc = len(consts)
+
+            def fixed(*args):
+                outs = common.jaxpr_fun(closed)(*args)
+                return [common.match_aval(o, a) for o, a in
+                        zip(outs[:n_carry], carry_avals)] + list(outs[n_carry:])
+            jx, jc = staging.trace_to_jaxpr(fixed, list(closed.in_avals))
+            closed = ClosedJaxpr(jx, jc)
+            del nc
+    outs = scan_p.bind(*consts, *init_flat, *xs_flat,
+                       **_scan_params(closed, length, reverse, len(consts), n_carry, unroll))
+    carry = tree_unflatten(init_tree, outs[:n_carry])
+    ys = tree_unflatten(store["y_tree"], outs[n_carry:])
+    return carry, ys
+
+
+# -- jvp ------------------------------------------------------------------------------------------
+
+def _scan_jvp(primals, tangents, *, jaxpr, length, reverse, num_consts, num_carry, linear,
+              unroll, _split_transpose=False):
+    nc, ncar = num_consts, num_carry
+    nz = [type(t) is not Zero for t in tangents]
+    const_nz, carry_nz, xs_nz = nz[:nc], nz[nc:nc + ncar], nz[nc + ncar:]
+    n_out = len(jaxpr.out_avals)
+    while True:
+        _, out_nz = common.jvp_jaxpr(jaxpr, const_nz + carry_nz + xs_nz, [False] * n_out)
+        new = [a or b for a, b in zip(carry_nz, out_nz[:ncar])]
+        if new == carry_nz:
+            break
+        carry_nz = new
+    inst = carry_nz + [ad.is_differentiable_dtype(a.dtype) for a in jaxpr.out_avals[ncar:]]
+    jvp_j, out_nz = common.jvp_jaxpr(jaxpr, const_nz + carry_nz + xs_nz, inst)
+    ys_nz = out_nz[ncar:]
+    # jvp_j inputs: (consts, carry, xs, consts_t, carry_t, xs_t); reorder to
+    # (consts, consts_t, carry, carry_t, xs, xs_t); outputs (carry, ys, carry_t, ys_t) ->
+    # (carry, carry_t, ys, ys_t).
+    n_ct, n_cart, n_xt = sum(const_nz), sum(carry_nz), sum(xs_nz)
+    nx = len(jaxpr.in_avals) - nc - ncar
+    n_yt = sum(ys_nz)
+
+    def body(*a):
+        i = 0
+        c = a[i:i + nc]
+        i += nc
+        ct = a[i:i + n_ct]
+        i += n_ct
+        car = a[i:i + ncar]
+        i += ncar
+        cart = a[i:i + n_cart]
+        i += n_cart
+        x = a[i:i + nx]
+        i += nx
+        xt = a[i:i + n_xt]
+        outs = common.jaxpr_fun(jvp_j)(*c, *car, *x, *ct, *cart, *xt)
+        co, yo = outs[:ncar], outs[ncar:n_out]
+        cto, yto = outs[n_out:n_out + n_cart], outs[n_out + n_cart:]
+        return list(co) + list(cto) + list(yo) + list(yto)
+
+    in_avals = jaxpr.in_avals
+    t = [ad.tangent_aval(a) for a in in_avals]
+    avals = (list(in_avals[:nc]) + [a for a, z in zip(t[:nc], const_nz) if z]
+             + list(in_avals[nc:nc + ncar]) + [a for a, z in zip(t[nc:nc + ncar], carry_nz) if z]
+             + list(in_avals[nc + ncar:]) + [a for a, z in zip(t[nc + ncar:], xs_nz) if z])
+    bj, bjc = staging.trace_to_jaxpr(body, avals)
+    new_j = ClosedJaxpr(bj, bjc)
+    consts, init, xs = primals[:nc], primals[nc:nc + ncar], primals[nc + ncar:]
+    ct = [t for t, z in zip(tangents[:nc], const_nz) if z]
+    cart = [ad.instantiate_zeros(t) if type(t) is Zero else t
+            for t, z in zip(tangents[nc:nc + ncar], carry_nz) if z]
+    xt = [t for t, z in zip(tangents[nc + ncar:], xs_nz) if z]
+    outs = scan_p.bind(*consts, *ct, *init, *cart, *xs, *xt,
+                       **_scan_params(new_j, length, reverse, nc + n_ct, ncar + n_cart, unroll))
+    carry_out, carry_t = outs[:ncar], outs[ncar:ncar + n_cart]
+    ys, ys_t = outs[ncar + n_cart:ncar + n_cart + (n_out - ncar)], outs[ncar + n_cart +
+                                                                       (n_out - ncar):]
+    it = iter(carry_t)
+    t_carry = [next(it) if z else Zero.from_primal_value(p) for p, z in zip(carry_out, carry_nz)]
+    it = iter(ys_t)
+    t_ys = [next(it) if z else Zero.from_primal_value(p) for p, z in zip(ys, ys_nz)]
+    del n_yt
+    return list(carry_out) + list(ys), t_carry + t_ys
+
+
+ad.jvp_rules[scan_p] = _scan_jvp
+
+
+# -- partial evaluation: known scan emits residuals as ys; unknown scan consumes them -----------
+
+def _scan_partial_eval(trace, args, params):
+    from kiln.interpreters.pjit import partial_eval_jaxpr
+    jaxpr = params["jaxpr"]
+    nc, ncar = params["num_consts"], params["num_carry"]
+    length, reverse = params["length"], params["reverse"]
+    unknown = [trace.is_own(x) for x in args]
+    const_uk, carry_uk, xs_uk = unknown[:nc], unknown[nc:nc + ncar], unknown[nc + ncar:]
+    n_out = len(jaxpr.out_avals)
+    while True:
+        _, _, out_uk, _ = partial_eval_jaxpr(jaxpr, const_uk + carry_uk + xs_uk)
+        new = [a or b for a, b in zip(carry_uk, out_uk[:ncar])]
+        if new == carry_uk:
+            break
+        carry_uk = new
+    inst = carry_uk + [False] * (n_out - ncar)
+    known, unknown_j, out_uk, num_res = partial_eval_jaxpr(jaxpr, const_uk + carry_uk + xs_uk,
+                                                           instantiate=inst)
+    if not any(out_uk):
+        with set_current_trace(trace.parent):
+            return scan_p.bind(*args, **params)
+    ys_uk = out_uk[ncar:]
+    # Known scan: (known consts, known carry, known xs) -> (known carry, known ys, residuals)
+    kc = [x for x, u in zip(args[:nc], const_uk) if not u]
+    kcar = [x for x, u in zip(args[nc:nc + ncar], carry_uk) if not u]
+    kx = [x for x, u in zip(args[nc + ncar:], xs_uk) if not u]
+    n_kcar = len(kcar)
+    with set_current_trace(trace.parent):
+        kouts = scan_p.bind(*kc, *kcar, *kx, **_scan_params(known, length, reverse, len(kc),
+                                                            n_kcar, params["unroll"]))
+    n_known_out = len(known.out_avals) - num_res
+    k_carry = kouts[:n_kcar]
+    k_ys = kouts[n_kcar:n_known_out]
+    res = kouts[n_known_out:]
+    # Unknown scan: consts = unknown consts; carry = unknown carry; xs = (residuals, unknown xs).
+    uc = [x for x, u in zip(args[:nc], const_uk) if u]
+    ucar = [x for x, u in zip(args[nc:nc + ncar], carry_uk) if u]
+    ux = [x for x, u in zip(args[nc + ncar:], xs_uk) if u]
+    n_uc, n_ucar = len(uc), len(ucar)
+    res_avals = known.out_avals[n_known_out:]
+
+    def ubody(*a):
+        c = a[:n_uc]
+        car = a[n_uc:n_uc + n_ucar]
+        r = a[n_uc + n_ucar:n_uc + n_ucar + num_res]
+        x = a[n_uc + n_ucar + num_res:]
+        # unknown_j takes (res, unknown consts, unknown carry, unknown xs) in input order.
+        return common.jaxpr_fun(unknown_j)(*r, *c, *car, *x)
+
+    u_in = (common.avals_of(uc) + [a for a, u in zip(jaxpr.in_avals[nc:nc + ncar], carry_uk)
+                                   if u]
+            + list(res_avals) + [a for a, u in zip(jaxpr.in_avals[nc + ncar:], xs_uk) if u])
+    uj, ujc = staging.trace_to_jaxpr(ubody, u_in)
+    ujaxpr = ClosedJaxpr(uj, ujc)
+    out_avals = _scan_abstract_eval(jaxpr=ujaxpr, length=length, num_carry=n_ucar)
+    uouts = trace.stage(scan_p, [*uc, *ucar, *res, *ux],
+                        _scan_params(ujaxpr, length, reverse, n_uc, n_ucar, params["unroll"]),
+                        out_avals=out_avals)
+    u_carry, u_ys = uouts[:n_ucar], uouts[n_ucar:]
+    ki, ui = iter(k_carry), iter(u_carry)
+    carry = [next(ui) if u else next(ki) for u in carry_uk]
+    ki, ui = iter(k_ys), iter(u_ys)
+    ys = [next(ui) if u else next(ki) for u in ys_uk]
+    return carry + ys
+
+
+staging.partial_eval_rules[scan_p] = _scan_partial_eval
+
+
+# -- transpose ------------------------------------------------------------------------------------
+
+def _scan_transpose(cts, *args, jaxpr, length, reverse, num_consts, num_carry, linear, unroll,
+                    _split_transpose=False):
+    nc, ncar = num_consts, num_carry
+    consts, init, xs = args[:nc], args[nc:nc + ncar], args[nc + ncar:]
+    c_lin = [is_undefined_primal(x) for x in consts]
+    x_lin = [is_undefined_primal(x) for x in xs]
+    # Carries of a linear scan are linear; a carry whose initial value is a known
+    # constant (an instantiated zero tangent) simply gets no cotangent.
+    n_out = len(jaxpr.out_avals)
+    ct_carry = [common.zeros(a) if type(c) is Zero else c
+                for c, a in zip(cts[:ncar], jaxpr.out_avals[:ncar])]
+    ct_ys = [common.zeros(ShapedArray((length,) + a.shape, a.dtype, a.weak_type))
+             if type(c) is Zero else c for c, a in zip(cts[ncar:], jaxpr.out_avals[ncar:])]
+    res_c = [x for x, lin in zip(consts, c_lin) if not lin]
+    res_x = [x for x, lin in zip(xs, x_lin) if not lin]
+    lin_c_avals = [a for a, lin in zip(jaxpr.in_avals[:nc], c_lin) if lin]
+    lin_x_avals = [a for a, lin in zip(jaxpr.in_avals[nc + ncar:], x_lin) if lin]
+    carry_avals = list(jaxpr.in_avals[nc:nc + ncar])
+    linear_mask = c_lin + [True] * ncar + x_lin
+    t_body = common.transpose_jaxpr(jaxpr, linear_mask, jaxpr.out_avals)
+    # t_body: (res_c, res_x, ct_carry, ct_y) -> (ct_lin_consts, ct_carry_in, ct_lin_xs)
+    n_rc, n_rx, n_lc = len(res_c), len(res_x), len(lin_c_avals)
+
+    def body(*a):
+        rc = a[:n_rc]
+        acc = a[n_rc:n_rc + n_lc]
+        ctc = a[n_rc + n_lc:n_rc + n_lc + ncar]
+        rx = a[n_rc + n_lc + ncar:n_rc + n_lc + ncar + n_rx]
+        cty = a[n_rc + n_lc + ncar + n_rx:]
+        outs = common.jaxpr_fun(t_body)(*rc, *rx, *ctc, *cty)
+        d_c, d_car, d_x = outs[:n_lc], outs[n_lc:n_lc + ncar], outs[n_lc + ncar:]
+        new_acc = [ad.add_any_p.bind(x, y) for x, y in zip(acc, d_c)]
+        return list(new_acc) + list(d_car) + list(d_x)
+
+    res_x_avals = [a for a, lin in zip(jaxpr.in_avals[nc + ncar:], x_lin) if not lin]
+    avals = (common.avals_of(res_c) + lin_c_avals + carry_avals + res_x_avals
+             + list(jaxpr.out_avals[ncar:]))
+    bj, bjc = staging.trace_to_jaxpr(body, avals)
+    acc0 = [common.zeros(a) for a in lin_c_avals]
+    outs = scan_p.bind(*res_c, *acc0, *ct_carry, *res_x, *ct_ys,
+                       **_scan_params(ClosedJaxpr(bj, bjc), length, not reverse, n_rc,
+                                      n_lc + ncar, unroll))
+    ct_consts, ct_init, ct_xs = outs[:n_lc], outs[n_lc:n_lc + ncar], outs[n_lc + ncar:]
+    it = iter(ct_consts)
+    res = [next(it) if lin else None for lin in c_lin]
+    res += [c if is_undefined_primal(x) else None for c, x in zip(ct_init, init)]
+    it = iter(ct_xs)
+    res += [next(it) if lin else None for lin in x_lin]
+    del n_out
+    return res
+
+
+ad.transpose_rules[scan_p] = _scan_transpose
+
+
+# -- batching -------------------------------------------------------------------------------------
+
+def _scan_batch(axis_data, vals, dims, *, jaxpr, length, reverse, num_consts, num_carry,
+                linear, unroll, _split_transpose=False):
+    nc, ncar = num_consts, num_carry
+    size = axis_data.size
+    b = [d is not None for d in dims]
+    const_b, carry_b, xs_b = b[:nc], b[nc:nc + ncar], b[nc + ncar:]
+    while True:
+        _, out_b = common.batch_jaxpr(jaxpr, axis_data,
+                                      [0 if x else None for x in const_b + carry_b + xs_b],
+                                      [False] * len(jaxpr.out_avals))
+        new = [x or y for x, y in zip(carry_b, out_b[:ncar])]
+        if new == carry_b:
+            break
+        carry_b = new
+    body_b, out_b = common.batch_jaxpr(jaxpr, axis_data,
+                                       [0 if x else None for x in const_b + carry_b + xs_b],
+                                       carry_b + [False] * (len(jaxpr.out_avals) - ncar))
+    consts = [v if d is None else batching.moveaxis(v, d, 0)
+              for v, d in zip(vals[:nc], dims[:nc])]
+    init = [batching.matchaxis(v, d, 0, size) if cb else v
+            for v, d, cb in zip(vals[nc:nc + ncar], dims[nc:nc + ncar], carry_b)]
+    # xs: scan axis stays 0, batch axis goes to 1.
+    xs = [v if d is None else batching.moveaxis(v, d, 1)
+          for v, d in zip(vals[nc + ncar:], dims[nc + ncar:])]
+    outs = scan_p.bind(*consts, *init, *xs,
+                       **_scan_params(body_b, length, reverse, nc, ncar, unroll))
+    ys_b = out_b[ncar:]
+    out_dims = [0 if x else None for x in carry_b] + [1 if x else None for x in ys_b]
+    return outs, out_dims
+
+
+batching.batch_rules[scan_p] = _scan_batch
+
+
+# ================================================================================================
+# fori_loop and map
+# ================================================================================================
+
+def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
+    """``for i in range(lower, upper): val = body_fun(i, val)``.
+
+    With concrete bounds this is a ``scan`` (reverse-mode differentiable); with traced
+    bounds a ``while_loop``."""
+    from kiln import lax
+    concrete = not isinstance(lower, Tracer) and not isinstance(upper, Tracer)
+    ldt = get_aval(lower).dtype
+    udt = get_aval(upper).dtype
+    if ldt.kind not in "iu" or udt.kind not in "iu":
+        raise TypeError("lower and upper arguments to fori_loop must have integer dtype, got "
+                        f"{ldt.name} and {udt.name}")
+    dt = np.result_type(ldt, udt) if ldt != udt else ldt
+    from kiln import dtypes
+    dt = dtypes.canonicalize_dtype(dt)
+    if concrete:
+        lo, hi = int(np.asarray(lower)), int(np.asarray(upper))
+        n = max(hi - lo, 0)
+
+        def body(carry, _):
+            i, x = carry
+            return (lax.add(i, np.asarray(1, dt).item() if False else _one(dt)),
+                    body_fun(i, x)), None
+
+        from kiln.array import make_array
+        i0 = make_array(np.asarray(lo, dt), False)
+        (_, out), _ = scan(body, (i0, init_val), None, length=n, unroll=unroll or 1)
+        return out
+
+    def cond_fun(c):
+        return lax.lt(c[0], c[1])
+
+    def wbody(c):
+        i, hi, x = c
+        return (lax.add(i, _one(dt)), hi, body_fun(i, x))
+
+    lower = lax.convert_element_type(lower, dt)
+    upper = lax.convert_element_type(upper, dt)
+    _, _, out = while_loop(cond_fun, wbody, (lower, upper, init_val))
+    return out
+
+
+def _one(dt):
+    from kiln.array import make_array
+    return make_array(np.asarray(1, dt), False)
+
+
+def map(f, xs, *, batch_size=None):  # noqa: A001
+    """``stack([f(x) for x in xs])`` as a scan (``batch_size`` maps a vmapped ``f`` over chunks)."""
+    if batch_size is not None:
+        from kiln import lax
+        from kiln.api import vmap
+        from kiln.tree_util import tree_map
+        xs_flat, _ = tree_flatten(xs)
+        n = get_aval(xs_flat[0]).shape[0]
+        bs = int(batch_size)
+        nb, rem = divmod(n, bs)
+
+        def chunk(x):
+            main = lax.slice_in_dim(x, 0, nb * bs, axis=0)
+            return lax.reshape(main, (nb, bs) + get_aval(x).shape[1:])
+        main_xs = tree_map(chunk, xs)
+        _, ys = scan(lambda c, x: (c, vmap(f)(x)), (), main_xs)
+        ys = tree_map(lambda y: lax.reshape(y, (nb * bs,) + get_aval(y).shape[2:]), ys)
+        if rem:
+            rest = tree_map(lambda x: lax.slice_in_dim(x, nb * bs, n, axis=0), xs)
+            ys_rest = vmap(f)(rest)
+            ys = tree_map(lambda a, b: lax.concatenate([a, b], 0), ys, ys_rest)
+        return ys
+    _, ys = scan(lambda c, x: (c, f(x)), (), xs)
+    return ys
+
+
+__all__ = ["while_loop", "fori_loop", "scan", "map", "while_p", "scan_p"]

@@ -1,0 +1,915 @@
+"""Elementwise functions (NumPy's ufuncs) with NumPy broadcasting and JAX promotion.
+
+Each function checks its arguments (``check_arraylike``), promotes dtypes as JAX
+does (``promote_dtypes*``), broadcasts shapes with ``lax.broadcast_in_dim`` and then
+applies ``lax`` primitives, so it works on Arrays and on every kind of tracer.
+
+What it must not hold: NumPy computation on traced values.
+"""
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from kiln import dtypes, lax
+from kiln.array import Array, make_array
+from kiln.core.trace import Tracer, get_aval
+from kiln.numpy import _util
+from kiln.numpy._util import (
+    as_operand,
+    check_arraylike,
+    ensure_arraylike,
+    promote_args,
+    promote_args_inexact,
+    promote_args_numeric,
+    promote_dtypes_inexact,
+    promote_dtypes_numeric,
+    promote_shapes,
+)
+
+def _kind(x) -> str:
+    """'b', 'i', 'u', 'f' or 'c' for an operand (ml_dtypes floats count as 'f')."""
+    dt = get_aval(x).dtype
+    if dt == np.bool_:
+        return "b"
+    if dtypes.issubdtype(dt, np.complexfloating):
+        return "c"
+    if dtypes.issubdtype(dt, np.floating):
+        return "f"
+    if dtypes.issubdtype(dt, np.unsignedinteger):
+        return "u"
+    if dtypes.issubdtype(dt, np.integer):
+        return "i"
+    raise TypeError(f"unsupported dtype {dt}")
+
+
+def _const(x, value):
+    """A scalar of ``x``'s dtype, weak like ``x``, broadcast to ``x``'s shape."""
+    a = get_aval(x)
+    return _util.broadcast_to(make_array(np.asarray(value, a.dtype), a.weak_type), a.shape)
+
+
+def _zeros_bool(x):
+    return _util.full_const(get_aval(x).shape, False, np.bool_)
+
+
+def _ones_bool(x):
+    return _util.full_const(get_aval(x).shape, True, np.bool_)
+
+
+def _rounding_nearest_even():
+    rm = getattr(lax, "RoundingMethod", None)
+    return rm.TO_NEAREST_EVEN if rm is not None else 1
+
+
+# ----------------------------------------------------------------------------------------------
+# factories
+
+
+def _unary_inexact(name, fn, doc):
+    def f(x, /):
+        x = ensure_arraylike(name, x)
+        (x,) = promote_dtypes_inexact(x)
+        return fn(x)
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = doc
+    return f
+
+
+def _binary_inexact(name, fn, doc):
+    def f(x1, x2, /):
+        x1, x2 = promote_args_inexact(name, x1, x2)
+        return fn(x1, x2)
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = doc
+    return f
+
+
+# ----------------------------------------------------------------------------------------------
+# arithmetic
+
+
+def add(x1, x2, /):
+    """Elementwise ``x1 + x2`` (logical or on booleans)."""
+    x1, x2 = promote_args("add", x1, x2)
+    return lax.or_(x1, x2) if _kind(x1) == "b" else lax.add(x1, x2)
+
+
+def subtract(x1, x2, /):
+    """Elementwise ``x1 - x2``."""
+    x1, x2 = promote_args("subtract", x1, x2)
+    if _kind(x1) == "b":
+        raise TypeError("numpy boolean subtract, the `-` operator, is not supported, use the "
+                        "bitwise_xor, the `^` operator, or the logical_xor function instead.")
+    return lax.sub(x1, x2)
+
+
+def multiply(x1, x2, /):
+    """Elementwise ``x1 * x2`` (logical and on booleans)."""
+    x1, x2 = promote_args("multiply", x1, x2)
+    return lax.and_(x1, x2) if _kind(x1) == "b" else lax.mul(x1, x2)
+
+
+def true_divide(x1, x2, /):
+    """Elementwise ``x1 / x2``; integers are promoted to the default float first."""
+    x1, x2 = promote_args_inexact("true_divide", x1, x2)
+    return lax.div(x1, x2)
+
+
+divide = true_divide
+
+
+def _float_divmod(x1, x2):
+    # Python semantics: the remainder takes the sign of the divisor.
+    mod = lax.rem(x1, x2)
+    div = lax.div(lax.sub(x1, mod), x2)
+    ind = lax.and_(lax.ne(mod, _const(mod, 0)), lax.ne(lax.sign(x2), lax.sign(mod)))
+    mod = lax.select(ind, lax.add(mod, x2), mod)
+    div = lax.select(ind, lax.sub(div, _const(div, 1)), div)
+    return lax.round(div, _rounding_nearest_even()), mod
+
+
+def floor_divide(x1, x2, /):
+    """Elementwise ``x1 // x2`` (rounding toward minus infinity)."""
+    x1, x2 = promote_args_numeric("floor_divide", x1, x2)
+    k = _kind(x1)
+    if k == "i":
+        # lax.div truncates toward zero; step down when the signs differ and it is inexact.
+        q = lax.div(x1, x2)
+        zero = _const(x1, 0)
+        select = lax.and_(lax.ne(lax.lt(x1, zero), lax.lt(x2, zero)),
+                          lax.ne(lax.rem(x1, x2), zero))
+        return lax.select(select, lax.sub(q, _const(q, 1)), q)
+    if k == "u":
+        return lax.div(x1, x2)
+    if k == "c":
+        raise TypeError("floor_divide does not support complex-valued inputs")
+    return _float_divmod(x1, x2)[0]
+
+
+def remainder(x1, x2, /):
+    """Elementwise remainder with the sign of the divisor (Python's ``%``)."""
+    x1, x2 = promote_args_numeric("remainder", x1, x2)
+    if _kind(x1) == "c":
+        raise TypeError("remainder does not support complex-valued inputs")
+    trunc_mod = lax.rem(x1, x2)
+    if _kind(x1) == "u":
+        return trunc_mod
+    zero = _const(trunc_mod, 0)
+    fix = lax.and_(lax.ne(trunc_mod, zero),
+                   lax.ne(lax.lt(trunc_mod, zero), lax.lt(x2, _const(x2, 0))))
+    return lax.select(fix, lax.add(trunc_mod, x2), trunc_mod)
+
+
+mod = remainder
+
+
+def fmod(x1, x2, /):
+    """Elementwise remainder with the sign of the dividend (C's ``fmod``)."""
+    x1, x2 = promote_args_numeric("fmod", x1, x2)
+    if _kind(x1) == "c":
+        raise TypeError("fmod does not support complex-valued inputs")
+    return lax.rem(x1, x2)
+
+
+def divmod(x1, x2, /):  # noqa: A001
+    """``(floor_divide(x1, x2), remainder(x1, x2))``."""
+    x1, x2 = promote_args_numeric("divmod", x1, x2)
+    if _kind(x1) in "fc":
+        if _kind(x1) == "c":
+            raise TypeError("divmod does not support complex-valued inputs")
+        return _float_divmod(x1, x2)
+    return floor_divide(x1, x2), remainder(x1, x2)
+
+
+def _static_int_exponent(x2):
+    """The Python int value of a concrete integer scalar, else None."""
+    if isinstance(x2, Tracer) or isinstance(x2, bool):
+        return None
+    if isinstance(x2, int):
+        return x2
+    if isinstance(x2, (Array, np.ndarray, np.generic)) and np.ndim(x2) == 0:
+        try:
+            return operator.index(x2)
+        except TypeError:
+            return None
+    return None
+
+
+def _integer_pow(x1, n):
+    if _kind(x1) in "iu" and n < 0:
+        raise TypeError(f"Integers cannot be raised to negative powers, got "
+                        f"integer_pow({get_aval(x1).str_short()}, {n})")
+    return lax.integer_pow(x1, n)
+
+
+def _pow_int_int(x1, x2):
+    # Binary exponentiation; six squarings cover every exponent that does not overflow
+    # for |x1| > 1 (as JAX does). Negative exponents give 0 (except for bases ±1).
+    zero, one = _const(x2, 0), _const(x2, 1)
+    acc = lax.select(lax.and_(lax.eq(x1, _const(x1, 0)), lax.ne(x2, zero)),
+                     _const(x1, 0), _const(x1, 1))
+    base, e = x1, x2
+    for _ in range(6):
+        acc = lax.select(lax.ne(lax.and_(e, one), zero), lax.mul(acc, base), acc)
+        base = lax.mul(base, base)
+        e = lax.shift_right_logical(e, one)
+    return acc
+
+
+def power(x1, x2, /):
+    """Elementwise ``x1 ** x2``. A concrete integer exponent uses ``lax.integer_pow``."""
+    check_arraylike("power", x1, x2)
+    n = _static_int_exponent(x2)
+    if n is not None:
+        (x1,) = promote_dtypes_numeric(x1)
+        return _integer_pow(x1, n)
+    a1, a2 = promote_shapes("power", as_operand(x1), as_operand(x2))
+    p1, p2 = promote_args_numeric("power", a1, a2)
+    if _kind(p1) in "iu":
+        return _pow_int_int(p1, p2)
+    if _kind(a1) in "fc" and _kind(a2) in "iu":
+        return lax.pow(a1, a2)
+    return lax.pow(p1, p2)
+
+
+pow = power  # noqa: A001
+
+
+def float_power(x1, x2, /):
+    """``x1 ** x2`` computed in the default float (or complex) precision."""
+    x1, x2 = promote_args_inexact("float_power", x1, x2)
+    return lax.pow(x1, x2)
+
+
+def negative(x, /):
+    """Elementwise ``-x``."""
+    x = ensure_arraylike("negative", x)
+    if _kind(x) == "b":
+        raise TypeError("The numpy boolean negative, the `-` operator, is not supported, use "
+                        "the `~` operator or the logical_not function instead.")
+    return lax.neg(x)
+
+
+def positive(x, /):
+    """Elementwise ``+x``."""
+    return ensure_arraylike("positive", x)
+
+
+def absolute(x, /):
+    """Elementwise absolute value (complex → magnitude)."""
+    x = ensure_arraylike("absolute", x)
+    if _kind(x) in "bu":
+        return x
+    return lax.abs(x)
+
+
+abs = absolute  # noqa: A001
+
+
+def sign(x, /):
+    """Elementwise sign: -1, 0 or 1 (``x / |x|`` for complex)."""
+    x = ensure_arraylike("sign", x)
+    if _kind(x) == "b":
+        return x
+    return lax.sign(x)
+
+
+def square(x, /):
+    """Elementwise ``x * x``."""
+    x = ensure_arraylike("square", x)
+    (x,) = promote_dtypes_numeric(x)
+    return lax.integer_pow(x, 2)
+
+
+def reciprocal(x, /):
+    """Elementwise ``1 / x`` in inexact precision."""
+    x = ensure_arraylike("reciprocal", x)
+    (x,) = promote_dtypes_inexact(x)
+    return lax.integer_pow(x, -1)
+
+
+sqrt = _unary_inexact("sqrt", lambda x: lax.sqrt(x), "Elementwise square root.")
+cbrt = _unary_inexact("cbrt", lambda x: lax.cbrt(x), "Elementwise cube root.")
+exp = _unary_inexact("exp", lambda x: lax.exp(x), "Elementwise e**x.")
+exp2 = _unary_inexact("exp2", lambda x: lax.exp2(x), "Elementwise 2**x.")
+expm1 = _unary_inexact("expm1", lambda x: lax.expm1(x), "Elementwise e**x - 1.")
+log = _unary_inexact("log", lambda x: lax.log(x), "Elementwise natural logarithm.")
+log1p = _unary_inexact("log1p", lambda x: lax.log1p(x), "Elementwise log(1 + x).")
+log2 = _unary_inexact("log2", lambda x: lax.div(lax.log(x), lax.log(_const(x, 2))),
+                      "Elementwise base-2 logarithm.")
+log10 = _unary_inexact("log10", lambda x: lax.div(lax.log(x), lax.log(_const(x, 10))),
+                       "Elementwise base-10 logarithm.")
+sin = _unary_inexact("sin", lambda x: lax.sin(x), "Elementwise sine.")
+cos = _unary_inexact("cos", lambda x: lax.cos(x), "Elementwise cosine.")
+tan = _unary_inexact("tan", lambda x: lax.tan(x), "Elementwise tangent.")
+arcsin = _unary_inexact("arcsin", lambda x: lax.asin(x), "Elementwise inverse sine.")
+arccos = _unary_inexact("arccos", lambda x: lax.acos(x), "Elementwise inverse cosine.")
+arctan = _unary_inexact("arctan", lambda x: lax.atan(x), "Elementwise inverse tangent.")
+sinh = _unary_inexact("sinh", lambda x: lax.sinh(x), "Elementwise hyperbolic sine.")
+cosh = _unary_inexact("cosh", lambda x: lax.cosh(x), "Elementwise hyperbolic cosine.")
+tanh = _unary_inexact("tanh", lambda x: lax.tanh(x), "Elementwise hyperbolic tangent.")
+arcsinh = _unary_inexact("arcsinh", lambda x: lax.asinh(x), "Elementwise inverse sinh.")
+arccosh = _unary_inexact("arccosh", lambda x: lax.acosh(x), "Elementwise inverse cosh.")
+arctanh = _unary_inexact("arctanh", lambda x: lax.atanh(x), "Elementwise inverse tanh.")
+asin, acos, atan = arcsin, arccos, arctan
+asinh, acosh, atanh = arcsinh, arccosh, arctanh
+
+arctan2 = _binary_inexact("arctan2", lambda a, b: lax.atan2(a, b),
+                          "Elementwise arctangent of ``x1 / x2`` using the signs of both.")
+atan2 = arctan2
+
+
+def deg2rad(x, /):
+    """Convert degrees to radians."""
+    x = ensure_arraylike("deg2rad", x)
+    (x,) = promote_dtypes_inexact(x)
+    return lax.mul(x, _const(x, np.pi / 180))
+
+
+def rad2deg(x, /):
+    """Convert radians to degrees."""
+    x = ensure_arraylike("rad2deg", x)
+    (x,) = promote_dtypes_inexact(x)
+    return lax.mul(x, _const(x, 180 / np.pi))
+
+
+radians = deg2rad
+degrees = rad2deg
+
+
+def hypot(x1, x2, /):
+    """Elementwise ``sqrt(x1**2 + x2**2)`` without undue overflow."""
+    x1, x2 = promote_args_inexact("hypot", x1, x2)
+    if _kind(x1) == "c":
+        raise TypeError("hypot does not support complex-valued inputs")
+    a1, a2 = lax.abs(x1), lax.abs(x2)
+    big, small = lax.max(a1, a2), lax.min(a1, a2)
+    safe = lax.select(lax.eq(big, _const(big, 0)), _const(big, 1), big)
+    r = lax.div(small, safe)
+    out = lax.mul(big, lax.sqrt(lax.add(_const(r, 1), lax.mul(r, r))))
+    inf = lax.or_(lax.eq(a1, _const(a1, np.inf)), lax.eq(a2, _const(a2, np.inf)))
+    return lax.select(inf, _const(out, np.inf), out)
+
+
+def logaddexp(x1, x2, /):
+    """Elementwise ``log(exp(x1) + exp(x2))`` without overflow."""
+    x1, x2 = promote_args_inexact("logaddexp", x1, x2)
+    amax = lax.max(x1, x2)
+    delta = lax.sub(x1, x2)
+    out = lax.add(amax, lax.log1p(lax.exp(lax.neg(lax.abs(delta)))))
+    return lax.select(lax.ne(delta, delta), lax.add(x1, x2), out)
+
+
+def logaddexp2(x1, x2, /):
+    """Elementwise ``log2(2**x1 + 2**x2)`` without overflow."""
+    x1, x2 = promote_args_inexact("logaddexp2", x1, x2)
+    amax = lax.max(x1, x2)
+    delta = lax.sub(x1, x2)
+    ln2 = _const(x1, np.log(2))
+    out = lax.add(amax, lax.div(lax.log1p(lax.exp2(lax.neg(lax.abs(delta)))), ln2))
+    return lax.select(lax.ne(delta, delta), lax.add(x1, x2), out)
+
+
+# ----------------------------------------------------------------------------------------------
+# rounding
+
+
+def _round_int_passthrough(name, fn, doc):
+    def f(x, /):
+        x = ensure_arraylike(name, x)
+        k = _kind(x)
+        if k in "biu":
+            return x
+        if k == "c":
+            raise TypeError(f"{name} does not support complex-valued inputs")
+        return fn(x)
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = doc
+    return f
+
+
+floor = _round_int_passthrough("floor", lambda x: lax.floor(x), "Elementwise floor.")
+ceil = _round_int_passthrough("ceil", lambda x: lax.ceil(x), "Elementwise ceiling.")
+
+
+def _trunc(x):
+    return lax.select(lax.lt(x, _const(x, 0)), lax.ceil(x), lax.floor(x))
+
+
+trunc = _round_int_passthrough("trunc", _trunc, "Round toward zero.")
+fix = _round_int_passthrough("fix", _trunc, "Round toward zero.")
+
+
+def rint(x, /):
+    """Round to the nearest integer (ties to even); integers become floats."""
+    x = ensure_arraylike("rint", x)
+    k = _kind(x)
+    if k in "biu":
+        return lax.convert_element_type(x, dtypes.default_float_dtype())
+    if k == "c":
+        return lax.complex(rint(lax.real(x)), rint(lax.imag(x)))
+    return lax.round(x, _rounding_nearest_even())
+
+
+def round(a, decimals=0, out=None):  # noqa: A001
+    """Round to ``decimals`` decimal places (ties to even)."""
+    a = ensure_arraylike("round", a)
+    decimals = _util.core_int(decimals, "The 'decimals' argument of jnp.round must be static.")
+    if out is not None:
+        raise NotImplementedError("The 'out' argument to jnp.round is not supported.")
+    k = _kind(a)
+    if k in "biu":
+        if decimals < 0:
+            raise NotImplementedError("integer np.round not implemented for decimals < 0")
+        return a
+    dt = get_aval(a).dtype
+
+    def _round_float(x):
+        if decimals == 0:
+            return lax.round(x, _rounding_nearest_even())
+        if dt == np.float16:
+            x = lax.convert_element_type(x, np.float32)
+        factor = _const(x, 10.0 ** decimals)
+        r = lax.div(lax.round(lax.mul(x, factor), _rounding_nearest_even()), factor)
+        return lax.convert_element_type(r, dt) if dt == np.float16 else r
+
+    if decimals > np.log10(float(dtypes.finfo(dt).max)):
+        return a
+    if k == "c":
+        return lax.complex(_round_float(lax.real(a)), _round_float(lax.imag(a)))
+    return _round_float(a)
+
+
+around = round
+
+
+# ----------------------------------------------------------------------------------------------
+# comparisons, extrema
+
+
+def _cmp(name, fn, doc):
+    def f(x1, x2, /):
+        x1, x2 = promote_args(name, x1, x2)
+        return fn(x1, x2)
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = doc
+    return f
+
+
+equal = _cmp("equal", lambda a, b: lax.eq(a, b), "Elementwise ``x1 == x2``.")
+not_equal = _cmp("not_equal", lambda a, b: lax.ne(a, b), "Elementwise ``x1 != x2``.")
+less = _cmp("less", lambda a, b: lax.lt(a, b), "Elementwise ``x1 < x2``.")
+less_equal = _cmp("less_equal", lambda a, b: lax.le(a, b), "Elementwise ``x1 <= x2``.")
+greater = _cmp("greater", lambda a, b: lax.gt(a, b), "Elementwise ``x1 > x2``.")
+greater_equal = _cmp("greater_equal", lambda a, b: lax.ge(a, b), "Elementwise ``x1 >= x2``.")
+maximum = _cmp("maximum", lambda a, b: lax.max(a, b), "Elementwise maximum (NaNs propagate).")
+minimum = _cmp("minimum", lambda a, b: lax.min(a, b), "Elementwise minimum (NaNs propagate).")
+
+
+def fmax(x1, x2, /):
+    """Elementwise maximum ignoring NaNs."""
+    x1, x2 = promote_args("fmax", x1, x2)
+    return _where_op(lax.or_(lax.gt(x1, x2), isnan(x2)), x1, x2)
+
+
+def fmin(x1, x2, /):
+    """Elementwise minimum ignoring NaNs."""
+    x1, x2 = promote_args("fmin", x1, x2)
+    return _where_op(lax.or_(lax.lt(x1, x2), isnan(x2)), x1, x2)
+
+
+def clip(arr=None, /, min=None, max=None, *, a=None, a_min=None, a_max=None):  # noqa: A002
+    """Clip values to ``[min, max]`` (either may be None). ``a_min``/``a_max`` are the
+    deprecated spellings."""
+    if arr is None:
+        arr = a
+    if a_min is not None:
+        min = a_min  # noqa: A001
+    if a_max is not None:
+        max = a_max  # noqa: A001
+    arr = ensure_arraylike("clip", arr)
+    if min is not None:
+        arr = maximum(min, arr)
+    if max is not None:
+        arr = minimum(max, arr)
+    return arr
+
+
+# ----------------------------------------------------------------------------------------------
+# logical and bitwise
+
+
+def _to_bool(x):
+    x = as_operand(x)
+    if _kind(x) == "b":
+        return x
+    return lax.ne(x, _const(x, 0))
+
+
+def _logical(name, fn, doc):
+    def f(x1, x2, /):
+        check_arraylike(name, x1, x2)
+        a, b = promote_shapes(name, _to_bool(x1), _to_bool(x2))
+        return fn(a, b)
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = doc
+    return f
+
+
+logical_and = _logical("logical_and", lambda a, b: lax.and_(a, b), "Elementwise logical and.")
+logical_or = _logical("logical_or", lambda a, b: lax.or_(a, b), "Elementwise logical or.")
+logical_xor = _logical("logical_xor", lambda a, b: lax.xor(a, b), "Elementwise logical xor.")
+
+
+def logical_not(x, /):
+    """Elementwise logical not."""
+    x = ensure_arraylike("logical_not", x)
+    return lax.not_(_to_bool(x))
+
+
+def _check_integer_or_bool(name, x):
+    if _kind(x) not in "biu":
+        raise TypeError(f"{name} requires integer or boolean arguments, got "
+                        f"{get_aval(x).dtype.name}")
+
+
+def _bitwise(name, fn, doc):
+    def f(x1, x2, /):
+        x1, x2 = promote_args(name, x1, x2)
+        _check_integer_or_bool(name, x1)
+        return fn(x1, x2)
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = doc
+    return f
+
+
+bitwise_and = _bitwise("bitwise_and", lambda a, b: lax.and_(a, b), "Elementwise bitwise and.")
+bitwise_or = _bitwise("bitwise_or", lambda a, b: lax.or_(a, b), "Elementwise bitwise or.")
+bitwise_xor = _bitwise("bitwise_xor", lambda a, b: lax.xor(a, b), "Elementwise bitwise xor.")
+
+
+def invert(x, /):
+    """Elementwise bitwise not (logical not on booleans)."""
+    x = ensure_arraylike("invert", x)
+    _check_integer_or_bool("invert", x)
+    return lax.not_(x)
+
+
+bitwise_not = bitwise_invert = invert
+
+
+def left_shift(x1, x2, /):
+    """Elementwise ``x1 << x2``."""
+    x1, x2 = promote_args_numeric("left_shift", x1, x2)
+    _check_integer_or_bool("left_shift", x1)
+    return lax.shift_left(x1, x2)
+
+
+def right_shift(x1, x2, /):
+    """Elementwise ``x1 >> x2`` (arithmetic for signed, logical for unsigned)."""
+    x1, x2 = promote_args_numeric("right_shift", x1, x2)
+    _check_integer_or_bool("right_shift", x1)
+    if _kind(x1) == "u":
+        return lax.shift_right_logical(x1, x2)
+    return lax.shift_right_arithmetic(x1, x2)
+
+
+bitwise_left_shift = left_shift
+bitwise_right_shift = right_shift
+
+
+def bitwise_count(x, /):
+    """Number of set bits in ``|x|``."""
+    x = ensure_arraylike("bitwise_count", x)
+    _check_integer_or_bool("bitwise_count", x)
+    return lax.convert_element_type(lax.population_count(absolute(x)), np.uint8)
+
+
+# ----------------------------------------------------------------------------------------------
+# floating point classification
+
+
+def isnan(x, /):
+    """Elementwise NaN test."""
+    x = ensure_arraylike("isnan", x)
+    k = _kind(x)
+    if k == "c":
+        re, im = lax.real(x), lax.imag(x)
+        return lax.or_(lax.ne(re, re), lax.ne(im, im))
+    if k == "f":
+        return lax.ne(x, x)
+    return _zeros_bool(x)
+
+
+def isinf(x, /):
+    """Elementwise infinity test (either sign)."""
+    x = ensure_arraylike("isinf", x)
+    k = _kind(x)
+    if k == "c":
+        return lax.or_(isinf(lax.real(x)), isinf(lax.imag(x)))
+    if k == "f":
+        return lax.eq(lax.abs(x), _const(x, np.inf))
+    return _zeros_bool(x)
+
+
+def isposinf(x, /):
+    """Elementwise ``x == +inf``."""
+    x = ensure_arraylike("isposinf", x)
+    if _kind(x) == "f":
+        return lax.eq(x, _const(x, np.inf))
+    if _kind(x) == "c":
+        raise ValueError("isposinf is not defined for complex inputs")
+    return _zeros_bool(x)
+
+
+def isneginf(x, /):
+    """Elementwise ``x == -inf``."""
+    x = ensure_arraylike("isneginf", x)
+    if _kind(x) == "f":
+        return lax.eq(x, _const(x, -np.inf))
+    if _kind(x) == "c":
+        raise ValueError("isneginf is not defined for complex inputs")
+    return _zeros_bool(x)
+
+
+def isfinite(x, /):
+    """Elementwise test for finite values (not NaN, not infinite)."""
+    x = ensure_arraylike("isfinite", x)
+    k = _kind(x)
+    if k == "c":
+        return lax.and_(lax.is_finite(lax.real(x)), lax.is_finite(lax.imag(x)))
+    if k == "f":
+        return lax.is_finite(x)
+    return _ones_bool(x)
+
+
+def signbit(x, /):
+    """Elementwise test of the sign bit (True for -0.0)."""
+    x = ensure_arraylike("signbit", x)
+    k = _kind(x)
+    if k == "b":
+        return _zeros_bool(x)
+    if k in "iu":
+        return lax.lt(x, _const(x, 0))
+    if k == "c":
+        raise ValueError("jnp.signbit is not well defined for complex inputs")
+    # atan2(x, -1) is +pi for +0.0 and -pi for -0.0, and has x's sign otherwise.
+    return lax.lt(lax.atan2(x, _const(x, -1)), _const(x, 0))
+
+
+def copysign(x1, x2, /):
+    """``|x1|`` with the sign of ``x2``."""
+    x1, x2 = promote_args_inexact("copysign", x1, x2)
+    if _kind(x1) == "c":
+        raise TypeError("copysign does not support complex-valued inputs")
+    a = lax.abs(x1)
+    return lax.select(signbit(x2), lax.neg(a), a)
+
+
+def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """Elementwise ``|a - b| <= atol + rtol * |b|`` (infinities equal when they match)."""
+    a, b = promote_args("isclose", a, b)
+    k = _kind(a)
+    if k not in "fc":
+        return lax.eq(a, b)
+    dt = get_aval(a).dtype
+    rdt = dtypes.finfo(dt).dtype if k == "c" else dt
+    rtol_ = lax.convert_element_type(as_operand(rtol), rdt)
+    atol_ = lax.convert_element_type(as_operand(atol), rdt)
+    shape = get_aval(a).shape
+    rtol_ = _util.broadcast_to(rtol_, shape)
+    atol_ = _util.broadcast_to(atol_, shape)
+    out = lax.le(lax.abs(lax.sub(a, b)), lax.add(atol_, lax.mul(rtol_, lax.abs(b))))
+    a_inf, b_inf = isinf(a), isinf(b)
+    any_inf = lax.or_(a_inf, b_inf)
+    both_inf = lax.and_(a_inf, b_inf)
+    out = lax.and_(out, lax.not_(any_inf))
+    out = lax.or_(out, lax.and_(both_inf, lax.eq(a, b)))
+    a_nan, b_nan = isnan(a), isnan(b)
+    if equal_nan:
+        return lax.or_(lax.and_(out, lax.not_(lax.or_(a_nan, b_nan))), lax.and_(a_nan, b_nan))
+    return lax.and_(out, lax.not_(lax.or_(a_nan, b_nan)))
+
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """True when every element is ``isclose``."""
+    check_arraylike("allclose", a, b)
+    from kiln.numpy._reductions import all as _all
+    return _all(isclose(a, b, rtol, atol, equal_nan))
+
+
+def array_equal(a1, a2, equal_nan=False):
+    """True when the arrays have the same shape and elements."""
+    try:
+        a1, a2 = as_operand(a1), as_operand(a2)
+    except Exception:
+        return make_array(np.bool_(False))
+    if get_aval(a1).shape != get_aval(a2).shape:
+        return make_array(np.bool_(False))
+    from kiln.numpy._reductions import all as _all
+    eq = equal(a1, a2)
+    if equal_nan:
+        eq = lax.or_(eq, lax.and_(isnan(a1), isnan(a2)))
+    return _all(eq)
+
+
+def array_equiv(a1, a2):
+    """True when the arrays broadcast together and are elementwise equal."""
+    a1, a2 = as_operand(a1), as_operand(a2)
+    try:
+        _util.broadcast_shapes(get_aval(a1).shape, get_aval(a2).shape)
+    except ValueError:
+        return make_array(np.bool_(False))
+    from kiln.numpy._reductions import all as _all
+    return _all(equal(a1, a2))
+
+
+def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
+    """Replace NaN by ``nan`` and infinities by ``posinf``/``neginf`` (default: the largest
+    finite values)."""
+    x = ensure_arraylike("nan_to_num", x)
+    k = _kind(x)
+    if k == "c":
+        return lax.complex(nan_to_num(lax.real(x), nan=nan, posinf=posinf, neginf=neginf),
+                           nan_to_num(lax.imag(x), nan=nan, posinf=posinf, neginf=neginf))
+    if k != "f":
+        return x
+    info = dtypes.finfo(get_aval(x).dtype)
+    posinf = float(info.max) if posinf is None else posinf
+    neginf = float(info.min) if neginf is None else neginf
+    out = _where_op(isnan(x), _const_like_value(x, nan), x)
+    out = _where_op(isposinf(out), _const_like_value(x, posinf), out)
+    out = _where_op(isneginf(out), _const_like_value(x, neginf), out)
+    return out
+
+
+def _const_like_value(x, value):
+    if isinstance(value, (Tracer, Array)):
+        return _util.broadcast_to(lax.convert_element_type(value, get_aval(x).dtype),
+                                  get_aval(x).shape)
+    return _const(x, value)
+
+
+# ----------------------------------------------------------------------------------------------
+# selection
+
+
+def _where_op(cond, x, y):
+    """``select`` on already-promoted operands of equal dtype (broadcasting them)."""
+    cond, x, y = promote_shapes("where", cond, x, y)
+    return lax.select(cond, x, y)
+
+
+def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
+    """``x`` where ``condition`` else ``y``; with one argument, ``nonzero(condition)``."""
+    if x is None and y is None:
+        from kiln.numpy._indexing import nonzero
+        return nonzero(condition, size=size, fill_value=fill_value)
+    if x is None or y is None:
+        raise ValueError("Either both or neither of the x and y arguments should be provided "
+                         f"to jax.numpy.where, got {x} and {y}.")
+    check_arraylike("where", condition, x, y)
+    condition = as_operand(condition)
+    if _kind(condition) != "b":
+        condition = _to_bool(condition)
+    x, y = _util.promote_dtypes(x, y)
+    return _where_op(condition, x, y)
+
+
+def select(condlist, choicelist, default=0):
+    """The element of the first ``choicelist`` entry whose condition holds, else default."""
+    if len(condlist) != len(choicelist):
+        raise ValueError("condlist must have length equal to choicelist ({} vs {})"
+                         .format(len(condlist), len(choicelist)))
+    if len(condlist) == 0:
+        raise ValueError("condlist must be non-empty")
+    check_arraylike("select", *condlist, *choicelist, default)
+    out = default
+    for cond, choice in reversed(list(zip(condlist, choicelist))):
+        cond = as_operand(cond)
+        if _kind(cond) != "b":
+            raise TypeError("condlist must be a sequence of boolean arrays")
+        out = where(cond, choice, out)
+    return as_operand(out)
+
+
+# ----------------------------------------------------------------------------------------------
+# complex numbers
+
+
+def real(val, /):
+    """The real part (the input itself for real dtypes)."""
+    val = ensure_arraylike("real", val)
+    return lax.real(val) if _kind(val) == "c" else val
+
+
+def imag(val, /):
+    """The imaginary part (zeros for real dtypes)."""
+    val = ensure_arraylike("imag", val)
+    if _kind(val) == "c":
+        return lax.imag(val)
+    return _const(val, 0)
+
+
+def conjugate(x, /):
+    """The complex conjugate (the input itself for real dtypes)."""
+    x = ensure_arraylike("conjugate", x)
+    return lax.conj(x) if _kind(x) == "c" else x
+
+
+conj = conjugate
+
+
+def angle(z, deg=False):
+    """The argument of complex numbers (0 or pi for reals), in radians unless ``deg``."""
+    z = ensure_arraylike("angle", z)
+    if _kind(z) == "c":
+        re, im = lax.real(z), lax.imag(z)
+    else:
+        (re,) = promote_dtypes_inexact(z)
+        re = lax._convert_element_type(re, get_aval(re).dtype, False)
+        im = _const(re, 0)
+    out = lax.atan2(im, re)
+    return rad2deg(out) if deg else out
+
+
+def iscomplex(x):
+    """Elementwise test for a nonzero imaginary part."""
+    x = ensure_arraylike("iscomplex", x)
+    i = imag(x)
+    return lax.ne(i, _const(i, 0))
+
+
+def isreal(x):
+    """Elementwise test for a zero imaginary part."""
+    x = ensure_arraylike("isreal", x)
+    i = imag(x)
+    return lax.eq(i, _const(i, 0))
+
+
+# ----------------------------------------------------------------------------------------------
+# miscellaneous
+
+
+def heaviside(x1, x2, /):
+    """0 for negative ``x1``, 1 for positive, ``x2`` where ``x1 == 0``."""
+    x1, x2 = promote_args_inexact("heaviside", x1, x2)
+    zero = _const(x1, 0)
+    return lax.select(lax.lt(x1, zero), zero,
+                      lax.select(lax.gt(x1, zero), _const(x1, 1), x2))
+
+
+def sinc(x, /):
+    """``sin(pi x) / (pi x)``, 1 at 0 (with a zero derivative there)."""
+    x = ensure_arraylike("sinc", x)
+    (x,) = promote_dtypes_inexact(x)
+    is_zero = lax.eq(x, _const(x, 0))
+    safe = lax.select(is_zero, _const(x, 1), x)
+    pi_x = lax.mul(_const(x, np.pi), safe)
+    return lax.select(is_zero, _const(x, 1), lax.div(lax.sin(pi_x), pi_x))
+
+
+def nextafter(x1, x2, /):
+    """The next representable float after ``x1`` toward ``x2``."""
+    x1, x2 = promote_args_inexact("nextafter", x1, x2)
+    return lax.nextafter(x1, x2)
+
+
+def ldexp(x1, x2, /):
+    """``x1 * 2**x2`` (``x2`` integer)."""
+    check_arraylike("ldexp", x1, x2)
+    x2 = as_operand(x2)
+    if _kind(x2) not in "iub":
+        raise TypeError(f"ldexp requires integer exponents, got {get_aval(x2).dtype.name}")
+    (x1,) = promote_dtypes_inexact(x1)
+    x1, x2 = promote_shapes("ldexp", x1, x2)
+    return lax.mul(x1, lax.exp2(lax.convert_element_type(x2, get_aval(x1).dtype)))
+
+
+def spacing(x, /):
+    """The distance to the next representable number away from zero."""
+    x = ensure_arraylike("spacing", x)
+    (x,) = promote_dtypes_inexact(x)
+    toward = lax.select(lax.lt(x, _const(x, 0)), _const(x, -np.inf), _const(x, np.inf))
+    return lax.sub(lax.nextafter(x, toward), x)
+
+
+__all__ = [
+    "add", "subtract", "multiply", "true_divide", "divide", "floor_divide", "remainder", "mod",
+    "fmod", "divmod", "power", "pow", "float_power", "negative", "positive", "absolute", "abs",
+    "sign", "square", "reciprocal", "sqrt", "cbrt", "exp", "exp2", "expm1", "log", "log1p",
+    "log2", "log10", "sin", "cos", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh",
+    "arcsinh", "arccosh", "arctanh", "asin", "acos", "atan", "asinh", "acosh", "atanh",
+    "arctan2", "atan2", "deg2rad", "rad2deg", "radians", "degrees", "hypot", "logaddexp",
+    "logaddexp2", "floor", "ceil", "trunc", "fix", "rint", "round", "around", "equal",
+    "not_equal", "less", "less_equal", "greater", "greater_equal", "maximum", "minimum", "fmax",
+    "fmin", "clip", "logical_and", "logical_or", "logical_xor", "logical_not", "bitwise_and",
+    "bitwise_or", "bitwise_xor", "invert", "bitwise_not", "bitwise_invert", "left_shift",
+    "right_shift", "bitwise_left_shift", "bitwise_right_shift", "bitwise_count", "isnan",
+    "isinf", "isposinf", "isneginf", "isfinite", "signbit", "copysign", "isclose", "allclose",
+    "array_equal", "array_equiv", "nan_to_num", "where", "select", "real", "imag", "conjugate",
+    "conj", "angle", "iscomplex", "isreal", "heaviside", "sinc", "nextafter", "ldexp",
+    "spacing",
+]
