@@ -296,10 +296,7 @@ custom_lin_p.weak_type_rule = lambda *w, out_avals, **_: [a.weak_type for a in o
 def _custom_lin_transpose(cts, *args, num_res, bwd, out_avals, in_avals, symbolic_zeros):
     res = args[:num_res]
     cts_in = bwd(list(res), list(cts))
-    out = [None] * num_res
-    for c, a in zip(cts_in, in_avals):
-        out.append(c)
-    return out
+    return [None] * num_res + list(cts_in)
 
 
 ad.transpose_rules[custom_lin_p] = _custom_lin_transpose

@@ -19,7 +19,8 @@ from kiln.core.trace import Trace, Tracer, check_foreign_tracer, get_aval, set_c
 
 # partial_eval_rules[prim](trace, args, params) -> outputs; used when some inputs are known.
 partial_eval_rules: dict = {}
-# Primitives whose partial evaluation with all-known inputs must still be staged (effects).
+# Effectful primitives (debug callbacks, io callbacks): never removed by dead-code
+# elimination. With all-known inputs, partial evaluation still runs them right away.
 always_stage: set = set()
 
 
@@ -83,7 +84,7 @@ class JaxprTrace(Trace):
     def process_primitive(self, prim, args, params):
         if self.forward_known:
             own = [self.is_own(x) for x in args]
-            if not any(own) and prim not in always_stage:
+            if not any(own):
                 with set_current_trace(self.parent):
                     return prim.bind(*args, **params)
             rule = partial_eval_rules.get(prim)

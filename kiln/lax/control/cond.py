@@ -82,7 +82,9 @@ def _trace_branches(funs, ops_tree, op_avals, what):
     offset = 0
     total = len(all_consts)
     for closed, consts, _ in traced:
-        def fun(*args, closed=closed, offset=offset, n=len(consts)):
+        n_own = len(consts)
+
+        def fun(*args, closed=closed, offset=offset, n=n_own):
             return common.jaxpr_fun(closed)(*args[offset:offset + n], *args[total:])
         jaxpr, jconsts = staging.trace_to_jaxpr(fun, const_avals + list(op_avals))
         branches.append(ClosedJaxpr(jaxpr, jconsts))
@@ -198,7 +200,7 @@ def _cond_partial_eval(trace, args, params):
     # Known branches: known outputs + all residual slots (zeros for other branches').
     known_brs = []
     offset = 0
-    for (known, _, _, num_res), ra in zip(splits, res_avals):
+    for known, _, _, num_res in splits:
         k_in = [a for a, u in zip(br_in_avals(branches[0]), unknowns) if not u]
 
         def kfun(*xs, known=known, offset=offset, num_res=num_res):
@@ -266,7 +268,6 @@ def _cond_batch(axis_data, vals, dims, *, branches):
     from kiln import lax
     index, *ops = vals
     idim, *odims = dims
-    size = axis_data.size
     ops = [x if d is None else batching.moveaxis(x, d, 0) for x, d in zip(ops, odims)]
     in_dims = [None if d is None else 0 for d in odims]
     if idim is not None:

@@ -596,7 +596,6 @@ def _scan_transpose(cts, *args, jaxpr, length, reverse, num_consts, num_carry, l
     res_c = [x for x, lin in zip(consts, c_lin) if not lin]
     res_x = [x for x, lin in zip(xs, x_lin) if not lin]
     lin_c_avals = [a for a, lin in zip(jaxpr.in_avals[:nc], c_lin) if lin]
-    lin_x_avals = [a for a, lin in zip(jaxpr.in_avals[nc + ncar:], x_lin) if lin]
     carry_avals = list(jaxpr.in_avals[nc:nc + ncar])
     linear_mask = c_lin + [True] * ncar + x_lin
     t_body = common.transpose_jaxpr(jaxpr, linear_mask, jaxpr.out_avals)
