@@ -1038,6 +1038,16 @@ def test_parity_tree_module(jtu):
     assert kp == jp
 
 
+def _same_message(a, b):
+    """Equal error messages, up to the (hash-dependent) order of the keys in
+    a "symmetric difference on key sets" line."""
+    a_lines, b_lines = a.splitlines(), b.splitlines()
+    if "symmetric difference" in a and len(a_lines) == len(b_lines):
+        return a_lines[:-1] == b_lines[:-1] and \
+            sorted(a_lines[-1].split()) == sorted(b_lines[-1].split())
+    return a == b
+
+
 def _random_tree(rng, depth=0):
     kind = rng.integers(0, 10) if depth < 4 else 0
     counter = int(rng.integers(0, 1000))
@@ -1093,7 +1103,7 @@ def test_parity_random_trees(jtu):
         except ValueError as e:
             with pytest.raises(ValueError) as kerr:
                 tu.tree_map(lambda x, y: (x, y), tree, other)
-            assert str(kerr.value) == str(e)
+            assert _same_message(str(kerr.value), str(e))
         else:
             assert _eq(tu.tree_map(lambda x, y: (x, y), tree, other), jout)
         # tree is a prefix of a tree whose leaves were replaced by subtrees

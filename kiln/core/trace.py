@@ -40,6 +40,9 @@ class Primitive:
         self.abstract_eval = None
         # weak_type_rule(*in_weak_flags, **params) -> bool (or list for multiple results)
         self.weak_type_rule = None
+        # Signatures (shapes, dtypes, params) whose abstract evaluation already passed
+        # eagerly: bad arguments raise JAX's errors, good ones are checked only once.
+        self._eager_ok = set()
 
     def bind(self, *args, **params):
         return _state.trace.process_primitive(self, args, params)
@@ -148,6 +151,16 @@ class EvalTrace(Trace):
                 x = to_array(x)
                 vals.append(x._value)
                 weak.append(x.weak_type)
+        try:
+            key = (tuple([(v.shape, v.dtype) for v in vals]), tuple(params.items()))
+            ok = key in prim._eager_ok
+        except TypeError:   # an unhashable parameter: always check
+            key, ok = None, False
+        if not ok:
+            prim.abstract_eval(*[ShapedArray(v.shape, v.dtype, w) for v, w in zip(vals, weak)],
+                               **params)
+            if key is not None and len(prim._eager_ok) < 4096:
+                prim._eager_ok.add(key)
         out = prim.impl(*vals, **params)
         if _debug_checks[0]:
             _check_finite(prim, out)

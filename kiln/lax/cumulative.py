@@ -20,7 +20,7 @@ from kiln.lax._factory import as_dtype, standard_primitive
 from kiln.lax.arith import add, div, eq, exp, log, mul, sub
 from kiln.lax.arith import max as _lax_max
 from kiln.lax.arith import min as _lax_min
-from kiln.lax.slicing import concatenate, full_like, rev, slice_in_dim
+from kiln.lax.slicing import concatenate, eager_checked, full_like, rev, slice_in_dim
 from kiln.lax.structural import select
 
 
@@ -75,6 +75,7 @@ def _cumulative_primitive(name, accumulate):
         return prim.bind(x, axis=axis + 1 if axis >= d else axis, reverse=reverse), d
 
     batching.batch_rules[prim] = batch
+    eager_checked(prim)
     return prim
 
 

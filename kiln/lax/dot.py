@@ -7,16 +7,19 @@ on BLAS: lhs → (batch, free, contract), rhs → (batch, contract, free).
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Sequence
 
 import numpy as np
 
 from kiln import dtypes
+from kiln.config import config
 from kiln.core.avals import ShapedArray
 from kiln.core.trace import get_aval
 from kiln.interpreters import ad, batching
 from kiln.interpreters.ad import Zero, is_undefined_primal
 from kiln.lax._factory import standard_primitive
+from kiln.lax.slicing import eager_checked
 from kiln.lax.structural import convert_element_type, transpose
 
 
@@ -54,7 +57,6 @@ DotDimensionNumbers = tuple[tuple[Sequence[int], Sequence[int]],
 def canonicalize_precision(precision):
     """``None`` or a pair of ``Precision`` values, from any accepted spelling."""
     if precision is None:
-        from kiln.config import config
         default = config.jax_default_matmul_precision
         return None if default is None else canonicalize_precision(default)
     if isinstance(precision, str) and precision in _precision_strings:
@@ -98,6 +100,7 @@ def _type_rank(dt):
             _bit_width(real), real.kind != "u")
 
 
+@functools.lru_cache(maxsize=512)
 def _input_result_dtype(lhs_dt, rhs_dt):
     lr, rr = _type_rank(lhs_dt), _type_rank(rhs_dt)
     if lr > rr:
@@ -109,7 +112,10 @@ def _input_result_dtype(lhs_dt, rhs_dt):
     return np.dtype(lhs_dt)
 
 
+@functools.lru_cache(maxsize=512)
 def _result_dtype(lhs_dt, rhs_dt, preferred):
+    if preferred is None and lhs_dt == rhs_dt:
+        return np.dtype(lhs_dt)
     rt = _input_result_dtype(lhs_dt, rhs_dt)
     if preferred is None or rt == preferred:
         return rt
@@ -219,6 +225,7 @@ def _dot_impl(lhs, rhs, *, dimension_numbers, precision, preferred_element_type,
 
 
 dot_general_p = standard_primitive("dot_general", _dot_abstract_eval, _dot_impl)
+eager_checked(dot_general_p)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -236,7 +243,7 @@ def _dot_jvp_rhs(g, ans, lhs, rhs, **params):
 ad.defjvp(dot_general_p, _dot_jvp_lhs, _dot_jvp_rhs)
 
 
-def _transpose_operand(ct, x_aval, y, x_is_lhs, dimension_numbers, precision):
+def _transpose_operand(ct, x_aval, y, x_is_lhs, dimension_numbers, precision, preferred):
     """Cotangent of one operand ``x`` of ``dot_general`` given the other, ``y``.
 
     ``ct`` has layout (batch, lhs free, rhs free). Contract its ``y``-free block with
@@ -255,7 +262,7 @@ def _transpose_operand(ct, x_aval, y, x_is_lhs, dimension_numbers, precision):
         ct_y = tuple(range(nb, nb + len(y_kept)))
     dims = ((ct_y, tuple(y_kept)), (tuple(range(nb)), tuple(yb)))
     res = dot_general_p.bind(ct, y, dimension_numbers=dims, precision=precision,
-                             preferred_element_type=x_aval.dtype, out_sharding=None)
+                             preferred_element_type=preferred, out_sharding=None)
     y_rest = sorted(yc)
     src = list(xb) + x_kept + [xc[list(yc).index(j)] for j in y_rest]
     perm = tuple(int(i) for i in np.argsort(src))
@@ -273,8 +280,10 @@ def _dot_transpose(ct, lhs, rhs, *, dimension_numbers, precision, preferred_elem
     if type(ct) is Zero:
         return [Zero(lhs.aval) if lin_l else None, Zero(rhs.aval) if lin_r else None]
     if lin_l:
-        return [_transpose_operand(ct, lhs.aval, rhs, True, dimension_numbers, precision), None]
-    return [None, _transpose_operand(ct, rhs.aval, lhs, False, dimension_numbers, precision)]
+        return [_transpose_operand(ct, lhs.aval, rhs, True, dimension_numbers, precision,
+                                   preferred_element_type), None]
+    return [None, _transpose_operand(ct, rhs.aval, lhs, False, dimension_numbers, precision,
+                                     preferred_element_type)]
 
 
 ad.transpose_rules[dot_general_p] = _dot_transpose

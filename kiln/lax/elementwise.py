@@ -63,9 +63,16 @@ from kiln.lax.structural import broadcast_in_dim, convert_element_type, select
 # ----------------------------------------------------------------------------------------------
 # Helpers for impls and rules.
 
+_HALF: dict = {}
+
+
 def _is_half(dt) -> bool:
-    dt = np.dtype(dt)
-    return dt.itemsize < 4 and dtypes.issubdtype(dt, np.floating)
+    """float16, bfloat16 and the float8 types: computed in float32."""
+    r = _HALF.get(dt)
+    if r is None:
+        d = np.dtype(dt)
+        r = _HALF[dt] = d.itemsize < 4 and dtypes.issubdtype(d, np.floating)
+    return r
 
 
 def _math(fn, *, upcast=True):
@@ -77,7 +84,7 @@ def _math(fn, *, upcast=True):
             args = [np.asarray(a, np.float32) for a in args]
         with np.errstate(all="ignore"):
             out = fn(*args, **params)
-        return as_dtype(out, dt)
+        return out if out.dtype == dt else out.astype(dt)
     return impl
 
 
@@ -104,14 +111,19 @@ def _eager_checked(prim, *, always=False):
         if always:
             full(args, params)
             return impl(*args, **params)
-        key = (tuple(a.dtype for a in args), tuple(params.items()))
+        if len(args) == 1:
+            key = (args[0].dtype, *params.items()) if params else args[0].dtype
+            if key not in seen:
+                full(args, params)
+                seen.add(key)
+            return impl(*args, **params)
+        key = (*[a.dtype for a in args], *params.items())
         if key not in seen:
             full(args, params)
             seen.add(key)
-        elif len(args) > 1:
-            shapes = [np.shape(a) for a in args]
-            big = [sh for sh in shapes if sh]
-            if any(sh != big[0] for sh in big[1:]):
+        else:
+            big = [a.shape for a in args if a.shape]
+            if big and any(sh != big[0] for sh in big[1:]):
                 full(args, params)
         return impl(*args, **params)
 
@@ -817,20 +829,32 @@ def _polygamma(m, x):
 
 
 def _zeta(x, q):
-    return _nan_where(x < 1, sps.zeta(x, q))
+    return _nan_where((x < 1) | ~np.isfinite(q), sps.zeta(x, q))
+
+
+def _lgamma(x):
+    return np.where(x == -np.inf, np.inf, sps.gammaln(x))  # log|Gamma(-inf)| = inf
+
+
+def _igamma(a, x):
+    return _nan_where(np.isinf(a), sps.gammainc(a, x))
+
+
+def _igammac(a, x):
+    return _nan_where(np.isinf(a), sps.gammaincc(a, x))
 
 
 erf_p = unop("erf", _math(sps.erf), _float)
 erfc_p = unop("erfc", _math(sps.erfc), _float)
 erf_inv_p = unop("erf_inv", _math(sps.erfinv), _float)
-lgamma_p = unop("lgamma", _math(sps.gammaln), _float)
+lgamma_p = unop("lgamma", _math(_lgamma), _float)
 digamma_p = unop("digamma", _math(_digamma), _float)
 bessel_i0e_p = unop("bessel_i0e", _math(sps.i0e), _float)
 bessel_i1e_p = unop("bessel_i1e", _math(sps.i1e), _float)
 polygamma_p = naryop("polygamma", _math(_polygamma), _float)
 zeta_p = naryop("zeta", _math(_zeta), _float)
-igamma_p = naryop("igamma", _math(sps.gammainc), _float)
-igammac_p = naryop("igammac", _math(sps.gammaincc), _float)
+igamma_p = naryop("igamma", _math(_igamma), _float)
+igammac_p = naryop("igammac", _math(_igammac), _float)
 regularized_incomplete_beta_p = standard_primitive(
     "regularized_incomplete_beta", None, _math(sps.betainc))
 
@@ -877,44 +901,46 @@ ad.defjvp(igammac_p, lambda g, ans, a, x: neg(mul(g, igamma_grad_a(a, x))),
           lambda g, ans, a, x: neg(_igamma_jvp_x(g, ans, a, x)))
 
 
-# d/da of the regularized incomplete gamma function (no SciPy routine exists). With
-# w = exp(a log x - x - lgamma(a)), we compute D = (dP/da) / w by differentiating, in a,
-# the power series of P (small x) or the continued fraction of Q = 1 - P (large x):
-# then igamma_grad_a = w * D and random_gamma_grad = -(dP/da) / (dP/dx) = -x * D.
+# d/da of the regularized incomplete gamma function P(a, x) (SciPy has no routine).
+# We write dP/da = exp(L) * T and evaluate T in float64:
+# - small x (power series): P = exp(a log x - x - lgamma(a+1)) * sum_n u_n with
+#   u_n = x**n / ((a+1)...(a+n)); differentiating term by term (the n = 0 term's 1/a**2
+#   pieces cancel analytically, which keeps tiny ``a`` accurate) gives
+#   T = sum_n u_n (log x - psi(a+1) - H_n), H_n = sum_{k=1..n} 1/(a+k), L = a log x - x - lgamma(a+1);
+# - large x (continued fraction of Q = 1 - P = exp(L) * F, L = a log x - x - lgamma(a)):
+#   T = -(F (log x - psi(a)) + dF/da), dF/da by forward-mode differentiation of the recurrence.
+# random_gamma_grad = -(dP/da) / (dP/dx) with dP/dx = exp(a log x - x - lgamma(a)) / x,
+# i.e. -(x/a) T for the series and -x T for the continued fraction (no under/overflow).
 
 _MAX_TERMS = 4000
 
 
-def _igamma_series_d(a, x):
-    """P = w * S with S = sum_n x**n / (a (a+1) ... (a+n)); returns D = S*(log x - psi(a)) + S'."""
-    term = 1.0 / a
-    dterm = -term / a
-    s, ds = term.copy(), dterm.copy()
+def _igamma_series_t(a, x):
+    base = np.log(x) - sps.psi(a + 1.0)
+    u = np.ones_like(a)
+    h = np.zeros_like(a)
+    total = base.copy()
+    active = np.ones(a.shape, bool)
     n = 0
-    active = np.ones(np.shape(a), bool)
     while active.any() and n < _MAX_TERMS:
         n += 1
-        r = x / (a + n)
-        dterm = np.where(active, dterm * r - term * r / (a + n), 0.0)
-        term = np.where(active, term * r, 0.0)
-        s = s + term
-        ds = ds + dterm
-        active = active & ((np.abs(term) > 1e-17 * np.abs(s)) |
-                           (np.abs(dterm) > 1e-17 * np.abs(ds)))
-    return s * (np.log(x) - sps.psi(a)) + ds
+        u = np.where(active, u * x / (a + n), 0.0)
+        h = h + 1.0 / (a + n)
+        total = total + u * (base - h)
+        active = active & (u * (np.abs(base) + h) > 1e-17 * np.abs(total))
+    return total
 
 
-def _igammac_cf_d(a, x):
-    """Q = w * F with F the continued fraction of Q; returns D = -(F*(log x - psi(a)) + F')."""
-    # Forward-mode derivative (in a) of the classic recurrence pk/qk for F.
+def _igammac_cf_t(a, x):
+    # The classic recurrence p_k/q_k for F (as in Cephes' igamc), with d/da carried along.
     y = 1.0 - a
     z = x + y + 1.0
     c = np.zeros_like(a)
     pkm2, qkm2, pkm1, qkm1 = np.ones_like(a), x.copy(), x + 1.0, z * x
-    dpkm2, dqkm2, dpkm1, dqkm1 = (np.zeros_like(a), np.zeros_like(a), np.zeros_like(a), -x)
+    dpkm2, dqkm2, dpkm1, dqkm1 = np.zeros_like(a), np.zeros_like(a), np.zeros_like(a), -x
     f = pkm1 / qkm1
     df = (dpkm1 - f * dqkm1) / qkm1
-    active = np.ones(np.shape(a), bool)
+    active = np.ones(a.shape, bool)
     n = 0
     big = 2.0 ** 512
     while active.any() and n < _MAX_TERMS:
@@ -944,31 +970,35 @@ def _igammac_cf_d(a, x):
     return -(f * (np.log(x) - sps.psi(a)) + df)
 
 
-def _igamma_d(a, x):
+def _igamma_t(a, x):
+    """Returns ``(a, x, L, T, series_mask, bad, zero)`` (see above), broadcast, float64."""
     a, x = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(x, np.float64))
-    bad = np.isnan(a) | np.isnan(x) | (x < 0) | (a <= 0)
-    zero = x == 0
+    bad = ~np.isfinite(a) | ~np.isfinite(x) | (x < 0) | (a <= 0)
+    zero = (x == 0) & ~bad
     use_cf = (x > 1) & (x > a) & ~bad
-    use_series = ~use_cf & ~bad & ~zero & np.isfinite(x)
-    d = np.zeros(a.shape)
+    use_series = ~use_cf & ~bad & ~zero
+    t = np.zeros(a.shape)
     if use_series.any():
-        d[use_series] = _igamma_series_d(a[use_series], x[use_series])
+        t[use_series] = _igamma_series_t(a[use_series], x[use_series])
     if use_cf.any():
-        d[use_cf] = _igammac_cf_d(a[use_cf], x[use_cf])
-    return a, x, d, bad, zero
+        t[use_cf] = _igammac_cf_t(a[use_cf], x[use_cf])
+    with np.errstate(all="ignore"):
+        lg = np.where(use_series, sps.gammaln(a + 1.0), sps.gammaln(a))
+        log_scale = a * np.log(x) - x - lg
+    return a, x, log_scale, t, use_series, bad, zero
 
 
 def _igamma_grad_a_impl(a, x):
-    a, x, d, bad, zero = _igamma_d(a, x)
+    a, x, log_scale, t, series, bad, zero = _igamma_t(a, x)
     with np.errstate(all="ignore"):
-        w = np.exp(a * np.log(x) - x - sps.gammaln(a))
-        out = np.where(zero | ~np.isfinite(x), 0.0, w * d)
+        out = np.where(zero, 0.0, np.exp(log_scale) * t)
     return np.where(bad, np.nan, out)
 
 
 def _random_gamma_grad_impl(a, x):
-    a, x, d, bad, zero = _igamma_d(a, x)
-    out = np.where(zero, 0.0, -x * d)
+    a, x, log_scale, t, series, bad, zero = _igamma_t(a, x)
+    with np.errstate(all="ignore"):
+        out = np.where(zero, 0.0, -x * t / np.where(series, a, 1.0))
     return np.where(bad, np.nan, out)
 
 
@@ -1105,16 +1135,19 @@ clamp_p = standard_primitive("clamp", _clamp_abstract_eval, _clamp_impl)
 
 def _clamp_jvp_lo(g, ans, lo, x, hi):
     shape = get_aval(x).shape
+    lo, hi = _bcast_to(lo, shape), _bcast_to(hi, shape)
     return select(bitwise_and(gt(lo, x), lt(lo, hi)), _bcast_to(g, shape), _full_like(x, 0))
 
 
 def _clamp_jvp_x(g, ans, lo, x, hi):
+    shape = get_aval(x).shape
+    lo, hi = _bcast_to(lo, shape), _bcast_to(hi, shape)
     return select(bitwise_and(gt(x, lo), lt(x, hi)), g, _full_like(x, 0))
 
 
 def _clamp_jvp_hi(g, ans, lo, x, hi):
     shape = get_aval(x).shape
-    return select(lt(hi, x), _bcast_to(g, shape), _full_like(x, 0))
+    return select(lt(_bcast_to(hi, shape), x), _bcast_to(g, shape), _full_like(x, 0))
 
 
 ad.defjvp(clamp_p, _clamp_jvp_lo, _clamp_jvp_x, _clamp_jvp_hi)

@@ -17,7 +17,7 @@ from kiln.lax._factory import as_dtype, false_weak_type_rule, standard_primitive
 from kiln.lax.arith import mul
 from kiln.lax.cumulative import cumprod
 from kiln.lax.reductions import _reduce_shape, reduce_max, reduce_min, reduce_sum
-from kiln.lax.slicing import concatenate, full, slice_in_dim
+from kiln.lax.slicing import concatenate, eager_checked, full, slice_in_dim
 from kiln.lax.structural import reshape, transpose
 
 
@@ -63,7 +63,7 @@ def _reduce_prod_jvp(primals, tangents, *, axes):
     kept_shape = tuple(aval.shape[d] for d in kept)
     n = int(np.prod([aval.shape[d] for d in axes], dtype=np.int64))
     if n == 0:
-        return ans, ad.instantiate_zeros(Zero.from_primal_value(ans))
+        return ans, Zero.from_primal_value(ans)
 
     def flat(v):
         return reshape(transpose(v, tuple(axes) + kept), (n,) + kept_shape)
@@ -277,6 +277,8 @@ def reduce(operands, init_values, computation, dimensions, out_sharding=None):  
     out = combine(out, broadcast_in_dim(init, out_shape, ()))
     return tree_util.tree_unflatten(tree, [out])
 
+
+eager_checked(reduce_prod_p, reduce_and_p, reduce_or_p, reduce_xor_p, argmax_p, argmin_p)
 
 __all__ = ["reduce_prod", "reduce_and", "reduce_or", "reduce_xor", "argmax", "argmin",
            "reduce", "reduce_prod_p", "reduce_and_p", "reduce_or_p", "reduce_xor_p", "argmax_p",

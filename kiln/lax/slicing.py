@@ -33,6 +33,11 @@ from kiln.lax.structural import (
 _pyslice = builtins.slice
 
 
+def eager_checked(*prims):
+    """Kept for compatibility: eager calls of every primitive now run their abstract
+    evaluation (memoized per signature) in ``EvalTrace`` itself."""
+
+
 def _make(value, weak_type=False):
     from kiln.array import make_array
     return make_array(value, weak_type)
@@ -543,23 +548,40 @@ def _dynamic_slice_indices(operand, start_indices, allow_negative_indices):
     if isinstance(allow_negative_indices, (bool, np.bool_)):
         allow_negative_indices = [bool(allow_negative_indices)] * len(start_indices)
     out = []
+    py_ints = []          # positions of Python ints: they take the other indices' dtype
     for i, n, allow in zip(start_indices, shape, allow_negative_indices):
         if isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)):
+            dt = dtypes.canonicalize_dtype(i.dtype) if isinstance(i, np.integer) else None
             i = int(i)
             if i < 0:
                 if not allow:
                     raise ValueError(f"Index {i} is out of bounds for dimension {n} if "
                                      "allow_negative_indices=False")
                 i += n
-            out.append(_make(np.asarray(i, dtypes.default_int_dtype())))
+            if dt is None:
+                py_ints.append(len(out))
+                out.append(i)
+            else:
+                out.append(_make(np.asarray(i, dt)))
             continue
         dt = dtypes.dtype(i)
         if dt.kind == "u" or not allow:
             out.append(i)
             continue
+        if not isinstance(i, Tracer) and np.ndim(i) == 0 and dt.kind == "i":
+            v = np.asarray(i)                  # concrete: wrap in NumPy, no eager ops
+            out.append(_make(np.asarray(v + n if v < 0 else v, dtypes.canonicalize_dtype(dt))))
+            continue
         if dtypes.is_weakly_typed(i):
             i = _convert_element_type(i, dt, False)
         out.append(select(lt(i, 0), add(i, n), i))
+    if py_ints:
+        others = {np.dtype(dtypes.dtype(o)) for k, o in enumerate(out) if k not in py_ints}
+        dt = others.pop() if len(others) == 1 else dtypes.default_int_dtype()
+        if dt.kind not in "iu":
+            dt = dtypes.default_int_dtype()
+        for k in py_ints:
+            out[k] = _make(np.asarray(out[k], dt))
     return out
 
 
@@ -610,7 +632,7 @@ def _dus_abstract_eval(x, u, *idx):
         raise TypeError("dynamic_update_slice update shape must be smaller than operand shape, "
                         f"got update shape {u.shape} for operand shape {x.shape}.")
     _check_indices("dynamic_update_slice", x, idx)
-    return ShapedArray(x.shape, x.dtype, x.weak_type)
+    return ShapedArray(x.shape, x.dtype, all(a.weak_type for a in (x, u) + idx))
 
 
 def _dus_impl(x, u, *idx):
@@ -621,8 +643,7 @@ def _dus_impl(x, u, *idx):
 
 
 dynamic_update_slice_p = standard_primitive("dynamic_update_slice", _dus_abstract_eval,
-                                            _dus_impl,
-                                            weak_type_rule=lambda wx, wu, *ws: wx)
+                                            _dus_impl)
 
 
 def _dus_jvp(primals, tangents):
@@ -811,6 +832,9 @@ def tie_in(x, y):
     """Deprecated no-op kept for compatibility: returns ``y``."""
     return y
 
+
+eager_checked(rev_p, pad_p, concatenate_p, slice_p, dynamic_slice_p, dynamic_update_slice_p,
+              iota_p)
 
 __all__ = ["rev", "pad", "concatenate", "slice", "slice_in_dim", "index_in_dim",
            "dynamic_slice", "dynamic_slice_in_dim", "dynamic_index_in_dim",

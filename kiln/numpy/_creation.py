@@ -90,7 +90,7 @@ def array(object, dtype=None, copy=True, order="K", ndmin=0, *, device=None):  #
             shape = _nested_shape(object)
             out = make_array(dtypes.coerce_to_array(
                 np.array(object, dtype=dtype).reshape(shape), dtype))
-    elif isinstance(object, (bool, int, float, complex)):
+    elif type(object) in (bool, int, float, complex):
         out = make_array(dtypes.coerce_to_array(object, dtype), dtype is None
                          and type(object) is not bool)
     elif isinstance(object, (np.ndarray, np.generic)):
@@ -289,9 +289,8 @@ def diag(v, k=0):
     shape = get_aval(v).shape
     if len(shape) == 1:
         n = shape[0] + abs(k)
-        lo, hi = (0, abs(k)) if k >= 0 else (abs(k), 0)
         zero = make_array(np.zeros((), get_aval(v).dtype))
-        vp = lax.pad(v, zero, [(lo, hi, 0)])
+        vp = lax.pad(v, zero, [(0, abs(k), 0)])
         rows, cols = _iota_2d(n, n)
         # row i holds v[i] when k >= 0 (column i + k), column j holds v[j] when k < 0.
         vb = lax.broadcast_in_dim(vp, (n, n), (0,) if k >= 0 else (1,))

@@ -167,8 +167,8 @@ def parse_index(shape, idx) -> ParsedIndex:
     for k, v in items:
         if k == "bool":
             if v.ndim == 0:
-                expanded.append((None, None))
-                expanded.append((ARRAY, np.arange(int(bool(v)), dtype=np.int64)))
+                # A scalar bool adds an axis of length 1 (True) or 0 (False).
+                expanded.append(("bool0", np.arange(int(bool(v)), dtype=np.int64)))
                 continue
             where = consumed
             if where + v.ndim > len(shape) or any(
@@ -195,9 +195,9 @@ def parse_index(shape, idx) -> ParsedIndex:
             for _ in range(len(shape) - n_consumed):
                 entries.append(full)
                 eshape.append(next(dims))
-        elif k is None:
+        elif k is None or k == "bool0":
             newaxes.append(len(entries))
-            entries.append(full)
+            entries.append(full if k is None else (ARRAY, v))
             eshape.append(1)
         else:
             entries.append((k, v))
@@ -419,7 +419,7 @@ def _normalize_array_index(v, n, mode="clip"):
     shape = get_aval(v).shape
     zero = _util.full_const(shape, 0, _index_dtype())
     nn = _util.full_const(shape, n, _index_dtype())
-    oob = lax.or_(lax.lt(v, lax.neg(nn)), lax.ge(v, nn)) if mode == "fill" else None
+    oob = lax.bitwise_or(lax.lt(v, lax.neg(nn)), lax.ge(v, nn)) if mode == "fill" else None
     v = lax.select(lax.lt(v, zero), lax.add(v, nn), v)
     if mode == "wrap":
         from kiln.numpy._ufuncs import remainder
@@ -455,7 +455,7 @@ def flat_index(arrays, sizes, mode="clip"):
         flat = lax.add(flat, lax.mul(v, _util.full_const(bshape, st, idt)))
         if o is not None:
             o = _util.broadcast_to(o if not isinstance(o, np.ndarray) else make_array(o), bshape)
-            oob = o if oob is None else lax.or_(oob, o)
+            oob = o if oob is None else lax.bitwise_or(oob, o)
     return flat, bshape, oob
 
 

@@ -36,9 +36,9 @@ def _combine(op, a, b):
         return b
     is_bool = get_aval(a).dtype == np.bool_
     if op == "add":
-        return lax.or_(a, b) if is_bool else lax.add(a, b)
+        return lax.bitwise_or(a, b) if is_bool else lax.add(a, b)
     if op == "multiply":
-        return lax.and_(a, b) if is_bool else lax.mul(a, b)
+        return lax.bitwise_and(a, b) if is_bool else lax.mul(a, b)
     if op == "min":
         return lax.min(a, b)
     if op == "max":
@@ -164,7 +164,7 @@ def _one_hot_update(y, flat, oob, vals, op):
     hot = lax.eq(lax.broadcast_in_dim(flat, (m, n), (0,)),
                  lax.broadcast_in_dim(lax.iota(idt, n), (m, n), (1,)))
     if oob is not None:
-        hot = lax.and_(hot, lax.broadcast_in_dim(lax.not_(oob), (m, n), (0,)))
+        hot = lax.bitwise_and(hot, lax.broadcast_in_dim(lax.bitwise_not(oob), (m, n), (0,)))
     full = (m, n) + rest
     vb = lax.broadcast_in_dim(vals, full, (0,) + tuple(range(2, len(full))))
     dt = ya.dtype
@@ -173,7 +173,7 @@ def _one_hot_update(y, flat, oob, vals, op):
         neg = _util.full_const((m, n), -1, idt)
         last = lax.reduce_max(lax.select(hot, mi, neg), (0,))
         hit = lax.ge(last, _util.full_const((n,), 0, idt))
-        sel = lax.and_(hot, lax.eq(mi, lax.broadcast_in_dim(last, (m, n), (1,))))
+        sel = lax.bitwise_and(hot, lax.eq(mi, lax.broadcast_in_dim(last, (m, n), (1,))))
         selb = lax.broadcast_in_dim(sel, full, (0, 1))
         picked = lax.select(selb, vb, _util.full_const(full, 0, dt))
         val = lax.reduce_or(picked, (0,)) if dt == np.bool_ else lax.reduce_sum(picked, (0,))

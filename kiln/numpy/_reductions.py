@@ -125,11 +125,11 @@ def _reduce(a, name, lax_reduce, init_val, *, has_identity=True, bool_reduce=Non
 
 
 def _or(a, b):
-    return lax.or_(a, b)
+    return lax.bitwise_or(a, b)
 
 
 def _and(a, b):
-    return lax.and_(a, b)
+    return lax.bitwise_and(a, b)
 
 
 def _max2(a, b):
@@ -141,11 +141,11 @@ def _min2(a, b):
 
 
 def _add2(a, b):
-    return lax.or_(a, b) if get_aval(a).dtype == np.bool_ else lax.add(a, b)
+    return lax.bitwise_or(a, b) if get_aval(a).dtype == np.bool_ else lax.add(a, b)
 
 
 def _mul2(a, b):
-    return lax.and_(a, b) if get_aval(a).dtype == np.bool_ else lax.mul(a, b)
+    return lax.bitwise_and(a, b) if get_aval(a).dtype == np.bool_ else lax.mul(a, b)
 
 
 def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None,  # noqa: A001
@@ -503,9 +503,9 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
     from kiln.numpy._ufuncs import isnan, true_divide
     if dtype is None:
         dtype = get_aval(a).dtype
-    valid = lax.not_(isnan(a))
+    valid = lax.bitwise_not(isnan(a))
     if where is not None:
-        valid = lax.and_(valid, _util.broadcast_to(_check_where("nanmean", where),
+        valid = lax.bitwise_and(valid, _util.broadcast_to(_check_where("nanmean", where),
                                                    get_aval(a).shape))
     td = sum(_replace_nan(a, 0), axis, dtype=dtype, keepdims=keepdims, where=valid)
     normalizer = sum(valid, axis, dtype=dtype, keepdims=keepdims)
@@ -518,9 +518,9 @@ def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=
     if _kind(get_aval(a).dtype) not in "fc":
         return var(a, axis, dtype, out, ddof, keepdims, where=where)
     from kiln.numpy._ufuncs import isnan
-    valid = lax.not_(isnan(a))
+    valid = lax.bitwise_not(isnan(a))
     if where is not None:
-        valid = lax.and_(valid, _util.broadcast_to(_check_where("nanvar", where),
+        valid = lax.bitwise_and(valid, _util.broadcast_to(_check_where("nanvar", where),
                                                    get_aval(a).shape))
     return var(_replace_nan(a, 0), axis, dtype, out, ddof, keepdims, where=valid)
 

@@ -9,6 +9,7 @@ What it must not hold: NumPy computation on traced values.
 from __future__ import annotations
 
 import operator
+import warnings
 
 import numpy as np
 
@@ -28,20 +29,32 @@ from kiln.numpy._util import (
     promote_shapes,
 )
 
+_kind_cache: dict = {}
+
+
+def _dtype_kind(dt) -> str:
+    k = _kind_cache.get(dt)
+    if k is not None:
+        return k
+    if dt == np.bool_:
+        k = "b"
+    elif dtypes.issubdtype(dt, np.complexfloating):
+        k = "c"
+    elif dtypes.issubdtype(dt, np.floating):
+        k = "f"
+    elif dtypes.issubdtype(dt, np.unsignedinteger):
+        k = "u"
+    elif dtypes.issubdtype(dt, np.integer):
+        k = "i"
+    else:
+        raise TypeError(f"unsupported dtype {dt}")
+    _kind_cache[dt] = k
+    return k
+
+
 def _kind(x) -> str:
     """'b', 'i', 'u', 'f' or 'c' for an operand (ml_dtypes floats count as 'f')."""
-    dt = get_aval(x).dtype
-    if dt == np.bool_:
-        return "b"
-    if dtypes.issubdtype(dt, np.complexfloating):
-        return "c"
-    if dtypes.issubdtype(dt, np.floating):
-        return "f"
-    if dtypes.issubdtype(dt, np.unsignedinteger):
-        return "u"
-    if dtypes.issubdtype(dt, np.integer):
-        return "i"
-    raise TypeError(f"unsupported dtype {dt}")
+    return _dtype_kind(x.dtype if isinstance(x, (Array, Tracer)) else get_aval(x).dtype)
 
 
 def _const(x, value):
@@ -93,7 +106,7 @@ def _binary_inexact(name, fn, doc):
 def add(x1, x2, /):
     """Elementwise ``x1 + x2`` (logical or on booleans)."""
     x1, x2 = promote_args("add", x1, x2)
-    return lax.or_(x1, x2) if _kind(x1) == "b" else lax.add(x1, x2)
+    return lax.bitwise_or(x1, x2) if _kind(x1) == "b" else lax.add(x1, x2)
 
 
 def subtract(x1, x2, /):
@@ -108,7 +121,7 @@ def subtract(x1, x2, /):
 def multiply(x1, x2, /):
     """Elementwise ``x1 * x2`` (logical and on booleans)."""
     x1, x2 = promote_args("multiply", x1, x2)
-    return lax.and_(x1, x2) if _kind(x1) == "b" else lax.mul(x1, x2)
+    return lax.bitwise_and(x1, x2) if _kind(x1) == "b" else lax.mul(x1, x2)
 
 
 def true_divide(x1, x2, /):
@@ -124,7 +137,7 @@ def _float_divmod(x1, x2):
     # Python semantics: the remainder takes the sign of the divisor.
     mod = lax.rem(x1, x2)
     div = lax.div(lax.sub(x1, mod), x2)
-    ind = lax.and_(lax.ne(mod, _const(mod, 0)), lax.ne(lax.sign(x2), lax.sign(mod)))
+    ind = lax.bitwise_and(lax.ne(mod, _const(mod, 0)), lax.ne(lax.sign(x2), lax.sign(mod)))
     mod = lax.select(ind, lax.add(mod, x2), mod)
     div = lax.select(ind, lax.sub(div, _const(div, 1)), div)
     return lax.round(div, _rounding_nearest_even()), mod
@@ -138,7 +151,7 @@ def floor_divide(x1, x2, /):
         # lax.div truncates toward zero; step down when the signs differ and it is inexact.
         q = lax.div(x1, x2)
         zero = _const(x1, 0)
-        select = lax.and_(lax.ne(lax.lt(x1, zero), lax.lt(x2, zero)),
+        select = lax.bitwise_and(lax.ne(lax.lt(x1, zero), lax.lt(x2, zero)),
                           lax.ne(lax.rem(x1, x2), zero))
         return lax.select(select, lax.sub(q, _const(q, 1)), q)
     if k == "u":
@@ -157,7 +170,7 @@ def remainder(x1, x2, /):
     if _kind(x1) == "u":
         return trunc_mod
     zero = _const(trunc_mod, 0)
-    fix = lax.and_(lax.ne(trunc_mod, zero),
+    fix = lax.bitwise_and(lax.ne(trunc_mod, zero),
                    lax.ne(lax.lt(trunc_mod, zero), lax.lt(x2, _const(x2, 0))))
     return lax.select(fix, lax.add(trunc_mod, x2), trunc_mod)
 
@@ -208,11 +221,11 @@ def _pow_int_int(x1, x2):
     # Binary exponentiation; six squarings cover every exponent that does not overflow
     # for |x1| > 1 (as JAX does). Negative exponents give 0 (except for bases ±1).
     zero, one = _const(x2, 0), _const(x2, 1)
-    acc = lax.select(lax.and_(lax.eq(x1, _const(x1, 0)), lax.ne(x2, zero)),
+    acc = lax.select(lax.bitwise_and(lax.eq(x1, _const(x1, 0)), lax.ne(x2, zero)),
                      _const(x1, 0), _const(x1, 1))
     base, e = x1, x2
     for _ in range(6):
-        acc = lax.select(lax.ne(lax.and_(e, one), zero), lax.mul(acc, base), acc)
+        acc = lax.select(lax.ne(lax.bitwise_and(e, one), zero), lax.mul(acc, base), acc)
         base = lax.mul(base, base)
         e = lax.shift_right_logical(e, one)
     return acc
@@ -349,7 +362,7 @@ def hypot(x1, x2, /):
     safe = lax.select(lax.eq(big, _const(big, 0)), _const(big, 1), big)
     r = lax.div(small, safe)
     out = lax.mul(big, lax.sqrt(lax.add(_const(r, 1), lax.mul(r, r))))
-    inf = lax.or_(lax.eq(a1, _const(a1, np.inf)), lax.eq(a2, _const(a2, np.inf)))
+    inf = lax.bitwise_or(lax.eq(a1, _const(a1, np.inf)), lax.eq(a2, _const(a2, np.inf)))
     return lax.select(inf, _const(out, np.inf), out)
 
 
@@ -399,7 +412,6 @@ def _trunc(x):
 
 
 trunc = _round_int_passthrough("trunc", _trunc, "Round toward zero.")
-fix = _round_int_passthrough("fix", _trunc, "Round toward zero.")
 
 
 def rint(x, /):
@@ -471,18 +483,22 @@ minimum = _cmp("minimum", lambda a, b: lax.min(a, b), "Elementwise minimum (NaNs
 def fmax(x1, x2, /):
     """Elementwise maximum ignoring NaNs."""
     x1, x2 = promote_args("fmax", x1, x2)
-    return _where_op(lax.or_(lax.gt(x1, x2), isnan(x2)), x1, x2)
+    return _where_op(lax.bitwise_or(lax.gt(x1, x2), isnan(x2)), x1, x2)
 
 
 def fmin(x1, x2, /):
     """Elementwise minimum ignoring NaNs."""
     x1, x2 = promote_args("fmin", x1, x2)
-    return _where_op(lax.or_(lax.lt(x1, x2), isnan(x2)), x1, x2)
+    return _where_op(lax.bitwise_or(lax.lt(x1, x2), isnan(x2)), x1, x2)
 
 
 def clip(arr=None, /, min=None, max=None, *, a=None, a_min=None, a_max=None):  # noqa: A002
     """Clip values to ``[min, max]`` (either may be None). ``a_min``/``a_max`` are the
     deprecated spellings."""
+    if a is not None or a_min is not None or a_max is not None:
+        warnings.warn("Passing arguments 'a', 'a_min' or 'a_max' to jax.numpy.clip is "
+                      "deprecated. Please use 'arr', 'min' or 'max' respectively instead.",
+                      DeprecationWarning, stacklevel=2)
     if arr is None:
         arr = a
     if a_min is not None:
@@ -518,15 +534,15 @@ def _logical(name, fn, doc):
     return f
 
 
-logical_and = _logical("logical_and", lambda a, b: lax.and_(a, b), "Elementwise logical and.")
-logical_or = _logical("logical_or", lambda a, b: lax.or_(a, b), "Elementwise logical or.")
-logical_xor = _logical("logical_xor", lambda a, b: lax.xor(a, b), "Elementwise logical xor.")
+logical_and = _logical("logical_and", lambda a, b: lax.bitwise_and(a, b), "Elementwise logical and.")
+logical_or = _logical("logical_or", lambda a, b: lax.bitwise_or(a, b), "Elementwise logical or.")
+logical_xor = _logical("logical_xor", lambda a, b: lax.bitwise_xor(a, b), "Elementwise logical xor.")
 
 
 def logical_not(x, /):
     """Elementwise logical not."""
     x = ensure_arraylike("logical_not", x)
-    return lax.not_(_to_bool(x))
+    return lax.bitwise_not(_to_bool(x))
 
 
 def _check_integer_or_bool(name, x):
@@ -545,16 +561,16 @@ def _bitwise(name, fn, doc):
     return f
 
 
-bitwise_and = _bitwise("bitwise_and", lambda a, b: lax.and_(a, b), "Elementwise bitwise and.")
-bitwise_or = _bitwise("bitwise_or", lambda a, b: lax.or_(a, b), "Elementwise bitwise or.")
-bitwise_xor = _bitwise("bitwise_xor", lambda a, b: lax.xor(a, b), "Elementwise bitwise xor.")
+bitwise_and = _bitwise("bitwise_and", lambda a, b: lax.bitwise_and(a, b), "Elementwise bitwise and.")
+bitwise_or = _bitwise("bitwise_or", lambda a, b: lax.bitwise_or(a, b), "Elementwise bitwise or.")
+bitwise_xor = _bitwise("bitwise_xor", lambda a, b: lax.bitwise_xor(a, b), "Elementwise bitwise xor.")
 
 
 def invert(x, /):
     """Elementwise bitwise not (logical not on booleans)."""
     x = ensure_arraylike("invert", x)
     _check_integer_or_bool("invert", x)
-    return lax.not_(x)
+    return lax.bitwise_not(x)
 
 
 bitwise_not = bitwise_invert = invert
@@ -597,7 +613,7 @@ def isnan(x, /):
     k = _kind(x)
     if k == "c":
         re, im = lax.real(x), lax.imag(x)
-        return lax.or_(lax.ne(re, re), lax.ne(im, im))
+        return lax.bitwise_or(lax.ne(re, re), lax.ne(im, im))
     if k == "f":
         return lax.ne(x, x)
     return _zeros_bool(x)
@@ -608,7 +624,7 @@ def isinf(x, /):
     x = ensure_arraylike("isinf", x)
     k = _kind(x)
     if k == "c":
-        return lax.or_(isinf(lax.real(x)), isinf(lax.imag(x)))
+        return lax.bitwise_or(isinf(lax.real(x)), isinf(lax.imag(x)))
     if k == "f":
         return lax.eq(lax.abs(x), _const(x, np.inf))
     return _zeros_bool(x)
@@ -639,7 +655,7 @@ def isfinite(x, /):
     x = ensure_arraylike("isfinite", x)
     k = _kind(x)
     if k == "c":
-        return lax.and_(lax.is_finite(lax.real(x)), lax.is_finite(lax.imag(x)))
+        return lax.bitwise_and(lax.is_finite(lax.real(x)), lax.is_finite(lax.imag(x)))
     if k == "f":
         return lax.is_finite(x)
     return _ones_bool(x)
@@ -683,14 +699,14 @@ def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     atol_ = _util.broadcast_to(atol_, shape)
     out = lax.le(lax.abs(lax.sub(a, b)), lax.add(atol_, lax.mul(rtol_, lax.abs(b))))
     a_inf, b_inf = isinf(a), isinf(b)
-    any_inf = lax.or_(a_inf, b_inf)
-    both_inf = lax.and_(a_inf, b_inf)
-    out = lax.and_(out, lax.not_(any_inf))
-    out = lax.or_(out, lax.and_(both_inf, lax.eq(a, b)))
+    any_inf = lax.bitwise_or(a_inf, b_inf)
+    both_inf = lax.bitwise_and(a_inf, b_inf)
+    out = lax.bitwise_and(out, lax.bitwise_not(any_inf))
+    out = lax.bitwise_or(out, lax.bitwise_and(both_inf, lax.eq(a, b)))
     a_nan, b_nan = isnan(a), isnan(b)
     if equal_nan:
-        return lax.or_(lax.and_(out, lax.not_(lax.or_(a_nan, b_nan))), lax.and_(a_nan, b_nan))
-    return lax.and_(out, lax.not_(lax.or_(a_nan, b_nan)))
+        return lax.bitwise_or(lax.bitwise_and(out, lax.bitwise_not(lax.bitwise_or(a_nan, b_nan))), lax.bitwise_and(a_nan, b_nan))
+    return lax.bitwise_and(out, lax.bitwise_not(lax.bitwise_or(a_nan, b_nan)))
 
 
 def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
@@ -711,7 +727,7 @@ def array_equal(a1, a2, equal_nan=False):
     from kiln.numpy._reductions import all as _all
     eq = equal(a1, a2)
     if equal_nan:
-        eq = lax.or_(eq, lax.and_(isnan(a1), isnan(a2)))
+        eq = lax.bitwise_or(eq, lax.bitwise_and(isnan(a1), isnan(a2)))
     return _all(eq)
 
 
@@ -781,8 +797,8 @@ def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
 def select(condlist, choicelist, default=0):
     """The element of the first ``choicelist`` entry whose condition holds, else default."""
     if len(condlist) != len(choicelist):
-        raise ValueError("condlist must have length equal to choicelist ({} vs {})"
-                         .format(len(condlist), len(choicelist)))
+        raise ValueError("condlist must have length equal to choicelist "
+                         f"({len(condlist)} vs {len(choicelist)})")
     if len(condlist) == 0:
         raise ValueError("condlist must be non-empty")
     check_arraylike("select", *condlist, *choicelist, default)
@@ -903,7 +919,7 @@ __all__ = [
     "log2", "log10", "sin", "cos", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh",
     "arcsinh", "arccosh", "arctanh", "asin", "acos", "atan", "asinh", "acosh", "atanh",
     "arctan2", "atan2", "deg2rad", "rad2deg", "radians", "degrees", "hypot", "logaddexp",
-    "logaddexp2", "floor", "ceil", "trunc", "fix", "rint", "round", "around", "equal",
+    "logaddexp2", "floor", "ceil", "trunc", "rint", "round", "around", "equal",
     "not_equal", "less", "less_equal", "greater", "greater_equal", "maximum", "minimum", "fmax",
     "fmin", "clip", "logical_and", "logical_or", "logical_xor", "logical_not", "bitwise_and",
     "bitwise_or", "bitwise_xor", "invert", "bitwise_not", "bitwise_invert", "left_shift",

@@ -18,6 +18,7 @@ import numpy as np
 from kiln import dtypes, lax
 from kiln.array import Array, make_array, to_array
 from kiln.config import config
+from kiln.core import trace as _core
 from kiln.core.trace import Tracer, get_aval
 from kiln.errors import ConcretizationTypeError
 
@@ -136,10 +137,24 @@ def _convert(x, dtype, weak_type):
     return lax._convert_element_type(as_operand(x), dtype, weak_type)
 
 
+def _same_type_operands(args) -> bool:
+    """True when all args are arrays/tracers of one dtype and one weak type (no promotion)."""
+    first = args[0]
+    if not isinstance(first, (Array, Tracer)):
+        return False
+    dt, weak = first.dtype, first.weak_type
+    for a in args[1:]:
+        if not isinstance(a, (Array, Tracer)) or a.dtype != dt or a.weak_type != weak:
+            return False
+    return dtypes.canonicalize_dtype(dt) == dt
+
+
 def promote_dtypes(*args):
     """Convert all arguments to their common JAX result dtype (weak when all are weak)."""
     if len(args) < 2:
         return [as_operand(a) for a in args]
+    if _same_type_operands(args):
+        return list(args)
     dt, weak = dtypes.result_type(*args, return_weak_type_flag=True)
     return [_convert(x, dt, weak) for x in args]
 
@@ -198,8 +213,10 @@ def broadcast_shapes(*shapes) -> tuple:
 def broadcast_to(x, shape):
     """Broadcast operand ``x`` (NumPy rules: leading axes added, size-1 axes stretched)."""
     x = as_operand(x)
+    in_shape = x.shape
+    if in_shape == shape:
+        return x
     shape = tuple(int(d) for d in shape)
-    in_shape = get_aval(x).shape
     if in_shape == shape:
         return x
     nd = len(shape)
@@ -207,6 +224,9 @@ def broadcast_to(x, shape):
     if diff < 0 or any(d != 1 and d != shape[diff + i] for i, d in enumerate(in_shape)):
         raise ValueError(f"Incompatible shapes for broadcasting: {in_shape} and requested "
                          f"shape {shape}")
+    if type(x) is Array and _core._state.trace is _core.eval_trace:
+        # Eager: exactly broadcast_in_dim's impl, without the bind overhead.
+        return make_array(np.broadcast_to(x._value, shape), x.weak_type)
     # Squeeze stretched size-1 axes away first so broadcast_in_dim sees exact matches.
     keep = [i for i, d in enumerate(in_shape) if d == shape[diff + i]]
     if len(keep) != len(in_shape):
@@ -236,7 +256,7 @@ def promote_shapes(fun_name: str, *args):
     ops = [as_operand(a) for a in args]
     if len(ops) < 2:
         return ops
-    shapes = [get_aval(o).shape for o in ops]
+    shapes = [o.shape for o in ops]
     if all(s == shapes[0] for s in shapes[1:]):
         return ops
     _rank_promotion_check(fun_name, shapes)

@@ -1,0 +1,65 @@
+"""``kiln.numpy``: a NumPy-compatible API on kiln arrays, behaving like ``jax.numpy``.
+
+Everything here works on concrete ``kiln.Array`` values and on tracers (under ``jit``,
+``grad``, ``vmap``...), because every function is built from ``kiln.lax`` operations and
+static shape arithmetic. The modules:
+
+* ``_util``: argument checks, dtype promotion, broadcasting, axis handling;
+* ``_creation``: ``array``, ``zeros``, ``arange``, ``linspace``, ``eye``, ...;
+* ``_ufuncs``: elementwise functions;
+* ``_reductions``: ``sum``, ``mean``, ``max``, ``argmax``, ``cumsum``, ...;
+* ``_shape``: ``reshape``, ``transpose``, ``concatenate``, ``split``, ``tile``, ...;
+* ``_indexing`` / ``_indexing_at``: ``x[idx]``, ``take``, ``x.at[idx].set(...)``;
+* ``_linalg_basic``: ``dot``, ``matmul``, ``einsum``, ``tensordot``, ...;
+* ``_dtype_funcs``: ``astype``, ``result_type``, ``finfo``, ...;
+* ``_scalar_types``: ``float32``, ``int8``, ``bfloat16``, ... (array constructors).
+"""
+from __future__ import annotations
+
+import numpy as _np
+
+from kiln.numpy._creation import *  # noqa: F401,F403
+from kiln.numpy._dtype_funcs import *  # noqa: F401,F403
+from kiln.numpy._indexing import *  # noqa: F401,F403
+from kiln.numpy._indexing import _rewriting_take  # noqa: F401
+from kiln.numpy._linalg_basic import *  # noqa: F401,F403
+from kiln.numpy._ndarray import ndarray  # noqa: F401
+from kiln.numpy._reductions import *  # noqa: F401,F403
+from kiln.numpy._scalar_types import *  # noqa: F401,F403
+from kiln.numpy._shape import *  # noqa: F401,F403
+from kiln.numpy._ufuncs import *  # noqa: F401,F403
+from kiln.numpy._util import (  # noqa: F401
+    check_arraylike,
+    promote_dtypes,
+    promote_dtypes_complex,
+    promote_dtypes_inexact,
+    promote_dtypes_numeric,
+    promote_shapes,
+)
+
+# Constants, as in jax.numpy (plain Python floats; newaxis is None).
+pi = _np.pi
+e = _np.e
+inf = _np.inf
+nan = _np.nan
+euler_gamma = _np.euler_gamma
+newaxis = None
+
+# NumPy's abstract scalar hierarchy, for issubdtype(x.dtype, jnp.floating) and friends.
+generic = _np.generic
+number = _np.number
+inexact = _np.inexact
+floating = _np.floating
+complexfloating = _np.complexfloating
+integer = _np.integer
+signedinteger = _np.signedinteger
+unsignedinteger = _np.unsignedinteger
+flexible = _np.flexible
+character = _np.character
+object_ = _np.object_
+
+printoptions = _np.printoptions
+set_printoptions = _np.set_printoptions
+get_printoptions = _np.get_printoptions
+
+del annotations

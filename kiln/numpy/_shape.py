@@ -1,0 +1,872 @@
+"""Shape manipulation: reshape, transpose, squeeze, expand_dims, broadcasting,
+concatenation/stacking/splitting, tile/repeat, flips and rolls, diagonal/trace,
+``shape``/``ndim``/``size``.
+
+Shapes, axes, split points and (static) repeat counts must be concrete; array contents
+may be traced. Only ``lax`` structural ops are used on operands.
+"""
+from __future__ import annotations
+
+import math
+import operator
+
+import numpy as np
+
+from kiln import lax
+from kiln.array import Array, make_array
+from kiln.core.trace import Tracer, get_aval
+from kiln.errors import ConcretizationTypeError
+from kiln.numpy import _util
+from kiln.numpy._util import (
+    as_operand,
+    canonicalize_axes,
+    canonicalize_axis,
+    check_arraylike,
+    ensure_arraylike,
+)
+
+__all__ = ["reshape", "ravel", "transpose", "permute_dims", "swapaxes", "moveaxis",
+           "matrix_transpose", "expand_dims", "squeeze", "broadcast_to", "broadcast_arrays",
+           "broadcast_shapes", "concatenate", "concat", "stack", "hstack", "vstack", "dstack",
+           "column_stack", "row_stack", "split", "array_split", "hsplit", "vsplit", "dsplit",
+           "unstack", "tile", "repeat", "flip", "fliplr", "flipud", "roll", "rot90",
+           "atleast_1d", "atleast_2d", "atleast_3d", "shape", "ndim", "size", "diagonal",
+           "trace", "flatten", "rollaxis", "choose", "compress", "view", "append", "resize",
+           "ravel_multi_index", "unravel_index", "indices", "diag_indices", "tril_indices",
+           "triu_indices"]
+
+
+def _shape(x):
+    return get_aval(x).shape
+
+
+# ----------------------------------------------------------------------------------------------
+# reshape / transpose
+
+
+def _compute_newshape(size, newshape):
+    newshape = _util.canonicalize_shape(newshape, "The new shape of jnp.reshape must be static.")
+    neg = [i for i, d in enumerate(newshape) if d == -1]
+    if len(neg) > 1:
+        raise ValueError("can only specify one unknown dimension")
+    if any(d < -1 for d in newshape):
+        raise ValueError(f"reshape new sizes must be non-negative, got {newshape}")
+    if neg:
+        known = math.prod(d for d in newshape if d != -1)
+        if known == 0 or size % known:
+            raise TypeError(f"cannot reshape array of size {size} into shape {newshape}")
+        newshape = tuple(size // known if d == -1 else d for d in newshape)
+    if math.prod(newshape) != size:
+        raise TypeError(f"cannot reshape array of shape ... (size {size}) into shape "
+                        f"{newshape} (size {math.prod(newshape)})")
+    return newshape
+
+
+def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
+    """Give ``a`` a new shape (one entry may be -1); ``order`` 'C' or 'F'."""
+    if shape is None:
+        if newshape is None:
+            raise TypeError("reshape() missing required argument 'shape'")
+        shape = newshape
+    a = ensure_arraylike("reshape", a)
+    aval = get_aval(a)
+    new = _compute_newshape(aval.size, shape)
+    if order == "C":
+        return lax.reshape(a, new)
+    if order == "F":
+        rev = tuple(range(aval.ndim - 1, -1, -1))
+        out = lax.reshape(a, new[::-1], rev if aval.ndim > 1 else None)
+        return lax.transpose(out, tuple(range(len(new) - 1, -1, -1))) if len(new) > 1 else out
+    if order == "A":
+        raise NotImplementedError("np.reshape order=A is not implemented.")
+    raise ValueError(f"Unexpected value for 'order' argument: {order}.")
+
+
+def ravel(a, order="C"):
+    """Flatten to 1-D."""
+    a = ensure_arraylike("ravel", a)
+    if order == "K":
+        raise NotImplementedError("Ravel not implemented for order='K'.")
+    return reshape(a, (get_aval(a).size,), order=order)
+
+
+def flatten(a, order="C"):
+    """``ravel`` (the ``Array.flatten`` method)."""
+    return ravel(a, order)
+
+
+def transpose(a, axes=None):
+    """Permute axes (reverse them when ``axes`` is None)."""
+    a = ensure_arraylike("transpose", a)
+    nd = get_aval(a).ndim
+    if axes is None:
+        perm = tuple(range(nd - 1, -1, -1))
+    else:
+        perm = tuple(canonicalize_axis(i, nd) for i in axes)
+        if sorted(perm) != list(range(nd)):
+            raise ValueError(f"axes {tuple(axes)} don't match array of dimension {nd}")
+    return lax.transpose(a, perm)
+
+
+def permute_dims(a, /, axes):
+    """Array-API name of ``transpose``."""
+    return transpose(a, axes)
+
+
+def matrix_transpose(x, /):
+    """Swap the last two axes."""
+    x = ensure_arraylike("matrix_transpose", x)
+    nd = get_aval(x).ndim
+    if nd < 2:
+        raise ValueError(f"x must be at least two-dimensional for matrix_transpose; got "
+                         f"ndim={nd}")
+    perm = tuple(range(nd - 2)) + (nd - 1, nd - 2)
+    return lax.transpose(x, perm)
+
+
+def swapaxes(a, axis1, axis2):
+    """Exchange two axes."""
+    a = ensure_arraylike("swapaxes", a)
+    nd = get_aval(a).ndim
+    perm = list(range(nd))
+    i, j = canonicalize_axis(axis1, nd), canonicalize_axis(axis2, nd)
+    perm[i], perm[j] = perm[j], perm[i]
+    return lax.transpose(a, tuple(perm))
+
+
+def moveaxis(a, source, destination):
+    """Move axes to new positions, keeping the order of the others."""
+    a = ensure_arraylike("moveaxis", a)
+    nd = get_aval(a).ndim
+    src = canonicalize_axes(source if isinstance(source, (tuple, list)) else (source,), nd)
+    dst = canonicalize_axes(destination if isinstance(destination, (tuple, list))
+                            else (destination,), nd)
+    if len(src) != len(dst):
+        raise ValueError(f"Inconsistent number of elements: {len(src)} vs {len(dst)}")
+    perm = [i for i in range(nd) if i not in src]
+    for d, s in sorted(zip(dst, src)):
+        perm.insert(d, s)
+    return lax.transpose(a, tuple(perm))
+
+
+def rollaxis(a, axis, start=0):
+    """Roll ``axis`` backwards until it lies before ``start``."""
+    a = ensure_arraylike("rollaxis", a)
+    nd = get_aval(a).ndim
+    axis = canonicalize_axis(axis, nd)
+    if not -nd <= start <= nd:
+        raise ValueError(f"start={start} must satisfy {-nd}<=start<={nd}")
+    if start < 0:
+        start += nd
+    if start > axis:
+        start -= 1
+    return moveaxis(a, axis, start)
+
+
+def expand_dims(a, axis):
+    """Insert size-1 axes at the positions ``axis`` (of the result)."""
+    a = ensure_arraylike("expand_dims", a)
+    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+    out_nd = get_aval(a).ndim + len(axes)
+    axes = canonicalize_axes(axes, out_nd)
+    return lax.expand_dims(a, axes)
+
+
+def squeeze(a, axis=None):
+    """Remove size-1 axes (all of them, or those in ``axis``)."""
+    a = ensure_arraylike("squeeze", a)
+    shape = get_aval(a).shape
+    if axis is None:
+        axes = tuple(i for i, d in enumerate(shape) if d == 1)
+    else:
+        axes = canonicalize_axes(axis, len(shape))
+        for i in axes:
+            if shape[i] != 1:
+                raise ValueError("cannot select an axis to squeeze out which has size not "
+                                 f"equal to one, got shape={shape} and dimensions={axes}")
+    if not axes:
+        return a
+    return lax.reshape(a, tuple(d for i, d in enumerate(shape) if i not in axes))
+
+
+# ----------------------------------------------------------------------------------------------
+# broadcasting
+
+
+def broadcast_shapes(*shapes):
+    """The broadcast of static shapes (ints count as 1-D shapes)."""
+    if not shapes:
+        return ()
+    shapes = [(s,) if isinstance(s, int) else tuple(s) for s in shapes]
+    return _util.broadcast_shapes(*shapes)
+
+
+def broadcast_to(array, shape, *, out_sharding=None):
+    """Broadcast ``array`` to ``shape`` (NumPy rules)."""
+    array = ensure_arraylike("broadcast_to", array)
+    shape = _util.canonicalize_shape(shape, "The shape argument of broadcast_to must be static.")
+    return _util.broadcast_to(array, shape)
+
+
+def broadcast_arrays(*args):
+    """Broadcast all arguments to their common shape."""
+    check_arraylike("broadcast_arrays", *args)
+    return _util.broadcast_arrays(*args)
+
+
+# ----------------------------------------------------------------------------------------------
+# joining
+
+
+def _operands(name, arrays):
+    if isinstance(arrays, (Array, Tracer, np.ndarray)):
+        n = _shape(as_operand(arrays))
+        if not n:
+            raise ValueError(f"Zero-dimensional arrays cannot be {name}d.")
+        return [a for a in as_operand(arrays)]
+    arrays = list(arrays)
+    check_arraylike(name, *arrays)
+    return arrays
+
+
+def concatenate(arrays, axis=0, dtype=None):
+    """Join arrays along an existing axis (flattened first when ``axis`` is None)."""
+    arrays = _operands("concatenate", arrays)
+    if not arrays:
+        raise ValueError("Need at least one array to concatenate.")
+    ops = [as_operand(a) for a in arrays]
+    if axis is None:
+        ops = [lax.reshape(o, (get_aval(o).size,)) for o in ops]
+        axis = 0
+    if get_aval(ops[0]).ndim == 0:
+        raise ValueError("Zero-dimensional arrays cannot be concatenated.")
+    nd = get_aval(ops[0]).ndim
+    for o in ops[1:]:
+        if get_aval(o).ndim != nd:
+            raise ValueError("all the input arrays must have same number of dimensions, got "
+                             f"{nd} and {get_aval(o).ndim}")
+    axis = canonicalize_axis(axis, nd)
+    if dtype is not None:
+        dt = _util.user_dtype(dtype, "concatenate")
+        ops = [lax.convert_element_type(o, dt) for o in ops]
+    else:
+        ops = _util.promote_dtypes(*ops)
+    if len(ops) == 1:
+        return ops[0]
+    return lax.concatenate(ops, axis)
+
+
+def concat(arrays, /, *, axis=0):
+    """Array-API name of ``concatenate``."""
+    return concatenate(arrays, axis)
+
+
+def stack(arrays, axis=0, out=None, dtype=None):
+    """Join equally shaped arrays along a new axis."""
+    if out is not None:
+        raise NotImplementedError("The 'out' argument to jnp.stack is not supported.")
+    arrays = _operands("stack", arrays) if not isinstance(arrays, (Array, Tracer, np.ndarray)) \
+        else [a for a in as_operand(arrays)]
+    if not arrays:
+        raise ValueError("Need at least one array to stack.")
+    ops = [as_operand(a) for a in arrays]
+    shape0 = _shape(ops[0])
+    for o in ops[1:]:
+        if _shape(o) != shape0:
+            raise ValueError("All input arrays must have the same shape.")
+    axis = canonicalize_axis(axis, len(shape0) + 1)
+    new_shape = shape0[:axis] + (1,) + shape0[axis:]
+    ops = [lax.reshape(o, new_shape) for o in ops]
+    return concatenate(ops, axis, dtype=dtype)
+
+
+def atleast_1d(*arys):
+    """Views with at least one dimension (a list for several inputs)."""
+    check_arraylike("atleast_1d", *arys)
+    out = [as_operand(a) if get_aval(as_operand(a)).ndim >= 1
+           else lax.reshape(as_operand(a), (1,)) for a in arys]
+    return out[0] if len(out) == 1 else out
+
+
+def atleast_2d(*arys):
+    """Views with at least two dimensions (``(n,)`` becomes ``(1, n)``)."""
+    check_arraylike("atleast_2d", *arys)
+    out = []
+    for a in arys:
+        a = as_operand(a)
+        s = _shape(a)
+        if len(s) == 0:
+            a = lax.reshape(a, (1, 1))
+        elif len(s) == 1:
+            a = lax.reshape(a, (1,) + s)
+        out.append(a)
+    return out[0] if len(out) == 1 else out
+
+
+def atleast_3d(*arys):
+    """Views with at least three dimensions (``(n,)`` → ``(1, n, 1)``, ``(m, n)`` →
+    ``(m, n, 1)``)."""
+    check_arraylike("atleast_3d", *arys)
+    out = []
+    for a in arys:
+        a = as_operand(a)
+        s = _shape(a)
+        if len(s) == 0:
+            a = lax.reshape(a, (1, 1, 1))
+        elif len(s) == 1:
+            a = lax.reshape(a, (1,) + s + (1,))
+        elif len(s) == 2:
+            a = lax.reshape(a, s + (1,))
+        out.append(a)
+    return out[0] if len(out) == 1 else out
+
+
+def _as_list(name, tup):
+    if isinstance(tup, (Array, Tracer, np.ndarray)):
+        return [a for a in as_operand(tup)]
+    tup = list(tup)
+    check_arraylike(name, *tup)
+    return tup
+
+
+def hstack(tup, dtype=None):
+    """Stack horizontally (along axis 1, or 0 for 1-D inputs)."""
+    arrs = [atleast_1d(a) for a in _as_list("hstack", tup)]
+    axis = 0 if arrs and get_aval(arrs[0]).ndim == 1 else 1
+    return concatenate(arrs, axis, dtype=dtype)
+
+
+def vstack(tup, dtype=None):
+    """Stack vertically (rows), 1-D inputs becoming rows."""
+    arrs = [atleast_2d(a) for a in _as_list("vstack", tup)]
+    return concatenate(arrs, 0, dtype=dtype)
+
+
+row_stack = vstack
+
+
+def dstack(tup, dtype=None):
+    """Stack along the third axis."""
+    arrs = [atleast_3d(a) for a in _as_list("dstack", tup)]
+    return concatenate(arrs, 2, dtype=dtype)
+
+
+def column_stack(tup):
+    """Stack 1-D arrays as columns (2-D arrays are joined along axis 1)."""
+    arrs = []
+    for a in _as_list("column_stack", tup):
+        a = as_operand(a)
+        s = _shape(a)
+        if len(s) < 2:
+            a = lax.reshape(a, (get_aval(a).size, 1))
+        arrs.append(a)
+    return concatenate(arrs, 1)
+
+
+def append(arr, values, axis=None):
+    """Concatenate ``values`` to the end of ``arr`` (flattened when ``axis`` is None)."""
+    check_arraylike("append", arr, values)
+    if axis is None:
+        return concatenate([ravel(arr), ravel(values)], 0)
+    return concatenate([arr, values], axis)
+
+
+# ----------------------------------------------------------------------------------------------
+# splitting
+
+
+def _slice_axis(x, start, stop, axis):
+    shape = _shape(x)
+    starts = [0] * len(shape)
+    limits = list(shape)
+    starts[axis], limits[axis] = start, stop
+    return lax.slice(x, tuple(starts), tuple(limits))
+
+
+def _split(name, ary, indices_or_sections, axis, even):
+    ary = ensure_arraylike(name, ary)
+    shape = _shape(ary)
+    axis = canonicalize_axis(axis, len(shape))
+    n = shape[axis]
+    if isinstance(indices_or_sections, (Tracer,)):
+        raise ConcretizationTypeError(indices_or_sections,
+                                      f"The indices_or_sections argument of jnp.{name} must "
+                                      "be static.")
+    if np.ndim(indices_or_sections) == 0:
+        k = operator.index(indices_or_sections)
+        if k <= 0:
+            raise ValueError("number sections must be larger than 0.")
+        if even and n % k:
+            raise ValueError("array split does not result in an equal division: "
+                             f"{n} into {k}")
+        q, r = divmod(n, k)
+        points = [i * q + min(i, r) for i in range(1, k)]
+    else:
+        points = [operator.index(i) for i in np.asarray(
+            indices_or_sections._value if type(indices_or_sections) is Array
+            else indices_or_sections).tolist()]
+    bounds = [0] + points + [n]
+    out = []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        lo = min(max(lo + n if lo < 0 else lo, 0), n)
+        hi = min(max(hi + n if hi < 0 else hi, 0), n)
+        out.append(_slice_axis(ary, lo, max(lo, hi), axis))
+    return out
+
+
+def split(ary, indices_or_sections, axis=0):
+    """Split into equal sections, or at the given indices."""
+    return _split("split", ary, indices_or_sections, axis, True)
+
+
+def array_split(ary, indices_or_sections, axis=0):
+    """Split into possibly unequal sections."""
+    return _split("array_split", ary, indices_or_sections, axis, False)
+
+
+def hsplit(ary, indices_or_sections):
+    """Split along axis 1 (axis 0 for 1-D)."""
+    ary = ensure_arraylike("hsplit", ary)
+    return split(ary, indices_or_sections, axis=1 if get_aval(ary).ndim > 1 else 0)
+
+
+def vsplit(ary, indices_or_sections):
+    """Split along axis 0."""
+    ary = ensure_arraylike("vsplit", ary)
+    if get_aval(ary).ndim < 2:
+        raise ValueError("vsplit only works on arrays of 2 or more dimensions")
+    return split(ary, indices_or_sections, axis=0)
+
+
+def dsplit(ary, indices_or_sections):
+    """Split along axis 2."""
+    ary = ensure_arraylike("dsplit", ary)
+    if get_aval(ary).ndim < 3:
+        raise ValueError("dsplit only works on arrays of 3 or more dimensions")
+    return split(ary, indices_or_sections, axis=2)
+
+
+def unstack(x, /, *, axis=0):
+    """The slices of ``x`` along ``axis`` as a tuple."""
+    x = ensure_arraylike("unstack", x)
+    shape = _shape(x)
+    if not shape:
+        raise ValueError("Unstack requires arrays with rank > 0, however a scalar array was "
+                         "passed.")
+    axis = canonicalize_axis(axis, len(shape))
+    out_shape = shape[:axis] + shape[axis + 1:]
+    return tuple(lax.reshape(_slice_axis(x, i, i + 1, axis), out_shape)
+                 for i in range(shape[axis]))
+
+
+# ----------------------------------------------------------------------------------------------
+# tile / repeat / flip / roll
+
+
+def tile(A, reps):
+    """Repeat the whole array ``reps`` times along each axis."""
+    A = ensure_arraylike("tile", A)
+    reps = (reps,) if np.ndim(reps) == 0 else tuple(reps)
+    reps = tuple(_util.core_int(r, "The reps argument of jnp.tile must be static.")
+                 for r in reps)
+    shape = _shape(A)
+    nd = max(len(reps), len(shape))
+    reps = (1,) * (nd - len(reps)) + reps
+    shape = (1,) * (nd - len(shape)) + shape
+    A = lax.reshape(A, shape)
+    big = []
+    for r, s in zip(reps, shape):
+        big.extend((r, s))
+    A = lax.broadcast_in_dim(A, tuple(big), tuple(range(1, 2 * nd, 2)))
+    return lax.reshape(A, tuple(r * s for r, s in zip(reps, shape)))
+
+
+def repeat(a, repeats, axis=None, *, total_repeat_length=None, out_sharding=None):
+    """Repeat each element ``repeats`` times (an int, or one count per element) along
+    ``axis`` (of the flattened array when None). Counts must be concrete."""
+    a = ensure_arraylike("repeat", a)
+    if axis is None:
+        a = ravel(a)
+        axis = 0
+    shape = _shape(a)
+    axis = canonicalize_axis(axis, len(shape))
+    if isinstance(repeats, Tracer):
+        raise NotImplementedError("jnp.repeat with traced repeats is not implemented yet "
+                                  "(needs a gather primitive)")
+    reps = np.asarray(repeats._value if type(repeats) is Array else repeats)
+    if reps.ndim == 0 or reps.size == 1:
+        r = int(reps.reshape(()))
+        if r < 0:
+            raise ValueError("repeats may not contain negative values.")
+        big = shape[:axis + 1] + (r,) + shape[axis + 1:]
+        dims = tuple(i for i in range(len(big)) if i != axis + 1)
+        out = lax.broadcast_in_dim(a, big, dims)
+        out = lax.reshape(out, shape[:axis] + (shape[axis] * r,) + shape[axis + 1:])
+    else:
+        if reps.shape != (shape[axis],):
+            raise ValueError(f"repeats shape {reps.shape} does not match the size of axis "
+                             f"{axis} ({shape[axis]})")
+        from kiln.numpy._indexing import take
+        idx = np.repeat(np.arange(shape[axis]), reps)
+        out = take(a, idx, axis=axis, mode="clip")
+    if total_repeat_length is not None:
+        n = _shape(out)[axis]
+        if n > total_repeat_length:
+            out = _slice_axis(out, 0, total_repeat_length, axis)
+        elif n < total_repeat_length:
+            raise NotImplementedError("jnp.repeat: total_repeat_length larger than the "
+                                      "repeated size is not implemented yet")
+    return out
+
+
+def flip(m, axis=None):
+    """Reverse the order of elements along ``axis`` (all axes when None)."""
+    m = ensure_arraylike("flip", m)
+    nd = get_aval(m).ndim
+    axes = canonicalize_axes(axis, nd)
+    if not axes:
+        return m
+    return lax.rev(m, axes)
+
+
+def fliplr(m):
+    """Reverse along axis 1."""
+    m = ensure_arraylike("fliplr", m)
+    if get_aval(m).ndim < 2:
+        raise ValueError("fliplr requires an array of at least 2 dimensions")
+    return lax.rev(m, (1,))
+
+
+def flipud(m):
+    """Reverse along axis 0."""
+    m = ensure_arraylike("flipud", m)
+    if get_aval(m).ndim < 1:
+        raise ValueError("flipud requires an array of at least 1 dimension")
+    return lax.rev(m, (0,))
+
+
+def _roll_static(a, shift, axis):
+    n = _shape(a)[axis]
+    if n == 0:
+        return a
+    shift %= n
+    if shift == 0:
+        return a
+    return lax.concatenate([_slice_axis(a, n - shift, n, axis),
+                            _slice_axis(a, 0, n - shift, axis)], axis)
+
+
+def _roll_dynamic(a, shift, axis):
+    n = _shape(a)[axis]
+    if n == 0:
+        return a
+    from kiln.numpy import _indexing
+    from kiln.numpy._ufuncs import remainder
+    s = remainder(lax.convert_element_type(shift, _indexing._index_dtype()), n)
+    doubled = lax.concatenate([a, a], axis)
+    start = lax.sub(_util.scalar_const(n, _indexing._index_dtype()), s)
+    zero = _util.scalar_const(0, _indexing._index_dtype())
+    starts = [start if i == axis else zero for i in range(get_aval(a).ndim)]
+    return lax.dynamic_slice(doubled, starts, _shape(a))
+
+
+def roll(a, shift, axis=None):
+    """Shift elements cyclically along ``axis`` (flattened when None); shifts may be traced."""
+    a = ensure_arraylike("roll", a)
+    shape = _shape(a)
+    if axis is None:
+        return reshape(roll(ravel(a), shift, 0), shape)
+    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+    axes = [canonicalize_axis(ax, len(shape)) for ax in axes]
+    if isinstance(shift, (tuple, list)) or np.ndim(shift) == 1:
+        shifts = list(shift) if not isinstance(shift, (Array, Tracer)) else [
+            s for s in as_operand(shift)]
+    else:
+        shifts = [shift]
+    if len(shifts) == 1 and len(axes) > 1:
+        shifts = shifts * len(axes)
+    if len(axes) == 1 and len(shifts) > 1:
+        axes = axes * len(shifts)
+    if len(shifts) != len(axes):
+        raise ValueError("shift and axis must have the same number of elements")
+    for s, ax in zip(shifts, axes):
+        if isinstance(s, Tracer):
+            a = _roll_dynamic(a, s, ax)
+        else:
+            a = _roll_static(a, int(s), ax)
+    return a
+
+
+def rot90(m, k=1, axes=(0, 1)):
+    """Rotate by 90 degrees ``k`` times in the plane of ``axes``."""
+    m = ensure_arraylike("rot90", m)
+    nd = get_aval(m).ndim
+    if len(axes) != 2:
+        raise ValueError("len(axes) must be 2.")
+    ax1, ax2 = canonicalize_axis(axes[0], nd), canonicalize_axis(axes[1], nd)
+    if ax1 == ax2:
+        raise ValueError("Axes must be different")
+    k = _util.core_int(k, "The k argument of jnp.rot90 must be static.") % 4
+    if k == 0:
+        return m
+    if k == 2:
+        return lax.rev(m, (ax1, ax2))
+    perm = list(range(nd))
+    perm[ax1], perm[ax2] = perm[ax2], perm[ax1]
+    if k == 1:
+        return lax.transpose(lax.rev(m, (ax2,)), tuple(perm))
+    return lax.rev(lax.transpose(m, tuple(perm)), (ax2,))
+
+
+# ----------------------------------------------------------------------------------------------
+# shape queries
+
+
+def shape(a):
+    """The shape of an array-like."""
+    check_arraylike("shape", a)
+    return tuple(_shape(as_operand(a))) if not isinstance(a, np.ndarray) else a.shape
+
+
+def ndim(a):
+    """The number of dimensions of an array-like."""
+    check_arraylike("ndim", a)
+    return len(shape(a))
+
+
+def size(a, axis=None):
+    """The number of elements (along ``axis`` when given)."""
+    check_arraylike("size", a)
+    s = shape(a)
+    if axis is None:
+        return math.prod(s)
+    axes = canonicalize_axes(axis, len(s))
+    return math.prod(s[i] for i in axes)
+
+
+# ----------------------------------------------------------------------------------------------
+# diagonals
+
+
+def diagonal(a, offset=0, axis1=0, axis2=1):
+    """The ``offset`` diagonal of the (axis1, axis2) planes, appended as the last axis."""
+    a = ensure_arraylike("diagonal", a)
+    nd = get_aval(a).ndim
+    if nd < 2:
+        raise ValueError("diagonal requires an array of at least two dimensions.")
+    offset = _util.core_int(offset, "The offset argument of jnp.diagonal must be static.")
+    ax1, ax2 = canonicalize_axis(axis1, nd), canonicalize_axis(axis2, nd)
+    if ax1 == ax2:
+        raise ValueError("axis1 and axis2 must not be equal")
+    perm = tuple(i for i in range(nd) if i not in (ax1, ax2)) + (ax1, ax2)
+    a = lax.transpose(a, perm)
+    s = _shape(a)
+    lead, n, m = s[:-2], s[-2], s[-1]
+    r0, c0 = (0, offset) if offset >= 0 else (-offset, 0)
+    d = max(0, min(n - r0, m - c0))
+    k = len(lead)
+    if d == 0:
+        return lax.reshape(lax.slice(a, (0,) * (k + 2), lead + (0, 0)), lead + (0,))
+    # The d x d block starting at (r0, c0), flattened: its diagonal is every (d+1)-th element.
+    block = lax.slice(a, (0,) * k + (r0, c0), lead + (r0 + d, c0 + d))
+    flat = lax.reshape(block, lead + (d * d,))
+    return lax.slice(flat, (0,) * (k + 1), lead + (d * d,), (1,) * k + (d + 1,))
+
+
+def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+    """Sum along a diagonal."""
+    if out is not None:
+        raise NotImplementedError("The 'out' argument to jnp.trace is not supported.")
+    a = ensure_arraylike("trace", a)
+    from kiln.numpy._reductions import sum as _sum
+    return _sum(diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype)
+
+
+# ----------------------------------------------------------------------------------------------
+# misc
+
+
+def choose(a, choices, out=None, mode="raise"):
+    """``choices[a]`` elementwise (``mode`` 'clip' or 'wrap'; 'raise' needs concrete ``a``)."""
+    if out is not None:
+        raise NotImplementedError("The 'out' argument to jnp.choose is not supported.")
+    a = ensure_arraylike("choose", a)
+    choices = [as_operand(c) for c in (choices if isinstance(choices, (list, tuple))
+                                       else list(as_operand(choices)))]
+    n = len(choices)
+    if mode == "raise":
+        if not isinstance(a, Tracer):
+            v = np.asarray(a._value)
+            if v.size and (v.min() < 0 or v.max() >= n):
+                raise ValueError("invalid entry in choice array")
+        else:
+            raise ConcretizationTypeError(a, "jnp.choose with mode='raise' needs a concrete "
+                                             "index; use mode='clip' or 'wrap'.")
+    elif mode == "wrap":
+        from kiln.numpy._ufuncs import remainder
+        a = remainder(a, n)
+    elif mode != "clip":
+        raise ValueError(f"mode={mode!r} not understood. Must be 'raise', 'wrap', or 'clip'")
+    from kiln import dtypes
+    a = lax.convert_element_type(a, dtypes.default_int_dtype())
+    ops = _util.promote_dtypes(*choices)
+    ops = _util.broadcast_arrays(a, *ops)
+    idx = lax.max(lax.min(ops[0], n - 1), 0)
+    return lax.select_n(idx, *ops[1:])
+
+
+def compress(condition, a, axis=None, *, size=None, fill_value=0, out=None):
+    """The slices of ``a`` along ``axis`` where the (concrete) ``condition`` holds."""
+    if out is not None:
+        raise NotImplementedError("The 'out' argument to jnp.compress is not supported.")
+    check_arraylike("compress", condition, a)
+    if isinstance(condition, Tracer):
+        raise ConcretizationTypeError(condition, "jnp.compress needs a concrete condition.")
+    cond = np.asarray(condition._value if type(condition) is Array else condition).astype(bool)
+    if cond.ndim != 1:
+        raise ValueError("condition must be a 1D array")
+    a = as_operand(a)
+    if axis is None:
+        a = ravel(a)
+        axis = 0
+    axis = canonicalize_axis(axis, get_aval(a).ndim)
+    n = _shape(a)[axis]
+    idx = np.nonzero(cond[:n])[0]
+    from kiln.numpy._indexing import take
+    out = take(a, idx, axis=axis, mode="clip")
+    if size is not None:
+        m = _shape(out)[axis]
+        if m > size:
+            out = _slice_axis(out, 0, size, axis)
+        elif m < size:
+            pad_shape = list(_shape(out))
+            pad_shape[axis] = size - m
+            fill = _util.full_const(tuple(pad_shape), fill_value, get_aval(out).dtype)
+            out = lax.concatenate([out, fill], axis)
+    return out
+
+
+def view(a, dtype=None, type=None):  # noqa: A002
+    """Reinterpret with the same dtype (other dtypes need a bitcast, not implemented yet)."""
+    a = ensure_arraylike("view", a)
+    if type is not None:
+        raise NotImplementedError("`type` argument of array.view() is not supported.")
+    if dtype is None or np.dtype(dtype) == get_aval(a).dtype:
+        return a
+    if isinstance(a, Array):
+        return make_array(np.asarray(a._value).view(dtype))
+    raise NotImplementedError("array.view(dtype) on traced values needs "
+                              "lax.bitcast_convert_type, which is not implemented yet")
+
+
+def resize(a, new_shape):
+    """Repeat or truncate the flattened array to fill ``new_shape``."""
+    a = ensure_arraylike("resize", a)
+    new_shape = _util.canonicalize_shape(new_shape)
+    n = math.prod(new_shape)
+    flat = ravel(a)
+    size_ = get_aval(flat).shape[0]
+    if size_ == 0 or n == 0:
+        from kiln.numpy._creation import zeros
+        return zeros(new_shape, get_aval(a).dtype)
+    reps = -(-n // size_)
+    flat = tile(flat, reps)
+    return lax.reshape(_slice_axis(flat, 0, n, 0), new_shape)
+
+
+def ravel_multi_index(multi_index, dims, mode="raise", order="C"):
+    """Flat indices of coordinate arrays (``mode`` 'clip', 'wrap' or 'raise' if concrete)."""
+    check_arraylike("ravel_multi_index", *multi_index)
+    dims = tuple(_util.core_int(d, "dims must be static") for d in dims)
+    if len(multi_index) != len(dims):
+        raise ValueError(f"parameter multi_index must be a sequence of length {len(dims)}")
+    from kiln import dtypes
+    from kiln.numpy._ufuncs import add, clip, multiply, remainder
+    idx = [lax.convert_element_type(as_operand(i), dtypes.default_int_dtype())
+           for i in multi_index]
+    if mode == "raise":
+        for i, d in zip(idx, dims):
+            if isinstance(i, Tracer):
+                raise ConcretizationTypeError(i, "ravel_multi_index with mode='raise' needs "
+                                                 "concrete indices; use mode='clip' or 'wrap'")
+            v = np.asarray(i._value)
+            if v.size and (v.min() < 0 or v.max() >= d):
+                raise ValueError("invalid entry in coordinates array")
+    elif mode == "clip":
+        idx = [clip(i, 0, d - 1) for i, d in zip(idx, dims)]
+    elif mode == "wrap":
+        idx = [remainder(i, d) for i, d in zip(idx, dims)]
+    else:
+        raise ValueError(f"invalid mode={mode!r}. Expected 'raise', 'wrap', or 'clip'")
+    order_dims = range(len(dims)) if order == "C" else range(len(dims) - 1, -1, -1)
+    out = 0
+    stride = 1
+    for k in reversed(list(order_dims)):
+        out = add(out, multiply(idx[k], stride))
+        stride *= dims[k]
+    return as_operand(out)
+
+
+def unravel_index(indices, shape):
+    """Coordinate arrays of flat ``indices`` into an array of ``shape``."""
+    indices = ensure_arraylike("unravel_index", indices)
+    shape = _util.canonicalize_shape(shape)
+    from kiln.numpy._ufuncs import clip, floor_divide, remainder
+    total = math.prod(shape)
+    from kiln.numpy._ufuncs import where
+    idx = where(lax.lt(indices, _util.zeros_like_op(indices)),
+                lax.add(indices, _util.broadcast_to(
+                    _util.scalar_const(total, get_aval(indices).dtype), _shape(indices))),
+                indices)
+    idx = clip(idx, 0, max(total - 1, 0))
+    out = []
+    for d in reversed(shape):
+        out.append(remainder(idx, d))
+        idx = floor_divide(idx, d)
+    return tuple(reversed(out))
+
+
+def indices(dimensions, dtype=None, sparse=False):
+    """Grids of indices for an array of shape ``dimensions``."""
+    from kiln import dtypes
+    dimensions = _util.canonicalize_shape(dimensions)
+    dt = _util.user_dtype(dtype, "indices") or dtypes.default_int_dtype()
+    nd = len(dimensions)
+    out = []
+    for i, d in enumerate(dimensions):
+        io = lax.iota(dt, d)
+        if sparse:
+            s = [1] * nd
+            s[i] = d
+            out.append(lax.reshape(io, tuple(s)))
+        else:
+            out.append(lax.broadcast_in_dim(io, dimensions, (i,)))
+    if sparse:
+        return tuple(out)
+    if not out:
+        return _util.full_const((0,), 0, dt)
+    return stack(out, 0)
+
+
+def diag_indices(n, ndim=2):
+    """Indices of the main diagonal of an ``ndim``-dimensional ``n``-cube."""
+    from kiln import dtypes
+    n = _util.core_int(n, "n must be static")
+    idx = make_array(np.arange(n, dtype=dtypes.default_int_dtype()))
+    return (idx,) * ndim
+
+
+def tril_indices(n, k=0, m=None):
+    """Indices of the lower triangle of an (n, m) array."""
+    from kiln import dtypes
+    r, c = np.tril_indices(n, k, m)
+    dt = dtypes.default_int_dtype()
+    return make_array(r.astype(dt)), make_array(c.astype(dt))
+
+
+def triu_indices(n, k=0, m=None):
+    """Indices of the upper triangle of an (n, m) array."""
+    from kiln import dtypes
+    r, c = np.triu_indices(n, k, m)
+    dt = dtypes.default_int_dtype()
+    return make_array(r.astype(dt)), make_array(c.astype(dt))

@@ -1,0 +1,54 @@
+"""``kiln.random``: JAX's counter-based PRNG (Threefry-2x32), bit for bit.
+
+Keys are typed (``key(seed)``, dtype ``key<fry>``) or legacy (``PRNGKey(seed)``, a
+``uint32[2]`` array); every sampler takes either. Splitting, folding-in and the
+bits behind every sampler follow JAX in both settings of
+``jax_threefry_partitionable``. See docs/random.md.
+"""
+from kiln.random._distributions import (  # noqa: F401
+    bernoulli,
+    bits,
+    categorical,
+    cauchy,
+    choice,
+    double_sided_maxwell,
+    exponential,
+    geometric,
+    gumbel,
+    laplace,
+    logistic,
+    lognormal,
+    maxwell,
+    multivariate_normal,
+    normal,
+    orthogonal,
+    pareto,
+    permutation,
+    rademacher,
+    randint,
+    rayleigh,
+    shuffle,
+    triangular,
+    truncated_normal,
+    uniform,
+    wald,
+    weibull_min,
+)
+from kiln.random._keys import (  # noqa: F401
+    KeyTy,
+    PRNGImpl,
+    PRNGKey,
+    PRNGKeyArray,
+    PRNGSpec,
+    clone,
+    default_prng_impl,
+    fold_in,
+    key,
+    key_data,
+    key_dtype,
+    key_impl,
+    resolve_prng_impl,
+    split,
+    wrap_key_data,
+)
+from kiln.random._threefry import threefry2x32_p, threefry_2x32  # noqa: F401

@@ -1,0 +1,320 @@
+"""The few array operations the samplers need beyond elementwise ``lax``.
+
+Each public helper here uses ``kiln.lax`` when it provides the operation and
+otherwise a private primitive defined in this file (NumPy impl, abstract eval,
+batching rule): ``sort_key_val``, ``top_k``, ``take`` (a gather along one axis),
+``searchsorted``, and the factorizations ``cholesky``, ``eigh``, ``svd``, ``qr``.
+
+The factorizations call NumPy's LAPACK drivers (``potrf``, ``syevd``, ``gesdd``,
+``geqrf``), the drivers JAX's CPU backend calls, so signs of eigenvectors and
+singular vectors agree with JAX; none of them is differentiable here.
+
+What this module must not hold: anything random.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from kiln.core.avals import ShapedArray
+from kiln.core.trace import get_aval
+from kiln.interpreters import ad, batching
+from kiln.interpreters.ad import Zero
+from kiln.lax._factory import standard_primitive
+
+
+def _lax():
+    from kiln import lax
+    return lax
+
+
+def _front(x, d, size):
+    return batching.bdim_at_front(x, d, size)
+
+
+# ----------------------------------------------------------------------------------------------
+# sort_key_val (stable, one key)
+
+def _skv_abstract_eval(keys, values, *, dimension):
+    if keys.shape != values.shape:
+        raise TypeError(f"sort_key_val operands must have equal shapes, got {keys.shape} and "
+                        f"{values.shape}")
+    return [ShapedArray(keys.shape, keys.dtype), ShapedArray(values.shape, values.dtype,
+                                                             values.weak_type)]
+
+
+def _skv_impl(keys, values, *, dimension):
+    idx = np.argsort(keys, axis=dimension, kind="stable")
+    return [np.take_along_axis(keys, idx, dimension), np.take_along_axis(values, idx, dimension)]
+
+
+sort_key_val_p = standard_primitive("random_sort_key_val", _skv_abstract_eval, _skv_impl,
+                                    weak_type_rule=lambda wk, wv, **_: [False, wv],
+                                    multiple_results=True)
+
+
+def _skv_batch(axis_data, vals, dims, *, dimension):
+    size = axis_data.size
+    k, v = (_front(x, d, size) for x, d in zip(vals, dims))
+    return sort_key_val_p.bind(k, v, dimension=dimension + 1), [0, 0]
+
+
+batching.batch_rules[sort_key_val_p] = _skv_batch
+
+
+def sort_key_val(keys, values, dimension=-1):
+    """Sort ``values`` along ``dimension`` by ``keys`` (stably); returns (keys, values)."""
+    lax = _lax()
+    nd = get_aval(keys).ndim
+    dimension = dimension % nd if nd else 0
+    if hasattr(lax, "sort_key_val"):
+        return lax.sort_key_val(keys, values, dimension, is_stable=True)
+    return sort_key_val_p.bind(keys, values, dimension=dimension)
+
+
+# ----------------------------------------------------------------------------------------------
+# top_k (last axis; ties keep the lower index first)
+
+def _topk_abstract_eval(x, *, k):
+    if not x.shape or x.shape[-1] < k:
+        raise ValueError(f"top_k: k={k} is larger than the last axis of shape {x.shape}")
+    shape = x.shape[:-1] + (k,)
+    return [ShapedArray(shape, x.dtype, x.weak_type), ShapedArray(shape, np.int32)]
+
+
+def _topk_impl(x, *, k):
+    floating = x.dtype.kind not in "iub"
+    key = -x.astype(np.float64) if floating or x.dtype.itemsize < 8 else -x
+    if floating:
+        # NaNs sort first (as the largest), like XLA's total order.
+        key = np.where(np.isnan(x), -np.inf, key)
+    idx = np.argsort(key, axis=-1, kind="stable")[..., :k]
+    return [np.take_along_axis(x, idx, -1), idx.astype(np.int32)]
+
+
+top_k_p = standard_primitive("random_top_k", _topk_abstract_eval, _topk_impl,
+                             weak_type_rule=lambda w, **_: [w, False], multiple_results=True)
+
+
+def _topk_batch(axis_data, vals, dims, *, k):
+    (x,), (d,) = vals, dims
+    x = batching.moveaxis(x, d, 0)
+    return top_k_p.bind(x, k=k), [0, 0]
+
+
+batching.batch_rules[top_k_p] = _topk_batch
+
+
+def top_k(x, k):
+    lax = _lax()
+    if hasattr(lax, "top_k"):
+        return lax.top_k(x, k)
+    return top_k_p.bind(x, k=int(k))
+
+
+# ----------------------------------------------------------------------------------------------
+# take: x[..., idx, ...] along ``axis``; ``batch`` leading axes shared by x and idx.
+
+def _take_abstract_eval(x, idx, *, axis, batch):
+    if idx.dtype.kind not in "iu":
+        raise TypeError(f"take indices must be integers, got {idx.dtype}")
+    shape = x.shape[:axis] + idx.shape[batch:] + x.shape[axis + 1:]
+    return ShapedArray(shape, x.dtype, x.weak_type)
+
+
+def _take_impl(x, idx, *, axis, batch):
+    n = x.shape[axis]
+    idx = np.where(idx < 0, idx + n, idx)
+    if batch == 0:
+        return np.take(x, idx, axis=axis)
+    bshape = x.shape[:batch]
+    b = int(np.prod(bshape))
+    xb = x.reshape((b,) + x.shape[batch:])
+    ib = idx.reshape((b,) + idx.shape[batch:])
+    ax = axis - batch + 1
+    xm = np.moveaxis(xb, ax, 1)
+    bi = np.arange(b).reshape((b,) + (1,) * (ib.ndim - 1))
+    g = xm[bi, ib]  # (b, *ib.shape[1:], *rest)
+    k = ib.ndim - 1
+    # Move the index axes to where the gathered axis was.
+    perm = [0] + list(range(1 + k, 1 + k + ax - 1)) + list(range(1, 1 + k)) + \
+        list(range(1 + k + ax - 1, g.ndim))
+    g = np.transpose(g, perm)
+    return g.reshape(bshape + g.shape[1:])
+
+
+take_p = standard_primitive("random_take", _take_abstract_eval, _take_impl,
+                            weak_type_rule=lambda wx, wi, **_: wx)
+
+
+def _take_batch(axis_data, vals, dims, *, axis, batch):
+    (x, idx), (dx, di) = vals, dims
+    size = axis_data.size
+    if di is None:
+        x = batching.moveaxis(x, dx, 0)
+        if batch == 0:
+            return take_p.bind(x, idx, axis=axis + 1, batch=0), 0
+        # Shared batch axes of x and idx: broadcast idx along the new axis.
+        idx = _front(idx, None, size)
+    else:
+        x = _front(x, dx, size)
+        idx = batching.moveaxis(idx, di, 0)
+    return take_p.bind(x, idx, axis=axis + 1, batch=batch + 1), 0
+
+
+batching.batch_rules[take_p] = _take_batch
+
+
+def _take_jvp(primals, tangents, *, axis, batch):
+    (x, idx), (tx, _) = primals, tangents
+    ans = take_p.bind(x, idx, axis=axis, batch=batch)
+    if type(tx) is Zero:
+        return ans, Zero.from_primal_value(ans)
+    return ans, take_p.bind(tx, idx, axis=axis, batch=batch)
+
+
+ad.jvp_rules[take_p] = _take_jvp
+
+
+def take(x, idx, axis=0):
+    nd = get_aval(x).ndim
+    return take_p.bind(x, idx, axis=axis % nd, batch=0)
+
+
+# ----------------------------------------------------------------------------------------------
+# searchsorted (left side) of queries into a sorted 1-D array
+
+def _ss_abstract_eval(a, v, *, batch):
+    return ShapedArray(v.shape, np.int32)
+
+
+def _ss_impl(a, v, *, batch):
+    if batch == 0:
+        return np.searchsorted(a, v, side="left").astype(np.int32)
+    return np.stack([np.searchsorted(a[i], v[i], side="left")
+                     for i in range(a.shape[0])]).astype(np.int32)
+
+
+searchsorted_p = standard_primitive("random_searchsorted", _ss_abstract_eval, _ss_impl,
+                                    weak_type_rule=lambda *a, **k: False)
+ad.defjvp_zero(searchsorted_p)
+
+
+def _ss_batch(axis_data, vals, dims, *, batch):
+    (a, v), (da, dv) = vals, dims
+    size = axis_data.size
+    if da is None:
+        return searchsorted_p.bind(a, batching.moveaxis(v, dv, 0), batch=0), 0
+    a = batching.moveaxis(a, da, 0)
+    v = _front(v, dv, size)
+    vshape = get_aval(v).shape
+    v2 = _lax().reshape(v, (size, int(np.prod(vshape[1:], dtype=np.int64))))
+    out = searchsorted_p.bind(a, v2, batch=1)
+    return _lax().reshape(out, get_aval(v).shape), 0
+
+
+batching.batch_rules[searchsorted_p] = _ss_batch
+
+
+def searchsorted(a, v):
+    return searchsorted_p.bind(a, v, batch=0)
+
+
+# ----------------------------------------------------------------------------------------------
+# Factorizations (batched over leading axes).
+
+def _linalg_prim(name, impl, out_avals):
+    prim = standard_primitive(name, out_avals, impl,
+                              weak_type_rule=lambda *a, **k: [False] * 3,
+                              multiple_results=True)
+
+    def batch(axis_data, vals, dims):
+        (x,), (d,) = vals, dims
+        return prim.bind(batching.moveaxis(x, d, 0)), [0] * len(out_avals(get_aval(vals[0])))
+    batching.batch_rules[prim] = batch
+    return prim
+
+
+def _cholesky_impl(x):
+    with np.errstate(all="ignore"):
+        try:
+            return [np.linalg.cholesky(x).astype(x.dtype)]
+        except np.linalg.LinAlgError:
+            # JAX returns NaNs for matrices that are not positive definite.
+            out = np.full(x.shape, np.nan, x.dtype)
+            flat = x.reshape((-1,) + x.shape[-2:])
+            res = out.reshape(flat.shape)
+            for i, m in enumerate(flat):
+                try:
+                    res[i] = np.linalg.cholesky(m)
+                except np.linalg.LinAlgError:
+                    pass
+            return [res.reshape(x.shape)]
+
+
+def _sq_avals(x):
+    if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
+        raise ValueError(f"expected a stack of square matrices, got shape {x.shape}")
+    return [ShapedArray(x.shape, x.dtype)]
+
+
+cholesky_p = _linalg_prim("random_cholesky", _cholesky_impl, _sq_avals)
+
+
+def _eigh_impl(x):
+    w, v = np.linalg.eigh(x)
+    return [w.astype(x.dtype), v.astype(x.dtype)]
+
+
+def _eigh_avals(x):
+    _sq_avals(x)
+    return [ShapedArray(x.shape[:-1], x.dtype), ShapedArray(x.shape, x.dtype)]
+
+
+eigh_p = _linalg_prim("random_eigh", _eigh_impl, _eigh_avals)
+
+
+def _svd_impl(x):
+    u, s, vh = np.linalg.svd(x, full_matrices=False)
+    return [u.astype(x.dtype), s.astype(x.dtype), vh.astype(x.dtype)]
+
+
+def _svd_avals(x):
+    m, n = x.shape[-2:]
+    k = min(m, n)
+    b = x.shape[:-2]
+    return [ShapedArray(b + (m, k), x.dtype), ShapedArray(b + (k,), x.dtype),
+            ShapedArray(b + (k, n), x.dtype)]
+
+
+svd_p = _linalg_prim("random_svd", _svd_impl, _svd_avals)
+
+
+def _qr_impl(x):
+    q, r = np.linalg.qr(x, mode="reduced")
+    return [q.astype(x.dtype), r.astype(x.dtype)]
+
+
+def _qr_avals(x):
+    m, n = x.shape[-2:]
+    k = min(m, n)
+    b = x.shape[:-2]
+    return [ShapedArray(b + (m, k), x.dtype), ShapedArray(b + (k, n), x.dtype)]
+
+
+qr_p = _linalg_prim("random_qr", _qr_impl, _qr_avals)
+
+
+def cholesky(x):
+    return cholesky_p.bind(x)[0]
+
+
+def eigh(x):
+    return tuple(eigh_p.bind(x))
+
+
+def svd(x):
+    return tuple(svd_p.bind(x))
+
+
+def qr(x):
+    return tuple(qr_p.bind(x))
