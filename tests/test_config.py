@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
-from kiln import config as config_module
 from kiln.config import (
     Config,
     config,
@@ -15,6 +16,9 @@ from kiln.config import (
     enable_x64,
     explain_cache_misses,
 )
+
+# ``kiln.config`` the attribute is the Config object (as ``jax.config``); the module is here.
+config_module = sys.modules["kiln.config"]
 
 DEFAULTS = {
     "jax_enable_x64": False,
@@ -56,6 +60,8 @@ def test_global_config_has_defaults_unless_env_set(monkeypatch):
     # The test process may run with JAX_*/KILN_* set; compare against a fresh read.
     fresh = Config()
     fresh._read_env()
+    # tests/conftest.py turns on jax_enable_checks for the whole suite.
+    fresh.update("jax_enable_checks", True)
     assert config.values == fresh.values
 
 

@@ -109,7 +109,7 @@ def _mul_transpose(ct, x, y):
 
 ad.transpose_rules[mul_p] = _mul_transpose
 ad.defjvp(div_p, lambda g, ans, x, y: div(g, y),
-          lambda g, ans, x, y: mul(neg(g), div(ans, y)))
+          lambda g, ans, x, y: mul(mul(neg(g), x), integer_pow(y, -2)))
 
 
 def _div_transpose(ct, x, y):

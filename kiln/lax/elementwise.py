@@ -75,14 +75,18 @@ def _is_half(dt) -> bool:
     return r
 
 
-def _math(fn, *, upcast=True):
+def _math(fn, *, upcast=True, quiet=True):
     """Wrap a NumPy/SciPy function of float/complex arrays as an impl: half floats are
-    computed in float32, warnings about NaN/inf are silenced, the dtype is restored."""
+    computed in float32 (``upcast``), warnings about NaN/inf are silenced (``quiet``: JAX
+    never warns, e.g. for the untaken branch of a ``where``), the dtype is restored."""
     def impl(*args, **params):
         dt = args[0].dtype
         if upcast and _is_half(dt):
             args = [np.asarray(a, np.float32) for a in args]
-        with np.errstate(all="ignore"):
+        if quiet:
+            with np.errstate(all="ignore"):
+                out = fn(*args, **params)
+        else:
             out = fn(*args, **params)
         return out if out.dtype == dt else out.astype(dt)
     return impl
@@ -202,9 +206,9 @@ def _sign_impl(x):
 sign_p = unop("sign", _sign_impl, _num)
 ad.defjvp_zero(sign_p)
 
-floor_p = unop("floor", _math(np.floor, upcast=False), _float)
+floor_p = unop("floor", _math(np.floor, quiet=False), _float)
 ad.defjvp_zero(floor_p)
-ceil_p = unop("ceil", _math(np.ceil, upcast=False), _float)
+ceil_p = unop("ceil", _math(np.ceil, quiet=False), _float)
 ad.defjvp_zero(ceil_p)
 
 

@@ -235,13 +235,6 @@ def clamp_static_int(i, n):
     return min(max(i, 0), n - 1)
 
 
-def wrap_traced_int(t, n):
-    """``t + n`` where ``t < 0`` (lax ops), converted to the default int dtype."""
-    t = lax.convert_element_type(t, _index_dtype())
-    zero = _util.scalar_const(0, _index_dtype())
-    return lax.select(lax.lt(t, zero), lax.add(t, _util.scalar_const(n, _index_dtype())), t)
-
-
 # ----------------------------------------------------------------------------------------------
 # basic indexing
 
@@ -278,7 +271,8 @@ def _basic_take(x, parsed: ParsedIndex):
     if dyn:
         ys = get_aval(y).shape
         zero = _util.scalar_const(0, _index_dtype())
-        dstarts = [wrap_traced_int(dyn[ax], ys[ax]) if ax in dyn else zero
+        # dynamic_slice wraps negative starts itself (and clamps, as JAX does).
+        dstarts = [lax.convert_element_type(dyn[ax], _index_dtype()) if ax in dyn else zero
                    for ax in range(len(ys))]
         sizes = [1 if ax in dyn else ys[ax] for ax in range(len(ys))]
         y = lax.dynamic_slice(y, dstarts, sizes)

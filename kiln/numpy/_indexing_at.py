@@ -126,7 +126,8 @@ def _basic_update(x, parsed, values, op, mode):
             starts.append(0)
             counts.append(1)
             strides.append(1)
-            dyn[ax] = _ix.wrap_traced_int(v, n)
+            # dynamic_(update_)slice wrap negative starts themselves.
+            dyn[ax] = lax.convert_element_type(v, dtypes.default_int_dtype())
     vals = _fit_values(values, tuple(indexed))
     vals = lax.reshape(vals, tuple(counts))
     if rev:

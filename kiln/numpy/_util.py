@@ -131,10 +131,19 @@ def zeros_like_op(x):
 
 
 def _convert(x, dtype, weak_type):
-    """Convert one operand to (dtype, weak_type); Python scalars go straight to ``dtype``."""
+    """Convert one operand to (dtype, weak_type); Python scalars and concrete scalars whose
+    conversion NumPy does exactly as lax does go straight to ``dtype`` (constant folding)."""
     if type(x) in _py_scalars:
         return make_array(np.asarray(x, dtype), weak_type)
-    return lax._convert_element_type(as_operand(x), dtype, weak_type)
+    x = as_operand(x)
+    if type(x) is Array and x._value.ndim == 0:
+        src = x._value.dtype
+        if src == dtype:
+            return x if x.weak_type == weak_type else make_array(x._value, weak_type)
+        if src.kind in "biu" and dtype.kind in "fc" or src.kind == dtype.kind == "f" \
+                or src.kind in "f" and dtype.kind == "c":
+            return make_array(x._value.astype(dtype), weak_type)
+    return lax._convert_element_type(x, dtype, weak_type)
 
 
 def _same_type_operands(args) -> bool:

@@ -155,3 +155,76 @@ def match_aval(x, aval):
 
 def zeros(aval):
     return ad.zeros_like_aval(aval)
+
+
+# ----------------------------------------------------------------------------------------------
+# Error messages in JAX's words.
+
+def fun_sourceinfo(fun) -> str:
+    """``name at file:line`` of a user function, as JAX's errors name it."""
+    import functools
+    import inspect
+    while isinstance(fun, functools.partial):
+        fun = fun.func
+    try:
+        fun = inspect.unwrap(fun)
+        code = fun.__code__
+        return f"{fun.__name__} at {code.co_filename}:{code.co_firstlineno}"
+    except (AttributeError, ValueError):
+        name = getattr(fun, "__name__", None)
+        return name if isinstance(name, str) else "<unknown>"
+
+
+def capitalize(s: str) -> str:
+    return s[:1].upper() + s[1:]
+
+
+def types_match(a, b) -> bool:
+    """JAX's ``typematch``: shape and dtype equal (weak types may differ)."""
+    return a.shape == b.shape and a.dtype == b.dtype
+
+
+def mismatch_extra(a, b) -> str:
+    why = []
+    if a.dtype != b.dtype:
+        why.append("the dtypes do not match")
+    if a.shape != b.shape:
+        why.append("the shapes do not match")
+    if not why:
+        return ""
+    return ", so " + (why[0] if len(why) == 1 else ", ".join(why[:-1]) + ", and " + why[-1])
+
+
+def join_differences(diffs, capitalize_single=True) -> str:
+    """One difference as a sentence; several as a bullet list (JAX's layout)."""
+    if len(diffs) == 1:
+        return f"{capitalize(diffs[0]) if capitalize_single else diffs[0]}.\n"
+    return "\n".join(f"  * {d};\n" for d in diffs[:-1]) + f"  * {diffs[-1]}.\n"
+
+
+def leaf_paths(tree, n):
+    """Key paths of the ``n`` leaves of ``tree`` (a PyTreeDef)."""
+    from kiln.tree_util import tree_flatten_with_path
+    marker = [object() for _ in range(n)]
+    pairs, _ = tree_flatten_with_path(tree_unflatten(tree, marker))
+    return [p for p, _ in pairs]
+
+
+class _LeafMeta(type):
+    def __repr__(cls):
+        return "pytree leaf"
+
+    __str__ = __repr__
+
+
+_PytreeLeaf = _LeafMeta("Leaf", (), {})
+
+
+def structure_diffs(tree1, tree2, describe, leaf=None):
+    """``describe(path, thing1, thing2, why)`` for each structural difference of two
+    treedefs. Leaves are shown as ``leaf`` (default: "pytree leaf", as JAX does)."""
+    from kiln.tree_util import equality_errors
+    leaf = _PytreeLeaf() if leaf is None else leaf
+    a = tree_unflatten(tree1, [leaf] * tree1.num_leaves)
+    b = tree_unflatten(tree2, [leaf] * tree2.num_leaves)
+    return [describe(p, t1, t2, why) for p, t1, t2, why in equality_errors(a, b)]

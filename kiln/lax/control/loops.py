@@ -18,23 +18,70 @@ from kiln.lax.control import common
 from kiln.tree_util import tree_flatten, tree_unflatten
 
 
-def _carry_type_error(what, in_tree, in_avals, out_tree, out_avals):
-    if in_tree != out_tree:
-        raise TypeError(f"{what} must have identical types for carry input and carry output: "
-                        f"the input carry has tree structure {in_tree} but the output has "
-                        f"{out_tree}.")
-    diffs = []
-    for i, (a, b) in enumerate(zip(in_avals, out_avals)):
-        if not common.same_type(a, b, check_weak=False):
-            diffs.append(f"  * the input carry component {i} has type {a.str_short()} but the "
-                         f"corresponding output carry component has type {b.str_short()}, so "
-                         + ("the dtypes do not match" if a.dtype != b.dtype else
-                            "the shapes do not match"))
-    if diffs:
-        raise TypeError(f"{what} carry input and carry output must have equal types "
-                        f"(e.g. shapes and dtypes of arrays), but they differ:\n"
-                        + "\n".join(diffs) + "\n\nRevise the function so that all output types "
-                        "match the corresponding input types.")
+def _carry_component(body_fun):
+    """How JAX names a carry component: by the body's first parameter and a key path."""
+    import inspect
+    from kiln.tree_util import keystr
+    try:
+        params = list(inspect.signature(body_fun).parameters)
+    except (TypeError, ValueError):
+        params = []
+    name = params[0] if params else None
+    if name:
+        return lambda p: (f"the input carry component {name}{keystr(p)}" if p
+                          else f"the input carry {name}")
+    return lambda p: (f"the input carry at path {keystr(p)}" if p else "the input carry")
+
+
+def _check_carry_structure(what, body_fun, in_tree, out_tree):
+    """TypeError (JAX's text) when the body's carry output has another pytree structure."""
+    if in_tree == out_tree:
+        return
+    component = _carry_component(body_fun)
+    diffs = common.structure_diffs(
+        in_tree, out_tree,
+        lambda p, t1, t2, why: (f"{component(p)} is a {t1} but the corresponding component "
+                                f"of the carry output is a {t2}, so {why}"),
+        leaf=ShapedArray((), np.float32))
+    if not diffs:
+        differences = (f"the input tree structure is:\n{in_tree}\n"
+                       f"the output tree structure is:\n{out_tree}\n")
+    else:
+        differences = common.join_differences(diffs)
+    raise TypeError(f"{what} function carry input and carry output must have the same pytree "
+                    f"structure, but they differ:\n\n{differences}\n"
+                    "Revise the function so that the carry output has the same pytree structure "
+                    "as the carry input.")
+
+
+def _check_carry_types(what, body_fun, in_tree, in_avals, out_avals):
+    """TypeError (JAX's text) when carry output shapes/dtypes differ from the input's."""
+    if all(common.types_match(a, b) for a, b in zip(in_avals, out_avals)):
+        return
+    component = _carry_component(body_fun)
+    paths = common.leaf_paths(in_tree, len(in_avals))
+    diffs = [f"{component(p)} has type {a.str_short(False)} but the corresponding output carry "
+             f"component has type {b.str_short(False)}{common.mismatch_extra(a, b)}"
+             for p, a, b in zip(paths, in_avals, out_avals) if not common.types_match(a, b)]
+    raise TypeError(f"{what} function carry input and carry output must have equal types, but "
+                    f"they differ:\n\n{common.join_differences(diffs)}\n"
+                    "Revise the function so that all output types match the corresponding input "
+                    "types.")
+
+
+def _promote_weak_inputs(init_flat, in_avals, out_avals):
+    """Weakly typed initial carries (Python scalars) whose type differs from the body's
+    output are promoted to the joined dtype, as JAX does (``0`` carry + float body is fine).
+    Returns ``(new_init_flat, changed)``."""
+    from kiln import dtypes
+    from kiln.lax.structural import convert_element_type
+    out, changed = [], False
+    for x, a, b in zip(init_flat, in_avals, out_avals):
+        if a.weak_type and not common.types_match(a, b):
+            x = convert_element_type(x, dtypes.result_type(a, b))
+            changed = True
+        out.append(x)
+    return out, changed
 
 
 def _weak_fix(in_avals, out_avals):
@@ -91,34 +138,56 @@ def while_loop(cond_fun, body_fun, init_val):
     differentiable; for reverse mode use ``scan`` or ``fori_loop`` with static bounds)."""
     if not callable(cond_fun) or not callable(body_fun):
         raise TypeError("lax.while_loop: cond_fun and body_fun arguments should be callable.")
+    if _jit_disabled():
+        # As in JAX: under disable_jit the loop runs in Python when it can.
+        from kiln.errors import ConcretizationTypeError
+        from kiln.tree_util import tree_map
+        try:
+            val = tree_map(_asarray, init_val)
+            while cond_fun(val):
+                val = body_fun(val)
+            return val
+        except ConcretizationTypeError:
+            pass
     init_flat, in_tree = tree_flatten(init_val)
     in_avals = common.avals_of(init_flat)
     body, body_consts, out_tree = _trace_carry_fun(body_fun, in_tree, in_avals)
-    nbc = len(body_consts)
-    _carry_type_error("body_fun output and input", in_tree, in_avals, out_tree, body.out_avals)
+    _check_carry_structure("while_loop body", body_fun, in_tree, out_tree)
+    init_flat, changed = _promote_weak_inputs(init_flat, in_avals, body.out_avals)
+    if changed:
+        in_avals = common.avals_of(init_flat)
+        body, body_consts, out_tree = _trace_carry_fun(body_fun, in_tree, in_avals)
+    _check_carry_types("while_loop body", body_fun, in_tree, in_avals, body.out_avals)
     fix = _weak_fix(in_avals, body.out_avals)
     if any(fix):
         init_flat = _strengthen(init_flat, fix)
         in_avals = common.avals_of(init_flat)
         body, body_consts, out_tree = _trace_carry_fun(body_fun, in_tree, in_avals)
-        nbc = len(body_consts)
         if any(_weak_fix(in_avals, body.out_avals)):
             def strong(*args, body=body):
                 outs = common.jaxpr_fun(body)(*args)
                 return [common.match_aval(o, a) for o, a in zip(outs, in_avals)]
             jx, jc = staging.trace_to_jaxpr(strong, list(body.in_avals))
             body = ClosedJaxpr(jx, jc)
-    del nbc
     cond, cond_consts, _ = _trace_carry_fun(cond_fun, in_tree, in_avals)
     ca = cond.out_avals
     if len(ca) != 1 or ca[0].shape != () or ca[0].dtype != np.bool_:
-        shape = ca[0].str_short() if len(ca) == 1 else f"{len(ca)} outputs"
         raise TypeError("cond_fun must return a boolean scalar, but got output type(s) "
-                        f"[{shape}].")
+                        f"[{', '.join(repr(a) for a in ca)}].")
     outs = while_p.bind(*cond_consts, *body_consts, *init_flat, cond_jaxpr=cond,
                         body_jaxpr=body, cond_nconsts=len(cond_consts),
                         body_nconsts=len(body_consts))
     return tree_unflatten(in_tree, outs)
+
+
+def _jit_disabled() -> bool:
+    from kiln.config import config
+    return bool(config.jax_disable_jit)
+
+
+def _asarray(x):
+    from kiln.core.trace import to_array
+    return x if isinstance(x, Tracer) else to_array(x)
 
 
 # -- jvp ------------------------------------------------------------------------------------------
