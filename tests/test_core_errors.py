@@ -186,6 +186,26 @@ def test_leaked_tracer_into_a_later_transformation():
         kiln.vmap(lambda y: lax.add(y, leak[0]))(X)
 
 
+def test_leaked_tracer_from_a_finished_inner_transformation():
+    # The inner transformation has finished while the outer one is still live.
+    leak = []
+
+    def f(x):
+        kiln.jit(lambda y: (leak.append(lax.sin(y)), y)[1])(x)
+        return lax.add(x, leak[0])
+
+    with pytest.raises(errors.UnexpectedTracerError):
+        kiln.jit(f)(X)
+    leak.clear()
+
+    def g(x):
+        kiln.vmap(lambda y: (leak.append(lax.sin(y)), y)[1])(x)
+        return _sum(lax.add(x, leak[0]))
+
+    with pytest.raises(errors.UnexpectedTracerError):
+        kiln.grad(g)(X)
+
+
 def _sum(x):
     return lax.reduce_sum(x, tuple(range(np.ndim(x))))
 

@@ -14,6 +14,7 @@ import pytest
 import kiln
 import kiln.numpy as jnp
 from kiln.array import Array
+from kiln.config import config_context
 from kiln.errors import ConcretizationTypeError, NonConcreteBooleanIndexError
 
 # ----------------------------------------------------------------------------------------------
@@ -141,7 +142,7 @@ UFUNC_EXPRS = [
     "jnp.where(True, 1, 2.0)", "jnp.select([a < 0, a > 2], [a, -a], 0)",
     "jnp.real(c)", "jnp.imag(c)", "jnp.imag(a)", "jnp.real(a)", "jnp.conj(c)",
     "jnp.conjugate(a)", "jnp.angle(c)", "jnp.angle(a)", "jnp.angle(c, deg=True)",
-    "jnp.heaviside(a, 0.5)", "jnp.sinc(a)", "jnp.sinc(jnp.asarray([0.0, 0.5]))",
+    "jnp.heaviside(a, 0.5)", "jnp.sinc(a)", "jnp.i0(a)", "jnp.nextafter(a, 0.0)", "jnp.sinc(jnp.asarray([0.0, 0.5]))",
 ]
 
 
@@ -219,6 +220,24 @@ SHAPE_EXPRS = [
     "jnp.ravel_multi_index((jnp.array([1, 2]), jnp.array([3, 0])), (3, 4))",
     "jnp.indices((2, 3))", "jnp.choose(jnp.array([0, 1, 1, 0]), [v, -v], mode='clip')",
     "jnp.compress(jnp.array([True, False, True]), a, axis=0)", "jnp.unstack(a)",
+    "jnp.take_along_axis(a, jnp.array([[0], [3], [1]]), axis=1)",
+    "jnp.take_along_axis(a, jnp.array([[0, 2, 1, 1]]), axis=0)",
+    "jnp.take_along_axis(i, jnp.array([[5], [-1], [1]]), axis=1)",
+    "jnp.take_along_axis(v, jnp.array([3, 0]), axis=None)",
+    "jnp.pad(a, 1)", "jnp.pad(a, ((1, 2), (0, 3)), constant_values=7)",
+    "jnp.pad(i, ((1, 0), (2, 1)), constant_values=((1, 2), (3, 4)))", "jnp.pad(a, 2, mode='edge')",
+    "jnp.pad(v, (3, 6), mode='wrap')", "jnp.pad(a, ((2, 1), (3, 5)), mode='reflect')",
+    "jnp.pad(v, (5, 7), mode='symmetric')", "jnp.pad(v, 2, mode='reflect', reflect_type='odd')",
+    "jnp.pad(a, 1, mode='maximum')", "jnp.pad(i, 1, mode='mean')", "jnp.pad(a, 1, mode='minimum')",
+    "jnp.diff(v)", "jnp.diff(a, n=2, axis=0)", "jnp.diff(b)", "jnp.diff(v, prepend=0, append=v)",
+    "jnp.cross(f3[:, :, :3], f3[:, :, 1:])", "jnp.cross(v[:2], v[2:])",
+    "jnp.cross(v[:3], v[1:], axis=0)", "jnp.block([[a, a], [a, a]])", "jnp.block([v, v])",
+    "jnp.tril_indices_from(a)", "jnp.triu_indices_from(a, 1)", "jnp.diag_indices_from(sq)",
+    "jnp.asarray(a)[jnp.ix_(jnp.array([0, 2]), jnp.array([1, 3]))]",
+    "jnp.asarray(t3)[jnp.s_[:, 1]]", "jnp.fabs(i)", "jnp.isin(i, jnp.array([1, 4, -3]))",
+    "jnp.isin(a, v, invert=True)",
+    "jnp.asarray(a).view(jnp.int32)", "jnp.asarray(a).view(jnp.uint8)",
+    "jnp.asarray(u8).view(bool)", "jnp.asarray(i8).view(jnp.int16)",
 ]
 
 
@@ -516,6 +535,8 @@ JIT_FUNCS = {
                              jnp.cumsum(x, axis=1)),
     "split": lambda x: jnp.split(x, 2, axis=1)[1] * jnp.array_split(x, 3)[0][0, :2],
     "take": lambda x: jnp.take(x, jnp.array([3, 1]), axis=1),
+    "take_along_axis": lambda x: jnp.take_along_axis(
+        x, jnp.argmax(x, axis=1, keepdims=True), axis=1),
 }
 
 XJ = np.array([[0.3, -1.2, 2.0, 0.5], [0.7, 1.5, -0.4, -2.2], [1.1, 0.0, -0.9, 0.25]],
@@ -556,7 +577,8 @@ def _scalar_loss(f, np_mod=jnp):
 
 
 GRAD_FUNCS = ["ufuncs", "where", "reductions", "shape", "stack", "matmul", "index", "at",
-              "creation", "tile_repeat", "diag", "clip_round", "split", "take"]
+              "creation", "tile_repeat", "diag", "clip_round", "split", "take",
+              "take_along_axis"]
 
 
 @pytest.mark.parametrize("name", GRAD_FUNCS)
@@ -638,3 +660,34 @@ def test_linspace_grad():
 def test_eager_array_results_are_arrays():
     for out in [jnp.zeros(3), jnp.asarray(A)[0], jnp.sum(A), jnp.asarray(A) + 1, jnp.eye(2)]:
         assert type(out) is Array
+
+
+def test_rank_promotion_config():
+    x, y = jnp.ones((2, 3)), jnp.ones(3)
+    with config_context(jax_numpy_rank_promotion="raise"):
+        with pytest.raises(ValueError, match="jax_numpy_rank_promotion='raise'"):
+            jnp.add(x, y)
+        jnp.add(x, 1.0)  # scalars are not rank promotion
+    with config_context(jax_numpy_rank_promotion="warn"):
+        with pytest.warns(UserWarning, match="rank promotion"):
+            jnp.add(x, y)
+
+
+def test_gather_fallbacks(monkeypatch):
+    """The slice-run, one-hot and dynamic_slice-loop gathers agree."""
+    from kiln.numpy import _indexing
+    idx = np.array([4, 0, 3, 3, -1, 1])
+    x = np.arange(20.0, dtype=np.float32).reshape(5, 4)
+    expected = x[idx]
+    f = kiln.jit(lambda x, i: x[i])
+    g = kiln.jit(lambda x: x[idx])
+    np.testing.assert_array_equal(np.asarray(f(x, idx)), expected)      # one-hot
+    np.testing.assert_array_equal(np.asarray(g(x)), expected)           # slice runs
+    monkeypatch.setattr(_indexing, "ONE_HOT_LIMIT", 0)
+    monkeypatch.setattr(_indexing, "RUNS_LIMIT", 0)
+    f = kiln.jit(lambda x, i: x[i])
+    np.testing.assert_array_equal(np.asarray(f(x, idx)), expected)      # dynamic_slice loop
+    np.testing.assert_array_equal(np.asarray(kiln.jit(lambda x: x[idx])(x)), expected)
+    monkeypatch.setattr(_indexing, "LOOP_LIMIT", 2)
+    with pytest.raises(NotImplementedError, match="gather"):
+        kiln.jit(lambda x, i: x[i])(x, idx)

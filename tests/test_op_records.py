@@ -490,7 +490,7 @@ def _core_primitives():
     from kiln import custom_derivatives as cd
     from kiln.interpreters import pjit
     return {p.name: p for p in (ad.add_any_p, pjit.jit_p, cd.remat_p, cd.custom_jvp_call_p,
-                                cd.custom_vjp_call_p)}
+                                cd.custom_vjp_call_p, cd.custom_lin_p)}
 
 
 def _rule_params():

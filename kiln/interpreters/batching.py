@@ -164,7 +164,8 @@ def broadcast_batcher(prim):
     def rule(axis_data, vals, dims, **params):
         batched = [(v, d) for v, d in zip(vals, dims) if d is not None]
         d0 = batched[0][1]
-        if all(d == d0 for _, d in batched) and all(d is not None for d in dims):
+        if (all(d == d0 for _, d in batched) and all(d is not None for d in dims)
+                and len({get_aval(v).ndim for v in vals}) == 1):
             out = prim.bind(*vals, **params)
             return out, ([d0] * len(out) if prim.multiple_results else d0)
         size = axis_data.size

@@ -13,7 +13,6 @@ from kiln.lax._factory import (
     _num,
     as_dtype,
     bool_result,
-    false_weak_type_rule,
     naryop,
     unop,
 )
@@ -22,14 +21,21 @@ from kiln.lax._factory import (
 def _scalar_like(x, ref):
     """Turn a Python scalar operand into a weak array of ``ref``'s dtype (lax promotes
     Python scalars, nothing else)."""
-    if type(x) in (int, float, complex, bool) and not isinstance(ref, (int, float, complex, bool)):
+    if type(x) in (int, float, complex, bool):
         from kiln.array import make_array
         return make_array(np.asarray(x, get_aval(ref).dtype), True)
     return x
 
 
+_py_scalars = (int, float, complex, bool)
+
+
 def _binargs(x, y):
-    return _scalar_like(x, y), _scalar_like(y, x)
+    if type(x) in _py_scalars and type(y) not in _py_scalars:
+        return _scalar_like(x, y), y
+    if type(y) in _py_scalars and type(x) not in _py_scalars:
+        return x, _scalar_like(y, x)
+    return x, y
 
 
 def _same(fn):
@@ -38,21 +44,38 @@ def _same(fn):
     return impl
 
 
+def _quiet(fn):
+    """Like ``_same`` but without NumPy's floating-point warnings (JAX gives inf/nan silently)."""
+    def impl(*args):
+        with np.errstate(all="ignore"):
+            return as_dtype(fn(*args), args[0].dtype)
+    return impl
+
+
 # ----------------------------------------------------------------------------------------------
 # add / sub / mul / div / neg
 
-add_p = naryop("add", _same(np.add), _num)
-sub_p = naryop("sub", _same(np.subtract), _num)
-mul_p = naryop("mul", _same(np.multiply), _num)
+add_p = naryop("add", _quiet(np.add), _num)
+sub_p = naryop("sub", _quiet(np.subtract), _num)
+mul_p = naryop("mul", _quiet(np.multiply), _num)
 
 
 def _div_impl(x, y):
     if x.dtype.kind in "iu":
-        # Integer division rounds toward zero in JAX (C semantics), unlike NumPy's floor.
-        with np.errstate(divide="ignore", invalid="ignore"):
-            q = np.where(y == 0, 0, np.trunc(np.true_divide(x, np.where(y == 0, 1, y))))
-        return q.astype(x.dtype)
-    return as_dtype(np.true_divide(x, y), x.dtype)
+        # Integer division rounds toward zero (C/XLA semantics), unlike NumPy's floor;
+        # x / 0 is -1 for signed and the maximum value for unsigned types, as in XLA.
+        x, y = np.broadcast_arrays(x, y)
+        safe = np.where(y == 0, 1, y)
+        q = np.abs(x) // np.abs(safe) if x.dtype.kind == "i" else x // safe
+        if x.dtype.kind == "i":
+            with np.errstate(over="ignore"):
+                q = np.where((x < 0) != (safe < 0), -q, q)
+            q = np.where(y == 0, -1, q)
+        else:
+            q = np.where(y == 0, np.iinfo(x.dtype).max, q)
+        return np.asarray(q, x.dtype)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        return as_dtype(np.true_divide(x, y), x.dtype)
 
 
 div_p = naryop("div", _div_impl, _num)
@@ -191,8 +214,7 @@ def min(x, y):  # noqa: A001
 # comparisons
 
 def _cmp(name, fn):
-    prim = naryop(name, lambda x, y: np.asarray(fn(x, y)), _any, result_dtype=bool_result,
-                  weak_type_rule=false_weak_type_rule)
+    prim = naryop(name, lambda x, y: np.asarray(fn(x, y)), _any, result_dtype=bool_result)
     ad.defjvp_zero(prim)
     return prim
 
@@ -238,11 +260,11 @@ def ge(x, y):
 # ----------------------------------------------------------------------------------------------
 # transcendental basics (the rest live in kiln.lax.elementwise)
 
-exp_p = unop("exp", _same(np.exp), _inexact)
-log_p = unop("log", _same(np.log), _inexact)
-sin_p = unop("sin", _same(np.sin), _inexact)
-cos_p = unop("cos", _same(np.cos), _inexact)
-tanh_p = unop("tanh", _same(np.tanh), _inexact)
+exp_p = unop("exp", _quiet(np.exp), _inexact)
+log_p = unop("log", _quiet(np.log), _inexact)
+sin_p = unop("sin", _quiet(np.sin), _inexact)
+cos_p = unop("cos", _quiet(np.cos), _inexact)
+tanh_p = unop("tanh", _quiet(np.tanh), _inexact)
 
 ad.defjvp(exp_p, lambda g, ans, x: mul(g, ans))
 ad.defjvp(log_p, lambda g, ans, x: div(g, x))
@@ -304,13 +326,17 @@ def integer_pow(x, y: int):
     return integer_pow_p.bind(x, y=int(y))
 
 
+square_p = unop("square", _same(np.square), _num)
+ad.defjvp(square_p, lambda g, ans, x: mul(g, mul(_scalar_like(2, x), x)))
+
+
 def square(x):
     """Elementwise ``x * x``."""
-    return integer_pow(x, 2)
+    return square_p.bind(x)
 
 
 _ = (_float, _any)
 __all__ = ["add", "sub", "mul", "div", "neg", "max", "min", "eq", "ne", "lt", "le", "gt", "ge",
            "exp", "log", "sin", "cos", "tanh", "integer_pow", "square",
            "add_p", "sub_p", "mul_p", "div_p", "neg_p", "max_p", "min_p", "eq_p", "ne_p", "lt_p",
-           "le_p", "gt_p", "ge_p", "exp_p", "log_p", "sin_p", "cos_p", "tanh_p", "integer_pow_p"]
+           "le_p", "gt_p", "ge_p", "exp_p", "log_p", "sin_p", "cos_p", "tanh_p", "integer_pow_p", "square_p"]

@@ -98,43 +98,6 @@ def _contiguous(x):
     return x if x.flags.c_contiguous else x.copy()
 
 
-def _eager_checked(prim, *, always=False):
-    """Make ``prim.impl`` validate its operands as ``abstract_eval`` does.
-
-    The eager path (``EvalTrace``) calls impls without abstract evaluation, yet
-    ``lax.sin(int_array)`` must raise TypeError eagerly too, as in JAX. The full check
-    runs once per dtype/params signature; later calls only compare shapes.
-    """
-    impl = prim.impl
-    seen = set()
-
-    def full(args, params):
-        prim.abstract_eval(*[ShapedArray(np.shape(a), a.dtype) for a in args], **params)
-
-    def checked(*args, **params):
-        if always:
-            full(args, params)
-            return impl(*args, **params)
-        if len(args) == 1:
-            key = (args[0].dtype, *params.items()) if params else args[0].dtype
-            if key not in seen:
-                full(args, params)
-                seen.add(key)
-            return impl(*args, **params)
-        key = (*[a.dtype for a in args], *params.items())
-        if key not in seen:
-            full(args, params)
-            seen.add(key)
-        else:
-            big = [a.shape for a in args if a.shape]
-            if big and any(sh != big[0] for sh in big[1:]):
-                full(args, params)
-        return impl(*args, **params)
-
-    prim.impl = checked
-    return prim
-
-
 def _const(x, val):
     """A weak rank-0 constant of ``x``'s dtype (rank-0 operands broadcast in lax ops)."""
     return make_array(np.asarray(val, get_aval(x).dtype), True)
@@ -1303,17 +1266,6 @@ def bitcast_convert_type(operand, new_dtype):
     new_dtype = dtypes.check_and_canonicalize_user_dtype(new_dtype, "bitcast_convert_type")
     return bitcast_convert_type_p.bind(operand, new_dtype=np.dtype(new_dtype))
 
-
-for _p in (sign_p, floor_p, ceil_p, round_p, is_finite_p, exp2_p, log1p_p, expm1_p, logistic_p,
-           tan_p, asin_p, acos_p, atan_p, atan2_p, sinh_p, cosh_p, asinh_p, acosh_p, atanh_p,
-           sqrt_p, rsqrt_p, cbrt_p, abs_p, pow_p, rem_p, nextafter_p, real_p, imag_p, complex_p,
-           conj_p, not_p, and_p, or_p, xor_p, shift_left_p, shift_right_arithmetic_p,
-           shift_right_logical_p, population_count_p, clz_p, erf_p, erfc_p, erf_inv_p, lgamma_p,
-           digamma_p, polygamma_p, zeta_p, igamma_p, igammac_p, igamma_grad_a_p,
-           random_gamma_grad_p, regularized_incomplete_beta_p, bessel_i0e_p, bessel_i1e_p,
-           clamp_p, reduce_precision_p):
-    _eager_checked(_p)
-_eager_checked(bitcast_convert_type_p, always=True)  # its shape rule depends on the shape
 
 __all__ = [
     "RoundingMethod",

@@ -9,7 +9,10 @@ static shape arithmetic. The modules:
 * ``_ufuncs``: elementwise functions;
 * ``_reductions``: ``sum``, ``mean``, ``max``, ``argmax``, ``cumsum``, ...;
 * ``_shape``: ``reshape``, ``transpose``, ``concatenate``, ``split``, ``tile``, ...;
+* ``_array_ops``: ``choose``, ``compress``, ``view``, ``diff``, ``cross``, ``block``, ...;
+* ``_index_tricks``: ``indices``, ``unravel_index``, ``ix_``, ``s_``, ...;
 * ``_indexing`` / ``_indexing_at``: ``x[idx]``, ``take``, ``x.at[idx].set(...)``;
+* ``_pad``: ``pad``;
 * ``_linalg_basic``: ``dot``, ``matmul``, ``einsum``, ``tensordot``, ...;
 * ``_dtype_funcs``: ``astype``, ``result_type``, ``finfo``, ...;
 * ``_scalar_types``: ``float32``, ``int8``, ``bfloat16``, ... (array constructors).
@@ -18,24 +21,19 @@ from __future__ import annotations
 
 import numpy as _np
 
+from kiln.numpy._array_ops import *  # noqa: F401,F403
 from kiln.numpy._creation import *  # noqa: F401,F403
 from kiln.numpy._dtype_funcs import *  # noqa: F401,F403
+from kiln.numpy._index_tricks import *  # noqa: F401,F403
 from kiln.numpy._indexing import *  # noqa: F401,F403
 from kiln.numpy._indexing import _rewriting_take  # noqa: F401
 from kiln.numpy._linalg_basic import *  # noqa: F401,F403
 from kiln.numpy._ndarray import ndarray  # noqa: F401
+from kiln.numpy._pad import pad  # noqa: F401
 from kiln.numpy._reductions import *  # noqa: F401,F403
 from kiln.numpy._scalar_types import *  # noqa: F401,F403
 from kiln.numpy._shape import *  # noqa: F401,F403
 from kiln.numpy._ufuncs import *  # noqa: F401,F403
-from kiln.numpy._util import (  # noqa: F401
-    check_arraylike,
-    promote_dtypes,
-    promote_dtypes_complex,
-    promote_dtypes_inexact,
-    promote_dtypes_numeric,
-    promote_shapes,
-)
 
 # Constants, as in jax.numpy (plain Python floats; newaxis is None).
 pi = _np.pi
@@ -44,6 +42,8 @@ inf = _np.inf
 nan = _np.nan
 euler_gamma = _np.euler_gamma
 newaxis = None
+
+bool = bool_  # noqa: A001,F405  (NumPy 2 / JAX name of the boolean scalar type)
 
 # NumPy's abstract scalar hierarchy, for issubdtype(x.dtype, jnp.floating) and friends.
 generic = _np.generic

@@ -19,7 +19,7 @@ from kiln.numpy._util import as_operand, canonicalize_shape, user_dtype
 
 __all__ = ["array", "asarray", "zeros", "ones", "full", "empty", "zeros_like", "ones_like",
            "full_like", "empty_like", "eye", "identity", "arange", "linspace", "logspace",
-           "tri", "tril", "triu", "diag", "diagflat", "meshgrid", "copy", "asanyarray"]
+           "tri", "tril", "triu", "diag", "diagflat", "meshgrid", "copy"]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -58,6 +58,12 @@ def _stack_nested(obj, dtype):
     return lax._convert_element_type(x, dtype, False)
 
 
+def _map_nested(obj, fn):
+    if isinstance(obj, (list, tuple)):
+        return [_map_nested(o, fn) for o in obj]
+    return fn(obj)
+
+
 def _leaf_for_dtype(x):
     m = getattr(x, "__jax_array__", None)
     if m is not None:
@@ -83,9 +89,15 @@ def array(object, dtype=None, copy=True, order="K", ndmin=0, *, device=None):  #
         leaves = [_leaf_for_dtype(x) for x in _flatten_leaves(object, [])]
         if dtype is None:
             dtype = (dtypes.result_type(*leaves) if leaves else dtypes.default_float_dtype())
-        if any(isinstance(x, (Array, Tracer)) for x in leaves):
+        if any(isinstance(x, Tracer) for x in leaves):
             _nested_shape(object)
             out = _stack_nested(object, dtype)
+        elif any(isinstance(x, Array) for x in leaves):
+            # Concrete arrays in a list: assemble with NumPy (their values are constants).
+            shape = _nested_shape(object)
+            vals = _map_nested(object, lambda x: x._value if type(x) is Array else x)
+            out = make_array(dtypes.coerce_to_array(
+                np.array(vals, dtype=dtype).reshape(shape), dtype))
         else:
             shape = _nested_shape(object)
             out = make_array(dtypes.coerce_to_array(
@@ -120,10 +132,6 @@ def asarray(a, dtype=None, order=None, *, copy=None, device=None):
         raise ValueError("jnp.asarray: cannot avoid a copy when converting the dtype and "
                          "copy=False was given")
     return array(a, dtype=dtype, copy=bool(copy), order=order)
-
-
-def asanyarray(a, dtype=None, order=None):
-    return asarray(a, dtype=dtype, order=order)
 
 
 def copy(a, order=None):

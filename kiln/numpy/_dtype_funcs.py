@@ -19,7 +19,7 @@ dtype = np.dtype
 
 __all__ = ["astype", "result_type", "promote_types", "can_cast", "finfo", "iinfo",
            "issubdtype", "isdtype", "iscomplexobj", "isrealobj", "isscalar", "dtype",
-           "iterable", "issubsctype"]
+           "iterable"]
 
 
 def astype(x, dtype, /, *, copy=False, device=None):  # noqa: A002
@@ -65,10 +65,6 @@ def iinfo(int_type):
 def issubdtype(arg1, arg2):
     """``np.issubdtype`` aware of bfloat16/float8/int4."""
     return dtypes.issubdtype(arg1, arg2)
-
-
-def issubsctype(arg1, arg2):
-    return dtypes.issubdtype(dtypes.dtype(arg1), dtypes.dtype(arg2))
 
 
 def isdtype(dtype, kind):  # noqa: A002

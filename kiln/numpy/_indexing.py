@@ -595,6 +595,63 @@ def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
     return _advanced_take(a, parsed, m, fill_value)
 
 
+def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
+    """``arr`` gathered along ``axis`` at ``indices`` (same rank; other axes broadcast).
+
+    ``mode``: 'fill' (default; out-of-bound indices give ``fill_value``, NaN for floats) or
+    'clip'. Concrete operands use NumPy; otherwise a one-hot ``select`` + ``reduce_sum``
+    over the indexed axis (memory: the broadcast result times the axis length).
+    """
+    _util.check_arraylike("take_along_axis", arr, indices)
+    arr, indices = _util.as_operand(arr), _util.as_operand(indices)
+    if not dtypes.issubdtype(indices.dtype, np.integer):
+        raise TypeError(f"take_along_axis indices must be of integer type, got "
+                        f"{indices.dtype}")
+    if axis is None:
+        if indices.ndim != 1:
+            raise ValueError(f"when axis=None, `indices` must have a single dimension, got "
+                             f"{indices.shape}")
+        arr = lax.reshape(arr, (arr.size,))
+        axis = 0
+    nd = arr.ndim
+    if indices.ndim != nd:
+        raise ValueError("indices and arr must have the same number of dimensions; "
+                         f"{indices.ndim} vs. {nd}")
+    axis = _util.canonicalize_axis(axis, nd)
+    mode = "fill" if mode is None else mode
+    if mode not in ("fill", "clip", "promise_in_bounds"):
+        raise ValueError(f"Invalid mode {mode!r} for take_along_axis")
+    n = arr.shape[axis]
+    other = [i for i in range(nd) if i != axis]
+    bshape = _util.broadcast_shapes(tuple(arr.shape[i] for i in other),
+                                    tuple(indices.shape[i] for i in other))
+    m = indices.shape[axis]
+    # Work with the indexed axis last: arr (B, n), indices (B, m).
+    perm = tuple(other) + (axis,)
+    a_t = _util.broadcast_to(lax.transpose(arr, perm), bshape + (n,))
+    i_t = _util.broadcast_to(lax.transpose(indices, perm), bshape + (m,))
+    idx, oob = _normalize_array_index(
+        np.asarray(i_t._value) if type(i_t) is Array else i_t, n,
+        "fill" if mode == "fill" else "clip")
+    if type(a_t) is Array and isinstance(idx, np.ndarray):
+        out = make_array(np.take_along_axis(np.asarray(a_t._value), idx, axis=-1), a_t.weak_type)
+    else:
+        if isinstance(idx, np.ndarray):
+            idx = make_array(idx.astype(_index_dtype()))
+        full = bshape + (m, n)
+        k = len(bshape)
+        hot = lax.eq(lax.broadcast_in_dim(idx, full, tuple(range(k + 1))),
+                     lax.broadcast_in_dim(lax.iota(idx.dtype, n), full, (k + 1,)))
+        vals = lax.broadcast_in_dim(a_t, full, tuple(range(k)) + (k + 1,))
+        picked = lax.select(hot, vals, _util.full_const(full, 0, a_t.dtype))
+        out = (lax.reduce_or(picked, (k + 1,)) if a_t.dtype == np.bool_
+               else lax.reduce_sum(picked, (k + 1,)))
+    if oob is not None:
+        out = _fill_oob(out, oob, bshape + (m,), (), fill_value)
+    inv = tuple(int(i) for i in np.argsort(perm))
+    return lax.transpose(out, inv)
+
+
 def nonzero(a, *, size=None, fill_value=None):
     """Indices of the nonzero elements (a concrete input, or a static ``size``)."""
     a = _util.ensure_arraylike("nonzero", a)
@@ -641,4 +698,4 @@ def argwhere(a, *, size=None, fill_value=None):
     return out
 
 
-__all__ = ["take", "nonzero", "flatnonzero", "argwhere"]
+__all__ = ["take", "take_along_axis", "nonzero", "flatnonzero", "argwhere"]

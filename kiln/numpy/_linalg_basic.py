@@ -14,8 +14,8 @@ from kiln.core.trace import get_aval
 from kiln.numpy import _util
 from kiln.numpy._util import as_operand, canonicalize_axis, check_arraylike
 
-__all__ = ["dot", "matmul", "vdot", "vecdot", "inner", "outer", "tensordot", "einsum", "kron",
-           "matvec", "vecmat"]
+__all__ = ["dot", "matmul", "vdot", "vecdot", "inner", "outer", "tensordot", "einsum",
+           "einsum_path", "kron", "matvec", "vecmat"]
 
 
 def _dot_general(a, b, contract, batch, precision, preferred_element_type):

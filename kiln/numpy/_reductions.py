@@ -18,8 +18,7 @@ from kiln.core.trace import get_aval
 from kiln.numpy import _util
 from kiln.numpy._util import as_operand, canonicalize_axes, ensure_arraylike, user_dtype
 
-__all__ = ["sum", "prod", "product", "max", "amax", "min", "amin", "all", "any", "alltrue",
-           "sometrue", "mean", "var", "std", "argmax", "argmin", "cumsum", "cumprod",
+__all__ = ["sum", "prod", "max", "amax", "min", "amin", "all", "any", "mean", "var", "std", "argmax", "argmin", "cumsum", "cumprod",
            "cumulative_sum", "cumulative_prod", "ptp", "count_nonzero", "average", "nansum",
            "nanprod", "nanmax", "nanmin", "nanmean", "nanvar", "nanstd", "nanargmax",
            "nanargmin", "nancumsum", "nancumprod"]
@@ -166,9 +165,6 @@ def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where
                    promote_integers=promote_integers, combine=_mul2)
 
 
-product = prod
-
-
 def max(a, axis=None, out=None, keepdims=False, initial=None, where=None):  # noqa: A001
     """Maximum over ``axis`` (NaNs propagate)."""
     return _reduce(a, "max", lax.reduce_max, -np.inf, has_identity=False, axis=axis, out=out,
@@ -204,10 +200,6 @@ def any(a, axis=None, out=None, keepdims=False, *, where=None):  # noqa: A001
     a = ensure_arraylike("any", a)
     return _reduce(_to_bool(a), "any", lambda x, ax: lax.reduce_or(x, ax), False, axis=axis,
                    out=out, keepdims=keepdims, where=where, combine=_or)
-
-
-alltrue = all
-sometrue = any
 
 
 def _count(a, axis, keepdims, where, dtype):

@@ -13,7 +13,7 @@ import operator
 import numpy as np
 
 from kiln import lax
-from kiln.array import Array, make_array
+from kiln.array import Array
 from kiln.core.trace import Tracer, get_aval
 from kiln.errors import ConcretizationTypeError
 from kiln.numpy import _util
@@ -28,12 +28,10 @@ from kiln.numpy._util import (
 __all__ = ["reshape", "ravel", "transpose", "permute_dims", "swapaxes", "moveaxis",
            "matrix_transpose", "expand_dims", "squeeze", "broadcast_to", "broadcast_arrays",
            "broadcast_shapes", "concatenate", "concat", "stack", "hstack", "vstack", "dstack",
-           "column_stack", "row_stack", "split", "array_split", "hsplit", "vsplit", "dsplit",
+           "column_stack", "split", "array_split", "hsplit", "vsplit", "dsplit",
            "unstack", "tile", "repeat", "flip", "fliplr", "flipud", "roll", "rot90",
            "atleast_1d", "atleast_2d", "atleast_3d", "shape", "ndim", "size", "diagonal",
-           "trace", "flatten", "rollaxis", "choose", "compress", "view", "append", "resize",
-           "ravel_multi_index", "unravel_index", "indices", "diag_indices", "tril_indices",
-           "triu_indices"]
+           "trace", "flatten", "rollaxis", "append"]
 
 
 def _shape(x):
@@ -340,9 +338,6 @@ def vstack(tup, dtype=None):
     """Stack vertically (rows), 1-D inputs becoming rows."""
     arrs = [atleast_2d(a) for a in _as_list("vstack", tup)]
     return concatenate(arrs, 0, dtype=dtype)
-
-
-row_stack = vstack
 
 
 def dstack(tup, dtype=None):
@@ -680,193 +675,3 @@ def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
     a = ensure_arraylike("trace", a)
     from kiln.numpy._reductions import sum as _sum
     return _sum(diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype)
-
-
-# ----------------------------------------------------------------------------------------------
-# misc
-
-
-def choose(a, choices, out=None, mode="raise"):
-    """``choices[a]`` elementwise (``mode`` 'clip' or 'wrap'; 'raise' needs concrete ``a``)."""
-    if out is not None:
-        raise NotImplementedError("The 'out' argument to jnp.choose is not supported.")
-    a = ensure_arraylike("choose", a)
-    choices = [as_operand(c) for c in (choices if isinstance(choices, (list, tuple))
-                                       else list(as_operand(choices)))]
-    n = len(choices)
-    if mode == "raise":
-        if not isinstance(a, Tracer):
-            v = np.asarray(a._value)
-            if v.size and (v.min() < 0 or v.max() >= n):
-                raise ValueError("invalid entry in choice array")
-        else:
-            raise ConcretizationTypeError(a, "jnp.choose with mode='raise' needs a concrete "
-                                             "index; use mode='clip' or 'wrap'.")
-    elif mode == "wrap":
-        from kiln.numpy._ufuncs import remainder
-        a = remainder(a, n)
-    elif mode != "clip":
-        raise ValueError(f"mode={mode!r} not understood. Must be 'raise', 'wrap', or 'clip'")
-    from kiln import dtypes
-    a = lax.convert_element_type(a, dtypes.default_int_dtype())
-    ops = _util.promote_dtypes(*choices)
-    ops = _util.broadcast_arrays(a, *ops)
-    idx = lax.max(lax.min(ops[0], n - 1), 0)
-    return lax.select_n(idx, *ops[1:])
-
-
-def compress(condition, a, axis=None, *, size=None, fill_value=0, out=None):
-    """The slices of ``a`` along ``axis`` where the (concrete) ``condition`` holds."""
-    if out is not None:
-        raise NotImplementedError("The 'out' argument to jnp.compress is not supported.")
-    check_arraylike("compress", condition, a)
-    if isinstance(condition, Tracer):
-        raise ConcretizationTypeError(condition, "jnp.compress needs a concrete condition.")
-    cond = np.asarray(condition._value if type(condition) is Array else condition).astype(bool)
-    if cond.ndim != 1:
-        raise ValueError("condition must be a 1D array")
-    a = as_operand(a)
-    if axis is None:
-        a = ravel(a)
-        axis = 0
-    axis = canonicalize_axis(axis, get_aval(a).ndim)
-    n = _shape(a)[axis]
-    idx = np.nonzero(cond[:n])[0]
-    from kiln.numpy._indexing import take
-    out = take(a, idx, axis=axis, mode="clip")
-    if size is not None:
-        m = _shape(out)[axis]
-        if m > size:
-            out = _slice_axis(out, 0, size, axis)
-        elif m < size:
-            pad_shape = list(_shape(out))
-            pad_shape[axis] = size - m
-            fill = _util.full_const(tuple(pad_shape), fill_value, get_aval(out).dtype)
-            out = lax.concatenate([out, fill], axis)
-    return out
-
-
-def view(a, dtype=None, type=None):  # noqa: A002
-    """Reinterpret with the same dtype (other dtypes need a bitcast, not implemented yet)."""
-    a = ensure_arraylike("view", a)
-    if type is not None:
-        raise NotImplementedError("`type` argument of array.view() is not supported.")
-    if dtype is None or np.dtype(dtype) == get_aval(a).dtype:
-        return a
-    if isinstance(a, Array):
-        return make_array(np.asarray(a._value).view(dtype))
-    raise NotImplementedError("array.view(dtype) on traced values needs "
-                              "lax.bitcast_convert_type, which is not implemented yet")
-
-
-def resize(a, new_shape):
-    """Repeat or truncate the flattened array to fill ``new_shape``."""
-    a = ensure_arraylike("resize", a)
-    new_shape = _util.canonicalize_shape(new_shape)
-    n = math.prod(new_shape)
-    flat = ravel(a)
-    size_ = get_aval(flat).shape[0]
-    if size_ == 0 or n == 0:
-        from kiln.numpy._creation import zeros
-        return zeros(new_shape, get_aval(a).dtype)
-    reps = -(-n // size_)
-    flat = tile(flat, reps)
-    return lax.reshape(_slice_axis(flat, 0, n, 0), new_shape)
-
-
-def ravel_multi_index(multi_index, dims, mode="raise", order="C"):
-    """Flat indices of coordinate arrays (``mode`` 'clip', 'wrap' or 'raise' if concrete)."""
-    check_arraylike("ravel_multi_index", *multi_index)
-    dims = tuple(_util.core_int(d, "dims must be static") for d in dims)
-    if len(multi_index) != len(dims):
-        raise ValueError(f"parameter multi_index must be a sequence of length {len(dims)}")
-    from kiln import dtypes
-    from kiln.numpy._ufuncs import add, clip, multiply, remainder
-    idx = [lax.convert_element_type(as_operand(i), dtypes.default_int_dtype())
-           for i in multi_index]
-    if mode == "raise":
-        for i, d in zip(idx, dims):
-            if isinstance(i, Tracer):
-                raise ConcretizationTypeError(i, "ravel_multi_index with mode='raise' needs "
-                                                 "concrete indices; use mode='clip' or 'wrap'")
-            v = np.asarray(i._value)
-            if v.size and (v.min() < 0 or v.max() >= d):
-                raise ValueError("invalid entry in coordinates array")
-    elif mode == "clip":
-        idx = [clip(i, 0, d - 1) for i, d in zip(idx, dims)]
-    elif mode == "wrap":
-        idx = [remainder(i, d) for i, d in zip(idx, dims)]
-    else:
-        raise ValueError(f"invalid mode={mode!r}. Expected 'raise', 'wrap', or 'clip'")
-    order_dims = range(len(dims)) if order == "C" else range(len(dims) - 1, -1, -1)
-    out = 0
-    stride = 1
-    for k in reversed(list(order_dims)):
-        out = add(out, multiply(idx[k], stride))
-        stride *= dims[k]
-    return as_operand(out)
-
-
-def unravel_index(indices, shape):
-    """Coordinate arrays of flat ``indices`` into an array of ``shape``."""
-    indices = ensure_arraylike("unravel_index", indices)
-    shape = _util.canonicalize_shape(shape)
-    from kiln.numpy._ufuncs import clip, floor_divide, remainder
-    total = math.prod(shape)
-    from kiln.numpy._ufuncs import where
-    idx = where(lax.lt(indices, _util.zeros_like_op(indices)),
-                lax.add(indices, _util.broadcast_to(
-                    _util.scalar_const(total, get_aval(indices).dtype), _shape(indices))),
-                indices)
-    idx = clip(idx, 0, max(total - 1, 0))
-    out = []
-    for d in reversed(shape):
-        out.append(remainder(idx, d))
-        idx = floor_divide(idx, d)
-    return tuple(reversed(out))
-
-
-def indices(dimensions, dtype=None, sparse=False):
-    """Grids of indices for an array of shape ``dimensions``."""
-    from kiln import dtypes
-    dimensions = _util.canonicalize_shape(dimensions)
-    dt = _util.user_dtype(dtype, "indices") or dtypes.default_int_dtype()
-    nd = len(dimensions)
-    out = []
-    for i, d in enumerate(dimensions):
-        io = lax.iota(dt, d)
-        if sparse:
-            s = [1] * nd
-            s[i] = d
-            out.append(lax.reshape(io, tuple(s)))
-        else:
-            out.append(lax.broadcast_in_dim(io, dimensions, (i,)))
-    if sparse:
-        return tuple(out)
-    if not out:
-        return _util.full_const((0,), 0, dt)
-    return stack(out, 0)
-
-
-def diag_indices(n, ndim=2):
-    """Indices of the main diagonal of an ``ndim``-dimensional ``n``-cube."""
-    from kiln import dtypes
-    n = _util.core_int(n, "n must be static")
-    idx = make_array(np.arange(n, dtype=dtypes.default_int_dtype()))
-    return (idx,) * ndim
-
-
-def tril_indices(n, k=0, m=None):
-    """Indices of the lower triangle of an (n, m) array."""
-    from kiln import dtypes
-    r, c = np.tril_indices(n, k, m)
-    dt = dtypes.default_int_dtype()
-    return make_array(r.astype(dt)), make_array(c.astype(dt))
-
-
-def triu_indices(n, k=0, m=None):
-    """Indices of the upper triangle of an (n, m) array."""
-    from kiln import dtypes
-    r, c = np.triu_indices(n, k, m)
-    dt = dtypes.default_int_dtype()
-    return make_array(r.astype(dt)), make_array(c.astype(dt))

@@ -281,6 +281,29 @@ def absolute(x, /):
 abs = absolute  # noqa: A001
 
 
+def fabs(x, /):
+    """Absolute value as a float (complex inputs are rejected)."""
+    x = ensure_arraylike("fabs", x)
+    (x,) = promote_dtypes_inexact(x)
+    if _kind(x) == "c":
+        raise TypeError("ufunc 'fabs' does not support complex dtypes")
+    return lax.abs(x)
+
+
+def isin(element, test_elements, assume_unique=False, invert=False, *, method="auto"):
+    """Elementwise membership of ``element`` in ``test_elements``."""
+    check_arraylike("isin", element, test_elements)
+    element, test_elements = _util.promote_dtypes(element, test_elements)
+    shape = element.shape
+    n, m = element.size, test_elements.size
+    e = lax.broadcast_in_dim(lax.reshape(element, (n,)), (n, m), (0,))
+    t = lax.broadcast_in_dim(lax.reshape(test_elements, (m,)), (n, m), (1,))
+    found = lax.reduce_or(lax.eq(e, t), (1,)) if m else _util.full_const((n,), False, np.bool_)
+    if invert:
+        found = lax.bitwise_not(found)
+    return lax.reshape(found, shape)
+
+
 def sign(x, /):
     """Elementwise sign: -1, 0 or 1 (``x / |x|`` for complex)."""
     x = ensure_arraylike("sign", x)
@@ -887,6 +910,15 @@ def sinc(x, /):
     return lax.select(is_zero, _const(x, 1), lax.div(lax.sin(pi_x), pi_x))
 
 
+def i0(x):
+    """Modified Bessel function of the first kind, order zero."""
+    x = ensure_arraylike("i0", x)
+    (x,) = promote_dtypes_inexact(x)
+    if _kind(x) == "c":
+        raise ValueError("i0 does not support complex-valued inputs")
+    return lax.mul(lax.exp(lax.abs(x)), lax.bessel_i0e(x))
+
+
 def nextafter(x1, x2, /):
     """The next representable float after ``x1`` toward ``x2``."""
     x1, x2 = promote_args_inexact("nextafter", x1, x2)
@@ -915,7 +947,7 @@ def spacing(x, /):
 __all__ = [
     "add", "subtract", "multiply", "true_divide", "divide", "floor_divide", "remainder", "mod",
     "fmod", "divmod", "power", "pow", "float_power", "negative", "positive", "absolute", "abs",
-    "sign", "square", "reciprocal", "sqrt", "cbrt", "exp", "exp2", "expm1", "log", "log1p",
+    "sign", "fabs", "isin", "square", "reciprocal", "sqrt", "cbrt", "exp", "exp2", "expm1", "log", "log1p",
     "log2", "log10", "sin", "cos", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh",
     "arcsinh", "arccosh", "arctanh", "asin", "acos", "atan", "asinh", "acosh", "atanh",
     "arctan2", "atan2", "deg2rad", "rad2deg", "radians", "degrees", "hypot", "logaddexp",
@@ -926,6 +958,6 @@ __all__ = [
     "right_shift", "bitwise_left_shift", "bitwise_right_shift", "bitwise_count", "isnan",
     "isinf", "isposinf", "isneginf", "isfinite", "signbit", "copysign", "isclose", "allclose",
     "array_equal", "array_equiv", "nan_to_num", "where", "select", "real", "imag", "conjugate",
-    "conj", "angle", "iscomplex", "isreal", "heaviside", "sinc", "nextafter", "ldexp",
+    "conj", "angle", "iscomplex", "isreal", "heaviside", "sinc", "i0", "nextafter", "ldexp",
     "spacing",
 ]

@@ -338,12 +338,26 @@ def _normal(key, shape, dtype):
     return _normal_real(key, shape, dtype)
 
 
-def _normal_real(key, shape, dtype):
+def _normal_erf_inv(key, shape, dtype):
+    """erf_inv of the uniform in (-1, 1) behind ``normal``: normal is sqrt(2) times it."""
     check_shape("normal", shape)
     lo = np.nextafter(np.array(-1., dtype), np.array(0., dtype), dtype=dtype)
     hi = np.array(1., dtype)
     v = _uniform(key, u.const(dtype, lo), u.const(dtype, hi), shape, dtype)
-    return u.mul(u.const(dtype, np.sqrt(2)), u.erf_inv(v))
+    return u.erf_inv(v)
+
+
+def _normal_real(key, shape, dtype):
+    return u.mul(u.const(dtype, np.sqrt(2)), _normal_erf_inv(key, shape, dtype))
+
+
+def div_xla(x, y):
+    """``x / y`` as XLA computes it: a divisor that is a scalar (broadcast) becomes a
+    multiplication by its reciprocal."""
+    y = u.asarray(y) if u.is_array(y) else u.const(x, y)
+    if not u.shape(y):
+        return u.mul(x, u.div(u.const(y, 1), y))
+    return u.div(x, y)
 
 
 def multivariate_normal(key, mean, cov, shape=None, dtype=None, method="cholesky", *,
@@ -413,8 +427,10 @@ def truncated_normal(key, lower, upper, shape=None, dtype=None, *, out_sharding=
     lower = u.convert(lower, dtype)
     upper = u.convert(upper, dtype)
     lax = u.lax()
-    a = lax.erf(lax.div(lower, u.broadcast_to(sqrt2, u.shape(lower))))
-    b = lax.erf(lax.div(upper, u.broadcast_to(sqrt2, u.shape(upper))))
+    # x / sqrt2 by a constant: XLA multiplies by the (float) reciprocal.
+    inv_sqrt2 = u.div(u.const(dtype, 1), sqrt2)
+    a = u.erf(u.mul(lower, inv_sqrt2))
+    b = u.erf(u.mul(upper, inv_sqrt2))
     v = _uniform(key, a, b, shape, dtype)
     out = u.mul(sqrt2, u.erf_inv(v))
     lo = u.nextafter(lax.stop_gradient(lower), u.const(dtype, np.inf))
@@ -433,6 +449,10 @@ def lognormal(key, sigma=np.float32(1), shape=None, dtype=None, *, out_sharding=
     shape = check_broadcast_shapes("lognormal", shape, sigma)
     check_all_safe_to_cast("lognormal", dtype, sigma)
     sigma = u.convert(sigma, dtype)
+    if dtypes.issubdtype(dtype, np.floating) and not u.shape(sigma):
+        # XLA folds the constant sqrt(2) of normal() into a scalar factor.
+        e = _normal_erf_inv(key, shape, dtype)
+        return u.exp(u.mul(e, u.mul(u.const(dtype, np.sqrt(2)), sigma)))
     return u.exp(u.mul(normal(key, shape, dtype), sigma))
 
 
@@ -605,8 +625,6 @@ def categorical(key, logits, axis=-1, shape=None, replace=True, mode=None, *,
         raise ValueError(f"Number of samples without replacement ({k}) cannot exceed number "
                          f"of categories ({lshape[axis]}).")
     _, indices = _ops.top_k(u.moveaxis(logits_arr, axis, -1), k)
-    indices = u.convert(indices, dtypes.default_int_dtype()) \
-        if u.dtype_of(indices) != dtypes.default_int_dtype() else indices
     ind_nd = len(u.shape(indices))
     dimensions = (ind_nd - 1, *range(ind_nd - 1))
     return u.lax().reshape(indices, tuple(shape), dimensions)
@@ -637,7 +655,7 @@ def pareto(key, b, shape=None, dtype=None, *, out_sharding=None):
     check_all_safe_to_cast("pareto", dtype, b)
     b = u.convert(b, dtype)
     e = exponential(key, shape, dtype)
-    return u.exp(u.div(e, b))
+    return u.exp(div_xla(e, b))
 
 
 def maxwell(key, shape=(), dtype=None, *, out_sharding=None):
@@ -650,14 +668,17 @@ def maxwell(key, shape=(), dtype=None, *, out_sharding=None):
 
 
 def _norm_last3(z):
-    # jnp.linalg.norm(z, axis=-1) for a length-3 axis: sqrt of x0^2 + x1^2 + x2^2, with the
-    # squares fused into the sum as XLA does.
+    """``jnp.linalg.norm(z, axis=-1)`` for a length-3 last axis, summed as XLA's CPU
+    reduction sums: small inputs (< 4096 elements) as fma(x2, x2, fma(x0, x0, x1*x1)),
+    larger ones as (x0*x0 + x2*x2) + x1*x1."""
     lax = u.lax()
     parts = [u.reshape(lax.index_in_dim(z, i, len(u.shape(z)) - 1, keepdims=False),
                        u.shape(z)[:-1]) for i in range(3)]
-    acc = u.mul(parts[0], parts[0])
-    acc = u.fma(parts[1], parts[1], acc)
-    acc = u.fma(parts[2], parts[2], acc)
+    x0, x1, x2 = parts
+    if math.prod(u.shape(z)) >= 4096:
+        acc = u.add(u.add(u.mul(x0, x0), u.mul(x2, x2)), u.mul(x1, x1))
+    else:
+        acc = u.fma(x2, x2, u.fma(x0, x0, u.mul(x1, x1)))
     return u.sqrt(acc)
 
 
@@ -685,10 +706,14 @@ def weibull_min(key, scale, concentration, shape=(), dtype=None):
     dtype = float_dtype("weibull_min", dtype)
     shape = canonicalize_shape(shape)
     v = uniform(key, shape, dtype, 0, 1)
-    # 1.0 / concentration is Python arithmetic when concentration is a Python scalar.
-    inv = 1.0 / concentration if not u.is_array(concentration) else \
-        u.div(u.const(concentration, 1.0), concentration)
+    conc = u.asarray(concentration)
+    if get_aval(conc).weak_type:
+        conc = u.convert(conc, dtype)
+    inv = u.div(u.const(conc, 1.0), conc)
     base = u.neg(u.log1p(u.neg(v)))
+    scale = u.asarray(scale)
+    if get_aval(scale).weak_type:
+        scale = u.convert(scale, dtype)
     return u.mul(u.pow_(base, inv), scale)
 
 
@@ -717,10 +742,12 @@ def wald(key, mean, shape=None, dtype=None, *, out_sharding=None):
     y = lax.integer_pow(v, 2)
     y_sq = lax.integer_pow(y, 2)
     mean_sq = lax.integer_pow(mean, 2)
-    # 4 * mean * y + mean_sq * y_sq: XLA fuses the second product into the sum.
-    sqrt_term = u.sqrt(u.fma(mean_sq, y_sq, u.mul(u.mul(u.const(dtype, 4), mean), y)))
-    two = u.const(dtype, 2)
-    x = u.sub(u.add(mean, u.div(u.mul(mean_sq, y), two)), u.mul(u.div(mean, two), sqrt_term))
+    # 4 * mean * y + mean_sq * y_sq: XLA fuses the first product into the sum.
+    sqrt_term = u.sqrt(u.fma(u.mul(u.const(dtype, 4), mean), y, u.mul(mean_sq, y_sq)))
+    half = u.const(dtype, 0.5)
+    # mean + mean_sq * y / 2 - mean / 2 * sqrt_term (halving is exact; the last product fuses).
+    t1 = u.add(mean, u.mul(u.mul(mean_sq, y), half))
+    x = u.fma(u.neg(u.mul(mean, half)), sqrt_term, t1)
     return u.select(u.le(z, u.div(mean, u.add(mean, x))), x, u.div(mean_sq, x))
 
 
@@ -736,8 +763,8 @@ def geometric(key, p, shape=None, dtype=None, *, out_sharding=None):
     v = uniform(key, shape, pdt)
     v = u.select(u.eq(v, u.const(pdt, 0)), u.const(pdt, 1), v)
     log_u = u.log(v)
-    log_one_minus_p = u.broadcast_to(u.log1p(u.neg(p)), shape)
-    g = u.add(u.floor(u.div(log_u, log_one_minus_p)), u.const(pdt, 1))
+    log_one_minus_p = u.log1p(u.neg(p))
+    g = u.add(u.floor(div_xla(log_u, log_one_minus_p)), u.const(pdt, 1))
     return u.convert(g, dtype)
 
 

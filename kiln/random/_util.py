@@ -156,6 +156,10 @@ def erf_inv(x):
     return _xla_math.xla_erf_inv_p.bind(x)
 
 
+def erf(x):
+    return _xla_math.xla_erf_p.bind(x)
+
+
 def sqrt(x):
     return lax().sqrt(x)
 

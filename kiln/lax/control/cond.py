@@ -43,27 +43,19 @@ cond_p.weak_type_rule = lambda *w, branches: [a.weak_type for a in branches[0].o
 def _trace_branches(funs, ops_tree, op_avals, what):
     traced = [common.trace_pytree_fun(f, ops_tree, op_avals) for f in funs]
     out_trees = [t[2] for t in traced]
-    for i, t in enumerate(out_trees[1:], 1):
-        if t != out_trees[0]:
-            if what == "cond":
-                raise TypeError("true_fun and false_fun output must have same type structure, "
-                                f"got {out_trees[0]} and {t}.")
-            raise TypeError(f"branch 0 and {i} outputs must have same type structure, got "
-                            f"{out_trees[0]} and {t}.")
+    if what == "cond":   # funs are [false_fun, true_fun]; JAX compares true_fun to false_fun
+        pairs = [(1, 0, "true_fun", "false_fun")]
+    else:
+        pairs = [(0, i, "branch 0", f"branch{i}") for i in range(1, len(funs))]
+    for i, j, name1, name2 in pairs:
+        _check_branch_outputs(what, name1, name2, funs[i], funs[j], out_trees[i],
+                              traced[i][0].out_avals, out_trees[j], traced[j][0].out_avals)
     avals0 = traced[0][0].out_avals
     weak_fix = [False] * len(avals0)
-    for i, (closed, _, _) in enumerate(traced[1:], 1):
-        for j, (a, b) in enumerate(zip(avals0, closed.out_avals)):
-            if not common.same_type(a, b, check_weak=False):
-                if what == "cond":
-                    raise TypeError(
-                        "true_fun and false_fun output must have identical types, got\n"
-                        f"{tree_unflatten(out_trees[0], [common.aval_str(x) for x in avals0])}"
-                        f"\nand\n{tree_unflatten(out_trees[0], [common.aval_str(x) for x in closed.out_avals])}.")
-                raise TypeError(f"branch 0 and {i} outputs must have identical types, got "
-                                f"{common.aval_str(a)} and {common.aval_str(b)} at output {j}.")
+    for closed, _, _ in traced[1:]:
+        for k, (a, b) in enumerate(zip(avals0, closed.out_avals)):
             if a.weak_type != b.weak_type:
-                weak_fix[j] = True
+                weak_fix[k] = True
     if any(weak_fix):
         # Outputs that are weakly typed in some branches only become strongly typed.
         def strong(f):
@@ -92,61 +84,136 @@ def _trace_branches(funs, ops_tree, op_avals, what):
     return tuple(branches), all_consts, out_trees[0]
 
 
+def _check_branch_outputs(api_name, name1, name2, f1, f2, tree1, avals1, tree2, avals2):
+    """TypeError in JAX's words when two branches' outputs differ in structure or type."""
+    info = f"{name1} is {common.fun_sourceinfo(f1)}\n{name2} is {common.fun_sourceinfo(f2)}\n\n"
+    paths = common.leaf_paths(tree1, len(avals1))
+
+    def component(p):
+        from kiln.tree_util import keystr
+        return f" at path {keystr(p)}" if p else ""
+
+    if tree1 != tree2:
+        diffs = common.structure_diffs(
+            tree1, tree2, lambda p, t1, t2, why: (f"{name1} output{component(p)} is a {t1} but "
+                                                  f"{name2} output{component(p)} is a {t2}, "
+                                                  f"so {why}"))
+        if not diffs:
+            return
+        raise TypeError(f"{api_name} branch outputs must have the same pytree structure, but "
+                        f"they differ:\n\n{info}"
+                        f"{common.join_differences(diffs, capitalize_single=False)}\n"
+                        f"Revise {name1} and/or {name2} so that they have the same pytree "
+                        "structure.")
+    diffs = [f"the output of {name1}{component(p)} has type {a.str_short(False)} but the "
+             f"corresponding output of {name2} has type {b.str_short(False)}"
+             f"{common.mismatch_extra(a, b)}"
+             for p, a, b in zip(paths, avals1, avals2) if not common.types_match(a, b)]
+    if diffs:
+        if len(diffs) == 1:
+            differences = f"{common.capitalize(diffs[0])}.\n"
+        else:
+            differences = "\n".join(f"  * {d};" for d in diffs[:-1]) + f"\n  * {diffs[-1]}.\n"
+        raise TypeError(f"{api_name} branches must have equal output types but they differ.\n\n"
+                        f"{info}{differences}\n"
+                        f"Revise {name1} and/or {name2} so that all output types match.")
+
+
 def _bind_cond(index, branches, consts, ops):
     return cond_p.bind(index, *consts, *ops, branches=branches)
 
 
+_no_operand = object()
+
+
+def _operands(operands, operand):
+    if operand is _no_operand:
+        return operands
+    if operands:
+        raise TypeError("if 'operand' keyword is passed then no positional operands can be "
+                        f"passed, got operand={operand!r} and positional operands {operands}")
+    return (operand,)
+
+
 def _index_of_pred(pred):
-    from kiln import lax
-    a = get_aval(pred)
-    if a.shape != ():
-        raise TypeError(f"Pred must be a scalar, got {pred} of shape {a.shape}.")
-    if a.dtype != np.bool_ and a.dtype.kind not in "iuf":
-        raise TypeError(f"Pred type must be either boolean or number, got {a.dtype.name}.")
-    if a.dtype == np.bool_:
+    from collections.abc import Sequence
+
+    from kiln import dtypes, lax
+    if pred is None:
+        raise TypeError("cond predicate is None")
+    if isinstance(pred, Sequence) or np.ndim(_shape_probe(pred)) != 0:
+        raise TypeError(f"Pred must be a scalar, got {pred} of " +
+                        (f"type {type(pred)}" if isinstance(pred, Sequence)
+                         else f"shape {np.shape(_shape_probe(pred))}."))
+    try:
+        dt = dtypes.result_type(pred)
+    except TypeError as err:
+        raise TypeError(f"Pred type must be either boolean or number, got {pred}.") from err
+    if dt == np.bool_:
         return lax.convert_element_type(pred, np.int32)
-    return lax.convert_element_type(lax.ne(pred, 0 if a.dtype.kind in "iu" else 0.0), np.int32)
+    if dt.kind not in "iuf":
+        raise TypeError(f"Pred type must be either boolean or number, got {dt}.")
+    return lax.convert_element_type(lax.ne(pred, 0), np.int32)
 
 
-def cond(pred, true_fun, false_fun, *operands, operand=None):
+def _shape_probe(x):
+    """Something ``np.shape`` can read without concretizing a tracer."""
+    return np.empty(get_aval(x).shape) if isinstance(x, Tracer) else x
+
+
+def _jit_disabled() -> bool:
+    from kiln.config import config
+    return bool(config.jax_disable_jit)
+
+
+def cond(pred, true_fun, false_fun, *operands, operand=_no_operand):
     """``true_fun(*operands)`` if ``pred`` else ``false_fun(*operands)``, as a primitive that
-    works under jit/grad/vmap (both branches are traced; their output types must match)."""
-    if operand is not None:
-        if operands:
-            raise TypeError("cond() got an unexpected keyword argument 'operand' together with "
-                            "positional operands; pass operands positionally.")
-        operands = (operand,)
-    if not callable(true_fun) or not callable(false_fun):
+    works under jit/grad/vmap (both branches are traced; their output types must match).
+
+    The deprecated forms ``cond(pred, operand=x, ...)`` and
+    ``cond(pred, x_true, f_true, x_false, f_false)`` are accepted, as in JAX."""
+    if not (callable(true_fun) and callable(false_fun)):
+        if callable(false_fun) and len(operands) == 2 and callable(operands[1]):
+            x_true, f_true, x_false, f_false = true_fun, false_fun, *operands
+            return cond(pred, lambda x, _: f_true(x), lambda _, x: f_false(x), x_true, x_false)
         raise TypeError("lax.cond: true_fun and false_fun arguments should be callable.")
-    ops_flat, ops_tree = tree_flatten(tuple(operands))
+    operands = _operands(operands, operand)
     index = _index_of_pred(pred)
+    if _jit_disabled() and not isinstance(index, Tracer):
+        return true_fun(*operands) if int(np.asarray(index)) else false_fun(*operands)
+    ops_flat, ops_tree = tree_flatten(tuple(operands))
     branches, consts, out_tree = _trace_branches(
         [false_fun, true_fun], ops_tree, common.avals_of(ops_flat), "cond")
     outs = _bind_cond(index, branches, consts, ops_flat)
     return tree_unflatten(out_tree, outs)
 
 
-def switch(index, branches, *operands, operand=None):
+def switch(index, branches, *operands, operand=_no_operand):
     """``branches[clamp(index, 0, len(branches) - 1)](*operands)``."""
-    from kiln import lax
-    if operand is not None:
-        operands = (operand,)
-    branches = list(branches)
+    from kiln import dtypes, lax
+    operands = _operands(operands, operand)
+    if np.ndim(_shape_probe(index)) != 0:
+        raise TypeError(f"Branch index must be scalar, got {index} of shape "
+                        f"{np.shape(_shape_probe(index))}.")
+    try:
+        dt = dtypes.result_type(index)
+    except TypeError as err:
+        raise TypeError(f"Index type must be an integer, got {index}.") from err
+    if dt.kind not in "iu":
+        raise TypeError(f"Index type must be an integer, got {index} as {dt}")
+    branches = tuple(branches)
     if not branches:
         raise ValueError("Empty branch sequence")
     for b in branches:
         if not callable(b):
             raise TypeError("lax.switch: branches must be callable.")
-    a = get_aval(index)
-    if a.shape != ():
-        raise TypeError(f"Branch index must be scalar, got {index} of shape {a.shape}.")
-    if a.dtype.kind not in "iu":
-        raise TypeError(f"Index type must be an integer, got {index} of type {a.dtype.name}")
-    index = lax.convert_element_type(index, np.int32)
-    index = lax.max(lax.min(index, np.int32(len(branches) - 1)), np.int32(0))
-    ops_flat, ops_tree = tree_flatten(tuple(operands))
     if len(branches) == 1:
         return branches[0](*operands)
+    index = lax.convert_element_type(index, np.int32)
+    index = lax.max(lax.min(index, np.int32(len(branches) - 1)), np.int32(0))
+    if _jit_disabled() and not isinstance(index, Tracer):
+        return branches[int(np.asarray(index))](*operands)
+    ops_flat, ops_tree = tree_flatten(tuple(operands))
     brs, consts, out_tree = _trace_branches(branches, ops_tree, common.avals_of(ops_flat),
                                             "switch")
     outs = _bind_cond(index, brs, consts, ops_flat)

@@ -21,6 +21,7 @@ from kiln.tree_util import tree_flatten, tree_unflatten
 def _carry_component(body_fun):
     """How JAX names a carry component: by the body's first parameter and a key path."""
     import inspect
+
     from kiln.tree_util import keystr
     try:
         params = list(inspect.signature(body_fun).parameters)
@@ -456,6 +457,13 @@ def scan(f, init, xs=None, length=None, reverse: bool = False, unroll=1,
             raise ValueError("scan got values with different leading axis sizes: "
                              + ", ".join(str(get_aval(x).shape[0]) for x in xs_flat) + ".")
         length = lengths.pop()
+    if isinstance(unroll, bool):
+        unroll = max(length, 1) if unroll else 1
+    unroll = int(unroll)
+    if unroll < 0:
+        raise ValueError("`unroll` must be a `bool` or a non-negative `int`.")
+    if _jit_disabled():
+        return _scan_in_python(f, init, xs_flat, xs_tree, length, reverse)
     init_flat, init_tree = tree_flatten(init)
     carry_avals = common.avals_of(init_flat)
     x_avals = [ShapedArray(get_aval(x).shape[1:], get_aval(x).dtype, get_aval(x).weak_type)
@@ -470,8 +478,10 @@ def scan(f, init, xs=None, length=None, reverse: bool = False, unroll=1,
             x = tree_unflatten(xs_tree, list(args[n_carry:]))
             out = f(c, x)
             if not (isinstance(out, (tuple, list)) and len(out) == 2):
-                raise TypeError("scan body output must be a pair, got "
-                                f"{type(out).__name__}.")
+                from kiln.tree_util import tree_map
+                shown = tree_map(lambda v: ("~" if get_aval(v).weak_type else "")
+                                 + get_aval(v).str_short(False), out)
+                raise TypeError(f"scan body output must be a pair, got {shown}.")
             new_c, y = out
             c_leaves, c_tree = tree_flatten(new_c)
             y_leaves, y_tree = tree_flatten(y)
@@ -483,28 +493,50 @@ def scan(f, init, xs=None, length=None, reverse: bool = False, unroll=1,
         return closed, consts, store
 
     closed, consts, store = trace(carry_avals)
-    _carry_type_error("scan body function carry input and carry output", init_tree,
-                      carry_avals, store["c_tree"], store["c_avals"])
+    _check_carry_structure("scan body", f, init_tree, store["c_tree"])
+    init_flat, changed = _promote_weak_inputs(init_flat, carry_avals, store["c_avals"])
+    if changed:
+        carry_avals = common.avals_of(init_flat)
+        closed, consts, store = trace(carry_avals)
+    _check_carry_types("scan body", f, init_tree, carry_avals, store["c_avals"])
     fix = _weak_fix(carry_avals, store["c_avals"])
     if any(fix):
         init_flat = _strengthen(init_flat, fix)
         carry_avals = common.avals_of(init_flat)
         closed, consts, store = trace(carry_avals)
         if any(_weak_fix(carry_avals, store["c_avals"])):
-            nc = len(consts)
-
-            def fixed(*args):
+            def fixed(*args, closed=closed):
                 outs = common.jaxpr_fun(closed)(*args)
                 return [common.match_aval(o, a) for o, a in
                         zip(outs[:n_carry], carry_avals)] + list(outs[n_carry:])
             jx, jc = staging.trace_to_jaxpr(fixed, list(closed.in_avals))
             closed = ClosedJaxpr(jx, jc)
-            del nc
     outs = scan_p.bind(*consts, *init_flat, *xs_flat,
                        **_scan_params(closed, length, reverse, len(consts), n_carry, unroll))
     carry = tree_unflatten(init_tree, outs[:n_carry])
     ys = tree_unflatten(store["y_tree"], outs[n_carry:])
     return carry, ys
+
+
+def _scan_in_python(f, init, xs_flat, xs_tree, length, reverse):
+    """``scan`` under ``disable_jit``: a Python loop, as in JAX."""
+    from kiln import lax
+    from kiln.tree_util import tree_map
+    if length == 0:
+        raise ValueError("zero-length scan is not supported in disable_jit() mode because the "
+                         "output type is unknown.")
+    carry, ys = init, []
+    order = range(length - 1, -1, -1) if reverse else range(length)
+    for i in order:
+        x = tree_unflatten(xs_tree, [lax.index_in_dim(v, i, keepdims=False) for v in xs_flat])
+        carry, y = f(carry, x)
+        ys.append(y)
+    if reverse:
+        ys.reverse()
+
+    def stack(*leaves):
+        return lax.concatenate([lax.expand_dims(v, (0,)) for v in leaves], 0)
+    return carry, tree_map(stack, *ys)
 
 
 # -- jvp ------------------------------------------------------------------------------------------
@@ -747,47 +779,56 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
     """``for i in range(lower, upper): val = body_fun(i, val)``.
 
     With concrete bounds this is a ``scan`` (reverse-mode differentiable); with traced
-    bounds a ``while_loop``."""
-    from kiln import lax
-    concrete = not isinstance(lower, Tracer) and not isinstance(upper, Tracer)
-    ldt = get_aval(lower).dtype
-    udt = get_aval(upper).dtype
-    if ldt.kind not in "iu" or udt.kind not in "iu":
-        raise TypeError("lower and upper arguments to fori_loop must have integer dtype, got "
-                        f"{ldt.name} and {udt.name}")
-    dt = np.result_type(ldt, udt) if ldt != udt else ldt
-    from kiln import dtypes
-    dt = dtypes.canonicalize_dtype(dt)
-    if concrete:
+    bounds a ``while_loop``. As in JAX, concrete bounds give a weakly typed ``int32`` index;
+    bounds of different dtypes are allowed only when one of them is a weak (Python) int."""
+    from kiln import dtypes, lax
+    if not callable(body_fun):
+        raise TypeError("lax.fori_loop: body_fun argument should be callable.")
+    ldt = dtypes.dtype(lower, canonicalize=True)
+    udt = dtypes.dtype(upper, canonicalize=True)
+    if ldt == udt:
+        dt = ldt
+    else:
+        dt = None
+        if np.issubdtype(ldt, np.signedinteger) and np.issubdtype(udt, np.signedinteger):
+            lw, uw = dtypes.is_weakly_typed(lower), dtypes.is_weakly_typed(upper)
+            if lw and not uw:
+                dt = udt
+            elif uw and not lw:
+                dt = ldt
+        if dt is None:
+            raise TypeError("lower and upper arguments to fori_loop must have equal types, "
+                            f"got {ldt.name} and {udt.name}")
+    if not isinstance(lower, Tracer) and not isinstance(upper, Tracer):
         lo, hi = int(np.asarray(lower)), int(np.asarray(upper))
-        n = max(hi - lo, 0)
+        length = max(hi - lo, 0)
+        if _jit_disabled() and length == 0:
+            return init_val
 
-        def body(carry, _):
-            i, x = carry
-            return (lax.add(i, np.asarray(1, dt).item() if False else _one(dt)),
-                    body_fun(i, x)), None
+        def loop_body(loop_carry, _):
+            i, x = loop_carry
+            return (lax.add(i, 1), body_fun(i, x)), None
 
-        from kiln.array import make_array
-        i0 = make_array(np.asarray(lo, dt), False)
-        (_, out), _ = scan(body, (i0, init_val), None, length=n, unroll=unroll or 1)
+        (_, out), _ = scan(loop_body, (lo, init_val), None, length=length,
+                           unroll=False if unroll is None else unroll)
         return out
+    if unroll is not None and unroll is not False and unroll != 1:
+        raise ValueError("Can only use `unroll` in `fori_loop` if the loop bounds are "
+                         "statically known.")
 
-    def cond_fun(c):
-        return lax.lt(c[0], c[1])
+    def cond_fun(loop_carry):
+        return lax.lt(loop_carry[0], loop_carry[1])
 
-    def wbody(c):
-        i, hi, x = c
-        return (lax.add(i, _one(dt)), hi, body_fun(i, x))
+    def while_body(loop_carry):
+        i, hi, x = loop_carry
+        return (lax.add(i, 1), hi, body_fun(i, x))
 
-    lower = lax.convert_element_type(lower, dt)
-    upper = lax.convert_element_type(upper, dt)
-    _, _, out = while_loop(cond_fun, wbody, (lower, upper, init_val))
+    if ldt != dt:
+        lower = lax.convert_element_type(lower, dt)
+    if udt != dt:
+        upper = lax.convert_element_type(upper, dt)
+    _, _, out = while_loop(cond_fun, while_body, (lower, upper, init_val))
     return out
-
-
-def _one(dt):
-    from kiln.array import make_array
-    return make_array(np.asarray(1, dt), False)
 
 
 def map(f, xs, *, batch_size=None):  # noqa: A001

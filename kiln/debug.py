@@ -1,0 +1,185 @@
+"""``kiln.debug``: printing and callbacks that work inside jit, vmap and grad.
+
+``debug.print(fmt, *args, **kwargs)`` formats with ``str.format`` when the program runs
+(not when it is traced), so it shows runtime values. ``debug.callback(fn, *args)`` calls
+any Python function on runtime values. Both are effectful primitives (in
+``staging.always_stage``): they are never removed as dead code and run once per
+evaluation, in program order (the reference backend interprets equations in order).
+
+Their rules follow JAX:
+
+- ``vmap``: the callback runs once per batch element (unbatched operands are passed
+  unchanged);
+- ``jvp``/``grad``: the callback sees primal values only; under ``grad`` it runs once,
+  during the forward pass (partial evaluation runs known effects right away);
+- transpose: nothing (no cotangents flow through a callback).
+
+The callback receives ``kiln.Array``s, so ``"{x:.3f}"`` formats a scalar like a float.
+"""
+from __future__ import annotations
+
+import string
+import sys
+
+import numpy as np
+
+from kiln.callbacks import flatten_callback, host_values
+from kiln.core.trace import Primitive
+from kiln.interpreters import ad, batching, staging
+
+__all__ = ["print", "callback", "breakpoint", "debug_callback_p", "debug_print_p"]
+
+# ----------------------------------------------------------------------------------------------
+# Primitives: debug_callback (any function) and debug_print (a format string).
+
+def _impl(*args, callback, ordered, partitioned=False, **_):
+    callback(*host_values(args))
+    return []
+
+
+def _abstract_eval(*avals, **_):
+    return []
+
+
+def _jvp(prim):
+    def rule(primals, tangents, **params):
+        return prim.bind(*primals, **params), []
+    return rule
+
+
+def _transpose(cts, *args, **params):
+    return [None] * len(args)
+
+
+def _batch(prim):
+    def rule(axis_data, vals, dims, **params):
+        from kiln import lax
+        for i in range(axis_data.size):
+            prim.bind(*[v if d is None else lax.index_in_dim(v, i, d, keepdims=False)
+                        for v, d in zip(vals, dims)], **params)
+        return [], []
+    return rule
+
+
+def _make(name):
+    prim = Primitive(name)
+    prim.multiple_results = True
+    prim.impl = _impl
+    prim.abstract_eval = _abstract_eval
+    prim.weak_type_rule = lambda *w, **_: []
+    ad.jvp_rules[prim] = _jvp(prim)
+    ad.transpose_rules[prim] = _transpose
+    batching.batch_rules[prim] = _batch(prim)
+    staging.always_stage.add(prim)
+    return prim
+
+
+debug_callback_p = _make("debug_callback")
+debug_print_p = _make("debug_print")
+
+
+# ----------------------------------------------------------------------------------------------
+# debug.callback
+
+def callback(callback=None, *args, ordered: bool = False, partitioned: bool = False, **kwargs):
+    """Call ``callback(*args, **kwargs)`` with the runtime values of ``args``; returns None.
+
+    Also usable in JAX's two-call form: ``debug.callback(ordered=True)(fn, *args)``."""
+    def _debug_callback(cb, *c_args, **c_kwargs):
+        if not callable(cb):
+            raise TypeError("first argument to jax.debug.callback must be callable, but got "
+                            f"an object of type {type(cb)}")
+        flat_cb, dyn = flatten_callback(cb, c_args, c_kwargs)
+        debug_callback_p.bind(*dyn, callback=flat_cb, ordered=bool(ordered),
+                              partitioned=bool(partitioned))
+
+    if callback is not None:
+        _debug_callback(callback, *args, **kwargs)
+        return None
+    if args or kwargs:
+        raise TypeError("debug_callback received unexpected arguments in the two-call form: "
+                        f"args={args} kwargs={kwargs}")
+    return _debug_callback
+
+
+# ----------------------------------------------------------------------------------------------
+# debug.print
+
+class _FormatChecker(string.Formatter):
+    """Checks a format string against its arguments at trace time (no formatting)."""
+
+    def format_field(self, value, format_spec):
+        return ""
+
+    def check_unused_args(self, used_args, args, kwargs):
+        unused_args = [a for i, a in enumerate(args) if i not in used_args]
+        unused_kwargs = [k for k in kwargs if k not in used_args]
+        if unused_args:
+            raise ValueError(f"Unused positional arguments to `jax.debug.print`: {unused_args}")
+        if unused_kwargs:
+            raise ValueError(
+                f"Unused keyword arguments to `jax.debug.print`: {unused_kwargs}. You may be "
+                "passing an f-string (i.e, `f\"{x}\"`) into `jax.debug.print` and instead "
+                "should pass in a regular string.")
+
+
+_checker = _FormatChecker()
+
+
+class _PrintFormatted:
+    """The callback of ``debug.print``: format with the print options of trace time and
+    write one line to ``sys.stdout``."""
+
+    __slots__ = ("fmt", "np_printoptions", "has_placeholders")
+
+    def __init__(self, fmt, np_printoptions, has_placeholders):
+        self.fmt = fmt
+        self.np_printoptions = np_printoptions
+        self.has_placeholders = has_placeholders
+
+    def __call__(self, *args, **kwargs):
+        if self.has_placeholders:
+            with np.printoptions(**dict(self.np_printoptions)):
+                msg = self.fmt.format(*args, **kwargs)
+        else:
+            msg = " ".join((self.fmt, *(str(a) for a in args)))
+        sys.stdout.write(msg + "\n")
+
+    def __repr__(self):
+        return f"_PrintFormatted({self.fmt!r})"
+
+
+def print(fmt=None, *args, ordered: bool = False, partitioned: bool = False,  # noqa: A001
+          skip_format_check: bool = False, **kwargs):
+    """Print ``fmt.format(*args, **kwargs)`` with runtime values (works under jit, vmap,
+    grad, and inside control flow). Use a plain format string, not an f-string:
+    ``debug.print("x = {x}", x=x)``. Also usable as ``debug.print(ordered=True)(fmt, ...)``."""
+    def _debug_print(fmt, *c_args, **c_kwargs):
+        if not skip_format_check:
+            _checker.format(fmt, *c_args, **c_kwargs)
+        has_placeholders = False
+        if fmt:
+            _, field, *_ = next(iter(string.Formatter().parse(fmt)))
+            has_placeholders = field is not None
+        cb = _PrintFormatted(fmt, tuple(np.get_printoptions().items()), has_placeholders)
+        flat_cb, dyn = flatten_callback(cb, c_args, c_kwargs)
+        debug_print_p.bind(*dyn, fmt=fmt, ordered=bool(ordered), partitioned=bool(partitioned),
+                           callback=flat_cb)
+
+    if fmt is not None:
+        _debug_print(fmt, *args, **kwargs)
+        return None
+    if args or kwargs:
+        raise TypeError("debug_print received unexpected arguments in the two-call form: "
+                        f"args={args} kwargs={kwargs}")
+    return _debug_print
+
+
+def breakpoint(*, backend=None, filter_frames=True, num_frames=None,  # noqa: A001
+               ordered=False, token=None, **kwargs):
+    """Not implemented in kiln (JAX's debugger needs an interactive frame walker)."""
+    raise NotImplementedError(
+        "kiln.debug.breakpoint is not implemented. Use kiln.debug.print to see runtime "
+        "values, or kiln.debug.callback(fn, *args) to run your own Python code (for example "
+        "`pdb.set_trace()` inside fn) on them; outside of jit, `kiln.disable_jit()` lets a "
+        "plain `breakpoint()` stop in your function with concrete values.")
