@@ -20,6 +20,7 @@ from kiln.config import config
 from kiln.core.avals import ShapedArray
 from kiln.core.jaxpr import ClosedJaxpr, check_jaxpr, pp_jaxpr
 from kiln.core.trace import Tracer, get_aval
+from kiln.core.trace import current_trace as _current_trace
 from kiln.interpreters import ad, batching, staging
 from kiln.interpreters.ad import Zero
 from kiln.interpreters.pjit import jit_p
@@ -204,6 +205,16 @@ def _zeros_for(ct, primal_aval):
     return ct
 
 
+def _match_input(g, aval):
+    ga = get_aval(g)
+    if ga.dtype == dtypes.float0 or (ga.dtype == aval.dtype and ga.weak_type == aval.weak_type):
+        return g
+    if ga.dtype != aval.dtype:
+        return g
+    from kiln.lax.structural import _convert_element_type
+    return _convert_element_type(g, aval.dtype, aval.weak_type)
+
+
 def _check_grad_input(x, holomorphic, allow_int, name="grad"):
     a = get_aval(x)
     dt = a.dtype
@@ -266,7 +277,9 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic:
                             "directly.")
         one = make_array(np.ones((), a.dtype), False)
         cts = lin.transpose([one])
-        g_flat = [_zeros_for(ct, get_aval(x)) for ct, x in zip(cts, d_flat)]
+        # Gradients have their input's type (dtype and weak type), as in JAX.
+        g_flat = [_match_input(_zeros_for(ct, get_aval(x)), get_aval(x))
+                  for ct, x in zip(cts, d_flat)]
         g = tree_unflatten(d_tree, g_flat)
         if isinstance(argnums, int):
             g = g[0]
@@ -461,7 +474,7 @@ def linear_transpose(fun: Callable, *primals, reduce_axes=()) -> Callable:
     p_flat, p_tree = tree_flatten(tuple(primals))
     in_avals = [get_aval(p) for p in p_flat]
     for a in in_avals:
-        if not dtypes.issubdtype(a.dtype, np.inexact):
+        if not (dtypes.issubdtype(a.dtype, np.inexact) or dtypes.issubdtype(a.dtype, np.integer)):
             raise TypeError(f"linear_transpose only supports [float or complex] -> [float or "
                             f"complex], and integer -> integer functions, but got {a.dtype}.")
     store = {}
@@ -812,6 +825,8 @@ class JitWrapped:
 
     def __call__(self, *args, **kwargs):
         if config.jax_disable_jit:
+            return self._fun(*args, **kwargs)
+        if self._inline and isinstance(_current_trace(), staging.JaxprTrace):
             return self._fun(*args, **kwargs)
         entry, tconsts, a_flat, _ = self._trace(args, kwargs)
         outs = jit_p.bind(*tconsts, *a_flat, jaxpr=entry.jaxpr, name=self._name)

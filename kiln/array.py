@@ -150,11 +150,10 @@ class Array:
         v = np.asarray(self._value)
         prefix = "Array("
         suffix = f", dtype={v.dtype.name}" + (", weak_type=True" if self.weak_type else "") + ")"
-        if v.size == 0 and v.shape != (0,):
-            body = f"[], shape={v.shape}"
-        else:
-            body = np.array2string(v, separator=", ", prefix=prefix, suffix=suffix,
-                                   max_line_width=80)
+        if v.size == 0:
+            return f"{prefix}[], shape={v.shape}{suffix}"
+        body = np.array2string(v, separator=", ", prefix=prefix, suffix=",",
+                               max_line_width=np.get_printoptions()["linewidth"])
         return prefix + body + suffix
 
     def __str__(self):

@@ -505,7 +505,11 @@ def _batched_vjp_callables(axis_data, fun, fwd, bwd, vals, dims):
         cts = [ad.instantiate_zeros(c) for c in cts]
         outs, odims = batching.batch_flat(f, list(res) + list(cts), [0] * (n + len(cts)),
                                           axis_data)
-        return [batching.matchaxis(o, d, 0, size) for o, d in zip(outs, odims)]
+        from kiln.lax import reduce_sum
+        # Inputs that were not batched get the sum of the per-lane cotangents.
+        return [batching.matchaxis(o, d, 0, size) if bd is not None else
+                (reduce_sum(o, (d,)) if d is not None else o)
+                for o, d, bd in zip(outs, odims, bdims)]
 
     return bfun, bfwd, bbwd, bvals
 
@@ -602,7 +606,18 @@ staging.partial_eval_rules[remat_p] = _remat_partial_eval
 
 
 def _remat_transpose(cts, *args, jaxpr, prevent_cse, differentiated, policy):
-    return ad.backward_pass(jaxpr.jaxpr, jaxpr.consts, list(args), cts)
+    # The transposed body stays inside a checkpoint equation, so the recomputed forward
+    # pass remains a separate region of the program.
+    from kiln.lax.control.common import transpose_jaxpr
+    linear = [ad.is_undefined_primal(x) for x in args]
+    ct_avals = jaxpr.out_avals
+    cts = [ad.instantiate_zeros(c) if type(c) is Zero else c for c in cts]
+    t = transpose_jaxpr(jaxpr, linear, ct_avals)
+    nonlin = [x for x, lin in zip(args, linear) if not lin]
+    outs = remat_p.bind(*nonlin, *cts, jaxpr=t, prevent_cse=prevent_cse,
+                        differentiated=True, policy=policy)
+    it = iter(outs)
+    return [next(it) if lin else None for lin in linear]
 
 
 ad.transpose_rules[remat_p] = _remat_transpose

@@ -12,8 +12,8 @@ in ``tests/records/*.py`` (each module exports ``RECORDS``) into generic tests:
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 

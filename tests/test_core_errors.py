@@ -238,12 +238,7 @@ _REPR_CASES = {
     "long_f32": np.arange(30, dtype=np.float32),
     "scalar_i32": np.int32(7),
 }
-_REPR_XFAIL = {
-    "empty_1d": "kiln prints Array([], dtype=float32); JAX prints Array([], shape=(0,), "
-                "dtype=float32)",
-    "long_f32": "kiln wraps long arrays narrower than JAX (it passes the dtype suffix to "
-                "np.array2string; JAX wraps with suffix=',' and appends the dtype after)",
-}
+_REPR_XFAIL: dict = {}
 
 
 @pytest.mark.parametrize("name", [
@@ -326,10 +321,6 @@ def test_nested_jit_equation_and_printing():
     check_jaxpr(closed.jaxpr)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "kiln prints jit params sorted (jaxpr= before name=) on one line and continues variable "
-    "names into the inner jaxpr; JAX prints name= first, one param per line, and restarts "
-    "names in the inner jaxpr"))
 def test_nested_jit_text_matches_jax():
     jax = pytest.importorskip("jax")
     k = kiln.make_jaxpr(kiln.jit(lambda x: lax.sin(x)))(X)

@@ -284,11 +284,6 @@ def test_custom_vjp_vmap(how):
         close(got, dgmul(XS, Y), rtol=1e-5)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "kiln bug: under vmap, custom_vjp's batched bwd (custom_derivatives."
-    "_batched_vjp_callables.bbwd) returns per-example cotangents for an *unmapped* input "
-    "without summing them over the batch axis, so grad w.r.t. that input has the batch "
-    "shape (4,) instead of () and vjp returns a cotangent of the wrong shape"))
 def test_custom_vjp_grad_wrt_unmapped_input_of_vmap():
     @kiln.custom_vjp
     def g(x, y):
@@ -473,11 +468,6 @@ def test_make_jaxpr_of_checkpoint_shows_equation():
     assert "checkpoint[" in str(closed)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "kiln bug: remat_p's transpose rule (custom_derivatives._remat_transpose) inlines the "
-    "backward pass of the rematerialized jaxpr, so the staged gradient has no checkpoint "
-    "equation (JAX keeps one around the recomputed forward pass); the recomputation is then "
-    "ordinary code that a compiler may CSE with the forward pass"))
 def test_make_jaxpr_of_grad_of_checkpoint_shows_checkpoint_equation():
     closed = kiln.make_jaxpr(kiln.grad(kiln.checkpoint(_cf_sum)))(XS)
     assert "checkpoint" in _eqn_names(closed.jaxpr), str(closed)

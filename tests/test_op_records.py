@@ -470,11 +470,7 @@ KNOWN_RULE_HOLES: dict = {}
 
 # Primitives that should have records but do not yet: strict xfails, so adding the record
 # (and forgetting to delete the entry) is noticed.
-KNOWN_COVERAGE_GAPS = {
-    name: "no op record yet for the control-flow primitive " + name + " (records such as "
-          "lax.cond/switch/scan/fori_loop/while_loop with tags=('fwd_only',) for while)"
-    for name in ("cond", "scan", "while")
-}
+KNOWN_COVERAGE_GAPS: dict = {}
 
 
 def _lax_primitives():

@@ -508,10 +508,6 @@ def test_linear_transpose():
     np.testing.assert_allclose(lhs, np.dot(tx, vx) + np.dot(ty, vy), rtol=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "kiln bug: api.linear_transpose rejects integer inputs although its own message (and "
-    "JAX) say integer -> integer functions are supported; "
-    "jax.linear_transpose(lambda x: x * 2, ints)(ints) works"))
 def test_linear_transpose_integer_function():
     i = np.arange(3, dtype=np.int32)
     (t,) = kiln.linear_transpose(lambda x: lax.mul(x, 2), i)(i)
@@ -754,9 +750,6 @@ def test_vmap_rank0_broadcast_operand():
     np.testing.assert_allclose(out, X * X.sum(1, keepdims=True), rtol=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "kiln bug: lax.all_gather reduces an out-of-range `axis` modulo the rank "
-    "(parallel.all_gather: axis % (nd + 1)) instead of raising as JAX does"))
 def test_all_gather_axis_out_of_range_raises():
     with pytest.raises(ValueError):
         kiln.vmap(lambda x: lax.all_gather(x, "i", axis=5), axis_name="i")(_XC)
@@ -847,11 +840,6 @@ def test_grad_keeps_weak_type_of_argument():
     assert float(g) == 3.0 and not g.weak_type
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "kiln bug: value_and_grad seeds the backward pass with a strong 1.0 "
-    "(api.value_and_grad: make_array(np.ones((), dtype), False)); JAX uses full_like(ans, 1), "
-    "so grad of a weakly typed input is weakly typed (jax.grad(lambda x: x * 2.)(1.) is "
-    "Array(2., dtype=float32, weak_type=True))"))
 def test_grad_of_weak_input_is_weak():
     g = kiln.grad(lambda x: lax.mul(x, 2.0))(1.0)
     assert g.weak_type
@@ -866,9 +854,6 @@ def test_jit_pytrees_and_kwargs():
         kiln.jit(lambda x: x)("not an array")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "kiln ignores jit(..., inline=True) (JitWrapped keeps _inline unused): the call stays a "
-    "jit equation, while JAX inlines the function into the enclosing jaxpr"))
 def test_jit_inline_inlines():
     closed = kiln.make_jaxpr(lambda x: kiln.jit(lax.sin, inline=True)(x))(_A)
     assert [e.primitive.name for e in closed.eqns] == ["sin"]
@@ -958,14 +943,7 @@ _PARITY_FUNCS = {
     "weak_scalar": (lambda L, api: lambda x: L.mul(x, 2.0), (1.0,)),
     "jvp_of_sin": (lambda L, api: lambda x: api.jvp(L.sin, (x,), (x,)), (_A,)),
 }
-_PARITY_XFAIL = {
-    "two_outputs": "kiln prints each equation on its own line; JAX joins short bodies with "
-                   "'; ' on one line",
-    "identity": "kiln prints 'let in', JAX 0.10 prints 'let  in'",
-    "convert": "kiln shows sharding=None for convert_element_type, JAX hides it",
-    "broadcast_in_dim": "kiln shows shape= and sharding=None for broadcast_in_dim, JAX hides "
-                        "both",
-}
+_PARITY_XFAIL: dict = {}
 
 
 @pytest.mark.parametrize("name", [

@@ -169,14 +169,15 @@ def pp_literal(lit: Literal) -> str:
     return f"{txt}:{lit.aval.str_short()}"
 
 
-def _pp_param(v, namer, indent) -> str:
-    if isinstance(v, ClosedJaxpr):
-        return _pp_jaxpr_body(v.jaxpr, namer, indent + 2, nested=True)
-    if isinstance(v, Jaxpr):
-        return _pp_jaxpr_body(v, namer, indent + 2, nested=True)
-    if isinstance(v, (tuple, list)) and v and all(isinstance(e, ClosedJaxpr) for e in v):
-        inner = " ".join(_pp_jaxpr_body(e.jaxpr, namer, indent + 2, nested=True) for e in v)
-        return f"({inner})"
+def _is_jaxpr(v) -> bool:
+    return isinstance(v, (ClosedJaxpr, Jaxpr))
+
+
+def _inner(v):
+    return v.jaxpr if isinstance(v, ClosedJaxpr) else v
+
+
+def _pp_value(v) -> str:
     if isinstance(v, np.dtype):
         return v.name
     if isinstance(v, type) and issubclass(v, np.generic):
@@ -186,30 +187,76 @@ def _pp_param(v, namer, indent) -> str:
     return str(v)
 
 
+# Parameters JAX leaves out of the printed form, per primitive (when they have these values).
+_HIDDEN = {
+    "convert_element_type": {"sharding": (None,)},
+    "broadcast_in_dim": {"shape": "any", "sharding": (None,), "broadcast_dimensions": ((),)},
+    "iota": {"sharding": (None,)},
+    "reshape": {"sharding": (None,)},
+}
+_FIRST = ("name",)
+
+
+def _shown_params(eqn):
+    hidden = _HIDDEN.get(eqn.primitive.name, {})
+    out = []
+    for k, v in eqn.params.items():
+        if k.startswith("_") and k != "_split_transpose":
+            continue
+        h = hidden.get(k)
+        if h == "any" or (h is not None and any(v == x for x in h
+                                                if not isinstance(v, np.ndarray))):
+            continue
+        out.append((k, v))
+    out.sort(key=lambda kv: (kv[0] not in _FIRST, kv[0]))
+    return out
+
+
 def pp_eqn(eqn: JaxprEqn, namer, indent: int) -> str:
+    """One equation; multi-line (params one per line) when a parameter is a jaxpr."""
     outs = " ".join(f"{namer(v)}:{v.aval.str_short()}" for v in eqn.outvars)
-    params = ""
-    shown = {k: v for k, v in eqn.params.items() if not k.startswith("_")}
-    if shown:
-        params = "[" + " ".join(f"{k}={_pp_param(v, namer, indent)}" for k, v in
-                                sorted(shown.items())) + "]"
     args = " ".join(namer(v) for v in eqn.invars)
-    return f"{outs} = {eqn.primitive.name}{params} {args}".rstrip()
+    params = _shown_params(eqn)
+    name = eqn.primitive.name
+    has_jaxpr = any(_is_jaxpr(v) or (isinstance(v, (tuple, list)) and v and
+                                     all(_is_jaxpr(e) for e in v)) for _, v in params)
+    if not has_jaxpr:
+        ptxt = ("[" + " ".join(f"{k}={_pp_value(v)}" for k, v in params) + "]") if params else ""
+        return f"{outs} = {name}{ptxt} {args}".rstrip()
+    pad = " " * (indent + 2)
+    lines = [f"{outs} = {name}["]
+    fresh = name == "jit"   # a jit's body is printed with its own names, as JAX does
+    for k, v in params:
+        inner_namer = _Namer() if fresh else namer
+        if _is_jaxpr(v):
+            body = _pp_jaxpr_body(_inner(v), inner_namer, indent + 2, prefix=len(k) + 1)
+            lines.append(f"{pad}{k}={body}")
+        elif isinstance(v, (tuple, list)) and v and all(_is_jaxpr(e) for e in v):
+            lines.append(f"{pad}{k}=(")
+            for e in v:
+                body = _pp_jaxpr_body(_inner(e), inner_namer, indent + 4)
+                lines.append(f"{pad}  {body}")
+            lines.append(f"{pad})")
+        else:
+            lines.append(f"{pad}{k}={_pp_value(v)}")
+    lines.append(f"{' ' * indent}] {args}".rstrip())
+    return "\n".join(lines)
 
 
-def _pp_jaxpr_body(jaxpr: Jaxpr, namer, indent: int, nested: bool = False) -> str:
+def _pp_jaxpr_body(jaxpr: Jaxpr, namer, indent: int, nested: bool = False,
+                   prefix: int = 0) -> str:
     consts = " ".join(f"{namer(v)}:{v.aval.str_short()}" for v in jaxpr.constvars)
     ins = " ".join(f"{namer(v)}:{v.aval.str_short()}" for v in jaxpr.invars)
-    eqn_strs = [pp_eqn(e, namer, indent) for e in jaxpr.eqns]
+    head = f"{{ lambda {consts}; {ins}. let"
+    eqn_strs = [pp_eqn(e, namer, indent + 4) for e in jaxpr.eqns]
     outs = ", ".join(namer(v) for v in jaxpr.outvars)
     out_txt = f"({outs},)" if len(jaxpr.outvars) == 1 else f"({outs})"
-    head = f"{{ lambda {consts}; {ins}. let"
-    one_line = f"{head} {' '.join(eqn_strs)} in {out_txt} }}" if eqn_strs else \
-        f"{head}  in {out_txt} }}"
-    if len(eqn_strs) <= 1 and "\n" not in one_line and len(one_line) + indent <= 80:
-        return one_line.replace("let  in", "let in")
+    if not any("\n" in e for e in eqn_strs):
+        one_line = f"{head} {'; '.join(eqn_strs)} in {out_txt} }}"
+        if indent + prefix + len(one_line) <= 80:
+            return one_line
     pad = " " * (indent + 4)
-    body = "\n".join(pad + s for s in eqn_strs)
+    body = "\n".join(pad + e for e in eqn_strs)
     return f"{head}\n{body}\n{' ' * (indent + 2)}in {out_txt} }}"
 
 

@@ -265,7 +265,11 @@ def all_gather(x, axis_name, *, axis_index_groups=None, axis: int = 0, tiled: bo
 
     def gather(v):
         nd = get_aval(v).ndim
-        ax = axis % (nd + (0 if tiled else 1)) if nd or not tiled else 0
+        limit = nd if tiled else nd + 1
+        if not -limit <= axis < limit:
+            raise ValueError(f"all_gather axis {axis} is out of bounds for an operand of rank "
+                             f"{nd} (tiled={tiled}).")
+        ax = axis % limit if limit else 0
         return all_gather_p.bind(v, axis_name=axis_name, axis=ax, tiled=tiled,
                                  axis_size=batching.axis_size(axis_name))
     return tree_map(gather, x)

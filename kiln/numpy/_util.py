@@ -260,14 +260,21 @@ def _rank_promotion_check(fun_name, shapes):
                          "jax_numpy_rank_promotion='raise'.")
 
 
-def promote_shapes(fun_name: str, *args):
-    """Broadcast operands to their common shape (lax elementwise ops need equal shapes)."""
+def promote_shapes(fun_name: str, *args, scalars_ok: bool = False):
+    """Broadcast operands to their common shape (lax elementwise ops need equal shapes).
+
+    With ``scalars_ok``, rank-0 operands are left as they are: lax's elementwise
+    primitives broadcast them (as JAX's jaxprs show: ``mul b 2.0:f32[]``)."""
     ops = [as_operand(a) for a in args]
     if len(ops) < 2:
         return ops
     shapes = [o.shape for o in ops]
     if all(s == shapes[0] for s in shapes[1:]):
         return ops
+    if scalars_ok:
+        nonscalar = [s for s in shapes if s != ()]
+        if all(s == nonscalar[0] for s in nonscalar[1:]):
+            return ops
     _rank_promotion_check(fun_name, shapes)
     try:
         shape = broadcast_shapes(*shapes)
@@ -280,7 +287,7 @@ def promote_shapes(fun_name: str, *args):
 def promote_args(fun_name: str, *args):
     """check_arraylike + promote_dtypes + promote_shapes."""
     check_arraylike(fun_name, *args)
-    return promote_shapes(fun_name, *promote_dtypes(*args))
+    return promote_shapes(fun_name, *promote_dtypes(*args), scalars_ok=True)
 
 
 def promote_args_inexact(fun_name: str, *args):

@@ -669,14 +669,17 @@ def maxwell(key, shape=(), dtype=None, *, out_sharding=None):
 
 def _norm_last3(z):
     """``jnp.linalg.norm(z, axis=-1)`` for a length-3 last axis, summed as XLA's CPU
-    reduction sums: small inputs (< 4096 elements) as fma(x2, x2, fma(x0, x0, x1*x1)),
-    larger ones as (x0*x0 + x2*x2) + x1*x1."""
+    reduction (fused with the sampling) sums: inputs of 4096 elements or more as
+    (x0*x0 + x2*x2) + x1*x1; smaller ones with fused squares, starting from x1*x1
+    (float32) or x0*x0 (float64)."""
     lax = u.lax()
     parts = [u.reshape(lax.index_in_dim(z, i, len(u.shape(z)) - 1, keepdims=False),
                        u.shape(z)[:-1]) for i in range(3)]
     x0, x1, x2 = parts
     if math.prod(u.shape(z)) >= 4096:
         acc = u.add(u.add(u.mul(x0, x0), u.mul(x2, x2)), u.mul(x1, x1))
+    elif u.dtype_of(z) == np.float64:
+        acc = u.fma(x2, x2, u.fma(x1, x1, u.mul(x0, x0)))
     else:
         acc = u.fma(x2, x2, u.fma(x0, x0, u.mul(x1, x1)))
     return u.sqrt(acc)

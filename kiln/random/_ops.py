@@ -5,9 +5,10 @@ otherwise a private primitive defined in this file (NumPy impl, abstract eval,
 batching rule): ``sort_key_val``, ``top_k``, ``take`` (a gather along one axis),
 ``searchsorted``, and the factorizations ``cholesky``, ``eigh``, ``svd``, ``qr``.
 
-The factorizations call NumPy's LAPACK drivers (``potrf``, ``syevd``, ``gesdd``,
-``geqrf``), the drivers JAX's CPU backend calls, so signs of eigenvectors and
-singular vectors agree with JAX; none of them is differentiable here.
+The factorizations call SciPy's LAPACK (``potrf``, ``syevd``, ``gesdd``,
+``geqrf``/``orgqr``): the library and drivers JAX's CPU backend calls, so the
+factors (and the signs of eigenvectors and singular vectors) agree with JAX's;
+none of them is differentiable here.
 
 What this module must not hold: anything random.
 """
@@ -234,21 +235,35 @@ def _linalg_prim(name, impl, out_avals):
     return prim
 
 
+def _batched(fn, x, nout):
+    """Apply the single-matrix ``fn`` over the leading axes of ``x``."""
+    flat = x.reshape((-1,) + x.shape[-2:])
+    res = [fn(m) for m in flat]
+    outs = []
+    for i in range(nout):
+        parts = [r[i] for r in res]
+        proto = parts[0] if parts else None
+        arr = np.stack(parts) if parts else np.zeros((0,), x.dtype)
+        outs.append(arr.reshape(x.shape[:-2] + (proto.shape if proto is not None else ())))
+    return outs
+
+
+def _lapack(name, dtype):
+    from scipy.linalg import lapack
+    return lapack.get_lapack_funcs((name,), dtype=np.dtype(dtype))[0]
+
+
+def _chol1(m):
+    potrf = _lapack("potrf", m.dtype)
+    c, info = potrf(m, lower=1, clean=1)
+    if info != 0:
+        # JAX returns NaNs for matrices that are not positive definite.
+        c = np.full(m.shape, np.nan, m.dtype)
+    return (np.tril(c).astype(m.dtype),)
+
+
 def _cholesky_impl(x):
-    with np.errstate(all="ignore"):
-        try:
-            return [np.linalg.cholesky(x).astype(x.dtype)]
-        except np.linalg.LinAlgError:
-            # JAX returns NaNs for matrices that are not positive definite.
-            out = np.full(x.shape, np.nan, x.dtype)
-            flat = x.reshape((-1,) + x.shape[-2:])
-            res = out.reshape(flat.shape)
-            for i, m in enumerate(flat):
-                try:
-                    res[i] = np.linalg.cholesky(m)
-                except np.linalg.LinAlgError:
-                    pass
-            return [res.reshape(x.shape)]
+    return _batched(_chol1, np.asarray(x), 1)
 
 
 def _sq_avals(x):
@@ -260,9 +275,14 @@ def _sq_avals(x):
 cholesky_p = _linalg_prim("random_cholesky", _cholesky_impl, _sq_avals)
 
 
+def _eigh1(m):
+    syevd = _lapack("heevd" if np.iscomplexobj(m) else "syevd", m.dtype)
+    w, v, info = syevd(m, compute_v=1, lower=1)
+    return w.real.astype(m.real.dtype), v.astype(m.dtype)
+
+
 def _eigh_impl(x):
-    w, v = np.linalg.eigh(x)
-    return [w.astype(x.dtype), v.astype(x.dtype)]
+    return _batched(_eigh1, np.asarray(x), 2)
 
 
 def _eigh_avals(x):
@@ -273,9 +293,14 @@ def _eigh_avals(x):
 eigh_p = _linalg_prim("random_eigh", _eigh_impl, _eigh_avals)
 
 
+def _svd1(m):
+    gesdd = _lapack("gesdd", m.dtype)
+    u, s, vh, info = gesdd(m, compute_uv=1, full_matrices=0)
+    return u.astype(m.dtype), s.real.astype(m.real.dtype), vh.astype(m.dtype)
+
+
 def _svd_impl(x):
-    u, s, vh = np.linalg.svd(x, full_matrices=False)
-    return [u.astype(x.dtype), s.astype(x.dtype), vh.astype(x.dtype)]
+    return _batched(_svd1, np.asarray(x), 3)
 
 
 def _svd_avals(x):
@@ -289,9 +314,14 @@ def _svd_avals(x):
 svd_p = _linalg_prim("random_svd", _svd_impl, _svd_avals)
 
 
+def _qr1(m):
+    import scipy.linalg
+    q, r = scipy.linalg.qr(m, mode="economic")
+    return q.astype(m.dtype), r.astype(m.dtype)
+
+
 def _qr_impl(x):
-    q, r = np.linalg.qr(x, mode="reduced")
-    return [q.astype(x.dtype), r.astype(x.dtype)]
+    return _batched(_qr1, np.asarray(x), 2)
 
 
 def _qr_avals(x):

@@ -3,8 +3,10 @@ jaxprs with hoisted consts, type checks with JAX's messages, and jaxpr transform
 (jvp / batching / transpose of a jaxpr, produced by tracing its evaluation)."""
 from __future__ import annotations
 
+import numpy as np
+
 from kiln.core.avals import ShapedArray
-from kiln.core.jaxpr import ClosedJaxpr, eval_jaxpr
+from kiln.core.jaxpr import ClosedJaxpr, Jaxpr, Literal, eval_jaxpr
 from kiln.core.trace import get_aval
 from kiln.interpreters import ad, batching, staging
 from kiln.interpreters.ad import Zero
@@ -228,3 +230,96 @@ def structure_diffs(tree1, tree2, describe, leaf=None):
     a = tree_unflatten(tree1, [leaf] * tree1.num_leaves)
     b = tree_unflatten(tree2, [leaf] * tree2.num_leaves)
     return [describe(p, t1, t2, why) for p, t1, t2, why in equality_errors(a, b)]
+
+
+# ----------------------------------------------------------------------------------------------
+# Running a loop body many times on NumPy values (the impls of while and scan).
+
+def _has_sub_jaxpr(eqn) -> bool:
+    for p in eqn.params.values():
+        for s in (p if isinstance(p, (tuple, list)) else (p,)):
+            if isinstance(s, (ClosedJaxpr, Jaxpr)):
+                return True
+    return False
+
+
+class LoopBody:
+    """A closed jaxpr prepared for repeated evaluation with some inputs fixed.
+
+    Equations that depend only on the fixed inputs, constants and literals (e.g. a
+    constant broadcast to the carry's shape) are evaluated once, up front; effectful
+    equations and those holding sub-jaxprs are never hoisted. The rest become a flat
+    list of instructions over numbered slots, so each iteration pays for the impls and
+    little else. Semantics are those of ``reference.run_jaxpr`` (which is used instead
+    under ``jax_debug_nans``/``jax_debug_infs``, to keep their per-equation checks)."""
+
+    __slots__ = ("_slots", "_program", "_in_slots", "_out_slots", "_fallback")
+
+    def __init__(self, closed: ClosedJaxpr, fixed_args):
+        from kiln.config import config
+        jaxpr = closed.jaxpr
+        n_fixed = len(fixed_args)
+        if config.jax_debug_nans or config.jax_debug_infs:
+            from kiln.backends import reference
+            fixed = list(fixed_args)
+            self._fallback = lambda args: reference.run_jaxpr(jaxpr, closed.consts,
+                                                              [*fixed, *args])
+            return
+        self._fallback = None
+        index = {}
+        slots = []
+
+        def slot_of(v):
+            k = index.get(v)
+            if k is None:
+                k = index[v] = len(slots)
+                slots.append(None)
+            return k
+
+        def literal_slot(lit):
+            slots.append(lit.val._value if hasattr(lit.val, "_value") else np.asarray(lit.val))
+            return len(slots) - 1
+
+        known = set()
+        for v, c in zip(jaxpr.constvars, closed.consts):
+            slots[slot_of(v)] = getattr(c, "_value", c)
+            known.add(v)
+        for v, x in zip(jaxpr.invars[:n_fixed], fixed_args):
+            slots[slot_of(v)] = x
+            known.add(v)
+        self._in_slots = [slot_of(v) for v in jaxpr.invars[n_fixed:]]
+        program = []
+        for eqn in jaxpr.eqns:
+            idx = [literal_slot(v) if type(v) is Literal else slot_of(v) for v in eqn.invars]
+            outs = [slot_of(v) for v in eqn.outvars]
+            multi = eqn.primitive.multiple_results
+            invariant = (all(type(v) is Literal or v in known for v in eqn.invars)
+                         and eqn.primitive not in staging.always_stage
+                         and not _has_sub_jaxpr(eqn))
+            if invariant:
+                r = eqn.primitive.impl(*[slots[i] for i in idx], **eqn.params)
+                for k, o in zip(outs, r if multi else [r]):
+                    slots[k] = o
+                known.update(eqn.outvars)
+            else:
+                program.append((eqn.primitive.impl, eqn.params, idx,
+                                outs if multi else outs[0], multi))
+        self._out_slots = [literal_slot(v) if type(v) is Literal else slot_of(v)
+                           for v in jaxpr.outvars]
+        self._slots = slots
+        self._program = program
+
+    def __call__(self, args):
+        if self._fallback is not None:
+            return self._fallback(args)
+        slots = self._slots
+        for k, x in zip(self._in_slots, args):
+            slots[k] = x
+        for impl, params, idx, out, multi in self._program:
+            r = impl(*[slots[i] for i in idx], **params)
+            if multi:
+                for k, o in zip(out, r):
+                    slots[k] = o
+            else:
+                slots[out] = r
+        return [slots[k] for k in self._out_slots]

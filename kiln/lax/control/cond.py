@@ -67,20 +67,25 @@ def _trace_branches(funs, ops_tree, op_avals, what):
                 return tree_unflatten(tree, leaves)
             return g
         traced = [common.trace_pytree_fun(strong(f), ops_tree, op_avals) for f in funs]
-    # Hoist all consts: branch i takes (*all_consts, *ops) and ignores the others' consts.
-    all_consts = [c for t in traced for c in t[1]]
+    # Hoist all consts (each distinct value once): branch i takes (*all_consts, *ops).
+    all_consts, const_ids = [], {}
+    const_pos = []
+    for t in traced:
+        pos = []
+        for c in t[1]:
+            if id(c) not in const_ids:
+                const_ids[id(c)] = len(all_consts)
+                all_consts.append(c)
+            pos.append(const_ids[id(c)])
+        const_pos.append(pos)
     const_avals = common.avals_of(all_consts)
     branches = []
-    offset = 0
     total = len(all_consts)
-    for closed, consts, _ in traced:
-        n_own = len(consts)
-
-        def fun(*args, closed=closed, offset=offset, n=n_own):
-            return common.jaxpr_fun(closed)(*args[offset:offset + n], *args[total:])
+    for (closed, _, _), pos in zip(traced, const_pos):
+        def fun(*args, closed=closed, pos=pos):
+            return common.jaxpr_fun(closed)(*[args[i] for i in pos], *args[total:])
         jaxpr, jconsts = staging.trace_to_jaxpr(fun, const_avals + list(op_avals))
         branches.append(ClosedJaxpr(jaxpr, jconsts))
-        offset += len(consts)
     return tuple(branches), all_consts, out_trees[0]
 
 

@@ -104,13 +104,15 @@ while_p.multiple_results = True
 
 
 def _while_impl(*args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
-    from kiln.backends import reference
     cc = args[:cond_nconsts]
     bc = args[cond_nconsts:cond_nconsts + body_nconsts]
     carry = list(args[cond_nconsts + body_nconsts:])
-    cj, bj = cond_jaxpr.jaxpr, body_jaxpr.jaxpr
-    while bool(reference.run_jaxpr(cj, cond_jaxpr.consts, [*cc, *carry])[0]):
-        carry = reference.run_jaxpr(bj, body_jaxpr.consts, [*bc, *carry])
+    cond = common.LoopBody(cond_jaxpr, cc)
+    body = None     # prepared on the first iteration (hoisted work must not run for none)
+    while bool(cond(carry)[0]):
+        if body is None:
+            body = common.LoopBody(body_jaxpr, bc)
+        carry = body(carry)
     return carry
 
 
@@ -263,17 +265,25 @@ def _while_partial_eval(trace, args, params):
             return while_p.bind(*args, **params)
     # Known carries: a while over the known part only (the unknown carries never feed them).
     known_idx = [i for i, u in enumerate(carry_uk) if not u]
+    # Body consts that are unknown (e.g. tangents of closed-over values) cannot feed the
+    # known carries (that is what the fixed point established): they are replaced by zeros.
+    bc_known = [j for j, u in enumerate(bc_uk) if not u]
+    nkb = len(bc_known)
     outs_known = None
     if known_idx:
         carry_avals = body.out_avals
+        bc_avals = body.in_avals[:nb]
 
         def kbody(*xs):
-            b, c = xs[:nb], xs[nb:]
+            kb, c = xs[:nkb], xs[nkb:]
+            bfull, it = [], iter(kb)
+            for j, a in enumerate(bc_avals):
+                bfull.append(next(it) if j in bc_known else common.zeros(a))
             full = []
             it = iter(c)
             for i, a in enumerate(carry_avals):
                 full.append(next(it) if i in known_idx else common.zeros(a))
-            outs = common.jaxpr_fun(body)(*b, *full)
+            outs = common.jaxpr_fun(body)(*bfull, *full)
             return [outs[i] for i in known_idx]
 
         def kcond(*xs):
@@ -285,16 +295,17 @@ def _while_partial_eval(trace, args, params):
             return common.jaxpr_fun(params["cond_jaxpr"])(*cc_, *full)
 
         k_avals = [carry_avals[i] for i in known_idx]
-        bjx, bjc = staging.trace_to_jaxpr(kbody, list(body.in_avals[:nb]) + k_avals)
+        bjx, bjc = staging.trace_to_jaxpr(kbody, [bc_avals[j] for j in bc_known] + k_avals)
         cjx, cjc = staging.trace_to_jaxpr(kcond, list(params["cond_jaxpr"].in_avals[:nc])
                                           + k_avals)
         init = args[nc + nb:]
+        body_consts = args[nc:nc + nb]
         with set_current_trace(trace.parent):
-            outs_known = while_p.bind(*args[:nc], *args[nc:nc + nb],
+            outs_known = while_p.bind(*args[:nc], *[body_consts[j] for j in bc_known],
                                       *[init[i] for i in known_idx],
                                       cond_jaxpr=ClosedJaxpr(cjx, cjc),
                                       body_jaxpr=ClosedJaxpr(bjx, bjc), cond_nconsts=nc,
-                                      body_nconsts=nb)
+                                      body_nconsts=nkb)
     staged = trace.stage(while_p, args, params)
     if outs_known is None:
         return staged
@@ -395,16 +406,15 @@ scan_p.multiple_results = True
 
 def _scan_impl(*args, jaxpr, length, reverse, num_consts, num_carry, linear, unroll,
                _split_transpose=False):
-    from kiln.backends import reference
     consts = args[:num_consts]
     carry = list(args[num_consts:num_consts + num_carry])
     xs = args[num_consts + num_carry:]
     ys_avals = jaxpr.out_avals[num_carry:]
     ys = [np.empty((length,) + a.shape, a.dtype) for a in ys_avals]
-    j, jc = jaxpr.jaxpr, jaxpr.consts
+    body = common.LoopBody(jaxpr, consts) if length else None
     order = range(length - 1, -1, -1) if reverse else range(length)
     for i in order:
-        outs = reference.run_jaxpr(j, jc, [*consts, *carry, *[x[i] for x in xs]])
+        outs = body([*carry, *[x[i] for x in xs]])
         carry = outs[:num_carry]
         for y, o in zip(ys, outs[num_carry:]):
             y[i] = o

@@ -1,0 +1,61 @@
+"""NumPy versions of the basic samplers, on raw keys, for the rejection loops.
+
+The rejection samplers (gamma's Marsaglia-Tsang loop, poisson, binomial) run as
+primitives whose impls loop in NumPy; inside them, keys are raw uint32 arrays
+of shape ``(..., 2)`` and every helper here computes, for each key, exactly what
+the corresponding ``kiln.random`` sampler computes (JAX's bits, XLA's float
+arithmetic).
+
+What this module must not hold: primitives or traced code.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from kiln import dtypes
+from kiln.random import _threefry
+from kiln.random import _xla_math as xm
+
+
+def split(keys, num):
+    """``num`` new keys per key: shape ``keys.shape[:-1] + (num, 2)``."""
+    return _threefry.split_np(keys, (num,))
+
+
+def split_parts(keys, num):
+    s = split(keys, num)
+    return [s[..., i, :] for i in range(num)]
+
+
+def fma(a, b, c):
+    return xm._fma_impl(np.asarray(a), np.asarray(b), np.asarray(c))
+
+
+def uniform(keys, shape, dtype, minval=0.0, maxval=1.0):
+    """``uniform(key, shape, dtype, minval, maxval)`` for every key (batch first)."""
+    dtype = np.dtype(dtype)
+    finfo = dtypes.finfo(dtype)
+    nbits, nmant = finfo.bits, finfo.nmant
+    rng_bits = 8 if nmant < 8 else nbits
+    bits = _threefry.random_bits_np(keys, rng_bits, tuple(shape))
+    uint_dtype = _threefry.UINT_DTYPES[nbits]
+    bits = bits.astype(uint_dtype)
+    float_bits = (bits >> uint_dtype.type(rng_bits - nmant)) | \
+        np.array(1.0, dtype).view(uint_dtype)
+    floats = float_bits.view(dtype) - dtype.type(1)
+    lo = np.asarray(minval, dtype)
+    hi = np.asarray(maxval, dtype)
+    return np.maximum(lo, fma(floats, (hi - lo).astype(dtype), lo)).astype(dtype)
+
+
+def normal(keys, shape, dtype):
+    dtype = np.dtype(dtype)
+    lo = np.nextafter(np.array(-1., dtype), np.array(0., dtype), dtype=dtype)
+    v = uniform(keys, shape, dtype, lo, np.array(1., dtype))
+    return (dtype.type(np.sqrt(2)) * xm.erf_inv(v)).astype(dtype)
+
+
+def exponential(keys, shape, dtype):
+    dtype = np.dtype(dtype)
+    v = uniform(keys, shape, dtype)
+    return -xm.log1p(-v)
