@@ -4,10 +4,13 @@
 """
 from kiln import (
     _array_methods,  # noqa: F401  (installs operators)
+    debug,  # noqa: F401
     dtypes,  # noqa: F401
     errors,  # noqa: F401
+    experimental,  # noqa: F401
     lax,  # noqa: F401
     numpy,  # noqa: F401
+    random,  # noqa: F401
     tree,  # noqa: F401
     tree_util,  # noqa: F401
 )
@@ -19,10 +22,8 @@ from kiln.api import (  # noqa: F401
     block_until_ready,
     device_get,
     device_put,
-    eval_shape,
     ensure_compile_time_eval,
-    named_call,
-    named_scope,
+    eval_shape,
     grad,
     hessian,
     jacfwd,
@@ -33,11 +34,14 @@ from kiln.api import (  # noqa: F401
     linear_transpose,
     linearize,
     make_jaxpr,
+    named_call,
+    named_scope,
     value_and_grad,
     vjp,
     vmap,
 )
 from kiln.array import Array  # noqa: F401
+from kiln.callbacks import pure_callback  # noqa: F401
 from kiln.config import config, disable_jit, enable_x64  # noqa: F401
 from kiln.core.trace import Tracer as _Tracer  # noqa: F401
 from kiln.custom_derivatives import (  # noqa: F401

@@ -145,17 +145,30 @@ _install(Tracer)
 # ----------------------------------------------------------------------------------------------
 # Eager fast paths for Array ∘ Array with equal dtypes. Anything unusual takes the general path.
 
+def _scalar_ok(dt, other) -> bool:
+    """A Python scalar that promotes weakly to ``dt`` without changing it (JAX's rule):
+    floats and ints into float arrays, ints into int arrays."""
+    t = type(other)
+    k = dt.kind
+    return (k == "f" and (t is float or t is int)) or (k in "iu" and t is int)
+
+
 def _fast(npfn, name, float_only=False, cmp=False):
     general = _binop(name)
 
     def op(self, other):
-        if (type(other) is Array and core._state.trace is core.eval_trace and _FAST[0]):
-            a, b = self._value, other._value
+        if core._state.trace is core.eval_trace and _FAST[0]:
+            a = self._value
             dt = a.dtype
-            if dt is b.dtype and (not float_only or dt.kind == "f"):
-                if cmp:
-                    return make_array(npfn(a, b), False)
-                return make_array(npfn(a, b), self.weak_type and other.weak_type)
+            if type(other) is Array:
+                b = other._value
+                if dt is b.dtype and (not float_only or dt.kind == "f"):
+                    if cmp:
+                        return make_array(npfn(a, b), False)
+                    return make_array(npfn(a, b), self.weak_type and other.weak_type)
+            elif _scalar_ok(dt, other) and (not float_only or dt.kind == "f") \
+                    and dt.kind != "V":
+                return make_array(npfn(a, dt.type(other)), False if cmp else self.weak_type)
         return general(self, other)
     op.__name__ = name
     return op
@@ -165,10 +178,14 @@ def _fast_r(npfn, name):
     general = _binop(name, reflected=True)
 
     def op(self, other):
-        if (type(other) is Array and core._state.trace is core.eval_trace and _FAST[0]):
-            a, b = other._value, self._value
-            if a.dtype is b.dtype:
-                return make_array(npfn(a, b), self.weak_type and other.weak_type)
+        if core._state.trace is core.eval_trace and _FAST[0]:
+            b = self._value
+            if type(other) is Array:
+                a = other._value
+                if a.dtype is b.dtype:
+                    return make_array(npfn(a, b), self.weak_type and other.weak_type)
+            elif _scalar_ok(b.dtype, other) and b.dtype.kind != "V":
+                return make_array(npfn(b.dtype.type(other), b), self.weak_type)
         return general(self, other)
     return op
 
@@ -181,6 +198,7 @@ Array.__mul__ = _fast(np.multiply, "multiply")
 Array.__truediv__ = _fast(np.true_divide, "true_divide", float_only=True)
 Array.__radd__ = _fast_r(np.add, "add")
 Array.__rmul__ = _fast_r(np.multiply, "multiply")
+Array.__rsub__ = _fast_r(np.subtract, "subtract")
 for _k, _npf in [("lt", np.less), ("le", np.less_equal), ("gt", np.greater),
                  ("ge", np.greater_equal), ("eq", np.equal), ("ne", np.not_equal)]:
     setattr(Array, f"__{_k}__", _fast(_npf, _CMPOPS[_k], cmp=True))

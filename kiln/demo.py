@@ -106,6 +106,10 @@ def main() -> None:
     print("\nThe staged program of slow_f:")
     print(jax.make_jaxpr(slow_f)(jnp.ones(3)))
 
+    section("Control flow: lax.cond, fori_loop, scan, debug.print")
+    from kiln import demo_control
+    demo_control.main()
+
 
 if __name__ == "__main__":
     main()

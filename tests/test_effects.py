@@ -169,10 +169,6 @@ def test_print_uses_numpy_printoptions_of_trace_time(capsys):
     assert lines(capsys) == ["[0.33 0.67]"]
 
 
-@pytest.mark.xfail(strict=True, reason="staging.dce_jaxpr_consts removes a scan/while/cond "
-                                       "equation whose outputs are unused even when its body "
-                                       "holds an effect (it only checks the equation's own "
-                                       "primitive against always_stage)")
 def test_print_inside_control_flow_with_unused_result_under_jit(capsys):
     f = kiln.jit(lambda x: (lax.fori_loop(0, 2, lambda i, c: (kiln.debug.print("i={}", i),
                                                               c)[1], x), x)[1])
@@ -407,8 +403,6 @@ def test_io_callback_is_not_differentiable():
     assert float(g(F(2), F(5))) == 5.0 and log == [1]
 
 
-@pytest.mark.xfail(strict=True, reason="staging.dce_jaxpr_consts drops a scan whose outputs are "
-                                       "unused although its body holds an io_callback")
 def test_io_callback_in_loop_with_unused_result_under_jit():
     log = []
     f = kiln.jit(lambda x: (lax.scan(lambda c, _: (c, io_callback(

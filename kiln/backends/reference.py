@@ -17,7 +17,15 @@ def _raw(x):
 
 
 def run_jaxpr(jaxpr: Jaxpr, consts, args):
-    """Evaluate ``jaxpr`` on NumPy values; returns a list of NumPy values."""
+    """Evaluate ``jaxpr`` on NumPy values; returns a list of NumPy values.
+
+    Floating-point warnings are silenced for the whole program (XLA gives inf/nan
+    silently), once per call rather than per operation."""
+    with np.errstate(all="ignore"):
+        return _run(jaxpr, consts, args)
+
+
+def _run(jaxpr: Jaxpr, consts, args):
     env = {}
     for v, x in zip(jaxpr.constvars, consts):
         env[v] = _raw(x)

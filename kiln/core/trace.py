@@ -159,7 +159,8 @@ class EvalTrace(Trace):
         if not ok:
             prim.abstract_eval(*[ShapedArray(v.shape, v.dtype, w) for v, w in zip(vals, weak)],
                                **params)
-            if key is not None and len(prim._eager_ok) < 4096:
+            # Call-like primitives carry jaxprs in their params: don't keep those alive.
+            if key is not None and not prim.multiple_results and len(prim._eager_ok) < 4096:
                 prim._eager_ok.add(key)
         out = prim.impl(*vals, **params)
         if _debug_checks[0]:

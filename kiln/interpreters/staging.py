@@ -137,12 +137,38 @@ def _literal_to_var(trace, lit):
     return trace._const_var(lit.val)
 
 
+def has_effects(eqn) -> bool:
+    """Whether ``eqn`` is effectful: its primitive is, or a sub-jaxpr contains such an eqn."""
+    if eqn.primitive in always_stage:
+        return True
+    for p in eqn.params.values():
+        for j in (p if isinstance(p, (tuple, list)) else (p,)):
+            inner = getattr(j, "jaxpr", j)
+            if isinstance(inner, Jaxpr) and _jaxpr_has_effects(inner):
+                return True
+    return False
+
+
+def _jaxpr_has_effects(jaxpr: Jaxpr) -> bool:
+    cached = _effects_cache.get(id(jaxpr))
+    if cached is not None and cached[0] is jaxpr:
+        return cached[1]
+    result = any(has_effects(e) for e in jaxpr.eqns)
+    _effects_cache[id(jaxpr)] = (jaxpr, result)
+    if len(_effects_cache) > 10000:
+        _effects_cache.clear()
+    return result
+
+
+_effects_cache: dict = {}
+
+
 def dce_jaxpr_consts(jaxpr: Jaxpr):
     """Drop equations whose outputs are unused (and effect-free) and unused constvars."""
     live = {v for v in jaxpr.outvars if isinstance(v, Var)}
     new_eqns = []
     for eqn in reversed(jaxpr.eqns):
-        if any(v in live for v in eqn.outvars) or eqn.primitive in always_stage:
+        if any(v in live for v in eqn.outvars) or has_effects(eqn):
             new_eqns.append(eqn)
             for v in eqn.invars:
                 if isinstance(v, Var):

@@ -55,9 +55,9 @@ def _quiet(fn):
 # ----------------------------------------------------------------------------------------------
 # add / sub / mul / div / neg
 
-add_p = naryop("add", _quiet(np.add), _num)
-sub_p = naryop("sub", _quiet(np.subtract), _num)
-mul_p = naryop("mul", _quiet(np.multiply), _num)
+add_p = naryop("add", _same(np.add), _num)
+sub_p = naryop("sub", _same(np.subtract), _num)
+mul_p = naryop("mul", _same(np.multiply), _num)
 
 
 def _div_impl(x, y):
@@ -262,9 +262,9 @@ def ge(x, y):
 
 exp_p = unop("exp", _quiet(np.exp), _inexact)
 log_p = unop("log", _quiet(np.log), _inexact)
-sin_p = unop("sin", _quiet(np.sin), _inexact)
-cos_p = unop("cos", _quiet(np.cos), _inexact)
-tanh_p = unop("tanh", _quiet(np.tanh), _inexact)
+sin_p = unop("sin", _same(np.sin), _inexact)
+cos_p = unop("cos", _same(np.cos), _inexact)
+tanh_p = unop("tanh", _same(np.tanh), _inexact)
 
 ad.defjvp(exp_p, lambda g, ans, x: mul(g, ans))
 ad.defjvp(log_p, lambda g, ans, x: div(g, x))

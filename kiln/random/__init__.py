@@ -34,6 +34,20 @@ from kiln.random._distributions import (  # noqa: F401
     wald,
     weibull_min,
 )
+from kiln.random._gamma import (  # noqa: F401
+    ball,
+    beta,
+    binomial,
+    chisquare,
+    dirichlet,
+    f,
+    gamma,
+    generalized_normal,
+    loggamma,
+    multinomial,
+    poisson,
+    t,
+)
 from kiln.random._keys import (  # noqa: F401
     KeyTy,
     PRNGImpl,

@@ -352,10 +352,10 @@ def _normal_real(key, shape, dtype):
 
 
 def div_xla(x, y):
-    """``x / y`` as XLA computes it: a divisor that is a scalar (broadcast) becomes a
-    multiplication by its reciprocal."""
+    """``x / y`` as XLA computes it: a scalar divisor broadcast against a non-scalar
+    ``x`` becomes a multiplication by its reciprocal."""
     y = u.asarray(y) if u.is_array(y) else u.const(x, y)
-    if not u.shape(y):
+    if not u.shape(y) and u.shape(x):
         return u.mul(x, u.div(u.const(y, 1), y))
     return u.div(x, y)
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Sequence
-from typing import Callable, NamedTuple
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
