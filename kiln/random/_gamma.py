@@ -26,6 +26,7 @@ from kiln.core.avals import ShapedArray
 from kiln.core.trace import get_aval
 from kiln.interpreters import ad, batching
 from kiln.lax._factory import standard_primitive
+from kiln.random import _native
 from kiln.random import _np_samplers as nps
 from kiln.random import _util as u
 from kiln.random import _xla_math as xm
@@ -46,7 +47,25 @@ from kiln.random._keys import PRNGKeyArray, canonicalize_shape, check_prng_key, 
 # gamma: one Marsaglia-Tsang loop per element.
 
 
-def _gamma_one_np(keys, alpha, log_space, scalar_alpha):
+def _gamma_c(d):
+    """c = (1/3) / sqrt(d), which XLA computes as (1/3) * rsqrt(d).
+
+    XLA's CPU float32 rsqrt is the processor's approximate reciprocal square root
+    refined by one Newton step, reproduced by the native kernel where it can be
+    built (x86); elsewhere the correctly rounded 1/sqrt(d) is used, and c may differ
+    from JAX's in the last bit (see docs/random.md). float64 rsqrt is 1/sqrt.
+    """
+    dt = d.dtype
+    if dt == np.float32 and _native.has_rsqrt_estimate():
+        r = _native.rsqrt_f32(d)
+    elif dt in (np.float16, dtypes.bfloat16) and _native.has_rsqrt_estimate():
+        r = _native.rsqrt_f32(d.astype(np.float32)).astype(dt)
+    else:
+        r = (dt.type(1) / np.sqrt(d)).astype(dt)
+    return (dt.type(1. / 3.) * r).astype(dt)
+
+
+def _gamma_one_np(keys, alpha, log_space):
     """Samples for raw keys ``(n, 2)`` and shape parameters ``alpha (n,)``."""
     dt = alpha.dtype
     T = dt.type
@@ -55,12 +74,7 @@ def _gamma_one_np(keys, alpha, log_space, scalar_alpha):
         boost_mask = alpha >= one
         alpha_b = np.where(boost_mask, alpha, (alpha + one).astype(dt))
         d = (alpha_b - T(1. / 3.)).astype(dt)
-        sd = np.sqrt(d)
-        if scalar_alpha:
-            # A division by a broadcast scalar is a multiplication by its reciprocal in XLA.
-            c = (T(1. / 3.) * (one / sd).astype(dt)).astype(dt)
-        else:
-            c = (T(1. / 3.) / sd).astype(dt)
+        c = _gamma_c(d)
         key, subkey = nps.split_parts(keys, 2)
         key = key.copy()
         n = alpha.shape[0]
@@ -119,7 +133,7 @@ def _gamma_impl(keys, a, *, log_space, scalar_alpha):
     alphas = a.reshape(-1)
     if alphas.size == 0:
         return np.zeros(a.shape, a.dtype)
-    out = _gamma_one_np(sub, alphas, log_space, scalar_alpha)
+    out = _gamma_one_np(sub, alphas, log_space)
     return out.reshape(a.shape)
 
 

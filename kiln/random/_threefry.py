@@ -28,6 +28,7 @@ import numpy as np
 from kiln.core.avals import ShapedArray
 from kiln.interpreters import ad, batching
 from kiln.lax._factory import standard_primitive
+from kiln.random import _native
 
 _U32 = np.dtype(np.uint32)
 _ROT0 = (13, 15, 26, 6)
@@ -80,17 +81,19 @@ def threefry2x32_np(k0, k1, x0, x1):
     """Threefry-2x32 on NumPy values (broadcast together); returns two new uint32 arrays."""
     k0, k1, x0, x1 = (np.asarray(v, _U32) for v in (k0, k1, x0, x1))
     shape = np.broadcast_shapes(k0.shape, k1.shape, x0.shape, x1.shape)
+    scalar_keys = k0.ndim == 0 and k1.ndim == 0
+    n = math.prod(shape)
+    native = _native.lib() if n >= 64 else None
+    if native is not None:
+        return _threefry_native(k0, k1, x0, x1, shape, scalar_keys)
     y0 = np.array(np.broadcast_to(x0, shape), _U32, order="C")
     y1 = np.array(np.broadcast_to(x1, shape), _U32, order="C")
-    n = y0.size
-    scalar_keys = k0.ndim == 0 and k1.ndim == 0
     if scalar_keys:
         k0s, k1s = np.uint32(k0), np.uint32(k1)
         if n <= _CHUNK:
             _hash_inplace(k0s, k1s, y0, y1)
             return y0, y1
         f0, f1 = y0.reshape(-1), y1.reshape(-1)
-        spans = [(s, min(s + _CHUNK, n)) for s in range(0, n, _CHUNK)]
 
         def work(span_list):
             for s, e in span_list:
@@ -102,17 +105,43 @@ def threefry2x32_np(k0, k1, x0, x1):
             _hash_inplace(kb0, kb1, y0.reshape(-1), y1.reshape(-1))
             return y0, y1
         f0, f1 = y0.reshape(-1), y1.reshape(-1)
-        spans = [(s, min(s + _CHUNK, n)) for s in range(0, n, _CHUNK)]
 
         def work(span_list):
             for s, e in span_list:
                 _hash_inplace(kb0[s:e], kb1[s:e], f0[s:e], f1[s:e])
+    _run_spans(work, n, _CHUNK)
+    return y0, y1
+
+
+def _run_spans(work, n, chunk):
+    spans = [(s, min(s + chunk, n)) for s in range(0, n, chunk)]
     if _THREADS > 1 and len(spans) >= 4:
         parts = [spans[i::_THREADS] for i in range(_THREADS)]
         list(_get_pool().map(work, parts))
     else:
         work(spans)
-    return y0, y1
+
+
+def _threefry_native(k0, k1, x0, x1, shape, scalar_keys):
+    n = math.prod(shape)
+    flat = lambda v: np.ascontiguousarray(np.broadcast_to(v, shape), _U32).reshape(-1)  # noqa: E731
+    f0, f1 = flat(x0), flat(x1)
+    if scalar_keys:
+        kk0, kk1 = np.asarray(k0, _U32).reshape(()), np.asarray(k1, _U32).reshape(())
+    else:
+        kk0, kk1 = flat(k0), flat(k1)
+    y0 = np.empty(n, _U32)
+    y1 = np.empty(n, _U32)
+    big = 1 << 18
+
+    def work(span_list):
+        for s, e in span_list:
+            a = kk0 if scalar_keys else kk0[s:e]
+            b = kk1 if scalar_keys else kk1[s:e]
+            _native.threefry2x32(a, b, f0[s:e], f1[s:e], y0[s:e], y1[s:e])
+
+    _run_spans(work, n, big)
+    return y0.reshape(shape), y1.reshape(shape)
 
 
 # ----------------------------------------------------------------------------------------------
