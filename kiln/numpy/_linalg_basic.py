@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import string
 
+import numpy as np
+
 from kiln import lax
 from kiln.core.trace import get_aval
-from kiln.numpy import _util
+from kiln.numpy import _eager, _util
 from kiln.numpy._util import as_operand, canonicalize_axis, check_arraylike
 
 __all__ = ["dot", "matmul", "vdot", "vecdot", "inner", "outer", "tensordot", "einsum",
@@ -35,6 +37,10 @@ def _promote(name, a, b):
 def dot(a, b, *, precision=None, preferred_element_type=None):
     """NumPy's ``dot``: scalar product, inner product, or contraction of a's last axis
     with b's second-to-last (last for 1-D ``b``)."""
+    if precision is None and preferred_element_type is None:
+        vals = _eager.plain_values(a, b)
+        if vals is not None and vals[0].ndim in (1, 2) and vals[1].ndim in (1, 2):
+            return _eager.wrap(np.asarray(np.matmul(*vals)))
     a, b = _promote("dot", a, b)
     na, nb = get_aval(a).ndim, get_aval(b).ndim
     if na == 0 or nb == 0:

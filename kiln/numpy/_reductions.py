@@ -15,7 +15,7 @@ import numpy as np
 
 from kiln import dtypes, lax
 from kiln.core.trace import get_aval
-from kiln.numpy import _util
+from kiln.numpy import _eager, _util
 from kiln.numpy._util import as_operand, canonicalize_axes, ensure_arraylike, user_dtype
 
 __all__ = ["sum", "prod", "max", "amax", "min", "amin", "all", "any", "mean", "var", "std", "argmax", "argmin", "cumsum", "cumprod",
@@ -150,6 +150,14 @@ def _mul2(a, b):
 def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None,  # noqa: A001
         promote_integers=True):
     """Sum over ``axis`` (bool and small ints accumulate in the default int)."""
+    if dtype is None and initial is None and where is None and out is None:
+        vals = _eager.plain_values(a)
+        if vals is not None:
+            v = vals[0]
+            axes = _eager.axes_of(axis, v.ndim)
+            if axes is not None:
+                r = np.sum(v, axis=axes, dtype=v.dtype, keepdims=bool(keepdims))
+                return _eager.wrap(np.asarray(r))
     return _reduce(a, "sum", lax.reduce_sum, 0, bool_reduce=lambda x, ax: lax.reduce_or(x, ax),
                    upcast_f16=True, axis=axis, dtype=dtype, out=out, keepdims=keepdims,
                    initial=initial, where=where, promote_integers=promote_integers,
@@ -216,6 +224,17 @@ def _count(a, axis, keepdims, where, dtype):
 
 def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
     """Arithmetic mean over ``axis`` (integers give the default float)."""
+    if dtype is None and where is None and out is None:
+        vals = _eager.plain_values(a)
+        if vals is not None:
+            v = vals[0]
+            axes = _eager.axes_of(axis, v.ndim)
+            if axes is not None:
+                n = math.prod(v.shape[d] for d in axes)
+                with np.errstate(all="ignore"):
+                    r = np.true_divide(np.sum(v, axis=axes, dtype=v.dtype,
+                                              keepdims=bool(keepdims)), v.dtype.type(n))
+                return _eager.wrap(np.asarray(r, v.dtype))
     a = ensure_arraylike("mean", a)
     where = _check_where("mean", where)
     if out is not None:

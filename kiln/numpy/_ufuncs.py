@@ -16,7 +16,7 @@ import numpy as np
 from kiln import dtypes, lax
 from kiln.array import Array, make_array
 from kiln.core.trace import Tracer, get_aval
-from kiln.numpy import _util
+from kiln.numpy import _eager, _util
 from kiln.numpy._util import (
     as_operand,
     check_arraylike,
@@ -809,6 +809,10 @@ def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
     if x is None or y is None:
         raise ValueError("Either both or neither of the x and y arguments should be provided "
                          f"to jax.numpy.where, got {x} and {y}.")
+    if type(condition) is Array and _eager.eager() and condition._value.dtype == np.bool_:
+        vals = _eager.plain_values(x, y)
+        if vals is not None and vals[0].shape == vals[1].shape == condition._value.shape:
+            return _eager.wrap(np.where(condition._value, vals[0], vals[1]))
     check_arraylike("where", condition, x, y)
     condition = as_operand(condition)
     if _kind(condition) != "b":
