@@ -113,6 +113,13 @@ def _transpose(self, *args):
     return _np_mod().transpose(self, axes)
 
 
+def _setitem(self, idx, value):
+    raise TypeError(f"'{type(self).__name__}' object does not support item assignment. JAX "
+                    "arrays are immutable. Instead of ``x[idx] = y``, use "
+                    "``x = x.at[idx].set(y)`` or another .at[] method: "
+                    "https://docs.jax.dev/en/latest/_autosummary/jax.numpy.ndarray.at.html")
+
+
 def _array_namespace(self, api_version=None):
     return _np_mod()
 
@@ -128,6 +135,7 @@ def _install(cls):
     for name in _METHODS:
         setattr(cls, name, _method(name))
     cls.__getitem__ = _getitem
+    cls.__setitem__ = _setitem
     cls.reshape = _reshape
     cls.transpose = _transpose
     cls.T = property(_T)

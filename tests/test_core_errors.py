@@ -416,3 +416,16 @@ def test_staged_jaxprs_pass_check():
         (kiln.jit(lambda x, y: (lax.add(x, y), lax.convert_element_type(x, np.int32))), (X, X)),
     ]:
         check_jaxpr(kiln.make_jaxpr(f)(*args).jaxpr)
+
+
+def test_item_assignment_raises_with_at_hint():
+    import kiln.numpy as jnp
+    x = jnp.ones(3)
+    with pytest.raises(TypeError, match=r"immutable.*\.at\[idx\]\.set"):
+        x[0] = 1.0
+
+    def f(x):
+        x[0] = 1.0
+        return x
+    with pytest.raises(TypeError, match="immutable"):
+        kiln.jit(f)(x)
