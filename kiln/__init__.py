@@ -9,8 +9,10 @@ from kiln import (
     errors,  # noqa: F401
     experimental,  # noqa: F401
     lax,  # noqa: F401
+    nn,  # noqa: F401
     numpy,  # noqa: F401
     random,  # noqa: F401
+    scipy,  # noqa: F401
     tree,  # noqa: F401
     tree_util,  # noqa: F401
 )

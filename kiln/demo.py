@@ -106,6 +106,15 @@ def main() -> None:
     print("\nThe staged program of slow_f:")
     print(jax.make_jaxpr(slow_f)(jnp.ones(3)))
 
+    section("kiln.random: key, subkey = random.split(key)")
+    from kiln import random
+    key = random.PRNGKey(0)
+    key, subkey = random.split(key)
+    print("key    =", key)
+    print("subkey =", subkey)
+    print("random.normal(subkey, (3,)) =", random.normal(subkey, (3,)))
+    print("random.uniform(key, (3,))   =", random.uniform(key, (3,)))
+
     section("Control flow: lax.cond, fori_loop, scan, debug.print")
     from kiln import demo_control
     demo_control.main()

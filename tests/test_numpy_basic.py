@@ -671,23 +671,3 @@ def test_rank_promotion_config():
     with config_context(jax_numpy_rank_promotion="warn"):
         with pytest.warns(UserWarning, match="rank promotion"):
             jnp.add(x, y)
-
-
-def test_gather_fallbacks(monkeypatch):
-    """The slice-run, one-hot and dynamic_slice-loop gathers agree."""
-    from kiln.numpy import _indexing
-    idx = np.array([4, 0, 3, 3, -1, 1])
-    x = np.arange(20.0, dtype=np.float32).reshape(5, 4)
-    expected = x[idx]
-    f = kiln.jit(lambda x, i: x[i])
-    g = kiln.jit(lambda x: x[idx])
-    np.testing.assert_array_equal(np.asarray(f(x, idx)), expected)      # one-hot
-    np.testing.assert_array_equal(np.asarray(g(x)), expected)           # slice runs
-    monkeypatch.setattr(_indexing, "ONE_HOT_LIMIT", 0)
-    monkeypatch.setattr(_indexing, "RUNS_LIMIT", 0)
-    f = kiln.jit(lambda x, i: x[i])
-    np.testing.assert_array_equal(np.asarray(f(x, idx)), expected)      # dynamic_slice loop
-    np.testing.assert_array_equal(np.asarray(kiln.jit(lambda x: x[idx])(x)), expected)
-    monkeypatch.setattr(_indexing, "LOOP_LIMIT", 2)
-    with pytest.raises(NotImplementedError, match="gather"):
-        kiln.jit(lambda x, i: x[i])(x, idx)

@@ -437,7 +437,7 @@ LINEAR = [
     "scatter_add", "rev", "cumsum", "real", "imag", "conj", "complex", "reduce_precision",
     "copy", "copy_p", "reduce_window_sum", "conv_general_dilated", "psum", "all_gather",
     "ppermute", "all_to_all", "psum_scatter", "pbroadcast", "jit", "checkpoint", "custom_lin",
-    "cond", "scan",
+    "cond", "scan", "fft", "triangular_solve", "scatter-add", "scatter-sub",
 ]
 
 # Primitives that need no JVP rule (JAX has none either).

@@ -3,14 +3,18 @@
 Each module defines primitives together with all of their rules; this package
 re-exports the public functions.
 """
+from kiln.lax import linalg  # noqa: F401
 from kiln.lax.arith import *  # noqa: F401,F403
 from kiln.lax.autodiff_ops import *  # noqa: F401,F403
 from kiln.lax.control import *  # noqa: F401,F403
 from kiln.lax.cumulative import *  # noqa: F401,F403
 from kiln.lax.dot import *  # noqa: F401,F403
 from kiln.lax.elementwise import *  # noqa: F401,F403
+from kiln.lax.fourier import FftType, fft, fft_p  # noqa: F401
+from kiln.lax.gather_scatter import *  # noqa: F401,F403
 from kiln.lax.more_reductions import *  # noqa: F401,F403
 from kiln.lax.parallel import *  # noqa: F401,F403
 from kiln.lax.reductions import *  # noqa: F401,F403
 from kiln.lax.slicing import *  # noqa: F401,F403
+from kiln.lax.sorting import *  # noqa: F401,F403
 from kiln.lax.structural import *  # noqa: F401,F403

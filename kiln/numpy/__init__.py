@@ -15,12 +15,21 @@ static shape arithmetic. The modules:
 * ``_pad``: ``pad``;
 * ``_linalg_basic``: ``dot``, ``matmul``, ``einsum``, ``tensordot``, ...;
 * ``_dtype_funcs``: ``astype``, ``result_type``, ``finfo``, ...;
-* ``_scalar_types``: ``float32``, ``int8``, ``bfloat16``, ... (array constructors).
+* ``_scalar_types``: ``float32``, ``int8``, ``bfloat16``, ... (array constructors);
+* ``_statistics``: ``quantile``/``percentile``/``median`` (and ``nan*``), ``cov``,
+  ``corrcoef``, ``bincount``, ``histogram*``;
+* ``_setops``: ``nonzero``/``where``/``argwhere`` with ``size=``, ``unique*``, ``*1d`` set ops;
+* ``_polynomial``: ``poly*``, ``roots``; ``_misc``: ``convolve``, ``interp``, ``gradient``,
+  ``gcd``, ``frexp``, ``packbits``, ``insert``/``delete``, windows, ...;
+* ``_vectorize``: ``vectorize``, the ``ufunc`` class and objects (``jnp.add.reduce``);
+* ``_index_grids``: ``mgrid``, ``ogrid``, ``r_``, ``c_``; ``_einsum_path``: ``einsum_path``
+  and the contraction order of ``einsum``; ``_io``: ``load``, ``frombuffer``, ....
 """
 from __future__ import annotations
 
 import numpy as _np
 
+from kiln.numpy import fft, linalg  # noqa: F401
 from kiln.numpy._array_ops import *  # noqa: F401,F403
 from kiln.numpy._creation import *  # noqa: F401,F403
 from kiln.numpy._dtype_funcs import *  # noqa: F401,F403
@@ -33,7 +42,25 @@ from kiln.numpy._pad import pad  # noqa: F401
 from kiln.numpy._reductions import *  # noqa: F401,F403
 from kiln.numpy._scalar_types import *  # noqa: F401,F403
 from kiln.numpy._shape import *  # noqa: F401,F403
+from kiln.numpy._sorting import *  # noqa: F401,F403
 from kiln.numpy._ufuncs import *  # noqa: F401,F403
+
+# Later modules replace some names above on purpose: ``nonzero``/``where``/``argwhere``/
+# ``flatnonzero`` gain traced ``size=`` support, ``einsum`` gains contraction-path
+# optimization, and ``add``, ``multiply``, ... become ``ufunc`` objects (as in JAX).
+_late = None  # a statement: import sorting must keep the block below after the one above
+from kiln.numpy._einsum_path import *  # noqa: E402,F401,F403
+from kiln.numpy._index_grids import *  # noqa: E402,F401,F403
+from kiln.numpy._io import *  # noqa: E402,F401,F403
+from kiln.numpy._misc import *  # noqa: E402,F401,F403
+from kiln.numpy._polynomial import *  # noqa: E402,F401,F403
+from kiln.numpy._setops import *  # noqa: E402,F401,F403
+from kiln.numpy._statistics import *  # noqa: E402,F401,F403
+from kiln.numpy._vectorize import *  # noqa: E402,F401,F403
+from kiln.numpy._vectorize import UFUNCS as _UFUNCS  # noqa: E402
+
+globals().update(_UFUNCS)
+del _late, _UFUNCS
 
 # Constants, as in jax.numpy (plain Python floats; newaxis is None).
 pi = _np.pi

@@ -1,25 +1,25 @@
-"""NumPy indexing for kiln arrays: ``x[idx]`` (``_rewriting_take``), ``take``, ``nonzero``.
+"""NumPy indexing for kiln arrays: ``x[idx]`` (``_rewriting_take``), ``take``,
+``take_along_axis``, ``nonzero``, ``flatnonzero``, ``argwhere``; and the index parser and
+gather plan shared with ``_indexing_at`` (``x.at[idx]``).
 
-Basic indices (ints, slices of any step, ``None``, ``...``) become ``lax.slice`` /
-``lax.rev`` / ``lax.reshape``; a traced scalar int becomes ``lax.dynamic_slice``.
-Integer-array (advanced) indices follow NumPy's placement rules. Until kiln has a gather
-primitive they are computed as:
+JAX's semantics:
 
-* concrete operand and concrete indices: NumPy ``take`` (a constant);
-* concrete indices, traced operand: strided ``lax.slice`` runs + ``lax.concatenate``,
-  or a one-hot ``select`` + ``reduce_sum`` when the runs are many;
-* traced indices: the one-hot ``select`` + ``reduce_sum`` (memory ``M*N*rest``) or, when
-  that is too big, one ``dynamic_slice`` per index; beyond both limits a
-  ``NotImplementedError`` names the missing gather.
+* basic indices (ints, slices of any step, ``None``, ``...``) become ``lax.slice`` /
+  ``lax.rev`` / ``lax.reshape``; a traced scalar int becomes ``lax.dynamic_slice``; static
+  and dynamic starts clamp, as in JAX;
+* integer-array (advanced) indices follow NumPy's rules (broadcast together; the result
+  axes go where the advanced indices are when they are adjacent, in front otherwise; ints
+  count as advanced indices then). The slices are applied first, then one ``lax.gather``
+  reads the advanced axes. Negative indices wrap; out-of-bound ones clamp (``mode=None``,
+  ``'clip'``, ``'promise_in_bounds'``) or give ``fill_value`` (``mode='fill'``);
+* boolean masks must be concrete (they become integer arrays); a traced mask raises
+  ``NonConcreteBooleanIndexError``.
 
-Out-of-bound indices are clamped (JAX's behaviour for ``x[idx]``). Boolean masks must be
-concrete (``NonConcreteBooleanIndexError`` otherwise).
-
-This module also holds the index *parser* shared with ``_indexing_at`` (``.at[]``).
+Concrete operands with concrete indices take NumPy fast paths (same results, no tracing).
+Gradients come from the gather's transpose (a scatter-add), so they are exact.
 """
 from __future__ import annotations
 
-import math
 import operator
 
 import numpy as np
@@ -28,12 +28,8 @@ from kiln import dtypes, lax
 from kiln.array import Array, make_array
 from kiln.core.trace import Tracer, get_aval
 from kiln.errors import ConcretizationTypeError, NonConcreteBooleanIndexError
+from kiln.lax.gather_scatter import GatherDimensionNumbers, GatherScatterMode
 from kiln.numpy import _util
-
-# Size limits of the gather fallbacks (elements of the one-hot intermediate; loop length).
-ONE_HOT_LIMIT = 1 << 24
-LOOP_LIMIT = 512
-RUNS_LIMIT = 256
 
 # Entry kinds of a parsed index.
 SLICE, INT, TRACED_INT, ARRAY = "slice", "int", "traced_int", "array"
@@ -318,224 +314,199 @@ def _fast_numpy_basic(x, idx):
 
 
 # ----------------------------------------------------------------------------------------------
-# gathers of rows
+# advanced indexing: the gather plan
 
 
-def _arith_runs(idx):
-    """Split a 1-D int array into (start, stride, count) arithmetic runs."""
-    runs = []
-    i, m = 0, len(idx)
-    while i < m:
-        if i + 1 == m:
-            runs.append((int(idx[i]), 1, 1))
-            break
-        step = int(idx[i + 1] - idx[i])
-        j = i + 1
-        if step <= 0:
-            runs.append((int(idx[i]), 1, 1))
-            i += 1
-            continue
-        while j + 1 < m and int(idx[j + 1] - idx[j]) == step:
-            j += 1
-        runs.append((int(idx[i]), step, j - i + 1))
-        i = j + 1
-    return runs
-
-
-def _one_hot_gather(y, flat):
-    """rows ``y[flat]`` as ``reduce_sum(select(flat[:,None] == iota, y, 0))``."""
-    ya = get_aval(y)
-    n, rest = ya.shape[0], ya.shape[1:]
-    m = get_aval(flat).shape[0]
-    idt = get_aval(flat).dtype
-    full = (m, n) + rest
-    hot = lax.eq(lax.broadcast_in_dim(flat, (m, n), (0,)),
-                 lax.broadcast_in_dim(lax.iota(idt, n), (m, n), (1,)))
-    hot = lax.broadcast_in_dim(hot, full, (0, 1))
-    yb = lax.broadcast_in_dim(y, full, tuple(range(1, len(full))))
-    picked = lax.select(hot, yb, _util.full_const(full, 0, ya.dtype))
-    if ya.dtype == np.bool_:
-        return lax.reduce_or(picked, (1,))
-    return lax.reduce_sum(picked, (1,))
-
-
-def gather_rows(y, flat):
-    """``y[flat]`` along axis 0, ``flat`` a 1-D in-range int index (NumPy array or tracer)."""
-    ya = get_aval(y)
-    n, rest = ya.shape[0], ya.shape[1:]
-    if isinstance(flat, np.ndarray):
-        m = flat.shape[0]
-        if type(y) is Array:
-            return make_array(np.take(y._value, flat, axis=0), y.weak_type)
-        if m == 0:
-            return lax.slice(y, (0,) * ya.ndim, (0,) + rest)
-        runs = _arith_runs(flat)
-        if len(runs) <= RUNS_LIMIT or m * n * math.prod(rest) > ONE_HOT_LIMIT:
-            if len(runs) > LOOP_LIMIT * 4:
-                raise NotImplementedError(
-                    f"gather of {m} scattered rows from a traced operand is not implemented "
-                    "yet (needs a gather primitive)")
-            pieces = []
-            for start, step, count in runs:
-                pieces.append(lax.slice(y, (start,) + (0,) * len(rest),
-                                        (start + (count - 1) * step + 1,) + rest,
-                                        (step,) + (1,) * len(rest) if step != 1 else None))
-            return pieces[0] if len(pieces) == 1 else lax.concatenate(pieces, 0)
-        flat = make_array(flat.astype(_index_dtype()))
-        return _one_hot_gather(y, flat)
-    m = get_aval(flat).shape[0]
-    if m * n * math.prod(rest) <= ONE_HOT_LIMIT:
-        return _one_hot_gather(y, flat)
-    if m <= LOOP_LIMIT:
-        zero = _util.scalar_const(0, get_aval(flat).dtype)
-        pieces = []
-        for j in range(m):
-            s = lax.reshape(lax.slice(flat, (j,), (j + 1,)), ())
-            pieces.append(lax.dynamic_slice(y, [s] + [zero] * len(rest), (1,) + rest))
-        return lax.concatenate(pieces, 0)
-    raise NotImplementedError(
-        f"gather with traced index arrays of {m} indices into {n} rows is not implemented yet "
-        "(needs a gather primitive)")
-
-
-def _normalize_array_index(v, n, mode="clip"):
-    """Wrap negatives and clamp into [0, n); NumPy arrays stay NumPy (lax ops for tracers).
-    Returns (index, out_of_bounds mask or None)."""
-    if isinstance(v, np.ndarray):
-        v = v.astype(np.int64)
-        oob = (v < -n) | (v >= n)
+def _concrete_index(v, n, wrap):
+    """A concrete index array as int64, negatives wrapped (when ``wrap``)."""
+    v = np.asarray(v)
+    signed = v.dtype.kind != "u"
+    v = v.astype(np.int64) if v.dtype != np.uint64 else np.minimum(
+        v, np.iinfo(np.int64).max).astype(np.int64)
+    if wrap and signed:
         v = np.where(v < 0, v + n, v)
-        if mode == "wrap":
-            v = np.mod(v, max(n, 1))
-        v = np.clip(v, 0, max(n - 1, 0))
-        return v, (oob if mode == "fill" else None)
-    v = lax.convert_element_type(v, _index_dtype())
-    shape = get_aval(v).shape
-    zero = _util.full_const(shape, 0, _index_dtype())
-    nn = _util.full_const(shape, n, _index_dtype())
-    oob = lax.bitwise_or(lax.lt(v, lax.neg(nn)), lax.ge(v, nn)) if mode == "fill" else None
-    v = lax.select(lax.lt(v, zero), lax.add(v, nn), v)
-    if mode == "wrap":
-        from kiln.numpy._ufuncs import remainder
-        v = remainder(v, n)
-    v = lax.max(lax.min(v, _util.full_const(shape, max(n - 1, 0), _index_dtype())), zero)
-    return v, oob
+    return v
 
 
-def flat_index(arrays, sizes, mode="clip"):
-    """Broadcast the index arrays and combine them into one flat (C-order) index.
+def _fit_index(v, idt):
+    """int64 indices as ``idt``; values outside its range are saturated (they stay out of
+    bounds instead of wrapping around)."""
+    if v.size and idt != np.int64:
+        info = np.iinfo(idt)
+        if v.min() < info.min or v.max() > info.max:
+            v = np.minimum(np.maximum(v, info.min), info.max)
+    return v.astype(idt)
 
-    Returns (flat index of shape B, B, out-of-bounds mask or None); NumPy when all inputs
-    are concrete, else a traced int array.
-    """
+
+def _traced_index(v, n, wrap, idt):
+    dt = get_aval(v).dtype
+    signed = dtypes.issubdtype(dt, np.signedinteger)
+    if dt != idt:
+        v = lax.convert_element_type(v, idt)
+    if wrap and signed:
+        v = lax.select(lax.lt(v, _util.scalar_const(0, idt)),
+                       lax.add(v, _util.scalar_const(n, idt)), v)
+    return v
+
+
+def index_array(arrays, sizes, wrap=True):
+    """The gather indices for advanced index ``arrays`` into axes of ``sizes``: broadcast
+    together, negatives wrapped, stacked in a last axis. Returns ``(indices, bshape)``;
+    ``indices`` is a constant Array when every index is concrete."""
     shapes = [np.shape(a) if isinstance(a, np.ndarray) else get_aval(a).shape for a in arrays]
     bshape = _util.broadcast_shapes(*shapes)
-    norm = [_normalize_array_index(a, n, mode) for a, n in zip(arrays, sizes)]
-    strides = [math.prod(sizes[i + 1:]) for i in range(len(sizes))]
-    if all(isinstance(v, np.ndarray) for v, _ in norm):
-        flat = np.zeros(bshape, np.int64)
-        oob = None
-        for (v, o), st in zip(norm, strides):
-            flat = flat + np.broadcast_to(v, bshape) * st
-            if o is not None:
-                oob = np.broadcast_to(o, bshape) if oob is None else (oob | o)
-        return flat, bshape, oob
     idt = _index_dtype()
-    flat = _util.full_const(bshape, 0, idt)
-    oob = None
-    for (v, o), st in zip(norm, strides):
-        v = _util.broadcast_to(v if not isinstance(v, np.ndarray) else make_array(v.astype(idt)),
-                               bshape)
-        flat = lax.add(flat, lax.mul(v, _util.full_const(bshape, st, idt)))
-        if o is not None:
-            o = _util.broadcast_to(o if not isinstance(o, np.ndarray) else make_array(o), bshape)
-            oob = o if oob is None else lax.bitwise_or(oob, o)
-    return flat, bshape, oob
-
-
-def _advanced_take(x, parsed: ParsedIndex, mode="clip", fill_value=None):
-    shape = parsed.expanded_shape
-    entries = list(parsed.entries)
-    # Ints join the advanced indices (NumPy's rule for mixing ints and arrays).
-    for ax, (k, v) in enumerate(entries):
-        if k == INT:
-            entries[ax] = (ARRAY, np.asarray(v))
-        elif k == TRACED_INT:
-            entries[ax] = (ARRAY, v)
-    adv = [ax for ax, (k, _) in enumerate(entries) if k == ARRAY]
-    # Apply the slices first, keeping the advanced axes whole.
-    starts, limits, strides, rev = [], [], [], []
-    for ax, (k, v) in enumerate(entries):
-        if k == SLICE:
-            lo, hi, st, _, r = slice_plan((k, v), shape[ax])
-            starts.append(lo)
-            limits.append(hi)
-            strides.append(st)
-            if r:
-                rev.append(ax)
+    if all(isinstance(a, np.ndarray) for a in arrays):
+        cols = [np.broadcast_to(_fit_index(_concrete_index(a, n, wrap), idt), bshape)
+                for a, n in zip(arrays, sizes)]
+        idx = np.stack(cols, -1) if cols else np.zeros(bshape + (0,), idt)
+        return make_array(idx), bshape
+    cols = []
+    nb = len(bshape)
+    for a, n in zip(arrays, sizes):
+        if isinstance(a, np.ndarray):
+            a = make_array(_fit_index(_concrete_index(a, n, wrap), idt))
         else:
-            starts.append(0)
-            limits.append(shape[ax])
-            strides.append(1)
-    y = x
-    if tuple(starts) != (0,) * len(shape) or tuple(limits) != tuple(shape) \
-            or any(s != 1 for s in strides):
-        y = lax.slice(y, tuple(starts), tuple(limits),
-                      None if all(s == 1 for s in strides) else tuple(strides))
-    if rev:
-        y = lax.rev(y, tuple(rev))
-    ys = get_aval(y).shape
-    sizes = [ys[ax] for ax in adv]
-    flat, bshape, oob = flat_index([entries[ax][1] for ax in adv], sizes, mode)
-    others = [ax for ax in range(len(ys)) if ax not in adv]
-    rest = tuple(ys[ax] for ax in others)
-    n = math.prod(sizes)
-    m = math.prod(bshape)
-    if n == 0 and m > 0:
-        raise IndexError("index is out of bounds for an axis of size 0")
-    y = lax.transpose(y, tuple(adv) + tuple(others))
-    y = lax.reshape(y, (n,) + rest)
-    if isinstance(flat, np.ndarray):
-        g = gather_rows(y, flat.reshape(-1))
-    else:
-        g = gather_rows(y, lax.reshape(flat, (m,)))
-    g = lax.reshape(g, tuple(bshape) + rest)
-    if oob is not None:
-        g = _fill_oob(g, oob, bshape, rest, fill_value)
-    contiguous = adv == list(range(adv[0], adv[-1] + 1))
-    p = adv[0]
-    if contiguous and p > 0:
+            a = _traced_index(a, n, wrap, idt)
+        s = get_aval(a).shape
+        cols.append(lax.broadcast_in_dim(a, bshape + (1,),
+                                         tuple(range(nb - len(s), nb))))
+    return (cols[0] if len(cols) == 1 else lax.concatenate(cols, nb)), bshape
+
+
+class GatherPlan:
+    """``x[idx]`` for an index with advanced entries, as: static slices of ``x`` (giving
+    ``region``, reversed along ``rev``), then one gather of ``region`` at ``indices``.
+
+    The gather output (``indexed_shape``) is NumPy's ``x[idx]`` layout; its scatter mirror
+    updates ``region``, which ``starts``/``counts``/``strides`` place back into ``x``.
+    """
+
+    __slots__ = ("region", "rev", "starts", "counts", "strides", "whole", "indices", "bshape",
+                 "dnums", "slice_sizes", "indexed_shape", "concrete_idx")
+
+    def __init__(self, x, parsed, wrap=True, read_region=True):
+        shape = parsed.expanded_shape
+        entries = list(parsed.entries)
+        for ax, (k, v) in enumerate(entries):
+            if k == INT:
+                entries[ax] = (ARRAY, np.asarray(v))
+            elif k == TRACED_INT:
+                entries[ax] = (ARRAY, v)
+        adv = [ax for ax, (k, _) in enumerate(entries) if k == ARRAY]
+        starts, counts, strides, rev = [], [], [], []
+        for ax, (k, v) in enumerate(entries):
+            if k == SLICE:
+                lo, _, st, cnt, r = slice_plan((k, v), shape[ax])
+                starts.append(lo)
+                counts.append(cnt)
+                strides.append(st)
+                if r:
+                    rev.append(ax)
+            else:
+                starts.append(0)
+                counts.append(shape[ax])
+                strides.append(1)
+        limits = [lo + (c - 1) * st + 1 if c else lo
+                  for lo, c, st in zip(starts, counts, strides)]
+        self.starts, self.counts, self.strides = starts, counts, strides
+        self.rev = tuple(rev)
+        self.whole = tuple(starts) == (0,) * len(shape) and tuple(limits) == tuple(shape) \
+            and all(s == 1 for s in strides)
+        region = x
+        if read_region and x is not None:
+            if not self.whole:
+                region = lax.slice(x, tuple(starts), tuple(limits),
+                                   None if all(s == 1 for s in strides) else tuple(strides))
+            if rev:
+                region = lax.rev(region, tuple(rev))
+        self.region = region
+        sizes = [counts[ax] for ax in adv]
+        arrays = [entries[ax][1] for ax in adv]
+        self.concrete_idx = all(isinstance(a, np.ndarray) for a in arrays)
+        self.indices, bshape = index_array(arrays, sizes, wrap)
+        self.bshape = bshape
+        others = [ax for ax in range(len(shape)) if ax not in adv]
+        rest = tuple(counts[ax] for ax in others)
         nb = len(bshape)
-        perm = ([nb + j for j in range(p)] + list(range(nb))
-                + [nb + j for j in range(p, len(rest))])
-        g = lax.transpose(g, tuple(perm))
-    return g
+        contiguous = adv == list(range(adv[0], adv[-1] + 1))
+        p = adv[0] if contiguous else 0
+        self.dnums = GatherDimensionNumbers(
+            offset_dims=tuple(range(p)) + tuple(range(p + nb, nb + len(rest))),
+            collapsed_slice_dims=tuple(adv), start_index_map=tuple(adv))
+        self.slice_sizes = tuple(1 if ax in adv else counts[ax] for ax in range(len(shape)))
+        self.indexed_shape = rest[:p] + tuple(bshape) + rest[p:]
 
 
-def _default_fill(dt):
-    if dtypes.issubdtype(dt, np.inexact):
-        return np.nan
-    if dtypes.issubdtype(dt, np.signedinteger):
-        return dtypes.iinfo(dt).min
-    if dtypes.issubdtype(dt, np.unsignedinteger):
-        return dtypes.iinfo(dt).max
-    return True
+def _gather_mode(mode):
+    """The gather mode of an indexing ``mode`` (None: clamp, as JAX's indexing does)."""
+    if mode is None:
+        return GatherScatterMode.PROMISE_IN_BOUNDS
+    return GatherScatterMode.from_any(mode)
 
 
-def _fill_oob(g, oob, bshape, rest, fill_value):
-    ga = get_aval(g)
-    fv = _default_fill(ga.dtype) if fill_value is None else fill_value
-    full = tuple(bshape) + tuple(rest)
-    if isinstance(oob, np.ndarray):
-        if not oob.any():
-            return g
-        oob = make_array(oob)
-    mask = lax.broadcast_in_dim(oob, full, tuple(range(len(bshape))))
-    if isinstance(fv, (Array, Tracer)):
-        fill = _util.broadcast_to(lax.convert_element_type(fv, ga.dtype), full)
-    else:
-        fill = _util.full_const(full, fv, ga.dtype)
-    return lax.select(mask, fill, g)
+def _check_fill_value(fill_value):
+    if fill_value is None:
+        return None
+    if isinstance(fill_value, Tracer):
+        raise ConcretizationTypeError(fill_value, "fill_value argument to indexed get()")
+    v = fill_value._value if type(fill_value) is Array else fill_value
+    if np.ndim(v) != 0:
+        raise ValueError("fill_value argument to indexed get() must be a scalar")
+    return np.asarray(v).item() if isinstance(v, (np.ndarray, np.generic)) else v
+
+
+def _advanced_take(x, parsed, mode=None, fill_value=None, unique_indices=False,
+                   indices_are_sorted=False, wrap=True):
+    plan = GatherPlan(x, parsed, wrap)
+    if 0 in plan.indexed_shape:
+        return lax.full_like(x, 0, shape=plan.indexed_shape)
+    return lax.gather(plan.region, plan.indices, plan.dnums, plan.slice_sizes,
+                      unique_indices=unique_indices, indices_are_sorted=indices_are_sorted,
+                      mode=_gather_mode(mode), fill_value=fill_value)
+
+
+def _numpy_take(x, parsed, mode, fill_value, wrap):
+    """Eager ``x[idx]`` on a concrete Array with concrete indices (NumPy indexing), or None
+    when an edge case (an empty indexed axis) needs the general path."""
+    shape = parsed.expanded_shape
+    v = x._value.reshape(shape) if parsed.newaxes else x._value
+    basic, adv = [], []
+    for ax, (k, e) in enumerate(parsed.entries):
+        if k == SLICE:
+            basic.append(e)
+        else:
+            if shape[ax] == 0:
+                return None
+            basic.append(slice(None))
+            adv.append(ax)
+    _util.broadcast_shapes(*[np.shape(parsed.entries[ax][1]) for ax in adv])  # JAX's error
+    y = v[tuple(basic)] if any(b != slice(None) for b in basic) else v
+    fill = mode == "fill" or mode == "drop" or mode is GatherScatterMode.FILL_OR_DROP
+    idx, oob = [], None
+    for ax in adv:
+        n = shape[ax]
+        a = _concrete_index(parsed.entries[ax][1], n, wrap)
+        if fill:
+            o = (a < 0) | (a >= n)
+            oob = o if oob is None else (oob | o)
+        idx.append(np.minimum(np.maximum(a, 0), n - 1))
+    full = [slice(None)] * len(shape)
+    for ax, a in zip(adv, idx):
+        full[ax] = a
+    out = y[tuple(full)]
+    if oob is not None and oob.any():
+        bshape = np.broadcast_shapes(*[np.shape(a) for a in idx])
+        oob = np.broadcast_to(oob, bshape)
+        contiguous = adv == list(range(adv[0], adv[-1] + 1))
+        p = adv[0] if contiguous else 0
+        nrest = out.ndim - len(bshape)
+        mask = oob.reshape((1,) * p + bshape + (1,) * (nrest - p))
+        fv = lax.gather_scatter._default_fill_value(out.dtype) if fill_value is None \
+            else fill_value
+        with np.errstate(invalid="ignore", over="ignore"):
+            out = np.where(mask, np.asarray(fv).astype(out.dtype), out)
+    return make_array(np.asarray(out), x.weak_type)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -543,19 +514,31 @@ def _fill_oob(g, oob, bshape, rest, fill_value):
 
 
 def _rewriting_take(arr, idx, indices_are_sorted=False, unique_indices=False, mode=None,
-                    fill_value=None, out_sharding=None):
-    """``arr[idx]`` with NumPy semantics (out-of-bound indices clamp, as in JAX)."""
-    if type(arr) is Array:
+                    fill_value=None, out_sharding=None, wrap_negative_indices=True):
+    """``arr[idx]`` with NumPy semantics (out-of-bound indices clamp, as in JAX; ``mode=
+    'fill'`` gives ``fill_value`` for them instead)."""
+    if type(arr) is Array and mode is None and wrap_negative_indices:
         fast = _fast_numpy_basic(arr, idx)
         if fast is not None:
             return fast
+    if mode is not None:
+        _gather_mode(mode)                      # validates
+    fill_value = _check_fill_value(fill_value)
     x = _util.as_operand(arr)
     parsed = parse_index(get_aval(x).shape, idx)
+    fill = mode is not None and _gather_mode(mode) == GatherScatterMode.FILL_OR_DROP
+    has_int = any(k in (INT, TRACED_INT) for k, _ in parsed.entries)
+    if parsed.has_array or ((fill or not wrap_negative_indices) and has_int):
+        if type(x) is Array and all(k != TRACED_INT and (k != ARRAY or isinstance(v, np.ndarray))
+                                    for k, v in parsed.entries):
+            out = _numpy_take(x, parsed, "fill" if fill else None, fill_value,
+                              wrap_negative_indices)
+            if out is not None:
+                return out
+        x = insert_newaxes(x, parsed)
+        return _advanced_take(x, parsed, mode, fill_value, unique_indices, indices_are_sorted,
+                              wrap_negative_indices)
     x = insert_newaxes(x, parsed)
-    if mode is not None and mode not in ("clip", "promise_in_bounds", "fill"):
-        raise ValueError(f"Invalid mode {mode!r} for indexing")
-    if parsed.has_array:
-        return _advanced_take(x, parsed, "fill" if mode == "fill" else "clip", fill_value)
     return _basic_take(x, parsed)
 
 
@@ -563,44 +546,61 @@ def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
          indices_are_sorted=False, fill_value=None):
     """Elements of ``a`` at ``indices`` along ``axis`` (flattened when None).
 
-    ``mode``: 'fill' (default: out-of-bound indices give ``fill_value``, NaN for floats),
-    'clip' / 'promise_in_bounds' (clamp) or 'wrap'.
+    ``mode``: 'fill' (default: out-of-bound indices give ``fill_value``, NaN for inexact
+    types), 'clip' / 'promise_in_bounds' (clamp; negative indices are not wrapped) or 'wrap'
+    (indices taken modulo the axis size).
     """
     if out is not None:
         raise NotImplementedError("The 'out' argument to jnp.take is not supported.")
-    _util.check_arraylike("take", a, indices)
-    a = _util.as_operand(a)
+    a, indices = _util.ensure_arraylike("take", a, indices)
     if axis is None:
         a = lax.reshape(a, (get_aval(a).size,))
         axis = 0
     nd = get_aval(a).ndim
     axis = _util.canonicalize_axis(axis, nd)
-    mode = "fill" if mode is None else mode
-    if mode == "raise":
+    ia = get_aval(indices)
+    if not dtypes.issubdtype(ia.dtype, np.integer):
+        raise TypeError(f"take: indices must be integers, got {np.dtype(ia.dtype).name}")
+    n = get_aval(a).shape[axis]
+    if mode is None or mode == "fill":
+        gmode, wrap = GatherScatterMode.FILL_OR_DROP, True
+    elif mode == "raise":
         raise NotImplementedError("The 'raise' mode to jnp.take is not supported.")
-    if mode not in ("fill", "clip", "wrap", "promise_in_bounds"):
+    elif mode == "wrap":
+        gmode, wrap = GatherScatterMode.PROMISE_IN_BOUNDS, False
+        if n:
+            from kiln.numpy._ufuncs import remainder
+            indices = remainder(indices, _util.scalar_const(n, ia.dtype))
+    elif mode == "clip":
+        gmode, wrap = GatherScatterMode.CLIP, False
+    else:
         raise ValueError(f"Invalid mode '{mode}' for np.take")
-    kind, v = _classify(indices)
-    if kind == "bool":
-        raise TypeError("jnp.take: indices must be integers, got a boolean array")
-    if kind in (INT, TRACED_INT):
-        v = np.asarray(v) if kind == INT else v
-    if get_aval(a).shape[axis] == 0 and (np.size(v) if isinstance(v, np.ndarray)
-                                         else get_aval(v).size):
-        raise IndexError("Cannot do a non-empty jnp.take() from an empty axis.")
-    entries = [(SLICE, slice(None))] * nd
-    entries[axis] = (ARRAY, v)
-    parsed = ParsedIndex((), entries, get_aval(a).shape)
-    m = "clip" if mode == "promise_in_bounds" else mode
-    return _advanced_take(a, parsed, m, fill_value)
+    shape = get_aval(a).shape
+    if n == 0:
+        if ia.size != 0:
+            raise IndexError("Cannot do a non-empty jnp.take() from an empty axis.")
+        return a
+    out_shape = shape[:axis] + ia.shape + shape[axis + 1:]
+    if ia.size == 0:
+        return _util.full_const(out_shape, 0, get_aval(a).dtype)
+    v = np.asarray(indices._value) if type(indices) is Array else indices
+    idx, bshape = index_array([v], [n], wrap)
+    nb = len(bshape)
+    dn = GatherDimensionNumbers(
+        offset_dims=tuple(range(axis)) + tuple(range(axis + nb, nd + nb - 1)),
+        collapsed_slice_dims=(axis,), start_index_map=(axis,))
+    sizes = tuple(1 if d == axis else s for d, s in enumerate(shape))
+    return lax.gather(a, idx, dn, sizes, mode=gmode, fill_value=_check_fill_value(fill_value),
+                      unique_indices=unique_indices, indices_are_sorted=indices_are_sorted)
 
 
-def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
+def take_along_axis(arr, indices, axis, mode=None, fill_value=None, *,
+                    wrap_negative_indices=None):
     """``arr`` gathered along ``axis`` at ``indices`` (same rank; other axes broadcast).
 
-    ``mode``: 'fill' (default; out-of-bound indices give ``fill_value``, NaN for floats) or
-    'clip'. Concrete operands use NumPy; otherwise a one-hot ``select`` + ``reduce_sum``
-    over the indexed axis (memory: the broadcast result times the axis length).
+    ``mode``: 'fill' (default; out-of-bound indices give ``fill_value``, NaN for floats),
+    'clip' or 'promise_in_bounds' (clamp). Negative indices wrap unless
+    ``wrap_negative_indices`` is False (default: all modes but 'promise_in_bounds').
     """
     _util.check_arraylike("take_along_axis", arr, indices)
     arr, indices = _util.as_operand(arr), _util.as_operand(indices)
@@ -618,36 +618,33 @@ def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
         raise ValueError("indices and arr must have the same number of dimensions; "
                          f"{indices.ndim} vs. {nd}")
     axis = _util.canonicalize_axis(axis, nd)
-    mode = "fill" if mode is None else mode
-    if mode not in ("fill", "clip", "promise_in_bounds"):
-        raise ValueError(f"Invalid mode {mode!r} for take_along_axis")
+    if mode is not None and mode not in ("fill", "clip", "promise_in_bounds"):
+        _gather_mode(mode)
+    gmode = GatherScatterMode.FILL_OR_DROP if mode is None else _gather_mode(mode)
+    if wrap_negative_indices is None:
+        wrap_negative_indices = mode != "promise_in_bounds"
     n = arr.shape[axis]
     other = [i for i in range(nd) if i != axis]
     bshape = _util.broadcast_shapes(tuple(arr.shape[i] for i in other),
                                     tuple(indices.shape[i] for i in other))
     m = indices.shape[axis]
+    out_shape = list(bshape)
+    out_shape.insert(axis, m)
+    if n == 0:
+        return _util.full_const(tuple(out_shape), 0, arr.dtype)
     # Work with the indexed axis last: arr (B, n), indices (B, m).
     perm = tuple(other) + (axis,)
     a_t = _util.broadcast_to(lax.transpose(arr, perm), bshape + (n,))
     i_t = _util.broadcast_to(lax.transpose(indices, perm), bshape + (m,))
-    idx, oob = _normalize_array_index(
-        np.asarray(i_t._value) if type(i_t) is Array else i_t, n,
-        "fill" if mode == "fill" else "clip")
-    if type(a_t) is Array and isinstance(idx, np.ndarray):
-        out = make_array(np.take_along_axis(np.asarray(a_t._value), idx, axis=-1), a_t.weak_type)
-    else:
-        if isinstance(idx, np.ndarray):
-            idx = make_array(idx.astype(_index_dtype()))
-        full = bshape + (m, n)
-        k = len(bshape)
-        hot = lax.eq(lax.broadcast_in_dim(idx, full, tuple(range(k + 1))),
-                     lax.broadcast_in_dim(lax.iota(idx.dtype, n), full, (k + 1,)))
-        vals = lax.broadcast_in_dim(a_t, full, tuple(range(k)) + (k + 1,))
-        picked = lax.select(hot, vals, _util.full_const(full, 0, a_t.dtype))
-        out = (lax.reduce_or(picked, (k + 1,)) if a_t.dtype == np.bool_
-               else lax.reduce_sum(picked, (k + 1,)))
-    if oob is not None:
-        out = _fill_oob(out, oob, bshape + (m,), (), fill_value)
+    k = len(bshape)
+    v = np.asarray(i_t._value) if type(i_t) is Array else i_t
+    idx, _ = index_array([v], [n], wrap_negative_indices)
+    batch = tuple(range(k))
+    dn = GatherDimensionNumbers(offset_dims=(), collapsed_slice_dims=(k,),
+                                start_index_map=(k,), operand_batching_dims=batch,
+                                start_indices_batching_dims=batch)
+    out = lax.gather(a_t, idx, dn, (1,) * (k + 1), mode=gmode,
+                     fill_value=_check_fill_value(fill_value))
     inv = tuple(int(i) for i in np.argsort(perm))
     return lax.transpose(out, inv)
 

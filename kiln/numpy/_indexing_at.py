@@ -1,95 +1,79 @@
-"""``x.at[idx].set/add/multiply/min/max/get/apply/divide/power(...)``: functional updates.
+"""``x.at[idx].set/add/subtract/multiply/divide/power/min/max/apply/get(...)``: functional
+indexed updates with JAX's semantics.
 
-Until kiln has scatter primitives, updates are built from ``lax`` ops:
+* The values are promoted with ``x`` (JAX's rules), combined in the promoted dtype and the
+  result is cast back to ``x``'s dtype and weak type (a ``FutureWarning`` flags unsafe casts,
+  as JAX does). Values broadcast to the shape of ``x[idx]`` (NumPy rules, never dropping
+  leading axes).
+* Integer-array indices (and traced scalar ints) become one ``lax.scatter*`` on the region
+  the static slices select, written back with ``dynamic_update_slice`` (unit strides) or
+  ``pad`` + ``select`` (strides). ``mode=None``/``'drop'``/``'fill'``/``'promise_in_bounds'``
+  drop out-of-bound updates, ``'clip'`` clamps them; negative indices wrap.
+* Static basic indices (ints, slices, ``None``, ``...``) update the region directly; an
+  out-of-bound static int drops the update (clamps with ``mode='clip'``).
+* Repeated indices: ``set`` keeps the last value, ``add``/``multiply``/``min``/``max``
+  accumulate, ``apply`` applies the function once per occurrence (as XLA on CPU).
+* A lone boolean mask with a single value is a ``select`` (this also works with a traced
+  mask, where JAX raises ``NonConcreteBooleanIndexError``); other traced masks raise it.
 
-* basic indices (ints, slices, ``None``, ``...``, traced scalar ints): the region is read
-  with ``lax.slice``/``dynamic_slice``, combined with the values, and written back with
-  ``lax.dynamic_update_slice`` (unit strides) or ``lax.pad`` + ``lax.select`` (strides);
-* a boolean mask covering leading axes with a scalar value: ``lax.select``;
-* integer-array indices: NumPy's ``ufunc.at`` when everything is concrete, else a
-  one-hot ``select`` + reduction (``NotImplementedError`` naming the missing scatter when
-  that would be too large).
-
-Out-of-bound indices are dropped (JAX's default for updates); ``mode='clip'`` clamps them.
-With repeated indices ``set`` keeps the last value and ``add``/``multiply``/``min``/``max``
-accumulate, as JAX does on CPU.
+Gradients are exact: the scatters' jvp/transpose rules (scatter-add ↔ gather).
 """
 from __future__ import annotations
 
-import math
+import warnings
 
 import numpy as np
 
 from kiln import dtypes, lax
 from kiln.array import Array, make_array
 from kiln.core.trace import Tracer, get_aval
+from kiln.lax.gather_scatter import GatherScatterMode, _scatter_dnums_of_gather
 from kiln.numpy import _indexing as _ix
 from kiln.numpy import _util
 from kiln.numpy._indexing import ARRAY, INT, SLICE, TRACED_INT
 
-_OPS = ("set", "add", "multiply", "min", "max")
+_OPS = ("set", "add", "sub", "mul", "min", "max", "apply")
+
+_SCATTERS = {"set": lax.scatter, "add": lax.scatter_add, "sub": lax.scatter_sub,
+             "mul": lax.scatter_mul, "min": lax.scatter_min, "max": lax.scatter_max}
 
 
-def _combine(op, a, b):
-    """``op`` on operands of one dtype (booleans: add → or, multiply → and)."""
+def _combine(op, a, b, func=None):
+    """The update ``op`` of region ``a`` by values ``b`` (one dtype; lax's dtype rules, so
+    arithmetic on booleans raises TypeError as in JAX)."""
     if op == "set":
         return b
-    is_bool = get_aval(a).dtype == np.bool_
     if op == "add":
-        return lax.bitwise_or(a, b) if is_bool else lax.add(a, b)
-    if op == "multiply":
-        return lax.bitwise_and(a, b) if is_bool else lax.mul(a, b)
+        return lax.add(a, b)
+    if op == "sub":
+        return lax.sub(a, b)
+    if op == "mul":
+        return lax.mul(a, b)
     if op == "min":
         return lax.min(a, b)
     if op == "max":
         return lax.max(a, b)
-    raise ValueError(op)
+    return lax._convert_element_type(func(a), get_aval(a).dtype, get_aval(a).weak_type)
 
 
-def _identity(op, dt):
-    if op == "add":
-        return False if dt == np.bool_ else 0
-    if op == "multiply":
-        return True if dt == np.bool_ else 1
-    kind_f = dtypes.issubdtype(dt, np.inexact)
-    if op == "min":
-        if dt == np.bool_:
-            return True
-        return np.inf if kind_f else dtypes.iinfo(dt).max
-    if dt == np.bool_:
-        return False
-    return -np.inf if kind_f else dtypes.iinfo(dt).min
-
-
-def _fit_values(values, shape):
-    """Broadcast update values to the indexed ``shape`` (extra leading 1-dims dropped)."""
-    vshape = get_aval(values).shape
-    if len(vshape) > len(shape):
-        extra = len(vshape) - len(shape)
-        if any(d != 1 for d in vshape[:extra]):
-            raise ValueError(f"Incompatible shapes for broadcasting: {vshape} and requested "
-                             f"shape {tuple(shape)}")
-        values = lax.reshape(values, vshape[extra:])
-    return _util.broadcast_to(values, shape)
+def _broadcast_values(values, shape):
+    return _util.broadcast_to(values, tuple(shape))
 
 
 # ----------------------------------------------------------------------------------------------
-# basic-index updates
+# region write-back
 
 
-def _write_region(x, new, starts, counts, strides, dyn):
-    """Write ``new`` (shape = counts) into ``x`` at the strided box given per axis."""
+def _write_region(x, new, starts, counts, strides):
+    """Write ``new`` (shape = counts) into ``x`` at the static strided box."""
     shape = get_aval(x).shape
     if any(c == 0 for c in counts):
         return x
+    if tuple(counts) == tuple(shape) and all(s == 1 for s in strides):
+        return new
     idt = dtypes.default_int_dtype()
     if all(s == 1 for s in strides):
-        start_ops = [dyn[ax] if ax in dyn else _util.scalar_const(st, idt)
-                     for ax, st in enumerate(starts)]
-        return lax.dynamic_update_slice(x, new, start_ops)
-    if dyn:
-        raise NotImplementedError("updates combining traced integer indices with strided "
-                                  "slices are not implemented yet (needs a scatter primitive)")
+        return lax.dynamic_update_slice(x, new, [_util.scalar_const(st, idt) for st in starts])
     config = [(lo, n - (lo + (c - 1) * st + 1), st - 1)
               for lo, n, c, st in zip(starts, shape, counts, strides)]
     dt = get_aval(x).dtype
@@ -99,9 +83,13 @@ def _write_region(x, new, starts, counts, strides, dyn):
     return lax.select(mask, padded, x)
 
 
-def _basic_update(x, parsed, values, op, mode):
+# ----------------------------------------------------------------------------------------------
+# static basic-index updates
+
+
+def _basic_update(x, parsed, values, op, mode, func):
     shape = parsed.expanded_shape
-    starts, counts, strides, rev, dyn, indexed = [], [], [], [], {}, []
+    starts, counts, strides, rev, indexed = [], [], [], [], []
     for ax, (k, v) in enumerate(parsed.entries):
         n = shape[ax]
         if k == SLICE:
@@ -112,186 +100,122 @@ def _basic_update(x, parsed, values, op, mode):
             indexed.append(cnt)
             if r:
                 rev.append(ax)
-        elif k == INT:
+        else:  # INT
             i = v + n if v < 0 else v
             if not 0 <= i < n:
-                if mode == "clip" and n > 0:
+                if mode == GatherScatterMode.CLIP and n > 0:
                     i = min(max(i, 0), n - 1)
                 else:
                     return None  # dropped: nothing changes
             starts.append(i)
             counts.append(1)
             strides.append(1)
-        else:
-            starts.append(0)
-            counts.append(1)
-            strides.append(1)
-            # dynamic_(update_)slice wrap negative starts themselves.
-            dyn[ax] = lax.convert_element_type(v, dtypes.default_int_dtype())
-    vals = _fit_values(values, tuple(indexed))
-    vals = lax.reshape(vals, tuple(counts))
-    if rev:
-        vals = lax.rev(vals, tuple(rev))
+    if any(c == 0 for c in counts):
+        return None
+    limits = [lo + (c - 1) * st + 1 for lo, c, st in zip(starts, counts, strides)]
+    vals = None
+    if op != "apply":
+        vals = lax.reshape(_broadcast_values(values, tuple(indexed)), tuple(counts))
+        if rev:
+            vals = lax.rev(vals, tuple(rev))
     if op == "set":
         new = vals
     else:
-        limits = [lo + (c - 1) * st + 1 if c else lo for lo, c, st in zip(starts, counts,
-                                                                           strides)]
-        if dyn:
-            idt = dtypes.default_int_dtype()
-            region = lax.dynamic_slice(
-                x, [dyn[ax] if ax in dyn else _util.scalar_const(s, idt)
-                    for ax, s in enumerate(starts)], tuple(counts))
-        else:
-            region = lax.slice(x, tuple(starts), tuple(limits),
-                               None if all(s == 1 for s in strides) else tuple(strides))
-        new = _combine(op, region, vals)
-    return _write_region(x, new, starts, counts, strides, dyn)
+        region = lax.slice(x, tuple(starts), tuple(limits),
+                           None if all(s == 1 for s in strides) else tuple(strides))
+        new = _combine(op, region, vals, func)
+    return _write_region(x, new, starts, counts, strides)
 
 
 # ----------------------------------------------------------------------------------------------
-# advanced-index updates
+# advanced-index updates (one scatter)
 
 
-def _one_hot_update(y, flat, oob, vals, op):
-    """Rows of ``y`` (N, rest) updated at ``flat`` (M,) with ``vals`` (M, rest)."""
-    ya = get_aval(y)
-    n, rest = ya.shape[0], ya.shape[1:]
-    m = get_aval(flat).shape[0]
-    if m * n * math.prod(rest) > _ix.ONE_HOT_LIMIT:
-        raise NotImplementedError(f"scatter of {m} indexed rows into {n} rows with traced "
-                                  "operands is not implemented yet (needs a scatter primitive)")
-    idt = get_aval(flat).dtype
-    hot = lax.eq(lax.broadcast_in_dim(flat, (m, n), (0,)),
-                 lax.broadcast_in_dim(lax.iota(idt, n), (m, n), (1,)))
-    if oob is not None:
-        hot = lax.bitwise_and(hot, lax.broadcast_in_dim(lax.bitwise_not(oob), (m, n), (0,)))
-    full = (m, n) + rest
-    vb = lax.broadcast_in_dim(vals, full, (0,) + tuple(range(2, len(full))))
-    dt = ya.dtype
-    if op == "set":
-        mi = lax.broadcast_in_dim(lax.iota(idt, m), (m, n), (0,))
-        neg = _util.full_const((m, n), -1, idt)
-        last = lax.reduce_max(lax.select(hot, mi, neg), (0,))
-        hit = lax.ge(last, _util.full_const((n,), 0, idt))
-        sel = lax.bitwise_and(hot, lax.eq(mi, lax.broadcast_in_dim(last, (m, n), (1,))))
-        selb = lax.broadcast_in_dim(sel, full, (0, 1))
-        picked = lax.select(selb, vb, _util.full_const(full, 0, dt))
-        val = lax.reduce_or(picked, (0,)) if dt == np.bool_ else lax.reduce_sum(picked, (0,))
-        return lax.select(lax.broadcast_in_dim(hit, ya.shape, (0,)), val, y)
-    hotb = lax.broadcast_in_dim(hot, full, (0, 1))
-    picked = lax.select(hotb, vb, _util.full_const(full, _identity(op, dt), dt))
-    if op == "add":
-        contrib = lax.reduce_or(picked, (0,)) if dt == np.bool_ else lax.reduce_sum(picked, (0,))
-    elif op == "multiply":
-        contrib = (lax.reduce_and(picked, (0,)) if dt == np.bool_
-                   else lax.reduce_prod(picked, (0,)))
-    elif op == "min":
-        contrib = lax.reduce_min(picked, (0,))
+def _advanced_update(x, parsed, values, op, mode, func, indices_are_sorted, unique_indices,
+                     wrap):
+    plan = _ix.GatherPlan(x, parsed, wrap)
+    if 0 in plan.indexed_shape:
+        return None
+    sdn = _scatter_dnums_of_gather(plan.dnums)
+    # A single index position cannot collide with itself (cheaper, transposable rules).
+    single = int(np.prod(plan.bshape, dtype=np.int64)) <= 1
+    kw = dict(indices_are_sorted=indices_are_sorted or single,
+              unique_indices=unique_indices or single, mode=mode)
+    if op == "apply":
+        new = lax.scatter_apply(plan.region, plan.indices, func, sdn,
+                                update_shape=plan.indexed_shape, **kw)
     else:
-        contrib = lax.reduce_max(picked, (0,))
-    return _combine(op, y, contrib)
+        vals = _broadcast_values(values, plan.indexed_shape)
+        new = _SCATTERS[op](plan.region, plan.indices, vals, sdn, **kw)
+    if plan.rev:
+        new = lax.rev(new, plan.rev)
+    return _write_region(x, new, plan.starts, plan.counts, plan.strides)
 
 
-_NP_AT = {"add": np.add, "multiply": np.multiply, "min": np.minimum, "max": np.maximum}
+_NP_AT = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "min": np.minimum,
+          "max": np.maximum}
 
 
-def _numpy_update(y, flat, oob, vals, op):
-    out = np.array(y._value)
-    v = np.asarray(vals._value)
-    if oob is not None:
-        keep = ~oob
-        flat, v = flat[keep], v[keep]
-    if op == "set":
-        out[flat] = v
-    else:
-        ufunc = _NP_AT[op]
-        if out.dtype == np.bool_:
-            ufunc = {"add": np.logical_or, "multiply": np.logical_and}.get(op, ufunc)
-        ufunc.at(out, flat, v)
-    return make_array(out, y.weak_type)
-
-
-def _advanced_update(x, parsed, values, op, mode):
+def _numpy_update(xp, parsed, values, op, mode, wrap):
+    """Eager update of a concrete Array at concrete indices with NumPy's ``ufunc.at`` /
+    fancy assignment; None (use the scatter) when an update would be dropped or an indexed
+    axis is empty."""
+    if op == "apply" or any(k == ARRAY and not isinstance(v, np.ndarray)
+                            for k, v in parsed.entries):
+        return None
+    if op in ("add", "sub", "mul") and xp.dtype == np.bool_:
+        return None                                # lax raises JAX's TypeError
     shape = parsed.expanded_shape
-    entries = list(parsed.entries)
-    for ax, (k, v) in enumerate(entries):
-        if k == INT:
-            entries[ax] = (ARRAY, np.asarray(v))
-        elif k == TRACED_INT:
-            entries[ax] = (ARRAY, v)
-    adv = [ax for ax, (k, _) in enumerate(entries) if k == ARRAY]
-    others = [ax for ax in range(len(shape)) if ax not in adv]
-    starts, counts, strides, rev = [], [], [], []
-    for ax, (k, v) in enumerate(entries):
+    basic, adv, arrays = [], [], []
+    for ax, (k, e) in enumerate(parsed.entries):
         if k == SLICE:
-            lo, _, st, cnt, r = _ix.slice_plan((k, v), shape[ax])
-            starts.append(lo)
-            counts.append(cnt)
-            strides.append(st)
-            if r:
-                rev.append(ax)
-        else:
-            starts.append(0)
-            counts.append(shape[ax])
-            strides.append(1)
-    if any(c == 0 for c in counts):
-        return x
-    limits = [lo + (c - 1) * st + 1 for lo, c, st in zip(starts, counts, strides)]
-    whole = tuple(starts) == (0,) * len(shape) and tuple(limits) == tuple(shape) \
-        and all(s == 1 for s in strides)
-    region = x if whole else lax.slice(
-        x, tuple(starts), tuple(limits), None if all(s == 1 for s in strides) else tuple(strides))
-    if rev:
-        region = lax.rev(region, tuple(rev))
-    sizes = [counts[ax] for ax in adv]
-    flat, bshape, oob = _ix.flat_index([entries[ax][1] for ax in adv], sizes,
-                                       "clip" if mode == "clip" else "fill")
-    rest = tuple(counts[ax] for ax in others)
-    nb = len(bshape)
-    # The values come in the layout of x[idx]: B at the first advanced axis when the advanced
-    # axes are adjacent, else in front. Bring B to the front.
+            basic.append(e)
+            continue
+        n = shape[ax]
+        a = _ix._concrete_index(np.asarray(e), n, wrap)
+        if mode == GatherScatterMode.CLIP:
+            a = np.minimum(np.maximum(a, 0), n - 1)
+        elif a.size and (a.min() < 0 or a.max() >= n):
+            return None
+        if n == 0:
+            return None
+        basic.append(slice(None))
+        adv.append(ax)
+        arrays.append(a)
+    bshape = _util.broadcast_shapes(*[a.shape for a in arrays])
+    out = np.array(xp._value, copy=True).reshape(shape)
+    region = out[tuple(basic)]                     # a view: writes land in ``out``
+    rest = [region.shape[ax] for ax in range(len(shape)) if ax not in adv]
     contiguous = adv == list(range(adv[0], adv[-1] + 1))
     p = adv[0] if contiguous else 0
-    indexed_shape = rest[:p] + tuple(bshape) + rest[p:]
-    vals = _fit_values(values, indexed_shape)
-    if p:
-        perm = list(range(p, p + nb)) + list(range(p)) + list(range(p + nb, len(indexed_shape)))
-        vals = lax.transpose(vals, tuple(perm))
-    m, n = math.prod(bshape), math.prod(sizes)
-    vals = lax.reshape(vals, (m,) + rest)
-    perm_y = tuple(adv) + tuple(others)
-    y = lax.reshape(lax.transpose(region, perm_y), (n,) + rest)
-    if isinstance(flat, np.ndarray):
-        flat1 = flat.reshape(-1)
-        oob1 = None if oob is None else np.asarray(oob).reshape(-1)
-        if type(y) is Array and type(vals) is Array:
-            new_y = _numpy_update(y, flat1, oob1, vals, op)
-        else:
-            idt = dtypes.default_int_dtype()
-            new_y = _one_hot_update(y, make_array(flat1.astype(idt)),
-                                    None if oob1 is None else make_array(oob1), vals, op)
+    target = tuple(rest[:p]) + tuple(bshape) + tuple(rest[p:])
+    vshape = get_aval(values).shape
+    if len(vshape) > len(target) or any(d != 1 and d != t for d, t in
+                                        zip(vshape[::-1], target[::-1])):
+        raise ValueError(f"Incompatible shapes for broadcasting: {vshape} and requested "
+                         f"shape {target}")
+    if 0 in target:
+        return xp
+    vals = np.broadcast_to(values._value, target)
+    full = [slice(None)] * len(shape)
+    for ax, a in zip(adv, arrays):
+        full[ax] = a
+    if op == "set":
+        region[tuple(full)] = vals
+    elif out.dtype.kind in "fc":
+        with np.errstate(all="ignore"):
+            _NP_AT[op].at(region, tuple(full), vals)
     else:
-        oob1 = None if oob is None else (make_array(np.asarray(oob).reshape(-1))
-                                         if isinstance(oob, np.ndarray)
-                                         else lax.reshape(oob, (m,)))
-        new_y = _one_hot_update(y, lax.reshape(flat, (m,)), oob1, vals, op)
-    new_region = lax.reshape(new_y, tuple(counts[ax] for ax in perm_y))
-    inv = tuple(int(i) for i in np.argsort(perm_y))
-    new_region = lax.transpose(new_region, inv)
-    if rev:
-        new_region = lax.rev(new_region, tuple(rev))
-    if whole:
-        return new_region
-    return _write_region(x, new_region, starts, counts, strides, {})
+        _NP_AT[op].at(region, tuple(full), vals)
+    return make_array(out.reshape(get_aval(xp).shape), xp.weak_type)
 
 
 # ----------------------------------------------------------------------------------------------
 # driver
 
 
-def _is_mask_update(x, idx, values):
-    """A lone boolean mask over leading axes with a single value: a plain select."""
+def _lone_mask(x, idx):
+    """The boolean mask of an index made of one boolean array over leading axes, or None."""
     if isinstance(idx, tuple):
         if len(idx) != 1:
             return None
@@ -306,38 +230,70 @@ def _is_mask_update(x, idx, values):
     xs = get_aval(x).shape
     if tuple(mshape) != tuple(xs[:len(mshape)]):
         return None
-    if get_aval(values).size != 1:
-        return None
     return idx
 
 
-def scatter(x, idx, values, op, mode=None):
-    """The functional update ``x.at[idx].<op>(values)``; returns the new array."""
+def _prepare_values(x, values, op):
+    xa = get_aval(x)
+    if op == "apply":
+        return None
+    if (type(values) is int and dtypes.issubdtype(xa.dtype, np.integer)
+            and dtypes.iinfo(xa.dtype).min <= values <= dtypes.iinfo(xa.dtype).max):
+        return make_array(np.asarray(values, xa.dtype))
+    if isinstance(values, (list, tuple)):
+        from kiln.numpy._creation import asarray
+        values = asarray(values)
+    _util.check_arraylike(f"scatter_{op}", values)
+    values = _util.as_operand(values)
+    if not dtypes.safe_to_cast(values, x):
+        warnings.warn(
+            "scatter inputs have incompatible types: cannot safely cast value from "
+            f"dtype={np.dtype(get_aval(values).dtype).name} to "
+            f"dtype={np.dtype(xa.dtype).name} with jax_numpy_dtype_promotion=standard. In "
+            "future JAX releases this will result in an error.", FutureWarning, stacklevel=4)
+    return values
+
+
+def scatter(x, idx, values, op, mode=None, *, indices_are_sorted=False, unique_indices=False,
+            wrap_negative_indices=True, func=None):
+    """The functional update ``x.at[idx].<op>(values)`` (``op`` in set, add, sub, mul, min,
+    max, apply — ``apply`` takes ``func`` instead of values); returns the new array."""
     if op not in _OPS:
         raise ValueError(f"unknown update {op}")
-    if mode not in (None, "drop", "promise_in_bounds", "clip", "fill"):
-        raise ValueError(f"Invalid scatter mode {mode!r}")
+    smode = GatherScatterMode.from_any(mode)
     x = _util.as_operand(x)
     xa = get_aval(x)
-    _util.check_arraylike(f"scatter_{op}", values)
-    values = lax._convert_element_type(_util.as_operand(values), xa.dtype, xa.weak_type)
-    mask = _is_mask_update(x, idx, values)
-    if mask is not None:
-        mask = _util.as_operand(mask) if not isinstance(mask, np.ndarray) else make_array(mask)
-        m = lax.broadcast_in_dim(mask, xa.shape, tuple(range(get_aval(mask).ndim)))
-        v = _util.broadcast_to(lax.reshape(values, ()), xa.shape)
-        return lax.select(m, _combine(op, x, v), x)
-    parsed = _ix.parse_index(xa.shape, idx)
-    xe = _ix.insert_newaxes(x, parsed)
-    if parsed.has_array:
-        out = _advanced_update(xe, parsed, values, op, mode)
+    values = _prepare_values(x, values, op)
+    if values is not None:
+        xp, values = _util.promote_dtypes(x, values)
     else:
-        out = _basic_update(xe, parsed, values, op, mode)
-        if out is None:
-            return x
+        xp = x
+    mask = _lone_mask(x, idx)
+    if mask is not None and (values is None or get_aval(values).size == 1):
+        m = _util.as_operand(mask) if not isinstance(mask, np.ndarray) else make_array(mask)
+        m = lax.broadcast_in_dim(m, xa.shape, tuple(range(get_aval(m).ndim)))
+        v = None if values is None else _util.broadcast_to(
+            lax.reshape(values, ()), xa.shape)
+        out = lax.select(m, _combine(op, xp, v, func), xp)
+        return lax._convert_element_type(out, xa.dtype, xa.weak_type)
+    parsed = _ix.parse_index(xa.shape, idx)
+    xe = _ix.insert_newaxes(xp, parsed)
+    has_traced = any(k == TRACED_INT for k, _ in parsed.entries)
+    has_int = any(k == INT for k, _ in parsed.entries)
+    if parsed.has_array and not has_traced and type(xp) is Array and type(values) is Array:
+        out = _numpy_update(xp, parsed, values, op, smode, wrap_negative_indices)
+        if out is not None:
+            return lax._convert_element_type(out, xa.dtype, xa.weak_type)
+    if parsed.has_array or has_traced or (has_int and not wrap_negative_indices):
+        out = _advanced_update(xe, parsed, values, op, smode, func, indices_are_sorted,
+                               unique_indices, wrap_negative_indices)
+    else:
+        out = _basic_update(xe, parsed, values, op, smode, func)
+    if out is None:
+        return x
     if parsed.newaxes:
         out = lax.reshape(out, xa.shape)
-    return out
+    return lax._convert_element_type(out, xa.dtype, xa.weak_type)
 
 
 class _IndexUpdateRef:
@@ -353,52 +309,84 @@ class _IndexUpdateRef:
         return f"_IndexUpdateRef({self.array!r}, {self.index!r})"
 
     def get(self, *, indices_are_sorted=False, unique_indices=False, mode=None,
-            fill_value=None, out_sharding=None):
-        """``x[idx]`` (``mode='fill'`` returns ``fill_value`` for out-of-bound indices)."""
-        return _ix._rewriting_take(self.array, self.index, mode=mode, fill_value=fill_value)
+            fill_value=None, out_sharding=None, wrap_negative_indices=True):
+        """``x[idx]``; ``mode='fill'`` returns ``fill_value`` for out-of-bound indices,
+        ``'clip'``/``'promise_in_bounds'``/None clamp them."""
+        return _ix._rewriting_take(self.array, self.index, indices_are_sorted=indices_are_sorted,
+                                   unique_indices=unique_indices, mode=mode,
+                                   fill_value=fill_value,
+                                   wrap_negative_indices=wrap_negative_indices)
 
-    def set(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        """``x[idx] = values``, functionally."""
-        return scatter(self.array, self.index, values, "set", mode)
+    def _update(self, values, op, indices_are_sorted, unique_indices, mode,
+                wrap_negative_indices, func=None):
+        return scatter(self.array, self.index, values, op, mode,
+                       indices_are_sorted=indices_are_sorted, unique_indices=unique_indices,
+                       wrap_negative_indices=wrap_negative_indices, func=func)
 
-    def add(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+    def set(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
+            out_sharding=None, wrap_negative_indices=True):
+        """``x[idx] = values``, functionally (repeated indices: the last value wins)."""
+        return self._update(values, "set", indices_are_sorted, unique_indices, mode,
+                            wrap_negative_indices)
+
+    def add(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
+            out_sharding=None, wrap_negative_indices=True):
         """``x[idx] += values`` (repeated indices accumulate)."""
-        return scatter(self.array, self.index, values, "add", mode)
+        return self._update(values, "add", indices_are_sorted, unique_indices, mode,
+                            wrap_negative_indices)
 
-    def subtract(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        """``x[idx] -= values``."""
-        from kiln.numpy._ufuncs import negative
-        return scatter(self.array, self.index, negative(values), "add", mode)
+    def subtract(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
+                 out_sharding=None, wrap_negative_indices=True):
+        """``x[idx] -= values`` (repeated indices accumulate)."""
+        return self._update(values, "sub", indices_are_sorted, unique_indices, mode,
+                            wrap_negative_indices)
 
-    def multiply(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+    def multiply(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
+                 out_sharding=None, wrap_negative_indices=True):
         """``x[idx] *= values`` (repeated indices accumulate)."""
-        return scatter(self.array, self.index, values, "multiply", mode)
+        return self._update(values, "mul", indices_are_sorted, unique_indices, mode,
+                            wrap_negative_indices)
 
     mul = multiply
 
-    def divide(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        """``x[idx] /= values``."""
-        from kiln.numpy._ufuncs import true_divide
-        return self.apply(lambda r: true_divide(r, values), mode=mode)
+    def divide(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
+               out_sharding=None, wrap_negative_indices=True):
+        """``x[idx] /= values`` (``x / ones.at[idx].multiply(values)``, as JAX)."""
+        from kiln.numpy._creation import ones_like
+        from kiln.numpy._ufuncs import divide
+        den = scatter(ones_like(self.array), self.index, values, "mul", mode,
+                      indices_are_sorted=indices_are_sorted, unique_indices=unique_indices,
+                      wrap_negative_indices=wrap_negative_indices)
+        return divide(self.array, den)
 
-    def power(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        """``x[idx] **= values``."""
+    def power(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
+              out_sharding=None, wrap_negative_indices=True):
+        """``x[idx] **= values`` (``x ** ones.at[idx].multiply(values)``, as JAX)."""
+        from kiln.numpy._creation import ones_like
         from kiln.numpy._ufuncs import power
-        return self.apply(lambda r: power(r, values), mode=mode)
+        ex = scatter(ones_like(self.array), self.index, values, "mul", mode,
+                     indices_are_sorted=indices_are_sorted, unique_indices=unique_indices,
+                     wrap_negative_indices=wrap_negative_indices)
+        return power(self.array, ex)
 
-    def min(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+    def min(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
+            out_sharding=None, wrap_negative_indices=True):
         """``x[idx] = minimum(x[idx], values)``."""
-        return scatter(self.array, self.index, values, "min", mode)
+        return self._update(values, "min", indices_are_sorted, unique_indices, mode,
+                            wrap_negative_indices)
 
-    def max(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+    def max(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
+            out_sharding=None, wrap_negative_indices=True):
         """``x[idx] = maximum(x[idx], values)``."""
-        return scatter(self.array, self.index, values, "max", mode)
+        return self._update(values, "max", indices_are_sorted, unique_indices, mode,
+                            wrap_negative_indices)
 
-    def apply(self, func, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        """``x[idx] = func(x[idx])`` (indices assumed unique)."""
-        region = _ix._rewriting_take(self.array, self.index,
-                                     mode="clip" if mode == "clip" else None)
-        return scatter(self.array, self.index, func(region), "set", mode)
+    def apply(self, func, *, indices_are_sorted=False, unique_indices=False, mode=None,
+              wrap_negative_indices=True):
+        """``x[idx] = func(x[idx])`` for an elementwise ``func``; a repeated index applies it
+        once per occurrence."""
+        return self._update(None, "apply", indices_are_sorted, unique_indices, mode,
+                            wrap_negative_indices, func)
 
 
 class _IndexUpdateHelper:
@@ -414,3 +402,6 @@ class _IndexUpdateHelper:
 
     def __repr__(self):
         return f"_IndexUpdateHelper({self.array!r})"
+
+
+_ = (ARRAY,)

@@ -110,7 +110,12 @@ def _reduce(a, name, lax_reduce, init_val, *, has_identity=True, bool_reduce=Non
     if where is not None:
         fill = _util.full_const(aval.shape, _init_value(comp_dtype, init_val), comp_dtype)
         a = lax.select(_util.broadcast_to(where, aval.shape), a, fill)
-    result = reducer(a, axes) if axes else a
+    if axes and builtins.any(aval.shape[d] == 0 for d in axes) and not has_identity:
+        # An empty reduction without an identity: the result is ``initial`` (checked above).
+        out_shape = tuple(s for i, s in enumerate(aval.shape) if i not in axes)
+        result = _util.full_const(out_shape, _init_value(comp_dtype, init_val), comp_dtype)
+    else:
+        result = reducer(a, axes) if axes else a
     if initial is not None:
         init = lax.convert_element_type(as_operand(initial), comp_dtype)
         if get_aval(init).shape != ():

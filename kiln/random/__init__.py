@@ -5,6 +5,7 @@ Keys are typed (``key(seed)``, dtype ``key<fry>``) or legacy (``PRNGKey(seed)``,
 bits behind every sampler follow JAX in both settings of
 ``jax_threefry_partitionable``. See docs/random.md.
 """
+from kiln.random import prng  # noqa: F401,E402
 from kiln.random._distributions import (  # noqa: F401
     bernoulli,
     bits,
@@ -46,6 +47,7 @@ from kiln.random._gamma import (  # noqa: F401
     loggamma,
     multinomial,
     poisson,
+    random_gamma_p,
     t,
 )
 from kiln.random._keys import (  # noqa: F401

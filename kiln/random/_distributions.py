@@ -439,7 +439,10 @@ def truncated_normal(key, lower, upper, shape=None, dtype=None, *, out_sharding=
     return u.minimum(u.maximum(out, lo), hi)
 
 
-def lognormal(key, sigma=np.float32(1), shape=None, dtype=None, *, out_sharding=None):
+_F32_ONE = np.float32(1)
+
+
+def lognormal(key, sigma=_F32_ONE, shape=None, dtype=None, *, out_sharding=None):
     """exp(sigma * N(0, 1))."""
     key, _ = check_prng_key("lognormal", key)
     dtype = dtypes.check_and_canonicalize_user_dtype(float if dtype is None else dtype)
@@ -460,7 +463,7 @@ def lognormal(key, sigma=np.float32(1), shape=None, dtype=None, *, out_sharding=
 # bernoulli, rademacher
 
 
-def bernoulli(key, p=np.float32(0.5), shape=None, mode="low", *, out_sharding=None):
+def bernoulli(key, p=0.5, shape=None, mode="low", *, out_sharding=None):
     """Booleans that are True with probability ``p``."""
     if shape is not None:
         shape = canonicalize_shape(shape)
@@ -582,7 +585,7 @@ def gumbel(key, shape=(), dtype=None, mode=None, *, out_sharding=None):
     if mode is None:
         mode = "low"
     if mode not in ("highest", "high", "low"):
-        raise ValueError("Must provide valid mode for gumbel got: %s" % mode)
+        raise ValueError(f"Must provide valid mode for gumbel got: {mode}")
     return _gumbel(key, shape, dtype, mode)
 
 

@@ -35,7 +35,6 @@ from kiln.random._distributions import (
     check_all_safe_to_cast,
     check_broadcast_shapes,
     check_shape,
-    div_xla,
     exponential,
     float_dtype,
     normal,
@@ -255,13 +254,17 @@ def dirichlet(key, alpha, shape=None, dtype=None, *, out_sharding=None):
 
 
 def _softmax_last(x):
-    # jax.nn.softmax(x, -1): exp(x - max) / sum(exp(x - max)); the division by the
-    # broadcast row sum is a multiplication by its reciprocal in XLA.
-    m = u.lax().stop_gradient(u.max_(x, -1))
+    """jax.nn.softmax(x, -1): exp(x - max) / sum(exp(x - max)), with XLA's order of
+    summation and the division by the sum done as a multiplication by its
+    reciprocal, as XLA does."""
+    lax = u.lax()
+    m = lax.stop_gradient(u.max_(x, -1))
     s = u.shape(x)
-    unnormalized = u.exp(u.sub(x, u.broadcast_to(u.expand_dims(m, (len(s) - 1,)), s)))
-    total = u.sum_(unnormalized, -1)
-    return u.div(unnormalized, u.broadcast_to(u.expand_dims(total, (len(s) - 1,)), s))
+    nd = len(s)
+    unnormalized = u.exp(u.sub(x, u.broadcast_to(u.expand_dims(m, (nd - 1,)), s)))
+    total = u.row_sum(unnormalized)
+    inv = u.div(u.const(total, 1), total)
+    return u.mul(unnormalized, u.broadcast_to(u.expand_dims(inv, (nd - 1,)), s))
 
 
 def t(key, df, shape=None, dtype=None, *, out_sharding=None):
@@ -315,9 +318,8 @@ def f(key, dfnum, dfden, shape=None, dtype=None, *, out_sharding=None):
     key_dfd, key_dfn = _split(key)
     chi2_dfn = _chisquare(key_dfn, dfnum, shape, dtype)
     chi2_dfd = _chisquare(key_dfd, dfden, shape, dtype)
-    num = div_xla(chi2_dfn, dfnum)
-    den = div_xla(chi2_dfd, dfden)
-    return u.div(num, den)
+    # (chi2_dfn / dfnum) / (chi2_dfd / dfden): XLA rewrites (a/b)/(c/d) as (a*d)/(c*b).
+    return u.div(u.mul(chi2_dfn, dfden), u.mul(chi2_dfd, dfnum))
 
 
 def generalized_normal(key, p, shape=(), dtype=None, *, out_sharding=None):
@@ -329,14 +331,24 @@ def generalized_normal(key, p, shape=(), dtype=None, *, out_sharding=None):
     return _generalized_normal(key, p, shape, dtype)
 
 
+def _float_param(p, dtype):
+    """A traced parameter as JAX sees it: Python scalars are weakly typed and take
+    ``dtype``; integer parameters promote to the default float in a true division."""
+    p = u.asarray(p)
+    if get_aval(p).weak_type:
+        return u.convert(p, dtype)
+    if not dtypes.issubdtype(u.dtype_of(p), np.inexact):
+        return u.convert(p, dtypes.default_float_dtype())
+    return p
+
+
 def _generalized_normal(key, p, shape, dtype):
     k0, k1 = split(key)
-    p = u.asarray(p)
-    inv_p = u.div(u.const(p, 1), p)
+    pf = _float_param(p, dtype)
+    inv_p = u.div(u.const(pf, 1), pf)
     g = gamma(k0, inv_p, shape, dtype)
     r = rademacher(k1, shape, dtype)
-    return u.mul(r, u.pow_(g, u.convert(inv_p, dtype) if get_aval(inv_p).weak_type
-                            else inv_p))
+    return u.mul(r, u.pow_(g, inv_p))
 
 
 def ball(key, d, p=2, shape=(), dtype=None, *, out_sharding=None):
@@ -347,16 +359,16 @@ def ball(key, d, p=2, shape=(), dtype=None, *, out_sharding=None):
     check_shape("ball", shape)
     d = u.concrete_int(d, "The error occurred in jax.random.ball()")
     k1, k2 = split(key)
-    pa = u.asarray(p)
-    g = _generalized_normal(k1, pa, (*shape, d), dtype)
+    g = _generalized_normal(k1, p, (*shape, d), dtype)
     e = exponential(k2, shape, dtype)
-    pw = u.convert(pa, dtype) if get_aval(pa).weak_type else pa
-    s = u.sum_(u.pow_(u.abs_(g), pw), -1)
-    inv_p = u.div(u.const(pa, 1), pa)
-    inv_p = u.convert(inv_p, dtype) if get_aval(inv_p).weak_type else inv_p
-    denom = u.pow_(u.add(s, e), inv_p)
+    pf = _float_param(p, dtype)
     full = u.shape(g)
-    return u.div(g, u.broadcast_to(u.expand_dims(denom, (len(full) - 1,)), full))
+    nd = len(full)
+    s = u.row_sum(u.pow_(u.abs_(g), pf))
+    inv_p = u.div(u.const(pf, 1), pf)
+    # g / (s + e) ** (1/p): XLA rewrites A / pow(B, C) as A * pow(B, -C).
+    scale = u.pow_(u.add(s, e), u.neg(inv_p))
+    return u.mul(g, u.broadcast_to(u.expand_dims(scale, (nd - 1,)), full))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -365,7 +377,6 @@ def ball(key, d, p=2, shape=(), dtype=None, *, out_sharding=None):
 
 def _poisson_knuth_np(keys, lam, dtype):
     """Knuth's algorithm; ``keys (K, 2)``, ``lam (K, *shape)`` float32."""
-    K = keys.shape[0]
     shape = lam.shape[1:]
     f32 = np.dtype(np.float32)
     k = np.zeros(lam.shape, dtype)

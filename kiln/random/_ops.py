@@ -62,6 +62,19 @@ def _skv_batch(axis_data, vals, dims, *, dimension):
 batching.batch_rules[sort_key_val_p] = _skv_batch
 
 
+def _skv_jvp(primals, tangents, *, dimension):
+    (keys, values), (_, tv) = primals, tangents
+    sk, sv = sort_key_val_p.bind(keys, values, dimension=dimension)
+    if type(tv) is Zero:
+        return [sk, sv], [Zero.from_primal_value(sk), Zero.from_primal_value(sv)]
+    # A stable sort by the same keys applies the same permutation to the tangent.
+    _, st = sort_key_val_p.bind(keys, tv, dimension=dimension)
+    return [sk, sv], [Zero.from_primal_value(sk), st]
+
+
+ad.jvp_rules[sort_key_val_p] = _skv_jvp
+
+
 def sort_key_val(keys, values, dimension=-1):
     """Sort ``values`` along ``dimension`` by ``keys`` (stably); returns (keys, values)."""
     lax = _lax()
@@ -103,6 +116,19 @@ def _topk_batch(axis_data, vals, dims, *, k):
 
 
 batching.batch_rules[top_k_p] = _topk_batch
+
+
+def _topk_jvp(primals, tangents, *, k):
+    (x,), (tx,) = primals, tangents
+    vals, idx = top_k_p.bind(x, k=k)
+    if type(tx) is Zero:
+        return [vals, idx], [Zero.from_primal_value(vals), Zero.from_primal_value(idx)]
+    nd = get_aval(x).ndim
+    tv = take_p.bind(tx, idx, axis=nd - 1, batch=nd - 1)
+    return [vals, idx], [tv, Zero.from_primal_value(idx)]
+
+
+ad.jvp_rules[top_k_p] = _topk_jvp
 
 
 def top_k(x, k):
@@ -174,6 +200,57 @@ def _take_jvp(primals, tangents, *, axis, batch):
 
 
 ad.jvp_rules[take_p] = _take_jvp
+
+
+def _take_transpose_impl(ct, idx, *, axis, batch, n):
+    shape = list(ct.shape[:axis]) + [n] + list(ct.shape[axis + idx.ndim - batch:])
+    out = np.zeros(shape, ct.dtype)
+    idx = np.where(idx < 0, idx + n, idx)
+    if batch == 0:
+        moved = np.moveaxis(out, axis, 0)
+        src = np.moveaxis(ct.reshape(ct.shape[:axis] + (-1,) + ct.shape[axis + idx.ndim:]),
+                          axis, 0)
+        np.add.at(moved, idx.reshape(-1), src)
+        return out
+    b = int(np.prod(ct.shape[:batch]))
+    ob = out.reshape((b,) + out.shape[batch:])
+    cb = ct.reshape((b,) + ct.shape[batch:])
+    ib = idx.reshape((b,) + idx.shape[batch:])
+    for i in range(b):
+        ob[i] = _take_transpose_impl(cb[i], ib[i], axis=axis - batch, batch=0, n=n)
+    return out
+
+
+def _take_transpose_abstract_eval(ct, idx, *, axis, batch, n):
+    k = idx.ndim - batch
+    shape = ct.shape[:axis] + (n,) + ct.shape[axis + k:]
+    return ShapedArray(shape, ct.dtype, ct.weak_type)
+
+
+take_transpose_p = standard_primitive("random_take_transpose", _take_transpose_abstract_eval,
+                                      _take_transpose_impl,
+                                      weak_type_rule=lambda wc, wi, **_: wc)
+
+
+def _take_transpose_rule(ct, x, idx, *, axis, batch):
+    if type(ct) is Zero:
+        return [Zero(x.aval), None]
+    n = x.aval.shape[axis]
+    return [take_transpose_p.bind(ct, idx, axis=axis, batch=batch, n=n), None]
+
+
+ad.transpose_rules[take_p] = _take_transpose_rule
+
+
+def _take_transpose_batch(axis_data, vals, dims, *, axis, batch, n):
+    (ct, idx), (dc, di) = vals, dims
+    size = axis_data.size
+    ct = _front(ct, dc, size)
+    idx = _front(idx, di, size)
+    return take_transpose_p.bind(ct, idx, axis=axis + 1, batch=batch + 1, n=n), 0
+
+
+batching.batch_rules[take_transpose_p] = _take_transpose_batch
 
 
 def take(x, idx, axis=0):

@@ -26,6 +26,7 @@ import numpy as np
 
 from kiln.interpreters import ad
 from kiln.lax._factory import _float, naryop, unop
+from kiln.random import _native
 
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
@@ -102,11 +103,13 @@ def _fma64(a, b, c):
 
 def _ftz32(x):
     """Flush float32 denormals to (signed) zero, as XLA's CPU code does."""
-    return np.where(np.abs(x) < _TINY32, x * np.float32(0), x)
+    with np.errstate(invalid="ignore"):
+        return np.where(np.abs(x) < _TINY32, x * np.float32(0), x)
 
 
 def _ftz64(x):
-    return np.where(np.abs(x) < _TINY64, x * np.float64(0), x)
+    with np.errstate(invalid="ignore"):
+        return np.where(np.abs(x) < _TINY64, x * np.float64(0), x)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -368,23 +371,34 @@ def _erf64(x):
 # ----------------------------------------------------------------------------------------------
 # Dispatch on dtype; narrow floats go through float32 (XLA upcasts them on CPU).
 
-def _by_dtype(f32_fn, f64_fn):
+def _by_dtype(f32_fn, f64_fn, native32=None, native64=None):
+    """Elementwise function by dtype: the native kernel when built (and the input is
+    not tiny), else the NumPy derivation above; narrow floats go through float32."""
     def fn(x):
         x = np.asarray(x)
         dt = x.dtype
         if dt == _F64:
+            if native64 and x.size >= 16 and _native.lib() is not None:
+                return _native.unary(native64, x)
             return _chunked(f64_fn, x)
+        x32 = x if dt == _F32 else x.astype(_F32)
+        if native32 and x.size >= 16 and _native.lib() is not None:
+            out = _native.unary(native32, x32)
+        else:
+            out = _chunked(f32_fn, x32)
         if dt == _F32:
-            return _chunked(f32_fn, x)
-        return _chunked(f32_fn, x.astype(_F32)).astype(dt)
+            return out
+        with np.errstate(over="ignore"):
+            return out.astype(dt)
+    fn.numpy32, fn.numpy64 = f32_fn, f64_fn
     return fn
 
 
-log = _by_dtype(_log32, _log64)
-log1p = _by_dtype(_log1p32, _log1p64)
-exp = _by_dtype(_exp32, _exp64)
-erf_inv = _by_dtype(_erf_inv32, _erf_inv64)
-erf = _by_dtype(_erf32, _erf64)
+log = _by_dtype(_log32, _log64, "kiln_log_f32", None)
+log1p = _by_dtype(_log1p32, _log1p64, "kiln_log1p_f32", "kiln_log1p_f64")
+exp = _by_dtype(_exp32, _exp64, "kiln_exp_f32", "kiln_exp_f64")
+erf_inv = _by_dtype(_erf_inv32, _erf_inv64, "kiln_erf_inv_f32", "kiln_erf_inv_f64")
+erf = _by_dtype(_erf32, _erf64, "kiln_erf_f32", None)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -399,6 +413,9 @@ xla_erf_p = unop("xla_erf", erf, _float)
 
 def _fma_impl(a, b, c):
     dt = np.result_type(a, b, c)
+    big = max(np.size(a), np.size(b), np.size(c)) >= 16
+    if dt in (_F32, _F64) and big and _native.lib() is not None:
+        return _native.fma(a, b, c, dt)
     if dt == _F64:
         return _fma64(a, b, c)
     if dt == _F32:

@@ -1,0 +1,34 @@
+"""``kiln.scipy.stats``: probability distributions and statistics, as ``jax.scipy.stats``.
+
+Each distribution is a module (``norm.logpdf``, ``poisson.pmf``, ...). ``gaussian_kde`` is
+not provided.
+"""
+from kiln.scipy.stats import (  # noqa: F401
+    bernoulli,
+    beta,
+    betabinom,
+    binom,
+    cauchy,
+    chi2,
+    dirichlet,
+    expon,
+    gamma,
+    gennorm,
+    geom,
+    gumbel_l,
+    gumbel_r,
+    laplace,
+    logistic,
+    multinomial,
+    multivariate_normal,
+    nbinom,
+    norm,
+    pareto,
+    poisson,
+    t,
+    truncnorm,
+    uniform,
+    vonmises,
+    wrapcauchy,
+)
+from kiln.scipy.stats._core import ModeResult, mode, rankdata, sem  # noqa: F401
