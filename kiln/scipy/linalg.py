@@ -25,18 +25,7 @@ __all__ = ["block_diag", "cho_factor", "cho_solve", "cholesky", "circulant", "co
            "solve_triangular", "sqrtm", "svd", "toeplitz"]
 
 
-class _Jnp:
-    _mod = None
-
-    def __getattr__(self, name):
-        mod = _Jnp._mod
-        if mod is None:
-            import kiln.numpy as mod
-            _Jnp._mod = mod
-        return getattr(mod, name)
-
-
-jnp = _Jnp()
+from kiln.numpy.linalg import jnp  # noqa: E402  (lazy kiln.numpy proxy, shared)
 
 
 def _shape(x):
