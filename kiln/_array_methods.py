@@ -210,3 +210,76 @@ Array.__rsub__ = _fast_r(np.subtract, "subtract")
 for _k, _npf in [("lt", np.less), ("le", np.less_equal), ("gt", np.greater),
                  ("ge", np.greater_equal), ("eq", np.equal), ("ne", np.not_equal)]:
     setattr(Array, f"__{_k}__", _fast(_npf, _CMPOPS[_k], cmp=True))
+
+
+# ----------------------------------------------------------------------------------------------
+# Eager fast path for ``Array.__getitem__``: the commonest indexes on a concrete array with no
+# transformation active are answered by NumPy directly, with JAX's semantics (integers in
+# bounds, slices with static bounds, integer arrays clamped after wrapping negatives, boolean
+# masks). Everything else (out-of-bound integers, traced indices, mode=...) goes to
+# ``jnp._rewriting_take``.
+
+_new = object.__new__
+_ndarray = np.ndarray
+_state = core._state
+_eval_trace = core.eval_trace
+
+
+def _getitem_fast(self, idx):
+    # NumPy answers ints, slices and tuples of them (with None/Ellipsis/index arrays) with
+    # JAX's semantics whenever it does not raise; where it raises (out-of-bound integers,
+    # which JAX clamps; float or zero-step slices; too many indices) the general path gives
+    # JAX's answer or JAX's error. Lists are excluded: JAX rejects them as indices.
+    if _state.trace is _eval_trace:
+        t = type(idx)
+        v = self._value
+        try:
+            if t is int:
+                out = v[idx, ...]
+            elif t is slice:
+                out = v[idx]
+            elif t is tuple:
+                for e in idx:
+                    if type(e) is list:
+                        return _np_mod()._rewriting_take(self, idx)
+                out = v[idx]
+                if type(out) is not _ndarray:
+                    out = v[idx + (Ellipsis,)]
+            elif t is Array:
+                out = _take_concrete(v, idx._value)
+                if out is None:
+                    return _np_mod()._rewriting_take(self, idx)
+                if type(out) is not _ndarray:     # a 0-d index on a 1-D array
+                    out = out.__array__()
+            else:
+                return _np_mod()._rewriting_take(self, idx)
+        except (IndexError, TypeError, ValueError):
+            return _np_mod()._rewriting_take(self, idx)
+        a = _new(Array)
+        a._value = out
+        a.weak_type = self.weak_type
+        return a
+    return _np_mod()._rewriting_take(self, idx)
+
+
+def _take_concrete(v, iv):
+    """``v[iv]`` for a concrete integer index array (JAX's clamping) or boolean mask, or
+    None for anything else."""
+    k = iv.dtype.kind
+    if k == "b":
+        if iv.ndim and iv.shape == v.shape[:iv.ndim]:
+            return v[iv]
+        return None
+    if k not in "iu" or not v.ndim or not v.shape[0]:
+        return None
+    try:                  # in-bounds indices (negatives wrap once): NumPy's answer is JAX's
+        # NumPy's fancy indexing has less fixed cost; np.take streams large index arrays
+        # faster (and gives a 0-d array, not a scalar, for a 0-d index).
+        return v[iv] if 0 < iv.size < 4096 and iv.ndim else np.take(v, iv, axis=0)
+    except IndexError:    # some out of bounds: JAX clamps them after wrapping negatives
+        if k == "i":
+            iv = np.where(iv < 0, iv + v.shape[0], iv)
+        return np.take(v, iv, axis=0, mode="clip")
+
+
+Array.__getitem__ = _getitem_fast

@@ -20,7 +20,7 @@ static shape arithmetic. The modules:
   ``corrcoef``, ``bincount``, ``histogram*``;
 * ``_setops``: ``nonzero``/``where``/``argwhere`` with ``size=``, ``unique*``, ``*1d`` set ops;
 * ``_polynomial``: ``poly*``, ``roots``; ``_misc``: ``convolve``, ``interp``, ``gradient``,
-  ``gcd``, ``frexp``, ``packbits``, ``insert``/``delete``, windows, ...;
+  ``gcd``, ``frexp``, ``packbits``, ``insert``/``delete``, windows, ...; ``_put``: ``put``, ``put_along_axis``;
 * ``_vectorize``: ``vectorize``, the ``ufunc`` class and objects (``jnp.add.reduce``);
 * ``_index_grids``: ``mgrid``, ``ogrid``, ``r_``, ``c_``; ``_einsum_path``: ``einsum_path``
   and the contraction order of ``einsum``; ``_io``: ``load``, ``frombuffer``, ....
@@ -54,6 +54,7 @@ from kiln.numpy._index_grids import *  # noqa: E402,F401,F403
 from kiln.numpy._io import *  # noqa: E402,F401,F403
 from kiln.numpy._misc import *  # noqa: E402,F401,F403
 from kiln.numpy._polynomial import *  # noqa: E402,F401,F403
+from kiln.numpy._put import *  # noqa: E402,F401,F403
 from kiln.numpy._setops import *  # noqa: E402,F401,F403
 from kiln.numpy._statistics import *  # noqa: E402,F401,F403
 from kiln.numpy._vectorize import *  # noqa: E402,F401,F403

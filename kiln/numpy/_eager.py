@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from kiln._array_methods import _FAST
+from kiln._array_methods import _FAST, _scalar_ok
 from kiln.array import Array, make_array
 from kiln.core import trace as core
 
 # Dtypes whose promotion/accumulation rules are the identity for these functions.
-_PLAIN = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.complex64,
+PLAIN = _PLAIN = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.complex64,
                                          np.complex128))
 
 
@@ -61,5 +61,41 @@ def axes_of(axis, ndim):
     return None
 
 
+def as_ndarray(r):
+    """``r`` as an ndarray: NumPy reductions return scalars for 0-d results."""
+    return r if type(r) is np.ndarray else r.__array__()
+
+
 def wrap(value, weak=False) -> Array:
     return make_array(value, weak)
+
+
+def where3(condition, x, y):
+    """``where(condition, x, y)`` by ``np.where`` when ``condition`` is a boolean Array and
+    ``x``/``y`` are Arrays of one dtype (or one of them a Python scalar that keeps the other's
+    dtype), with no transformation active; else None. Selection needs no promotion, so
+    any dtype qualifies; the result is weak only when both operands are."""
+    if not eager():
+        return None
+    c = condition._value
+    if c.dtype != np.bool_:
+        return None
+    if type(x) is Array:
+        xv = x._value
+        dt = xv.dtype
+        if type(y) is Array:
+            yv = y._value
+            if yv.dtype != dt:
+                return None
+            weak = x.weak_type and y.weak_type
+        elif _scalar_ok(dt, y):
+            yv, weak = dt.type(y), x.weak_type
+        else:
+            return None
+    elif type(y) is Array and _scalar_ok(y._value.dtype, x):
+        yv = y._value
+        dt = yv.dtype
+        xv, weak = dt.type(x), y.weak_type
+    else:
+        return None
+    return make_array(np.where(c, xv, yv), weak)

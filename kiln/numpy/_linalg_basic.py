@@ -12,6 +12,7 @@ import string
 import numpy as np
 
 from kiln import lax
+from kiln.array import Array, make_array
 from kiln.core.trace import get_aval
 from kiln.numpy import _eager, _util
 from kiln.numpy._util import as_operand, canonicalize_axis, check_arraylike
@@ -37,10 +38,12 @@ def _promote(name, a, b):
 def dot(a, b, *, precision=None, preferred_element_type=None):
     """NumPy's ``dot``: scalar product, inner product, or contraction of a's last axis
     with b's second-to-last (last for 1-D ``b``)."""
-    if precision is None and preferred_element_type is None:
-        vals = _eager.plain_values(a, b)
-        if vals is not None and vals[0].ndim in (1, 2) and vals[1].ndim in (1, 2):
-            return _eager.wrap(np.asarray(np.matmul(*vals)))
+    if (type(a) is Array and type(b) is Array and precision is None
+            and preferred_element_type is None and _eager.eager()):
+        av, bv = a._value, b._value
+        if (av.dtype is bv.dtype and av.dtype in _eager.PLAIN and 0 < av.ndim < 3
+                and 0 < bv.ndim < 3):
+            return make_array(_eager.as_ndarray(np.matmul(av, bv)))
     a, b = _promote("dot", a, b)
     na, nb = get_aval(a).ndim, get_aval(b).ndim
     if na == 0 or nb == 0:

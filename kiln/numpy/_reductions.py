@@ -148,6 +148,9 @@ def _add2(a, b):
     return lax.bitwise_or(a, b) if get_aval(a).dtype == np.bool_ else lax.add(a, b)
 
 
+_add_reduce = np.add.reduce   # what np.sum calls, without its argument wrapping
+
+
 def _mul2(a, b):
     return lax.bitwise_and(a, b) if get_aval(a).dtype == np.bool_ else lax.mul(a, b)
 
@@ -161,8 +164,8 @@ def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=
             v = vals[0]
             axes = _eager.axes_of(axis, v.ndim)
             if axes is not None:
-                r = np.sum(v, axis=axes, dtype=v.dtype, keepdims=bool(keepdims))
-                return _eager.wrap(np.asarray(r))
+                r = _add_reduce(v, axis=axes, dtype=v.dtype, keepdims=bool(keepdims))
+                return _eager.wrap(_eager.as_ndarray(r))
     return _reduce(a, "sum", lax.reduce_sum, 0, bool_reduce=lambda x, ax: lax.reduce_or(x, ax),
                    upcast_f16=True, axis=axis, dtype=dtype, out=out, keepdims=keepdims,
                    initial=initial, where=where, promote_integers=promote_integers,
@@ -237,9 +240,9 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
             if axes is not None:
                 n = math.prod(v.shape[d] for d in axes)
                 with np.errstate(all="ignore"):
-                    r = np.true_divide(np.sum(v, axis=axes, dtype=v.dtype,
-                                              keepdims=bool(keepdims)), v.dtype.type(n))
-                return _eager.wrap(np.asarray(r, v.dtype))
+                    r = np.true_divide(_add_reduce(v, axis=axes, dtype=v.dtype,
+                                                   keepdims=bool(keepdims)), v.dtype.type(n))
+                return _eager.wrap(_eager.as_ndarray(r))
     a = ensure_arraylike("mean", a)
     where = _check_where("mean", where)
     if out is not None:

@@ -23,7 +23,7 @@ from kiln import dtypes, lax
 from kiln.array import Array, make_array
 from kiln.core.trace import Tracer, get_aval
 from kiln.errors import ConcretizationTypeError
-from kiln.numpy import _util
+from kiln.numpy import _eager, _util
 
 __all__ = ["nonzero", "where", "flatnonzero", "argwhere", "extract", "place", "mask_indices",
            "unique", "unique_values", "unique_counts", "unique_inverse", "unique_all",
@@ -135,6 +135,10 @@ def _strides(shape):
 def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
     """``x`` where ``condition`` else ``y``; with one argument, ``nonzero(condition)``
     (``size=``/``fill_value=`` as in :func:`nonzero`)."""
+    if type(condition) is Array and size is None and fill_value is None:
+        out = _eager.where3(condition, x, y)
+        if out is not None:
+            return out
     if x is None and y is None:
         return nonzero(_util.ensure_arraylike("where", condition), size=size,
                        fill_value=fill_value)

@@ -477,41 +477,97 @@ def tile(A, reps):
 
 
 def repeat(a, repeats, axis=None, *, total_repeat_length=None, out_sharding=None):
-    """Repeat each element ``repeats`` times (an int, or one count per element) along
-    ``axis`` (of the flattened array when None). Counts must be concrete."""
-    a = ensure_arraylike("repeat", a)
+    """Repeat each element of an array.
+
+    JAX implementation of :func:`numpy.repeat`.
+
+    Args:
+      a: the array.
+      repeats: a count for every element along ``axis`` (broadcast), or one count.
+      axis: the axis to repeat along; None repeats the flattened array.
+      total_repeat_length: the static length of the output along ``axis``. Needed when
+        ``repeats`` is traced (under ``jit``); the result is cut to this length, or padded
+        by repeating the last element.
+      out_sharding: accepted for compatibility; kiln runs on one device.
+
+    Returns:
+      The repeated array.
+    """
+    if isinstance(repeats, (int, np.integer)) and not isinstance(repeats, bool):
+        a = ensure_arraylike("repeat", a)
+    else:
+        a, repeats = ensure_arraylike("repeat", a, repeats)
     if axis is None:
         a = ravel(a)
         axis = 0
     shape = _shape(a)
-    axis = canonicalize_axis(axis, len(shape))
-    if isinstance(repeats, Tracer):
-        raise NotImplementedError("jnp.repeat with traced repeats is not implemented yet "
-                                  "(needs a gather primitive)")
-    reps = np.asarray(repeats._value if type(repeats) is Array else repeats)
-    if reps.ndim == 0 or reps.size == 1:
-        r = int(reps.reshape(()))
-        if r < 0:
+    axis = canonicalize_axis(axis, max(len(shape), 1))
+    if total_repeat_length is None:
+        if isinstance(repeats, Tracer):
+            raise ConcretizationTypeError(
+                repeats,
+                "When jit-compiling jnp.repeat, the total number of repeats must be static. "
+                "To fix this, either specify a static value for `repeats`, or pass a static "
+                "value to `total_repeat_length`.")
+        reps = np.asarray(repeats._value if type(repeats) is Array else repeats)
+        if np.any(reps < 0):
             raise ValueError("repeats may not contain negative values.")
-        big = shape[:axis + 1] + (r,) + shape[axis + 1:]
-        dims = tuple(i for i in range(len(big)) if i != axis + 1)
-        out = lax.broadcast_in_dim(a, big, dims)
-        out = lax.reshape(out, shape[:axis] + (shape[axis] * r,) + shape[axis + 1:])
-    else:
-        if reps.shape != (shape[axis],):
-            raise ValueError(f"repeats shape {reps.shape} does not match the size of axis "
-                             f"{axis} ({shape[axis]})")
+        if reps.ndim == 0 and len(shape):
+            r = int(reps)
+            big = shape[:axis + 1] + (r,) + shape[axis + 1:]
+            dims = tuple(i for i in range(len(big)) if i != axis + 1)
+            out = lax.broadcast_in_dim(a, big, dims)
+            return lax.reshape(out, shape[:axis] + (shape[axis] * r,) + shape[axis + 1:])
+        reps = reps.ravel()
+        if len(shape):
+            if reps.size not in (1, shape[axis]):
+                raise ValueError(f"repeats shape {reps.shape} does not match the size of "
+                                 f"axis {axis} ({shape[axis]})")
+            reps = np.broadcast_to(reps, (shape[axis],))
+        total = int(reps.sum())
+        if not len(shape):
+            return _repeat_scalar(a, reps.size, total)
+        if total == 0:
+            return lax.full(shape[:axis] + (0,) + shape[axis + 1:], 0, get_aval(a).dtype)
         from kiln.numpy._indexing import take
-        idx = np.repeat(np.arange(shape[axis]), reps)
-        out = take(a, idx, axis=axis, mode="clip")
-    if total_repeat_length is not None:
-        n = _shape(out)[axis]
-        if n > total_repeat_length:
-            out = _slice_axis(out, 0, total_repeat_length, axis)
-        elif n < total_repeat_length:
-            raise NotImplementedError("jnp.repeat: total_repeat_length larger than the "
-                                      "repeated size is not implemented yet")
-    return out
+        return take(a, np.repeat(np.arange(shape[axis]), reps), axis=axis, mode="clip")
+    total = _util.core_int(total_repeat_length, "The total_repeat_length argument of jnp.repeat "
+                                          "must be static.")
+    repeats = ravel(repeats)
+    if len(shape):
+        repeats = broadcast_to(repeats, (shape[axis],))
+    else:
+        return _repeat_scalar(a, get_aval(repeats).size, total)
+    if total == 0:
+        return lax.full(shape[:axis] + (0,) + shape[axis + 1:], 0, get_aval(a).dtype)
+    if shape[axis] == 0:
+        return a
+    return _repeat_traced(a, repeats, axis, total)
+
+
+def _repeat_scalar(a, n_counts, total):
+    """``repeat`` of a 0-d ``a``: only a single count is meaningful."""
+    if n_counts != 1:
+        raise ValueError("`repeat` with a scalar parameter `a` is only implemented for "
+                         "scalar values of the parameter `repeats`.")
+    return lax.broadcast_in_dim(a, (total,), ())
+
+
+def _repeat_traced(a, repeats, axis, total):
+    """``repeat`` with counts known only at run time and a static output length.
+
+    Output position ``j`` takes input element ``k`` where ``k`` is the number of blocks
+    that start at or before ``j``, minus one: mark each block start (the exclusive cumsum
+    of the counts) with a scatter-add into a zero vector of length ``total``, then a
+    cumulative sum turns the marks into gather indices. Starts beyond ``total`` are
+    dropped, so the output is cut at ``total`` or, when longer than the counts' sum, ends
+    with copies of the last element that has a nonzero count.
+    """
+    import kiln.numpy as jnp
+    from kiln.numpy._indexing import take
+    starts = jnp.cumsum(repeats) - repeats
+    marks = jnp.zeros((total,), np.int32).at[starts].add(1, mode="drop")
+    return take(a, jnp.cumsum(marks) - 1, axis=axis, mode="clip")
 
 
 def flip(m, axis=None):

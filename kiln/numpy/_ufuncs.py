@@ -809,10 +809,10 @@ def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
     if x is None or y is None:
         raise ValueError("Either both or neither of the x and y arguments should be provided "
                          f"to jax.numpy.where, got {x} and {y}.")
-    if type(condition) is Array and _eager.eager() and condition._value.dtype == np.bool_:
-        vals = _eager.plain_values(x, y)
-        if vals is not None and vals[0].shape == vals[1].shape == condition._value.shape:
-            return _eager.wrap(np.where(condition._value, vals[0], vals[1]))
+    if type(condition) is Array:
+        out = _eager.where3(condition, x, y)
+        if out is not None:
+            return out
     check_arraylike("where", condition, x, y)
     condition = as_operand(condition)
     if _kind(condition) != "b":
