@@ -4,6 +4,7 @@
 """
 from kiln import (
     _array_methods,  # noqa: F401  (installs operators)
+    _fp_warnings,  # noqa: F401  (silences NumPy inf/nan warnings raised inside kiln)
     debug,  # noqa: F401
     dtypes,  # noqa: F401
     errors,  # noqa: F401

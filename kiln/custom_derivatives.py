@@ -21,8 +21,8 @@ import inspect
 import numpy as np
 
 from kiln import dtypes
-from kiln.array import make_array
-from kiln.core.jaxpr import ClosedJaxpr, eval_jaxpr
+from kiln.array import make_array, to_array
+from kiln.core.jaxpr import ClosedJaxpr, eval_jaxpr, pp_param_rules
 from kiln.core.trace import Primitive, current_trace, get_aval, set_current_trace
 from kiln.interpreters import ad, batching, staging
 from kiln.interpreters.ad import Zero
@@ -70,6 +70,9 @@ class SymbolicZero:
 
     def __repr__(self):
         return f"SymbolicZero({self.aval.str_short()})"
+
+
+_PY_SCALARS = (int, float, complex, bool)
 
 
 class custom_jvp:
@@ -124,6 +127,9 @@ class custom_jvp:
                                 f"for {n} arguments")
         nondiff, diff = _split_nondiff(args, self.nondiff_argnums)
         flat, in_tree = tree_flatten(tuple(diff))
+        # Python scalars become weakly typed 0-d arrays (JAX hands rules typed scalars with
+        # a dtype), so rules may inspect ``x.dtype`` whatever the caller passed.
+        flat = [to_array(x) if type(x) in _PY_SCALARS else x for x in flat]
         store = {}
         user_fun, user_jvp, symbolic = self.fun, self.jvp, self.symbolic_zeros
 
@@ -173,6 +179,7 @@ class custom_jvp:
                 outs_t.append(Zero(exp) if exp.dtype == dtypes.float0 else t)
             return list(p_leaves), outs_t
 
+        _set_display(flat_jvp, name=_fn_name(user_fun), jvp=user_jvp)
         outs = current_trace().process_custom_jvp_call(flat_fun, flat_jvp, flat,
                                                        symbolic_zeros=symbolic)
         return tree_unflatten(store["tree"], outs)
@@ -268,6 +275,7 @@ class custom_vjp:
                         leaves.append(cl)
             return leaves
 
+        _set_display(flat_fwd, name=_fn_name(user_fun), bwd=user_bwd, fwd=user_fwd)
         outs = current_trace().process_custom_vjp_call(flat_fun, flat_fwd, flat_bwd, flat,
                                                        None, symbolic_zeros=self.symbolic_zeros)
         return tree_unflatten(store["tree"], outs)
@@ -344,6 +352,41 @@ custom_vjp_call_p = Primitive("custom_vjp_call")
 custom_vjp_call_p.multiple_results = True
 
 
+def _fn_name(f) -> str:
+    f = getattr(f, "func", f)          # functools.partial
+    return getattr(f, "__name__", type(f).__name__)
+
+
+def _set_display(fn, **shown):
+    """Attach what a staged equation prints (JAX prints the user's function names, not our
+    internal wrappers) to the callable that is stored in the equation's params."""
+    fn._kiln_display = shown
+    return fn
+
+
+def _copy_display(dst, src):
+    shown = getattr(src, "_kiln_display", None)
+    if shown is not None:
+        dst._kiln_display = shown
+    return dst
+
+
+def _pp_custom_jvp(params):
+    shown = dict(getattr(params["jvp_jaxpr_fun"], "_kiln_display", {}))
+    shown.update(call_jaxpr=params["call_jaxpr"], symbolic_zeros=params["symbolic_zeros"])
+    return shown
+
+
+def _pp_custom_vjp(params):
+    shown = dict(getattr(params["fwd_jaxpr_thunk"], "_kiln_display", {}))
+    shown.update(call_jaxpr=params["call_jaxpr"], symbolic_zeros=params["symbolic_zeros"])
+    return shown
+
+
+pp_param_rules["custom_jvp_call"] = _pp_custom_jvp
+pp_param_rules["custom_vjp_call"] = _pp_custom_vjp
+
+
 def _call_impl(*args, call_jaxpr: ClosedJaxpr, **_):
     from kiln.backends import reference
     return reference.run_jaxpr(call_jaxpr.jaxpr, call_jaxpr.consts, args)
@@ -367,6 +410,7 @@ def stage_custom_jvp(trace, fun, jvp, args, symbolic_zeros):
 
     def jvp_c(primals, tangents):
         return jvp(list(primals[nc:]), list(tangents[nc:]))
+    _copy_display(jvp_c, jvp)
 
     return trace.stage(custom_jvp_call_p, [*tconsts, *args],
                        dict(call_jaxpr=closed, jvp_jaxpr_fun=jvp_c, num_consts=nc,
@@ -391,7 +435,8 @@ def _custom_jvp_call_batch(axis_data, vals, dims, *, call_jaxpr, jvp_jaxpr_fun, 
     with set_current_trace(current_trace()):
         closed, tconsts = _trace_fun(bfun, bvals)
     outs = custom_jvp_call_p.bind(*tconsts, *bvals, call_jaxpr=closed,
-                                  jvp_jaxpr_fun=_drop_consts(bjvp, len(tconsts)),
+                                  jvp_jaxpr_fun=_copy_display(_drop_consts(bjvp, len(tconsts)),
+                                                              jvp_jaxpr_fun),
                                   num_consts=len(tconsts), symbolic_zeros=symbolic_zeros)
     return outs, [0] * len(outs)
 
@@ -435,6 +480,7 @@ def _batched_jvp_callables(axis_data, fun, jvp, vals, dims):
 
 def batch_custom_jvp(trace, fun, jvp, vals, dims, symbolic_zeros):
     bfun, bjvp, bvals = _batched_jvp_callables(trace.axis_data, fun, jvp, vals, dims)
+    _copy_display(bjvp, jvp)
     outs = trace.parent.process_custom_jvp_call(bfun, bjvp, bvals, symbolic_zeros=False)
     return [batching.BatchTracer(trace, o, 0) for o in outs]
 
@@ -446,6 +492,7 @@ def stage_custom_vjp(trace, fun, fwd, bwd, args, out_trees, symbolic_zeros):
 
     def fwd_c(primals):
         return fwd(list(primals[nc:]))
+    _copy_display(fwd_c, fwd)
 
     def bwd_c(res, cts):
         return [None] * 0 + list(bwd(res, cts))
@@ -516,6 +563,7 @@ def _batched_vjp_callables(axis_data, fun, fwd, bwd, vals, dims):
 
 def batch_custom_vjp(trace, fun, fwd, bwd, vals, dims, out_trees, symbolic_zeros):
     bfun, bfwd, bbwd, bvals = _batched_vjp_callables(trace.axis_data, fun, fwd, bwd, vals, dims)
+    _copy_display(bfwd, fwd)
     outs = trace.parent.process_custom_vjp_call(bfun, bfwd, bbwd, bvals, out_trees,
                                                 symbolic_zeros=symbolic_zeros)
     return [batching.BatchTracer(trace, o, 0) for o in outs]
@@ -529,7 +577,9 @@ def _custom_vjp_call_batch(axis_data, vals, dims, *, call_jaxpr, fwd_jaxpr_thunk
     closed, tconsts = _trace_fun(bfun, bvals)
     nc = len(tconsts)
     outs = custom_vjp_call_p.bind(*tconsts, *bvals, call_jaxpr=closed,
-                                  fwd_jaxpr_thunk=(lambda p: bfwd(list(p[nc:]))) if nc else bfwd,
+                                  fwd_jaxpr_thunk=_copy_display(
+                                      (lambda p: bfwd(list(p[nc:]))) if nc else bfwd,
+                                      fwd_jaxpr_thunk),
                                   bwd=bbwd, num_consts=nc, symbolic_zeros=symbolic_zeros)
     return outs, [0] * len(outs)
 

@@ -120,3 +120,18 @@ def test_dot_fast_equals_jit_and_jax(sa, sb):
     ref = jnp.dot(a, b)
     assert k.dtype == ref.dtype and k.shape == ref.shape
     np.testing.assert_allclose(np.asarray(k), np.asarray(ref), rtol=1e-5)
+
+
+def test_floating_point_warnings_silenced_only_inside_kiln():
+    import importlib
+    import warnings
+
+    from kiln import _fp_warnings
+    x = knp.asarray(np.array([1.0, 0.0, -1.0], np.float32))
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        importlib.reload(_fp_warnings)        # kiln's filter in front, as after import
+        _ = (x / 0, knp.log(x), knp.sqrt(x), x * np.inf, kiln.jit(lambda a: a / 0)(x))
+        assert not rec, [str(r.message) for r in rec]
+        _ = np.array([1.0]) / 0               # the user's own NumPy still warns
+        assert any("divide by zero" in str(r.message) for r in rec)

@@ -197,10 +197,16 @@ _HIDDEN = {
 _FIRST = ("name",)
 
 
+# Primitives whose printed parameters are not their stored ones (custom_jvp_call shows the
+# user's function names where it stores internal wrappers): name -> params -> shown dict.
+pp_param_rules: dict = {}
+
+
 def _shown_params(eqn):
     hidden = _HIDDEN.get(eqn.primitive.name, {})
+    rule = pp_param_rules.get(eqn.primitive.name)
     out = []
-    for k, v in eqn.params.items():
+    for k, v in (rule(eqn.params) if rule else eqn.params).items():
         if k.startswith("_") and k != "_split_transpose":
             continue
         h = hidden.get(k)

@@ -169,6 +169,7 @@ class JVPTrace(Trace):
 
     def process_custom_jvp_call(self, fun, jvp, args, *, symbolic_zeros=False):
         primals, tangents = zip(*(self.to_primal_tangent(x) for x in args)) if args else ((), ())
+        primals = _scalars_to_arrays(primals)
         if all(t is None or type(t) is Zero for t in tangents):
             return self.parent.process_custom_jvp_call(fun, jvp, list(primals),
                                                        symbolic_zeros=symbolic_zeros)
@@ -183,6 +184,7 @@ class JVPTrace(Trace):
     def process_custom_vjp_call(self, fun, fwd, bwd, args, out_trees, *, symbolic_zeros=False):
         from kiln.custom_derivatives import custom_lin_p
         primals, tangents = zip(*(self.to_primal_tangent(x) for x in args)) if args else ((), ())
+        primals = _scalars_to_arrays(primals)
         if all(t is None or type(t) is Zero for t in tangents):
             return self.parent.process_custom_vjp_call(fun, fwd, bwd, list(primals), out_trees,
                                                        symbolic_zeros=symbolic_zeros)
@@ -247,6 +249,13 @@ class LinearFunction:
         """Cotangents of the tangent inputs for output cotangents ``cts`` (entries may be Zero)."""
         undefined = [UndefinedPrimal(a) for a in self.in_avals]
         return backward_pass(self.jaxpr, self.consts, undefined, cts)
+
+
+def _scalars_to_arrays(primals):
+    """Python-scalar primals (from ``grad(f)(1.0)``) as weakly typed 0-d Arrays, so custom
+    rules see values with a dtype, as JAX's typed scalars have."""
+    return tuple(core.to_array(p) if type(p) in (int, float, complex, bool) else p
+                 for p in primals)
 
 
 def linearize_flat(fun, primals):

@@ -17,6 +17,7 @@ from kiln import dtypes, lax
 from kiln.array import Array, make_array
 from kiln.core.trace import Tracer, get_aval
 from kiln.numpy import _eager, _util
+from kiln.numpy._logaddexp import logaddexp, logaddexp2
 from kiln.numpy._util import (
     as_operand,
     check_arraylike,
@@ -387,25 +388,6 @@ def hypot(x1, x2, /):
     out = lax.mul(big, lax.sqrt(lax.add(_const(r, 1), lax.mul(r, r))))
     inf = lax.bitwise_or(lax.eq(a1, _const(a1, np.inf)), lax.eq(a2, _const(a2, np.inf)))
     return lax.select(inf, _const(out, np.inf), out)
-
-
-def logaddexp(x1, x2, /):
-    """Elementwise ``log(exp(x1) + exp(x2))`` without overflow."""
-    x1, x2 = promote_args_inexact("logaddexp", x1, x2)
-    amax = lax.max(x1, x2)
-    delta = lax.sub(x1, x2)
-    out = lax.add(amax, lax.log1p(lax.exp(lax.neg(lax.abs(delta)))))
-    return lax.select(lax.ne(delta, delta), lax.add(x1, x2), out)
-
-
-def logaddexp2(x1, x2, /):
-    """Elementwise ``log2(2**x1 + 2**x2)`` without overflow."""
-    x1, x2 = promote_args_inexact("logaddexp2", x1, x2)
-    amax = lax.max(x1, x2)
-    delta = lax.sub(x1, x2)
-    ln2 = _const(x1, np.log(2))
-    out = lax.add(amax, lax.div(lax.log1p(lax.exp2(lax.neg(lax.abs(delta)))), ln2))
-    return lax.select(lax.ne(delta, delta), lax.add(x1, x2), out)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -1,15 +1,15 @@
 """The logistic distribution, as ``jax.scipy.stats.logistic``."""
+from kiln.numpy._logaddexp import logaddexp
 from kiln.scipy.special import expit, logit
 from kiln.scipy.stats._common import _const, lax, promote_args_inexact
 
 
 def logpdf(x, loc=0, scale=1):
-    from kiln.nn.functions import _logaddexp  # logaddexp with JAX's derivative at ties
     x, loc, scale = promote_args_inexact("logistic.logpdf", x, loc, scale)
     x = lax.div(lax.sub(x, loc), scale)
     two = _const(x, 2)
     half_x = lax.div(x, two)
-    return lax.sub(lax.mul(lax.neg(two), _logaddexp(half_x, lax.neg(half_x))),
+    return lax.sub(lax.mul(lax.neg(two), logaddexp(half_x, lax.neg(half_x))),
                    lax.log(scale))
 
 
