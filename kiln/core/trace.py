@@ -11,6 +11,7 @@ The root trace is an ``EvalTrace``: it calls the primitive's NumPy ``impl``.
 from __future__ import annotations
 
 import itertools
+import threading
 from contextlib import contextmanager
 
 import numpy as np
@@ -63,8 +64,12 @@ def standard_weak_type_rule(*weak_flags, **_params) -> bool:
     return bool(weak_flags) and all(weak_flags)
 
 
-class _TraceState:
-    __slots__ = ("trace",)
+class _TraceState(threading.local):
+    """The current trace, per thread (as in JAX): a transformation running in one thread
+    never sees tracers of another. A new thread starts at the eval trace."""
+
+    def __init__(self):
+        self.trace = globals().get("eval_trace")
 
 
 _state = _TraceState()
