@@ -3,6 +3,8 @@ custom rules receive arrays for Python-scalar inputs, and staged custom_jvp_call
 custom_vjp_call equations print as JAX 0.10 prints them."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -85,3 +87,22 @@ def _mk(m):
 ])
 def test_custom_call_printing_matches_jax(build):
     assert str(build(kiln, knp)) == str(build(jax, jnp))
+
+
+@pytest.mark.parametrize("method", ["add", "min", "max", "mul", "set"])
+def test_scatter_update_jaxpr_prints_like_jax(method):
+    x = np.zeros(5, np.float32)
+
+    def body(a):
+        return a[a.index("scatter"):].split("] ")[0]   # the params, not the operand names
+
+    k = str(kiln.make_jaxpr(lambda v: getattr(v.at[1:3], method)(2.0))(x))
+    j = str(jax.make_jaxpr(lambda v: getattr(v.at[np.array([1, 2])], method)(2.0))(x))
+    if "scatter" in k:        # kiln lowers static slices to dynamic_update_slice
+        assert body(k) == body(j)
+    k = str(kiln.make_jaxpr(lambda v: getattr(v.at[np.array([1, 2])], method)(2.0))(x))
+    kb, jb = body(k), body(j)
+    # Variable names inside update_jaxpr depend on how many variables precede it.
+    def rename(t):
+        return re.sub(r"\b[a-z]\b", "v", t)
+    assert rename(kb) == rename(jb)

@@ -228,7 +228,10 @@ def pp_eqn(eqn: JaxprEqn, namer, indent: int) -> str:
                                      all(_is_jaxpr(e) for e in v)) for _, v in params)
     if not has_jaxpr:
         ptxt = ("[" + " ".join(f"{k}={_pp_value(v)}" for k, v in params) + "]") if params else ""
-        return f"{outs} = {name}{ptxt} {args}".rstrip()
+        # JAX's printer keeps the parameter group on one line when it fits in 80 columns
+        # from where it starts; otherwise one parameter per line.
+        if not params or indent + len(outs) + 3 + len(name) + len(ptxt) <= 80:
+            return f"{outs} = {name}{ptxt} {args}".rstrip()
     pad = " " * (indent + 2)
     lines = [f"{outs} = {name}["]
     fresh = name == "jit"   # a jit's body is printed with its own names, as JAX does

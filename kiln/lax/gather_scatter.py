@@ -26,6 +26,7 @@ The NumPy impls build one coordinate array per operand axis (broadcast, never lo
 from __future__ import annotations
 
 import enum
+import functools
 from typing import NamedTuple
 
 import numpy as np
@@ -38,6 +39,7 @@ from kiln.interpreters.ad import Zero, is_undefined_primal
 from kiln.lax._factory import _any, _num, check_dtype, check_same_dtypes, standard_primitive
 from kiln.lax.arith import add, div, eq, mul, neg, sub
 from kiln.lax.arith import max as _lax_max
+from kiln.lax.arith import min as _lax_min
 from kiln.lax.slicing import broadcasted_iota, full, full_like
 from kiln.lax.structural import broadcast_in_dim, convert_element_type, reshape, select
 
@@ -970,12 +972,35 @@ ad.transpose_rules[scatter_p] = _scatter_transpose
 # public scatter wrappers
 
 
+_COMBINERS = {"scatter-add": add, "scatter-sub": sub, "scatter-mul": mul,
+              "scatter-min": _lax_min, "scatter-max": _lax_max}
+
+
+@functools.cache
+def _update_jaxpr(prim_name, dtype):
+    """The scalar combiner as a jaxpr (``{ lambda ; a b. let c = add a b in (c,) }``), as JAX
+    records it in a scatter's ``update_jaxpr`` parameter; None for plain scatter. Only
+    printed: the impl and rules dispatch on the primitive."""
+    fn = _COMBINERS.get(prim_name)
+    if fn is None:
+        return None
+    from kiln.interpreters.staging import trace_to_jaxpr
+    aval = ShapedArray((), dtype)
+    try:
+        jaxpr, _ = trace_to_jaxpr(lambda a, b: [fn(a, b)], [aval, aval])
+    except TypeError:          # e.g. no lax.add on this dtype: nothing to show
+        return None
+    return jaxpr
+
+
 def _scatter_bind(prim, operand, indices, updates, dimension_numbers, indices_are_sorted,
                   unique_indices, mode):
     mode = GatherScatterMode.from_any(mode)
     if mode == GatherScatterMode.ONE_HOT:
         raise NotImplementedError("scatter mode 'one_hot' is not supported by kiln")
-    return prim.bind(operand, indices, updates, update_jaxpr=None, update_consts=(),
+    return prim.bind(operand, indices, updates,
+                     update_jaxpr=_update_jaxpr(prim.name, np.dtype(get_aval(operand).dtype)),
+                     update_consts=(),
                      dimension_numbers=_canon_scatter_dnums(dimension_numbers),
                      indices_are_sorted=bool(indices_are_sorted),
                      unique_indices=bool(unique_indices), mode=mode)
