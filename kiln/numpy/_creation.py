@@ -146,6 +146,8 @@ def copy(a, order=None):
 
 def _fill(shape, fill_value, dtype, weak):
     """Broadcast a scalar operand to ``shape`` as ``dtype``."""
+    if any(d < 0 for d in shape):
+        raise TypeError(f"Shapes must have every element be nonnegative, got {tuple(shape)}.")
     if isinstance(fill_value, Tracer) or isinstance(fill_value, Array):
         v = lax._convert_element_type(fill_value, dtype, weak)
     else:

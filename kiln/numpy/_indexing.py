@@ -560,7 +560,8 @@ def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
     axis = _util.canonicalize_axis(axis, nd)
     ia = get_aval(indices)
     if not dtypes.issubdtype(ia.dtype, np.integer):
-        raise TypeError(f"take: indices must be integers, got {np.dtype(ia.dtype).name}")
+        raise ValueError(f"jnp.take: indices must have an integer type, got "
+                         f"{np.dtype(ia.dtype).name}")
     n = get_aval(a).shape[axis]
     if mode is None or mode == "fill":
         gmode, wrap = GatherScatterMode.FILL_OR_DROP, True

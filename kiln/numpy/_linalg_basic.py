@@ -42,7 +42,7 @@ def dot(a, b, *, precision=None, preferred_element_type=None):
             and preferred_element_type is None and _eager.eager()):
         av, bv = a._value, b._value
         if (av.dtype is bv.dtype and av.dtype in _eager.PLAIN and 0 < av.ndim < 3
-                and 0 < bv.ndim < 3):
+                and 0 < bv.ndim < 3 and av.shape[-1] == bv.shape[0]):
             return make_array(_eager.as_ndarray(np.matmul(av, bv)))
     a, b = _promote("dot", a, b)
     na, nb = get_aval(a).ndim, get_aval(b).ndim
@@ -255,6 +255,12 @@ def _parse_einsum(subscripts, shapes):
             out_labels = list(pre) + ell_labels + list(post)
         else:
             out_labels = list(out)
+        seen_in = set().union(*labels) if labels else set()
+        for c in out_labels:
+            if c not in seen_in:
+                raise ValueError(f"Output character {c!r} did not appear in the input")
+        if len(set(out_labels)) != len(out_labels):
+            raise ValueError(f"einsum: output subscript {out!r} repeats a label")
     else:
         counts = {}
         for lab in labels:

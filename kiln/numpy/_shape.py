@@ -52,10 +52,10 @@ def _compute_newshape(size, newshape):
     if neg:
         known = math.prod(d for d in newshape if d != -1)
         if known == 0 or size % known:
-            raise TypeError(f"cannot reshape array of size {size} into shape {newshape}")
+            raise ValueError(f"cannot reshape array of size {size} into shape {newshape}")
         newshape = tuple(size // known if d == -1 else d for d in newshape)
     if math.prod(newshape) != size:
-        raise TypeError(f"cannot reshape array of shape ... (size {size}) into shape "
+        raise ValueError(f"cannot reshape array of size {size} into shape "
                         f"{newshape} (size {math.prod(newshape)})")
     return newshape
 
@@ -100,9 +100,13 @@ def transpose(a, axes=None):
     if axes is None:
         perm = tuple(range(nd - 1, -1, -1))
     else:
+        axes = tuple(axes)
+        if len(axes) != nd:
+            raise ValueError(f"axes {axes} don't match array of dimension {nd}")
         perm = tuple(canonicalize_axis(i, nd) for i in axes)
         if sorted(perm) != list(range(nd)):
-            raise ValueError(f"axes {tuple(axes)} don't match array of dimension {nd}")
+            raise TypeError("transpose permutation isn't a permutation of operand dimensions, "
+                            f"got permutation {axes} for operand shape {get_aval(a).shape}.")
     return lax.transpose(a, perm)
 
 
@@ -511,7 +515,8 @@ def repeat(a, repeats, axis=None, *, total_repeat_length=None, out_sharding=None
                 "value to `total_repeat_length`.")
         reps = np.asarray(repeats._value if type(repeats) is Array else repeats)
         if np.any(reps < 0):
-            raise ValueError("repeats may not contain negative values.")
+            raise TypeError(f"jnp.repeat: repeats may not contain negative values, got "
+                            f"{reps.tolist()}.")
         if reps.ndim == 0 and len(shape):
             r = int(reps)
             big = shape[:axis + 1] + (r,) + shape[axis + 1:]

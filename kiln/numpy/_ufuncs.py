@@ -779,6 +779,11 @@ def _const_like_value(x, value):
 
 def _where_op(cond, x, y):
     """``select`` on already-promoted operands of equal dtype (broadcasting them)."""
+    shapes = [get_aval(v).shape for v in (cond, x, y)]
+    try:
+        _util.broadcast_shapes(*shapes)
+    except ValueError:   # JAX's where broadcasts with broadcast_arrays: ValueError
+        raise ValueError(f"Incompatible shapes for broadcasting: shapes={list(shapes)}") from None
     cond, x, y = promote_shapes("where", cond, x, y)
     return lax.select(cond, x, y)
 

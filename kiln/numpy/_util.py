@@ -279,8 +279,8 @@ def promote_shapes(fun_name: str, *args, scalars_ok: bool = False):
     try:
         shape = broadcast_shapes(*shapes)
     except ValueError:
-        raise ValueError(f"{fun_name}: incompatible shapes for broadcasting: "
-                         f"{', '.join(str(s) for s in shapes)}") from None
+        raise TypeError(f"{fun_name} got incompatible shapes for broadcasting: "
+                        f"{', '.join(str(s) for s in shapes)}.") from None
     return [broadcast_to(o, shape) for o in ops]
 
 
@@ -311,12 +311,14 @@ def broadcast_arrays(*args):
 
 
 def canonicalize_axis(axis, ndim: int) -> int:
-    """An axis in [-ndim, ndim) as a non-negative int; ValueError when out of bounds."""
+    """An axis in [-ndim, ndim) as a non-negative int. Out of bounds: NumPy's ``AxisError``,
+    which is both a ValueError (what JAX raises for most functions) and an IndexError (what
+    it raises for a few, e.g. ``swapaxes``, ``argmax``)."""
     if isinstance(axis, Tracer):
         raise ConcretizationTypeError(axis, "The axis argument must be static.")
     axis = operator.index(axis)
     if not -ndim <= axis < ndim:
-        raise ValueError(f"axis {axis} is out of bounds for array of dimension {ndim}")
+        raise np.exceptions.AxisError(axis, ndim)
     return axis + ndim if axis < 0 else axis
 
 
