@@ -246,10 +246,22 @@ class Tracer:
             raise TypeError("iteration over a 0-d array")
         return (self[i] for i in range(self.shape[0]))
 
+    def to_concrete_value(self):
+        """The value this tracer stands for when it is known while tracing (a JVP tracer of
+        a concrete primal, under grad/jvp/jacfwd), else None. As in JAX, such values may be
+        used as Python values: control flow, shapes, ``int(x)``."""
+        return None
+
     def __bool__(self):
-        raise TracerBoolConversionError(self)
+        v = concretize(self)
+        if isinstance(v, Tracer):
+            raise TracerBoolConversionError(self)
+        return bool(v)
 
     def __int__(self):
+        v = concretize(self)
+        if not isinstance(v, Tracer):
+            return int(v)
         raise ConcretizationTypeError(self, "The problem arose with the `int` function.")
 
     def __float__(self):
@@ -259,6 +271,9 @@ class Tracer:
         raise ConcretizationTypeError(self, "The problem arose with the `complex` function.")
 
     def __index__(self):
+        v = concretize(self)
+        if not isinstance(v, Tracer):
+            return v.__index__()
         raise TracerIntegerConversionError(self)
 
     def __array__(self, dtype=None, copy=None):
@@ -269,6 +284,9 @@ class Tracer:
                         "to use an array as a static argument, convert it to a tuple)")
 
     def item(self, *args):
+        v = concretize(self)
+        if not isinstance(v, Tracer):
+            return v.item(*args)
         raise ConcretizationTypeError(self, "The problem arose with the `item` method.")
 
     def tolist(self):
@@ -306,8 +324,20 @@ def is_concrete(x) -> bool:
     return not isinstance(x, Tracer)
 
 
+def concretize(x):
+    """``x`` itself, or for a tracer whose value is known while tracing (see
+    ``Tracer.to_concrete_value``) that value; a tracer without one is returned unchanged."""
+    while isinstance(x, Tracer):
+        v = x.to_concrete_value()
+        if v is None:
+            return x
+        x = v
+    return x
+
+
 def concrete_value(x):
     """The NumPy value of ``x``, or ConcretizationTypeError for tracers."""
+    x = concretize(x)
     if isinstance(x, Tracer):
         raise ConcretizationTypeError(x)
     if type(x) is Array:

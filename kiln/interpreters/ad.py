@@ -126,6 +126,9 @@ class JVPTracer(Tracer):
     def aval(self):
         return get_aval(self.primal)
 
+    def to_concrete_value(self):
+        return self.primal
+
 
 class JVPTrace(Trace):
     __slots__ = ()

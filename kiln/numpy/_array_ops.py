@@ -69,6 +69,7 @@ def compress(condition, a, axis=None, *, size=None, fill_value=0, out=None):
     if out is not None:
         raise NotImplementedError("The 'out' argument to jnp.compress is not supported.")
     check_arraylike("compress", condition, a)
+    condition = _util.concretize(condition)
     if isinstance(condition, Tracer):
         raise ConcretizationTypeError(condition, "jnp.compress needs a concrete condition.")
     cond = np.asarray(condition._value if type(condition) is Array else condition).astype(bool)

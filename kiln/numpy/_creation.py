@@ -235,6 +235,7 @@ def _iota_2d(n, m):
 
 
 def _static_int(x, name):
+    x = _util.concretize(x)
     if isinstance(x, Tracer):
         raise ConcretizationTypeError(x, f"The {name} argument must be static.")
     return int(x)
@@ -323,6 +324,7 @@ def diagflat(v, k=0):
 
 
 def _concrete_scalar(x, name):
+    x = _util.concretize(x)
     if isinstance(x, Tracer):
         raise ConcretizationTypeError(
             x, f"It arose in the jnp.arange argument '{name}'. jnp.arange needs static "

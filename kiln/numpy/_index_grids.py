@@ -21,6 +21,8 @@ def _jnp():
 
 
 def _concrete(v, what):
+    from kiln.core.trace import concretize
+    v = concretize(v)
     if isinstance(v, Tracer):
         raise ConcretizationTypeError(v, f"The {what} must be concrete.")
     return v

@@ -595,7 +595,7 @@ def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
                       unique_indices=unique_indices, indices_are_sorted=indices_are_sorted)
 
 
-def take_along_axis(arr, indices, axis, mode=None, fill_value=None, *,
+def take_along_axis(arr, indices, axis=-1, mode=None, fill_value=None, *,
                     wrap_negative_indices=None):
     """``arr`` gathered along ``axis`` at ``indices`` (same rank; other axes broadcast).
 
@@ -652,7 +652,7 @@ def take_along_axis(arr, indices, axis, mode=None, fill_value=None, *,
 
 def nonzero(a, *, size=None, fill_value=None):
     """Indices of the nonzero elements (a concrete input, or a static ``size``)."""
-    a = _util.ensure_arraylike("nonzero", a)
+    a = _util.concretize(_util.ensure_arraylike("nonzero", a))
     if isinstance(a, Tracer):
         raise ConcretizationTypeError(
             a, "The size argument of jnp.nonzero must be static and the input concrete; "

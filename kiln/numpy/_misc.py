@@ -579,6 +579,7 @@ def insert(arr, obj, values, axis=None):
     if axis is None:
         a = jnp.ravel(a)
         axis = 0
+    axis = _util.concretize(axis)
     if isinstance(axis, Tracer):
         raise ConcretizationTypeError(axis, "axis argument of jnp.insert()")
     axis = _util.canonicalize_axis(axis, get_aval(a).ndim)
@@ -657,6 +658,7 @@ def delete(arr, obj, axis=None, *, assume_unique_indices=False):
         j = jnp.arange(n - m, dtype=_dtype(o))
         j = j + jnp.sum(j[None, :] >= o[:, None], axis=0, dtype=_dtype(j))
         return a[lead + (j,)]
+    obj = _util.concretize(obj)
     if isinstance(obj, Tracer):
         raise ConcretizationTypeError(obj, "'obj' array argument of jnp.delete(); pass "
                                            "assume_unique_indices=True to use traced indices.")
@@ -679,10 +681,11 @@ def trim_zeros(filt, trim="fb", axis=None):
     """``filt`` without its leading ('f') and/or trailing ('b') zeros (needs a concrete
     input: the result's shape depends on the values)."""
     filt = _util.ensure_arraylike("trim_zeros", filt)
-    if isinstance(filt, Tracer):
+    known = _util.concretize(filt)     # the slice bounds need values; the slice keeps filt
+    if isinstance(known, Tracer):
         raise ConcretizationTypeError(filt, "Error arose in the `filt` argument of "
                                             "trim_zeros()")
-    v = np.asarray(filt._value)
+    v = np.asarray(known._value)
     axes = set(_util.canonicalize_axes(axis, v.ndim))
     t = trim.lower()
     if not axes or ("f" not in t and "b" not in t):

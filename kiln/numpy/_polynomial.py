@@ -90,11 +90,12 @@ def polydiv(u, v, *, trim_leading_zeros=False):
         q = q.at[k].set(d)
         u = u.at[k:k + n + 1].add(-d * v)
     if trim_leading_zeros:
-        if isinstance(u, Tracer):
+        known = _util.concretize(u)
+        if isinstance(known, Tracer):
             raise ConcretizationTypeError(u, "polydiv(..., trim_leading_zeros=True) needs "
                                              "concrete inputs.")
         tol = np.sqrt(np.finfo(get_aval(u).dtype).eps)
-        val = np.asarray(u._value)
+        val = np.asarray(known._value)
         nz = np.nonzero(np.abs(val) > tol)[0]
         u = u[int(nz[0]):] if nz.size else u[:0]
     return q, u
@@ -189,6 +190,7 @@ def roots(p, *, strip_zeros=True):
             get_aval(p).dtype)))
     lead = jnp.where(jnp.all(p == 0), n, jnp.argmax(p != 0))
     if strip_zeros:
+        lead = _util.concretize(lead)
         if isinstance(lead, Tracer):
             raise ConcretizationTypeError(
                 lead, "The error occurred in the jnp.roots() function. To use this within a "
@@ -226,6 +228,7 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
         raise TypeError("expected x and y to have same length")
     if rcond is None:
         rcond = _len(x) * float(jnp.finfo(get_aval(x).dtype).eps)
+    rcond = _util.concretize(rcond)
     if isinstance(rcond, Tracer):
         raise ConcretizationTypeError(rcond, "rcond must be float")
     rcond = float(rcond)

@@ -43,14 +43,19 @@ def _int_dtype():
 
 
 def _require_concrete(x, name):
-    """ConcretizationTypeError naming ``size=`` when ``x`` is traced."""
-    if isinstance(x, Tracer):
+    """ConcretizationTypeError naming ``size=`` when ``x`` is traced (a tracer whose value is
+    known, under grad, passes and its value is returned: as in JAX, the result is then
+    computed from that value, outside differentiation)."""
+    known = _util.concretize(x)
+    if isinstance(known, Tracer):
         raise ConcretizationTypeError(
             x, f"The error arose in jnp.{name}(): its output shape depends on the values of "
                "its input. " + _SIZE_HINT.format(name=f"jnp.{name}()"))
+    return known
 
 
 def _static_size(size, name):
+    size = _util.concretize(size)
     if isinstance(size, Tracer):
         raise ConcretizationTypeError(size, f"The size argument of jnp.{name} must be static.")
     size = operator.index(size)
@@ -93,7 +98,8 @@ def nonzero(a, *, size=None, fill_value=None):
     idt = _int_dtype()
     if size is None:
         _require_concrete(a, "nonzero")
-        return tuple(make_array(np.asarray(i, idt)) for i in np.nonzero(np.asarray(a._value)))
+        v = _util.concretize(a)._value
+        return tuple(make_array(np.asarray(i, idt)) for i in np.nonzero(np.asarray(v)))
     size = _static_size(size, "nonzero")
     if fill_value is not None:
         fills = fill_value if isinstance(fill_value, tuple) else (fill_value,) * len(shape)
@@ -309,7 +315,7 @@ def unique(ar, return_index=False, return_inverse=False, return_counts=False, ax
     del sorted
     arr = _util.ensure_arraylike("unique", ar)
     if size is None:
-        _require_concrete(arr, "unique")
+        arr = _require_concrete(arr, "unique")
     else:
         size = _static_size(size, "unique")
     shape = get_aval(arr).shape
@@ -410,8 +416,8 @@ def _flat_pair(name, ar1, ar2, size):
     jnp = _jnp()
     ar1, ar2 = _util.ensure_arraylike(name, ar1, ar2)
     if size is None:
-        _require_concrete(ar1, name)
-        _require_concrete(ar2, name)
+        ar1 = _require_concrete(ar1, name)
+        ar2 = _require_concrete(ar2, name)
     else:
         size = _static_size(size, name)
     a1, a2 = _util.promote_dtypes(jnp.ravel(ar1), jnp.ravel(ar2))
@@ -430,7 +436,7 @@ def setdiff1d(ar1, ar2, assume_unique=False, *, size=None, fill_value=None):
     jnp = _jnp()
     ar1, ar2 = _util.ensure_arraylike("setdiff1d", ar1, ar2)
     if size is None:
-        _require_concrete(ar1, "setdiff1d")
+        ar1 = _require_concrete(ar1, "setdiff1d")
     else:
         size = _static_size(size, "setdiff1d")
     a1, a2 = jnp.ravel(ar1), jnp.ravel(ar2)
@@ -439,7 +445,7 @@ def setdiff1d(ar1, ar2, assume_unique=False, *, size=None, fill_value=None):
     if get_aval(a1).size == 0:
         return jnp.full((size or 0,), fill, dt)
     keep = jnp.isin(a1, a2, invert=True)
-    if size is None and isinstance(keep, Tracer):
+    if size is None and _util.is_traced(keep):
         # ar2 is traced: the result's length depends on it.
         _require_concrete(keep, "setdiff1d")
     v, _, first = _masked_unique(a1, keep)

@@ -507,6 +507,7 @@ def repeat(a, repeats, axis=None, *, total_repeat_length=None, out_sharding=None
     shape = _shape(a)
     axis = canonicalize_axis(axis, max(len(shape), 1))
     if total_repeat_length is None:
+        repeats = _util.concretize(repeats)
         if isinstance(repeats, Tracer):
             raise ConcretizationTypeError(
                 repeats,
@@ -646,6 +647,7 @@ def roll(a, shift, axis=None):
     if len(shifts) != len(axes):
         raise ValueError("shift and axis must have the same number of elements")
     for s, ax in zip(shifts, axes):
+        s = _util.concretize(s)
         if isinstance(s, Tracer):
             a = _roll_dynamic(a, s, ax)
         else:

@@ -41,6 +41,8 @@ def _check_kind_order(name, kind, order):
 
 
 def _static_bool(x, what):
+    from kiln.core.trace import concretize
+    x = concretize(x)
     if isinstance(x, Tracer):
         from kiln.errors import ConcretizationTypeError
         raise ConcretizationTypeError(x, f"{what} must be static.")

@@ -336,6 +336,7 @@ def bincount(x, weights=None, minlength=0, *, length=None, out_sharding=None):
     minlength = _util.core_int(minlength, "The error occurred because of argument "
                                           "'minlength' of jnp.bincount.")
     if length is None:
+        x = _util.concretize(x)
         if isinstance(x, Tracer):
             raise ConcretizationTypeError(
                 x, "The error occurred because of argument 'x' of jnp.bincount. To avoid this "

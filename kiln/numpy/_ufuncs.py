@@ -136,8 +136,9 @@ divide = true_divide
 
 def _float_divmod(x1, x2):
     # Python semantics: the remainder takes the sign of the divisor.
+    # As in JAX: x / ±0 keeps x (not x - nan), so the quotient is ±inf rather than nan.
     mod = lax.rem(x1, x2)
-    div = lax.div(lax.sub(x1, mod), x2)
+    div = lax.div(lax.select(lax.eq(x2, _const(x2, 0)), x1, lax.sub(x1, mod)), x2)
     ind = lax.bitwise_and(lax.ne(mod, _const(mod, 0)), lax.ne(lax.sign(x2), lax.sign(mod)))
     mod = lax.select(ind, lax.add(mod, x2), mod)
     div = lax.select(ind, lax.sub(div, _const(div, 1)), div)
@@ -676,8 +677,10 @@ def signbit(x, /):
         return lax.lt(x, _const(x, 0))
     if k == "c":
         raise ValueError("jnp.signbit is not well defined for complex inputs")
-    # atan2(x, -1) is +pi for +0.0 and -pi for -0.0, and has x's sign otherwise.
-    return lax.lt(lax.atan2(x, _const(x, -1)), _const(x, 0))
+    # The top bit of the bits as a signed integer of the same width: also right for
+    # -0.0 and for NaNs with the sign bit set.
+    bits = lax.bitcast_convert_type(x, np.dtype(f"int{get_aval(x).dtype.itemsize * 8}"))
+    return lax.lt(bits, _const(bits, 0))
 
 
 def copysign(x1, x2, /):
@@ -819,8 +822,8 @@ def select(condlist, choicelist, default=0):
     out = default
     for cond, choice in reversed(list(zip(condlist, choicelist))):
         cond = as_operand(cond)
-        if _kind(cond) != "b":
-            raise TypeError("condlist must be a sequence of boolean arrays")
+        if _kind(cond) != "b":      # JAX takes any condition, as its truth value
+            cond = _to_bool(cond)
         out = where(cond, choice, out)
     return as_operand(out)
 

@@ -19,7 +19,7 @@ from kiln import dtypes, lax
 from kiln.array import Array, make_array, to_array
 from kiln.config import config
 from kiln.core import trace as _core
-from kiln.core.trace import Tracer, get_aval
+from kiln.core.trace import Tracer, concretize, get_aval
 from kiln.errors import ConcretizationTypeError
 
 _py_scalars = (bool, int, float, complex)
@@ -67,11 +67,12 @@ def ensure_arraylike(fun_name: str, *args):
 
 
 def is_traced(x) -> bool:
-    return isinstance(x, Tracer)
+    return isinstance(concretize(x), Tracer)
 
 
 def concrete_value(x, context: str = ""):
     """The NumPy value of a concrete array-like, or ConcretizationTypeError for tracers."""
+    x = concretize(x)
     if isinstance(x, Tracer):
         raise ConcretizationTypeError(x, context)
     if type(x) is Array:
@@ -81,6 +82,7 @@ def concrete_value(x, context: str = ""):
 
 def concrete_or_none(x):
     """The NumPy value of ``x`` when it is concrete, else None."""
+    x = concretize(x)
     if isinstance(x, Tracer):
         return None
     if type(x) is Array:
@@ -90,6 +92,7 @@ def concrete_or_none(x):
 
 def core_int(x, context: str) -> int:
     """A static Python int from an int-like (raising ConcretizationTypeError for tracers)."""
+    x = concretize(x)
     if isinstance(x, Tracer):
         raise ConcretizationTypeError(x, context)
     return operator.index(x)
@@ -314,6 +317,7 @@ def canonicalize_axis(axis, ndim: int) -> int:
     """An axis in [-ndim, ndim) as a non-negative int. Out of bounds: NumPy's ``AxisError``,
     which is both a ValueError (what JAX raises for most functions) and an IndexError (what
     it raises for a few, e.g. ``swapaxes``, ``argmax``)."""
+    axis = concretize(axis)
     if isinstance(axis, Tracer):
         raise ConcretizationTypeError(axis, "The axis argument must be static.")
     axis = operator.index(axis)
@@ -337,6 +341,7 @@ def canonicalize_axes(axis, ndim: int, allow_duplicate: bool = False) -> tuple:
 
 def canonicalize_shape(shape, context: str = "") -> tuple:
     """A static shape tuple from an int or a sequence of ints."""
+    shape = concretize(shape)
     if isinstance(shape, Tracer):
         raise ConcretizationTypeError(shape, context or "The shape argument must be static.")
     if isinstance(shape, (Array, np.ndarray)) and np.ndim(shape) == 0:
@@ -345,6 +350,7 @@ def canonicalize_shape(shape, context: str = "") -> tuple:
         shape = (shape,)
     out = []
     for d in shape:
+        d = concretize(d)
         if isinstance(d, Tracer):
             raise ConcretizationTypeError(d, context or "The shape argument must be static.")
         try:
