@@ -396,3 +396,17 @@ def test_orthogonal_properties_and_jit():
     out = kiln.jit(lambda k: KI.glorot_uniform()(k, (3, 4)))(krandom.PRNGKey(5))
     _cmp(out, JI.glorot_uniform()(jax.random.PRNGKey(5), (3, 4)), 0, 0)
     assert isinstance(KI.normal(), KI.Initializer)
+
+
+@pytest.mark.parametrize("mode", ["mxfp8", "nvfp4"])
+def test_get_scaled_dot_general_config_matches_jax(mode):
+    k, j = kiln.nn.get_scaled_dot_general_config(mode), jax.nn.get_scaled_dot_general_config(mode)
+    for f in ("mode", "block_size", "data_type", "scale_type", "infer_only"):
+        assert getattr(k, f) == getattr(j, f)
+    assert (k.global_scale is None) == (j.global_scale is None)
+    with pytest.raises(ValueError, match="Unsupported mode"):
+        kiln.nn.get_scaled_dot_general_config("int4")
+    x = np.ones((1, 4, 32), np.float32)
+    dn = (((2,), (2,)), ((0,), (0,)))
+    with pytest.raises(NotImplementedError):
+        kiln.nn.scaled_dot_general(x, x, dn, configs=[k, k, k])

@@ -5,6 +5,7 @@ from kiln.nn.functions import (  # noqa: F401
     dot_product_attention,
     elu,
     gelu,
+    get_scaled_dot_general_config,
     glu,
     hard_sigmoid,
     hard_silu,

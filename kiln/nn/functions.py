@@ -8,6 +8,7 @@ Built only from ``kiln.lax``/``kiln.numpy`` (so everything works under ``jit``/`
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import operator
 import warnings
@@ -438,16 +439,55 @@ def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None
 # ----------------------------------------------------------------------------------------------
 # scaled matmuls (block-scaled low-precision formats are a cuDNN feature)
 
+@dataclasses.dataclass(slots=True)
+class BlockScaleConfig:
+    """How one operand of :func:`scaled_dot_general` is block-quantized (as JAX's)."""
+    mode: str
+    block_size: int
+    data_type: object
+    scale_type: object
+    global_scale: object
+    infer_only: bool
+
+
+def get_scaled_dot_general_config(mode, global_scale=None):
+    """Quantization configs for :func:`scaled_dot_general`, as ``jax.nn``'s.
+
+    Args:
+      mode: ``'nvfp4'`` (blocks of 16 in float4_e2m1fn, float8_e4m3fn scales, a global
+        scale, by default ``[1.0]``) or ``'mxfp8'`` (blocks of 32 in float8_e4m3fn,
+        float8_e8m0fnu scales).
+      global_scale: the nvfp4 global scale.
+
+    Returns:
+      A ``BlockScaleConfig``.
+    """
+    import ml_dtypes
+    if mode == "nvfp4":
+        return BlockScaleConfig(
+            mode="nvfp4", block_size=16, data_type=ml_dtypes.float4_e2m1fn,
+            scale_type=ml_dtypes.float8_e4m3fn,
+            global_scale=jnp.ones((1,), np.float32) if global_scale is None else global_scale,
+            infer_only=False)
+    if mode == "mxfp8":
+        return BlockScaleConfig(
+            mode="mxfp8", block_size=32, data_type=ml_dtypes.float8_e4m3fn,
+            scale_type=ml_dtypes.float8_e8m0fnu, global_scale=None, infer_only=False)
+    raise ValueError(f"Unsupported mode: {mode}")
+
+
 def scaled_dot_general(lhs, rhs, dimension_numbers, preferred_element_type=np.float32,
                        configs=None, implementation=None):
-    """``lax.dot_general`` when ``configs`` is None; block-scaled configs are not supported."""
+    """``lax.dot_general`` when ``configs`` is None. Block-scaled ``configs`` need the cuDNN
+    kernel; JAX raises NotImplementedError for them on CPU, and so does kiln."""
     if implementation is not None:
         warnings.warn("Backend selector, now ignored. The system chooses the backend "
                       "automatically.", DeprecationWarning, stacklevel=2)
     if configs is None:
         return lax.dot_general(lhs, rhs, dimension_numbers,
                                preferred_element_type=preferred_element_type)
-    raise NotImplementedError("kiln: block-scaled scaled_dot_general (cuDNN) is not available.")
+    raise NotImplementedError("scaled_dot_general with block-scaled configs needs the cuDNN "
+                              "scaled_matmul kernel, which kiln (like JAX on CPU) does not have.")
 
 
 def scaled_matmul(lhs, rhs, lhs_scales, rhs_scales, preferred_element_type=np.float32):
