@@ -120,8 +120,12 @@ def _setitem(self, idx, value):
                     "https://docs.jax.dev/en/latest/_autosummary/jax.numpy.ndarray.at.html")
 
 
-def _array_namespace(self, api_version=None):
-    return _np_mod()
+def _array_namespace(self, *, api_version=None):
+    np_mod = _np_mod()
+    if api_version is not None and api_version != np_mod.__array_api_version__:
+        raise ValueError(f"{api_version=!r} is not available; available versions are: "
+                         f"{[np_mod.__array_api_version__]}")
+    return np_mod
 
 
 def _install(cls):

@@ -139,6 +139,27 @@ class Array:
         from kiln.devices import SingleDeviceSharding, devices
         return SingleDeviceSharding(devices()[0])
 
+    def to_device(self, device, *, stream=None):
+        """The array on ``device`` (array API); kiln has one memory space, so ``self``."""
+        from kiln.api import device_put
+        return device_put(self, device)
+
+    def __dlpack_device__(self):
+        return (1, 0)  # (kDLCPU, device 0)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """Export the buffer through DLPack (NumPy's exporter). Old consumers
+        (``max_version`` below 1.0) cannot be told the buffer is read-only, so unless
+        ``copy=False`` they get a private writable copy."""
+        v = np.asarray(self._value)
+        kw = {"stream": stream, "max_version": max_version, "dl_device": dl_device}
+        if copy is not None:
+            kw["copy"] = copy
+        if (not v.flags.writeable and copy is not False
+                and (max_version is None or max_version[0] < 1)):
+            v = v.copy()
+        return v.__dlpack__(**kw)
+
     def delete(self):
         pass
 

@@ -239,6 +239,17 @@ def _exp2(x):
     return np.exp2(x)
 
 
+def _expm1(x):
+    out = np.expm1(x)
+    if x.dtype.kind == "c":
+        # As XLA: a real argument (imaginary part ±0) gives imaginary part +0 even when
+        # exp(re) is inf or NaN, and a zero real part is +0.
+        out = np.asarray(out)
+        out.imag = np.where(x.imag == 0, 0.0, out.imag)
+        out.real = out.real + 0.0
+    return out
+
+
 def _logistic(x):
     if x.dtype.kind == "c":
         return 1.0 / (1.0 + np.exp(-x))
@@ -247,7 +258,7 @@ def _logistic(x):
 
 exp2_p = unop("exp2", _math(_exp2), _inexact)
 log1p_p = unop("log1p", _math(np.log1p), _inexact)
-expm1_p = unop("expm1", _math(np.expm1), _inexact)
+expm1_p = unop("expm1", _math(_expm1), _inexact)
 logistic_p = unop("logistic", _math(_logistic), _inexact)
 
 ad.defjvp(exp2_p, lambda g, ans, x: mul(mul(g, ans), _const(x, np.log(2.0))))

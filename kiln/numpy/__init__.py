@@ -23,13 +23,15 @@ static shape arithmetic. The modules:
   ``gcd``, ``frexp``, ``packbits``, ``insert``/``delete``, windows, ...; ``_put``: ``put``, ``put_along_axis``;
 * ``_vectorize``: ``vectorize``, the ``ufunc`` class and objects (``jnp.add.reduce``);
 * ``_index_grids``: ``mgrid``, ``ogrid``, ``r_``, ``c_``; ``_einsum_path``: ``einsum_path``
-  and the contraction order of ``einsum``; ``_io``: ``load``, ``frombuffer``, ....
+  and the contraction order of ``einsum``; ``_io``: ``load``, ``frombuffer``, ....;
+* ``_array_api``: ``__array_api_version__`` and ``__array_namespace_info__`` (array API).
 """
 from __future__ import annotations
 
 import numpy as _np
 
 from kiln.numpy import fft, linalg  # noqa: F401
+from kiln.numpy._array_api import __array_api_version__, __array_namespace_info__  # noqa: F401
 from kiln.numpy._array_ops import *  # noqa: F401,F403
 from kiln.numpy._creation import *  # noqa: F401,F403
 from kiln.numpy._dtype_funcs import *  # noqa: F401,F403

@@ -405,8 +405,12 @@ def _cumulative_with_initial(name, fn, identity, x, axis, dtype, include_initial
 
 
 def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
-    """Array-API cumulative sum (optionally starting with 0)."""
-    return _cumulative_with_initial("cumulative_sum", cumsum, 0, x, axis, dtype,
+    """Array-API cumulative sum (optionally starting with 0). Unlike ``cumsum``, small
+    integer and boolean inputs accumulate in the default int/uint dtype (as ``sum``)."""
+    def fn(a, ax, dt):
+        return _cumulative("cumulative_sum", lambda v, k: lax.cumsum(v, k), a, ax, dt,
+                           promote_integers=True)
+    return _cumulative_with_initial("cumulative_sum", fn, 0, x, axis, dtype,
                                     include_initial)
 
 
