@@ -269,8 +269,8 @@ class ufunc:  # noqa: N801  (NumPy/JAX name)
         if where is not None:
             where = jnp.broadcast_to(where, arr.shape)
         if isinstance(axis, tuple):
-            raise NotImplementedError("tuple of axes")
-        if axis is None:
+            arr, where, axis, final = self._merge_axes(arr, where, axis, keepdims)
+        elif axis is None:
             final = (1,) * arr.ndim if keepdims else ()
             arr = jnp.ravel(arr)
             where = None if where is None else jnp.ravel(where)
@@ -299,6 +299,31 @@ class ufunc:  # noqa: N801  (NumPy/JAX name)
         init = jnp.broadcast_to(jnp.asarray(init).astype(dtype), arr.shape[1:])
         res = lax.fori_loop(start, n, body, init)
         return res.reshape(final) if keepdims else res
+
+    def _merge_axes(self, arr, where, axis, keepdims):
+        """For a tuple ``axis``: ``arr`` (and ``where``) with the reduced axes moved to the
+        front and merged into one (in C order, so a tuple of all axes reduces in the order
+        ``axis=None`` does), that axis (0) and the shape of the result."""
+        jnp = _jnp()
+        shape = arr.shape
+        axes = tuple(_util.canonicalize_axis(a, arr.ndim) for a in axis)
+        if len(set(axes)) != len(axes):
+            raise ValueError(f"duplicate value in 'axis': {axis}")
+        if len(axes) > 1 and self.identity is None:
+            # NumPy's rule: without an identity the order of a multi-axis reduction matters
+            raise ValueError(f"reduction operation {self.__name__!r} is not reorderable, so "
+                             "at most one axis may be specified")
+        kept = [d for d in range(arr.ndim) if d not in axes]
+        if keepdims:
+            final = tuple(1 if d in axes else shape[d] for d in range(arr.ndim))
+        else:
+            final = tuple(shape[d] for d in kept)
+        perm = sorted(axes) + kept
+        merged = (math.prod(shape[d] for d in axes),) + tuple(shape[d] for d in kept)
+        arr = jnp.reshape(jnp.transpose(arr, perm), merged)
+        if where is not None:
+            where = jnp.reshape(jnp.transpose(where, perm), merged)
+        return arr, where, 0, final
 
     # -- accumulate
 
@@ -493,6 +518,8 @@ def _bitwise(name):
     def red(a, axis=0, dtype=None, keepdims=False, initial=None, where=None):
         jnp = _jnp()
         a = jnp.asarray(a)
+        if not (a.dtype == np.bool_ or np.issubdtype(a.dtype, np.integer)):
+            raise ValueError(f"integer argument required; got dtype={a.dtype}")
         if dtype is not None:
             a = a.astype(dtype)
         axes = _util.canonicalize_axes(axis, a.ndim)
