@@ -135,3 +135,10 @@ def test_floating_point_warnings_silenced_only_inside_kiln():
         assert not rec, [str(r.message) for r in rec]
         _ = np.array([1.0]) / 0               # the user's own NumPy still warns
         assert any("divide by zero" in str(r.message) for r in rec)
+
+
+def test_quantile_of_empty_axis_is_nan():
+    for r in (knp.median(np.ones((0, 3)), axis=0), knp.quantile(np.ones((0,)), 0.3),
+              knp.nanmedian(np.ones((0, 2)), axis=0)):
+        assert np.isnan(np.asarray(r)).all()
+    assert knp.median(np.ones((0, 3)), axis=0, keepdims=True).shape == (1, 3)

@@ -431,3 +431,16 @@ def test_jaxpr_params_match_jax(name):
     for k in ke.params:
         assert _simple(ke.params[k]) == _simple(je.params[k]), (k, ke.params[k], je.params[k])
     assert [str(v.aval.shape) for v in ke.outvars] == [str(v.aval.shape) for v in je.outvars]
+
+
+@pytest.mark.parametrize("src", ["float32", "float64", "float16", "bfloat16"])
+@pytest.mark.parametrize("dst", ["int8", "uint8", "int16", "int32", "uint32"])
+def test_float_to_int_conversion_saturates_like_jax(src, dst):
+    jax = pytest.importorskip("jax")
+    import ml_dtypes
+    sdt = ml_dtypes.bfloat16 if src == "bfloat16" else np.dtype(src)
+    x = np.array([np.nan, 1e10, -1e10, np.inf, -np.inf, 3.7, -3.7, 300.5, -1.0,
+                  2147483520.0, -2147483648.0], np.float32).astype(sdt)
+    k = np.asarray(kiln.lax.convert_element_type(x, np.dtype(dst)))
+    j = np.asarray(jax.lax.convert_element_type(x, np.dtype(dst)))
+    np.testing.assert_array_equal(k, j)

@@ -15,17 +15,30 @@ from kiln.lax._factory import _any, check_dtype, standard_primitive
 # convert_element_type
 
 
+def _float_to_int(x, new_dtype):
+    """JAX (XLA) saturates out-of-range float→int conversions and maps NaN to 0. The bounds
+    are compared in the float type: there ``iinfo.max`` may round up (2**31 - 1 becomes
+    2**31 in float32), so clipping and then casting would overflow."""
+    if x.dtype.kind != "f":          # bfloat16 / float8 (ml_dtypes) go through float32
+        x = x.astype(np.float32)
+    info = np.iinfo(new_dtype)
+    nan = np.isnan(x)
+    hi = x >= x.dtype.type(info.max)
+    lo = x <= x.dtype.type(info.min)
+    out = np.where(nan | hi | lo, x.dtype.type(0), x).astype(new_dtype)
+    if hi.any() or lo.any():
+        out = np.where(hi, new_dtype.type(info.max), np.where(lo, new_dtype.type(info.min), out))
+    return np.asarray(out, new_dtype)
+
+
 def _convert_impl(x, *, new_dtype, weak_type, sharding=None):
     if x.dtype == new_dtype:
         return x
     if x.dtype.kind == "c" and new_dtype.kind != "c":
         x = np.real(x)
     with np.errstate(invalid="ignore", over="ignore"):
-        if new_dtype.kind in "iu" and x.dtype.kind == "f":
-            # JAX (XLA) clamps out-of-range float→int conversions and maps NaN to 0.
-            info = np.iinfo(new_dtype)
-            x = np.nan_to_num(x, nan=0, posinf=info.max, neginf=info.min)
-            x = np.clip(x, info.min, info.max)
+        if new_dtype.kind in "iu" and x.dtype.kind not in "biu":
+            return _float_to_int(x, new_dtype)
         if new_dtype == np.bool_ and x.dtype != np.bool_:
             return np.asarray(x != 0)
         return np.asarray(x).astype(new_dtype)

@@ -94,6 +94,10 @@ def _quantile(name, a, q, axis, method, keepdims, squash_nans, weights):
     qdt = get_aval(q).dtype
     x, kept, keep_shape = _merge_axes(a, axis)
     n = get_aval(x).shape[-1]
+    if n == 0 and weights is None:
+        # The quantile of no values is NaN (NumPy's answer; JAX fails inside its gather).
+        x = jnp.full(kept + (1,), np.nan, out_dtype)
+        n = 1
     last = len(kept)
     nq = q_shape[0] if q_shape else 1
     qv = lax.reshape(q, (nq,))

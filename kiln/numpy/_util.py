@@ -335,7 +335,7 @@ def canonicalize_axes(axis, ndim: int, allow_duplicate: bool = False) -> tuple:
     else:
         axes = (canonicalize_axis(axis, ndim),)
     if not allow_duplicate and len(set(axes)) != len(axes):
-        raise ValueError(f"repeated axis: {axis}")
+        raise ValueError(f"duplicate value in 'axis': {axis}")
     return axes
 
 
