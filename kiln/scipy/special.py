@@ -8,9 +8,14 @@ Where JAX attaches a custom derivative (``xlogy`` at ``x == 0``, ``log_ndtr`` in
 This module must not import ``kiln.nn`` at import time (``kiln.nn`` imports ``logsumexp``
 from here); ``softmax``/``log_softmax`` import it lazily.
 
-Not provided (yet): ``dawsn``, ``expi``, ``exp1``, ``expn``, ``sici``, ``spence``,
-``fresnel``, ``hyp1f1``, ``hyp2f1``, ``lpmn``, ``lpmn_values``, ``sph_harm_y``, ``wofz`` and
-the complex branches of ``gamma``/``loggamma``/``erfcx``.
+The exponential and trigonometric integrals (``expi``, ``exp1``, ``expn``, ``sici``,
+``spence``) live in ``_special_expint.py``, ``hyp1f1``/``hyp2f1`` in ``_special_hyper.py`` and
+``dawsn``, ``fresnel``, ``wofz``, ``sph_harm_y`` in ``_special_misc.py``; they are re-exported
+here. Those modules import helpers from this one, so they are imported at its end.
+
+Not provided (yet): the complex branches of ``gamma``/``loggamma``/``erfcx``, and the
+deprecated ``lpmn``/``lpmn_values`` (JAX still resolves them with a ``DeprecationWarning``
+but no longer lists them in ``dir(jax.scipy.special)``).
 """
 from __future__ import annotations
 
@@ -31,11 +36,12 @@ from kiln.numpy._util import (
 
 __all__ = [
     "bernoulli", "bessel_jn", "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb",
-    "digamma", "entr", "erf", "erfc", "erfcx", "erfinv", "expit", "factorial", "gamma",
-    "gammainc", "gammaincc", "gammaln", "gammasgn", "i0", "i0e", "i1", "i1e", "kl_div",
-    "log_ndtr", "log_softmax", "loggamma", "logit", "logsumexp", "multigammaln", "ndtr",
-    "ndtri", "owens_t", "poch", "polygamma", "rel_entr", "softmax", "xlog1py", "xlogy",
-    "zeta",
+    "dawsn", "digamma", "entr", "erf", "erfc", "erfcx", "erfinv", "exp1", "expi", "expit",
+    "expn", "factorial", "fresnel", "gamma", "gammainc", "gammaincc", "gammaln", "gammasgn",
+    "hyp1f1", "hyp2f1", "i0", "i0e", "i1", "i1e", "kl_div", "log_ndtr", "log_softmax",
+    "loggamma", "logit", "logsumexp", "multigammaln", "ndtr", "ndtri", "owens_t", "poch",
+    "polygamma", "rel_entr", "sici", "softmax", "spence", "sph_harm_y", "wofz", "xlog1py",
+    "xlogy", "zeta",
 ]
 
 
@@ -778,3 +784,11 @@ def log_softmax(x, /, *, axis=None):
     """``x - logsumexp(x)`` over ``axis`` (all axes by default)."""
     from kiln.nn.functions import log_softmax as nn_log_softmax
     return nn_log_softmax(x, axis=axis)
+
+
+# ----------------------------------------------------------------------------------------------
+# re-exports (these modules use the helpers above, so they come last)
+
+from kiln.scipy._special_expint import exp1, expi, expn, sici, spence  # noqa: E402
+from kiln.scipy._special_hyper import hyp1f1, hyp2f1  # noqa: E402
+from kiln.scipy._special_misc import dawsn, fresnel, sph_harm_y, wofz  # noqa: E402
