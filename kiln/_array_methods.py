@@ -225,45 +225,44 @@ for _k, _npf in [("lt", np.less), ("le", np.less_equal), ("gt", np.greater),
 
 _new = object.__new__
 _ndarray = np.ndarray
-_state = core._state
-_eval_trace = core.eval_trace
 
 
-def _getitem_fast(self, idx):
+def _getitem_fast(self, idx, _new=_new, _Array=Array, _nd=_ndarray, _ell=(Ellipsis,)):
     # NumPy answers ints, slices and tuples of them (with None/Ellipsis/index arrays) with
     # JAX's semantics whenever it does not raise; where it raises (out-of-bound integers,
     # which JAX clamps; float or zero-step slices; too many indices) the general path gives
     # JAX's answer or JAX's error. Lists are excluded: JAX rejects them as indices.
-    if _state.trace is _eval_trace:
-        t = type(idx)
-        v = self._value
-        try:
-            if t is int:
-                out = v[idx, ...]
-            elif t is slice:
-                out = v[idx]
-            elif t is tuple:
-                for e in idx:
-                    if type(e) is list:
-                        return _np_mod()._rewriting_take(self, idx)
-                out = v[idx]
-                if type(out) is not _ndarray:
-                    out = v[idx + (Ellipsis,)]
-            elif t is Array:
-                out = _take_concrete(v, idx._value)
-                if out is None:
+    # ``self`` is concrete, so the answer is the same whatever trace is current (under jit
+    # it is a constant); no trace check is needed. Defaults bind globals as fast locals.
+    t = type(idx)
+    v = self._value
+    try:
+        if t is int:
+            out = v[idx, ...]                    # a 0-d view, never a NumPy scalar
+        elif t is slice:
+            out = v[idx]
+        elif t is tuple:
+            has_ell = False
+            for e in idx:
+                if type(e) is list:
                     return _np_mod()._rewriting_take(self, idx)
-                if type(out) is not _ndarray:     # a 0-d index on a 1-D array
-                    out = out.__array__()
-            else:
+                if e is Ellipsis:
+                    has_ell = True
+            out = v[idx] if has_ell else v[idx + _ell]
+        elif t is _Array:
+            out = _take_concrete(v, idx._value)
+            if out is None:
                 return _np_mod()._rewriting_take(self, idx)
-        except (IndexError, TypeError, ValueError):
+            if type(out) is not _nd:             # a 0-d index on a 1-D array
+                out = out.__array__()
+        else:
             return _np_mod()._rewriting_take(self, idx)
-        a = _new(Array)
-        a._value = out
-        a.weak_type = self.weak_type
-        return a
-    return _np_mod()._rewriting_take(self, idx)
+    except (IndexError, TypeError, ValueError):
+        return _np_mod()._rewriting_take(self, idx)
+    a = _new(_Array)
+    a._value = out
+    a.weak_type = self.weak_type
+    return a
 
 
 def _take_concrete(v, iv):
