@@ -11,11 +11,11 @@ from here); ``softmax``/``log_softmax`` import it lazily.
 The exponential and trigonometric integrals (``expi``, ``exp1``, ``expn``, ``sici``,
 ``spence``) live in ``_special_expint.py``, ``hyp1f1``/``hyp2f1`` in ``_special_hyper.py`` and
 ``dawsn``, ``fresnel``, ``wofz``, ``sph_harm_y`` in ``_special_misc.py``; they are re-exported
-here. Those modules import helpers from this one, so they are imported at its end.
+here. Those modules import helpers from this one, so they are imported at its end. The
+complex branches of ``gamma``/``loggamma``/``erfcx`` are in ``_special_complex.py``.
 
-Not provided (yet): the complex branches of ``gamma``/``loggamma``/``erfcx``, and the
-deprecated ``lpmn``/``lpmn_values`` (JAX still resolves them with a ``DeprecationWarning``
-but no longer lists them in ``dir(jax.scipy.special)``).
+Not provided: the deprecated ``lpmn``/``lpmn_values`` (JAX still resolves them with a
+``DeprecationWarning`` but no longer lists them in ``dir(jax.scipy.special)``).
 """
 from __future__ import annotations
 
@@ -89,18 +89,21 @@ def gammasgn(x):
 
 
 def loggamma(x):
-    """Principal branch of ``log(gamma(x))``; real inputs only (NaN for ``x <= 0``)."""
+    """Principal branch of ``log(gamma(x))``: NaN for real ``x <= 0``; complex inputs use
+    SciPy's branch cut along the negative real axis."""
     x, = promote_args_inexact("loggamma", x)
     if _is_complex(x):
-        raise NotImplementedError("kiln: loggamma of complex inputs is not implemented.")
+        from kiln.scipy._special_complex import complex_loggamma
+        return complex_loggamma(x)
     return jnp.where(x > 0, lax.lgamma(x), _const(x, np.nan))
 
 
 def gamma(x):
-    """The gamma function (real inputs)."""
+    """The gamma function (real or complex inputs; NaN at the poles)."""
     x, = promote_args_inexact("gamma", x)
     if _is_complex(x):
-        raise NotImplementedError("kiln: gamma of complex inputs is not implemented.")
+        from kiln.scipy._special_complex import complex_gamma
+        return complex_gamma(x)
     return gammasgn(x) * lax.exp(lax.lgamma(x))
 
 
@@ -278,10 +281,12 @@ _erfcx.defjvps(lambda g, ans, x: g * (2 * x * ans - _const(x, 2. / np.sqrt(np.pi
 
 
 def erfcx(x):
-    """The scaled complementary error function ``exp(x**2) * erfc(x)`` (real inputs)."""
+    """The scaled complementary error function ``exp(x**2) * erfc(x)`` (complex inputs
+    through Faddeeva's ``wofz``)."""
     x, = promote_args_inexact("erfcx", x)
     if _is_complex(x):
-        raise NotImplementedError("kiln: erfcx of complex inputs is not implemented.")
+        from kiln.scipy._special_complex import complex_erfcx
+        return complex_erfcx(x)
     return _erfcx(x)
 
 
