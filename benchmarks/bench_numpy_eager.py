@@ -79,7 +79,7 @@ def _force(xp_name):
     return lambda r: r
 
 
-def run(budget_s=0.2, rounds=3):
+def run(budget_s=0.2, rounds=5):
     """Times every case for each module; the modules are interleaved case by case and the
     best of ``rounds`` is kept, so slow drifts in machine load hit all sides alike."""
     import kiln.numpy as knp
