@@ -112,14 +112,7 @@ def _jax_special(name, *args, **kw):
     return _jax_run((name, tuple(sorted(kw.items()))), fn, *args)
 
 
-def _cmp(out, ref, rtol, atol):
-    out_l, ref_l = jax.tree_util.tree_leaves(out), jax.tree_util.tree_leaves(ref)
-    assert len(out_l) == len(ref_l)
-    for o, r in zip(out_l, ref_l):
-        o, r = np.asarray(o), np.asarray(r)
-        assert o.dtype == r.dtype, (o.dtype, r.dtype)
-        assert o.shape == r.shape, (o.shape, r.shape)
-        np.testing.assert_allclose(o, r, rtol=rtol, atol=atol, equal_nan=True)
+from test_scipy_special import _cmp  # noqa: E402  (same values/dtype/shape comparison)
 
 
 @pytest.mark.parametrize("x64", [False, True], ids=["f32", "x64"])
