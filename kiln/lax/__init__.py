@@ -7,6 +7,7 @@ from kiln.lax import linalg  # noqa: F401
 from kiln.lax.arith import *  # noqa: F401,F403
 from kiln.lax.autodiff_ops import *  # noqa: F401,F403
 from kiln.lax.control import *  # noqa: F401,F403
+from kiln.lax.convolution import *  # noqa: F401,F403
 from kiln.lax.cumulative import *  # noqa: F401,F403
 from kiln.lax.dot import *  # noqa: F401,F403
 from kiln.lax.elementwise import *  # noqa: F401,F403
@@ -18,3 +19,4 @@ from kiln.lax.reductions import *  # noqa: F401,F403
 from kiln.lax.slicing import *  # noqa: F401,F403
 from kiln.lax.sorting import *  # noqa: F401,F403
 from kiln.lax.structural import *  # noqa: F401,F403
+from kiln.lax.windowed import *  # noqa: F401,F403
