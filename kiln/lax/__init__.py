@@ -11,6 +11,7 @@ from kiln.lax.convolution import *  # noqa: F401,F403
 from kiln.lax.cumulative import *  # noqa: F401,F403
 from kiln.lax.dot import *  # noqa: F401,F403
 from kiln.lax.elementwise import *  # noqa: F401,F403
+from kiln.lax.extras import *  # noqa: F401,F403
 from kiln.lax.fourier import FftType, fft, fft_p  # noqa: F401
 from kiln.lax.gather_scatter import *  # noqa: F401,F403
 from kiln.lax.more_reductions import *  # noqa: F401,F403
