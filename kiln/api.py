@@ -688,7 +688,14 @@ class Compiled:
         self.lowered = lowered
 
     def as_text(self) -> str:
-        return self.lowered.as_text()
+        """The generated C source (the jaxpr's text when nothing in it compiles natively)."""
+        from kiln.backends import cpu
+        exe = cpu.executable_for(self.lowered.jaxpr, self.lowered.name)
+        return exe.source if exe is not None else self.lowered.as_text()
+
+    def as_c(self) -> str:
+        """The generated C source, as :meth:`as_text`."""
+        return self.as_text()
 
     def __call__(self, *args, **kwargs):
         a_flat, a_tree = tree_flatten((args, kwargs))

@@ -137,6 +137,10 @@ _FLAGS: dict[str, tuple[Any, Callable[[Any, str], Any]]] = {
         _enum("off", "tracebackhide", "remove_frames", "quiet_remove_frames", "auto"),
     ),
     "jax_dynamic_shapes": (False, _parse_bool),
+    # kiln's own: which backend runs jitted programs, and when the C build happens.
+    # env KILN_BACKEND / KILN_COMPILE.
+    "kiln_backend": ("cpu", _enum("cpu", "reference")),
+    "kiln_compile": ("async", _enum("async", "sync")),
 }
 
 
@@ -227,8 +231,13 @@ class Config:
         """Set flags from ``JAX_<FLAG>`` then ``KILN_<FLAG>`` environment variables."""
         env = os.environ if environ is None else environ
         for name in _FLAGS:
-            suffix = name[len("jax_"):].upper()
-            for prefix in ("JAX_", "KILN_"):  # later wins: KILN_ overrides JAX_
+            if name.startswith("kiln_"):
+                suffix = name[len("kiln_"):].upper()
+                prefixes: tuple = ("KILN_",)
+            else:
+                suffix = name[len("jax_"):].upper()
+                prefixes = ("JAX_", "KILN_")
+            for prefix in prefixes:  # later wins: KILN_ overrides JAX_
                 var = prefix + suffix
                 raw = env.get(var)
                 if raw is not None:

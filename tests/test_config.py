@@ -39,6 +39,8 @@ DEFAULTS = {
     "jax_enable_checks": False,
     "jax_traceback_filtering": "auto",
     "jax_dynamic_shapes": False,
+    "kiln_backend": "cpu",
+    "kiln_compile": "async",
 }
 
 
@@ -62,6 +64,8 @@ def test_global_config_has_defaults_unless_env_set(monkeypatch):
     fresh._read_env()
     # tests/conftest.py turns on jax_enable_checks for the whole suite.
     fresh.update("jax_enable_checks", True)
+    # ... and compiles jitted programs before their first call returns.
+    fresh.update("kiln_compile", "sync")
     assert config.values == fresh.values
 
 

@@ -18,8 +18,8 @@ jit_p.multiple_results = True
 
 
 def _impl(*args, jaxpr: ClosedJaxpr, name: str, **_):
-    from kiln.backends import reference
-    return reference.run_jaxpr(jaxpr.jaxpr, jaxpr.consts, args)
+    from kiln.backends import cpu
+    return cpu.run(jaxpr, args, name)
 
 
 def _abstract_eval(*avals, jaxpr: ClosedJaxpr, name: str, **_):

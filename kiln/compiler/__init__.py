@@ -1,0 +1,1 @@
+"""kiln's compiler: jaxpr passes, kernel IR, C renderer, build and cache."""

@@ -1,0 +1,129 @@
+"""A compiled program ready to call: buffers in, buffers out.
+
+An :class:`Executable` owns the loaded shared library and a plan: the native
+segments (function address + the buffers it reads and writes, in argument order)
+and the islands between them. Calling it allocates outputs (huge pages when
+large), takes temporaries from a pool kept across calls, runs the plan and returns
+the output arrays.
+
+What it must not hold: lowering or rendering decisions.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+
+import numpy as np
+
+from kiln.compiler.program import Island, Program
+from kiln.compiler.runtime import alloc, get_run
+
+
+class Executable:
+    """Native code for one jaxpr (see the module docstring)."""
+
+    def __init__(self, prog: Program, lib, segments, source: str, build_seconds: float = 0.0):
+        self.prog = prog
+        self.source = source
+        self.lib = lib
+        self.build_seconds = build_seconds
+        self._run = get_run()
+        nbuf = len(prog.buffers)
+        seg_by_first = {}
+        for seg in segments:
+            seg_by_first[id(seg.steps[0])] = seg
+        plan = []
+        for step in prog.steps:
+            if isinstance(step, Island):
+                copy = any(not isinstance(x[0], str) and x[0].kind == "tmp" for x in step.ins)
+                plan.append(("island", step, copy))
+            elif id(step) in seg_by_first:
+                seg = seg_by_first[id(step)]
+                fn = getattr(lib, seg.name)
+                addr = ctypes.cast(fn, ctypes.c_void_p).value
+                plan.append(("seg", addr, tuple(b.id for b in seg.buffers)))
+        self._plan = plan
+        self._has_islands = any(p[0] == "island" for p in plan)
+        self._in_ids = [b.id for b in prog.inputs]
+        self._in_dtypes = [b.dtype for b in prog.inputs]
+        self._outs_alloc = [(b.id, b.shape, b.dtype) for b in prog.buffers if b.kind == "out"]
+        self._tmps = [b for b in prog.buffers if b.kind == "tmp"]
+        template = [None] * nbuf
+        for buf, val in prog.consts:
+            template[buf.id] = val
+        self._template = template
+        self._pool = None
+        self._pool_lock = threading.Lock()
+        self._outputs = prog.outputs
+
+    def _temps(self):
+        pool = [(b.id, alloc(b.shape, b.dtype)) for b in self._tmps]
+        return pool
+
+    def __call__(self, args):
+        bufs = list(self._template)
+        for i, x, dt in zip(self._in_ids, args, self._in_dtypes):
+            if type(x) is not np.ndarray or not x.flags.c_contiguous or x.dtype != dt:
+                x = np.ascontiguousarray(x, dt)
+            bufs[i] = x
+        for i, shape, dt in self._outs_alloc:
+            bufs[i] = alloc(shape, dt)
+        pool = None
+        if self._tmps:
+            locked = self._pool_lock.acquire(blocking=False)
+            if locked:
+                if self._pool is None:
+                    self._pool = self._temps()
+                pool = self._pool
+            else:
+                pool = self._temps()
+            for i, a in pool:
+                bufs[i] = a
+        try:
+            if self._has_islands:
+                with np.errstate(all="ignore"):
+                    self._execute(bufs)
+            else:
+                run = self._run
+                for _, addr, ids in self._plan:
+                    run(addr, *[bufs[i] for i in ids])
+        finally:
+            if self._tmps and locked:
+                self._pool_lock.release()
+        out = []
+        for o in self._outputs:
+            if o[0] == "buf":
+                a = bufs[o[1].id]
+                out.append(a if a.shape == o[2] else a.reshape(o[2]))
+            elif o[0] == "in":
+                out.append(args[o[1]])
+            else:
+                out.append(np.array(o[1]))
+        return out
+
+    def _execute(self, bufs):
+        run = self._run
+        for p in self._plan:
+            if p[0] == "seg":
+                run(p[1], *[bufs[i] for i in p[2]])
+                continue
+            step, copy = p[1], p[2]
+            ins = []
+            for x in step.ins:
+                if x[0] == "lit":
+                    ins.append(x[1])
+                else:
+                    buf, shape = x
+                    a = bufs[buf.id]
+                    ins.append(a if a.shape == shape else a.reshape(shape))
+            eqn = step.eqn
+            res = eqn.primitive.impl(*ins, **eqn.params)
+            if not eqn.primitive.multiple_results:
+                res = [res]
+            for b, r in zip(step.outs, res):
+                r = np.asarray(r)
+                if r.dtype != b.dtype:
+                    r = r.astype(b.dtype)
+                if copy or not r.flags.c_contiguous:
+                    r = np.array(r, order="C", copy=True)
+                bufs[b.id] = r

@@ -1,0 +1,655 @@
+"""Lowering: a jaxpr becomes a :class:`~.program.Program` of fused kernels.
+
+Fusion by index propagation. Each jaxpr variable gets a *node*:
+
+* :class:`BufNode`: the value lives in a buffer (argument, constant, or the output
+  of a kernel, reduction, matrix product or island);
+* :class:`ConstNode`: a scalar literal, broadcast to any shape for free;
+* :class:`LazyNode`: the value is not stored; a consumer asks it for the scalar
+  expression at an index (``read``). Elementwise ops and movement ops
+  (``broadcast_in_dim``, ``reshape``, ``squeeze``, ``transpose``, ``slice``, ``pad``,
+  ``rev``, ``concatenate``, ``iota``, ``dynamic_slice``) make lazy nodes, so their
+  work happens inside whichever kernel reads them, with index arithmetic instead
+  of data movement.
+
+A lazy node is *materialized* (a :class:`~.program.Kernel` writes it to a buffer)
+when it is a program output, when a non-fusible consumer needs it (matrix
+product, island), or by the cost rule (:func:`_should_materialize`): a value whose
+recomputation costs more than ``CHEAP`` and that would be recomputed (more than one
+consumer, or a broadcast that reads each element many times).
+
+Reductions consume lazy operands (elementwise producers fuse into them) and write
+a buffer. ``dot_general`` goes to BLAS (:class:`~.program.Gemm`) when large and
+floating, otherwise becomes a reduction over the contracting dimensions.
+
+What it must not hold: C text (``render_c.py``), execution (``executable.py``).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from kiln.compiler.expr import ExprTable, SExpr
+from kiln.compiler.index import Cond, Idx, Sym, flat_index, row_major_strides
+from kiln.compiler.program import Buffer, Gemm, Island, Kernel, Program, Reduce
+from kiln.core.jaxpr import ClosedJaxpr, Literal
+
+# Recomputing a value cheaper than this (in ExprTable cost units) beats storing it.
+CHEAP = 4
+# dot_general with fewer multiply-adds than this is a fused reduction, not a BLAS call.
+GEMM_MIN_FLOPS = 4096
+
+NATIVE_DTYPES = frozenset(np.dtype(t) for t in (
+    np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
+    np.uint64, np.float32, np.float64))
+FLOAT_DTYPES = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
+
+# Elementwise primitives the renderer knows (see render_c.py), and the params they keep.
+ELEMENTWISE = {
+    "add": (), "sub": (), "mul": (), "div": (), "neg": (), "max": (), "min": (), "abs": (),
+    "sign": (), "floor": (), "ceil": (), "round": ("rounding_method",), "exp": (),
+    "exp2": (), "log": (), "log1p": (), "expm1": (), "tanh": (), "logistic": (), "sin": (),
+    "cos": (), "tan": (), "asin": (), "acos": (), "atan": (), "sinh": (), "cosh": (),
+    "asinh": (), "acosh": (), "atanh": (), "atan2": (), "sqrt": (), "rsqrt": (), "cbrt": (),
+    "pow": (), "integer_pow": ("y",), "square": (), "rem": (), "eq": (), "ne": (),
+    "lt": (), "le": (), "gt": (), "ge": (), "and": (), "or": (), "xor": (), "not": (),
+    "shift_left": (), "shift_right_logical": (), "shift_right_arithmetic": (),
+    "select_n": (), "convert_element_type": (), "clamp": (), "is_finite": (), "erf": (),
+    "erfc": (), "nextafter": (), "population_count": (), "clz": (),
+}
+IDENTITY = frozenset(("stop_gradient", "copy", "copy_p", "optimization_barrier_1"))
+REDUCTIONS = {"reduce_sum": "sum", "reduce_max": "max", "reduce_min": "min",
+              "reduce_prod": "prod", "reduce_and": "and", "reduce_or": "or",
+              "reduce_xor": "xor", "argmax": "argmax", "argmin": "argmin"}
+
+
+class Node:
+    shape: tuple
+    dtype: np.dtype
+    cost: int
+
+    def read(self, idxs) -> SExpr:
+        raise NotImplementedError
+
+    def read_flat(self, flat: Idx):
+        """The element at row-major offset ``flat``, or None if that is not cheap to express."""
+        return None
+
+
+class BufNode(Node):
+    """A value stored in ``buf`` (viewed with ``shape``: a reshape of a buffer is free)."""
+
+    def __init__(self, ctx, buf: Buffer, shape=None):
+        self.ctx = ctx
+        self.buf = buf
+        self.shape = tuple(buf.shape if shape is None else shape)
+        self.dtype = buf.dtype
+        self.cost = 1
+
+    def read(self, idxs):
+        return self.read_flat(flat_index(idxs, self.shape))
+
+    def read_flat(self, flat):
+        return self.ctx.table.load(self.buf, flat)
+
+
+class ConstNode(Node):
+    def __init__(self, ctx, value, dtype, shape=()):
+        self.ctx = ctx
+        self.value = np.asarray(value, dtype)[()]
+        self.dtype = np.dtype(dtype)
+        self.shape = tuple(shape)
+        self.cost = 0
+
+    def read(self, idxs):
+        return self.ctx.table.const(self.value, self.dtype)
+
+    def read_flat(self, flat):
+        return self.read(())
+
+
+class LazyNode(Node):
+    def __init__(self, shape, dtype, read, read_flat=None, cost=1):
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+        self._read = read
+        self._read_flat = read_flat
+        self.cost = cost
+
+    def read(self, idxs):
+        return self._read(list(idxs))
+
+    def read_flat(self, flat):
+        return None if self._read_flat is None else self._read_flat(flat)
+
+
+def _size(shape) -> int:
+    return int(np.prod(shape, dtype=np.int64))
+
+
+class Lowering:
+    """State of lowering one closed jaxpr."""
+
+    def __init__(self):
+        self.prog = Program()
+        self.table = ExprTable()
+        self._nsym = 0
+        self._nkernel = 0
+
+    # -- helpers -------------------------------------------------------------------------------
+    def syms(self, shape, prefix="i"):
+        return [Sym(f"{prefix}{d}", 0, max(int(n) - 1, 0)) for d, n in enumerate(shape)]
+
+    def new_sym(self, lo, hi, definition: SExpr) -> Sym:
+        self._nsym += 1
+        s = Sym(f"s{self._nsym}", lo, hi)
+        self.prog.sym_defs[s.name] = (s, definition, lo, hi)
+        return s
+
+    def kernel_name(self, kind):
+        self._nkernel += 1
+        return f"{kind}{self._nkernel}"
+
+    def materialize(self, node: Node, kind="tmp") -> BufNode:
+        """Write a lazy node to a fresh buffer with a Kernel; return the buffer node."""
+        buf = self.prog.new_buffer(node.shape, node.dtype, kind)
+        n = _size(node.shape)
+        flat_sym = Sym("i0", 0, max(n - 1, 0))
+        e = node.read_flat(Idx.sym(flat_sym)) if n > 0 else None
+        if e is not None:
+            k = Kernel((n,), [flat_sym], [(buf, e)], self.kernel_name("k"))
+        else:
+            syms = self.syms(node.shape)
+            e = node.read([Idx.sym(s) for s in syms])
+            k = Kernel(tuple(node.shape), syms, [(buf, e)], self.kernel_name("k"))
+        self.prog.steps.append(k)
+        return BufNode(self, buf)
+
+    def as_buffer(self, node: Node, kind="tmp") -> BufNode:
+        if isinstance(node, BufNode):
+            return node
+        return self.materialize(node, kind)
+
+
+# ------------------------------------------------------------------------------------------
+# Elementwise and movement rules: (ctx, eqn, in_nodes) -> Node
+
+def _ew_rule(ctx: Lowering, eqn, ins):
+    name = eqn.primitive.name
+    out = eqn.outvars[0].aval
+    params = {k: eqn.params[k] for k in ELEMENTWISE[name] if k in eqn.params}
+    if "rounding_method" in params:
+        params["rounding_method"] = int(params["rounding_method"])
+    shape = out.shape
+    dtype = out.dtype
+    table = ctx.table
+
+    def read(idxs):
+        args = [x.read(idxs if x.shape else []) for x in ins]
+        return table.op(name, dtype, *args, **params)
+
+    flat_ok = all(isinstance(x, (BufNode, ConstNode)) or x.shape == () or
+                  x._read_flat is not None for x in ins)
+
+    def read_flat(flat):
+        args = []
+        for x in ins:
+            a = x.read([]) if x.shape == () else x.read_flat(flat)
+            if a is None:
+                return None
+            args.append(a)
+        return table.op(name, dtype, *args, **params)
+
+    from kiln.compiler.expr import EXPENSIVE
+    cost = EXPENSIVE.get(name, 1) + sum(x.cost for x in ins if isinstance(x, LazyNode))
+    return LazyNode(shape, dtype, read, read_flat if flat_ok else None, cost)
+
+
+def _broadcast_in_dim(ctx, eqn, ins):
+    (x,) = ins[:1]
+    shape = tuple(eqn.params["shape"])
+    bdims = eqn.params["broadcast_dimensions"]
+    if x.shape == ():
+        if isinstance(x, ConstNode):
+            return ConstNode(ctx, x.value, x.dtype, shape)
+        return LazyNode(shape, x.dtype, lambda idxs: x.read([]), lambda f: x.read([]), x.cost)
+
+    def read(idxs):
+        return x.read([idxs[d] if x.shape[i] != 1 else Idx.lit(0)
+                       for i, d in enumerate(bdims)])
+
+    read_flat = None
+    if _size(x.shape) == _size(shape):          # only inserts unit dims
+        read_flat = x.read_flat if (isinstance(x, BufNode) or x.read_flat is not None
+                                    and getattr(x, "_read_flat", True) is not None) else None
+    return LazyNode(shape, x.dtype, read, read_flat, x.cost)
+
+
+def _flat_capable(x: Node) -> bool:
+    if isinstance(x, (BufNode, ConstNode)):
+        return True
+    return getattr(x, "_read_flat", None) is not None
+
+
+def _reshape_node(ctx, x: Node, shape):
+    shape = tuple(int(s) for s in shape)
+    if isinstance(x, BufNode):
+        return BufNode(ctx, x.buf, shape)
+    if isinstance(x, ConstNode):
+        return ConstNode(ctx, x.value, x.dtype, shape)
+    if _flat_capable(x):
+        return LazyNode(shape, x.dtype, lambda idxs: x.read_flat(flat_index(idxs, shape)),
+                        x.read_flat, x.cost)
+    groups = _reshape_groups(x.shape, shape)
+
+    def read(idxs):
+        in_idx = []
+        for in_dims, out_dims in groups:
+            f = flat_index([idxs[d] for d in out_dims], [shape[d] for d in out_dims])
+            in_shape = [x.shape[d] for d in in_dims]
+            strides = row_major_strides(in_shape)
+            for j, s in enumerate(strides):
+                e = f.floordiv(s)
+                if j > 0:
+                    e = e.mod(in_shape[j])
+                in_idx.append(e)
+        return x.read(in_idx)
+
+    return LazyNode(shape, x.dtype, read, None, x.cost)
+
+
+def _reshape_groups(in_shape, out_shape):
+    """Pair up runs of input and output dims with equal products (row-major reshape)."""
+    groups = []
+    i = j = 0
+    while i < len(in_shape) or j < len(out_shape):
+        gi, gj = [], []
+        pi = pj = 1
+        while True:
+            if i < len(in_shape) and (pi <= pj or j >= len(out_shape)):
+                gi.append(i)
+                pi *= in_shape[i]
+                i += 1
+            elif j < len(out_shape):
+                gj.append(j)
+                pj *= out_shape[j]
+                j += 1
+            else:
+                break
+            if pi == pj and gi and gj:
+                # absorb trailing unit dims on either side into this group
+                while i < len(in_shape) and in_shape[i] == 1 and (
+                        j >= len(out_shape) or out_shape[j] != 1):
+                    gi.append(i)
+                    i += 1
+                while j < len(out_shape) and out_shape[j] == 1 and (
+                        i >= len(in_shape) or in_shape[i] != 1):
+                    gj.append(j)
+                    j += 1
+                break
+        groups.append((gi, gj))
+    return groups
+
+
+def _reshape(ctx, eqn, ins):
+    (x,) = ins
+    if eqn.params.get("dimensions") is not None:
+        x = _transpose_node(x, tuple(eqn.params["dimensions"]))
+    return _reshape_node(ctx, x, eqn.outvars[0].aval.shape)
+
+
+def _squeeze(ctx, eqn, ins):
+    return _reshape_node(ctx, ins[0], eqn.outvars[0].aval.shape)
+
+
+def _transpose_node(x: Node, perm):
+    shape = tuple(x.shape[p] for p in perm)
+    inv = [0] * len(perm)
+    for j, p in enumerate(perm):
+        inv[p] = j
+    if list(perm) == sorted(perm):
+        return x
+
+    def read(idxs):
+        return x.read([idxs[inv[d]] for d in range(len(perm))])
+
+    return LazyNode(shape, x.dtype, read, None, x.cost)
+
+
+def _transpose(ctx, eqn, ins):
+    return _transpose_node(ins[0], tuple(eqn.params["permutation"]))
+
+
+def _slice(ctx, eqn, ins):
+    (x,) = ins
+    start = eqn.params["start_indices"]
+    strides = eqn.params.get("strides") or (1,) * len(start)
+    shape = eqn.outvars[0].aval.shape
+
+    def read(idxs):
+        return x.read([e * st + s for e, s, st in zip(idxs, start, strides)])
+
+    return LazyNode(shape, x.dtype, read, None, x.cost)
+
+
+def _rev(ctx, eqn, ins):
+    (x,) = ins
+    dims = set(eqn.params["dimensions"])
+
+    def read(idxs):
+        return x.read([(-e + (x.shape[d] - 1)) if d in dims else e for d, e in enumerate(idxs)])
+
+    return LazyNode(x.shape, x.dtype, read, None, x.cost)
+
+
+def _pad(ctx, eqn, ins):
+    x, pv = ins
+    config = eqn.params["padding_config"]
+    shape = eqn.outvars[0].aval.shape
+    table = ctx.table
+
+    def read(idxs):
+        cond = Cond()
+        in_idx = []
+        for e, (lo, _hi, interior), n in zip(idxs, config, x.shape):
+            t = e - lo
+            step = interior + 1
+            cond = cond & Cond.in_range(t, 0, (n - 1) * step + 1) & Cond.divisible(t, step)
+            in_idx.append(t.floordiv(step) if step > 1 else t)
+        if any(n == 0 for n in x.shape):
+            return pv.read([])
+        return table.where(cond, x.read(in_idx), pv.read([]))
+
+    return LazyNode(shape, x.dtype, read, None, x.cost + 1)
+
+
+def _concatenate(ctx, eqn, ins):
+    dim = eqn.params["dimension"]
+    shape = eqn.outvars[0].aval.shape
+    table = ctx.table
+    offsets = []
+    off = 0
+    for x in ins:
+        offsets.append(off)
+        off += x.shape[dim]
+
+    def read(idxs):
+        parts = [(x, o) for x, o in zip(ins, offsets) if x.shape[dim] > 0]
+        x, o = parts[-1]
+        expr = x.read([e - o if d == dim else e for d, e in enumerate(idxs)])
+        for x, o in reversed(parts[:-1]):
+            cond = Cond.in_range(idxs[dim], o, o + x.shape[dim])
+            sub = [e - o if d == dim else e for d, e in enumerate(idxs)]
+            expr = table.where(cond, x.read(sub), expr)
+        return expr
+
+    return LazyNode(shape, eqn.outvars[0].aval.dtype, read, None,
+                    max(x.cost for x in ins) + len(ins))
+
+
+def _iota(ctx, eqn, ins):
+    p = eqn.params
+    shape = tuple(p["shape"])
+    dim = p["dimension"]
+    dtype = np.dtype(p["dtype"])
+    read_flat = (lambda f: ctx.table.index(f, dtype)) if len(shape) == 1 else None
+    return LazyNode(shape, dtype, lambda idxs: ctx.table.index(idxs[dim], dtype), read_flat, 1)
+
+
+def _dynamic_slice(ctx, eqn, ins):
+    x, starts = ins[0], ins[1:]
+    sizes = eqn.params["slice_sizes"]
+    syms = []
+    for d, (s, k) in enumerate(zip(starts, sizes)):
+        hi = x.shape[d] - k
+        if isinstance(s, ConstNode):
+            syms.append(Idx.lit(min(max(int(s.value), 0), hi)))
+        else:
+            syms.append(Idx.sym(ctx.new_sym(0, hi, s.read([]))))
+
+    def read(idxs):
+        return x.read([e + s for e, s in zip(idxs, syms)])
+
+    return LazyNode(tuple(sizes), x.dtype, read, None, x.cost + 1)
+
+
+def _identity(ctx, eqn, ins):
+    return ins[0]
+
+
+MOVEMENT = {
+    "broadcast_in_dim": _broadcast_in_dim, "reshape": _reshape, "squeeze": _squeeze,
+    "transpose": _transpose, "slice": _slice, "rev": _rev, "pad": _pad,
+    "concatenate": _concatenate, "iota": _iota, "dynamic_slice": _dynamic_slice,
+}
+
+
+# ------------------------------------------------------------------------------------------
+# Reductions and dot_general: they write buffers.
+
+def _reduce(ctx: Lowering, eqn, ins, kind):
+    (x,) = ins
+    op = REDUCTIONS[eqn.primitive.name]
+    axes = tuple(sorted(eqn.params["axes"]))
+    out_aval = eqn.outvars[0].aval
+    if not axes:
+        return LazyNode(x.shape, out_aval.dtype,
+                        lambda idxs: ctx.table.op("convert_element_type", out_aval.dtype,
+                                                  x.read(idxs)), None, x.cost)
+    syms = ctx.syms(x.shape)
+    body = x.read([Idx.sym(s) for s in syms])
+    buf = ctx.prog.new_buffer(out_aval.shape, out_aval.dtype, kind)
+    ctx.prog.steps.append(Reduce(tuple(x.shape), syms, axes, op, buf, body,
+                                 name=ctx.kernel_name("r")))
+    return BufNode(ctx, buf)
+
+
+def _dot_general(ctx: Lowering, eqn, ins, kind):
+    lhs, rhs = ins
+    (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
+    lc, rc, lb, rb = map(tuple, (lc, rc, lb, rb))
+    out = eqn.outvars[0].aval
+    lf = tuple(d for d in range(len(lhs.shape)) if d not in lc and d not in lb)
+    rf = tuple(d for d in range(len(rhs.shape)) if d not in rc and d not in rb)
+    B = _size([lhs.shape[d] for d in lb])
+    M = _size([lhs.shape[d] for d in lf])
+    N = _size([rhs.shape[d] for d in rf])
+    K = _size([lhs.shape[d] for d in lc])
+    from kiln.compiler import blas_support
+    use_blas = (out.dtype in FLOAT_DTYPES and lhs.dtype == out.dtype and
+                rhs.dtype == out.dtype and M * N * K >= GEMM_MIN_FLOPS and K > 1 and
+                blas_support.available())
+    if not use_blas:
+        return _dot_as_reduce(ctx, lhs, rhs, lc, rc, lb, rb, lf, rf, out, kind)
+    a, ta = _gemm_operand(ctx, lhs, lb, lf, lc)
+    b, tb = _gemm_operand(ctx, rhs, rb, rc, rf)
+    buf = ctx.prog.new_buffer(out.shape, out.dtype, kind)
+    ctx.prog.steps.append(Gemm(a, ta, b, tb, buf, B, M, N, K, name=ctx.kernel_name("g")))
+    return BufNode(ctx, buf)
+
+
+def _gemm_operand(ctx, x: Node, batch, first, second):
+    """A buffer holding ``x`` as [batch, first, second] (returns trans=False) or
+    [batch, second, first] (trans=True), packing it with a kernel if needed."""
+    nd = len(x.shape)
+    if isinstance(x, BufNode):
+        if tuple(batch) + tuple(first) + tuple(second) == tuple(range(nd)):
+            return x.buf, False
+        if tuple(batch) + tuple(second) + tuple(first) == tuple(range(nd)):
+            return x.buf, True
+    perm = tuple(batch) + tuple(first) + tuple(second)
+    packed = ctx.materialize(_transpose_node(x, perm))
+    return packed.buf, False
+
+
+def _dot_as_reduce(ctx, lhs, rhs, lc, rc, lb, rb, lf, rf, out, kind):
+    """Small or integer dots: a reduction over the contracting dims of a fused product."""
+    dt = out.dtype
+    in_shape = ([lhs.shape[d] for d in lb] + [lhs.shape[d] for d in lf] +
+                [rhs.shape[d] for d in rf] + [lhs.shape[d] for d in lc])
+    syms = ctx.syms(in_shape)
+    nb, nf, nr = len(lb), len(lf), len(rf)
+    table = ctx.table
+
+    lidx = [None] * len(lhs.shape)
+    ridx = [None] * len(rhs.shape)
+    for p, (dl, dr) in enumerate(zip(lb, rb)):
+        lidx[dl] = ridx[dr] = Idx.sym(syms[p])
+    for q, d in enumerate(lf):
+        lidx[d] = Idx.sym(syms[nb + q])
+    for q, d in enumerate(rf):
+        ridx[d] = Idx.sym(syms[nb + nf + q])
+    for r, (dl, dr) in enumerate(zip(lc, rc)):
+        lidx[dl] = ridx[dr] = Idx.sym(syms[nb + nf + nr + r])
+    a = lhs.read(lidx)
+    b = rhs.read(ridx)
+    if a.dtype != dt:
+        a = table.op("convert_element_type", dt, a)
+    if b.dtype != dt:
+        b = table.op("convert_element_type", dt, b)
+    body = table.op("and" if dt == np.bool_ else "mul", dt, a, b)
+    axes = tuple(range(nb + nf + nr, len(in_shape)))
+    buf = ctx.prog.new_buffer(out.shape, dt, kind)
+    op = "or" if dt == np.bool_ else "sum"
+    if not axes:
+        k = Kernel(tuple(in_shape), syms, [(buf, body)], ctx.kernel_name("k"))
+        ctx.prog.steps.append(k)
+    else:
+        ctx.prog.steps.append(Reduce(tuple(in_shape), syms, axes, op, buf, body,
+                                     name=ctx.kernel_name("r")))
+    return BufNode(ctx, buf)
+
+
+# ------------------------------------------------------------------------------------------
+
+def _is_native(eqn) -> bool:
+    name = eqn.primitive.name
+    if name not in ELEMENTWISE and name not in MOVEMENT and name not in REDUCTIONS \
+            and name != "dot_general" and name not in IDENTITY:
+        return False
+    for v in list(eqn.invars) + list(eqn.outvars):
+        if np.dtype(v.aval.dtype) not in NATIVE_DTYPES:
+            return False
+    if name == "dot_general" and eqn.outvars[0].aval.dtype == np.bool_:
+        return False
+    if name == "argmax" or name == "argmin":
+        return eqn.invars[0].aval.dtype != np.bool_
+    return True
+
+
+def _should_materialize(var, node: Node, consumers) -> bool:
+    """The fusion cost rule (see the module docstring)."""
+    if not isinstance(node, LazyNode) or node.cost <= CHEAP:
+        return False
+    if len(consumers) > 1:
+        return True
+    if consumers:
+        c = consumers[0]
+        if c.primitive.name == "broadcast_in_dim":
+            return _size(c.outvars[0].aval.shape) > _size(var.aval.shape)
+        if c.primitive.name in ("pad", "concatenate", "dynamic_slice", "slice"):
+            return False
+    return False
+
+
+def lower(closed: ClosedJaxpr) -> Program:
+    """Lower a closed jaxpr (nested calls already inlined) to a :class:`Program`."""
+    jaxpr = closed.jaxpr
+    ctx = Lowering()
+    prog = ctx.prog
+    consumers: dict = {}
+    for eqn in jaxpr.eqns:
+        for v in eqn.invars:
+            if type(v) is not Literal:
+                consumers.setdefault(v, []).append(eqn)
+    out_set = {v for v in jaxpr.outvars if type(v) is not Literal}
+
+    env: dict = {}
+    for v, c in zip(jaxpr.constvars, closed.consts):
+        val = np.asarray(getattr(c, "_value", c))
+        if val.shape == () and val.dtype in NATIVE_DTYPES and v not in out_set:
+            env[v] = ConstNode(ctx, val, val.dtype)
+            continue
+        buf = prog.new_buffer(val.shape, val.dtype, "const")
+        prog.consts.append((buf, np.ascontiguousarray(val)))
+        env[v] = BufNode(ctx, buf)
+    for v in jaxpr.invars:
+        buf = prog.new_buffer(v.aval.shape, v.aval.dtype, "in")
+        prog.inputs.append(buf)
+        env[v] = BufNode(ctx, buf)
+
+    def node_of(v) -> Node:
+        if type(v) is Literal:
+            val = np.asarray(getattr(v.val, "_value", v.val))
+            return ConstNode(ctx, val, v.aval.dtype, np.shape(val))
+        return env[v]
+
+    for eqn in jaxpr.eqns:
+        ins = [node_of(v) for v in eqn.invars]
+        name = eqn.primitive.name
+        out_kind = "out" if any(v in out_set for v in eqn.outvars) else "tmp"
+        if not _is_native(eqn):
+            outs = _island(ctx, eqn, ins)
+        elif name in IDENTITY:
+            outs = [ins[0]]
+        elif name in ELEMENTWISE:
+            outs = [_ew_rule(ctx, eqn, ins)]
+        elif name in MOVEMENT:
+            outs = [MOVEMENT[name](ctx, eqn, ins)]
+        elif name in REDUCTIONS:
+            outs = [_reduce(ctx, eqn, ins, out_kind)]
+        else:
+            outs = [_dot_general(ctx, eqn, ins, out_kind)]
+        for v, node in zip(eqn.outvars, outs):
+            if isinstance(node, ConstNode) and node.shape != () and v in out_set:
+                node = ctx.materialize(LazyNode(node.shape, node.dtype, node.read,
+                                                node.read_flat, 0), "out")
+            elif isinstance(node, LazyNode):
+                if v in out_set:
+                    node = ctx.materialize(node, "out")
+                elif _should_materialize(v, node, consumers.get(v, [])):
+                    node = ctx.materialize(node, "tmp")
+            env[v] = node
+
+    for v in jaxpr.outvars:
+        if type(v) is Literal:
+            prog.outputs.append(("lit", np.asarray(getattr(v.val, "_value", v.val),
+                                                   v.aval.dtype)))
+            continue
+        if v in jaxpr.invars:
+            prog.outputs.append(("in", jaxpr.invars.index(v)))
+            continue
+        node = env[v]
+        if isinstance(node, ConstNode):
+            prog.outputs.append(("lit", np.full(v.aval.shape, node.value, v.aval.dtype)))
+            continue
+        if isinstance(node, BufNode) and node.buf.kind == "tmp":
+            node = ctx.materialize(LazyNode(node.shape, node.dtype, node.read,
+                                            node.read_flat, 1), "out")
+        prog.outputs.append(("buf", node.buf, tuple(v.aval.shape)))
+    return prog
+
+
+def _island(ctx: Lowering, eqn, ins):
+    prog = ctx.prog
+    args = []
+    for x, v in zip(ins, eqn.invars):
+        if type(v) is Literal:
+            args.append(("lit", np.asarray(getattr(v.val, "_value", v.val), v.aval.dtype)))
+        elif isinstance(x, ConstNode):
+            args.append(("lit", np.full(x.shape, x.value, x.dtype)))
+        else:
+            b = ctx.as_buffer(x)
+            args.append((b.buf, b.shape))
+    outs = [prog.new_buffer(v.aval.shape, v.aval.dtype, "host") for v in eqn.outvars]
+    prog.steps.append(Island(eqn, args, outs))
+    return [BufNode(ctx, b) for b in outs]
+
+
+def flops_of(step) -> float:
+    if isinstance(step, Gemm):
+        return 2.0 * step.batch * step.m * step.n * step.k
+    if isinstance(step, (Kernel, Reduce)):
+        return float(math.prod(step.shape if isinstance(step, Kernel) else step.in_shape))
+    return 0.0

@@ -1,0 +1,106 @@
+"""The lowered program: buffers and the ordered steps that fill them.
+
+A :class:`Program` is what the lowering (``lower.py``) makes of a jaxpr and what the
+renderer and the executable consume. Steps run in order:
+
+* :class:`Kernel`: a loop nest over ``shape`` writing one or more buffers, each
+  element computed by a fused scalar expression;
+* :class:`Reduce`: a loop nest over an input shape folding a scalar expression into
+  an output buffer (``sum``/``max``/``min``/``prod``/``and``/``or``/``xor``, or
+  ``argmax``/``argmin``);
+* :class:`Gemm`: a (batched) matrix product through BLAS, operands in buffers;
+* :class:`Island`: a primitive without a native lowering, run with its NumPy
+  ``impl`` between native segments.
+
+What it must not hold: decisions (fusion is ``lower.py``'s) or C text.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kiln.compiler.expr import SExpr
+from kiln.compiler.index import Sym
+
+
+@dataclass(eq=False)
+class Buffer:
+    """A contiguous row-major array. ``kind``: ``in`` (argument), ``const`` (closed-over
+    value), ``out`` (program result), ``tmp`` (intermediate), ``host`` (made by an island)."""
+
+    id: int
+    shape: tuple
+    dtype: np.dtype
+    kind: str
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+
+@dataclass(eq=False)
+class Kernel:
+    shape: tuple
+    syms: list[Sym]
+    outs: list[tuple[Buffer, SExpr]]
+    name: str = "kernel"
+
+
+@dataclass(eq=False)
+class Reduce:
+    in_shape: tuple
+    syms: list[Sym]
+    axes: tuple
+    op: str                 # sum prod max min and or xor argmax argmin
+    out: Buffer
+    body: SExpr
+    acc_dtype: np.dtype = None
+    name: str = "reduce"
+
+
+@dataclass(eq=False)
+class Gemm:
+    """``out[b] = op(a[b]) @ op(b_[b])``: row-major; ``a`` is [batch, M, K] (or [batch, K, M]
+    when ``trans_a``), ``b`` is [batch, K, N] (or [batch, N, K] when ``trans_b``)."""
+
+    a: Buffer
+    trans_a: bool
+    b: Buffer
+    trans_b: bool
+    out: Buffer
+    batch: int
+    m: int
+    n: int
+    k: int
+    name: str = "gemm"
+
+
+@dataclass(eq=False)
+class Island:
+    eqn: object
+    ins: list                # Buffer, or ("lit", numpy value)
+    outs: list[Buffer]
+
+
+@dataclass(eq=False)
+class Program:
+    buffers: list[Buffer] = field(default_factory=list)
+    steps: list = field(default_factory=list)
+    inputs: list = field(default_factory=list)      # Buffer per jaxpr invar
+    consts: list = field(default_factory=list)      # (Buffer, numpy value) per used constvar
+    outputs: list = field(default_factory=list)     # ("buf", Buffer) | ("lit", value) | ("in", i)
+    sym_defs: dict = field(default_factory=dict)    # Sym.name -> (Sym, SExpr, lo, hi)
+
+    def new_buffer(self, shape, dtype, kind) -> Buffer:
+        b = Buffer(len(self.buffers), tuple(int(s) for s in shape), np.dtype(dtype), kind)
+        self.buffers.append(b)
+        return b
+
+    @property
+    def native_steps(self) -> int:
+        return sum(1 for s in self.steps if not isinstance(s, Island))

@@ -1,0 +1,681 @@
+"""The C renderer: a :class:`~.program.Program`'s native steps become C functions.
+
+One renderer, driven by attributes (tinygrad's ``CStyleLanguage`` idea): a dialect
+for another C-like target (CUDA) subclasses :class:`CRenderer` and changes the
+attributes and the few methods that differ.
+
+Each run of native steps between two islands is one *segment*: a C function
+``void segN(void **b)`` whose argument array holds the data pointers of the buffers
+it touches, in the order of ``Segment.buffers``.
+
+Loops: a kernel is a loop nest over its shape, innermost loop contiguous; large
+loops get ``#pragma omp parallel for`` (static schedule) over the outermost dimension.
+Reductions keep a scalar accumulator when the reduced dimensions are innermost
+(long sums are accumulated in chunks, for accuracy and vectorization), or
+accumulate into the output buffer when a reduced dimension is outer (column sums).
+
+Semantics follow XLA on the CPU: NaN-propagating ``max``/``min``, saturating
+float->int conversion, integer division by zero, out-of-range shifts. Signed
+integer arithmetic wraps (compiled with ``-fwrapv``).
+
+What it must not hold: fusion decisions (``lower.py``), building (``build.py``).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kiln.compiler.expr import SExpr
+from kiln.compiler.index import Idx, Sym, row_major_strides
+from kiln.compiler.program import Gemm, Island, Kernel, Program, Reduce
+
+C_TYPES = {
+    np.dtype(np.bool_): "uint8_t", np.dtype(np.int8): "int8_t", np.dtype(np.int16): "int16_t",
+    np.dtype(np.int32): "int32_t", np.dtype(np.int64): "int64_t",
+    np.dtype(np.uint8): "uint8_t", np.dtype(np.uint16): "uint16_t",
+    np.dtype(np.uint32): "uint32_t", np.dtype(np.uint64): "uint64_t",
+    np.dtype(np.float32): "float", np.dtype(np.float64): "double",
+}
+F32 = np.dtype(np.float32)
+F64 = np.dtype(np.float64)
+
+PRELUDE = r"""
+#include <stdint.h>
+#include <stddef.h>
+#include <math.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+static inline int64_t kiln_floordiv(int64_t a, int64_t b) {
+  int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
+static inline int64_t kiln_floormod(int64_t a, int64_t b) {
+  int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
+static inline int64_t kiln_clampi(int64_t v, int64_t lo, int64_t hi) {
+  return v < lo ? lo : (v > hi ? hi : v); }
+static inline float kiln_maxf(float a, float b) { return (a != a || a > b) ? a : b; }
+static inline float kiln_minf(float a, float b) { return (a != a || a < b) ? a : b; }
+static inline double kiln_maxd(double a, double b) { return (a != a || a > b) ? a : b; }
+static inline double kiln_mind(double a, double b) { return (a != a || a < b) ? a : b; }
+static inline float kiln_signf(float a) { return a > 0.0f ? 1.0f : (a < 0.0f ? -1.0f : a); }
+static inline double kiln_signd(double a) { return a > 0.0 ? 1.0 : (a < 0.0 ? -1.0 : a); }
+static inline float kiln_logistic_f32(float x) { return 1.0f / (1.0f + expf(-x)); }
+static inline double kiln_logistic_f64(double x) { return 1.0 / (1.0 + exp(-x)); }
+static inline float kiln_rsqrtf(float x) { return 1.0f / sqrtf(x); }
+static inline double kiln_rsqrtd(double x) { return 1.0 / sqrt(x); }
+"""
+
+_INT_HELPERS_TEMPLATE = r"""
+static inline {T} kiln_div_{S}({T} a, {T} b) {{
+  return b == 0 ? ({T})-1 : (b == -1 ? ({T})(({U})0 - ({U})a) : ({T})(a / b)); }}
+static inline {T} kiln_rem_{S}({T} a, {T} b) {{
+  return b == 0 ? a : (b == -1 ? ({T})0 : ({T})(a % b)); }}
+static inline {T} kiln_shl_{S}({T} a, {T} b) {{
+  return ({U})b < {N} ? ({T})(({U})a << ({U})b) : ({T})0; }}
+static inline {T} kiln_shrl_{S}({T} a, {T} b) {{
+  return ({U})b < {N} ? ({T})(({U})a >> ({U})b) : ({T})0; }}
+static inline {T} kiln_shra_{S}({T} a, {T} b) {{
+  return ({T})(({I})a >> (({U})b < {N} ? ({U})b : {N} - 1)); }}
+"""
+_UINT_HELPERS_TEMPLATE = r"""
+static inline {T} kiln_div_{S}({T} a, {T} b) {{ return b == 0 ? ({T})~({T})0 : ({T})(a / b); }}
+static inline {T} kiln_rem_{S}({T} a, {T} b) {{ return b == 0 ? a : ({T})(a % b); }}
+static inline {T} kiln_shl_{S}({T} a, {T} b) {{
+  return b < {N} ? ({T})(a << b) : ({T})0; }}
+static inline {T} kiln_shrl_{S}({T} a, {T} b) {{
+  return b < {N} ? ({T})(a >> b) : ({T})0; }}
+static inline {T} kiln_shra_{S}({T} a, {T} b) {{
+  return ({T})(({I})a >> (b < {N} ? b : {N} - 1)); }}
+"""
+
+
+def _int_helpers() -> str:
+    out = []
+    for bits in (8, 16, 32, 64):
+        out.append(_INT_HELPERS_TEMPLATE.format(T=f"int{bits}_t", U=f"uint{bits}_t",
+                                                S=f"i{bits}", N=bits, I=f"int{bits}_t"))
+        out.append(_UINT_HELPERS_TEMPLATE.format(T=f"uint{bits}_t", S=f"u{bits}", N=bits,
+                                                 I=f"int{bits}_t"))
+    return "".join(out)
+
+
+def _short(dt: np.dtype) -> str:
+    return {"b": "u8", "i": "i", "u": "u"}[dt.kind] + ("" if dt.kind == "b" else
+                                                      str(dt.itemsize * 8))
+
+
+def c_literal(value, dtype) -> str:
+    """Exact C text for a scalar of ``dtype``."""
+    dtype = np.dtype(dtype)
+    v = np.asarray(value, dtype)[()]
+    if dtype.kind == "f":
+        suffix = "f" if dtype == F32 else ""
+        fv = float(v)
+        if math.isnan(fv):
+            return "((float)NAN)" if suffix else "((double)NAN)"
+        if math.isinf(fv):
+            return ("(-INFINITY)" if fv < 0 else "INFINITY") if suffix else \
+                ("(-(double)INFINITY)" if fv < 0 else "((double)INFINITY)")
+        return f"({fv.hex()}{suffix})"
+    if dtype.kind == "b":
+        return "1" if bool(v) else "0"
+    iv = int(v)
+    if dtype.kind == "u":
+        return f"(({C_TYPES[dtype]}){iv}ULL)"
+    if iv == -(2 ** 63):
+        return "(-9223372036854775807LL - 1)"
+    return f"(({C_TYPES[dtype]}){iv}LL)"
+
+
+@dataclass
+class Segment:
+    """A C function running consecutive native steps."""
+
+    name: str
+    steps: list
+    buffers: list = field(default_factory=list)   # Buffer objects, argument order
+
+
+class CRenderer:
+    """Renders programs as C. Attributes describe the dialect."""
+
+    restrict = "restrict"
+    parallel_for = "#pragma omp parallel for schedule(static)"
+    simd_reduce = "#pragma omp simd reduction({op}:{acc})"
+    # Elements of work above which a loop runs on all cores.
+    parallel_threshold = 1 << 17
+    # Reductions longer than this accumulate in chunks of this many elements.
+    chunk = 1024
+
+    def __init__(self, math_source: str | None = None, math_functions: dict | None = None,
+                 blas_declarations: str | None = None):
+        self.math_source = math_source
+        self.math_functions = math_functions or {}
+        self.blas_declarations = blas_declarations
+
+    # ---- program ------------------------------------------------------------------------
+    def render(self, prog: Program) -> tuple[str, list[Segment]]:
+        segments: list[Segment] = []
+        cur: list = []
+        for step in prog.steps:
+            if isinstance(step, Island):
+                if cur:
+                    segments.append(Segment(f"seg{len(segments)}", cur))
+                    cur = []
+            else:
+                cur.append(step)
+        if cur:
+            segments.append(Segment(f"seg{len(segments)}", cur))
+        parts = [PRELUDE, _int_helpers()]
+        if self.math_source:
+            parts.append(self.math_source)
+        if self.blas_declarations and any(isinstance(s, Gemm) for s in prog.steps):
+            parts.append(self.blas_declarations)
+        for seg in segments:
+            parts.append(self.render_segment(prog, seg))
+        return "\n".join(parts), segments
+
+    def render_segment(self, prog: Program, seg: Segment) -> str:
+        used = {}
+        for step in seg.steps:
+            for b in _step_buffers(prog, step):
+                used.setdefault(b.id, b)
+        seg.buffers = [used[k] for k in sorted(used)]
+        lines = [f"void {seg.name}(void **b) {{"]
+        for j, b in enumerate(seg.buffers):
+            lines.append(f"  {C_TYPES[b.dtype]} *{self.restrict} b{b.id} = "
+                         f"({C_TYPES[b.dtype]} *)b[{j}];")
+        for step in seg.steps:
+            lines.append(f"  /* {step.name} */")
+            if isinstance(step, Kernel):
+                lines.append(self.render_kernel(prog, step))
+            elif isinstance(step, Reduce):
+                lines.append(self.render_reduce(prog, step))
+            else:
+                lines.append(self.render_gemm(step))
+        lines.append("}")
+        return "\n".join(lines)
+
+    # ---- kernels ------------------------------------------------------------------------
+    def render_kernel(self, prog: Program, k: Kernel) -> str:
+        body = _Body(self, prog)
+        stores = []
+        out_shape = k.shape
+        for buf, e in k.outs:
+            v = body.value(e)
+            if tuple(buf.shape) == tuple(out_shape) or len(out_shape) == 1:
+                flat = _flat_of_syms(k.syms, out_shape)
+            else:
+                flat = _flat_of_syms(k.syms, out_shape)
+            stores.append(f"b{buf.id}[{flat}] = ({C_TYPES[buf.dtype]})({v});")
+        work = math.prod(k.shape) * max(1, _cost_of(k.outs))
+        loops = [(s, n) for s, n in zip(k.syms, k.shape)]
+        return self._nest(prog, loops, body, stores, work, indent=2)
+
+    def _nest(self, prog, loops, body: _Body, inner_stmts, work, indent=2, pre_inner=()):
+        """A loop nest with ``body``'s statements and ``inner_stmts`` innermost."""
+        pad = " " * indent
+        out = [pad + "{"]
+        out += [pad + "  " + s for s in body.prelude_lines()]
+        depth = indent + 2
+        par = work >= self.parallel_threshold and loops and loops[0][1] > 1
+        for d, (s, n) in enumerate(loops):
+            if d == 0 and par:
+                out.append(" " * depth + self.parallel_for)
+            out.append(" " * depth + f"for (int64_t {s.name} = 0; {s.name} < {n}; "
+                       f"{s.name}++) {{")
+            depth += 2
+        out += [" " * depth + s for s in body.lines]
+        out += [" " * depth + s for s in inner_stmts]
+        for _ in loops:
+            depth -= 2
+            out.append(" " * depth + "}")
+        out.append(pad + "}")
+        return "\n".join(out)
+
+    def render_reduce(self, prog: Program, r: Reduce) -> str:
+        if r.op in ("argmax", "argmin"):
+            return self._render_arg_reduce(prog, r)
+        nd = len(r.in_shape)
+        axes = set(r.axes)
+        out_t = C_TYPES[r.out.dtype]
+        kept = [d for d in range(nd) if d not in axes]
+        out_shape = [r.in_shape[d] for d in kept]
+        ostr = row_major_strides(out_shape)
+        oflat = " + ".join(f"{st}*{r.syms[d].name}" for d, st in zip(kept, ostr)) or "0"
+        # trailing block of reduced dims
+        t0 = nd
+        while t0 > 0 and (t0 - 1) in axes:
+            t0 -= 1
+        prefix = list(range(t0))
+        trailing = list(range(t0, nd))
+        init = self.reduce_init(r.op, r.out.dtype)
+        pad = "  "
+        body = _Body(self, prog)
+        val = body.value(r.body)
+        lines = [pad + "{"]
+        lines += [pad + "  " + s for s in body.prelude_lines()]
+        outer_reduced = any(d in axes for d in prefix)
+        total = math.prod(r.in_shape)
+        work = total * max(1, r.body.cost)
+        if outer_reduced:
+            n_out = math.prod(out_shape)
+            lines.append(pad + f"  for (int64_t o = 0; o < {n_out}; o++) b{r.out.id}[o] = "
+                         f"{init};")
+        depth = len(pad) + 2
+        par = (work >= self.parallel_threshold and prefix and prefix[0] not in axes
+               and r.in_shape[prefix[0]] > 1)
+        for j, d in enumerate(prefix):
+            s, n = r.syms[d], r.in_shape[d]
+            if j == 0 and par:
+                lines.append(" " * depth + self.parallel_for)
+            lines.append(" " * depth + f"for (int64_t {s.name} = 0; {s.name} < {n}; "
+                         f"{s.name}++) {{")
+            depth += 2
+        ind = " " * depth
+        if not trailing:
+            lines += [ind + s for s in body.lines]
+            lines.append(ind + f"b{r.out.id}[{oflat}] = ({out_t})"
+                         f"({self.combine(r.op, r.out.dtype, f'b{r.out.id}[{oflat}]', val)});")
+        else:
+            start = f"b{r.out.id}[{oflat}]" if outer_reduced else init
+            lines.append(ind + f"{out_t} acc = {start};")
+            tn = math.prod(r.in_shape[d] for d in trailing)
+            simd_op = {"sum": "+", "prod": "*"}.get(r.op) if r.out.dtype.kind == "f" else \
+                {"sum": "+", "prod": "*", "and": "&", "or": "|", "xor": "^"}.get(r.op)
+            chunked = (len(trailing) == 1 and tn > 2 * self.chunk and r.op == "sum"
+                       and r.out.dtype.kind == "f")
+            if chunked:
+                s = r.syms[trailing[0]].name
+                lines.append(ind + f"for (int64_t c0 = 0; c0 < {tn}; c0 += {self.chunk}) {{")
+                lines.append(ind + f"  const int64_t c1 = c0 + {self.chunk} < {tn} ? "
+                             f"c0 + {self.chunk} : {tn};")
+                lines.append(ind + f"  {out_t} part = 0;")
+                lines.append(ind + "  " + self.simd_reduce.format(op="+", acc="part"))
+                lines.append(ind + f"  for (int64_t {s} = c0; {s} < c1; {s}++) {{")
+                lines += [ind + "    " + x for x in body.lines]
+                lines.append(ind + f"    part += {val};")
+                lines.append(ind + "  }")
+                lines.append(ind + "  acc += part;")
+                lines.append(ind + "}")
+            else:
+                d2 = depth
+                for j, d in enumerate(trailing):
+                    s, n = r.syms[d], r.in_shape[d]
+                    if j == len(trailing) - 1 and simd_op:
+                        lines.append(" " * d2 + self.simd_reduce.format(op=simd_op, acc="acc"))
+                    lines.append(" " * d2 + f"for (int64_t {s.name} = 0; {s.name} < {n}; "
+                                 f"{s.name}++) {{")
+                    d2 += 2
+                lines += [" " * d2 + x for x in body.lines]
+                lines.append(" " * d2 + f"acc = ({out_t})"
+                             f"({self.combine(r.op, r.out.dtype, 'acc', val)});")
+                for _ in trailing:
+                    d2 -= 2
+                    lines.append(" " * d2 + "}")
+            lines.append(ind + f"b{r.out.id}[{oflat}] = acc;")
+        for _ in prefix:
+            depth -= 2
+            lines.append(" " * depth + "}")
+        lines.append(pad + "}")
+        return "\n".join(lines)
+
+    def _render_arg_reduce(self, prog: Program, r: Reduce) -> str:
+        (ax,) = r.axes
+        nd = len(r.in_shape)
+        kept = [d for d in range(nd) if d != ax]
+        ostr = row_major_strides([r.in_shape[d] for d in kept])
+        oflat = " + ".join(f"{st}*{r.syms[d].name}" for d, st in zip(kept, ostr)) or "0"
+        vt = C_TYPES[r.body.dtype]
+        it = C_TYPES[r.out.dtype]
+        fl = r.body.dtype.kind == "f"
+        if r.op == "argmax":
+            init = "-INFINITY" if fl else _int_extreme(r.body.dtype, low=True)
+            better = "v > best" + (" || (v != v && best == best)" if fl else "")
+        else:
+            init = "INFINITY" if fl else _int_extreme(r.body.dtype, low=False)
+            better = "v < best" + (" || (v != v && best == best)" if fl else "")
+        body = _Body(self, prog)
+        val = body.value(r.body)
+        s = r.syms[ax]
+        inner = [f"{vt} best = ({vt}){init}; int64_t bi = 0;",
+                 f"for (int64_t {s.name} = 0; {s.name} < {r.in_shape[ax]}; {s.name}++) {{"]
+        inner += ["  " + x for x in body.lines]
+        inner += [f"  const {vt} v = {val};",
+                  f"  if ({better}) {{ best = v; bi = {s.name}; }}", "}",
+                  f"b{r.out.id}[{oflat}] = ({it})bi;"]
+        loops = [(r.syms[d], r.in_shape[d]) for d in kept]
+        empty = _Body(self, prog)
+        empty._prelude = body._prelude
+        return self._nest(prog, loops, empty, inner, math.prod(r.in_shape), indent=2)
+
+    def render_gemm(self, g: Gemm) -> str:
+        f = "kiln_gemm_f32" if g.out.dtype == F32 else "kiln_gemm_f64"
+        lda = g.m if g.trans_a else g.k
+        ldb = g.k if g.trans_b else g.n
+        zero = "0.0f" if g.out.dtype == F32 else "0.0"
+        call = (f"{f}({int(g.trans_a)}, {int(g.trans_b)}, {g.m}, {g.n}, {g.k}, "
+                f"b{g.a.id} + bt*{g.m * g.k}, {lda}, b{g.b.id} + bt*{g.k * g.n}, {ldb}, "
+                f"b{g.out.id} + bt*{g.m * g.n}, {g.n}, {zero});")
+        return f"  for (int64_t bt = 0; bt < {g.batch}; bt++) {call}"
+
+    # ---- scalar semantics ---------------------------------------------------------------
+    def reduce_init(self, op, dt) -> str:
+        if op == "sum" or op == "or" or op == "xor":
+            return c_literal(0, dt)
+        if op == "prod":
+            return c_literal(1, dt)
+        if op == "and":
+            return c_literal(1, dt) if dt.kind == "b" else c_literal(-1 if dt.kind == "i" else
+                                                                     np.iinfo(dt).max, dt)
+        low = op == "max"
+        if dt.kind == "f":
+            return c_literal(-np.inf if low else np.inf, dt)
+        if dt.kind == "b":
+            return "0" if low else "1"
+        return _int_extreme(dt, low)
+
+    def combine(self, op, dt, acc, v) -> str:
+        if op == "sum":
+            return f"{acc} + {v}" if dt.kind != "b" else f"{acc} | {v}"
+        if op == "prod":
+            return f"{acc} * {v}" if dt.kind != "b" else f"{acc} & {v}"
+        if op in ("and", "or", "xor"):
+            return f"{acc} {dict(zip(('and', 'or', 'xor'), '&|^'))[op]} {v}"
+        if dt.kind == "f":
+            f = {"max": "kiln_max", "min": "kiln_min"}[op] + ("f" if dt == F32 else "d")
+            return f"{f}({acc}, {v})"
+        if dt.kind == "b":
+            return f"{acc} | {v}" if op == "max" else f"{acc} & {v}"
+        cmp = ">" if op == "max" else "<"
+        return f"({v} {cmp} {acc} ? {v} : {acc})"
+
+    def math_fn(self, name, dt) -> str:
+        hit = self.math_functions.get(name)
+        if hit:
+            return hit[0] if dt == F32 else hit[1]
+        libm = {"exp": "exp", "log": "log", "log1p": "log1p", "expm1": "expm1", "tanh": "tanh",
+                "sin": "sin", "cos": "cos", "tan": "tan", "asin": "asin", "acos": "acos",
+                "atan": "atan", "sinh": "sinh", "cosh": "cosh", "asinh": "asinh",
+                "acosh": "acosh", "atanh": "atanh", "atan2": "atan2", "sqrt": "sqrt",
+                "cbrt": "cbrt", "pow": "pow", "erf": "erf", "erfc": "erfc", "exp2": "exp2",
+                "floor": "floor", "ceil": "ceil", "nextafter": "nextafter", "fabs": "fabs",
+                "round_away": "round", "rint": "rint", "fmod": "fmod"}
+        if name == "logistic":
+            return "kiln_logistic_f32" if dt == F32 else "kiln_logistic_f64"
+        if name == "rsqrt":
+            return "kiln_rsqrtf" if dt == F32 else "kiln_rsqrtd"
+        base = libm[name]
+        return base + "f" if dt == F32 else base
+
+    def op_text(self, e: SExpr, args: list[str], arg_dtypes: list) -> str:
+        name = e.params[0]
+        params = dict(e.params[1:])
+        dt = e.dtype
+        t = C_TYPES.get(dt)
+        a = args[0] if args else None
+        b = args[1] if len(args) > 1 else None
+        fl = dt.kind == "f"
+        if name == "add":
+            return f"({a} + {b})" if dt.kind != "b" else f"({a} | {b})"
+        if name == "sub":
+            return f"({a} - {b})"
+        if name == "mul":
+            return f"({a} * {b})" if dt.kind != "b" else f"({a} & {b})"
+        if name == "div":
+            return f"({a} / {b})" if fl else f"kiln_div_{_short(dt)}({a}, {b})"
+        if name == "rem":
+            return f"{self.math_fn('fmod', dt)}({a}, {b})" if fl else \
+                f"kiln_rem_{_short(dt)}({a}, {b})"
+        if name == "neg":
+            return f"(-{a})" if dt.kind != "u" else f"({t})(0 - {a})"
+        if name in ("max", "min"):
+            if fl:
+                return f"kiln_{name}{'f' if dt == F32 else 'd'}({a}, {b})"
+            if dt.kind == "b":
+                return f"({a} | {b})" if name == "max" else f"({a} & {b})"
+            cmp = ">" if name == "max" else "<"
+            return f"({a} {cmp} {b} ? {a} : {b})"
+        if name == "abs":
+            if fl:
+                return f"{self.math_fn('fabs', dt)}({a})"
+            return f"({a} < 0 ? ({t})(0 - ({t}){a}) : {a})" if dt.kind == "i" else a
+        if name == "sign":
+            if fl:
+                return f"kiln_sign{'f' if dt == F32 else 'd'}({a})"
+            if dt.kind == "u":
+                return f"({t})({a} > 0)"
+            return f"({t})(({a} > 0) - ({a} < 0))"
+        if name in ("floor", "ceil"):
+            return f"{self.math_fn(name, dt)}({a})"
+        if name == "round":
+            m = params.get("rounding_method", 0)
+            return f"{self.math_fn('round_away' if m == 0 else 'rint', dt)}({a})"
+        if name in ("exp", "log", "log1p", "expm1", "tanh", "logistic", "sin", "cos", "tan",
+                    "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "sqrt",
+                    "rsqrt", "cbrt", "erf", "erfc", "exp2"):
+            return f"{self.math_fn(name, dt)}({a})"
+        if name in ("atan2", "nextafter"):
+            return f"{self.math_fn(name, dt)}({a}, {b})"
+        if name == "pow":
+            if arg_dtypes[1] != dt:
+                b = f"({t})({b})"
+            return f"{self.math_fn('pow', dt)}({a}, {b})"
+        if name == "integer_pow":
+            return self._integer_pow(a, int(params["y"]), dt)
+        if name == "square":
+            return f"({a} * {a})"
+        if name in ("eq", "ne", "lt", "le", "gt", "ge"):
+            op = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}[name]
+            return f"({a} {op} {b})"
+        if name in ("and", "or", "xor"):
+            op = {"and": "&", "or": "|", "xor": "^"}[name]
+            return f"({t})({a} {op} {b})"
+        if name == "not":
+            return f"(!{a})" if dt.kind == "b" else f"({t})(~{a})"
+        if name in ("shift_left", "shift_right_logical", "shift_right_arithmetic"):
+            f = {"shift_left": "shl", "shift_right_logical": "shrl",
+                 "shift_right_arithmetic": "shra"}[name]
+            return f"kiln_{f}_{_short(dt)}({a}, {b})"
+        if name == "select_n":
+            which = args[0]
+            cases = args[1:]
+            if len(cases) == 1:
+                return cases[0]
+            if arg_dtypes[0].kind == "b":
+                return f"({which} ? {cases[1]} : {cases[0]})"
+            expr = cases[-1]
+            for j in range(len(cases) - 2, -1, -1):
+                expr = f"({which} <= {j} ? {cases[j]} : {expr})"
+            return expr
+        if name == "convert_element_type":
+            return self._convert(a, arg_dtypes[0], dt)
+        if name == "clamp":
+            lo, x, hi = args
+            if fl:
+                sfx = "f" if dt == F32 else "d"
+                return f"kiln_min{sfx}(kiln_max{sfx}({x}, {lo}), {hi})"
+            inner = f"({x} > {lo} ? {x} : {lo})"
+            return f"({inner} < {hi} ? {inner} : {hi})"
+        if name == "is_finite":
+            return f"(isfinite({a}) ? 1 : 0)"
+        if name == "population_count":
+            u = f"uint{dt.itemsize * 8}_t"
+            return f"({t})__builtin_popcountll((uint64_t)({u}){a})"
+        if name == "clz":
+            bits = dt.itemsize * 8
+            u = f"uint{bits}_t"
+            return (f"({t})(({u}){a} == 0 ? {bits} : "
+                    f"__builtin_clzll((uint64_t)({u}){a}) - {64 - bits})")
+        raise NotImplementedError(f"no C rendering for {name}")
+
+    def _integer_pow(self, a, y, dt) -> str:
+        if y == 0:
+            return c_literal(1, dt)
+        n = abs(y)
+        # binary powering, as XLA: x**5 = (x*x)*(x*x)*x
+        acc = None
+        base = a
+        terms = []
+        while n:
+            if n & 1:
+                terms.append(base)
+            n >>= 1
+            if n:
+                base = f"({base} * {base})"
+        acc = terms[0]
+        for t in terms[1:]:
+            acc = f"({acc} * {t})"
+        if y < 0:
+            return f"({c_literal(1, dt)} / {acc})"
+        return acc
+
+    def _convert(self, a, src, dst) -> str:
+        t = C_TYPES[dst]
+        if src == dst:
+            return a
+        if dst.kind == "b":
+            return f"({a} != 0)"
+        if src.kind == "f" and dst.kind in "iu":
+            info = np.iinfo(dst)
+            hi = c_literal(float(info.max), src)
+            lo = c_literal(float(info.min), src)
+            return (f"({a} != {a} ? ({t})0 : ({a} >= {hi} ? {c_literal(info.max, dst)} : "
+                    f"({a} <= {lo} ? {c_literal(info.min, dst)} : ({t}){a})))")
+        return f"({t})({a})"
+
+
+def _int_extreme(dt, low) -> str:
+    info = np.iinfo(dt)
+    return c_literal(info.min if low else info.max, dt)
+
+
+def _flat_of_syms(syms, shape) -> str:
+    strides = row_major_strides(shape)
+    parts = [s.name if st == 1 else f"{st}*{s.name}" for s, st in zip(syms, strides)]
+    return " + ".join(parts) or "0"
+
+
+def _cost_of(outs) -> int:
+    return max((e.cost for _, e in outs), default=1)
+
+
+def _step_buffers(prog: Program, step):
+    if isinstance(step, Gemm):
+        return [step.a, step.b, step.out]
+    bufs = {}
+    roots = [e for _, e in step.outs] if isinstance(step, Kernel) else [step.body]
+    outs = [b for b, _ in step.outs] if isinstance(step, Kernel) else [step.out]
+    for b in outs:
+        bufs[b.id] = b
+    for e in _walk(prog, roots):
+        if e.kind == "load":
+            bufs.setdefault(e.params[0], prog.buffers[e.params[0]])
+    return list(bufs.values())
+
+
+def _walk(prog: Program, roots):
+    """All nodes reachable from ``roots``, including dynamic-index definitions."""
+    seen = set()
+    stack = list(roots)
+    out = []
+    while stack:
+        e = stack.pop()
+        if e.uid in seen:
+            continue
+        seen.add(e.uid)
+        out.append(e)
+        stack.extend(e.args)
+        for idx in _idx_of(e):
+            for s in idx_deps(idx):
+                d = prog.sym_defs.get(s.name)
+                if d is not None:
+                    stack.append(d[1])
+    return out
+
+
+def _idx_of(e: SExpr):
+    if e.kind == "load":
+        return [e.params[2].v]
+    if e.kind == "index":
+        return [e.params[1].v]
+    if e.kind == "where":
+        return [x for cl in e.params[1].v.clauses for x in cl[1:2]]
+    return []
+
+
+def idx_deps(idx) -> frozenset:
+    return idx.deps
+
+
+class _Body:
+    """Statements computing scalar expressions, one temporary per node."""
+
+    def __init__(self, r: CRenderer, prog: Program):
+        self.r = r
+        self.prog = prog
+        self.lines: list[str] = []
+        self.names: dict = {}
+        self._prelude: list[str] = []
+        self._syms_done: set = set()
+        self._n = 0
+
+    def prelude_lines(self):
+        return self._prelude
+
+    def _need_syms(self, idx: Idx):
+        for s in idx.deps:
+            if s.name in self._syms_done:
+                continue
+            d = self.prog.sym_defs.get(s.name)
+            if d is None:
+                continue
+            self._syms_done.add(s.name)
+            sym, defn, lo, hi = d
+            sub = _Body(self.r, self.prog)
+            sub._syms_done = self._syms_done
+            v = sub.value(defn)
+            self._prelude += sub._prelude + sub.lines
+            self._prelude.append(f"const int64_t {sym.name} = kiln_clampi((int64_t)({v}), "
+                                 f"{lo}, {hi});")
+
+    def value(self, e: SExpr) -> str:
+        hit = self.names.get(e.uid)
+        if hit is not None:
+            return hit
+        if e.kind == "const":
+            text = c_literal(e.params[1].v, e.dtype)
+            self.names[e.uid] = text
+            return text
+        if e.kind == "load":
+            buf = self.prog.buffers[e.params[0]]
+            idx: Idx = e.params[2].v
+            self._need_syms(idx)
+            it = idx.c()
+            if idx.lo < 0 or idx.hi > buf.size - 1:
+                it = f"kiln_clampi({it}, 0, {max(buf.size - 1, 0)})"
+            text = f"b{buf.id}[{it}]"
+        elif e.kind == "index":
+            idx = e.params[1].v
+            self._need_syms(idx)
+            text = f"({C_TYPES[e.dtype]})({idx.c()})"
+        elif e.kind == "where":
+            cond = e.params[1].v
+            for cl in cond.clauses:
+                if len(cl) > 1:
+                    self._need_syms(cl[1])
+            a, b = (self.value(x) for x in e.args)
+            text = f"(({cond.c()}) ? {a} : {b})"
+        else:
+            args = [self.value(x) for x in e.args]
+            text = self.r.op_text(e, args, [x.dtype for x in e.args])
+        self._n += 1
+        name = f"t{e.uid}"
+        self.lines.append(f"const {C_TYPES[e.dtype]} {name} = ({C_TYPES[e.dtype]})({text});")
+        self.names[e.uid] = name
+        return name
+
+
+__all__ = ["CRenderer", "Segment", "c_literal", "Sym"]
