@@ -142,6 +142,18 @@ def run(closed, args, name: str = "jit"):
     return reference.run_jaxpr(closed.jaxpr, closed.consts, args)
 
 
+def plain_mode() -> bool:
+    """True when jitted programs run compiled code (no reference backend, no NaN checks)."""
+    return (config.kiln_backend == "cpu" and not config.jax_debug_nans
+            and not config.jax_debug_infs)
+
+
+def ready_executable(closed):
+    """The executable of ``closed`` if its compilation has finished, else None."""
+    entry = _cache.get(closed)
+    return entry.exe if entry is not None else None
+
+
 def executable_for(closed, name: str = "jit"):
     """The compiled executable of ``closed`` (compiling now if needed), or None."""
     entry = _cache.get(closed)

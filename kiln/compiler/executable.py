@@ -16,7 +16,7 @@ import threading
 import numpy as np
 
 from kiln.compiler.program import Island, Program
-from kiln.compiler.runtime import alloc, get_run
+from kiln.compiler.runtime import HUGE_THRESHOLD, alloc, get_run
 
 
 class Executable:
@@ -46,7 +46,8 @@ class Executable:
         self._has_islands = any(p[0] == "island" for p in plan)
         self._in_ids = [b.id for b in prog.inputs]
         self._in_dtypes = [b.dtype for b in prog.inputs]
-        self._outs_alloc = [(b.id, b.shape, b.dtype) for b in prog.buffers if b.kind == "out"]
+        self._outs_alloc = [(b.id, b.shape, b.dtype, np.empty if b.nbytes < HUGE_THRESHOLD
+                             else alloc) for b in prog.buffers if b.kind == "out"]
         self._tmps = [b for b in prog.buffers if b.kind == "tmp"]
         template = [None] * nbuf
         for buf, val in prog.consts:
@@ -66,8 +67,8 @@ class Executable:
             if type(x) is not np.ndarray or not x.flags.c_contiguous or x.dtype != dt:
                 x = np.ascontiguousarray(x, dt)
             bufs[i] = x
-        for i, shape, dt in self._outs_alloc:
-            bufs[i] = alloc(shape, dt)
+        for i, shape, dt, make in self._outs_alloc:
+            bufs[i] = make(shape, dt)
         pool = None
         if self._tmps:
             locked = self._pool_lock.acquire(blocking=False)

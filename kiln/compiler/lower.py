@@ -437,10 +437,26 @@ def _reduce(ctx: Lowering, eqn, ins, kind):
         return LazyNode(x.shape, out_aval.dtype,
                         lambda idxs: ctx.table.op("convert_element_type", out_aval.dtype,
                                                   x.read(idxs)), None, x.cost)
-    syms = ctx.syms(x.shape)
-    body = x.read([Idx.sym(s) for s in syms])
+    in_shape = tuple(x.shape)
+    if _flat_capable(x) and op not in ("argmax", "argmin"):
+        # Merge runs of adjacent dims that are all reduced or all kept: the loops get
+        # longer (vectorizable, parallel) and the row-major offsets are unchanged.
+        groups: list = []
+        for d, n in enumerate(in_shape):
+            red = d in axes
+            if groups and groups[-1][0] == red:
+                groups[-1][1] *= n
+            else:
+                groups.append([red, n])
+        in_shape = tuple(n for _, n in groups)
+        axes = tuple(j for j, (red, _) in enumerate(groups) if red)
+        syms = ctx.syms(in_shape)
+        body = x.read_flat(flat_index([Idx.sym(s) for s in syms], in_shape))
+    else:
+        syms = ctx.syms(in_shape)
+        body = x.read([Idx.sym(s) for s in syms])
     buf = ctx.prog.new_buffer(out_aval.shape, out_aval.dtype, kind)
-    ctx.prog.steps.append(Reduce(tuple(x.shape), syms, axes, op, buf, body,
+    ctx.prog.steps.append(Reduce(in_shape, syms, axes, op, buf, body,
                                  name=ctx.kernel_name("r")))
     return BufNode(ctx, buf)
 

@@ -144,6 +144,7 @@ class CRenderer:
     restrict = "restrict"
     parallel_for = "#pragma omp parallel for schedule(static)"
     simd_reduce = "#pragma omp simd reduction({op}:{acc})"
+    parallel_reduce = "#pragma omp parallel for schedule(static) reduction({op}:{acc})"
     # Elements of work above which a loop runs on all cores.
     parallel_threshold = 1 << 17
     # Reductions longer than this accumulate in chunks of this many elements.
@@ -284,11 +285,15 @@ class CRenderer:
             lines.append(ind + f"{out_t} acc = {start};")
             tn = math.prod(r.in_shape[d] for d in trailing)
             simd_op = {"sum": "+", "prod": "*"}.get(r.op) if r.out.dtype.kind == "f" else \
-                {"sum": "+", "prod": "*", "and": "&", "or": "|", "xor": "^"}.get(r.op)
+                {"sum": "+", "prod": "*", "and": "&", "or": "|", "xor": "^",
+                 "max": "max" if r.out.dtype.kind != "b" else "|",
+                 "min": "min" if r.out.dtype.kind != "b" else "&"}.get(r.op)
             chunked = (len(trailing) == 1 and tn > 2 * self.chunk and r.op == "sum"
                        and r.out.dtype.kind == "f")
             if chunked:
                 s = r.syms[trailing[0]].name
+                if not prefix and work >= self.parallel_threshold:
+                    lines.append(ind + self.parallel_reduce.format(op="+", acc="acc"))
                 lines.append(ind + f"for (int64_t c0 = 0; c0 < {tn}; c0 += {self.chunk}) {{")
                 lines.append(ind + f"  const int64_t c1 = c0 + {self.chunk} < {tn} ? "
                              f"c0 + {self.chunk} : {tn};")
@@ -300,6 +305,27 @@ class CRenderer:
                 lines.append(ind + "  }")
                 lines.append(ind + "  acc += part;")
                 lines.append(ind + "}")
+            elif r.op in ("max", "min") and r.out.dtype.kind == "f":
+                # Vectorizable NaN-propagating max/min: an OpenMP max reduction over the
+                # ordered values plus a NaN flag (x86 max instructions drop NaNs).
+                cmp = ">" if r.op == "max" else "<"
+                lines.append(ind + "int nanf = 0;")
+                d2 = depth
+                for j, d in enumerate(trailing):
+                    s, n = r.syms[d], r.in_shape[d]
+                    if j == len(trailing) - 1:
+                        lines.append(" " * d2 + f"#pragma omp simd reduction({r.op}:acc) "
+                                     "reduction(|:nanf)")
+                    lines.append(" " * d2 + f"for (int64_t {s.name} = 0; {s.name} < {n}; "
+                                 f"{s.name}++) {{")
+                    d2 += 2
+                lines += [" " * d2 + x for x in body.lines]
+                lines.append(" " * d2 + f"acc = {val} {cmp} acc ? {val} : acc;")
+                lines.append(" " * d2 + f"nanf |= ({val} != {val});")
+                for _ in trailing:
+                    d2 -= 2
+                    lines.append(" " * d2 + "}")
+                lines.append(ind + f"if (nanf) acc = {c_literal(np.nan, r.out.dtype)};")
             else:
                 d2 = depth
                 for j, d in enumerate(trailing):

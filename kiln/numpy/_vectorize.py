@@ -17,6 +17,10 @@ import warnings
 import numpy as np
 
 from kiln import lax
+from kiln._array_methods import _FAST
+from kiln.array import Array as _Array
+from kiln.array import make_array as _make_array
+from kiln.core import trace as _core
 from kiln.core.trace import get_aval
 from kiln.numpy import _ufuncs, _util
 
@@ -215,6 +219,16 @@ class ufunc:  # noqa: N801  (NumPy/JAX name)
         return f"<jnp.ufunc '{self.__name__}'>"
 
     def __call__(self, *args, out=None, where=None):
+        fast = _EAGER_FAST.get(self.__name__)
+        if fast is not None and len(args) == 2 and out is None and where is None:
+            # Eager Array (op) Array of one dtype: NumPy directly, as the operators do.
+            a, b = args
+            if type(a) is _Array and type(b) is _Array and _core._state.trace is \
+                    _core.eval_trace and _FAST[0]:
+                av, bv = a._value, b._value
+                if av.dtype is bv.dtype and av.dtype.kind in fast[1]:
+                    w = False if fast[2] else (a.weak_type and b.weak_type)
+                    return _make_array(fast[0](av, bv), w)
         if out is not None:
             raise NotImplementedError(f"out argument of {self}")
         if where is not None:
@@ -573,6 +587,17 @@ _SPECS = {
     "bitwise_xor": dict(identity=0, reduce=_bitwise("xor")),
     "logaddexp": dict(identity=-np.inf, reduce=_logaddexp_reduce(False)),
     "logaddexp2": dict(identity=-np.inf, reduce=_logaddexp_reduce(True)),
+}
+
+
+# name -> (NumPy function, dtype kinds where it equals the lax op bit for bit, is comparison)
+_EAGER_FAST = {
+    "add": (np.add, "fiu", False), "subtract": (np.subtract, "fiu", False),
+    "multiply": (np.multiply, "fiu", False), "maximum": (np.maximum, "fiu", False),
+    "minimum": (np.minimum, "fiu", False), "equal": (np.equal, "fiub", True),
+    "not_equal": (np.not_equal, "fiub", True), "less": (np.less, "fiu", True),
+    "less_equal": (np.less_equal, "fiu", True), "greater": (np.greater, "fiu", True),
+    "greater_equal": (np.greater_equal, "fiu", True),
 }
 
 
