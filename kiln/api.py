@@ -16,6 +16,7 @@ import numpy as np
 
 from kiln import dtypes
 from kiln.array import Array, make_array
+from kiln.backends import cpu as _cpu
 from kiln.config import config
 from kiln.core.avals import ShapedArray
 from kiln.core.jaxpr import ClosedJaxpr, check_jaxpr, pp_jaxpr
@@ -23,7 +24,6 @@ from kiln.core.trace import EvalTrace, Tracer, get_aval
 from kiln.core.trace import current_trace as _current_trace
 from kiln.interpreters import ad, batching, staging
 from kiln.interpreters.ad import Zero
-from kiln.backends import cpu as _cpu
 from kiln.interpreters.pjit import jit_p
 from kiln.tree_util import (
     Partial,
