@@ -37,6 +37,11 @@ def declarations() -> str | None:
 
 def init(lib) -> None:
     info = _info()
-    if info is not None:
-        from kiln.compiler.blas import init_library
-        init_library(lib, info)
+    if info is None:
+        return
+    try:
+        lib.kiln_blas_init  # noqa: B018 - only libraries with a GEMM define it
+    except AttributeError:
+        return
+    from kiln.compiler.blas import init_library
+    init_library(lib, info)

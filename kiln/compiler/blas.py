@@ -1,0 +1,200 @@
+"""The BLAS that generated code calls for matrix products, and how many threads it gets.
+
+Where the functions come from: SciPy (a kiln dependency) exports its BLAS as Cython
+capsules, ``scipy.linalg.cython_blas.__pyx_capi__``; each holds the address of a function
+with the Fortran LP64 ABI (every argument a pointer, ``int`` dimensions, no hidden string
+lengths). That works for any SciPy build, whichever BLAS it was linked against. We pass
+the addresses of ``sgemm``/``dgemm`` to each compiled library (``kiln_blas_init``), whose
+generated code then calls them directly: no Python, no ctypes on the hot path.
+
+Threads: on a small shared machine a multi-threaded GEMM of modest size is *slower* than a
+single-threaded one (spinning worker threads fight for the cores; measured 31 ms vs 3.2 ms
+for 128x1024 @ 1024x1024 f32 under load). OpenBLAS (what SciPy's wheels ship) exports
+``openblas_set_num_threads_local``, which sets the count for the calling thread only and
+costs a store; the generated wrapper sets it before every call from the size of that call
+(``threads_for``, mirrored in C). With another BLAS (no such symbol) the library's own
+setting stands.
+
+Row-major to column-major: BLAS is column-major and a row-major ``X`` (r x c, leading
+dimension ``ld``) is the column-major ``X^T``. So ``C = op(A) @ op(B)`` in row-major is
+``C^T = op(B)^T @ op(A)^T`` in column-major: swap the operands and M with N; each
+operand's transpose flag stays as is.
+
+What it must not hold: when to use a GEMM (``lower.py``), rendering (``render_c.py``).
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+from dataclasses import dataclass
+
+# A GEMM with fewer multiply-adds than this runs on one thread. 2**27 MACs is about
+# 2.5 ms on one AVX-512 core; below it, waking and synchronizing workers on a loaded
+# 2-core machine costs more than it gains (see benchmarks/NOTES.md, "BLAS threads").
+PARALLEL_MIN_MACS = 1 << 27
+
+
+@dataclass(frozen=True)
+class BlasInfo:
+    """Addresses of the BLAS functions generated code calls, and what library they are."""
+
+    sgemm: int
+    dgemm: int
+    set_threads_local: int      # 0 when the library has no per-thread setter
+    library: str                # path of the shared object that holds sgemm
+    max_threads: int            # threads a large GEMM may use
+
+
+def _capsule_address(capsule) -> int:
+    get_name = ctypes.pythonapi.PyCapsule_GetName
+    get_name.restype = ctypes.c_char_p
+    get_name.argtypes = [ctypes.py_object]
+    get_ptr = ctypes.pythonapi.PyCapsule_GetPointer
+    get_ptr.restype = ctypes.c_void_p
+    get_ptr.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    return int(get_ptr(capsule, get_name(capsule)))
+
+
+class _DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+
+
+def _library_of(address: int) -> str | None:
+    """The shared object holding ``address`` (the BLAS SciPy's capsule wraps)."""
+    try:
+        libc = ctypes.CDLL(None)
+        dladdr = libc.dladdr
+    except (OSError, AttributeError):  # pragma: no cover - non-glibc platforms
+        return None
+    dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
+    dladdr.restype = ctypes.c_int
+    info = _DlInfo()
+    if not dladdr(ctypes.c_void_p(address), ctypes.byref(info)) or not info.dli_fname:
+        return None
+    return os.fsdecode(info.dli_fname)
+
+
+def _thread_setter(module_path: str) -> int:
+    """Address of ``openblas_set_num_threads_local`` in the BLAS behind ``module_path``.
+
+    ``dlsym`` on a library's handle searches that library and then its dependencies, so
+    this finds the symbol in the BLAS SciPy's Cython module links against, not in another
+    BLAS the process also loaded (NumPy's ILP64 OpenBLAS has the same symbol name).
+    """
+    try:
+        lib = ctypes.CDLL(module_path)
+        fn = lib.openblas_set_num_threads_local
+    except (OSError, AttributeError):
+        return 0
+    return ctypes.cast(fn, ctypes.c_void_p).value or 0
+
+
+def _cpu_count() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # pragma: no cover
+        return max(1, os.cpu_count() or 1)
+
+
+def _max_threads() -> int:
+    env = os.environ.get("KILN_BLAS_THREADS")
+    if env:
+        try:
+            return max(1, int(env))
+        except ValueError:
+            raise ValueError(f"KILN_BLAS_THREADS must be a positive integer, got {env!r}") \
+                from None
+    return _cpu_count()
+
+
+@functools.cache
+def blas_info() -> BlasInfo:
+    """Find SciPy's BLAS: ``sgemm``/``dgemm`` addresses and the per-thread thread setter.
+
+    Raises:
+      ImportError: when SciPy's Cython BLAS is not importable.
+    """
+    from scipy.linalg import cython_blas
+    caps = cython_blas.__pyx_capi__
+    sgemm = _capsule_address(caps["sgemm"])
+    dgemm = _capsule_address(caps["dgemm"])
+    module_path = _library_of(sgemm) or getattr(cython_blas, "__file__", "")
+    setter = _thread_setter(module_path)
+    return BlasInfo(sgemm=sgemm, dgemm=dgemm, set_threads_local=setter,
+                    library=module_path, max_threads=_max_threads())
+
+
+def threads_for(m: int, n: int, k: int, max_threads: int | None = None) -> int:
+    """Threads one ``m x k @ k x n`` GEMM gets: one unless it is large (``PARALLEL_MIN_MACS``)."""
+    top = _max_threads() if max_threads is None else max_threads
+    return top if m * n * k >= PARALLEL_MIN_MACS else 1
+
+
+def c_declarations(info: BlasInfo) -> str:
+    """C text defining ``kiln_gemm_f32/f64`` (row-major) and ``kiln_blas_init``."""
+    return _C_TEMPLATE.replace("@PARALLEL_MIN_MACS@", str(PARALLEL_MIN_MACS))
+
+
+def init_library(lib: ctypes.CDLL, info: BlasInfo) -> None:
+    """Hand a compiled library the BLAS addresses and the thread budget."""
+    fn = lib.kiln_blas_init
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+    fn.restype = None
+    fn(info.sgemm, info.dgemm, info.set_threads_local or None, info.max_threads)
+
+
+_C_TEMPLATE = r"""
+typedef void (*kiln_sgemm_t)(const char*, const char*, const int*, const int*, const int*,
+                             const float*, const float*, const int*, const float*, const int*,
+                             const float*, float*, const int*);
+typedef void (*kiln_dgemm_t)(const char*, const char*, const int*, const int*, const int*,
+                             const double*, const double*, const int*, const double*,
+                             const int*, const double*, double*, const int*);
+typedef int (*kiln_set_threads_t)(int);
+static kiln_sgemm_t kiln_sgemm_ptr;
+static kiln_dgemm_t kiln_dgemm_ptr;
+static kiln_set_threads_t kiln_set_threads_ptr;
+static int kiln_blas_max_threads = 1;
+
+void kiln_blas_init(void *s, void *d, void *t, int max_threads) {
+  kiln_sgemm_ptr = (kiln_sgemm_t)s;
+  kiln_dgemm_ptr = (kiln_dgemm_t)d;
+  kiln_set_threads_ptr = (kiln_set_threads_t)t;
+  kiln_blas_max_threads = max_threads > 0 ? max_threads : 1;
+}
+
+/* Threads for one call: one below @PARALLEL_MIN_MACS@ multiply-adds (blas.threads_for). */
+static inline void kiln_blas_threads(int64_t M, int64_t N, int64_t K) {
+  if (kiln_set_threads_ptr) {
+    int t = (M * N * K >= (int64_t)@PARALLEL_MIN_MACS@) ? kiln_blas_max_threads : 1;
+    kiln_set_threads_ptr(t);
+  }
+}
+
+/* Row-major C[MxN] = op(A) @ op(B) (+ beta*C): column-major C^T = op(B)^T op(A)^T. */
+#define KILN_GEMM_BODY(T, PTR)                                                        \
+  if (M <= 0 || N <= 0) return;                                                        \
+  if (K <= 0) { for (int64_t i = 0; i < M; i++) for (int64_t j = 0; j < N; j++)        \
+      C[i * ldc + j] = beta == 0 ? (T)0 : beta * C[i * ldc + j]; return; }            \
+  kiln_blas_threads(M, N, K);                                                          \
+  const char ta = transB ? 'T' : 'N', tb = transA ? 'T' : 'N';                        \
+  const int m = (int)N, n = (int)M, k = (int)K;                                        \
+  const int la = (int)(ldb > 0 ? ldb : 1), lb = (int)(lda > 0 ? lda : 1);              \
+  const int lc = (int)(ldc > 0 ? ldc : 1);                                             \
+  const T one = 1;                                                                     \
+  PTR(&ta, &tb, &m, &n, &k, &one, B, &la, A, &lb, &beta, C, &lc);
+
+static inline void kiln_gemm_f32(int transA, int transB, int64_t M, int64_t N, int64_t K,
+                                 const float *A, int64_t lda, const float *B, int64_t ldb,
+                                 float *C, int64_t ldc, float beta) {
+  KILN_GEMM_BODY(float, kiln_sgemm_ptr)
+}
+
+static inline void kiln_gemm_f64(int transA, int transB, int64_t M, int64_t N, int64_t K,
+                                 const double *A, int64_t lda, const double *B, int64_t ldb,
+                                 double *C, int64_t ldc, double beta) {
+  KILN_GEMM_BODY(double, kiln_dgemm_ptr)
+}
+"""

@@ -1,0 +1,142 @@
+"""kiln/compiler/blas.py: finding SciPy's BLAS, the thread rule, and GEMMs from generated C."""
+import ctypes
+
+import numpy as np
+import pytest
+
+import kiln
+import kiln.numpy as jnp
+from kiln.backends import cpu
+from kiln.compiler import blas, blas_support
+from kiln.compiler.program import Gemm
+
+pytestmark = pytest.mark.skipif(not blas_support.available(), reason="no BLAS found")
+
+R = np.random.default_rng(7)
+
+
+def _gemm_steps(f, *args):
+    exe = cpu.executable_for(kiln.make_jaxpr(f)(*args))
+    return [s for s in exe.prog.steps if isinstance(s, Gemm)]
+
+
+def test_blas_info_addresses_and_library():
+    info = blas.blas_info()
+    assert info.sgemm and info.dgemm and info.sgemm != info.dgemm
+    assert info.max_threads >= 1
+    if info.set_threads_local:
+        # The setter lives in the BLAS SciPy links, not in NumPy's ILP64 copy.
+        lib = blas._library_of(info.set_threads_local)
+        assert lib and "64_" not in lib.rsplit("/", 1)[-1]
+
+
+def test_thread_rule():
+    assert blas.threads_for(128, 1024, 1024, max_threads=2) == 2  # 2**27 MACs: parallel
+    assert blas.threads_for(128, 512, 1024, max_threads=2) == 1
+    assert blas.threads_for(10, 10, 10, max_threads=8) == 1
+    assert blas.threads_for(4096, 4096, 4096, max_threads=1) == 1
+
+
+def test_kiln_blas_threads_env(monkeypatch):
+    monkeypatch.setenv("KILN_BLAS_THREADS", "3")
+    assert blas._max_threads() == 3
+    monkeypatch.setenv("KILN_BLAS_THREADS", "x")
+    with pytest.raises(ValueError, match="KILN_BLAS_THREADS"):
+        blas._max_threads()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(64, 48, 32), (1, 300, 50), (100, 2, 100), (17, 65, 5)])
+@pytest.mark.parametrize("form", ["ab", "aTb", "abT", "aTbT"])
+def test_jit_matmul_matches_numpy(dtype, shape, form):
+    m, k, n = shape
+    a = R.standard_normal((m, k)).astype(dtype)
+    b = R.standard_normal((k, n)).astype(dtype)
+    args = (a.T.copy() if "aT" in form else a, b.T.copy() if "bT" in form else b)
+
+    def f(x, y):
+        return (x.T if "aT" in form else x) @ (y.T if "bT" in form else y)
+
+    with kiln.enable_x64(dtype == np.float64):
+        got = np.asarray(kiln.jit(f)(*args))
+        assert got.dtype == dtype
+        assert len(_gemm_steps(f, *args)) == 1
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=tol, atol=tol * np.sqrt(k))
+
+
+def test_batched_and_epilogue():
+    a = R.standard_normal((4, 30, 40)).astype(np.float32)
+    b = R.standard_normal((4, 40, 20)).astype(np.float32)
+    bias = R.standard_normal(20).astype(np.float32)
+
+    def f(a, b, bias):
+        return jnp.tanh(jnp.einsum("bij,bjk->bik", a, b) + bias)
+
+    got = np.asarray(kiln.jit(f)(a, b, bias))
+    np.testing.assert_allclose(got, np.tanh(a @ b + bias), rtol=2e-5, atol=2e-5)
+    assert len(_gemm_steps(f, a, b, bias)) == 1
+
+
+def test_gradient_of_matmul_uses_blas():
+    a = R.standard_normal((40, 50)).astype(np.float32)
+    b = R.standard_normal((50, 30)).astype(np.float32)
+
+    def loss(a, b):
+        return jnp.sum(jnp.tanh(a @ b))
+
+    ga, gb = kiln.jit(kiln.grad(loss, argnums=(0, 1)))(a, b)
+    t = 1 - np.tanh(a @ b) ** 2
+    np.testing.assert_allclose(np.asarray(ga), t @ b.T, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(np.asarray(gb), a.T @ t, rtol=1e-4, atol=1e-4)
+    assert len(_gemm_steps(kiln.grad(loss, argnums=(0, 1)), a, b)) == 3
+
+
+def test_disable_blas_falls_back_to_reductions(monkeypatch):
+    monkeypatch.setenv("KILN_DISABLE_BLAS", "1")
+    a = R.standard_normal((64, 48)).astype(np.float32)
+    b = R.standard_normal((48, 32)).astype(np.float32)
+    assert not _gemm_steps(lambda a, b: a @ b, a, b)
+    exe = cpu.executable_for(kiln.make_jaxpr(lambda a, b: a @ b)(a, b))
+    np.testing.assert_allclose(np.asarray(exe([a, b])[0]), a @ b, rtol=1e-5, atol=1e-4)
+
+
+def _driver():
+    from kiln.compiler.build import load_library
+    src = ("#include <stdint.h>\n" + blas.c_declarations(blas.blas_info()) +
+           "void run(int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,"
+           " int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc, float beta)"
+           " { kiln_gemm_f32(ta, tb, M, N, K, A, lda, B, ldb, C, ldc, beta); }\n")
+    lib = load_library(src, name="blas_test")
+    blas.init_library(lib, blas.blas_info())
+    lib.run.argtypes = [ctypes.c_int, ctypes.c_int] + [ctypes.c_int64] * 3 + [
+        ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
+        ctypes.c_int64, ctypes.c_float]
+    return lib
+
+
+def _p(x):
+    return x.ctypes.data_as(ctypes.c_void_p)
+
+
+def test_c_wrapper_edge_cases():
+    lib = _driver()
+    a = R.standard_normal((5, 3)).astype(np.float32)
+    b = R.standard_normal((3, 4)).astype(np.float32)
+    c = np.full((5, 4), 7.0, np.float32)
+    lib.run(0, 0, 5, 4, 3, _p(a), 3, _p(b), 4, _p(c), 4, 0.0)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-6, atol=1e-6)
+    lib.run(0, 0, 5, 4, 3, _p(a), 3, _p(b), 4, _p(c), 4, 1.0)  # beta accumulates
+    np.testing.assert_allclose(c, 2 * (a @ b), rtol=1e-6, atol=1e-6)
+    c[:] = np.nan                                      # K == 0 with beta 0: zeros, NaN or not
+    lib.run(0, 0, 5, 4, 0, _p(a), 1, _p(b), 4, _p(c), 4, 0.0)
+    assert (c == 0).all()
+    c[:] = 3.0
+    lib.run(0, 0, 0, 4, 3, _p(a), 3, _p(b), 4, _p(c), 4, 0.0)  # M == 0: untouched
+    assert (c == 3).all()
+    # A sub-block of a larger matrix: leading dimensions are honoured.
+    big = R.standard_normal((6, 10)).astype(np.float32)
+    out = np.zeros((6, 8), np.float32)
+    lib.run(0, 1, 6, 4, 5, _p(big), 10, _p(big[:4]), 10, _p(out), 8, 0.0)
+    np.testing.assert_allclose(out[:, :4], big[:, :5] @ big[:4, :5].T, rtol=1e-5, atol=1e-5)
+    assert (out[:, 4:] == 0).all()
