@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -724,6 +725,25 @@ class Traced:
         return self._lowered
 
 
+# The trace cache belongs to the function, as in JAX: ``jit(f)(x)`` written inline in a
+# loop makes a new wrapper each time but traces once. Weak on ``f``, so the caches go
+# when the function does; keyed by the options that change what a trace means.
+_FUNCTION_CACHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _trace_caches(fun, options) -> tuple[dict, dict]:
+    try:
+        per_fun = _FUNCTION_CACHES.get(fun)
+        if per_fun is None:
+            per_fun = _FUNCTION_CACHES[fun] = {}
+    except TypeError:       # not weakly referenceable (or unhashable): a cache per wrapper
+        return {}, {}
+    caches = per_fun.get(options)
+    if caches is None:
+        caches = per_fun[options] = ({}, {})
+    return caches
+
+
 class JitWrapped:
     """``jit(fun)``: traces once per argument signature, then runs the staged program."""
 
@@ -731,8 +751,6 @@ class JitWrapped:
                  inline, keep_unused):
         functools.update_wrapper(self, fun)
         self._fun = fun
-        self._cache = {}
-        self._fast = {}
         self._inline = inline
         try:
             sig = inspect.signature(fun)
@@ -760,6 +778,8 @@ class JitWrapped:
         self._static_argnums = tuple(sorted(nums))
         self._static_argnames = tuple(sorted(names))
         self._name = getattr(fun, "__name__", "fun")
+        self._cache, self._fast = _trace_caches(
+            fun, (self._static_argnums, self._static_argnames, bool(inline), bool(keep_unused)))
 
     def __get__(self, obj, objtype=None):
         if obj is None:

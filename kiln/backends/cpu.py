@@ -65,6 +65,8 @@ def compile_closed(closed, name: str = "jit"):
     t2 = time.perf_counter()
     blas_support.init(lib)
     exe = Executable(prog, lib, segments, source, build_seconds=t2 - t1)
+    if prog.guards:
+        exe.fallback = lambda args: reference.run_jaxpr(closed.jaxpr, closed.consts, args)
     if config.jax_log_compiles:
         logger.warning("Compiled %s: lowering %.1f ms, C build %.1f ms (%d native steps)",
                        name, (t1 - t0) * 1e3, (t2 - t1) * 1e3, prog.native_steps)

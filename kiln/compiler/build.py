@@ -25,6 +25,9 @@ bytes, loading them (``ctypes`` or as a CPython extension module), and build sta
 
 Default flags: ``-O3 -march=native`` (replaced by ``$KILN_CFLAGS``), ``-fno-math-errno``
 (lets ``sqrt`` become one instruction and vectorize; results unchanged),
+``-fno-trapping-math`` (floating-point operations may be computed speculatively, so both
+sides of a select run and branch-free loops vectorize; values unchanged, only the
+floating-point exception flags, which nothing reads, may differ),
 ``-ffp-contract=off`` (no silent fusing of ``a * b + c``, so every operation is rounded
 as IEEE and NumPy round it; generated code calls ``fma`` explicitly where it wants one),
 ``-fPIC -shared`` and ``-fopenmp``. Never ``-ffast-math``. ``-march=native`` and
@@ -85,7 +88,7 @@ __all__ = [
 #: Bumped when the layout of the cache or the meaning of a key changes.
 _FORMAT = 1
 _DEFAULT_OPT = ("-O3", "-march=native")
-_SEMANTICS = ("-fno-math-errno", "-ffp-contract=off")
+_SEMANTICS = ("-fno-math-errno", "-fno-trapping-math", "-ffp-contract=off")
 _DEFAULT_MAX_BYTES = 1 << 30
 _COMPILE_TIMEOUT_S = 900.0
 _STALE_TMP_S = 3600.0

@@ -27,6 +27,8 @@ class Executable:
         self.source = source
         self.lib = lib
         self.build_seconds = build_seconds
+        # Runs the program another way (the reference backend) when a guard has changed.
+        self.fallback = None
         self._run = get_run()
         nbuf = len(prog.buffers)
         seg_by_first = {}
@@ -61,7 +63,13 @@ class Executable:
         pool = [(b.id, alloc(b.shape, b.dtype)) for b in self._tmps]
         return pool
 
+    def _stale(self) -> bool:
+        from kiln.config import config
+        return any(getattr(config, k) != v for k, v in self.prog.guards.items())
+
     def __call__(self, args):
+        if self.prog.guards and self.fallback is not None and self._stale():
+            return self.fallback(args)
         bufs = list(self._template)
         for i, x, dt in zip(self._in_ids, args, self._in_dtypes):
             if type(x) is not np.ndarray or not x.flags.c_contiguous or x.dtype != dt:

@@ -30,6 +30,7 @@ import math
 
 import numpy as np
 
+from kiln.compiler import lower_random
 from kiln.compiler.expr import ExprTable, SExpr
 from kiln.compiler.index import Cond, Idx, Sym, flat_index, row_major_strides
 from kiln.compiler.program import Buffer, Gemm, Island, Kernel, Program, Reduce
@@ -56,7 +57,7 @@ ELEMENTWISE = {
     "lt": (), "le": (), "gt": (), "ge": (), "and": (), "or": (), "xor": (), "not": (),
     "shift_left": (), "shift_right_logical": (), "shift_right_arithmetic": (),
     "select_n": (), "convert_element_type": (), "clamp": (), "is_finite": (), "erf": (),
-    "erfc": (), "nextafter": (), "population_count": (), "clz": (),
+    "erfc": (), "nextafter": (), "population_count": (), "clz": (), "bitcast_convert_type": (),
 }
 IDENTITY = frozenset(("stop_gradient", "copy", "copy_p", "optimization_barrier_1"))
 REDUCTIONS = {"reduce_sum": "sum", "reduce_max": "max", "reduce_min": "min",
@@ -541,6 +542,12 @@ def _dot_as_reduce(ctx, lhs, rhs, lc, rc, lb, rb, lf, rf, out, kind):
 
 def _is_native(eqn) -> bool:
     name = eqn.primitive.name
+    if name in lower_random.XLA_MATH or name in lower_random.RANDOM:
+        return lower_random.is_native(eqn)
+    if name == "bitcast_convert_type" and (
+            np.dtype(eqn.invars[0].aval.dtype).itemsize !=
+            np.dtype(eqn.outvars[0].aval.dtype).itemsize):
+        return False            # width changes add or drop a dimension: host island
     if name not in ELEMENTWISE and name not in MOVEMENT and name not in REDUCTIONS \
             and name != "dot_general" and name not in IDENTITY:
         return False
@@ -615,6 +622,8 @@ def lower(closed: ClosedJaxpr) -> Program:
             outs = [MOVEMENT[name](ctx, eqn, ins)]
         elif name in REDUCTIONS:
             outs = [_reduce(ctx, eqn, ins, out_kind)]
+        elif name in lower_random.XLA_MATH or name in lower_random.RANDOM:
+            outs = [lower_random.lower_eqn(ctx, eqn, ins)]
         else:
             outs = [_dot_general(ctx, eqn, ins, out_kind)]
         for v, node in zip(eqn.outvars, outs):

@@ -95,6 +95,9 @@ class Program:
     consts: list = field(default_factory=list)      # (Buffer, numpy value) per used constvar
     outputs: list = field(default_factory=list)     # ("buf", Buffer) | ("lit", value) | ("in", i)
     sym_defs: dict = field(default_factory=dict)    # Sym.name -> (Sym, SExpr, lo, hi)
+    # Config flags whose values were baked into the code (name -> value); when one has
+    # changed since, the executable runs the reference backend instead.
+    guards: dict = field(default_factory=dict)
 
     def new_buffer(self, shape, dtype, kind) -> Buffer:
         b = Buffer(len(self.buffers), tuple(int(s) for s in shape), np.dtype(dtype), kind)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from kiln.compiler import lower_random
 from kiln.compiler.expr import SExpr
 from kiln.compiler.index import Idx, Sym, row_major_strides
 from kiln.compiler.program import Gemm, Island, Kernel, Program, Reduce
@@ -169,13 +170,14 @@ class CRenderer:
                 cur.append(step)
         if cur:
             segments.append(Segment(f"seg{len(segments)}", cur))
+        bodies = [self.render_segment(prog, seg) for seg in segments]
         parts = [PRELUDE, _int_helpers()]
         if self.math_source:
             parts.append(self.math_source)
+        parts += lower_random.preludes("\n".join(bodies))
         if self.blas_declarations and any(isinstance(s, Gemm) for s in prog.steps):
             parts.append(self.blas_declarations)
-        for seg in segments:
-            parts.append(self.render_segment(prog, seg))
+        parts += bodies
         return "\n".join(parts), segments
 
     def render_segment(self, prog: Program, seg: Segment) -> str:
@@ -444,6 +446,13 @@ class CRenderer:
         a = args[0] if args else None
         b = args[1] if len(args) > 1 else None
         fl = dt.kind == "f"
+        mine = lower_random.render_op(name, params, args, dt)
+        if mine is not None:
+            return mine
+        if name == "bitcast_convert_type":
+            src = C_TYPES[arg_dtypes[0]]
+            return (f"__extension__ ({{ {t} _r; {src} _v = {a}; "
+                    f"memcpy(&_r, &_v, sizeof _r); _r; }})")
         if name == "add":
             return f"({a} + {b})" if dt.kind != "b" else f"({a} | {b})"
         if name == "sub":

@@ -27,15 +27,9 @@ import warnings
 
 import numpy as np
 
-_SOURCE = r"""
-#include <stdint.h>
-#include <math.h>
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define KILN_HAVE_RSQRTPS 1
-#endif
-
-static inline uint32_t rotl(uint32_t v, int r) { return (v << r) | (v >> (32 - r)); }
+# The Threefry-2x32 block function (static, so the compiler can inline and vectorize it);
+# the compiler's generated code includes it too (kiln/compiler/render_c.py).
+THREEFRY_C = r"""static inline uint32_t rotl(uint32_t v, int r) { return (v << r) | (v >> (32 - r)); }
 
 #define ROUND(a, b, r) do { a += b; b = rotl(b, r); b ^= a; } while (0)
 
@@ -56,20 +50,11 @@ static inline void tf(uint32_t a, uint32_t b, uint32_t v0, uint32_t v1,
   *o0 = v0; *o1 = v1;
 }
 
-/* Threefry-2x32 (20 rounds) of n contiguous counter pairs. Keys are scalars when
-   kstride == 0, else contiguous per element. */
-void kiln_threefry2x32(const uint32_t *k0, const uint32_t *k1, int64_t kstride,
-                       const uint32_t *x0, const uint32_t *x1,
-                       uint32_t *y0, uint32_t *y1, int64_t n) {
-  if (kstride == 0) {
-    const uint32_t a = k0[0], b = k1[0];
-    for (int64_t i = 0; i < n; i++) tf(a, b, x0[i], x1[i], y0 + i, y1 + i);
-  } else {
-    for (int64_t i = 0; i < n; i++) tf(k0[i], k1[i], x0[i], x1[i], y0 + i, y1 + i);
-  }
-}
+"""
 
-/* ---- XLA's CPU math (see _xla_math.py for the derivations); fmaf/fma are exact. ---- */
+# XLA's CPU float math (log, log1p, exp, erf_inv, erf): static functions, shared with
+# generated code. Needs <stdint.h> and <math.h> first.
+XLA_MATH_C = r"""/* ---- XLA's CPU math (see _xla_math.py for the derivations); fmaf/fma are exact. ---- */
 #include <float.h>
 #include <string.h>
 
@@ -271,7 +256,30 @@ static inline float xerf32(float x) {
   return ftz32(r);
 }
 
-#define UNARY(name, T, fn) \
+"""
+
+_SOURCE = r"""
+#include <stdint.h>
+#include <math.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define KILN_HAVE_RSQRTPS 1
+#endif
+
+""" + THREEFRY_C + r"""/* Threefry-2x32 (20 rounds) of n contiguous counter pairs. Keys are scalars when
+   kstride == 0, else contiguous per element. */
+void kiln_threefry2x32(const uint32_t *k0, const uint32_t *k1, int64_t kstride,
+                       const uint32_t *x0, const uint32_t *x1,
+                       uint32_t *y0, uint32_t *y1, int64_t n) {
+  if (kstride == 0) {
+    const uint32_t a = k0[0], b = k1[0];
+    for (int64_t i = 0; i < n; i++) tf(a, b, x0[i], x1[i], y0 + i, y1 + i);
+  } else {
+    for (int64_t i = 0; i < n; i++) tf(k0[i], k1[i], x0[i], x1[i], y0 + i, y1 + i);
+  }
+}
+
+""" + XLA_MATH_C + r"""#define UNARY(name, T, fn) \
   void name(const T *x, T *y, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = fn(x[i]); }
 UNARY(kiln_log_f32, float, xlog32)
 UNARY(kiln_log1p_f32, float, xlog1p32)

@@ -1,0 +1,66 @@
+"""The trace cache belongs to the function (as in JAX), weakly."""
+import gc
+import weakref
+
+import numpy as np
+
+import kiln
+import kiln.numpy as jnp
+
+
+def test_inline_jit_in_a_loop_traces_once():
+    n = [0]
+
+    def f(x):
+        n[0] += 1
+        return x * 2.0
+
+    for _ in range(4):
+        out = kiln.jit(f)(jnp.ones(3))
+    np.testing.assert_array_equal(np.asarray(out), [2.0, 2.0, 2.0])
+    assert n[0] == 1
+    kiln.jit(f)(jnp.ones(4))            # a new signature traces again
+    assert n[0] == 2
+
+
+def test_options_that_change_the_trace_get_their_own_cache():
+    n = [0]
+
+    def f(x, k):
+        n[0] += 1
+        return x * k
+
+    kiln.jit(f, static_argnums=1)(jnp.ones(2), 3)
+    kiln.jit(f, static_argnums=1)(jnp.ones(2), 3)
+    assert n[0] == 1
+    kiln.jit(f)(jnp.ones(2), 3)         # k traced, not static: a different trace
+    assert n[0] == 2
+
+
+def test_cache_does_not_keep_the_function_alive():
+    def f(x):
+        return x + 1
+
+    kiln.jit(f)(jnp.ones(2))
+    ref = weakref.ref(f)
+    del f
+    gc.collect()
+    assert ref() is None
+
+
+def test_unweakrefable_callables_still_jit():
+    assert int(kiln.jit(abs)(jnp.int32(-3))) == 3
+
+
+def test_clear_cache_retraces():
+    n = [0]
+
+    def f(x):
+        n[0] += 1
+        return x
+
+    g = kiln.jit(f)
+    g(jnp.ones(1))
+    g.clear_cache()
+    kiln.jit(f)(jnp.ones(1))
+    assert n[0] == 2
