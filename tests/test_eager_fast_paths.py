@@ -1,6 +1,7 @@
 """The eager fast paths (``Array.__getitem__``, ``jnp.sum``/``mean``/``dot``/``where``) give
-exactly what the general path gives under ``jit`` and what ``jax.numpy`` gives: values,
-shapes, dtypes, weak types, errors; and their results are always ndarray-backed."""
+what the general path gives under ``jit`` and what ``jax.numpy`` gives: values (sums to
+within a few ulps: the compiled code adds in another order), shapes, dtypes, weak types,
+errors; and their results are always ndarray-backed."""
 from __future__ import annotations
 
 import numpy as np
@@ -104,7 +105,15 @@ def test_reductions_fast_equals_jit(fn, kw, dtype):
     j = kiln.jit(lambda v: getattr(knp, fn)(v, **kw))(knp.asarray(x))
     assert type(k._value) is np.ndarray
     assert k.dtype == j.dtype and k.shape == j.shape
-    np.testing.assert_array_equal(np.asarray(k), np.asarray(j))
+    _same_up_to_summation_order(k, j, x)
+
+
+def _same_up_to_summation_order(k, j, x):
+    """Eager (NumPy's pairwise order) vs compiled (vectorized chunks): each order gives
+    a correctly rounded partial sums' result, so they agree to a few ulps of sum(|x|)."""
+    eps = np.finfo(np.asarray(k).real.dtype).eps
+    scale = float(np.abs(np.asarray(x)).sum())
+    np.testing.assert_allclose(np.asarray(k), np.asarray(j), rtol=0, atol=4 * eps * scale)
 
 
 @pytest.mark.parametrize("sa,sb", [((5,), (5,)), ((3, 4), (4,)), ((4,), (4, 2)),
@@ -116,7 +125,7 @@ def test_dot_fast_equals_jit_and_jax(sa, sb):
     k = knp.dot(knp.asarray(a), knp.asarray(b))
     j = kiln.jit(knp.dot)(a, b)
     assert type(k._value) is np.ndarray
-    np.testing.assert_array_equal(np.asarray(k), np.asarray(j))
+    _same_up_to_summation_order(k, j, np.abs(a).max() * np.abs(b).max() * a.shape[-1])
     ref = jnp.dot(a, b)
     assert k.dtype == ref.dtype and k.shape == ref.shape
     np.testing.assert_allclose(np.asarray(k), np.asarray(ref), rtol=1e-5)

@@ -120,7 +120,9 @@ def test_kink_derivatives():
 def test_activation_jit_vmap(name):
     f = getattr(knn, name)
     eager = np.asarray(f(X))
-    np.testing.assert_allclose(np.asarray(kiln.jit(f)(X)), eager, rtol=1e-6)
+    # atol: the compiled tanh/erf differ from NumPy's in the last bit, and gelu's 1 + tanh
+    # cancels near -3, where that bit is a large relative error of a tiny value.
+    np.testing.assert_allclose(np.asarray(kiln.jit(f)(X)), eager, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(np.asarray(kiln.vmap(f)(X)), eager, rtol=1e-6)
 
 

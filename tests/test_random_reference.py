@@ -74,6 +74,10 @@ def _same_bits(a, b):
 def _check(name, kind, got, want, exact_hw):
     assert got.shape == want.shape, (name, got.shape, want.shape)
     assert got.dtype == want.dtype, (name, got.dtype, want.dtype)
+    # float64 gamma-family samples: XLA's float64 math inside the rejection loop is not
+    # all reproduced bit for bit (docs/random.md), so they are held to "close".
+    if kind == "hw" and got.dtype == np.float64:
+        exact_hw = False
     if kind == "exact" or (kind == "hw" and exact_hw):
         if not _same_bits(got, want):
             bad = np.nonzero(np.asarray(got != want).ravel())[0]

@@ -57,7 +57,12 @@ def test_native_matches_numpy(fname, kind, dtype):
     ref = (fn.numpy64 if dtype == "float64" else fn.numpy32)(x32)
     got = fn(x)
     with np.errstate(over="ignore"):
-        assert _same(got, np.asarray(ref).astype(x.dtype)).all()
+        if dtype == "float64" and fname in ("log", "log1p", "erf_inv"):
+            # float64 log is the C library's natively (as XLA's) and NumPy's in the
+            # fallback; they may differ in the last bit.
+            np.testing.assert_allclose(got, np.asarray(ref), rtol=4e-16, atol=0)
+        else:
+            assert _same(got, np.asarray(ref).astype(x.dtype)).all()
 
 
 _JAX_FUNCS = {"log": lambda: jnp.log, "log1p": lambda: jnp.log1p, "exp": lambda: jnp.exp,

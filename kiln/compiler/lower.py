@@ -315,7 +315,14 @@ def _transpose_node(x: Node, perm):
     def read(idxs):
         return x.read([idxs[inv[d]] for d in range(len(perm))])
 
-    return LazyNode(shape, x.dtype, read, None, x.cost)
+    node = LazyNode(shape, x.dtype, read, None, x.cost)
+    # A permuted view of a stored buffer: GEMM operands use the buffer directly.
+    if isinstance(x, BufNode):
+        node.view_of = (x, tuple(perm))
+    elif getattr(x, "view_of", None) is not None:
+        base, p0 = x.view_of
+        node.view_of = (base, tuple(p0[p] for p in perm))
+    return node
 
 
 def _transpose(ctx, eqn, ins):
@@ -490,6 +497,11 @@ def _gemm_operand(ctx, x: Node, batch, first, second):
     """A buffer holding ``x`` as [batch, first, second] (returns trans=False) or
     [batch, second, first] (trans=True), packing it with a kernel if needed."""
     nd = len(x.shape)
+    view = getattr(x, "view_of", None)
+    if view is not None:            # x[..] = base[perm-view]: map the dims to base's
+        base, perm = view
+        batch, first, second = ([perm[d] for d in ds] for ds in (batch, first, second))
+        x = base
     if isinstance(x, BufNode):
         if tuple(batch) + tuple(first) + tuple(second) == tuple(range(nd)):
             return x.buf, False

@@ -11,6 +11,8 @@ old non-partitionable scheme these primitives stay host islands (the NumPy impl)
 ``xla_log``/``xla_log1p``/``xla_exp``/``xla_erf_inv``/``xla_erf``/``xla_fma`` are the
 samplers' private primitives computing XLA's CPU formulas bit for bit; their C is
 ``kiln.random._native.XLA_MATH_C`` (the same functions the eager samplers run).
+``xla_tan``/``xla_pow`` render as the C library's ``tan``/``pow`` (what XLA calls),
+whatever the compiler's own math library replaces for the generic ops.
 
 What it must not hold: the generic elementwise/movement rules (``lower.py``).
 """
@@ -26,12 +28,13 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 # primitive -> scalar op name (rendered by render_c with the XLA math C functions)
 XLA_MATH = {"xla_log": "xla_log", "xla_log1p": "xla_log1p", "xla_exp": "xla_exp",
-            "xla_erf_inv": "xla_erf_inv", "xla_erf": "xla_erf", "xla_fma": "xla_fma"}
+            "xla_erf_inv": "xla_erf_inv", "xla_erf": "xla_erf", "xla_fma": "xla_fma",
+            "xla_tan": "xla_tan", "xla_pow": "xla_pow"}
 RANDOM = ("random_bits", "random_split", "random_fold_in")
 
 # Cost units (an add is 1) for the fusion cost rule: a hash is ~60 integer ops.
 COSTS = {"threefry": 40, "xla_log": 10, "xla_log1p": 14, "xla_exp": 10,
-         "xla_erf_inv": 30, "xla_erf": 12, "xla_fma": 1}
+         "xla_erf_inv": 30, "xla_erf": 12, "xla_fma": 1, "xla_tan": 16, "xla_pow": 20}
 
 # C for the hash ops (needs THREEFRY_C from kiln.random._native before it).
 THREEFRY_OPS_C = r"""
@@ -153,6 +156,10 @@ def render_op(name: str, params: dict, args: list[str], dt) -> str | None:
     if name == "threefry":
         mode = params["mode"]
         return f"kiln_tf_{mode}({', '.join(args)})"
+    if name == "xla_tan":
+        return f"{'tanf' if f32 else 'tan'}({args[0]})"
+    if name == "xla_pow":
+        return f"{'powf' if f32 else 'pow'}({args[0]}, {args[1]})"
     if name == "xla_fma":
         return f"{'fmaf' if f32 else 'fma'}({args[0]}, {args[1]}, {args[2]})"
     if name in ("xla_log", "xla_log1p", "xla_exp", "xla_erf_inv", "xla_erf"):

@@ -226,7 +226,10 @@ class ufunc:  # noqa: N801  (NumPy/JAX name)
             if type(a) is _Array and type(b) is _Array and _core._state.trace is \
                     _core.eval_trace and _FAST[0]:
                 av, bv = a._value, b._value
-                if av.dtype is bv.dtype and av.dtype.kind in fast[1]:
+                # Same shapes only: broadcasting goes the general way, which checks
+                # jax_numpy_rank_promotion and raises JAX's errors.
+                if av.dtype is bv.dtype and av.shape == bv.shape and \
+                        av.dtype.kind in fast[1]:
                     w = False if fast[2] else (a.weak_type and b.weak_type)
                     return _make_array(fast[0](av, bv), w)
         if out is not None:

@@ -507,7 +507,7 @@ def cauchy(key, shape=(), dtype=None, *, out_sharding=None):
     check_shape("cauchy", shape)
     v = uniform(key, shape, dtype, minval=dtypes.finfo(dtype).eps, maxval=1.)
     pi = u.const(dtype, np.pi)
-    return u.lax().tan(u.mul(pi, u.sub(v, u.const(dtype, 0.5))))
+    return u.tan(u.mul(pi, u.sub(v, u.const(dtype, 0.5))))
 
 
 def exponential(key, shape=(), dtype=None, *, out_sharding=None):

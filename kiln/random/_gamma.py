@@ -119,7 +119,8 @@ def _gamma_one_np(keys, alpha, log_space):
                                  (log_samples * inv).astype(dt))
             return ((xm.log(d) + xm.log(V)).astype(dt) + log_boost).astype(dt)
         samples = (one - nps.uniform(subkey, (), dt)).astype(dt)
-        boost = np.where(boost_mask, one, np.power(samples, (one / alpha).astype(dt)))
+        boost = np.where(boost_mask, one,
+                         xm._pow_impl(samples, (one / alpha).astype(dt)).astype(dt))
         return (((d * V).astype(dt)) * boost).astype(dt)
 
 

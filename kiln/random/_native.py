@@ -289,6 +289,20 @@ UNARY(kiln_erf_f32, float, xerf32)
 UNARY(kiln_log1p_f64, double, xlog1p64)
 UNARY(kiln_exp_f64, double, xexp64)
 UNARY(kiln_erf_inv_f64, double, xerfinv64)
+UNARY(kiln_log_f64, double, xlog64)
+/* XLA's CPU code calls the C library for these (JAX's tan, pow and float64 log are
+   glibc's, bit for bit); NumPy's SIMD versions differ in the last bit. */
+UNARY(kiln_tan_f32, float, tanf)
+UNARY(kiln_tan_f64, double, tan)
+
+/* y = pow(a, b); an operand with stride 0 is a scalar. */
+void kiln_pow_f32(const float *a, int64_t sa, const float *b, int64_t sb, float *y, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = powf(a[i * sa], b[i * sb]);
+}
+void kiln_pow_f64(const double *a, int64_t sa, const double *b, int64_t sb, double *y,
+                  int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = pow(a[i * sa], b[i * sb]);
+}
 
 /* y = fma(a, b, c); an operand with stride 0 is a scalar. */
 void kiln_fma_f32(const float *a, int64_t sa, const float *b, int64_t sb, const float *c,
@@ -327,7 +341,8 @@ void kiln_rsqrt_f32(const float *x, float *y, int64_t n) {
 """
 
 UNARY_FUNCS = ("kiln_log_f32", "kiln_log1p_f32", "kiln_exp_f32", "kiln_erf_inv_f32",
-               "kiln_erf_f32", "kiln_log1p_f64", "kiln_exp_f64", "kiln_erf_inv_f64")
+               "kiln_erf_f32", "kiln_log1p_f64", "kiln_exp_f64", "kiln_erf_inv_f64",
+               "kiln_log_f64", "kiln_tan_f32", "kiln_tan_f64")
 
 _lock = threading.Lock()
 _state: dict = {}
@@ -393,6 +408,10 @@ def _build():
     for name in UNARY_FUNCS:
         fn = getattr(lib, name)
         fn.argtypes = [p, p, i64]
+        fn.restype = None
+    for name in ("kiln_pow_f32", "kiln_pow_f64"):
+        fn = getattr(lib, name)
+        fn.argtypes = [p, i64, p, i64, p, i64]
         fn.restype = None
     for name in ("kiln_fma_f32", "kiln_fma_f64"):
         fn = getattr(lib, name)
@@ -477,6 +496,31 @@ def fma(a, b, c, dt):
             ops.append((np.ascontiguousarray(np.broadcast_to(v, shape)).reshape(-1), 1))
     y = np.empty(n, dt)
     f = lib().kiln_fma_f64 if dt == np.float64 else lib().kiln_fma_f32
+    isz = dt.itemsize
+
+    def run(s, e):
+        args = []
+        for o, st in ops:
+            args += [ctypes.c_void_p(o.ctypes.data + s * isz * st), st]
+        f(*args, ctypes.c_void_p(y.ctypes.data + s * isz), e - s)
+    _parallel(run, n)
+    return y.reshape(shape)
+
+
+def power(a, b, dt):
+    """The C library's ``pow(a, b)`` (float32 or float64 ``dt``), operands broadcast."""
+    dt = np.dtype(dt)
+    shape = np.broadcast_shapes(np.shape(a), np.shape(b))
+    n = int(np.prod(shape, dtype=np.int64))
+    ops = []
+    for v in (a, b):
+        v = np.asarray(v, dt)
+        if v.size == 1:
+            ops.append((np.ascontiguousarray(v.reshape(1)), 0))
+        else:
+            ops.append((np.ascontiguousarray(np.broadcast_to(v, shape)).reshape(-1), 1))
+    y = np.empty(n, dt)
+    f = lib().kiln_pow_f64 if dt == np.float64 else lib().kiln_pow_f32
     isz = dt.itemsize
 
     def run(s, e):

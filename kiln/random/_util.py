@@ -123,7 +123,18 @@ bitwise_or = _binop("bitwise_or")
 bitwise_xor = _binop("bitwise_xor")
 shift_left = _binop("shift_left")
 shift_right_logical = _binop("shift_right_logical")
-pow_ = _binop("pow", scalars_ok=False)
+
+
+def pow_(x, y):
+    """``x ** y`` as XLA computes it on the CPU (the C library's pow)."""
+    return _xla_math.xla_pow_p.bind(*_pair(x, y, False))
+
+
+def tan(x):
+    """tan as XLA computes it on the CPU (the C library's tan)."""
+    return _xla_math.xla_tan_p.bind(x)
+
+
 rem = _binop("rem")
 nextafter = _binop("nextafter", scalars_ok=False)
 

@@ -394,11 +394,37 @@ def _by_dtype(f32_fn, f64_fn, native32=None, native64=None):
     return fn
 
 
-log = _by_dtype(_log32, _log64, "kiln_log_f32", None)
+log = _by_dtype(_log32, _log64, "kiln_log_f32", "kiln_log_f64")
 log1p = _by_dtype(_log1p32, _log1p64, "kiln_log1p_f32", "kiln_log1p_f64")
 exp = _by_dtype(_exp32, _exp64, "kiln_exp_f32", "kiln_exp_f64")
 erf_inv = _by_dtype(_erf_inv32, _erf_inv64, "kiln_erf_inv_f32", "kiln_erf_inv_f64")
 erf = _by_dtype(_erf32, _erf64, "kiln_erf_f32", None)
+
+
+def _tan32(x):
+    with np.errstate(all="ignore"):
+        return np.tan(np.asarray(x, _F32))
+
+
+def _tan64(x):
+    with np.errstate(all="ignore"):
+        return np.tan(np.asarray(x, _F64))
+
+
+# tan: XLA calls the C library's tanf/tan; without the native kernels, NumPy's (which
+# may differ in the last bit).
+tan = _by_dtype(_tan32, _tan64, "kiln_tan_f32", "kiln_tan_f64")
+
+
+def _pow_impl(a, b):
+    """pow as XLA's CPU code computes it: the C library's powf/pow."""
+    dt = np.result_type(a, b)
+    if dt in (_F32, _F64) and _native.lib() is not None:
+        return _native.power(a, b, dt)
+    work = dt if dt in (_F32, _F64) else _F32
+    with np.errstate(all="ignore"):
+        out = np.power(np.asarray(a, work), np.asarray(b, work))
+    return out.astype(dt)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -425,6 +451,8 @@ def _fma_impl(a, b, c):
 
 # a * b + c with one rounding: XLA contracts a multiply feeding an add into an FMA.
 xla_fma_p = naryop("xla_fma", _fma_impl, _float)
+xla_tan_p = unop("xla_tan", tan, _float)
+xla_pow_p = naryop("xla_pow", _pow_impl, _float)
 
 
 def _const(x, v):
@@ -442,6 +470,15 @@ def _jvps():
         _const(x, 2 / np.sqrt(np.pi)), xla_exp_p.bind(lax.neg(lax.mul(x, x))))))
     ad.defjvp(xla_fma_p, lambda g, ans, a, b, c: lax.mul(g, b),
               lambda g, ans, a, b, c: lax.mul(a, g), lambda g, ans, a, b, c: g)
+    ad.defjvp(xla_tan_p, lambda g, ans, x: lax.mul(g, lax.add(_const(x, 1),
+                                                               lax.mul(ans, ans))))
+    # d/dx x**y = y * x**(y - 1); d/dy x**y = log(x) * x**y (0 where x == 0, as JAX).
+    ad.defjvp(xla_pow_p,
+              lambda g, ans, x, y: lax.mul(g, lax.mul(y, xla_pow_p.bind(
+                  x, lax.sub(y, _const(y, 1))))),
+              lambda g, ans, x, y: lax.mul(g, lax.select(
+                  lax.eq(x, _const(x, 0)), lax.full_like(ans, 0),
+                  lax.mul(xla_log_p.bind(x), ans))))
     ad.defjvp(xla_erf_inv_p, lambda g, ans, x: lax.mul(
         g, lax.mul(_const(x, np.sqrt(np.pi) / 2), xla_exp_p.bind(lax.mul(ans, ans)))))
 
