@@ -58,7 +58,10 @@ ELEMENTWISE = {
     "shift_left": (), "shift_right_logical": (), "shift_right_arithmetic": (),
     "select_n": (), "convert_element_type": (), "clamp": (), "is_finite": (), "erf": (),
     "erfc": (), "nextafter": (), "population_count": (), "clz": (), "bitcast_convert_type": (),
+    "add_any": (), "erf_inv": (), "lgamma": (),
 }
+# Primitives rendered as another one's scalar op (add_any is the gradient's add).
+OP_ALIASES = {"add_any": "add", "erf_inv": "xla_erf_inv"}
 IDENTITY = frozenset(("stop_gradient", "copy", "copy_p", "optimization_barrier_1"))
 REDUCTIONS = {"reduce_sum": "sum", "reduce_max": "max", "reduce_min": "min",
               "reduce_prod": "prod", "reduce_and": "and", "reduce_or": "or",
@@ -180,6 +183,7 @@ def _ew_rule(ctx: Lowering, eqn, ins):
     name = eqn.primitive.name
     out = eqn.outvars[0].aval
     params = {k: eqn.params[k] for k in ELEMENTWISE[name] if k in eqn.params}
+    name = OP_ALIASES.get(name, name)
     if "rounding_method" in params:
         params["rounding_method"] = int(params["rounding_method"])
     shape = out.shape

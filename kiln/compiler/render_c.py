@@ -429,6 +429,7 @@ class CRenderer:
                 "atan": "atan", "sinh": "sinh", "cosh": "cosh", "asinh": "asinh",
                 "acosh": "acosh", "atanh": "atanh", "atan2": "atan2", "sqrt": "sqrt",
                 "cbrt": "cbrt", "pow": "pow", "erf": "erf", "erfc": "erfc", "exp2": "exp2",
+                "lgamma": "lgamma",
                 "floor": "floor", "ceil": "ceil", "nextafter": "nextafter", "fabs": "fabs",
                 "round_away": "round", "rint": "rint", "fmod": "fmod"}
         if name == "logistic":
@@ -490,7 +491,7 @@ class CRenderer:
             return f"{self.math_fn('round_away' if m == 0 else 'rint', dt)}({a})"
         if name in ("exp", "log", "log1p", "expm1", "tanh", "logistic", "sin", "cos", "tan",
                     "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "sqrt",
-                    "rsqrt", "cbrt", "erf", "erfc", "exp2"):
+                    "rsqrt", "cbrt", "erf", "erfc", "exp2", "lgamma"):
             return f"{self.math_fn(name, dt)}({a})"
         if name in ("atan2", "nextafter"):
             return f"{self.math_fn(name, dt)}({a}, {b})"
