@@ -9,11 +9,13 @@ generated code then calls them directly: no Python, no ctypes on the hot path.
 
 Threads: on a small shared machine a multi-threaded GEMM of modest size is *slower* than a
 single-threaded one (spinning worker threads fight for the cores; measured 31 ms vs 3.2 ms
-for 128x1024 @ 1024x1024 f32 under load). OpenBLAS (what SciPy's wheels ship) exports
-``openblas_set_num_threads_local``, which sets the count for the calling thread only and
-costs a store; the generated wrapper sets it before every call from the size of that call
-(``threads_for``, mirrored in C). With another BLAS (no such symbol) the library's own
-setting stands.
+for 128x1024 @ 1024x1024 f32 under load), and BLAS worker threads that spin after a call
+slow the OpenMP kernels that follow (measured: a 0.1 ms kernel took 8 ms after a
+2-thread OpenBLAS call). So every BLAS call is single-threaded
+(``openblas_set_num_threads_local(1)``, OpenBLAS's per-calling-thread setting, exported
+by SciPy's wheels), and a large product (``threads_for``) is split into row or column
+blocks over OpenMP threads, one BLAS call each: one thread pool for everything. With
+another BLAS (no such symbol) the library's own setting stands.
 
 Row-major to column-major: BLAS is column-major and a row-major ``X`` (r x c, leading
 dimension ``ld``) is the column-major ``X^T``. So ``C = op(A) @ op(B)`` in row-major is
@@ -109,6 +111,37 @@ def _max_threads() -> int:
     return _cpu_count()
 
 
+def _cython_blas_module():
+    """``scipy.linalg.cython_blas``, loaded from its file when ``scipy.linalg`` is not yet
+    imported: importing that package costs ~50 ms (docstring processing), a large part
+    of a first ``jit`` call; the extension module alone needs nothing from it."""
+    import sys
+    mod = sys.modules.get("scipy.linalg.cython_blas")
+    if mod is not None:
+        return mod
+    try:
+        import glob
+        import importlib.machinery
+        import importlib.util
+
+        import scipy
+        here = os.path.join(os.path.dirname(scipy.__file__), "linalg")
+        suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
+        files = [f for f in glob.glob(os.path.join(here, "cython_blas*"))
+                 if f.endswith(suffixes)]
+        if files:
+            name = "scipy.linalg.cython_blas"
+            loader = importlib.machinery.ExtensionFileLoader(name, files[0])
+            spec = importlib.util.spec_from_file_location(name, files[0], loader=loader)
+            mod = importlib.util.module_from_spec(spec)
+            loader.exec_module(mod)
+            return mod
+    except Exception:  # noqa: BLE001 - an unusual layout: the normal import below
+        pass
+    from scipy.linalg import cython_blas
+    return cython_blas
+
+
 @functools.cache
 def blas_info() -> BlasInfo:
     """Find SciPy's BLAS: ``sgemm``/``dgemm`` addresses and the per-thread thread setter.
@@ -116,7 +149,7 @@ def blas_info() -> BlasInfo:
     Raises:
       ImportError: when SciPy's Cython BLAS is not importable.
     """
-    from scipy.linalg import cython_blas
+    cython_blas = _cython_blas_module()
     caps = cython_blas.__pyx_capi__
     sgemm = _capsule_address(caps["sgemm"])
     dgemm = _capsule_address(caps["dgemm"])
@@ -165,26 +198,53 @@ void kiln_blas_init(void *s, void *d, void *t, int max_threads) {
   kiln_blas_max_threads = max_threads > 0 ? max_threads : 1;
 }
 
-/* Threads for one call: one below @PARALLEL_MIN_MACS@ multiply-adds (blas.threads_for). */
-static inline void kiln_blas_threads(int64_t M, int64_t N, int64_t K) {
-  if (kiln_set_threads_ptr) {
-    int t = (M * N * K >= (int64_t)@PARALLEL_MIN_MACS@) ? kiln_blas_max_threads : 1;
-    kiln_set_threads_ptr(t);
-  }
-}
+/* One single-threaded BLAS call on the calling thread. */
+#define KILN_GEMM_CALL(T, PTR, M_, N_, A_, B_, C_)                                        \
+  do {                                                                                 \
+    if (kiln_set_threads_ptr) kiln_set_threads_ptr(1);                                 \
+    const char ta = transB ? 'T' : 'N', tb = transA ? 'T' : 'N';                      \
+    const int m = (int)(N_), n = (int)(M_), k = (int)K;                                \
+    const int la = (int)(ldb > 0 ? ldb : 1), lb = (int)(lda > 0 ? lda : 1);            \
+    const int lc = (int)(ldc > 0 ? ldc : 1);                                           \
+    const T one = 1;                                                                   \
+    PTR(&ta, &tb, &m, &n, &k, &one, (B_), &la, (A_), &lb, &beta, (C_), &lc);           \
+  } while (0)
 
-/* Row-major C[MxN] = op(A) @ op(B) (+ beta*C): column-major C^T = op(B)^T op(A)^T. */
+/* Row-major C[MxN] = op(A) @ op(B) (+ beta*C): column-major C^T = op(B)^T op(A)^T.
+   Large products (>= @PARALLEL_MIN_MACS@ multiply-adds) are split into row (or column)
+   blocks, one per OpenMP thread, each a single-threaded BLAS call: the same thread pool
+   as the kernels, so BLAS's own workers never spin against OpenMP's (blas.threads_for). */
+#ifdef _OPENMP
+#define KILN_GEMM_PARALLEL(T, PTR)                                                     \
+  if (kiln_blas_max_threads > 1 && M * N * K >= (int64_t)@PARALLEL_MIN_MACS@) {       \
+    const int nt = kiln_blas_max_threads;                                              \
+    if (M >= N) {                                                                      \
+      _Pragma("omp parallel for num_threads(nt) schedule(static)")                     \
+      for (int t = 0; t < nt; t++) {                                                   \
+        const int64_t r0 = M * t / nt, r1 = M * (t + 1) / nt;                          \
+        if (r1 > r0) KILN_GEMM_CALL(T, PTR, r1 - r0, N, A + (transA ? r0 : r0 * lda),  \
+                                    B, C + r0 * ldc);                                  \
+      }                                                                                \
+    } else {                                                                           \
+      _Pragma("omp parallel for num_threads(nt) schedule(static)")                     \
+      for (int t = 0; t < nt; t++) {                                                   \
+        const int64_t c0 = N * t / nt, c1 = N * (t + 1) / nt;                          \
+        if (c1 > c0) KILN_GEMM_CALL(T, PTR, M, c1 - c0, A,                             \
+                                    B + (transB ? c0 * ldb : c0), C + c0);             \
+      }                                                                                \
+    }                                                                                  \
+    return;                                                                            \
+  }
+#else
+#define KILN_GEMM_PARALLEL(T, PTR)
+#endif
+
 #define KILN_GEMM_BODY(T, PTR)                                                        \
   if (M <= 0 || N <= 0) return;                                                        \
   if (K <= 0) { for (int64_t i = 0; i < M; i++) for (int64_t j = 0; j < N; j++)        \
       C[i * ldc + j] = beta == 0 ? (T)0 : beta * C[i * ldc + j]; return; }            \
-  kiln_blas_threads(M, N, K);                                                          \
-  const char ta = transB ? 'T' : 'N', tb = transA ? 'T' : 'N';                        \
-  const int m = (int)N, n = (int)M, k = (int)K;                                        \
-  const int la = (int)(ldb > 0 ? ldb : 1), lb = (int)(lda > 0 ? lda : 1);              \
-  const int lc = (int)(ldc > 0 ? ldc : 1);                                             \
-  const T one = 1;                                                                     \
-  PTR(&ta, &tb, &m, &n, &k, &one, B, &la, A, &lb, &beta, C, &lc);
+  KILN_GEMM_PARALLEL(T, PTR)                                                           \
+  KILN_GEMM_CALL(T, PTR, M, N, A, B, C);
 
 static inline void kiln_gemm_f32(int transA, int transB, int64_t M, int64_t N, int64_t K,
                                  const float *A, int64_t lda, const float *B, int64_t ldb,

@@ -110,6 +110,41 @@ class Executable:
                 out.append(np.array(o[1]))
         return out
 
+    def profile(self, args, repeat: int = 5) -> list[tuple[str, float]]:
+        """Seconds per plan entry (best of ``repeat`` runs): segments and islands, named.
+        Compile with ``CRenderer.segment_per_step = True`` to time each kernel alone."""
+        import time
+        best: dict = {}
+        names = []
+        for p in self._plan:
+            if p[0] == "seg":
+                names.append("seg@" + hex(p[1]))
+            else:
+                names.append("island:" + p[1].eqn.primitive.name)
+        seg_steps = {}
+        for p, n in zip(self._plan, names):
+            seg_steps[n] = n
+        for _ in range(repeat):
+            bufs = list(self._template)
+            for i, x, dt in zip(self._in_ids, args, self._in_dtypes):
+                bufs[i] = np.ascontiguousarray(x, dt)
+            for i, shape, dt, make in self._outs_alloc:
+                bufs[i] = make(shape, dt)
+            for i, a in self._temps():
+                bufs[i] = a
+            plan = self._plan
+            for k in range(len(plan)):
+                t0 = time.perf_counter()
+                self._plan = [plan[k]]
+                try:
+                    with np.errstate(all="ignore"):
+                        self._execute(bufs)
+                finally:
+                    self._plan = plan
+                dt_ = time.perf_counter() - t0
+                best[k] = min(best.get(k, dt_), dt_)
+        return [(names[k], best[k]) for k in range(len(self._plan))]
+
     def _execute(self, bufs):
         run = self._run
         for p in self._plan:

@@ -502,6 +502,13 @@ def _gemm_operand(ctx, x: Node, batch, first, second):
     [batch, second, first] (trans=True), packing it with a kernel if needed."""
     nd = len(x.shape)
     view = getattr(x, "view_of", None)
+    natural = tuple(range(nd))
+    if view is None and not isinstance(x, BufNode) and natural in (
+            tuple(batch) + tuple(first) + tuple(second),
+            tuple(batch) + tuple(second) + tuple(first)):
+        # A computed operand is stored in its own layout; the transpose flag does the rest
+        # (packing it transposed would read its inputs with a stride).
+        x = ctx.materialize(x)
     if view is not None:            # x[..] = base[perm-view]: map the dims to base's
         base, perm = view
         batch, first, second = ([perm[d] for d in ds] for ds in (batch, first, second))

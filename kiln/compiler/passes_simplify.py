@@ -31,6 +31,7 @@ from kiln.compiler.passes_common import (
 )
 from kiln.core.jaxpr import ClosedJaxpr, JaxprEqn, Literal, Var
 from kiln.lax.arith import add_p, div_p, integer_pow_p, mul_p, sub_p
+from kiln.lax.dot import dot_general_p
 from kiln.lax.structural import (
     broadcast_in_dim_p,
     convert_element_type_p,
@@ -47,6 +48,9 @@ def simplify(closed: ClosedJaxpr) -> ClosedJaxpr:
 
     - ``transpose`` by the identity permutation is removed; ``transpose∘transpose`` becomes
       one ``transpose`` (or nothing when the composition is the identity).
+    - ``transpose(dot_general(a, b))`` that only swaps the two operands' free dimensions
+      (the gradient of a matrix product with respect to its right operand) becomes
+      ``dot_general(b, a)`` when the product has no other use.
     - ``broadcast_in_dim`` to the operand's own shape is removed;
       ``broadcast_in_dim∘broadcast_in_dim`` becomes one ``broadcast_in_dim``.
     - Reshape-like equations (``reshape`` without ``dimensions``, ``squeeze``, a
@@ -74,7 +78,14 @@ def simplify(closed: ClosedJaxpr) -> ClosedJaxpr:
       whose outputs became unused are kept (run :func:`kiln.compiler.passes.dce`).
     """
     sub = Subst()
-    producer: dict = {}   # Var -> the (rewritten) equation defining it
+    producer = _Producers()   # Var -> the (rewritten) equation defining it
+    for e in closed.jaxpr.eqns:
+        for v in e.invars:
+            if isinstance(v, Var):
+                producer.uses[v] = producer.uses.get(v, 0) + 1
+    for v in closed.jaxpr.outvars:
+        if isinstance(v, Var):
+            producer.uses[v] = producer.uses.get(v, 0) + 1
     eqns = []
     for eqn in closed.jaxpr.eqns:
         eqn = sub.eqn(eqn)
@@ -91,6 +102,14 @@ def simplify(closed: ClosedJaxpr) -> ClosedJaxpr:
         for v in eqn.outvars:
             producer[v] = eqn
     return rebuild(closed, eqns, sub.atoms(closed.jaxpr.outvars))
+
+
+class _Producers(dict):
+    """Var -> defining equation, plus how many times each original variable is used."""
+
+    def __init__(self):
+        super().__init__()
+        self.uses: dict = {}
 
 
 def _simple(eqn: JaxprEqn) -> bool:
@@ -152,9 +171,31 @@ def _transpose_rule(eqn, producer):
         if _is_identity(composed):
             return src
         return checked_eqn(transpose_p, [src], eqn.outvars[0], dict(permutation=composed))
+    if prev is not None and prev.primitive is dot_general_p and \
+            getattr(producer, "uses", {}).get(x, 2) == 1:
+        swapped = _swapped_dot(prev, perm, eqn.outvars[0])
+        if swapped is not None:
+            return swapped
     if _reshape_like(eqn):
         return _as_reshape(x, eqn, producer)
     return None
+
+
+def _swapped_dot(dot: JaxprEqn, perm, out):
+    """``transpose(dot_general(a, b))`` that puts b's free dims before a's is
+    ``dot_general(b, a)``: the product is computed in the wanted layout (no copy)."""
+    (lc, rc), (lb, rb) = dot.params["dimension_numbers"]
+    lhs, rhs = dot.invars
+    nb = len(lb)
+    nlf = len(lhs.aval.shape) - len(lc) - nb
+    nrf = len(rhs.aval.shape) - len(rc) - nb
+    want = tuple(range(nb)) + tuple(nb + nlf + j for j in range(nrf)) + \
+        tuple(nb + i for i in range(nlf))
+    if tuple(perm) != want:
+        return None
+    params = dict(dot.params)
+    params["dimension_numbers"] = ((tuple(rc), tuple(lc)), (tuple(rb), tuple(lb)))
+    return checked_eqn(dot_general_p, [rhs, lhs], out, params)
 
 
 def _broadcast_rule(eqn, producer):

@@ -148,6 +148,8 @@ class CRenderer:
     parallel_reduce = "#pragma omp parallel for schedule(static) reduction({op}:{acc})"
     # Elements of work above which a loop runs on all cores.
     parallel_threshold = 1 << 17
+    # One C function per step (for timing each step; see Executable.profile).
+    segment_per_step = False
     # Reductions longer than this accumulate in chunks of this many elements.
     chunk = 1024
 
@@ -168,6 +170,9 @@ class CRenderer:
                     cur = []
             else:
                 cur.append(step)
+                if self.segment_per_step:
+                    segments.append(Segment(f"seg{len(segments)}", cur))
+                    cur = []
         if cur:
             segments.append(Segment(f"seg{len(segments)}", cur))
         bodies = [self.render_segment(prog, seg) for seg in segments]

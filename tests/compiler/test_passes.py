@@ -453,3 +453,21 @@ def test_optimize_dump(monkeypatch, capsys):
 def test_outputs_may_become_inputs_or_literals(fn):
     closed = jax.make_jaxpr(lambda x: (x * 1.0, lax.add(2.0, 3.0), x, x))(X23)
     apply(fn, closed, X23)
+
+
+def test_transposed_matmul_becomes_swapped_matmul():
+    a = np.random.default_rng(0).standard_normal((6, 4)).astype(np.float32)
+    b = np.random.default_rng(1).standard_normal((6, 5)).astype(np.float32)
+    closed = jax.make_jaxpr(lambda a, b: (a.T @ b).T)(a, b)   # dW-style: (b^T a)
+    out = apply(lambda c: P.dce(P.simplify(c)), closed, a, b)
+    assert names(out) == ["transpose", "dot_general"]     # only a's (free) view is left
+    # A product used elsewhere too is left alone (no duplicated matmul).
+    closed = jax.make_jaxpr(lambda a, b: ((a.T @ b).T, (a.T @ b).sum()))(a, b)
+    out = apply(lambda c: P.dce(P.simplify(P.cse(c))), closed, a, b)
+    assert names(out).count("dot_general") == 1
+    # Batched: batch dims stay first.
+    x = np.ones((2, 3, 4), np.float32)
+    y = np.ones((2, 4, 5), np.float32)
+    closed = jax.make_jaxpr(lambda x, y: jnp.swapaxes(jnp.matmul(x, y), 1, 2))(x, y)
+    out = apply(lambda c: P.dce(P.simplify(c)), closed, x, y)
+    assert names(out) == ["dot_general"]
