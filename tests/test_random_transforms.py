@@ -44,6 +44,11 @@ def _eq(a, b):
 @pytest.mark.parametrize("name,fn,kind", _KEYED, ids=_IDS)
 def test_jit_matches_eager(name, fn, kind):
     key = kr.PRNGKey(7)
+    if name.startswith("multivariate_normal"):
+        # The compiled matrix product may use FMAs and another summation order.
+        np.testing.assert_allclose(_np(kiln.jit(lambda k: fn(kr, k))(key)), _np(fn(kr, key)),
+                                   rtol=1e-6, atol=1e-6)
+        return
     _eq(kiln.jit(lambda k: fn(kr, k))(key), fn(kr, key))
 
 

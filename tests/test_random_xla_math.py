@@ -108,6 +108,21 @@ def test_rsqrt_matches_jax():
     np.testing.assert_array_equal(_native.rsqrt_f32(x), want)
 
 
+def test_rsqrt_f64_matches_jax():
+    if not _native.has_rsqrt14():
+        pytest.skip("no AVX-512 rsqrt14 estimate on this machine")
+    old = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    try:
+        x = np.concatenate([np.random.default_rng(2).uniform(1e-30, 1e30, 50_000),
+                            [0.0, -0.0, np.inf, -1.0, 1e-310, 1e300]])
+        want = np.asarray(jax.jit(jax.lax.rsqrt)(x))
+    finally:
+        jax.config.update("jax_enable_x64", old)
+    got = _native.rsqrt_f64(x)
+    np.testing.assert_array_equal(got, want)
+
+
 def test_fma_is_fused():
     a = np.float32(1 + 2 ** -12)
     b = np.float32(1 - 2 ** -12)

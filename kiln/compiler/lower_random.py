@@ -177,7 +177,13 @@ def preludes(source_text: str) -> list[str]:
     out = []
     if "kiln_tf_" in source_text:
         out += [THREEFRY_C, THREEFRY_OPS_C]
-    if any(f"{b}{w}(" in source_text for b in ("xlog", "xlog1p", "xexp", "xerfinv", "xerf")
-           for w in (32, 64)):
+    logistic = "kiln_logistic_xla" in source_text
+    if logistic or any(f"{b}{w}(" in source_text
+                       for b in ("xlog", "xlog1p", "xexp", "xerfinv", "xerf") for w in (32, 64)):
         out.append("#include <float.h>\n" + XLA_MATH_C)
+    if logistic:    # XLA expands logistic(x) as 1 / (1 + exp(-x)) with its own exp
+        out.append("static inline float kiln_logistic_xla32(float x) "
+                   "{ return ftz32(1.0f / (1.0f + xexp32(-x))); }\n"
+                   "static inline double kiln_logistic_xla64(double x) "
+                   "{ return ftz64(1.0 / (1.0 + xexp64(-x))); }\n")
     return out

@@ -425,7 +425,17 @@ class CRenderer:
         cmp = ">" if op == "max" else "<"
         return f"({v} {cmp} {acc} ? {v} : {acc})"
 
+    # XLA's own float32 exp/log/log1p (and float64 exp/log1p), reproduced bit for bit in
+    # kiln.random._native.XLA_MATH_C: vectorizable, and JAX's exact results. They win
+    # over the generic math library for these names.
+    xla_math = {("exp", "f"): "xexp32", ("log", "f"): "xlog32", ("log1p", "f"): "xlog1p32",
+                ("exp", "d"): "xexp64", ("log1p", "d"): "xlog1p64"}
+
     def math_fn(self, name, dt) -> str:
+        xla = self.xla_math.get((name, "f" if dt == F32 else "d")) if dt in (F32, F64) \
+            else None
+        if xla is not None:
+            return xla
         hit = self.math_functions.get(name)
         if hit:
             return hit[0] if dt == F32 else hit[1]
@@ -438,7 +448,7 @@ class CRenderer:
                 "floor": "floor", "ceil": "ceil", "nextafter": "nextafter", "fabs": "fabs",
                 "round_away": "round", "rint": "rint", "fmod": "fmod"}
         if name == "logistic":
-            return "kiln_logistic_f32" if dt == F32 else "kiln_logistic_f64"
+            return "kiln_logistic_xla32" if dt == F32 else "kiln_logistic_xla64"
         if name == "rsqrt":
             return "kiln_rsqrtf" if dt == F32 else "kiln_rsqrtd"
         base = libm[name]

@@ -49,16 +49,19 @@ from kiln.random._keys import PRNGKeyArray, canonicalize_shape, check_prng_key, 
 def _gamma_c(d):
     """c = (1/3) / sqrt(d), which XLA computes as (1/3) * rsqrt(d).
 
-    XLA's CPU float32 rsqrt is the processor's approximate reciprocal square root
-    refined by one Newton step, reproduced by the native kernel where it can be
-    built (x86); elsewhere the correctly rounded 1/sqrt(d) is used, and c may differ
-    from JAX's in the last bit (see docs/random.md). float64 rsqrt is 1/sqrt.
+    XLA's CPU rsqrt is the processor's approximate reciprocal square root refined by
+    two Newton steps (float64: AVX-512's estimate; without AVX-512 XLA uses 1/sqrt),
+    reproduced by the native kernel where it can be built (x86); elsewhere the
+    correctly rounded 1/sqrt(d) is used, and c may differ from JAX's in the last bit
+    (see docs/random.md).
     """
     dt = d.dtype
     if dt == np.float32 and _native.has_rsqrt_estimate():
         r = _native.rsqrt_f32(d)
     elif dt in (np.float16, dtypes.bfloat16) and _native.has_rsqrt_estimate():
         r = _native.rsqrt_f32(d.astype(np.float32)).astype(dt)
+    elif dt == np.float64 and _native.has_rsqrt14():
+        r = _native.rsqrt_f64(d)
     else:
         r = (dt.type(1) / np.sqrt(d)).astype(dt)
     return (dt.type(1. / 3.) * r).astype(dt)

@@ -5,10 +5,10 @@ on disk (``$KILN_CACHE_DIR`` or ``~/.cache/kiln``), loaded with ``ctypes``:
 
 * ``threefry2x32``: the Threefry-2x32 hash, vectorized by the C compiler. The
   NumPy implementation in ``_threefry`` computes the same bits; this one is faster.
-* ``rsqrt_f32``: XLA's CPU float32 reciprocal square root: the processor's
-  ``rsqrtps`` estimate refined by one Newton step
-  ``fma(e * 0.5, fma(-(x * e), e, 1), e)``. Its last bit depends on the processor,
-  which is why it needs the instruction itself (x86 only); elsewhere the
+* ``rsqrt_f32`` / ``rsqrt_f64``: XLA's CPU reciprocal square root: the processor's
+  estimate (``rsqrtss``; AVX-512's ``rsqrt14`` for float64) refined by two Newton
+  steps ``r = fma(r * -0.5, fma(x * r, r, -1), r)``. Its last bit depends on the
+  processor, which is why it needs the instruction itself (x86 only); elsewhere the
   correctly rounded ``1 / sqrt(x)`` is used.
 
 Everything here is optional: with no compiler, ``KILN_DISABLE_NATIVE=1``, or a failed
@@ -140,8 +140,10 @@ static inline float xexp32(float x) {
   float r = fmaf(-0.693359375f, n, xc);
   r = fmaf(2.12194440e-4f, n, r);
   float z = fmaf(r, EXPP[0], EXPP[1]);
-  _Pragma("GCC unroll 32")
-  for (int i = 2; i < 6; i++) z = fmaf(z, r, EXPP[i]);
+  /* written out: an inner loop, even with an unroll pragma, stops gcc vectorizing
+     the loops that call this */
+  z = fmaf(z, r, EXPP[2]); z = fmaf(z, r, EXPP[3]);
+  z = fmaf(z, r, EXPP[4]); z = fmaf(z, r, EXPP[5]);
   z = fmaf(z, r * r, r);
   z = 1.0f + z;
   uint32_t tb = (uint32_t)(((int32_t)n + 127) << 23);
@@ -327,17 +329,49 @@ int kiln_have_rsqrtps(void) {
 #endif
 }
 
+/* XLA's CPU rsqrt: the processor's estimate (rsqrtss for a float32 scalar, AVX-512's
+   rsqrt14 for float64) refined by two Newton steps
+       h = (x * r) * r - 1;  r = (r * -0.5) * h + r
+   with both multiply-adds fused (XLA's LLVM contracts them). Below the smallest
+   normal number (zero, negatives, subnormals) and at +inf the raw estimate is returned. */
 void kiln_rsqrt_f32(const float *x, float *y, int64_t n) {
   for (int64_t i = 0; i < n; i++) {
 #ifdef KILN_HAVE_RSQRTPS
     float e = _mm_cvtss_f32(_mm_rsqrt_ss(_mm_set_ss(x[i])));
-    float r = fmaf(-(x[i] * e), e, 1.0f);
-    y[i] = fmaf(e * 0.5f, r, e);
+    float r = e;
+    for (int k = 0; k < 2; k++) r = fmaf(r * -0.5f, fmaf(x[i] * r, r, -1.0f), r);
+    y[i] = (x[i] < 1.17549435e-38f || x[i] == INFINITY) ? e : r;
 #else
     y[i] = 1.0f / sqrtf(x[i]);
 #endif
   }
 }
+
+int kiln_have_rsqrt14(void) {
+#ifdef KILN_HAVE_RSQRTPS
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
+#else
+  return 0;
+#endif
+}
+
+#ifdef KILN_HAVE_RSQRTPS
+__attribute__((target("avx512f,avx512vl,fma")))
+void kiln_rsqrt_f64(const double *x, double *y, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    /* XLA runs with denormals-are-zero: a subnormal input is a signed zero. */
+    double xi = fabs(x[i]) < 2.2250738585072014e-308 ? copysign(0.0, x[i]) : x[i];
+    double e = _mm_cvtsd_f64(_mm_rsqrt14_pd(_mm_set1_pd(xi)));
+    double r = e;
+    for (int k = 0; k < 2; k++) r = fma(r * -0.5, fma(x[i] * r, r, -1.0), r);
+    y[i] = (x[i] < 2.2250738585072014e-308 || x[i] == INFINITY) ? e : r;
+  }
+}
+#else
+void kiln_rsqrt_f64(const double *x, double *y, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = 1.0 / sqrt(x[i]);
+}
+#endif
 """
 
 UNARY_FUNCS = ("kiln_log_f32", "kiln_log1p_f32", "kiln_exp_f32", "kiln_erf_inv_f32",
@@ -405,6 +439,9 @@ def _build():
     lib.kiln_rsqrt_f32.argtypes = [p, p, i64]
     lib.kiln_rsqrt_f32.restype = None
     lib.kiln_have_rsqrtps.restype = ctypes.c_int
+    lib.kiln_rsqrt_f64.argtypes = [p, p, i64]
+    lib.kiln_rsqrt_f64.restype = None
+    lib.kiln_have_rsqrt14.restype = ctypes.c_int
     for name in UNARY_FUNCS:
         fn = getattr(lib, name)
         fn.argtypes = [p, p, i64]
@@ -537,6 +574,19 @@ def rsqrt_f32(x):
     y = np.empty_like(x)
     lib().kiln_rsqrt_f32(_ptr(x), _ptr(y), x.size)
     return y
+
+
+def rsqrt_f64(x):
+    x = np.ascontiguousarray(x, np.float64)
+    y = np.empty_like(x)
+    lib().kiln_rsqrt_f64(_ptr(x), _ptr(y), x.size)
+    return y
+
+
+def has_rsqrt14() -> bool:
+    """Whether XLA's float64 rsqrt (AVX-512's ``rsqrt14`` estimate) can be reproduced."""
+    lb = lib()
+    return lb is not None and bool(lb.kiln_have_rsqrt14())
 
 
 def has_rsqrt_estimate() -> bool:

@@ -9,11 +9,13 @@ legacy key of seed 1234 unless the case makes its own).
 ``kind``:
   * ``"exact"``: kiln computes JAX's bits on any machine (XLA's float arithmetic is
     emulated in software).
-  * ``"hw"``: JAX's bits depend on the processor (XLA's float32 rsqrt uses the CPU's
-    reciprocal-square-root estimate): exact where kiln's native kernel runs on the
-    processor the reference was made on, within a few ulps elsewhere.
+  * ``"hw"``: JAX's bits depend on the processor (XLA's rsqrt uses the CPU's
+    reciprocal-square-root estimate; LAPACK's kernels differ between processors):
+    exact where kiln's native kernel runs on the processor the reference was made
+    on, within a few ulps elsewhere.
   * ``"close"``: XLA's vectorized reductions of large inputs use an exp kernel kiln
-    does not reproduce; equal to a few ulps.
+    does not reproduce, and whether XLA fuses a matrix product's multiply-adds into FMAs
+    depends on the processor; equal to a few ulps.
 """
 import numpy as np
 
@@ -60,11 +62,11 @@ CASES = [
     ("truncated_normal_arr", lambda r, k: r.truncated_normal(
         k, np.array([-1., 0.], F32), np.array([1., 3.], F32), (5, 2)), "exact"),
     ("multivariate_normal", lambda r, k: r.multivariate_normal(
-        k, np.array([0.3, -1, 2], F32), _cov(), (20,)), "exact"),
+        k, np.array([0.3, -1, 2], F32), _cov(), (20,)), "close"),
     ("multivariate_normal_eigh", lambda r, k: r.multivariate_normal(
-        k, np.zeros(3, F32), _cov(), (20,), method="eigh"), "exact"),
+        k, np.zeros(3, F32), _cov(), (20,), method="eigh"), "close"),
     ("multivariate_normal_svd", lambda r, k: r.multivariate_normal(
-        k, np.zeros(3, F32), _cov(), (20,), method="svd"), "exact"),
+        k, np.zeros(3, F32), _cov(), (20,), method="svd"), "close"),
     ("lognormal", lambda r, k: r.lognormal(k, 0.7, (64,)), "exact"),
     ("lognormal_arr", lambda r, k: r.lognormal(k, np.linspace(0.1, 2, 8).astype(F32)), "exact"),
     # integers
@@ -125,8 +127,8 @@ CASES = [
     ("rayleigh", lambda r, k: r.rayleigh(k, 1.7, (64,)), "exact"),
     ("wald", lambda r, k: r.wald(k, 1.3, (64,)), "exact"),
     ("triangular", lambda r, k: r.triangular(k, -1., 0.3, 2., (64,)), "exact"),
-    ("orthogonal", lambda r, k: r.orthogonal(k, 4, (2,)), "exact"),
-    ("orthogonal_rect", lambda r, k: r.orthogonal(k, 3, m=5), "exact"),
+    ("orthogonal", lambda r, k: r.orthogonal(k, 4, (2,)), "hw"),
+    ("orthogonal_rect", lambda r, k: r.orthogonal(k, 3, m=5), "hw"),
     # gamma family (XLA's rsqrt in the Marsaglia-Tsang constant)
     ("gamma", lambda r, k: r.gamma(k, 2.5, (64,)), "hw"),
     ("gamma_small", lambda r, k: r.gamma(k, 0.3, (64,)), "hw"),
