@@ -121,9 +121,6 @@ class Executable:
                 names.append("seg@" + hex(p[1]))
             else:
                 names.append("island:" + p[1].eqn.primitive.name)
-        seg_steps = {}
-        for p, n in zip(self._plan, names):
-            seg_steps[n] = n
         for _ in range(repeat):
             bufs = list(self._template)
             for i, x, dt in zip(self._in_ids, args, self._in_dtypes):

@@ -178,8 +178,8 @@ def preludes(source_text: str) -> list[str]:
     if "kiln_tf_" in source_text:
         out += [THREEFRY_C, THREEFRY_OPS_C]
     logistic = "kiln_logistic_xla" in source_text
-    if logistic or any(f"{b}{w}(" in source_text
-                       for b in ("xlog", "xlog1p", "xexp", "xerfinv", "xerf") for w in (32, 64)):
+    xla_names = ("xlog", "xlog1p", "xexp", "xerfinv", "xerf", "xtanh")
+    if logistic or any(f"{b}{w}(" in source_text for b in xla_names for w in (32, 64)):
         out.append("#include <float.h>\n" + XLA_MATH_C)
     if logistic:    # XLA expands logistic(x) as 1 / (1 + exp(-x)) with its own exp
         out.append("static inline float kiln_logistic_xla32(float x) "

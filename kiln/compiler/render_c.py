@@ -425,11 +425,12 @@ class CRenderer:
         cmp = ">" if op == "max" else "<"
         return f"({v} {cmp} {acc} ? {v} : {acc})"
 
-    # XLA's own float32 exp/log/log1p (and float64 exp/log1p), reproduced bit for bit in
+    # XLA's own float32 exp/log/log1p/tanh/erf (and float64 exp/log1p/tanh), reproduced bit for bit in
     # kiln.random._native.XLA_MATH_C: vectorizable, and JAX's exact results. They win
     # over the generic math library for these names.
     xla_math = {("exp", "f"): "xexp32", ("log", "f"): "xlog32", ("log1p", "f"): "xlog1p32",
-                ("exp", "d"): "xexp64", ("log1p", "d"): "xlog1p64"}
+                ("exp", "d"): "xexp64", ("log1p", "d"): "xlog1p64",
+                ("tanh", "f"): "xtanh32", ("tanh", "d"): "xtanh64", ("erf", "f"): "xerf32"}
 
     def math_fn(self, name, dt) -> str:
         xla = self.xla_math.get((name, "f" if dt == F32 else "d")) if dt in (F32, F64) \

@@ -1,0 +1,113 @@
+"""Compiled transcendental functions that reproduce XLA's CPU formulas bit for bit.
+
+The compiler emits XLA's own exp/log/log1p/tanh/logistic (``kiln.random._native``'s
+XLA_MATH_C) rather than the C library's, so a jitted kiln program gives JAX's bits.
+Checked against live JAX where it is installed, and always against the C source
+(the function really is XLA's) and NumPy (to a few ulps).
+"""
+import numpy as np
+import pytest
+
+import kiln
+import kiln.numpy as knp
+import kiln.scipy.special  # noqa: F401
+from kiln import nn as knn
+
+try:
+    import jax
+    import jax.numpy as jnp
+    import jax.scipy.special  # noqa: F401
+except ImportError:  # pragma: no cover
+    jax = None
+
+F32_FUNCS = {"exp": "xexp32", "log": "xlog32", "log1p": "xlog1p32", "tanh": "xtanh32",
+             "sigmoid": "kiln_logistic_xla32", "erf": "xerf32"}
+F64_FUNCS = {"exp": "xexp64", "log1p": "xlog1p64", "tanh": "xtanh64",
+             "sigmoid": "kiln_logistic_xla64"}
+
+
+def _kiln_fn(name):
+    if name == "erf":
+        return kiln.scipy.special.erf
+    return knn.sigmoid if name == "sigmoid" else getattr(knp, name)
+
+
+def _jax_fn(name):
+    if name == "erf":
+        return jax.scipy.special.erf
+    return jax.nn.sigmoid if name == "sigmoid" else getattr(jnp, name)
+
+
+def _np_ref(name, x):
+    if name == "erf":
+        from scipy import special
+        return special.erf(x)
+    if name == "sigmoid":
+        return 1 / (1 + np.exp(-x))
+    return getattr(np, name)(x)
+
+
+def _inputs(name, dtype):
+    rng = np.random.default_rng(5)
+    if name in ("log", "log1p"):
+        x = np.concatenate([rng.uniform(0, 10, 20000), rng.lognormal(0, 8, 20000),
+                            [0.0, 1.0, np.inf, np.nan, -1.0, 1e-30, -0.5]])
+    else:
+        x = np.concatenate([rng.normal(0, 6, 40000), rng.uniform(-1e-3, 1e-3, 2000),
+                            [0.0, -0.0, np.inf, -np.inf, np.nan, 8.5, 20.0, -20.0, 30.0,
+                             88.7, -87.0, 700.0, -745.0]])
+    return x.astype(dtype)
+
+
+def _same(a, b):
+    return (a == b) | (np.isnan(a) & np.isnan(b))
+
+
+@pytest.fixture
+def x64_mode(request):
+    old = kiln.config.jax_enable_x64
+    kiln.config.update("jax_enable_x64", request.param)
+    try:
+        yield request.param
+    finally:
+        kiln.config.update("jax_enable_x64", old)
+
+
+CASES = ([pytest.param(False, n, id=f"f32-{n}") for n in F32_FUNCS] +
+         [pytest.param(True, n, id=f"f64-{n}") for n in F64_FUNCS])
+
+
+@pytest.mark.parametrize("x64_mode,name", CASES, indirect=["x64_mode"])
+def test_compiled_uses_xla_formula(x64_mode, name):
+    dtype = np.float64 if x64_mode else np.float32
+    x = _inputs(name, dtype)
+    f = kiln.jit(_kiln_fn(name))
+    text = f.lower(x).compile().as_text()
+    c_name = (F64_FUNCS if x64_mode else F32_FUNCS)[name]
+    assert c_name in text, f"{name} did not lower to {c_name}"
+    got = np.asarray(f(x))
+    with np.errstate(all="ignore"):
+        ref = _np_ref(name, x.astype(np.float64))
+    # Compare where the true value is a normal number of ``dtype`` (XLA flushes
+    # subnormal results to zero).
+    finite = np.isfinite(ref.astype(dtype)) & (np.abs(ref) > np.finfo(dtype).tiny)
+    rel = np.abs(got[finite] - ref[finite]) / np.abs(ref[finite])
+    assert rel.max() < (8 * np.finfo(dtype).eps), (name, rel.max())
+    assert _same(got[~finite & np.isnan(ref)], np.float64(np.nan)).all()
+
+
+@pytest.mark.parity
+@pytest.mark.skipif(jax is None, reason="jax is not installed")
+@pytest.mark.parametrize("x64_mode,name", CASES, indirect=["x64_mode"])
+def test_compiled_matches_jax_bits(x64_mode, name):
+    dtype = np.float64 if x64_mode else np.float32
+    x = _inputs(name, dtype)
+    old = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", x64_mode)
+    try:
+        want = np.asarray(jax.jit(_jax_fn(name))(x))
+    finally:
+        jax.config.update("jax_enable_x64", old)
+    got = np.asarray(kiln.jit(_kiln_fn(name))(x))
+    same = _same(got, want)
+    assert same.all(), (name, x[~same][:5], got[~same][:5], want[~same][:5])
