@@ -56,6 +56,35 @@ static inline int64_t kiln_floormod(int64_t a, int64_t b) {
   int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
 static inline int64_t kiln_clampi(int64_t v, int64_t lo, int64_t hi) {
   return v < lo ? lo : (v > hi ? hi : v); }
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
+/* Copy n bytes to dst with non-temporal (streaming) stores where the processor has
+   them: a large output then costs one write instead of a read-for-ownership plus a
+   write, and does not evict the inputs from the cache. kiln_stream_fence follows. */
+static inline void kiln_stream(void *dst, const void *src, int64_t n) {
+#if defined(__AVX__)
+  char *d = (char *)dst;
+  const char *s = (const char *)src;
+  int64_t head = (int64_t)((32 - ((uintptr_t)d & 31)) & 31);
+  if (head > n) head = n;
+  memcpy(d, s, (size_t)head);
+  int64_t i = head;
+  for (; i + 32 <= n; i += 32)
+    _mm256_stream_si256((__m256i *)(d + i), _mm256_loadu_si256((const __m256i *)(s + i)));
+  memcpy(d + i, s + i, (size_t)(n - i));
+#else
+  memcpy(dst, src, (size_t)n);
+#endif
+}
+/* Orders this thread's streaming stores before what follows (each thread, once, after
+   its last kiln_stream: a fence per tile would drain the write-combining buffers
+   every 4 KB and halve the bandwidth). */
+static inline void kiln_stream_fence(void) {
+#if defined(__AVX__)
+  _mm_sfence();
+#endif
+}
 static inline float kiln_maxf(float a, float b) { return (a != a || a > b) ? a : b; }
 static inline float kiln_minf(float a, float b) { return (a != a || a < b) ? a : b; }
 static inline double kiln_maxd(double a, double b) { return (a != a || a > b) ? a : b; }
@@ -144,6 +173,8 @@ class CRenderer:
 
     restrict = "restrict"
     parallel_for = "#pragma omp parallel for schedule(static)"
+    parallel_region = "#pragma omp parallel"
+    for_in_region = "#pragma omp for schedule(static)"
     simd_reduce = "#pragma omp simd reduction({op}:{acc})"
     parallel_reduce = "#pragma omp parallel for schedule(static) reduction({op}:{acc})"
     # Elements of work above which a loop runs on all cores.
@@ -152,6 +183,18 @@ class CRenderer:
     segment_per_step = False
     # Reductions longer than this accumulate in chunks of this many elements.
     chunk = 1024
+    # Kernels writing at least this many bytes store through a small tile copied out
+    # with streaming stores (kiln_stream); None disables. Below it, outputs are likely
+    # read again while still in cache.
+    stream_min_bytes = 1 << 24
+    stream_tile = 1024      # elements per tile
+    # Software prefetch for the streams of expensive chunked loops: `{addr}` is read
+    # soon. Compute-heavy loops (an exp per element) keep too few loads in flight for
+    # the hardware to stream memory: prefetching two chunks ahead halved logsumexp's
+    # time on 100 MB inputs (benchmarks/NOTES.md). None disables.
+    prefetch = "__builtin_prefetch({addr}, 0, 0)"
+    prefetch_min_cost = 8
+    prefetch_ahead = 2048       # elements
 
     def __init__(self, math_source: str | None = None, math_functions: dict | None = None,
                  blas_declarations: str | None = None):
@@ -220,7 +263,58 @@ class CRenderer:
             stores.append(f"b{buf.id}[{flat}] = ({C_TYPES[buf.dtype]})({v});")
         work = math.prod(k.shape) * max(1, _cost_of(k.outs))
         loops = [(s, n) for s, n in zip(k.syms, k.shape)]
+        out_bytes = sum(buf.size * np.dtype(buf.dtype).itemsize for buf, _ in k.outs)
+        if (self.stream_min_bytes is not None and out_bytes >= self.stream_min_bytes
+                and loops and loops[-1][1] >= self.stream_tile
+                and all(buf.size == math.prod(out_shape) for buf, _ in k.outs)):
+            return self._streamed_nest(k, loops, body, work)
         return self._nest(prog, loops, body, stores, work, indent=2)
+
+    def _streamed_nest(self, k: Kernel, loops, body: _Body, work) -> str:
+        """The kernel's loop nest with the innermost loop cut into tiles: each tile is
+        computed into a stack array (vectorized as usual), then streamed out."""
+        tile = self.stream_tile
+        (s, n), outer = loops[-1], loops[:-1]
+        flat = _flat_of_syms(k.syms, k.shape)
+        # One parallel region: each thread fences its own streaming stores at its end.
+        out = ["  {"] + ["    " + x for x in body.prelude_lines()]
+        par = work >= self.parallel_threshold
+        out.append("    " + self.parallel_region + ("" if par else " if(0)"))
+        out.append("    {")
+        depth = 6
+        for d, (o, m) in enumerate(outer):
+            if d == 0 and m > 1:
+                out.append(" " * depth + self.for_in_region)
+            out.append(" " * depth + f"for (int64_t {o.name} = 0; {o.name} < {m}; "
+                       f"{o.name}++) {{")
+            depth += 2
+        if not outer or outer[0][1] == 1:
+            out.append(" " * depth + self.for_in_region)
+        ind = " " * depth
+        out.append(ind + f"for (int64_t c0 = 0; c0 < {n}; c0 += {tile}) {{")
+        out.append(ind + f"  const int64_t c1 = c0 + {tile} < {n} ? c0 + {tile} : {n};")
+        for j, (buf, _) in enumerate(k.outs):
+            out.append(ind + f"  {C_TYPES[buf.dtype]} tile{j}[{tile}];")
+        out.append(ind + f"  for (int64_t {s.name} = c0; {s.name} < c1; {s.name}++) {{")
+        out += [ind + "    " + x for x in body.lines]
+        for j, (buf, e) in enumerate(k.outs):
+            out.append(ind + f"    tile{j}[{s.name} - c0] = ({C_TYPES[buf.dtype]})"
+                       f"({body.value(e)});")
+        out.append(ind + "  }")
+        out.append(ind + f"  {{ const int64_t {s.name} = c0;")
+        for j, (buf, _) in enumerate(k.outs):
+            size = np.dtype(buf.dtype).itemsize
+            out.append(ind + f"    kiln_stream(&b{buf.id}[{flat}], tile{j}, "
+                       f"(c1 - c0) * {size});")
+        out.append(ind + "  }")
+        out.append(ind + "}")
+        for _ in outer:
+            depth -= 2
+            out.append(" " * depth + "}")
+        out.append("      kiln_stream_fence();")
+        out.append("    }")
+        out.append("  }")
+        return "\n".join(out)
 
     def _nest(self, prog, loops, body: _Body, inner_stmts, work, indent=2, pre_inner=()):
         """A loop nest with ``body``'s statements and ``inner_stmts`` innermost."""
@@ -305,6 +399,9 @@ class CRenderer:
                 lines.append(ind + f"  const int64_t c1 = c0 + {self.chunk} < {tn} ? "
                              f"c0 + {self.chunk} : {tn};")
                 lines.append(ind + f"  {out_t} part = 0;")
+                if self.prefetch and r.body.cost >= self.prefetch_min_cost:
+                    lines += [ind + "  " + x
+                              for x in self._prefetch_lines(body, r.syms[trailing[0]])]
                 lines.append(ind + "  " + self.simd_reduce.format(op="+", acc="part"))
                 lines.append(ind + f"  for (int64_t {s} = c0; {s} < c1; {s}++) {{")
                 lines += [ind + "    " + x for x in body.lines]
@@ -354,6 +451,26 @@ class CRenderer:
             lines.append(" " * depth + "}")
         lines.append(pad + "}")
         return "\n".join(lines)
+
+    def _prefetch_lines(self, body: _Body, sym) -> list[str]:
+        """Prefetch, for the chunk ``[c0, c1)`` of loop ``sym``, the cache lines
+        ``prefetch_ahead`` elements further on of every load contiguous in it."""
+        out, seen = [], set()
+        s, ahead = sym.name, self.prefetch_ahead
+        for buf, idx in body.loads:
+            if not idx.is_affine or idx.coef(sym) != 1 or (buf.id, idx.c()) in seen:
+                continue
+            if any(d.name in body.prog.sym_defs for d in idx.deps):
+                continue
+            seen.add((buf.id, idx.c()))
+            step = max(1, 64 // np.dtype(buf.dtype).itemsize)
+            # Past the end of the row the stream goes on into the next one; clamped to
+            # the buffer (a prefetch never faults, but the address must be valid C).
+            last = max(buf.size - 1, 0)
+            addr = f"&b{buf.id}[kiln_clampi({idx.c()}, 0, {last})]"
+            out.append(f"for (int64_t {s} = c0 + {ahead}; {s} < c1 + {ahead}; "
+                       f"{s} += {step}) {self.prefetch.format(addr=addr)};")
+        return out
 
     def _render_arg_reduce(self, prog: Program, r: Reduce) -> str:
         (ax,) = r.axes
@@ -673,6 +790,7 @@ class _Body:
         self._prelude: list[str] = []
         self._syms_done: set = set()
         self._n = 0
+        self.loads: list = []       # (buffer, Idx) of every load rendered
 
     def prelude_lines(self):
         return self._prelude
@@ -708,6 +826,8 @@ class _Body:
             it = idx.c()
             if idx.lo < 0 or idx.hi > buf.size - 1:
                 it = f"kiln_clampi({it}, 0, {max(buf.size - 1, 0)})"
+            else:
+                self.loads.append((buf, idx))
             text = f"b{buf.id}[{it}]"
         elif e.kind == "index":
             idx = e.params[1].v
