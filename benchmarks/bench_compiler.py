@@ -131,12 +131,19 @@ def calibrate(fn, target_s):
     return max(1, int(round(n * target_s / max(t, 1e-9))))
 
 
+# Idle time before each timed batch (see measure).
+SETTLE_S = 0.05
+
+
 def measure(thunks, budget_s, rounds):
     """Per-call (median, min) of each thunk, the batches of all thunks interleaved.
 
     ``thunks`` maps a name to a zero-argument callable (already warmed up). Each gets
     ``rounds`` batches (fewer for calls slower than the budget allows; at least 3) of a
     calibrated number of calls, so one library spends about ``budget_s`` in total.
+    Each batch starts after ``SETTLE_S`` of idle time: a library's worker threads spin
+    for a while after its calls, and measured right after JAX's, kiln's 2048-square
+    matrix product took 72 ms instead of 52 (the same holds the other way round).
     """
     plan = {}
     for name, fn in thunks.items():
@@ -151,6 +158,9 @@ def measure(thunks, budget_s, rounds):
         for name, fn in thunks.items():
             r, n = plan[name]
             if i < r:
+                # Let the previous library's worker threads (XLA's, OpenBLAS's) stop
+                # spinning, so they do not steal the cores from this batch.
+                time.sleep(SETTLE_S)
                 per[name].append(timeit.timeit(fn, number=n) / n)
     return {name: (statistics.median(ts), min(ts)) for name, ts in per.items()}
 

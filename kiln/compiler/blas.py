@@ -31,10 +31,12 @@ import functools
 import os
 from dataclasses import dataclass
 
-# A GEMM with fewer multiply-adds than this runs on one thread. 2**27 MACs is about
-# 2.5 ms on one AVX-512 core; below it, waking and synchronizing workers on a loaded
-# 2-core machine costs more than it gains (see benchmarks/NOTES.md, "BLAS threads").
-PARALLEL_MIN_MACS = 1 << 27
+# A GEMM with fewer multiply-adds than this runs on one thread. 2**24 MACs is about
+# 0.3 ms on one AVX-512 core. The split runs on the OpenMP threads the kernels already
+# use (each block a single-threaded BLAS call), so waking them costs microseconds; the
+# MLP step at batch 128 (GEMMs of 2**25-2**26 MACs) went from 3.9 to 2.2 ms when the
+# bar came down from 2**27 (see benchmarks/NOTES.md, "BLAS threads").
+PARALLEL_MIN_MACS = 1 << 24
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,8 @@ bytes, loading them (``ctypes`` or as a CPython extension module), and build sta
 * :func:`load_library` and :func:`build_extension` add an in-process cache, so one
   source is compiled and loaded once per process, with a lock per key.
 
-Default flags: ``-O3 -march=native`` (replaced by ``$KILN_CFLAGS``), ``-fno-math-errno``
+Default flags: ``-O3 -march=native`` (replaced by ``$KILN_CFLAGS``; on AVX-512
+processors also ``-mprefer-vector-width=512``), ``-fno-math-errno``
 (lets ``sqrt`` become one instruction and vectorize; results unchanged),
 ``-fno-trapping-math`` (floating-point operations may be computed speculatively, so both
 sides of a select run and branch-free loops vectorize; values unchanged, only the
@@ -289,6 +290,22 @@ def _probe(argv: list[str], flags: Sequence[str]) -> bool:
         return proc.returncode == 0
 
 
+_WIDE = ("-mprefer-vector-width=512",)
+
+
+def _has_avx512() -> bool:
+    """Whether this processor has AVX-512F and AVX-512VL (Linux ``/proc/cpuinfo``)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return {"avx512f", "avx512vl"} <= flags
+    except OSError:
+        pass
+    return False
+
+
 def _flags_and_openmp() -> tuple[tuple[str, ...], bool]:
     argv = _compiler_argv()
     env_flags = os.environ.get("KILN_CFLAGS")
@@ -304,8 +321,8 @@ def _flags_and_openmp() -> tuple[tuple[str, ...], bool]:
     ).hexdigest()[:32] + ".json"
     record = _read_json(_so_dir() / record_name)
     if record is not None and isinstance(record.get("march"), bool) and \
-            isinstance(record.get("openmp"), bool):
-        march, omp = record["march"], record["openmp"]
+            isinstance(record.get("openmp"), bool) and isinstance(record.get("wide"), bool):
+        march, omp, wide = record["march"], record["openmp"], record["wide"]
     else:
         march_choices = (True, False) if env_flags is None else (False,)
         march, omp = march_choices[-1], False
@@ -320,9 +337,19 @@ def _flags_and_openmp() -> tuple[tuple[str, ...], bool]:
             else:
                 continue
             break
-        _write_json(_so_dir() / record_name, {"march": march, "openmp": omp,
+        # On AVX-512 processors, 512-bit vectors: gcc's tunings prefer 256 bits, which
+        # left exp-heavy loops (random.normal, logsumexp) 1.2-1.7x slower here
+        # (benchmarks/NOTES.md). Default flags only; kept if the compiler takes it.
+        wide = False
+        if env_flags is None and march and _has_avx512():
+            base = [f for f in opt if march or f != "-march=native"]
+            wide = _probe(argv, [*_SEMANTICS, *base, *_WIDE, "-fPIC", "-shared",
+                                 *(["-fopenmp"] if omp else [])])
+        _write_json(_so_dir() / record_name, {"march": march, "openmp": omp, "wide": wide,
                                               "compiler": ident})
     base = tuple(f for f in opt if march or env_flags is not None or f != "-march=native")
+    if wide:
+        base += _WIDE
     result = ((*_SEMANTICS, *base, "-fPIC", "-shared", *(("-fopenmp",) if omp else ())),
               omp)
     with _state_lock:
@@ -333,7 +360,8 @@ def _flags_and_openmp() -> tuple[tuple[str, ...], bool]:
 def default_flags() -> list[str]:
     """The flags every build uses, before ``extra_flags``.
 
-    ``-fno-math-errno -ffp-contract=off``, then ``-O3 -march=native`` or the words of
+    ``-fno-math-errno -ffp-contract=off``, then ``-O3 -march=native`` (plus
+    ``-mprefer-vector-width=512`` on AVX-512 processors) or the words of
     ``$KILN_CFLAGS`` when set (so those may override the former), then
     ``-fPIC -shared -fopenmp``. ``-march=native`` (default only) and ``-fopenmp`` are
     left out when a probe build with them fails; the probe's verdict is cached in

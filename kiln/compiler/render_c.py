@@ -42,20 +42,7 @@ C_TYPES = {
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
 
-PRELUDE = r"""
-#include <stdint.h>
-#include <stddef.h>
-#include <math.h>
-#include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-static inline int64_t kiln_floordiv(int64_t a, int64_t b) {
-  int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
-static inline int64_t kiln_floormod(int64_t a, int64_t b) {
-  int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
-static inline int64_t kiln_clampi(int64_t v, int64_t lo, int64_t hi) {
-  return v < lo ? lo : (v > hi ? hi : v); }
+STREAM_C = r"""
 #if defined(__AVX__)
 #include <immintrin.h>
 #endif
@@ -85,6 +72,22 @@ static inline void kiln_stream_fence(void) {
   _mm_sfence();
 #endif
 }
+"""
+
+PRELUDE = r"""
+#include <stdint.h>
+#include <stddef.h>
+#include <math.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+static inline int64_t kiln_floordiv(int64_t a, int64_t b) {
+  int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
+static inline int64_t kiln_floormod(int64_t a, int64_t b) {
+  int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
+static inline int64_t kiln_clampi(int64_t v, int64_t lo, int64_t hi) {
+  return v < lo ? lo : (v > hi ? hi : v); }
 static inline float kiln_maxf(float a, float b) { return (a != a || a > b) ? a : b; }
 static inline float kiln_minf(float a, float b) { return (a != a || a < b) ? a : b; }
 static inline double kiln_maxd(double a, double b) { return (a != a || a > b) ? a : b; }
@@ -223,6 +226,9 @@ class CRenderer:
         if self.math_source:
             parts.append(self.math_source)
         parts += lower_random.preludes("\n".join(bodies))
+        if any("kiln_stream(" in b for b in bodies):
+            # Only then: <immintrin.h> alone takes 0.1 s to compile.
+            parts.append(STREAM_C)
         if self.blas_declarations and any(isinstance(s, Gemm) for s in prog.steps):
             parts.append(self.blas_declarations)
         parts += bodies
