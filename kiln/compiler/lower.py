@@ -426,6 +426,58 @@ def _dynamic_slice(ctx, eqn, ins):
     return LazyNode(tuple(sizes), x.dtype, read, None, x.cost + 1)
 
 
+def _gather(ctx, eqn, ins):
+    """``lax.gather`` as index arithmetic: each output element reads the operand at
+    (clamped start from ``indices``) + (window offset), as ``_window_coords`` in
+    ``kiln.lax.gather_scatter`` defines it. The starts are per-element dynamic indices
+    (read from the index array inside the loop); FILL_OR_DROP selects the fill value
+    where a window is not entirely in bounds."""
+    from kiln.lax.gather_scatter import GatherScatterMode, _default_fill_value
+    x, ind = ins
+    p = eqn.params
+    dn = p["dimension_numbers"]
+    sizes = tuple(p["slice_sizes"])
+    out = eqn.outvars[0].aval
+    out_rank = len(out.shape)
+    window_axes = tuple(dn.offset_dims)
+    batch_axes = [a for a in range(out_rank) if a not in set(window_axes)]
+    collapsed, start_map = tuple(dn.collapsed_slice_dims), tuple(dn.start_index_map)
+    op_bdims, idx_bdims = tuple(dn.operand_batching_dims), tuple(dn.start_indices_batching_dims)
+    win_dims = [d for d in range(len(x.shape)) if d not in collapsed and d not in op_bdims]
+    fill = p["mode"] == GatherScatterMode.FILL_OR_DROP
+    fv = p.get("fill_value")
+    fill_const = np.asarray(_default_fill_value(x.dtype) if fv is None else fv)
+    with np.errstate(invalid="ignore", over="ignore"):
+        fill_const = fill_const.astype(x.dtype)
+    info = np.iinfo(ind.dtype)
+    table = ctx.table
+
+    def read(idxs):
+        bidx = [idxs[a] for a in batch_axes]
+        cond = Cond()
+        coords = []
+        for d, n in enumerate(x.shape):
+            c = Idx.lit(0)
+            if d in start_map:
+                start = ind.read(bidx + [Idx.lit(start_map.index(d))])
+                hi = max(n - sizes[d], 0)
+                c = Idx.sym(ctx.new_sym(0, hi, start))
+                if fill:
+                    raw = ctx.new_sym(int(info.min), int(info.max), start)
+                    cond = cond & Cond.in_range(Idx.sym(raw), 0, n - sizes[d] + 1)
+            elif d in op_bdims:
+                c = bidx[idx_bdims[op_bdims.index(d)]]
+            if d in win_dims:
+                c = c + idxs[window_axes[win_dims.index(d)]]
+            coords.append(c)
+        val = x.read(coords)
+        if fill and cond.clauses:
+            val = table.where(cond, val, table.const(fill_const[()], x.dtype))
+        return val
+
+    return LazyNode(out.shape, x.dtype, read, None, x.cost + 2)
+
+
 def _identity(ctx, eqn, ins):
     return ins[0]
 
@@ -434,6 +486,7 @@ MOVEMENT = {
     "broadcast_in_dim": _broadcast_in_dim, "reshape": _reshape, "squeeze": _squeeze,
     "transpose": _transpose, "slice": _slice, "rev": _rev, "pad": _pad,
     "concatenate": _concatenate, "iota": _iota, "dynamic_slice": _dynamic_slice,
+    "gather": _gather,
 }
 
 
@@ -579,6 +632,13 @@ def _is_native(eqn) -> bool:
             return False
     if name == "dot_general" and eqn.outvars[0].aval.dtype == np.bool_:
         return False
+    if name == "gather":
+        from kiln.lax.gather_scatter import GatherScatterMode
+        idt = np.dtype(eqn.invars[1].aval.dtype)
+        # uint64 starts beyond int64 would wrap in C; the host island clamps them.
+        return idt.kind in "iu" and idt != np.uint64 and eqn.params["mode"] in (
+            GatherScatterMode.CLIP, GatherScatterMode.FILL_OR_DROP,
+            GatherScatterMode.PROMISE_IN_BOUNDS)
     if name == "argmax" or name == "argmin":
         return eqn.invars[0].aval.dtype != np.bool_
     return True

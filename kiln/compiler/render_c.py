@@ -781,6 +781,16 @@ def _idx_of(e: SExpr):
     return []
 
 
+def _loop_dependent(prog: Program, defn: SExpr) -> bool:
+    """Whether a dynamic index's definition reads at positions that vary with the loop
+    (a loop symbol, i.e. one without a definition of its own, among its index deps)."""
+    for e in _walk(prog, [defn]):
+        for idx in _idx_of(e):
+            if any(s.name not in prog.sym_defs for s in idx_deps(idx)):
+                return True
+    return False
+
+
 def idx_deps(idx) -> frozenset:
     return idx.deps
 
@@ -797,6 +807,8 @@ class _Body:
         self._syms_done: set = set()
         self._n = 0
         self.loads: list = []       # (buffer, Idx) of every load rendered
+        self._pre: _Body | None = None     # renders loop-invariant symbol definitions
+        self._is_prelude = False
 
     def prelude_lines(self):
         return self._prelude
@@ -810,15 +822,28 @@ class _Body:
                 continue
             self._syms_done.add(s.name)
             sym, defn, lo, hi = d
-            sub = _Body(self.r, self.prog)
-            sub._syms_done = self._syms_done
-            v = sub.value(defn)
-            self._prelude += sub._prelude + sub.lines
-            self._prelude.append(f"const int64_t {sym.name} = kiln_clampi((int64_t)({v}), "
-                                 f"{lo}, {hi});")
+            line = f"const int64_t {sym.name} = kiln_clampi((int64_t)({{}}), {lo}, {hi});"
+            if self._is_prelude or _loop_dependent(self.prog, defn):
+                # In the prelude body itself, or a per-element index (gather): computed
+                # here, in order, sharing this body's temporaries.
+                self.lines.append(line.format(self.value(defn)))
+                continue
+            # Loop-invariant (dynamic_slice starts): computed once before the loops, by
+            # one prelude body shared by all such symbols (two symbols with the same
+            # definition must not declare its temporaries twice).
+            if self._pre is None:
+                self._pre = _Body(self.r, self.prog)
+                self._pre._syms_done = self._syms_done
+                self._pre._is_prelude = True
+            n0 = len(self._pre.lines)
+            v = self._pre.value(defn)
+            self._prelude += self._pre.lines[n0:]
+            self._prelude.append(line.format(v))
 
     def value(self, e: SExpr) -> str:
         hit = self.names.get(e.uid)
+        if hit is None and self._pre is not None:
+            hit = self._pre.names.get(e.uid)    # computed before the loops: reuse it
         if hit is not None:
             return hit
         if e.kind == "const":

@@ -232,3 +232,24 @@ def test_optimize_then_lower_has_no_calls():
     closed = kiln.make_jaxpr(lambda x: kiln.jit(lambda y: y * 2)(x) + 1)(X)
     prog = lower(optimize(closed))
     assert not [s for s in prog.steps if isinstance(s, Island)]
+
+
+G_IDX = np.array([0, 5, -1, 3, 9, -8], np.int32)
+
+
+@pytest.mark.parametrize("f,args", [
+    (lambda x, i: jnp.take(x, i, axis=0), (X, G_IDX)),                  # fill mode: NaN rows
+    (lambda x, i: jnp.take(x, i, axis=1, mode="clip") * 2.0, (X, G_IDX)),
+    (lambda x, i: x[i] + 1.0, (X, np.array([1, 2, -1], np.int32))),
+    (lambda x, i: x[i, i], (X, np.array([0, 3, 4], np.int32))),
+    (lambda x, i: jnp.take_along_axis(x, i, axis=1),
+     (X, np.array([[0, 4], [1, 1], [2, 3], [4, 0], [3, 3], [0, 1]], np.int32))),
+    (kiln.vmap(lambda r, i: jnp.take(r, i, axis=0)),
+     (X, np.array([[0, 1], [2, 3], [4, 1], [0, 0], [4, 4], [1, 2]], np.int32))),
+    (lambda x, i: jnp.take(x, i), (np.arange(20, dtype=np.int32),
+                                   np.array([3, 19, 25, -3], np.int8))),
+    (lambda x, i: jnp.sum(x[i] * x[i], axis=1), (X, np.array([1, 0, 5, 5], np.int16))),
+])
+def test_gather_is_native(f, args):
+    exe = _check(f, *args)
+    assert not [s for s in exe.prog.steps if isinstance(s, Island)]

@@ -46,7 +46,7 @@ def test_coverage_report():
         "bitcast_convert_type", "eq", "lt", "and", "or", "not", "shift_left", "clamp",
         # structural
         "broadcast_in_dim", "reshape", "squeeze", "transpose", "slice", "pad", "rev",
-        "concatenate", "iota", "dynamic_slice",
+        "concatenate", "iota", "dynamic_slice", "gather",
         # reductions and products
         "reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "argmax", "argmin",
         "dot_general",
