@@ -33,7 +33,7 @@ import numpy as np
 from kiln.compiler import lower_random
 from kiln.compiler.expr import ExprTable, SExpr
 from kiln.compiler.index import Cond, Idx, Sym, flat_index, row_major_strides
-from kiln.compiler.program import Buffer, Gemm, Island, Kernel, Program, Reduce
+from kiln.compiler.program import Buffer, Gemm, Island, Kernel, Program, Reduce, Scan
 from kiln.core.jaxpr import ClosedJaxpr, Literal
 
 # Recomputing a value cheaper than this (in ExprTable cost units) beats storing it.
@@ -526,6 +526,23 @@ def _reduce(ctx: Lowering, eqn, ins, kind):
     return BufNode(ctx, buf)
 
 
+SCANS = {"cumsum": "sum", "cumprod": "prod", "cummax": "max", "cummin": "min"}
+
+
+def _scan(ctx: Lowering, eqn, ins, kind):
+    """cumsum/cumprod/cummax/cummin: a :class:`Scan` over the (fused) input."""
+    (x,) = ins
+    out = eqn.outvars[0].aval
+    shape = tuple(x.shape)
+    syms = ctx.syms(shape)
+    body = x.read([Idx.sym(s) for s in syms])
+    buf = ctx.prog.new_buffer(out.shape, out.dtype, kind)
+    ctx.prog.steps.append(Scan(shape, syms, int(eqn.params["axis"]), SCANS[eqn.primitive.name],
+                               bool(eqn.params["reverse"]), buf, body,
+                               name=ctx.kernel_name("c")))
+    return BufNode(ctx, buf)
+
+
 def _dot_general(ctx: Lowering, eqn, ins, kind):
     lhs, rhs = ins
     (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
@@ -625,7 +642,7 @@ def _is_native(eqn) -> bool:
             np.dtype(eqn.outvars[0].aval.dtype).itemsize):
         return False            # width changes add or drop a dimension: host island
     if name not in ELEMENTWISE and name not in MOVEMENT and name not in REDUCTIONS \
-            and name != "dot_general" and name not in IDENTITY:
+            and name != "dot_general" and name not in IDENTITY and name not in SCANS:
         return False
     for v in list(eqn.invars) + list(eqn.outvars):
         if np.dtype(v.aval.dtype) not in NATIVE_DTYPES:
@@ -705,6 +722,8 @@ def lower(closed: ClosedJaxpr) -> Program:
             outs = [MOVEMENT[name](ctx, eqn, ins)]
         elif name in REDUCTIONS:
             outs = [_reduce(ctx, eqn, ins, out_kind)]
+        elif name in SCANS:
+            outs = [_scan(ctx, eqn, ins, out_kind)]
         elif name in lower_random.XLA_MATH or name in lower_random.RANDOM:
             outs = [lower_random.lower_eqn(ctx, eqn, ins)]
         else:
@@ -758,6 +777,8 @@ def _island(ctx: Lowering, eqn, ins):
 def flops_of(step) -> float:
     if isinstance(step, Gemm):
         return 2.0 * step.batch * step.m * step.n * step.k
-    if isinstance(step, (Kernel, Reduce)):
-        return float(math.prod(step.shape if isinstance(step, Kernel) else step.in_shape))
+    if isinstance(step, (Kernel, Scan)):
+        return float(math.prod(step.shape))
+    if isinstance(step, Reduce):
+        return float(math.prod(step.in_shape))
     return 0.0

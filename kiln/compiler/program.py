@@ -8,6 +8,7 @@ renderer and the executable consume. Steps run in order:
 * :class:`Reduce`: a loop nest over an input shape folding a scalar expression into
   an output buffer (``sum``/``max``/``min``/``prod``/``and``/``or``/``xor``, or
   ``argmax``/``argmin``);
+* :class:`Scan`: a cumulative sum/product/max/min along one axis;
 * :class:`Gemm`: a (batched) matrix product through BLAS, operands in buffers;
 * :class:`Island`: a primitive without a native lowering, run with its NumPy
   ``impl`` between native segments.
@@ -61,6 +62,23 @@ class Reduce:
     body: SExpr
     acc_dtype: np.dtype = None
     name: str = "reduce"
+
+
+@dataclass(eq=False)
+class Scan:
+    """A cumulative reduction along ``axis``: ``out[.., i, ..] = op(out[.., i-1, ..],
+    body at i)`` (from the end when ``reverse``), each element folded in sequence as
+    NumPy's ``accumulate`` does. The loops run in row-major order; the previous element
+    is read back from ``out``, so the dims after ``axis`` stay inner and vectorize."""
+
+    shape: tuple
+    syms: list[Sym]
+    axis: int
+    op: str                 # sum prod max min
+    reverse: bool
+    out: Buffer
+    body: SExpr
+    name: str = "scan"
 
 
 @dataclass(eq=False)

@@ -30,7 +30,7 @@ import numpy as np
 from kiln.compiler import lower_random
 from kiln.compiler.expr import SExpr
 from kiln.compiler.index import Idx, Sym, row_major_strides
-from kiln.compiler.program import Gemm, Island, Kernel, Program, Reduce
+from kiln.compiler.program import Gemm, Island, Kernel, Program, Reduce, Scan
 
 C_TYPES = {
     np.dtype(np.bool_): "uint8_t", np.dtype(np.int8): "int8_t", np.dtype(np.int16): "int16_t",
@@ -250,6 +250,8 @@ class CRenderer:
                 lines.append(self.render_kernel(prog, step))
             elif isinstance(step, Reduce):
                 lines.append(self.render_reduce(prog, step))
+            elif isinstance(step, Scan):
+                lines.append(self.render_scan(prog, step))
             else:
                 lines.append(self.render_gemm(step))
         lines.append("}")
@@ -506,6 +508,43 @@ class CRenderer:
         empty = _Body(self, prog)
         empty._prelude = body._prelude
         return self._nest(prog, loops, empty, inner, math.prod(r.in_shape), indent=2)
+
+    def render_scan(self, prog: Program, c: Scan) -> str:
+        """Row-major loops; each element is ``op(previous element of out, body)``, the
+        previous one along ``axis`` (the next one when ``reverse``, looping backwards)."""
+        body = _Body(self, prog)
+        val = body.value(c.body)
+        dt = c.out.dtype
+        t = C_TYPES[dt]
+        strides = row_major_strides(c.shape)
+        flat = _flat_of_syms(c.syms, c.shape)
+        a, n, st = c.syms[c.axis].name, c.shape[c.axis], strides[c.axis]
+        first = f"{a} == {n - 1}" if c.reverse else f"{a} == 0"
+        prev = f"b{c.out.id}[{flat} {'+' if c.reverse else '-'} {st}]"
+        stmt = (f"b{c.out.id}[{flat}] = ({t})({first} ? {val} : "
+                f"({t})({self.combine(c.op, dt, prev, val)}));")
+        pad = " " * 2
+        out = [pad + "{"] + [pad + "  " + x for x in body.prelude_lines()]
+        depth = 4
+        outer_par = c.axis > 0 and c.shape[0] > 1 and \
+            math.prod(c.shape) >= self.parallel_threshold
+        for d, (s, m) in enumerate(zip(c.syms, c.shape)):
+            if d == 0 and outer_par:
+                out.append(" " * depth + self.parallel_for)
+            if d == c.axis and c.reverse:
+                out.append(" " * depth + f"for (int64_t {s.name} = {m - 1}; {s.name} >= 0; "
+                           f"{s.name}--) {{")
+            else:
+                out.append(" " * depth + f"for (int64_t {s.name} = 0; {s.name} < {m}; "
+                           f"{s.name}++) {{")
+            depth += 2
+        out += [" " * depth + x for x in body.lines]
+        out.append(" " * depth + stmt)
+        for _ in c.shape:
+            depth -= 2
+            out.append(" " * depth + "}")
+        out.append(pad + "}")
+        return "\n".join(out)
 
     def render_gemm(self, g: Gemm) -> str:
         f = "kiln_gemm_f32" if g.out.dtype == F32 else "kiln_gemm_f64"

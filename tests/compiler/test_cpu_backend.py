@@ -253,3 +253,23 @@ G_IDX = np.array([0, 5, -1, 3, 9, -8], np.int32)
 def test_gather_is_native(f, args):
     exe = _check(f, *args)
     assert not [s for s in exe.prog.steps if isinstance(s, Island)]
+
+
+@pytest.mark.parametrize("op", [lax.cumsum, lax.cumprod, lax.cummax, lax.cummin])
+@pytest.mark.parametrize("axis", [0, 1, 2])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_cumulative_ops_are_native(op, axis, reverse):
+    x = R.standard_normal((3, 4, 5)).astype(np.float32)
+    x[1, 2, 3] = np.nan if op in (lax.cummax, lax.cummin) else x[1, 2, 3]
+    xi = R.integers(-4, 5, (3, 4, 5)).astype(np.int32)
+    for arg, f in [(x, lambda v: op(v * 1.5 + 0.5, axis=axis, reverse=reverse)),
+                   (xi, lambda v: op(v, axis=axis, reverse=reverse))]:
+        got, want, exe = _both(f, arg)
+        assert not _steps(exe, Island)
+        # Sequential, as NumPy's accumulate: the same bits.
+        np.testing.assert_array_equal(np.asarray(got[0]), np.asarray(want[0]))
+
+
+def test_cumsum_fuses_its_producer_and_consumer():
+    exe = _check(lambda x: jnp.sum(jnp.cumsum(jnp.exp(x), axis=1), axis=0), X)
+    assert len(exe.prog.steps) == 2 and not _steps(exe, Kernel)

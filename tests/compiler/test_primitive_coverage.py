@@ -28,7 +28,7 @@ def _all_primitives() -> dict:
 
 def _native_names() -> set:
     return (set(lower.ELEMENTWISE) | set(lower.MOVEMENT) | set(lower.REDUCTIONS) |
-            set(lower.IDENTITY) | {"dot_general"} | set(lower_random.XLA_MATH) |
+            set(lower.IDENTITY) | {"dot_general"} | set(lower.SCANS) | set(lower_random.XLA_MATH) |
             set(lower_random.RANDOM))
 
 
@@ -46,7 +46,8 @@ def test_coverage_report():
         "bitcast_convert_type", "eq", "lt", "and", "or", "not", "shift_left", "clamp",
         # structural
         "broadcast_in_dim", "reshape", "squeeze", "transpose", "slice", "pad", "rev",
-        "concatenate", "iota", "dynamic_slice", "gather",
+        "concatenate", "iota", "dynamic_slice", "gather", "cumsum", "cumprod", "cummax",
+        "cummin",
         # reductions and products
         "reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "argmax", "argmin",
         "dot_general",
