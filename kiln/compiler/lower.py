@@ -33,7 +33,7 @@ import numpy as np
 from kiln.compiler import lower_random
 from kiln.compiler.expr import ExprTable, SExpr
 from kiln.compiler.index import Cond, Idx, Sym, flat_index, row_major_strides
-from kiln.compiler.program import Buffer, Gemm, Island, Kernel, Program, Reduce, Scan
+from kiln.compiler.program import Buffer, Gemm, Island, Kernel, Program, Reduce, Scan, Scatter
 from kiln.core.jaxpr import ClosedJaxpr, Literal
 
 # Recomputing a value cheaper than this (in ExprTable cost units) beats storing it.
@@ -543,6 +543,64 @@ def _scan(ctx: Lowering, eqn, ins, kind):
     return BufNode(ctx, buf)
 
 
+SCATTERS = {"scatter": "set", "scatter-add": "sum", "scatter-sub": "sub",
+            "scatter-mul": "prod", "scatter-min": "min", "scatter-max": "max"}
+
+
+def _scatter(ctx: Lowering, eqn, ins, kind):
+    """A scatter: the operand written to the output buffer (a fused kernel), then a
+    :class:`Scatter` step combining the updates in, as ``_scatter_impl_for`` in
+    ``kiln.lax.gather_scatter`` defines it (CLIP clamps the starts; the other modes drop
+    windows not entirely in bounds)."""
+    from kiln.lax.gather_scatter import GatherScatterMode, _scatter_slice_sizes
+    x, ind, upd = ins
+    p = eqn.params
+    dn = p["dimension_numbers"]
+    out = eqn.outvars[0].aval
+    buf = ctx.prog.new_buffer(out.shape, out.dtype, kind)
+    osyms = ctx.syms(out.shape)
+    ctx.prog.steps.append(Kernel(tuple(out.shape), osyms,
+                                 [(buf, x.read([Idx.sym(s) for s in osyms]))],
+                                 ctx.kernel_name("k")))
+    if _size(upd.shape) == 0 or _size(out.shape) == 0:
+        return BufNode(ctx, buf)
+    sizes = _scatter_slice_sizes(out.shape, upd.shape, dn)
+    window_axes = tuple(dn.update_window_dims)
+    batch_axes = [a for a in range(len(upd.shape)) if a not in set(window_axes)]
+    start_map = tuple(dn.scatter_dims_to_operand_dims)
+    op_bdims, idx_bdims = tuple(dn.operand_batching_dims), tuple(dn.scatter_indices_batching_dims)
+    win_dims = [d for d in range(len(out.shape))
+                if d not in dn.inserted_window_dims and d not in op_bdims]
+    clip = p["mode"] == GatherScatterMode.CLIP
+    info = np.iinfo(ind.dtype)
+    usyms = ctx.syms(upd.shape, prefix="u")
+    uidx = [Idx.sym(s) for s in usyms]
+    bidx = [uidx[a] for a in batch_axes]
+    cond = Cond()
+    target = Idx.lit(0)
+    strides = row_major_strides(out.shape)
+    for d, n in enumerate(out.shape):
+        c = Idx.lit(0)
+        if d in start_map:
+            start = ind.read(bidx + [Idx.lit(start_map.index(d))])
+            c = Idx.sym(ctx.new_sym(0, max(n - sizes[d], 0), start))
+            if not clip:
+                raw = ctx.new_sym(int(info.min), int(info.max), start)
+                cond = cond & Cond.in_range(Idx.sym(raw), 0, n - sizes[d] + 1)
+        elif d in op_bdims:
+            c = bidx[idx_bdims[op_bdims.index(d)]]
+        if d in win_dims:
+            c = c + uidx[window_axes[win_dims.index(d)]]
+        target = target + c * strides[d]
+    body = upd.read(uidx)
+    if body.dtype != np.dtype(out.dtype):
+        body = ctx.table.op("convert_element_type", out.dtype, body)
+    ctx.prog.steps.append(Scatter(tuple(upd.shape), usyms, buf, target, cond,
+                                  SCATTERS[eqn.primitive.name], body,
+                                  name=ctx.kernel_name("s")))
+    return BufNode(ctx, buf)
+
+
 def _dot_general(ctx: Lowering, eqn, ins, kind):
     lhs, rhs = ins
     (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
@@ -642,13 +700,17 @@ def _is_native(eqn) -> bool:
             np.dtype(eqn.outvars[0].aval.dtype).itemsize):
         return False            # width changes add or drop a dimension: host island
     if name not in ELEMENTWISE and name not in MOVEMENT and name not in REDUCTIONS \
-            and name != "dot_general" and name not in IDENTITY and name not in SCANS:
+            and name != "dot_general" and name not in IDENTITY and name not in SCANS \
+            and name not in SCATTERS:
         return False
     for v in list(eqn.invars) + list(eqn.outvars):
         if np.dtype(v.aval.dtype) not in NATIVE_DTYPES:
             return False
     if name == "dot_general" and eqn.outvars[0].aval.dtype == np.bool_:
         return False
+    if name in SCATTERS:
+        idt = np.dtype(eqn.invars[1].aval.dtype)
+        return idt.kind in "iu" and idt != np.uint64
     if name == "gather":
         from kiln.lax.gather_scatter import GatherScatterMode
         idt = np.dtype(eqn.invars[1].aval.dtype)
@@ -724,6 +786,8 @@ def lower(closed: ClosedJaxpr) -> Program:
             outs = [_reduce(ctx, eqn, ins, out_kind)]
         elif name in SCANS:
             outs = [_scan(ctx, eqn, ins, out_kind)]
+        elif name in SCATTERS:
+            outs = [_scatter(ctx, eqn, ins, out_kind)]
         elif name in lower_random.XLA_MATH or name in lower_random.RANDOM:
             outs = [lower_random.lower_eqn(ctx, eqn, ins)]
         else:
@@ -777,7 +841,7 @@ def _island(ctx: Lowering, eqn, ins):
 def flops_of(step) -> float:
     if isinstance(step, Gemm):
         return 2.0 * step.batch * step.m * step.n * step.k
-    if isinstance(step, (Kernel, Scan)):
+    if isinstance(step, (Kernel, Scan, Scatter)):
         return float(math.prod(step.shape))
     if isinstance(step, Reduce):
         return float(math.prod(step.in_shape))

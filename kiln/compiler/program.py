@@ -9,6 +9,7 @@ renderer and the executable consume. Steps run in order:
   an output buffer (``sum``/``max``/``min``/``prod``/``and``/``or``/``xor``, or
   ``argmax``/``argmin``);
 * :class:`Scan`: a cumulative sum/product/max/min along one axis;
+* :class:`Scatter`: updates combined into a buffer at dynamic positions, in order;
 * :class:`Gemm`: a (batched) matrix product through BLAS, operands in buffers;
 * :class:`Island`: a primitive without a native lowering, run with its NumPy
   ``impl`` between native segments.
@@ -79,6 +80,23 @@ class Scan:
     out: Buffer
     body: SExpr
     name: str = "scan"
+
+
+@dataclass(eq=False)
+class Scatter:
+    """Combine each element of an update expression into ``out`` (already holding the
+    operand) at a dynamic flat position ``target``, where ``cond`` holds (windows out of
+    bounds are dropped), one element after another in row-major order of ``shape``, as
+    NumPy's ``ufunc.at`` does. ``op``: set (later updates win), sum, sub, prod, max, min."""
+
+    shape: tuple
+    syms: list[Sym]
+    out: Buffer
+    target: object          # Idx: flat position in out
+    cond: object            # Cond
+    op: str
+    body: SExpr
+    name: str = "scatter"
 
 
 @dataclass(eq=False)

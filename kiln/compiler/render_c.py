@@ -30,7 +30,7 @@ import numpy as np
 from kiln.compiler import lower_random
 from kiln.compiler.expr import SExpr
 from kiln.compiler.index import Idx, Sym, row_major_strides
-from kiln.compiler.program import Gemm, Island, Kernel, Program, Reduce, Scan
+from kiln.compiler.program import Gemm, Island, Kernel, Program, Reduce, Scan, Scatter
 
 C_TYPES = {
     np.dtype(np.bool_): "uint8_t", np.dtype(np.int8): "int8_t", np.dtype(np.int16): "int16_t",
@@ -252,6 +252,8 @@ class CRenderer:
                 lines.append(self.render_reduce(prog, step))
             elif isinstance(step, Scan):
                 lines.append(self.render_scan(prog, step))
+            elif isinstance(step, Scatter):
+                lines.append(self.render_scatter(prog, step))
             else:
                 lines.append(self.render_gemm(step))
         lines.append("}")
@@ -546,6 +548,41 @@ class CRenderer:
         out.append(pad + "}")
         return "\n".join(out)
 
+    def render_scatter(self, prog: Program, c: Scatter) -> str:
+        """Sequential loops over the updates (later updates see earlier ones, as
+        ``ufunc.at``): never parallel, since two updates may hit one element."""
+        body = _Body(self, prog)
+        val = body.value(c.body)
+        body._need_syms(c.target)
+        for cl in c.cond.clauses:
+            if len(cl) > 1:
+                body._need_syms(cl[1])
+        dt = c.out.dtype
+        t = C_TYPES[dt]
+        dst = f"b{c.out.id}[{c.target.c()}]"
+        if c.op == "set":
+            new = val
+        elif c.op == "sub":
+            new = f"{dst} - {val}"
+        else:
+            new = self.combine(c.op, dt, dst, val)
+        stmt = f"{dst} = ({t})({new});"
+        if c.cond.clauses:
+            stmt = f"if ({c.cond.c()}) {stmt}"
+        pad = " " * 2
+        out = [pad + "{"] + [pad + "  " + x for x in body.prelude_lines()]
+        depth = 4
+        for s, m in zip(c.syms, c.shape):
+            out.append(" " * depth + f"for (int64_t {s.name} = 0; {s.name} < {m}; {s.name}++) {{")
+            depth += 2
+        out += [" " * depth + x for x in body.lines]
+        out.append(" " * depth + stmt)
+        for _ in c.shape:
+            depth -= 2
+            out.append(" " * depth + "}")
+        out.append(pad + "}")
+        return "\n".join(out)
+
     def render_gemm(self, g: Gemm) -> str:
         f = "kiln_gemm_f32" if g.out.dtype == F32 else "kiln_gemm_f64"
         lda = g.m if g.trans_a else g.k
@@ -782,6 +819,10 @@ def _step_buffers(prog: Program, step):
     bufs = {}
     roots = [e for _, e in step.outs] if isinstance(step, Kernel) else [step.body]
     outs = [b for b, _ in step.outs] if isinstance(step, Kernel) else [step.out]
+    if isinstance(step, Scatter):     # the index arrays behind the target position
+        idxs = [step.target] + [cl[1] for cl in step.cond.clauses if len(cl) > 1]
+        roots += [prog.sym_defs[s.name][1] for i in idxs for s in idx_deps(i)
+                  if s.name in prog.sym_defs]
     for b in outs:
         bufs[b.id] = b
     for e in _walk(prog, roots):

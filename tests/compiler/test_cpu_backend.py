@@ -273,3 +273,34 @@ def test_cumulative_ops_are_native(op, axis, reverse):
 def test_cumsum_fuses_its_producer_and_consumer():
     exe = _check(lambda x: jnp.sum(jnp.cumsum(jnp.exp(x), axis=1), axis=0), X)
     assert len(exe.prog.steps) == 2 and not _steps(exe, Kernel)
+
+
+S_IDX = np.array([0, 5, -1, 3, 9, 0, 0], np.int32)        # duplicates and out of bounds
+S_UPD = R.standard_normal((7, 5)).astype(np.float32)
+
+
+@pytest.mark.parametrize("f", [
+    lambda x, i, u: x.at[i].add(u),
+    lambda x, i, u: x.at[i].set(u * 2.0),                  # later duplicates win
+    lambda x, i, u: x.at[i].multiply(u),
+    lambda x, i, u: x.at[i].min(u),
+    lambda x, i, u: x.at[i].max(u, mode="clip"),
+    lambda x, i, u: x.at[i, 2].add(1.0),
+    kiln.grad(lambda x, i, u: jnp.sum(jnp.take(x, i, axis=0, mode="clip") * u)),
+])
+def test_scatter_is_native_and_exact(f):
+    X6 = R.standard_normal((6, 5)).astype(np.float32)
+    got, want, exe = _both(f, X6, S_IDX, S_UPD)
+    assert not _steps(exe, Island)
+    np.testing.assert_array_equal(np.asarray(got[0]), np.asarray(want[0]))
+
+
+def test_integer_and_batched_scatter():
+    got, want, exe = _both(lambda x, i, u: x.at[i].add(u), np.arange(10, dtype=np.int32),
+                           np.array([1, 1, 3, 12, -2], np.int64),
+                           np.array([5, 6, 7, 8, 9], np.int32))
+    assert not _steps(exe, Island)
+    np.testing.assert_array_equal(got[0], want[0])
+    f = kiln.vmap(lambda r, i, v: r.at[i].add(v))
+    _check(f, X, np.array([[0, 1], [2, 3], [4, 1], [0, 0], [4, 4], [1, 2]], np.int32),
+           R.standard_normal((6, 2)).astype(np.float32))

@@ -1,7 +1,8 @@
 """Differential fuzzing: random programs run compiled and on the reference backend.
 
 Hypothesis draws a program (inputs of broadcast-compatible shapes, then a chain of
-elementwise, reduction, layout, matrix-product and control-free integer operations),
+elementwise, reduction, layout, gather/scatter, cumulative, matrix-product and integer
+operations),
 traces it, and runs the jaxpr through the cpu backend's generated C and through the
 NumPy interpreter. Integer results must be identical; floats agree to a tolerance
 that catches wrong indexing, broadcasting, axes or fusion (errors of order one), not
@@ -131,6 +132,10 @@ class _Program:
             return jnp.roll(xs[0], extra[1], axis=extra[0])
         if kind == "cumsum":
             return jnp.cumsum(xs[0], axis=extra)
+        if kind == "at_add":
+            axis, idx = extra
+            where = (slice(None),) * axis + (idx,)
+            return xs[0].at[where].add(xs[0][where] * 0.5 if xs[0].dtype.kind == "f" else 3)
         if kind == "take":
             axis, idx = extra
             return jnp.take(xs[0], idx, axis=axis)
@@ -155,7 +160,8 @@ class _Program:
         raise AssertionError(kind)
 
 
-LAYOUTS = ["rev", "roll", "cumsum", "take", "slice_pad", "concat_halves", "transpose_twice"]
+LAYOUTS = ["rev", "roll", "cumsum", "take", "at_add", "slice_pad", "concat_halves",
+           "transpose_twice"]
 
 
 @st.composite
@@ -227,7 +233,7 @@ def programs(draw):
             sub = pick(LAYOUTS)
             if sub == "roll":
                 extra = (axis, draw(st.integers(-n, n)))
-            elif sub == "take":
+            elif sub in ("take", "at_add"):
                 extra = (axis, np.array(draw(st.lists(st.integers(-n, n - 1), min_size=n,
                                                       max_size=n)), np.int32))
             elif sub == "slice_pad":

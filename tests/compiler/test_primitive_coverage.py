@@ -28,7 +28,8 @@ def _all_primitives() -> dict:
 
 def _native_names() -> set:
     return (set(lower.ELEMENTWISE) | set(lower.MOVEMENT) | set(lower.REDUCTIONS) |
-            set(lower.IDENTITY) | {"dot_general"} | set(lower.SCANS) | set(lower_random.XLA_MATH) |
+            set(lower.IDENTITY) | {"dot_general"} | set(lower.SCANS) | set(lower.SCATTERS) |
+            set(lower_random.XLA_MATH) |
             set(lower_random.RANDOM))
 
 
@@ -47,7 +48,7 @@ def test_coverage_report():
         # structural
         "broadcast_in_dim", "reshape", "squeeze", "transpose", "slice", "pad", "rev",
         "concatenate", "iota", "dynamic_slice", "gather", "cumsum", "cumprod", "cummax",
-        "cummin",
+        "cummin", "scatter", "scatter-add", "scatter-mul", "scatter-min", "scatter-max",
         # reductions and products
         "reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "argmax", "argmin",
         "dot_general",
