@@ -426,6 +426,33 @@ def _dynamic_slice(ctx, eqn, ins):
     return LazyNode(tuple(sizes), x.dtype, read, None, x.cost + 1)
 
 
+def _window_coords(ctx, shape, ind, bidx, widx, sizes, window_axes, collapsed, start_map,
+                   op_bdims, idx_bdims, check_bounds):
+    """Operand coordinates (Idx per axis of ``shape``) of one gather/scatter window
+    element: the start read from ``ind`` at batch position ``bidx`` (a per-element
+    dynamic symbol, clamped so the window fits) plus the window offset ``widx``, and,
+    with ``check_bounds``, the condition that every unclamped start keeps the window
+    in bounds. As ``_window_coords`` in ``kiln.lax.gather_scatter``."""
+    info = np.iinfo(ind.dtype)
+    win_dims = [d for d in range(len(shape)) if d not in collapsed and d not in op_bdims]
+    cond = Cond()
+    coords = []
+    for d, n in enumerate(shape):
+        c = Idx.lit(0)
+        if d in start_map:
+            start = ind.read(bidx + [Idx.lit(start_map.index(d))])
+            c = Idx.sym(ctx.new_sym(0, max(n - sizes[d], 0), start))
+            if check_bounds:
+                raw = ctx.new_sym(int(info.min), int(info.max), start)
+                cond = cond & Cond.in_range(Idx.sym(raw), 0, n - sizes[d] + 1)
+        elif d in op_bdims:
+            c = bidx[idx_bdims[op_bdims.index(d)]]
+        if d in win_dims:
+            c = c + widx[window_axes[win_dims.index(d)]]
+        coords.append(c)
+    return coords, cond
+
+
 def _gather(ctx, eqn, ins):
     """``lax.gather`` as index arithmetic: each output element reads the operand at
     (clamped start from ``indices``) + (window offset), as ``_window_coords`` in
@@ -441,35 +468,18 @@ def _gather(ctx, eqn, ins):
     out_rank = len(out.shape)
     window_axes = tuple(dn.offset_dims)
     batch_axes = [a for a in range(out_rank) if a not in set(window_axes)]
-    collapsed, start_map = tuple(dn.collapsed_slice_dims), tuple(dn.start_index_map)
-    op_bdims, idx_bdims = tuple(dn.operand_batching_dims), tuple(dn.start_indices_batching_dims)
-    win_dims = [d for d in range(len(x.shape)) if d not in collapsed and d not in op_bdims]
     fill = p["mode"] == GatherScatterMode.FILL_OR_DROP
     fv = p.get("fill_value")
     fill_const = np.asarray(_default_fill_value(x.dtype) if fv is None else fv)
     with np.errstate(invalid="ignore", over="ignore"):
         fill_const = fill_const.astype(x.dtype)
-    info = np.iinfo(ind.dtype)
     table = ctx.table
 
     def read(idxs):
-        bidx = [idxs[a] for a in batch_axes]
-        cond = Cond()
-        coords = []
-        for d, n in enumerate(x.shape):
-            c = Idx.lit(0)
-            if d in start_map:
-                start = ind.read(bidx + [Idx.lit(start_map.index(d))])
-                hi = max(n - sizes[d], 0)
-                c = Idx.sym(ctx.new_sym(0, hi, start))
-                if fill:
-                    raw = ctx.new_sym(int(info.min), int(info.max), start)
-                    cond = cond & Cond.in_range(Idx.sym(raw), 0, n - sizes[d] + 1)
-            elif d in op_bdims:
-                c = bidx[idx_bdims[op_bdims.index(d)]]
-            if d in win_dims:
-                c = c + idxs[window_axes[win_dims.index(d)]]
-            coords.append(c)
+        coords, cond = _window_coords(
+            ctx, x.shape, ind, [idxs[a] for a in batch_axes], idxs, sizes, window_axes,
+            tuple(dn.collapsed_slice_dims), tuple(dn.start_index_map),
+            tuple(dn.operand_batching_dims), tuple(dn.start_indices_batching_dims), fill)
         val = x.read(coords)
         if fill and cond.clauses:
             val = table.where(cond, val, table.const(fill_const[()], x.dtype))
@@ -564,34 +574,19 @@ def _scatter(ctx: Lowering, eqn, ins, kind):
                                  ctx.kernel_name("k")))
     if _size(upd.shape) == 0 or _size(out.shape) == 0:
         return BufNode(ctx, buf)
-    sizes = _scatter_slice_sizes(out.shape, upd.shape, dn)
     window_axes = tuple(dn.update_window_dims)
     batch_axes = [a for a in range(len(upd.shape)) if a not in set(window_axes)]
-    start_map = tuple(dn.scatter_dims_to_operand_dims)
-    op_bdims, idx_bdims = tuple(dn.operand_batching_dims), tuple(dn.scatter_indices_batching_dims)
-    win_dims = [d for d in range(len(out.shape))
-                if d not in dn.inserted_window_dims and d not in op_bdims]
-    clip = p["mode"] == GatherScatterMode.CLIP
-    info = np.iinfo(ind.dtype)
     usyms = ctx.syms(upd.shape, prefix="u")
     uidx = [Idx.sym(s) for s in usyms]
-    bidx = [uidx[a] for a in batch_axes]
-    cond = Cond()
+    coords, cond = _window_coords(
+        ctx, out.shape, ind, [uidx[a] for a in batch_axes], uidx,
+        _scatter_slice_sizes(out.shape, upd.shape, dn), window_axes,
+        tuple(dn.inserted_window_dims), tuple(dn.scatter_dims_to_operand_dims),
+        tuple(dn.operand_batching_dims), tuple(dn.scatter_indices_batching_dims),
+        p["mode"] != GatherScatterMode.CLIP)
     target = Idx.lit(0)
-    strides = row_major_strides(out.shape)
-    for d, n in enumerate(out.shape):
-        c = Idx.lit(0)
-        if d in start_map:
-            start = ind.read(bidx + [Idx.lit(start_map.index(d))])
-            c = Idx.sym(ctx.new_sym(0, max(n - sizes[d], 0), start))
-            if not clip:
-                raw = ctx.new_sym(int(info.min), int(info.max), start)
-                cond = cond & Cond.in_range(Idx.sym(raw), 0, n - sizes[d] + 1)
-        elif d in op_bdims:
-            c = bidx[idx_bdims[op_bdims.index(d)]]
-        if d in win_dims:
-            c = c + uidx[window_axes[win_dims.index(d)]]
-        target = target + c * strides[d]
+    for c, st in zip(coords, row_major_strides(out.shape)):
+        target = target + c * st
     body = upd.read(uidx)
     if body.dtype != np.dtype(out.dtype):
         body = ctx.table.op("convert_element_type", out.dtype, body)

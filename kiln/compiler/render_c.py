@@ -525,15 +525,21 @@ class CRenderer:
         prev = f"b{c.out.id}[{flat} {'+' if c.reverse else '-'} {st}]"
         stmt = (f"b{c.out.id}[{flat}] = ({t})({first} ? {val} : "
                 f"({t})({self.combine(c.op, dt, prev, val)}));")
+        outer_par = c.axis > 0 and c.shape[0] > 1 and \
+            math.prod(c.shape) >= self.parallel_threshold
+        return self._plain_nest(body, c.syms, c.shape, stmt, parallel=outer_par,
+                                backwards=c.syms[c.axis] if c.reverse else None)
+
+    def _plain_nest(self, body: _Body, syms, shape, stmt, parallel=False, backwards=None):
+        """Loops over ``shape`` (the outermost parallel if asked; ``backwards`` runs from
+        the end) around ``body``'s lines and ``stmt``; the prelude before them."""
         pad = " " * 2
         out = [pad + "{"] + [pad + "  " + x for x in body.prelude_lines()]
         depth = 4
-        outer_par = c.axis > 0 and c.shape[0] > 1 and \
-            math.prod(c.shape) >= self.parallel_threshold
-        for d, (s, m) in enumerate(zip(c.syms, c.shape)):
-            if d == 0 and outer_par:
+        for d, (s, m) in enumerate(zip(syms, shape)):
+            if d == 0 and parallel:
                 out.append(" " * depth + self.parallel_for)
-            if d == c.axis and c.reverse:
+            if s is backwards:
                 out.append(" " * depth + f"for (int64_t {s.name} = {m - 1}; {s.name} >= 0; "
                            f"{s.name}--) {{")
             else:
@@ -542,7 +548,7 @@ class CRenderer:
             depth += 2
         out += [" " * depth + x for x in body.lines]
         out.append(" " * depth + stmt)
-        for _ in c.shape:
+        for _ in shape:
             depth -= 2
             out.append(" " * depth + "}")
         out.append(pad + "}")
@@ -569,19 +575,7 @@ class CRenderer:
         stmt = f"{dst} = ({t})({new});"
         if c.cond.clauses:
             stmt = f"if ({c.cond.c()}) {stmt}"
-        pad = " " * 2
-        out = [pad + "{"] + [pad + "  " + x for x in body.prelude_lines()]
-        depth = 4
-        for s, m in zip(c.syms, c.shape):
-            out.append(" " * depth + f"for (int64_t {s.name} = 0; {s.name} < {m}; {s.name}++) {{")
-            depth += 2
-        out += [" " * depth + x for x in body.lines]
-        out.append(" " * depth + stmt)
-        for _ in c.shape:
-            depth -= 2
-            out.append(" " * depth + "}")
-        out.append(pad + "}")
-        return "\n".join(out)
+        return self._plain_nest(body, c.syms, c.shape, stmt)
 
     def render_gemm(self, g: Gemm) -> str:
         f = "kiln_gemm_f32" if g.out.dtype == F32 else "kiln_gemm_f64"
