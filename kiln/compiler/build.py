@@ -653,12 +653,17 @@ def _compile(source: str, argv: list[str], flags: Sequence[str], include_dirs: l
         src = tmp / f"{stem}.c"
         src.write_text(source)
         out = tmp / f"{stem}{suffix}"
-        cmd = [*argv, *flags, *(f"-I{i}" for i in include_dirs), str(src), "-o", str(out),
+        incs = [f"-I{i}" for i in include_dirs]
+        cmd = [*argv, *flags, *incs, str(src), "-o", str(out),
                *_library_args(libraries), "-lm"]
         t0 = time.perf_counter()
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True,
-                                  timeout=_COMPILE_TIMEOUT_S)
+            if UNIT_MARK in source:
+                proc, cmd = _compile_units(source, argv, flags, incs, libraries, tmp, stem,
+                                           out)
+            else:
+                proc = subprocess.run(cmd, capture_output=True, text=True,
+                                      timeout=_COMPILE_TIMEOUT_S)
         except subprocess.TimeoutExpired as e:
             _count("failures")
             raise BuildError(f"kiln: the C compiler ran over {_COMPILE_TIMEOUT_S:.0f} s "
@@ -697,6 +702,45 @@ def _compile(source: str, argv: list[str], flags: Sequence[str], include_dirs: l
         return seconds
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+# A line splitting a source into translation units (kiln.compiler.render_c writes it):
+# the text before the first one is shared (static definitions only), each part after
+# one is compiled with it, all in parallel, and the objects are linked together.
+UNIT_MARK = "/* @kiln-unit */"
+
+
+def _compile_units(source: str, argv, flags, incs, libraries, tmp: pathlib.Path, stem: str,
+                   out: pathlib.Path):
+    """Compile the units of ``source`` side by side (``-c``), then link them. Returns
+    the first failing process (or the link's) and its command."""
+    common, *units = source.split(UNIT_MARK)
+    procs = []
+    objs = []
+    for k, unit in enumerate(units):
+        src = tmp / f"{stem}.u{k}.c"
+        src.write_text(common + unit)
+        obj = tmp / f"{stem}.u{k}.o"
+        cmd = [*argv, *flags, *incs, "-c", str(src), "-o", str(obj)]
+        procs.append((subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                       text=True), cmd))
+        objs.append(str(obj))
+    deadline = time.monotonic() + _COMPILE_TIMEOUT_S
+    failed = None
+    for p, cmd in procs:
+        try:
+            stdout, stderr = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for q, _ in procs:
+                q.kill()
+            raise
+        if p.returncode != 0 and failed is None:
+            failed = (subprocess.CompletedProcess(cmd, p.returncode, stdout, stderr), cmd)
+    if failed is not None:
+        return failed
+    cmd = [*argv, *flags, *objs, "-o", str(out), *_library_args(libraries), "-lm"]
+    return subprocess.run(cmd, capture_output=True, text=True,
+                          timeout=_COMPILE_TIMEOUT_S), cmd
 
 
 def _save_failed(source: str, stem: str) -> pathlib.Path:

@@ -23,11 +23,13 @@ What it must not hold: fusion decisions (``lower.py``), building (``build.py``).
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from kiln.compiler import lower_random
+from kiln.compiler.build import UNIT_MARK
 from kiln.compiler.expr import SExpr
 from kiln.compiler.index import Idx, Sym, row_major_strides
 from kiln.compiler.program import Gemm, Island, Kernel, Program, Reduce, Scan, Scatter
@@ -41,6 +43,7 @@ C_TYPES = {
 }
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
+
 
 STREAM_C = r"""
 #if defined(__AVX__)
@@ -184,6 +187,11 @@ class CRenderer:
     parallel_threshold = 1 << 17
     # One C function per step (for timing each step; see Executable.profile).
     segment_per_step = False
+    # Programs whose steps render to at least this many characters are split into
+    # `build_units` translation units that the build compiles in parallel (the
+    # MLP-gradient program: one gcc of 0.28 s, or two of ~0.15 s side by side).
+    build_units = max(1, min(2, os.cpu_count() or 1))
+    split_min_chars = 6000
     # Reductions longer than this accumulate in chunks of this many elements.
     chunk = 1024
     # Kernels writing at least this many bytes store through a small tile copied out
@@ -221,7 +229,19 @@ class CRenderer:
                     cur = []
         if cur:
             segments.append(Segment(f"seg{len(segments)}", cur))
-        bodies = [self.render_segment(prog, seg) for seg in segments]
+        rendered = [self._render_steps(prog, seg) for seg in segments]
+        total = sum(len(t) for r in rendered for _, t in r)
+        units = self.build_units if total >= self.split_min_chars else 1
+        if units > 1:
+            return self._render_units(prog, segments, rendered, units)
+        bodies = [self._segment_function(seg, [t for _, t in r])
+                  for seg, r in zip(segments, rendered)]
+        return self._assemble(prog, [bodies]), segments
+
+    def _assemble(self, prog: Program, units: list[list[str]]) -> str:
+        """Preludes, then each unit's functions after a ``UNIT_MARK`` line when there
+        are several (the build compiles them in parallel); BLAS glue in the first."""
+        bodies = [t for unit in units for t in unit]
         parts = [PRELUDE, _int_helpers()]
         if self.math_source:
             parts.append(self.math_source)
@@ -229,35 +249,76 @@ class CRenderer:
         if any("kiln_stream(" in b for b in bodies):
             # Only then: <immintrin.h> alone takes 0.1 s to compile.
             parts.append(STREAM_C)
-        if self.blas_declarations and any(isinstance(s, Gemm) for s in prog.steps):
-            parts.append(self.blas_declarations)
-        parts += bodies
-        return "\n".join(parts), segments
+        blas = self.blas_declarations and any(isinstance(s, Gemm) for s in prog.steps)
+        if len(units) == 1:
+            if blas:
+                parts.append(self.blas_declarations)
+            parts += units[0]
+            return "\n".join(parts)
+        for k, unit in enumerate(units):
+            parts.append(UNIT_MARK)
+            if k == 0 and blas:
+                parts.append(self.blas_declarations)
+            parts += unit
+        return "\n".join(parts)
 
     def render_segment(self, prog: Program, seg: Segment) -> str:
+        return self._segment_function(seg, [t for _, t in self._render_steps(prog, seg)])
+
+    def _render_steps(self, prog: Program, seg: Segment) -> list[tuple[object, str]]:
         used = {}
         for step in seg.steps:
             for b in _step_buffers(prog, step):
                 used.setdefault(b.id, b)
         seg.buffers = [used[k] for k in sorted(used)]
-        lines = [f"void {seg.name}(void **b) {{"]
+        out = []
+        for step in seg.steps:
+            if isinstance(step, Kernel):
+                text = self.render_kernel(prog, step)
+            elif isinstance(step, Reduce):
+                text = self.render_reduce(prog, step)
+            elif isinstance(step, Scan):
+                text = self.render_scan(prog, step)
+            elif isinstance(step, Scatter):
+                text = self.render_scatter(prog, step)
+            else:
+                text = self.render_gemm(step)
+            out.append((step, f"  /* {step.name} */\n" + text))
+        return out
+
+    def _segment_function(self, seg: Segment, texts: list[str], name: str | None = None) -> str:
+        lines = [f"void {name or seg.name}(void **b) {{"]
         for j, b in enumerate(seg.buffers):
             lines.append(f"  {C_TYPES[b.dtype]} *{self.restrict} b{b.id} = "
                          f"({C_TYPES[b.dtype]} *)b[{j}];")
-        for step in seg.steps:
-            lines.append(f"  /* {step.name} */")
-            if isinstance(step, Kernel):
-                lines.append(self.render_kernel(prog, step))
-            elif isinstance(step, Reduce):
-                lines.append(self.render_reduce(prog, step))
-            elif isinstance(step, Scan):
-                lines.append(self.render_scan(prog, step))
-            elif isinstance(step, Scatter):
-                lines.append(self.render_scatter(prog, step))
-            else:
-                lines.append(self.render_gemm(step))
+        lines += texts
         lines.append("}")
         return "\n".join(lines)
+
+    def _render_units(self, prog: Program, segments, rendered, n_units: int):
+        """Spread the steps over ``n_units`` translation units, balanced by size (GEMMs
+        in the first, beside the BLAS glue). Each run of consecutive steps in one unit
+        becomes a function ``segN_pK``; ``segN`` (first unit) calls them in order."""
+        units: list[list[str]] = [[] for _ in range(n_units)]
+        size = [0] * n_units
+        for seg, steps in zip(segments, rendered):
+            runs: list[tuple[int, list[str]]] = []
+            for step, text in steps:
+                k = 0 if isinstance(step, Gemm) else min(range(n_units), key=size.__getitem__)
+                size[k] += len(text)
+                if runs and runs[-1][0] == k:
+                    runs[-1][1].append(text)
+                else:
+                    runs.append((k, [text]))
+            calls = []
+            for j, (k, texts) in enumerate(runs):
+                part = f"{seg.name}_p{j}"
+                units[k].append(self._segment_function(seg, texts, part))
+                calls.append(part)
+            units[0].append("\n".join(f"void {c}(void **b);" for c in calls) + "\n" +
+                            f"void {seg.name}(void **b) {{\n" +
+                            "".join(f"  {c}(b);\n" for c in calls) + "}")
+        return self._assemble(prog, units), segments
 
     # ---- kernels ------------------------------------------------------------------------
     def render_kernel(self, prog: Program, k: Kernel) -> str:

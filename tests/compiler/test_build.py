@@ -321,3 +321,41 @@ def test_dump_c(cache, monkeypatch, capsys):
     monkeypatch.setenv("KILN_DUMP", "passes")
     build.build_shared(src, name="dump")
     assert "kiln_test_dumped" not in capsys.readouterr().err
+
+
+def test_translation_units_build_in_parallel_and_link(cache):
+    common = f"/* {uuid.uuid4().hex} */\nstatic inline int helper(int x) {{ return 2 * x; }}\n"
+    src = (common + build.UNIT_MARK + "\nint kiln_u0(int x) { return helper(x) + 1; }\n" +
+           build.UNIT_MARK + "\nint kiln_u1(int x);\nint kiln_u1(int x) { return helper(x) + 2; }\n")
+    lib = build.load_library(src, name="units")
+    for name, want in (("kiln_u0", 21), ("kiln_u1", 22)):
+        fn = getattr(lib, name)
+        fn.argtypes, fn.restype = [ctypes.c_int], ctypes.c_int
+        assert fn(10) == want
+
+
+def test_translation_unit_error_names_the_unit(cache):
+    src = ("static int ok(void) { return 1; }\n" + build.UNIT_MARK +
+           "\nint kiln_fine(void) { return ok(); }\n" + build.UNIT_MARK +
+           "\nint kiln_broken_unit(void) { return kiln_undeclared_in_unit; }\n")
+    with pytest.raises(build.BuildError) as info:
+        build.build_shared(src, name="brokenunit")
+    assert "kiln_undeclared_in_unit" in str(info.value)
+
+
+def test_large_programs_render_as_units():
+    import numpy as np
+
+    import kiln
+    import kiln.numpy as jnp
+    x = np.ones((8, 8), np.float32)
+
+    def f(x):
+        for k in range(40):
+            x = jnp.sum(jnp.tanh(x * (k + 1.0)), axis=0, keepdims=True) + x
+        return x
+    text = kiln.jit(f).lower(x).compile().as_text()
+    from kiln.compiler.render_c import CRenderer
+    if CRenderer.build_units > 1:
+        assert text.count(build.UNIT_MARK) == CRenderer.build_units
+    np.testing.assert_allclose(np.asarray(kiln.jit(f)(x)), np.asarray(f(x)), rtol=1e-5)
