@@ -74,8 +74,10 @@ def compile_closed(closed, name: str = "jit"):
 
 
 def _compile_into(entry: _Entry, closed, name):
+    from kiln.compiler.build import serial_units
     try:
-        exe = compile_closed(closed, name)
+        with serial_units():    # in the background: leave a core to the caller
+            exe = compile_closed(closed, name)
     except Exception as e:           # noqa: BLE001 - reported, then the reference runs
         entry.error = e
         entry.state = "failed"

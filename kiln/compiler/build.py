@@ -658,7 +658,7 @@ def _compile(source: str, argv: list[str], flags: Sequence[str], include_dirs: l
                *_library_args(libraries), "-lm"]
         t0 = time.perf_counter()
         try:
-            if UNIT_MARK in source:
+            if UNIT_MARK in source and not getattr(_units_tls, "serial", False):
                 proc, cmd = _compile_units(source, argv, flags, incs, libraries, tmp, stem,
                                            out)
             else:
@@ -708,6 +708,24 @@ def _compile(source: str, argv: list[str], flags: Sequence[str], include_dirs: l
 # the text before the first one is shared (static definitions only), each part after
 # one is compiled with it, all in parallel, and the objects are linked together.
 UNIT_MARK = "/* @kiln-unit */"
+
+
+_units_tls = threading.local()
+
+
+class serial_units:
+    """Within this context (on this thread) a source with translation units is compiled
+    as one: for builds in the background, which should not take every core from the
+    program running meanwhile. The library is the same (same key)."""
+
+    def __enter__(self):
+        self._old = getattr(_units_tls, "serial", False)
+        _units_tls.serial = True
+        return self
+
+    def __exit__(self, *exc):
+        _units_tls.serial = self._old
+        return False
 
 
 def _compile_units(source: str, argv, flags, incs, libraries, tmp: pathlib.Path, stem: str,

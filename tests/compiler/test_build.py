@@ -359,3 +359,13 @@ def test_large_programs_render_as_units():
     if CRenderer.build_units > 1:
         assert text.count(build.UNIT_MARK) == CRenderer.build_units
     np.testing.assert_allclose(np.asarray(kiln.jit(f)(x)), np.asarray(f(x)), rtol=1e-5)
+
+
+def test_serial_units_build_the_same_library(cache):
+    src = (f"/* {uuid.uuid4().hex} */\n" + build.UNIT_MARK + "\nint kiln_s0(void) { return 3; }\n" +
+           build.UNIT_MARK + "\nint kiln_s1(void) { return 4; }\n")
+    with build.serial_units():
+        path = build.build_shared(src, name="serial")
+    assert build.build_shared(src, name="serial") == path     # same key: a cache hit
+    lib = ctypes.CDLL(str(path))
+    assert lib.kiln_s0() + lib.kiln_s1() == 7
