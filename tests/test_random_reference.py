@@ -138,6 +138,21 @@ _LIVE_CASES = [pytest.param(*c, id=c[0], marks=() if c[0] in _QUICK else pytest.
                for c in CASES]
 
 
+_RSQRT_REPRODUCED: list = []
+
+
+def _xla_rsqrt_reproduced() -> bool:
+    """Whether kiln's emulation of XLA's rsqrt (the processor's estimate plus two Newton
+    steps; tests/test_random_xla_math.py) gives this machine's jax bits. Verified on
+    Intel Sapphire Rapids; where it does not hold, the "hw" cases are held to "close"
+    (the rsqrt test itself reports the difference)."""
+    if not _RSQRT_REPRODUCED:
+        x = np.random.default_rng(3).uniform(0.01, 100, 20_000).astype(np.float32)
+        ok = np.array_equal(_native.rsqrt_f32(x), np.asarray(jax.jit(jax.lax.rsqrt)(x)))
+        _RSQRT_REPRODUCED.append(bool(ok))
+    return _RSQRT_REPRODUCED[0]
+
+
 @pytest.mark.parity
 @pytest.mark.skipif(jax is None, reason="jax is not installed")
 @pytest.mark.skipif(not _has_fma(), reason="XLA's bits on processors without FMA differ")
@@ -146,4 +161,5 @@ def test_live_jax(live_config, name, fn, kind):
     want = fn(jr, jr.PRNGKey(SEED))
     if hasattr(want, "dtype") and jax.dtypes.issubdtype(want.dtype, jax.dtypes.prng_key):
         want = jr.key_data(want)
-    _check(name, kind, _kiln_out(fn), np.asarray(want), _native.has_rsqrt_estimate())
+    _check(name, kind, _kiln_out(fn), np.asarray(want),
+           _native.has_rsqrt_estimate() and _xla_rsqrt_reproduced())
