@@ -262,9 +262,6 @@ class CRenderer:
             parts += unit
         return "\n".join(parts)
 
-    def render_segment(self, prog: Program, seg: Segment) -> str:
-        return self._segment_function(seg, [t for _, t in self._render_steps(prog, seg)])
-
     def _render_steps(self, prog: Program, seg: Segment) -> list[tuple[object, str]]:
         used = {}
         for step in seg.steps:
@@ -387,8 +384,11 @@ class CRenderer:
         out.append("  }")
         return "\n".join(out)
 
-    def _nest(self, prog, loops, body: _Body, inner_stmts, work, indent=2, pre_inner=()):
-        """A loop nest with ``body``'s statements and ``inner_stmts`` innermost."""
+    def _nest(self, prog, loops, body: _Body, inner_stmts, work, indent=2, pre_inner=(),
+              backwards=None):
+        """A loop nest with ``body``'s statements and ``inner_stmts`` innermost; the
+        outermost loop parallel when ``work`` is large (pass 0 for a sequential nest);
+        the loop of symbol ``backwards`` runs from the end."""
         pad = " " * indent
         out = [pad + "{"]
         out += [pad + "  " + s for s in body.prelude_lines()]
@@ -397,8 +397,12 @@ class CRenderer:
         for d, (s, n) in enumerate(loops):
             if d == 0 and par:
                 out.append(" " * depth + self.parallel_for)
-            out.append(" " * depth + f"for (int64_t {s.name} = 0; {s.name} < {n}; "
-                       f"{s.name}++) {{")
+            if s is backwards:
+                out.append(" " * depth + f"for (int64_t {s.name} = {n - 1}; {s.name} >= 0; "
+                           f"{s.name}--) {{")
+            else:
+                out.append(" " * depth + f"for (int64_t {s.name} = 0; {s.name} < {n}; "
+                           f"{s.name}++) {{")
             depth += 2
         out += [" " * depth + s for s in body.lines]
         out += [" " * depth + s for s in inner_stmts]
@@ -586,34 +590,10 @@ class CRenderer:
         prev = f"b{c.out.id}[{flat} {'+' if c.reverse else '-'} {st}]"
         stmt = (f"b{c.out.id}[{flat}] = ({t})({first} ? {val} : "
                 f"({t})({self.combine(c.op, dt, prev, val)}));")
-        outer_par = c.axis > 0 and c.shape[0] > 1 and \
-            math.prod(c.shape) >= self.parallel_threshold
-        return self._plain_nest(body, c.syms, c.shape, stmt, parallel=outer_par,
-                                backwards=c.syms[c.axis] if c.reverse else None)
-
-    def _plain_nest(self, body: _Body, syms, shape, stmt, parallel=False, backwards=None):
-        """Loops over ``shape`` (the outermost parallel if asked; ``backwards`` runs from
-        the end) around ``body``'s lines and ``stmt``; the prelude before them."""
-        pad = " " * 2
-        out = [pad + "{"] + [pad + "  " + x for x in body.prelude_lines()]
-        depth = 4
-        for d, (s, m) in enumerate(zip(syms, shape)):
-            if d == 0 and parallel:
-                out.append(" " * depth + self.parallel_for)
-            if s is backwards:
-                out.append(" " * depth + f"for (int64_t {s.name} = {m - 1}; {s.name} >= 0; "
-                           f"{s.name}--) {{")
-            else:
-                out.append(" " * depth + f"for (int64_t {s.name} = 0; {s.name} < {m}; "
-                           f"{s.name}++) {{")
-            depth += 2
-        out += [" " * depth + x for x in body.lines]
-        out.append(" " * depth + stmt)
-        for _ in shape:
-            depth -= 2
-            out.append(" " * depth + "}")
-        out.append(pad + "}")
-        return "\n".join(out)
+        # The outermost loop may run in parallel unless it is the scanned axis.
+        work = math.prod(c.shape) if c.axis > 0 else 0
+        return self._nest(prog, list(zip(c.syms, c.shape)), body, [stmt], work,
+                          backwards=c.syms[c.axis] if c.reverse else None)
 
     def render_scatter(self, prog: Program, c: Scatter) -> str:
         """Sequential loops over the updates (later updates see earlier ones, as
@@ -636,7 +616,7 @@ class CRenderer:
         stmt = f"{dst} = ({t})({new});"
         if c.cond.clauses:
             stmt = f"if ({c.cond.c()}) {stmt}"
-        return self._plain_nest(body, c.syms, c.shape, stmt)
+        return self._nest(prog, list(zip(c.syms, c.shape)), body, [stmt], 0)
 
     def render_gemm(self, g: Gemm) -> str:
         f = "kiln_gemm_f32" if g.out.dtype == F32 else "kiln_gemm_f64"
