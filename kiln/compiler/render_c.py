@@ -33,6 +33,7 @@ from kiln.compiler.build import UNIT_MARK
 from kiln.compiler.expr import SExpr
 from kiln.compiler.index import Idx, Sym, row_major_strides
 from kiln.compiler.program import Gemm, Island, Kernel, Program, Reduce, Scan, Scatter
+from kiln.compiler.row_groups import lead_dims, loop_shape, row_count, row_groups
 
 C_TYPES = {
     np.dtype(np.bool_): "uint8_t", np.dtype(np.int8): "int8_t", np.dtype(np.int16): "int16_t",
@@ -182,6 +183,7 @@ class CRenderer:
     parallel_region = "#pragma omp parallel"
     for_in_region = "#pragma omp for schedule(static)"
     simd_reduce = "#pragma omp simd reduction({op}:{acc})"
+    simd = "#pragma omp simd"
     parallel_reduce = "#pragma omp parallel for schedule(static) reduction({op}:{acc})"
     # Elements of work above which a loop runs on all cores.
     parallel_threshold = 1 << 17
@@ -205,6 +207,7 @@ class CRenderer:
     # time on 100 MB inputs (benchmarks/NOTES.md). None disables.
     prefetch = "__builtin_prefetch({addr}, 0, 0)"
     prefetch_min_cost = 8
+    prefetch_row = "__builtin_prefetch({addr}, 0, 3)"
     prefetch_ahead = 2048       # elements
 
     def __init__(self, math_source: str | None = None, math_functions: dict | None = None,
@@ -269,7 +272,13 @@ class CRenderer:
                 used.setdefault(b.id, b)
         seg.buffers = [used[k] for k in sorted(used)]
         out = []
-        for step in seg.steps:
+        for group in row_groups(prog, seg.steps):
+            if len(group) > 1:
+                names = "+".join(st.name for st in group)
+                out.append((group, f"  /* {names}: one loop over rows */\n" +
+                            self.render_row_group(prog, group)))
+                continue
+            (step,) = group
             if isinstance(step, Kernel):
                 text = self.render_kernel(prog, step)
             elif isinstance(step, Reduce):
@@ -412,6 +421,74 @@ class CRenderer:
         out.append(pad + "}")
         return "\n".join(out)
 
+    def render_row_group(self, prog: Program, steps: list) -> str:
+        """Steps sharing one loop over rows (``row_groups``): for each row, each step's
+        work in turn, so later steps read the row from cache. Each step names the row
+        its own way (its leading loop symbols, from the flat row number ``g``)."""
+        n_rows = row_count(steps[0])
+        work, parts, prelude = 0, [], []
+        for st in steps:
+            m = lead_dims(st, n_rows)
+            shape = loop_shape(st)
+            body = _Body(self, prog)
+            # What depends on the row only is computed once per row, before the step's
+            # inner loops (else gcc may leave those loops scalar).
+            row = body.hoisting(st.syms[m:])
+            if isinstance(st, Reduce):
+                vals = [body.value(st.body)]
+                cost = st.body.cost
+            else:
+                vals = [body.value(e) for _, e in st.outs]
+                cost = _cost_of(st.outs)
+            work += math.prod(shape) * max(1, cost)
+            parts.append((st, m, shape, body, row, vals))
+            prelude += [x for b in (row, body) for x in b.prelude_lines() if x not in prelude]
+        lines = ["  {"] + ["    " + x for x in prelude]
+        if work >= self.parallel_threshold:
+            lines.append("    " + self.parallel_for)
+        lines.append(f"    for (int64_t g = 0; g < {n_rows}; g++) {{")
+        ind = " " * 6
+        for st, m, shape, body, row, vals in parts:
+            lines.append(ind + "{")
+            lead = shape[:m]
+            strides = row_major_strides(lead)
+            for d, (s, n, stride) in enumerate(zip(st.syms, lead, strides)):
+                v = "g" if stride == 1 else f"g / {stride}"
+                if d > 0:
+                    v = f"({v}) % {n}"
+                lines.append(ind + f"  const int64_t {s.name} = {v};")
+            lines += [ind + "  " + x for x in row.lines]
+            if isinstance(st, Reduce):
+                oflat = _flat_of_syms(st.syms[:m], lead)
+                # The row is in cache after the group's first step: no prefetching
+                # along it; an expensive step prefetches the next row instead.
+                lines += self._reduce_row(st, body, vals[0], ind + "  ",
+                                          self.reduce_init(st.op, st.out.dtype), oflat,
+                                          parallel=False,
+                                          next_row=st.syms[m - 1] if m else None)
+            else:
+                d2 = len(ind) + 2
+                inner = list(zip(st.syms[m:], shape[m:]))
+                for j, (s, n) in enumerate(inner):
+                    if j == len(inner) - 1:
+                        # Elements are independent. Said outright: after the stores of
+                        # the steps before it, gcc may not vectorize the loop alone.
+                        lines.append(" " * d2 + self.simd)
+                    lines.append(" " * d2 + f"for (int64_t {s.name} = 0; {s.name} < {n}; "
+                                 f"{s.name}++) {{")
+                    d2 += 2
+                lines += [" " * d2 + x for x in body.lines]
+                flat = _flat_of_syms(st.syms, shape)
+                lines += [" " * d2 + f"b{buf.id}[{flat}] = ({C_TYPES[buf.dtype]})({v});"
+                          for (buf, _), v in zip(st.outs, vals)]
+                for _ in inner:
+                    d2 -= 2
+                    lines.append(" " * d2 + "}")
+            lines.append(ind + "}")
+        lines.append("    }")
+        lines.append("  }")
+        return "\n".join(lines)
+
     def render_reduce(self, prog: Program, r: Reduce) -> str:
         if r.op in ("argmax", "argmin"):
             return self._render_arg_reduce(prog, r)
@@ -458,84 +535,107 @@ class CRenderer:
                          f"({self.combine(r.op, r.out.dtype, f'b{r.out.id}[{oflat}]', val)});")
         else:
             start = f"b{r.out.id}[{oflat}]" if outer_reduced else init
-            lines.append(ind + f"{out_t} acc = {start};")
-            tn = math.prod(r.in_shape[d] for d in trailing)
-            simd_op = {"sum": "+", "prod": "*"}.get(r.op) if r.out.dtype.kind == "f" else \
-                {"sum": "+", "prod": "*", "and": "&", "or": "|", "xor": "^",
-                 "max": "max" if r.out.dtype.kind != "b" else "|",
-                 "min": "min" if r.out.dtype.kind != "b" else "&"}.get(r.op)
-            chunked = (len(trailing) == 1 and tn > 2 * self.chunk and r.op == "sum"
-                       and r.out.dtype.kind == "f")
-            if chunked:
-                s = r.syms[trailing[0]].name
-                if not prefix and work >= self.parallel_threshold:
-                    lines.append(ind + self.parallel_reduce.format(op="+", acc="acc"))
-                lines.append(ind + f"for (int64_t c0 = 0; c0 < {tn}; c0 += {self.chunk}) {{")
-                lines.append(ind + f"  const int64_t c1 = c0 + {self.chunk} < {tn} ? "
-                             f"c0 + {self.chunk} : {tn};")
-                lines.append(ind + f"  {out_t} part = 0;")
-                if self.prefetch and r.body.cost >= self.prefetch_min_cost:
-                    lines += [ind + "  " + x
-                              for x in self._prefetch_lines(body, r.syms[trailing[0]])]
-                lines.append(ind + "  " + self.simd_reduce.format(op="+", acc="part"))
-                lines.append(ind + f"  for (int64_t {s} = c0; {s} < c1; {s}++) {{")
-                lines += [ind + "    " + x for x in body.lines]
-                lines.append(ind + f"    part += {val};")
-                lines.append(ind + "  }")
-                lines.append(ind + "  acc += part;")
-                lines.append(ind + "}")
-            elif r.op in ("max", "min") and r.out.dtype.kind == "f":
-                # Vectorizable NaN-propagating max/min: an OpenMP max reduction over the
-                # ordered values plus a NaN flag (x86 max instructions drop NaNs).
-                cmp = ">" if r.op == "max" else "<"
-                lines.append(ind + "int nanf = 0;")
-                d2 = depth
-                for j, d in enumerate(trailing):
-                    s, n = r.syms[d], r.in_shape[d]
-                    if j == len(trailing) - 1:
-                        lines.append(" " * d2 + f"#pragma omp simd reduction({r.op}:acc) "
-                                     "reduction(|:nanf)")
-                    lines.append(" " * d2 + f"for (int64_t {s.name} = 0; {s.name} < {n}; "
-                                 f"{s.name}++) {{")
-                    d2 += 2
-                lines += [" " * d2 + x for x in body.lines]
-                lines.append(" " * d2 + f"acc = {val} {cmp} acc ? {val} : acc;")
-                lines.append(" " * d2 + f"nanf |= ({val} != {val});")
-                for _ in trailing:
-                    d2 -= 2
-                    lines.append(" " * d2 + "}")
-                lines.append(ind + f"if (nanf) acc = {c_literal(np.nan, r.out.dtype)};")
-            else:
-                d2 = depth
-                for j, d in enumerate(trailing):
-                    s, n = r.syms[d], r.in_shape[d]
-                    if j == len(trailing) - 1 and simd_op:
-                        lines.append(" " * d2 + self.simd_reduce.format(op=simd_op, acc="acc"))
-                    lines.append(" " * d2 + f"for (int64_t {s.name} = 0; {s.name} < {n}; "
-                                 f"{s.name}++) {{")
-                    d2 += 2
-                lines += [" " * d2 + x for x in body.lines]
-                lines.append(" " * d2 + f"acc = ({out_t})"
-                             f"({self.combine(r.op, r.out.dtype, 'acc', val)});")
-                for _ in trailing:
-                    d2 -= 2
-                    lines.append(" " * d2 + "}")
-            lines.append(ind + f"b{r.out.id}[{oflat}] = acc;")
+            lines += self._reduce_row(r, body, val, ind, start, oflat,
+                                      parallel=not prefix and work >= self.parallel_threshold)
         for _ in prefix:
             depth -= 2
             lines.append(" " * depth + "}")
         lines.append(pad + "}")
         return "\n".join(lines)
 
-    def _prefetch_lines(self, body: _Body, sym) -> list[str]:
+    def _reduce_row(self, r: Reduce, body: _Body, val: str, ind: str, start: str,
+                    oflat: str, parallel: bool, next_row: Sym | None = None) -> list[str]:
+        """The statements folding one output element of ``r`` over its trailing reduced
+        dims (the loops of the kept dims around them are open) and storing it. In a row
+        group (``next_row``: the innermost row loop's symbol), the row was read by the
+        group's first step and is in cache: an expensive chunked loop prefetches the
+        next row instead of further along this one."""
+        nd = len(r.in_shape)
+        t0 = nd
+        while t0 > 0 and (t0 - 1) in r.axes:
+            t0 -= 1
+        trailing = list(range(t0, nd))
+        out_t = C_TYPES[r.out.dtype]
+        depth = len(ind)
+        lines = []
+        lines.append(ind + f"{out_t} acc = {start};")
+        tn = math.prod(r.in_shape[d] for d in trailing)
+        simd_op = {"sum": "+", "prod": "*"}.get(r.op) if r.out.dtype.kind == "f" else \
+            {"sum": "+", "prod": "*", "and": "&", "or": "|", "xor": "^",
+             "max": "max" if r.out.dtype.kind != "b" else "|",
+             "min": "min" if r.out.dtype.kind != "b" else "&"}.get(r.op)
+        chunked = (len(trailing) == 1 and tn > 2 * self.chunk and r.op == "sum"
+                   and r.out.dtype.kind == "f")
+        if chunked:
+            s = r.syms[trailing[0]].name
+            if parallel:
+                lines.append(ind + self.parallel_reduce.format(op="+", acc="acc"))
+            lines.append(ind + f"for (int64_t c0 = 0; c0 < {tn}; c0 += {self.chunk}) {{")
+            lines.append(ind + f"  const int64_t c1 = c0 + {self.chunk} < {tn} ? "
+                         f"c0 + {self.chunk} : {tn};")
+            lines.append(ind + f"  {out_t} part = 0;")
+            if self.prefetch and r.body.cost >= self.prefetch_min_cost:
+                lines += [ind + "  " + x
+                          for x in self._prefetch_lines(body, r.syms[trailing[0]], next_row)]
+            lines.append(ind + "  " + self.simd_reduce.format(op="+", acc="part"))
+            lines.append(ind + f"  for (int64_t {s} = c0; {s} < c1; {s}++) {{")
+            lines += [ind + "    " + x for x in body.lines]
+            lines.append(ind + f"    part += {val};")
+            lines.append(ind + "  }")
+            lines.append(ind + "  acc += part;")
+            lines.append(ind + "}")
+        elif r.op in ("max", "min") and r.out.dtype.kind == "f":
+            # Vectorizable NaN-propagating max/min: an OpenMP max reduction over the
+            # ordered values plus a NaN flag (x86 max instructions drop NaNs).
+            cmp = ">" if r.op == "max" else "<"
+            lines.append(ind + "int nanf = 0;")
+            d2 = depth
+            for j, d in enumerate(trailing):
+                s, n = r.syms[d], r.in_shape[d]
+                if j == len(trailing) - 1:
+                    lines.append(" " * d2 + f"#pragma omp simd reduction({r.op}:acc) "
+                                 "reduction(|:nanf)")
+                lines.append(" " * d2 + f"for (int64_t {s.name} = 0; {s.name} < {n}; "
+                             f"{s.name}++) {{")
+                d2 += 2
+            lines += [" " * d2 + x for x in body.lines]
+            lines.append(" " * d2 + f"acc = {val} {cmp} acc ? {val} : acc;")
+            lines.append(" " * d2 + f"nanf |= ({val} != {val});")
+            for _ in trailing:
+                d2 -= 2
+                lines.append(" " * d2 + "}")
+            lines.append(ind + f"if (nanf) acc = {c_literal(np.nan, r.out.dtype)};")
+        else:
+            d2 = depth
+            for j, d in enumerate(trailing):
+                s, n = r.syms[d], r.in_shape[d]
+                if j == len(trailing) - 1 and simd_op:
+                    lines.append(" " * d2 + self.simd_reduce.format(op=simd_op, acc="acc"))
+                lines.append(" " * d2 + f"for (int64_t {s.name} = 0; {s.name} < {n}; "
+                             f"{s.name}++) {{")
+                d2 += 2
+            lines += [" " * d2 + x for x in body.lines]
+            lines.append(" " * d2 + f"acc = ({out_t})"
+                         f"({self.combine(r.op, r.out.dtype, 'acc', val)});")
+            for _ in trailing:
+                d2 -= 2
+                lines.append(" " * d2 + "}")
+        lines.append(ind + f"b{r.out.id}[{oflat}] = acc;")
+        return lines
+
+    def _prefetch_lines(self, body: _Body, sym, next_row=None) -> list[str]:
         """Prefetch, for the chunk ``[c0, c1)`` of loop ``sym``, the cache lines
-        ``prefetch_ahead`` elements further on of every load contiguous in it."""
+        ``prefetch_ahead`` elements further on of every load contiguous in it (with
+        ``next_row``: the same lines of the next row, into the cache kept close)."""
         out, seen = [], set()
-        s, ahead = sym.name, self.prefetch_ahead
+        s = sym.name
         for buf, idx in body.loads:
             if not idx.is_affine or idx.coef(sym) != 1 or (buf.id, idx.c()) in seen:
                 continue
             if any(d.name in body.prog.sym_defs for d in idx.deps):
+                continue
+            ahead = self.prefetch_ahead if next_row is None else idx.coef(next_row)
+            if ahead <= 0:
                 continue
             seen.add((buf.id, idx.c()))
             step = max(1, 64 // np.dtype(buf.dtype).itemsize)
@@ -543,8 +643,9 @@ class CRenderer:
             # the buffer (a prefetch never faults, but the address must be valid C).
             last = max(buf.size - 1, 0)
             addr = f"&b{buf.id}[kiln_clampi({idx.c()}, 0, {last})]"
+            hint = self.prefetch if next_row is None else self.prefetch_row
             out.append(f"for (int64_t {s} = c0 + {ahead}; {s} < c1 + {ahead}; "
-                       f"{s} += {step}) {self.prefetch.format(addr=addr)};")
+                       f"{s} += {step}) {hint.format(addr=addr)};")
         return out
 
     def _render_arg_reduce(self, prog: Program, r: Reduce) -> str:
@@ -924,6 +1025,38 @@ class _Body:
         self.loads: list = []       # (buffer, Idx) of every load rendered
         self._pre: _Body | None = None     # renders loop-invariant symbol definitions
         self._is_prelude = False
+        # With `outer` set, nodes that depend on none of the loop symbols named in
+        # `inner` are rendered by `outer`, whose lines run before those loops.
+        self.outer: _Body | None = None
+        self.inner: frozenset = frozenset()
+        self._deps: dict = {}
+
+    def hoisting(self, inner_syms) -> _Body:
+        """Make this body render what does not vary along ``inner_syms`` (loop symbols)
+        in a new outer body (returned), whose lines go before those loops."""
+        self.outer = _Body(self.r, self.prog)
+        self.inner = frozenset(s.name for s in inner_syms)
+        return self.outer
+
+    def loop_deps(self, e: SExpr) -> frozenset:
+        """Names of the loop symbols (those without a definition) ``e`` depends on,
+        through dynamic-index definitions too."""
+        hit = self._deps.get(e.uid)
+        if hit is None:
+            out = set()
+            for a in e.args:
+                out |= self.loop_deps(a)
+            for idx in _idx_of(e):
+                out |= self._idx_loop_deps(idx)
+            hit = self._deps[e.uid] = frozenset(out)
+        return hit
+
+    def _idx_loop_deps(self, idx) -> set:
+        out = set()
+        for sym in idx.deps:
+            d = self.prog.sym_defs.get(sym.name)
+            out |= {sym.name} if d is None else self.loop_deps(d[1])
+        return out
 
     def prelude_lines(self):
         return self._prelude
@@ -934,6 +1067,10 @@ class _Body:
                 continue
             d = self.prog.sym_defs.get(s.name)
             if d is None:
+                continue
+            if self.outer is not None and not (self.loop_deps(d[1]) & self.inner):
+                self.outer._need_syms(Idx.sym(s))
+                self._syms_done.add(s.name)
                 continue
             self._syms_done.add(s.name)
             sym, defn, lo, hi = d
@@ -965,6 +1102,9 @@ class _Body:
             text = c_literal(e.params[1].v, e.dtype)
             self.names[e.uid] = text
             return text
+        if self.outer is not None and not (self.loop_deps(e) & self.inner):
+            name = self.names[e.uid] = self.outer.value(e)
+            return name
         if e.kind == "load":
             buf = self.prog.buffers[e.params[0]]
             idx: Idx = e.params[2].v
