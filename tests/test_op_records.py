@@ -254,7 +254,7 @@ def test_jit(rec):
         assert (ja.shape, ja.dtype) == (ea.shape, ea.dtype), \
             f"output {i}: jit gives {ja.str_short()}, eager {ea.str_short()}"
         assert ja.weak_type == ea.weak_type, f"output {i}: weak_type differs under jit"
-        tol = rec.tol if _low_precision(ea.dtype) else 1e-6
+        tol = rec.tol if _low_precision(ea.dtype) else (rec.jit_tol or 1e-6)
         _assert_close(j, e, tol, tol, f"output {i}: jit vs eager")
     closed = kiln.make_jaxpr(rec.fun)(*args)
     check_jaxpr(closed.jaxpr)

@@ -26,6 +26,7 @@ What it must not hold: C text (``render_c.py``), execution (``executable.py``).
 """
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -169,6 +170,35 @@ class Lowering:
             k = Kernel(tuple(node.shape), syms, [(buf, e)], self.kernel_name("k"))
         self.prog.steps.append(k)
         return BufNode(self, buf)
+
+    def write_into(self, node: Node, buf: Buffer, offset: Idx | None = None) -> None:
+        """A Kernel storing ``node`` into the existing ``buf`` (at ``offset``, an Idx
+        added to each row-major position, when given)."""
+        n = _size(node.shape)
+        flat_sym = Sym("i0", 0, max(n - 1, 0))
+        e = node.read_flat(Idx.sym(flat_sym)) if n > 0 else None
+        if e is not None:
+            k = Kernel((n,), [flat_sym], [(buf, e)], self.kernel_name("k"), offset)
+        else:
+            syms = self.syms(node.shape)
+            e = node.read([Idx.sym(s) for s in syms])
+            k = Kernel(tuple(node.shape), syms, [(buf, e)], self.kernel_name("k"), offset)
+        self.prog.steps.append(k)
+
+    @contextlib.contextmanager
+    def capture(self):
+        """Steps lowered inside the ``with`` go to the yielded list, not the program's."""
+        saved = self.prog.steps
+        self.prog.steps = []
+        try:
+            yield self.prog.steps
+        finally:
+            self.prog.steps = saved
+
+    def new_loop_sym(self, length: int) -> Sym:
+        """A loop counter symbol (a C loop variable of a Loop) over ``[0, length)``."""
+        self._nsym += 1
+        return Sym(f"L{self._nsym}", 0, max(int(length) - 1, 0))
 
     def as_buffer(self, node: Node, kind="tmp") -> BufNode:
         if isinstance(node, BufNode):
@@ -688,6 +718,9 @@ def _dot_as_reduce(ctx, lhs, rhs, lc, rc, lb, rb, lf, rf, out, kind):
 
 def _is_native(eqn) -> bool:
     name = eqn.primitive.name
+    if name in ("while", "scan", "cond"):
+        from kiln.compiler import lower_control
+        return lower_control.is_native(eqn)
     if name in lower_random.XLA_MATH or name in lower_random.RANDOM:
         return lower_random.is_native(eqn)
     if name == "bitcast_convert_type" and (
@@ -733,44 +766,43 @@ def _should_materialize(var, node: Node, consumers) -> bool:
     return False
 
 
-def lower(closed: ClosedJaxpr) -> Program:
-    """Lower a closed jaxpr (nested calls already inlined) to a :class:`Program`."""
-    jaxpr = closed.jaxpr
-    ctx = Lowering()
-    prog = ctx.prog
+def _bind_consts(ctx: Lowering, jaxpr, consts, env: dict, out_set) -> None:
+    for v, c in zip(jaxpr.constvars, consts):
+        val = np.asarray(getattr(c, "_value", c))
+        if val.shape == () and val.dtype in NATIVE_DTYPES and v not in out_set:
+            env[v] = ConstNode(ctx, val, val.dtype)
+            continue
+        buf = ctx.prog.new_buffer(val.shape, val.dtype, "const")
+        ctx.prog.consts.append((buf, np.ascontiguousarray(val)))
+        env[v] = BufNode(ctx, buf)
+
+
+def _node_of(ctx: Lowering, env: dict, v) -> Node:
+    if type(v) is Literal:
+        val = np.asarray(getattr(v.val, "_value", v.val))
+        return ConstNode(ctx, val, v.aval.dtype, np.shape(val))
+    return env[v]
+
+
+def lower_eqns(ctx: Lowering, jaxpr, env: dict, top: bool) -> None:
+    """Lower ``jaxpr``'s equations, binding their outputs in ``env``. At the top level
+    (``top``) lazy results that are program outputs are written to ``out`` buffers;
+    in a loop or branch body they are left to the caller."""
+    from kiln.compiler import lower_control
     consumers: dict = {}
     for eqn in jaxpr.eqns:
         for v in eqn.invars:
             if type(v) is not Literal:
                 consumers.setdefault(v, []).append(eqn)
     out_set = {v for v in jaxpr.outvars if type(v) is not Literal}
-
-    env: dict = {}
-    for v, c in zip(jaxpr.constvars, closed.consts):
-        val = np.asarray(getattr(c, "_value", c))
-        if val.shape == () and val.dtype in NATIVE_DTYPES and v not in out_set:
-            env[v] = ConstNode(ctx, val, val.dtype)
-            continue
-        buf = prog.new_buffer(val.shape, val.dtype, "const")
-        prog.consts.append((buf, np.ascontiguousarray(val)))
-        env[v] = BufNode(ctx, buf)
-    for v in jaxpr.invars:
-        buf = prog.new_buffer(v.aval.shape, v.aval.dtype, "in")
-        prog.inputs.append(buf)
-        env[v] = BufNode(ctx, buf)
-
-    def node_of(v) -> Node:
-        if type(v) is Literal:
-            val = np.asarray(getattr(v.val, "_value", v.val))
-            return ConstNode(ctx, val, v.aval.dtype, np.shape(val))
-        return env[v]
-
     for eqn in jaxpr.eqns:
-        ins = [node_of(v) for v in eqn.invars]
+        ins = [_node_of(ctx, env, v) for v in eqn.invars]
         name = eqn.primitive.name
-        out_kind = "out" if any(v in out_set for v in eqn.outvars) else "tmp"
+        out_kind = "out" if top and any(v in out_set for v in eqn.outvars) else "tmp"
         if not _is_native(eqn):
             outs = _island(ctx, eqn, ins)
+        elif name in lower_control.CONTROL:
+            outs = lower_control.lower_eqn(ctx, eqn, ins)
         elif name in IDENTITY:
             outs = [ins[0]]
         elif name in ELEMENTWISE:
@@ -788,15 +820,42 @@ def lower(closed: ClosedJaxpr) -> Program:
         else:
             outs = [_dot_general(ctx, eqn, ins, out_kind)]
         for v, node in zip(eqn.outvars, outs):
-            if isinstance(node, ConstNode) and node.shape != () and v in out_set:
+            if top and isinstance(node, ConstNode) and node.shape != () and v in out_set:
                 node = ctx.materialize(LazyNode(node.shape, node.dtype, node.read,
                                                 node.read_flat, 0), "out")
             elif isinstance(node, LazyNode):
-                if v in out_set:
+                if top and v in out_set:
                     node = ctx.materialize(node, "out")
                 elif _should_materialize(v, node, consumers.get(v, [])):
                     node = ctx.materialize(node, "tmp")
             env[v] = node
+
+
+def lower_nested(ctx: Lowering, closed: ClosedJaxpr, in_nodes: list) -> list:
+    """Lower a loop or branch body (already optimised) with ``in_nodes`` bound to its
+    invars; its steps go to ``ctx.prog.steps``. Returns its output nodes."""
+    jaxpr = closed.jaxpr
+    env: dict = {}
+    _bind_consts(ctx, jaxpr, closed.consts, env, set())
+    for v, n in zip(jaxpr.invars, in_nodes):
+        env[v] = n
+    lower_eqns(ctx, jaxpr, env, top=False)
+    return [_node_of(ctx, env, v) for v in jaxpr.outvars]
+
+
+def lower(closed: ClosedJaxpr) -> Program:
+    """Lower a closed jaxpr (nested calls already inlined) to a :class:`Program`."""
+    jaxpr = closed.jaxpr
+    ctx = Lowering()
+    prog = ctx.prog
+    out_set = {v for v in jaxpr.outvars if type(v) is not Literal}
+    env: dict = {}
+    _bind_consts(ctx, jaxpr, closed.consts, env, out_set)
+    for v in jaxpr.invars:
+        buf = prog.new_buffer(v.aval.shape, v.aval.dtype, "in")
+        prog.inputs.append(buf)
+        env[v] = BufNode(ctx, buf)
+    lower_eqns(ctx, jaxpr, env, top=True)
 
     for v in jaxpr.outvars:
         if type(v) is Literal:
@@ -834,6 +893,11 @@ def _island(ctx: Lowering, eqn, ins):
 
 
 def flops_of(step) -> float:
+    from kiln.compiler.program import Loop, nested_steps
+    inner = nested_steps(step)
+    if inner:
+        total = sum(flops_of(s) for steps in inner for s in steps)
+        return total * max(1, step.length) if isinstance(step, Loop) else total
     if isinstance(step, Gemm):
         return 2.0 * step.batch * step.m * step.n * step.k
     if isinstance(step, (Kernel, Scan, Scatter)):

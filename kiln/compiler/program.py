@@ -11,6 +11,9 @@ renderer and the executable consume. Steps run in order:
 * :class:`Scan`: a cumulative sum/product/max/min along one axis;
 * :class:`Scatter`: updates combined into a buffer at dynamic positions, in order;
 * :class:`Gemm`: a (batched) matrix product through BLAS, operands in buffers;
+* :class:`Loop`: ``while_loop``/``scan`` (and ``fori_loop``): native steps run in a C
+  loop, the carry in buffers updated at the end of each iteration;
+* :class:`Branch`: ``cond``/``switch``: one of several lists of native steps;
 * :class:`Island`: a primitive without a native lowering, run with its NumPy
   ``impl`` between native segments.
 
@@ -47,10 +50,14 @@ class Buffer:
 
 @dataclass(eq=False)
 class Kernel:
+    """A loop nest over ``shape`` storing each element of ``outs`` at its row-major
+    offset, plus ``offset`` (an Idx) when set: a scan writes its stacked outputs so."""
+
     shape: tuple
     syms: list[Sym]
     outs: list[tuple[Buffer, SExpr]]
     name: str = "kernel"
+    offset: object = None
 
 
 @dataclass(eq=False)
@@ -114,6 +121,52 @@ class Gemm:
     n: int
     k: int
     name: str = "gemm"
+
+
+@dataclass(eq=False)
+class Loop:
+    """A native loop around native steps.
+
+    ``kind == "while"``: each iteration runs ``cond_steps``, stops unless the scalar
+    expression ``pred`` holds, then runs ``body``. ``kind == "scan"``: ``length``
+    iterations of ``body`` with the loop symbol ``counter`` running from 0 up (down when
+    ``reverse``). ``body`` ends with the copies that make the new carry current."""
+
+    kind: str
+    body: list
+    cond_steps: list = field(default_factory=list)
+    pred: SExpr | None = None
+    length: int = 0
+    counter: Sym | None = None
+    reverse: bool = False
+    name: str = "loop"
+
+
+@dataclass(eq=False)
+class Branch:
+    """``cond``/``switch``: runs ``branches[clamp(index, 0, len - 1)]`` (``index``: a scalar
+    integer expression); every branch ends writing the same output buffers."""
+
+    index: SExpr
+    branches: list
+    name: str = "branch"
+
+
+def nested_steps(step) -> list:
+    """The step lists inside a Loop or Branch (none for other steps)."""
+    if isinstance(step, Loop):
+        return [step.cond_steps, step.body]
+    if isinstance(step, Branch):
+        return list(step.branches)
+    return []
+
+
+def walk_steps(steps):
+    """Every step of ``steps``, those inside loops and branches included."""
+    for s in steps:
+        yield s
+        for inner in nested_steps(s):
+            yield from walk_steps(inner)
 
 
 @dataclass(eq=False)

@@ -33,7 +33,20 @@ from kiln.compiler import lower_random
 from kiln.compiler.build import UNIT_MARK
 from kiln.compiler.expr import SExpr
 from kiln.compiler.index import Idx, Sym, row_major_strides
-from kiln.compiler.program import Gemm, Island, Kernel, Program, Reduce, Scan, Scatter
+from kiln.compiler.program import (
+    Branch,
+    Gemm,
+    Island,
+    Kernel,
+    Loop,
+    Program,
+    Reduce,
+    Scan,
+    Scatter,
+    nested_steps,
+    walk_steps,
+)
+from kiln.compiler.render_control import ControlMixin
 from kiln.compiler.row_groups import lead_dims, loop_shape, row_count, row_groups
 
 C_TYPES = {
@@ -176,7 +189,7 @@ class Segment:
     buffers: list = field(default_factory=list)   # Buffer objects, argument order
 
 
-class CRenderer:
+class CRenderer(ControlMixin):
     """Renders programs as C. Attributes describe the dialect."""
 
     restrict = "restrict"
@@ -253,7 +266,8 @@ class CRenderer:
         if any("kiln_stream(" in b for b in bodies):
             # Only then: <immintrin.h> alone takes 0.1 s to compile.
             parts.append(STREAM_C)
-        blas = self.blas_declarations and any(isinstance(s, Gemm) for s in prog.steps)
+        blas = self.blas_declarations and any(isinstance(s, Gemm)
+                                              for s in walk_steps(prog.steps))
         if len(units) == 1:
             if blas:
                 parts.append(self.blas_declarations)
@@ -272,8 +286,12 @@ class CRenderer:
             for b in _step_buffers(prog, step):
                 used.setdefault(b.id, b)
         seg.buffers = [used[k] for k in sorted(used)]
+        return self.render_step_list(prog, seg.steps)
+
+    def render_step_list(self, prog: Program, steps: list) -> list[tuple[object, str]]:
+        """(step or row group, C text) for consecutive native steps, in order."""
         out = []
-        for group in row_groups(prog, seg.steps):
+        for group in row_groups(prog, steps):
             if len(group) > 1:
                 names = "+".join(st.name for st in group)
                 out.append((group, f"  /* {names}: one loop over rows */\n" +
@@ -288,6 +306,10 @@ class CRenderer:
                 text = self.render_scan(prog, step)
             elif isinstance(step, Scatter):
                 text = self.render_scatter(prog, step)
+            elif isinstance(step, Loop):
+                text = self.render_loop(prog, step)
+            elif isinstance(step, Branch):
+                text = self.render_branch(prog, step)
             else:
                 text = self.render_gemm(step)
             out.append((step, f"  /* {step.name} */\n" + text))
@@ -311,7 +333,10 @@ class CRenderer:
         for seg, steps in zip(segments, rendered):
             runs: list[tuple[int, list[str]]] = []
             for step, text in steps:
-                k = 0 if isinstance(step, Gemm) else min(range(n_units), key=size.__getitem__)
+                # The BLAS glue is in the first unit: steps calling it go there too.
+                gemm = any(isinstance(s, Gemm) for s in walk_steps(
+                    step if isinstance(step, list) else [step]))
+                k = 0 if gemm else min(range(n_units), key=size.__getitem__)
                 size[k] += _compile_weight(text)
                 if runs and runs[-1][0] == k:
                     runs[-1][1].append(text)
@@ -332,17 +357,17 @@ class CRenderer:
         body = _Body(self, prog)
         stores = []
         out_shape = k.shape
+        flat = _flat_of_syms(k.syms, out_shape)
+        if k.offset is not None:
+            flat = f"{flat} + {k.offset.c()}"
         for buf, e in k.outs:
             v = body.value(e)
-            if tuple(buf.shape) == tuple(out_shape) or len(out_shape) == 1:
-                flat = _flat_of_syms(k.syms, out_shape)
-            else:
-                flat = _flat_of_syms(k.syms, out_shape)
             stores.append(f"b{buf.id}[{flat}] = ({C_TYPES[buf.dtype]})({v});")
         work = math.prod(k.shape) * max(1, _cost_of(k.outs))
         loops = [(s, n) for s, n in zip(k.syms, k.shape)]
         out_bytes = sum(buf.size * np.dtype(buf.dtype).itemsize for buf, _ in k.outs)
         if (self.stream_min_bytes is not None and out_bytes >= self.stream_min_bytes
+                and k.offset is None
                 and loops and loops[-1][1] >= self.stream_tile
                 and all(buf.size == math.prod(out_shape) for buf, _ in k.outs)):
             return self._streamed_nest(k, loops, body, work)
@@ -965,6 +990,19 @@ def _cost_of(outs) -> int:
 def _step_buffers(prog: Program, step):
     if isinstance(step, Gemm):
         return [step.a, step.b, step.out]
+    if isinstance(step, (Loop, Branch)):
+        bufs = {}
+        roots = [step.pred] if isinstance(step, Loop) and step.pred is not None else []
+        if isinstance(step, Branch):
+            roots = [step.index]
+        for e in _walk(prog, roots):
+            if e.kind == "load":
+                bufs.setdefault(e.params[0], prog.buffers[e.params[0]])
+        for steps in nested_steps(step):
+            for s in steps:
+                for b in _step_buffers(prog, s):
+                    bufs.setdefault(b.id, b)
+        return list(bufs.values())
     bufs = {}
     roots = [e for _, e in step.outs] if isinstance(step, Kernel) else [step.body]
     outs = [b for b, _ in step.outs] if isinstance(step, Kernel) else [step.out]

@@ -56,7 +56,7 @@ def lead_dims(step, n_rows: int) -> int | None:
     order (a step may split or merge the rows' dims differently), or None."""
     if isinstance(step, Reduce):
         return _trailing_start(step) if row_count(step) == n_rows else None
-    if not isinstance(step, Kernel):
+    if not isinstance(step, Kernel) or step.offset is not None:
         return None
     p = 1
     for m, n in enumerate(step.shape):

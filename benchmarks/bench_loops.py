@@ -1,0 +1,140 @@
+"""Loops compiled natively: kiln vs JAX, measured back to back in one run.
+
+Workloads (issue "compiler part 2") and targets (kiln time ÷ JAX time):
+
+1. ``fori``     ``jit(fori_loop(0, 10_000, body, x))``, a few scalar ops per step on a
+   f32[16] carry; reported per iteration                                        ≤ 1
+2. ``rnn``      ``jit(grad(loss))`` of a scan RNN: hidden 128, 100 steps, batch 32
+   (``h = tanh(h @ Wh + x_t @ Wx)``), gradient w.r.t. both weights           ≤ 1
+3. ``trips``    compile time of the ``fori`` program at 10, 10⁴ and 10⁶ iterations:
+   kiln's C build and JAX's lower + compile, to show it does not grow with the
+   trip count (no target; the table lists the times)
+
+Same timing rules as ``bench_compiler.py`` (interleaved batches, medians; kiln compiles
+synchronously). Run from the repository root::
+
+    python benchmarks/bench_loops.py [--quick] [--only NAME]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import bench_compiler as bc  # noqa: E402
+
+FORI_N = 10_000
+RNN = dict(hidden=128, steps=100, batch=32)
+
+
+def fori_fn(L, n):
+    lax, jnp = L.mod.lax, L.jnp
+
+    def body(i, c):
+        return c * 0.99 + jnp.sin(c) * 0.01 + 0.001
+    return L.mod.jit(lambda x: lax.fori_loop(0, n, body, x))
+
+
+def b_fori(L, d):
+    f = fori_fn(L, FORI_N)
+    x = L.put(np.linspace(0, 1, 16, dtype=np.float32))
+    return lambda: f(x).block_until_ready()
+
+
+def rnn_inputs(d):
+    h, s, b = RNN["hidden"], RNN["steps"], RNN["batch"]
+
+    def make(r):
+        return ((r.standard_normal((h, h)) / np.sqrt(h)).astype(np.float32),
+                (r.standard_normal((h, h)) / np.sqrt(h)).astype(np.float32),
+                r.standard_normal((s, b, h)).astype(np.float32))
+    return d.get("rnn", make)
+
+
+def b_rnn(L, d):
+    lax, jnp = L.mod.lax, L.jnp
+
+    def loss(wh, wx, xs):
+        def step(h, x):
+            h = jnp.tanh(h @ wh + x @ wx)
+            return h, jnp.sum(h)
+        h, ys = lax.scan(step, jnp.zeros((RNN["batch"], RNN["hidden"]), jnp.float32), xs)
+        return jnp.sum(h * h) + jnp.sum(ys) * 1e-3
+    f = L.mod.jit(L.mod.grad(loss, argnums=(0, 1)))
+    wh, wx, xs = (L.put(a) for a in rnn_inputs(d))
+    return lambda: L.block(f(wh, wx, xs))
+
+
+WORKLOADS = [
+    bc.Workload("fori", f"fori_loop of {FORI_N:,} small steps, f32[16] carry "
+                "(time per call; ÷ is per iteration too)", 1.0, b_fori),
+    bc.Workload("rnn", f"scan RNN jit(grad), hidden {RNN['hidden']}, {RNN['steps']} steps, "
+                f"batch {RNN['batch']}", 1.0, b_rnn),
+]
+
+
+def compile_times(libs, trips=(10, 10**4, 10**6)):
+    """Seconds to compile the fori program per trip count: kiln's C build and its whole
+    first call (sync mode), JAX's lower + compile."""
+    out = {}
+    x = np.linspace(0, 1, 16, dtype=np.float32)
+    for L in libs:
+        for n in trips:
+            f = fori_fn(L, n)
+            if L.name == "kiln":
+                from kiln.compiler import build
+                before = build.stats()["seconds"]
+                t0 = time.perf_counter()
+                f(x).block_until_ready()
+                total = time.perf_counter() - t0
+                out[(L.name, n)] = (build.stats()["seconds"] - before, total)
+            else:
+                t0 = time.perf_counter()
+                f.lower(x).compile()
+                out[(L.name, n)] = (None, time.perf_counter() - t0)
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", action="append", default=[], metavar="NAME")
+    args = ap.parse_args(argv)
+    args.budget = 0.4 if args.quick else 1.5
+    args.rounds = 5 if args.quick else 9
+    print(bc.machine_info())
+    libs = [bc.load_kiln(), bc.load_jax()]
+    data = bc.Data()
+    rows = []
+    for w in WORKLOADS:
+        if bc.selected(w.name, args.only):
+            rows.append(bc.run_workload(w, libs, data, args))
+    bc.print_table(rows)
+    for r in rows:
+        if r.title.startswith("fori") and r.kiln and r.ref:
+            print(f"\nper iteration: kiln {r.kiln[0] / FORI_N * 1e6:.3f} µs, "
+                  f"JAX {r.ref[0] / FORI_N * 1e6:.3f} µs")
+    if bc.selected("trips", args.only):
+        # Fresh cache directory so that kiln really builds.
+        import tempfile
+
+        import kiln
+        with tempfile.TemporaryDirectory() as tmp:
+            os.environ["KILN_CACHE_DIR"] = tmp
+            kiln.config.update("kiln_compile", "sync")
+            times = compile_times(libs)
+        print("\n| trip count | kiln C build | kiln first call (sync) | JAX lower+compile |")
+        print("|---|---|---|---|")
+        for n in (10, 10**4, 10**6):
+            kb, kt = times[("kiln", n)]
+            _, jt = times[("jax", n)]
+            print(f"| {n:,} | {kb * 1e3:.0f} ms | {kt * 1e3:.0f} ms | {jt * 1e3:.0f} ms |")
+
+
+if __name__ == "__main__":
+    main()

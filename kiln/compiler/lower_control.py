@@ -1,0 +1,209 @@
+"""Lowering of control flow: ``while``, ``scan`` (``fori_loop`` is one or the other) and
+``cond`` become native loops and branches around their bodies' fused steps.
+
+A loop's carry lives in buffers of its own. Before the loop, a kernel copies each
+initial value in. Each iteration lowers to the body's steps reading the carry buffers;
+the new carry values are written to fresh buffers (the body may still read the old ones
+while computing them), then copied over the carry at the end of the iteration. Values
+that do not change (a carry passed through) are not copied.
+
+``scan``'s inputs ``xs`` are never sliced: the body reads ``xs[counter, ...]`` by index
+arithmetic, the loop counter being a symbol of the index expressions like any loop
+variable. Its stacked outputs ``ys`` are written in place, ``ys[counter, ...]``, by
+kernels with an offset.
+
+A loop or branch is native only when everything in its bodies is (after the bodies
+are optimised like the program: nested calls inlined); otherwise it stays a host
+island, run by the reference implementation as before.
+
+What it must not hold: C text (``render_c.py``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from kiln.compiler.index import Idx
+from kiln.compiler.program import Branch, Loop
+
+CONTROL = ("while", "scan", "cond")
+
+_optimized: dict = {}
+
+
+def _optimize(closed):
+    """A body optimised as programs are (cached per body object)."""
+    hit = _optimized.get(id(closed))
+    if hit is not None and hit[0] is closed:
+        return hit[1]
+    from kiln.compiler.passes import optimize
+    out = optimize(closed)
+    if len(_optimized) > 512:
+        _optimized.clear()
+    _optimized[id(closed)] = (closed, out)
+    return out
+
+
+def bodies(eqn) -> list:
+    """The closed jaxprs of a control-flow equation, optimised."""
+    p = eqn.params
+    name = eqn.primitive.name
+    if name == "while":
+        return [_optimize(p["cond_jaxpr"]), _optimize(p["body_jaxpr"])]
+    if name == "scan":
+        return [_optimize(p["jaxpr"])]
+    return [_optimize(b) for b in p["branches"]]
+
+
+def is_native(eqn) -> bool:
+    """Whether a control-flow equation compiles natively: every equation of its bodies
+    does (recursively) and no value has a dtype the C code lacks."""
+    from kiln.compiler.lower import NATIVE_DTYPES, _is_native
+    for v in list(eqn.invars) + list(eqn.outvars):
+        if np.dtype(v.aval.dtype) not in NATIVE_DTYPES:
+            return False
+    if eqn.primitive.name == "cond" and np.dtype(eqn.invars[0].aval.dtype).kind not in "iub":
+        return False
+    for closed in bodies(eqn):
+        for v in list(closed.jaxpr.invars) + list(closed.jaxpr.outvars):
+            if np.dtype(v.aval.dtype) not in NATIVE_DTYPES:
+                return False
+        if not all(_is_native(e) for e in closed.jaxpr.eqns):
+            return False
+    return True
+
+
+def lower_eqn(ctx, eqn, ins) -> list:
+    name = eqn.primitive.name
+    if name == "while":
+        return _while(ctx, eqn, ins)
+    if name == "scan":
+        return _scan(ctx, eqn, ins)
+    return _cond(ctx, eqn, ins)
+
+
+def _invariant(ctx, node):
+    """A value read by every iteration: stored once before the loop when recomputing it
+    would cost more than reading it."""
+    from kiln.compiler.lower import CHEAP, LazyNode
+    if isinstance(node, LazyNode) and node.cost > CHEAP:
+        return ctx.materialize(node)
+    return node
+
+
+def _carry_buffers(ctx, avals, init) -> list:
+    from kiln.compiler.lower import BufNode
+    bufs = []
+    for aval, x in zip(avals, init):
+        buf = ctx.prog.new_buffer(aval.shape, aval.dtype, "tmp")
+        ctx.write_into(_converted(ctx, x, aval.dtype), buf)
+        bufs.append(buf)
+    return bufs, [BufNode(ctx, b) for b in bufs]
+
+
+def _converted(ctx, node, dtype):
+    """``node`` as ``dtype`` (body outputs and operands agree on dtypes in valid jaxprs;
+    weak-typed literals may still come as another width)."""
+    from kiln.compiler.lower import LazyNode
+    dtype = np.dtype(dtype)
+    if node.dtype == dtype:
+        return node
+    table = ctx.table
+    return LazyNode(node.shape, dtype,
+                    lambda idxs: table.op("convert_element_type", dtype, node.read(idxs)),
+                    None, node.cost + 1)
+
+
+def _new_carry(ctx, carry: list, outs: list) -> list:
+    """Phase one of the carry update: each changed carry's new value in a buffer that is
+    not a carry buffer. Returns (carry buffer, source buffer) pairs to copy at the end."""
+    from kiln.compiler.lower import BufNode
+    carry_ids = {b.id for b in carry}
+    copies = []
+    for buf, node in zip(carry, outs):
+        node = _converted(ctx, node, buf.dtype)
+        if isinstance(node, BufNode) and node.buf is buf:
+            continue                          # passed through unchanged
+        if isinstance(node, BufNode) and node.buf.id not in carry_ids \
+                and node.buf.size == buf.size:
+            copies.append((buf, node))
+            continue
+        nxt = ctx.prog.new_buffer(buf.shape, buf.dtype, "tmp")
+        ctx.write_into(node, nxt)
+        copies.append((buf, BufNode(ctx, nxt)))
+    return copies
+
+
+def _commit(ctx, copies) -> None:
+    """Phase two: copy the new values over the carry."""
+    for buf, src in copies:
+        ctx.write_into(src, buf)
+
+
+def _while(ctx, eqn, ins):
+    from kiln.compiler.lower import BufNode, lower_nested
+    p = eqn.params
+    cn, bn = p["cond_nconsts"], p["body_nconsts"]
+    cconsts = [_invariant(ctx, x) for x in ins[:cn]]
+    bconsts = [_invariant(ctx, x) for x in ins[cn:cn + bn]]
+    cond_closed, body_closed = bodies(eqn)
+    carry, nodes = _carry_buffers(ctx, [v.aval for v in eqn.outvars], ins[cn + bn:])
+    with ctx.capture() as cond_steps:
+        (pred_node,) = lower_nested(ctx, cond_closed, cconsts + nodes)
+        pred = pred_node.read([])
+    with ctx.capture() as body:
+        outs = lower_nested(ctx, body_closed, bconsts + nodes)
+        _commit(ctx, _new_carry(ctx, carry, outs))
+    ctx.prog.steps.append(Loop("while", body, cond_steps, pred, name=ctx.kernel_name("w")))
+    return [BufNode(ctx, b) for b in carry]
+
+
+def _scan(ctx, eqn, ins):
+    from kiln.compiler.lower import BufNode, LazyNode, _size, lower_nested
+    p = eqn.params
+    nc, ncar, length = p["num_consts"], p["num_carry"], int(p["length"])
+    (body_closed,) = bodies(eqn)
+    consts = [_invariant(ctx, x) for x in ins[:nc]]
+    carry, nodes = _carry_buffers(ctx, [v.aval for v in eqn.outvars[:ncar]],
+                                  ins[nc:nc + ncar])
+    counter = ctx.new_loop_sym(length)
+    at = Idx.sym(counter)
+
+    def x_slice(x):
+        inner = _size(x.shape[1:])
+
+        def read(idxs):
+            return x.read([at] + list(idxs))
+
+        read_flat = None
+        if isinstance(x, BufNode) or getattr(x, "_read_flat", None) is not None:
+            def read_flat(flat):
+                return x.read_flat(flat + at * inner)
+        return LazyNode(x.shape[1:], x.dtype, read, read_flat, x.cost)
+
+    xs = [x_slice(x) for x in ins[nc + ncar:]]
+    ys = [ctx.prog.new_buffer(v.aval.shape, v.aval.dtype, "tmp") for v in eqn.outvars[ncar:]]
+    with ctx.capture() as body:
+        outs = lower_nested(ctx, body_closed, consts + nodes + xs)
+        copies = _new_carry(ctx, carry, outs[:ncar])
+        for buf, node in zip(ys, outs[ncar:]):
+            inner = _size(buf.shape[1:])
+            ctx.write_into(_converted(ctx, node, buf.dtype), buf, at * inner)
+        _commit(ctx, copies)
+    ctx.prog.steps.append(Loop("scan", body, length=length, counter=counter,
+                               reverse=bool(p["reverse"]), name=ctx.kernel_name("l")))
+    return [BufNode(ctx, b) for b in carry + ys]
+
+
+def _cond(ctx, eqn, ins):
+    from kiln.compiler.lower import BufNode, lower_nested
+    index, ops = ins[0], ins[1:]
+    outs = [ctx.prog.new_buffer(v.aval.shape, v.aval.dtype, "tmp") for v in eqn.outvars]
+    branches = []
+    for closed in bodies(eqn):
+        with ctx.capture() as steps:
+            nodes = lower_nested(ctx, closed, ops)
+            for buf, node in zip(outs, nodes):
+                ctx.write_into(_converted(ctx, node, buf.dtype), buf)
+        branches.append(steps)
+    ctx.prog.steps.append(Branch(index.read([]), branches, name=ctx.kernel_name("b")))
+    return [BufNode(ctx, b) for b in outs]
