@@ -171,7 +171,7 @@ class Lowering:
         self.prog.steps.append(k)
         return BufNode(self, buf)
 
-    def write_into(self, node: Node, buf: Buffer, offset: Idx | None = None) -> None:
+    def write_into(self, node: Node, buf: Buffer, offset: Idx | None = None) -> Kernel:
         """A Kernel storing ``node`` into the existing ``buf`` (at ``offset``, an Idx
         added to each row-major position, when given)."""
         n = _size(node.shape)
@@ -184,6 +184,7 @@ class Lowering:
             e = node.read([Idx.sym(s) for s in syms])
             k = Kernel(tuple(node.shape), syms, [(buf, e)], self.kernel_name("k"), offset)
         self.prog.steps.append(k)
+        return k
 
     @contextlib.contextmanager
     def capture(self):

@@ -113,30 +113,70 @@ def _converted(ctx, node, dtype):
                     None, node.cost + 1)
 
 
-def _new_carry(ctx, carry: list, outs: list) -> list:
-    """Phase one of the carry update: each changed carry's new value in a buffer that is
-    not a carry buffer. Returns (carry buffer, source buffer) pairs to copy at the end."""
+def _update_carry(ctx, steps: list, carry: list, outs: list, before_commit=None) -> None:
+    """Make ``outs`` the loop's new carry, at the end of the body (``steps``).
+
+    Each changed value is first written to a buffer of its own, since the body's other
+    steps (and ``before_commit``: a scan's ``ys`` writes) still read the old carry;
+    then copied over the carry. A value computed elementwise from its own carry buffer
+    (``c * 0.9 + x``) is instead written in place, after everything else has read the
+    old carry: its kernel moves to the end of the body, and there is nothing to copy.
+    """
     from kiln.compiler.lower import BufNode
     carry_ids = {b.id for b in carry}
-    copies = []
+    pending = []            # (carry buffer, kernel writing the new value or None, source)
     for buf, node in zip(carry, outs):
         node = _converted(ctx, node, buf.dtype)
         if isinstance(node, BufNode) and node.buf is buf:
             continue                          # passed through unchanged
         if isinstance(node, BufNode) and node.buf.id not in carry_ids \
                 and node.buf.size == buf.size:
-            copies.append((buf, node))
+            pending.append((buf, None, node))
             continue
         nxt = ctx.prog.new_buffer(buf.shape, buf.dtype, "tmp")
-        ctx.write_into(node, nxt)
-        copies.append((buf, BufNode(ctx, nxt)))
-    return copies
+        pending.append((buf, ctx.write_into(node, nxt), BufNode(ctx, nxt)))
+    if before_commit is not None:
+        before_commit()
+    in_place: dict = {}                       # carry buffer id -> kernel
+    reads = {}
+    for buf, kern, _ in pending:
+        if kern is None:
+            continue
+        loads = _loads(ctx.prog, kern)
+        reads[id(kern)] = {bid for bid, _ in loads}
+        if not _elementwise_on(kern, buf, loads):
+            continue
+        if reads[id(kern)] & set(in_place):
+            continue                          # would read an already updated carry
+        if any(buf.id in reads[id(k)] for k in in_place.values()):
+            continue                          # an earlier in-place update reads this one
+        in_place[buf.id] = kern
+    for bid, kern in in_place.items():
+        steps.remove(kern)
+        kern.outs = [(ctx.prog.buffers[bid], kern.outs[0][1])]
+        steps.append(kern)
+    for buf, _, src in pending:
+        if buf.id not in in_place:
+            ctx.write_into(src, buf)
 
 
-def _commit(ctx, copies) -> None:
-    """Phase two: copy the new values over the carry."""
-    for buf, src in copies:
-        ctx.write_into(src, buf)
+def _loads(prog, kern) -> list:
+    """(buffer id, index key) of every load of a kernel, index definitions included."""
+    from kiln.compiler.render_c import _walk
+    return [(e.params[0], e.params[1]) for e in _walk(prog, [e for _, e in kern.outs])
+            if e.kind == "load"]
+
+
+def _elementwise_on(kern, buf, loads) -> bool:
+    """Whether ``kern`` reads ``buf`` only at the very element it stores."""
+    from kiln.compiler.index import flat_index
+    if kern.offset is not None or len(kern.outs) != 1:
+        return False
+    if buf.size == 1:
+        return True             # one element: read (at any index) before it is written
+    store = flat_index([Idx.sym(s) for s in kern.syms], kern.shape)
+    mine = [key for bid, key in loads if bid == buf.id]
+    return all(key == store.key() for key in mine)
 
 
 def _while(ctx, eqn, ins):
@@ -152,7 +192,7 @@ def _while(ctx, eqn, ins):
         pred = pred_node.read([])
     with ctx.capture() as body:
         outs = lower_nested(ctx, body_closed, bconsts + nodes)
-        _commit(ctx, _new_carry(ctx, carry, outs))
+        _update_carry(ctx, body, carry, outs)
     ctx.prog.steps.append(Loop("while", body, cond_steps, pred, name=ctx.kernel_name("w")))
     return [BufNode(ctx, b) for b in carry]
 
@@ -184,11 +224,12 @@ def _scan(ctx, eqn, ins):
     ys = [ctx.prog.new_buffer(v.aval.shape, v.aval.dtype, "tmp") for v in eqn.outvars[ncar:]]
     with ctx.capture() as body:
         outs = lower_nested(ctx, body_closed, consts + nodes + xs)
-        copies = _new_carry(ctx, carry, outs[:ncar])
-        for buf, node in zip(ys, outs[ncar:]):
-            inner = _size(buf.shape[1:])
-            ctx.write_into(_converted(ctx, node, buf.dtype), buf, at * inner)
-        _commit(ctx, copies)
+
+        def write_ys():
+            for buf, node in zip(ys, outs[ncar:]):
+                inner = _size(buf.shape[1:])
+                ctx.write_into(_converted(ctx, node, buf.dtype), buf, at * inner)
+        _update_carry(ctx, body, carry, outs[:ncar], write_ys)
     ctx.prog.steps.append(Loop("scan", body, length=length, counter=counter,
                                reverse=bool(p["reverse"]), name=ctx.kernel_name("l")))
     return [BufNode(ctx, b) for b in carry + ys]
