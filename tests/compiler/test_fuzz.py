@@ -2,7 +2,8 @@
 
 Hypothesis draws a program (inputs of broadcast-compatible shapes, then a chain of
 elementwise, reduction, layout, gather/scatter, cumulative, matrix-product and integer
-operations),
+operations, and control flow: ``fori_loop``/``while_loop``/``scan`` with random bodies
+and trip counts (0 included), ``cond``),
 traces it, and runs the jaxpr through the cpu backend's generated C and through the
 NumPy interpreter. Integer results must be identical; floats agree to a tolerance
 that catches wrong indexing, broadcasting, axes or fusion (errors of order one), not
@@ -157,6 +158,31 @@ class _Program:
             return jnp.transpose(jnp.transpose(xs[0], extra) * 1.5, inv)
         if kind == "full_reduce":
             return REDUCTIONS[name](xs[0])
+        if kind == "fori":
+            n, coef = extra
+            f = FLOAT_UNARY[name]
+            return lax.fori_loop(0, n, lambda i, c: c * coef + f(c) * 0.25 + 0.125, xs[0])
+        if kind == "while":
+            n, coef = extra
+            f = FLOAT_UNARY[name]
+
+            def body(c):
+                return c[0] * coef + jnp.tanh(f(c[0])) * 0.5, c[1] + 1
+            return lax.while_loop(lambda c: c[1] < n, body, (xs[0], 0))[0]
+        if kind == "scan":
+            reverse, coef = extra
+            f = FLOAT_UNARY[name]
+
+            def step(c, x):
+                c = c * coef + jnp.tanh(x)
+                return c, f(c) + x * 0.5
+            _, ys = lax.scan(step, jnp.zeros(xs[0].shape[1:], xs[0].dtype), xs[0],
+                             reverse=reverse)
+            return ys
+        if kind == "cond":
+            g, h = FLOAT_UNARY[name], FLOAT_UNARY[extra]
+            return lax.cond(jnp.sum(xs[0]) > 0, lambda u: g(u) * 2.0, lambda u: h(u) - 1.0,
+                            xs[0])
         raise AssertionError(kind)
 
 
@@ -188,7 +214,7 @@ def programs(draw):
     for _ in range(draw(st.integers(1, 8))):
         floats, ints, bools = of("f"), of("i"), of("b")
         step = pick(["funary", "fbinary", "ibinary", "convert", "compare", "logic", "select",
-                     "reduce_keep", "layout", "layout", "matmul"])
+                     "reduce_keep", "layout", "layout", "matmul", "control"])
         shape_of = prog.shapes
         if step == "funary" and floats:
             v = pick(floats)
@@ -245,6 +271,17 @@ def programs(draw):
             else:
                 sub, extra = ("cumsum" if sub == "cumsum" else "rev"), axis
             push((sub, "", [v], extra), prog.kinds[v], base)
+        elif step == "control" and floats:
+            v = pick(floats)
+            sub = pick(["fori", "while", "scan", "cond"])
+            name = pick(sorted(FLOAT_UNARY))
+            coef = draw(st.sampled_from([0.5, 0.9, -0.75]))
+            if sub in ("fori", "while"):
+                push((sub, name, [v], (draw(st.integers(0, 4)), coef)), "f", shape_of[v])
+            elif sub == "scan" and len(shape_of[v]) >= 1:
+                push(("scan", name, [v], (draw(st.booleans()), coef)), "f", shape_of[v])
+            elif sub == "cond":
+                push(("cond", name, [v], pick(sorted(FLOAT_UNARY))), "f", shape_of[v])
         elif step == "matmul" and rank >= 1 and of("f", True):
             v = pick(of("f", True))
             k = base[-1]
