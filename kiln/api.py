@@ -657,21 +657,23 @@ def _hashable_static(v, name):
 
 
 class _CacheEntry:
-    __slots__ = ("jaxpr", "out_tree", "explain")
+    __slots__ = ("jaxpr", "out_tree", "explain", "donated")
 
     def __init__(self, jaxpr, out_tree):
         self.jaxpr = jaxpr
         self.out_tree = out_tree
+        self.donated = ()           # flat argument indices an output takes (donation)
 
 
 class Lowered:
     """The result of ``jit(f).lower(*args)``: the staged program, ready to compile."""
 
-    def __init__(self, jaxpr: ClosedJaxpr, in_tree, out_tree, name):
+    def __init__(self, jaxpr: ClosedJaxpr, in_tree, out_tree, name, donated=()):
         self.jaxpr = jaxpr
         self.in_tree = in_tree
         self.out_tree = out_tree
         self.name = name
+        self.donated = list(donated)
 
     def as_text(self, dialect=None, **_kw) -> str:
         return pp_jaxpr(self.jaxpr.jaxpr)
@@ -714,6 +716,13 @@ class Compiled:
 
     def cost_analysis(self):
         return {}
+
+    def memory_analysis(self):
+        """Argument, output, aliased (donated), temporary and peak bytes, as JAX's
+        ``CompiledMemoryStats`` (see ``kiln.donation``)."""
+        from kiln import donation
+        return donation.memory_stats(self.lowered.jaxpr, self.lowered.donated,
+                                     self.lowered.name)
 
 
 class Traced:
@@ -778,8 +787,13 @@ class JitWrapped:
         self._static_argnums = tuple(sorted(nums))
         self._static_argnames = tuple(sorted(names))
         self._name = getattr(fun, "__name__", "fun")
+        from kiln import donation
+        self._donate_argnums, self._donate_argnames = donation.resolve_donation(
+            self._params, donate_argnums, donate_argnames, self._static_argnums)
+        self._donating = bool(self._donate_argnums or self._donate_argnames)
         self._cache, self._fast = _trace_caches(
-            fun, (self._static_argnums, self._static_argnames, bool(inline), bool(keep_unused)))
+            fun, (self._static_argnums, self._static_argnames, bool(inline), bool(keep_unused),
+                  self._donate_argnums, self._donate_argnames))
 
     def __get__(self, obj, objtype=None):
         if obj is None:
@@ -848,16 +862,34 @@ class JitWrapped:
                 check_jaxpr(jaxpr)
             closed, tconsts = staging.split_concrete_consts(jaxpr, consts)
             entry = _CacheEntry(closed, store["tree"])
+            if self._donating:
+                from kiln import donation
+                flags = self._donated_flags(args, kwargs, static_pos, dyn_kw)
+                entry.donated, unusable = donation.plan(avals, closed.out_avals, flags)
+                donation.warn_unusable(unusable)
             if not tconsts:
                 self._cache[key] = entry
         return entry, tconsts, a_flat, a_tree
+
+    def _donated_flags(self, args, kwargs, static_pos, dyn_kw) -> list[bool]:
+        """Per flat dynamic argument leaf: whether it is donated."""
+        static = {i for i, _ in static_pos}
+        flags = []
+        for i, a in enumerate(args):
+            if i in static:
+                continue
+            d = i in self._donate_argnums or (i - len(args)) in self._donate_argnums
+            flags += [d] * len(tree_flatten(a)[0])
+        for k in sorted(dyn_kw):
+            flags += [k in self._donate_argnames] * len(tree_flatten(dyn_kw[k])[0])
+        return flags
 
     def __call__(self, *args, **kwargs):
         if config.jax_disable_jit:
             return self._fun(*args, **kwargs)
         # Fast path: concrete Array arguments only, outside any transformation: one dict
         # lookup, then straight to the backend (no pytree flattening, no bind).
-        if not kwargs and type(_current_trace()) is EvalTrace:
+        if not kwargs and not self._donating and type(_current_trace()) is EvalTrace:
             try:
                 key = (config.jax_enable_x64,) + tuple(
                     [(a._value.shape, a._value.dtype, a.weak_type) for a in args])
@@ -881,6 +913,9 @@ class JitWrapped:
             return self._fun(*args, **kwargs)
         entry, tconsts, a_flat, _ = self._trace(args, kwargs)
         outs = jit_p.bind(*tconsts, *a_flat, jaxpr=entry.jaxpr, name=self._name)
+        if entry.donated and type(_current_trace()) is EvalTrace:
+            from kiln import donation
+            donation.delete_donated(a_flat, entry.donated)
         if (key is not None and not tconsts and not self._static_argnums
                 and all(type(a) is Array for a in args) and len(a_flat) == len(args)
                 and len(self._fast) < 64):
@@ -892,7 +927,8 @@ class JitWrapped:
         entry, tconsts, _, a_tree = self._trace(args, kwargs)
         if tconsts:
             raise TypeError("jit(f).lower() of a function closing over traced values")
-        return Lowered(entry.jaxpr, a_tree, entry.out_tree, self._name)
+        return Lowered(entry.jaxpr, a_tree, entry.out_tree, self._name,
+                       donated=entry.donated)
 
     def trace(self, *args, **kwargs) -> Traced:
         lowered = self.lower(*args, **kwargs)

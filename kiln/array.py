@@ -161,10 +161,15 @@ class Array:
         return v.__dlpack__(**kw)
 
     def delete(self):
-        pass
+        """Free the buffer (as buffer donation does): later reads raise ``RuntimeError``."""
+        from kiln.donation import Deleted
+        v = self._value
+        if type(v) is not Deleted:
+            self._value = Deleted(v.shape, v.dtype)
 
     def is_deleted(self):
-        return False
+        from kiln.donation import Deleted
+        return type(self._value) is Deleted
 
     # -- printing -------------------------------------------------------------------------
     def __repr__(self):

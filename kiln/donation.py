@@ -1,0 +1,179 @@
+"""Buffer donation (``jit(..., donate_argnums=...)``) and compiled-memory statistics.
+
+A donated argument hands its buffer to the computation. As in JAX, a donated array
+is usable only when an output has its shape and dtype (outputs are matched to donated
+inputs in order); each usable donated ``kiln.Array`` is deleted after the call, so a
+later use raises ``RuntimeError: Array has been deleted with shape=float32[4].``. Donated
+inputs no output can take draw JAX's warning (``Some donated buffers were not usable``)
+once per compilation and stay alive. NumPy arrays and values inside other
+transformations are never deleted.
+
+kiln does not yet write outputs into donated memory (a NumPy argument's memory may be
+the caller's own array): donation frees the input and reports the aliasing in
+:class:`CompiledMemoryStats`, as JAX does.
+
+What it must not hold: the jit cache or tracing (``api.py``).
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+
+class Deleted:
+    """What a deleted Array holds instead of its buffer: its shape and dtype remain;
+    reading the data raises JAX's ``RuntimeError``."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape, dtype):
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self):
+        return self.size * self.dtype.itemsize
+
+    def _error(self):
+        return RuntimeError(f"Array has been deleted with shape={_short(self.shape, self.dtype)}.")
+
+    def __array__(self, dtype=None, copy=None):
+        raise self._error()
+
+    def __getattr__(self, name):
+        raise self._error()
+
+    def __len__(self):
+        raise self._error()
+
+    def __getitem__(self, item):
+        raise self._error()
+
+    def __float__(self):
+        raise self._error()
+
+    def __int__(self):
+        raise self._error()
+
+    def __bool__(self):
+        raise self._error()
+
+
+def _short(shape, dtype) -> str:
+    """JAX's spelling in these messages: ``float32[2,3]``."""
+    return f"{np.dtype(dtype).name}[{','.join(str(int(d)) for d in shape)}]"
+
+
+def resolve_donation(params, donate_argnums, donate_argnames, static_argnums):
+    """(positional indices, keyword names) donated, each inferred from the other through
+    the signature as JAX does; static arguments cannot be donated."""
+    from kiln.api import _ensure_index_tuple
+    nums = set(_ensure_index_tuple(donate_argnums) if donate_argnums is not None else ())
+    if isinstance(donate_argnames, str):
+        donate_argnames = (donate_argnames,)
+    names = set(donate_argnames or ())
+    pos = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    for i in list(nums):
+        if 0 <= i < len(pos):
+            names.add(pos[i])
+    for nm in list(names):
+        if nm in pos:
+            nums.add(pos.index(nm))
+    bad = nums & set(static_argnums)
+    if bad:
+        raise ValueError(f"donate_argnums and static_argnums cannot overlap: argument "
+                         f"{sorted(bad)[0]} is both static and donated")
+    return tuple(sorted(nums)), tuple(sorted(names))
+
+
+def plan(in_avals, out_avals, donated: list[bool]) -> tuple[list[int], list]:
+    """Which donated flat inputs an output can take (JAX pairs them in order, by shape
+    and dtype), and the avals of those no output can take."""
+    free = [(tuple(a.shape), np.dtype(a.dtype)) for a in out_avals]
+    used, unusable = [], []
+    for i, (a, d) in enumerate(zip(in_avals, donated)):
+        if not d:
+            continue
+        key = (tuple(a.shape), np.dtype(a.dtype))
+        if key in free:
+            free.remove(key)
+            used.append(i)
+        else:
+            unusable.append(a)
+    return used, unusable
+
+
+def warn_unusable(avals) -> None:
+    if avals:
+        shapes = ", ".join(_short(a.shape, a.dtype) for a in avals)
+        warnings.warn(f"Some donated buffers were not usable: {shapes}.\nSee an explanation "
+                      "at https://docs.jax.dev/en/latest/faq.html#buffer-donation.",
+                      UserWarning, stacklevel=4)
+
+
+def delete_donated(flat_args, used: list[int]) -> None:
+    from kiln.array import Array
+    for i in used:
+        x = flat_args[i]
+        if type(x) is Array:
+            x.delete()
+
+
+@dataclass(frozen=True)
+class CompiledMemoryStats:
+    """Bytes a compiled program uses, as ``jax.stages.Compiled.memory_analysis()``.
+
+    ``temp_size_in_bytes`` counts intermediate buffers (kept in a pool across calls)
+    and host-island results; ``peak_memory_in_bytes`` is arguments + outputs +
+    temporaries - aliased (all live at once in kiln's executor)."""
+
+    generated_code_size_in_bytes: int = 0
+    argument_size_in_bytes: int = 0
+    output_size_in_bytes: int = 0
+    alias_size_in_bytes: int = 0
+    temp_size_in_bytes: int = 0
+    host_generated_code_size_in_bytes: int = 0
+    host_argument_size_in_bytes: int = 0
+    host_output_size_in_bytes: int = 0
+    host_alias_size_in_bytes: int = 0
+    host_temp_size_in_bytes: int = 0
+    peak_memory_in_bytes: int = 0
+
+
+def memory_stats(closed, used_donations: list[int], name: str = "fun") -> CompiledMemoryStats:
+    """Memory statistics of ``closed`` as kiln runs it (native program when it has one,
+    else the reference interpreter's values)."""
+    import os
+    def nbytes(a):
+        return int(np.prod(a.shape, dtype=np.int64)) * np.dtype(a.dtype).itemsize
+
+    in_avals = closed.in_avals
+    args = sum(nbytes(a) for a in in_avals)
+    outs = sum(nbytes(a) for a in closed.out_avals)
+    alias = sum(nbytes(in_avals[i]) for i in used_donations)
+    code = 0
+    from kiln.backends import cpu
+    exe = cpu.executable_for(closed, name)
+    if exe is not None:
+        temp = sum(b.nbytes for b in exe.prog.buffers if b.kind in ("tmp", "host"))
+        path = getattr(exe.lib, "_name", None)
+        if path and os.path.exists(path):
+            code = os.path.getsize(path)
+    else:
+        out_vars = set(id(v) for v in closed.jaxpr.outvars)
+        temp = sum(nbytes(v.aval) for e in closed.jaxpr.eqns for v in e.outvars
+                   if id(v) not in out_vars)
+    return CompiledMemoryStats(
+        generated_code_size_in_bytes=code, argument_size_in_bytes=args,
+        output_size_in_bytes=outs, alias_size_in_bytes=alias, temp_size_in_bytes=temp,
+        peak_memory_in_bytes=args + outs + temp - alias)
