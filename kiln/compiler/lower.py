@@ -722,6 +722,9 @@ def _is_native(eqn) -> bool:
     if name in ("while", "scan", "cond"):
         from kiln.compiler import lower_control
         return lower_control.is_native(eqn)
+    if name == "conv_general_dilated":
+        from kiln.compiler import lower_conv
+        return lower_conv.is_native(eqn)
     if name in lower_random.XLA_MATH or name in lower_random.RANDOM:
         return lower_random.is_native(eqn)
     if name == "bitcast_convert_type" and (
@@ -804,6 +807,9 @@ def lower_eqns(ctx: Lowering, jaxpr, env: dict, top: bool) -> None:
             outs = _island(ctx, eqn, ins)
         elif name in lower_control.CONTROL:
             outs = lower_control.lower_eqn(ctx, eqn, ins)
+        elif name == "conv_general_dilated":
+            from kiln.compiler.lower_conv import lower_conv
+            outs = [lower_conv(ctx, eqn, ins, out_kind)]
         elif name in IDENTITY:
             outs = [ins[0]]
         elif name in ELEMENTWISE:
@@ -901,6 +907,10 @@ def flops_of(step) -> float:
         return total * max(1, step.length) if isinstance(step, Loop) else total
     if isinstance(step, Gemm):
         return 2.0 * step.batch * step.m * step.n * step.k
+    from kiln.compiler.program import Conv
+    if isinstance(step, Conv):
+        return 2.0 * step.n * math.prod(step.out_sp) * math.prod(step.k_sp) * step.cg \
+            * step.og * step.groups
     if isinstance(step, (Kernel, Scan, Scatter)):
         return float(math.prod(step.shape))
     if isinstance(step, Reduce):

@@ -11,6 +11,7 @@ renderer and the executable consume. Steps run in order:
 * :class:`Scan`: a cumulative sum/product/max/min along one axis;
 * :class:`Scatter`: updates combined into a buffer at dynamic positions, in order;
 * :class:`Gemm`: a (batched) matrix product through BLAS, operands in buffers;
+* :class:`Conv`: a convolution as tiles of patches (im2col) each fed to one GEMM;
 * :class:`Loop`: ``while_loop``/``scan`` (and ``fori_loop``): native steps run in a C
   loop, the carry in buffers updated at the end of each iteration;
 * :class:`Branch`: ``cond``/``switch``: one of several lists of native steps;
@@ -121,6 +122,31 @@ class Gemm:
     n: int
     k: int
     name: str = "gemm"
+
+
+@dataclass(eq=False)
+class Conv:
+    """A convolution, ``out[n, o_sp..., g*og + j] = sum_k cols[n, g, o_sp..., k] * w[g, k, j]``
+    with ``k`` running over ``(k_sp..., c)``.
+
+    ``col`` is the patch value (the input, zero in the padding) at the loop symbols
+    ``syms = [n, g, o_sp..., k_sp..., c]``; it is computed tile by tile (a block of
+    rows of the first output spatial dim of one image) into a scratch buffer, then one
+    GEMM per tile and group writes the outputs: the patches of the whole input never
+    exist at once. ``w`` is the kernel packed as [groups, prod(k_sp) * cg, og]; ``out``
+    is laid out [n, o_sp..., groups * og]."""
+
+    n: int
+    groups: int
+    out_sp: tuple
+    k_sp: tuple
+    cg: int
+    og: int
+    syms: list
+    col: SExpr
+    w: Buffer
+    out: Buffer
+    name: str = "conv"
 
 
 @dataclass(eq=False)

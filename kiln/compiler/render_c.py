@@ -35,6 +35,7 @@ from kiln.compiler.expr import SExpr
 from kiln.compiler.index import Idx, Sym, row_major_strides
 from kiln.compiler.program import (
     Branch,
+    Conv,
     Gemm,
     Island,
     Kernel,
@@ -46,7 +47,7 @@ from kiln.compiler.program import (
     nested_steps,
     walk_steps,
 )
-from kiln.compiler.render_control import ControlMixin
+from kiln.compiler.render_control import ControlMixin, ConvMixin
 from kiln.compiler.row_groups import lead_dims, loop_shape, row_count, row_groups
 
 C_TYPES = {
@@ -189,7 +190,7 @@ class Segment:
     buffers: list = field(default_factory=list)   # Buffer objects, argument order
 
 
-class CRenderer(ControlMixin):
+class CRenderer(ControlMixin, ConvMixin):
     """Renders programs as C. Attributes describe the dialect."""
 
     restrict = "restrict"
@@ -263,10 +264,12 @@ class CRenderer(ControlMixin):
         if self.math_source:
             parts.append(self.math_source)
         parts += lower_random.preludes("\n".join(bodies))
+        if any("malloc(" in b for b in bodies):
+            parts.append("#include <stdlib.h>")
         if any("kiln_stream(" in b for b in bodies):
             # Only then: <immintrin.h> alone takes 0.1 s to compile.
             parts.append(STREAM_C)
-        blas = self.blas_declarations and any(isinstance(s, Gemm)
+        blas = self.blas_declarations and any(isinstance(s, (Gemm, Conv))
                                               for s in walk_steps(prog.steps))
         if len(units) == 1:
             if blas:
@@ -310,6 +313,8 @@ class CRenderer(ControlMixin):
                 text = self.render_loop(prog, step)
             elif isinstance(step, Branch):
                 text = self.render_branch(prog, step)
+            elif isinstance(step, Conv):
+                text = self.render_conv(prog, step)
             else:
                 text = self.render_gemm(step)
             out.append((step, f"  /* {step.name} */\n" + text))
@@ -334,7 +339,7 @@ class CRenderer(ControlMixin):
             runs: list[tuple[int, list[str]]] = []
             for step, text in steps:
                 # The BLAS glue is in the first unit: steps calling it go there too.
-                gemm = any(isinstance(s, Gemm) for s in walk_steps(
+                gemm = any(isinstance(s, (Gemm, Conv)) for s in walk_steps(
                     step if isinstance(step, list) else [step]))
                 k = 0 if gemm else min(range(n_units), key=size.__getitem__)
                 size[k] += _compile_weight(text)
@@ -990,6 +995,12 @@ def _cost_of(outs) -> int:
 def _step_buffers(prog: Program, step):
     if isinstance(step, Gemm):
         return [step.a, step.b, step.out]
+    if isinstance(step, Conv):
+        bufs = {step.w.id: step.w, step.out.id: step.out}
+        for e in _walk(prog, [step.col]):
+            if e.kind == "load":
+                bufs.setdefault(e.params[0], prog.buffers[e.params[0]])
+        return list(bufs.values())
     if isinstance(step, (Loop, Branch)):
         bufs = {}
         roots = [step.pred] if isinstance(step, Loop) and step.pred is not None else []

@@ -1,4 +1,4 @@
-"""Loops compiled natively: kiln vs JAX, measured back to back in one run.
+"""Loops and convolutions compiled natively: kiln vs JAX, measured back to back in one run.
 
 Workloads (issue "compiler part 2") and targets (kiln time ÷ JAX time):
 
@@ -8,14 +8,17 @@ Workloads (issue "compiler part 2") and targets (kiln time ÷ JAX time):
    0.075 µs per iteration against JAX's 0.045)
 2. ``rnn``      ``jit(grad(loss))`` of a scan RNN: hidden 128, 100 steps, batch 32
    (``h = tanh(h @ Wh + x_t @ Wx)``), gradient w.r.t. both weights           ≤ 1
-3. ``trips``    compile time of the ``fori`` program at 10, 10⁴ and 10⁶ iterations:
+3. ``lenet``    ``jit(grad(loss))`` of a LeNet-like net: two 5x5 'SAME' convolutions
+   (32 and 64 channels, NHWC), relu, 2x2 max-pool after each, dense to 10 classes,
+   softmax cross-entropy; batch 64 of 28x28x1                                  ≤ 1
+4. ``trips``    compile time of the ``fori`` program at 10, 10⁴ and 10⁶ iterations:
    kiln's C build and JAX's lower + compile, to show it does not grow with the
    trip count (no target; the table lists the times)
 
 Same timing rules as ``bench_compiler.py`` (interleaved batches, medians; kiln compiles
 synchronously). Run from the repository root::
 
-    python benchmarks/bench_loops.py [--quick] [--only NAME]
+    python benchmarks/bench_part2.py [--quick] [--only NAME]
 """
 from __future__ import annotations
 
@@ -72,11 +75,55 @@ def b_rnn(L, d):
     return lambda: L.block(f(wh, wx, xs))
 
 
+def lenet_params(d):
+    def make(r):
+        def he(*shape):
+            fan_in = int(np.prod(shape[:-1]))
+            return (r.standard_normal(shape) * np.sqrt(2.0 / fan_in)).astype(np.float32)
+        return [he(5, 5, 1, 32), np.zeros(32, np.float32), he(5, 5, 32, 64),
+                np.zeros(64, np.float32), he(7 * 7 * 64, 10), np.zeros(10, np.float32)]
+    return d.get("lenet", make)
+
+
+def lenet_batch(d):
+    def make(r):
+        x = r.standard_normal((64, 28, 28, 1)).astype(np.float32)
+        y = np.eye(10, dtype=np.float32)[r.integers(0, 10, 64)]
+        return x, y
+    return d.get("lenet_batch", make)
+
+
+def lenet_loss_fn(L):
+    lax, jnp, nn = L.mod.lax, L.jnp, L.nn
+    dn = ("NHWC", "HWIO", "NHWC")
+
+    def pool(h):
+        return lax.reduce_window(h, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+
+    def loss(params, x, y):
+        w1, b1, w2, b2, w3, b3 = params
+        h = pool(nn.relu(lax.conv_general_dilated(x, w1, (1, 1), "SAME",
+                                                  dimension_numbers=dn) + b1))
+        h = pool(nn.relu(lax.conv_general_dilated(h, w2, (1, 1), "SAME",
+                                                  dimension_numbers=dn) + b2))
+        logits = h.reshape(h.shape[0], -1) @ w3 + b3
+        return -jnp.mean(jnp.sum(nn.log_softmax(logits) * y, axis=-1))
+    return loss
+
+
+def b_lenet(L, d):
+    f = L.mod.jit(L.mod.grad(lenet_loss_fn(L)))
+    params = [L.put(a) for a in lenet_params(d)]
+    x, y = (L.put(a) for a in lenet_batch(d))
+    return lambda: L.block(f(params, x, y))
+
+
 WORKLOADS = [
     bc.Workload("fori", f"fori_loop of {FORI_N:,} small steps, f32[16] carry "
                 "(time per call; ÷ is per iteration too)", 1.0, b_fori),
     bc.Workload("rnn", f"scan RNN jit(grad), hidden {RNN['hidden']}, {RNN['steps']} steps, "
                 f"batch {RNN['batch']}", 1.0, b_rnn),
+    bc.Workload("lenet", "LeNet-like jit(grad), batch 64 of 28x28x1", 1.0, b_lenet),
 ]
 
 
