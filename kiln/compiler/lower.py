@@ -725,6 +725,10 @@ def _is_native(eqn) -> bool:
     if name == "conv_general_dilated":
         from kiln.compiler import lower_conv
         return lower_conv.is_native(eqn)
+    if name in ("reduce_window_sum", "reduce_window_max", "reduce_window_min",
+                "select_and_scatter_add"):
+        from kiln.compiler import lower_window
+        return lower_window.is_native(eqn)
     if name in lower_random.XLA_MATH or name in lower_random.RANDOM:
         return lower_random.is_native(eqn)
     if name == "bitcast_convert_type" and (
@@ -810,6 +814,9 @@ def lower_eqns(ctx: Lowering, jaxpr, env: dict, top: bool) -> None:
         elif name == "conv_general_dilated":
             from kiln.compiler.lower_conv import lower_conv
             outs = [lower_conv(ctx, eqn, ins, out_kind)]
+        elif name.startswith("reduce_window_") or name == "select_and_scatter_add":
+            from kiln.compiler import lower_window
+            outs = [lower_window.lower_eqn(ctx, eqn, ins, out_kind)]
         elif name in IDENTITY:
             outs = [ins[0]]
         elif name in ELEMENTWISE:

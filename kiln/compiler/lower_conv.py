@@ -35,7 +35,7 @@ def is_native(eqn) -> bool:
 
 
 def lower_conv(ctx, eqn, ins, kind):
-    from kiln.compiler.lower import BufNode, _transpose_node
+    from kiln.compiler.lower import CHEAP, BufNode, LazyNode, _transpose_node
     x, k = ins
     p = eqn.params
     dn = p["dimension_numbers"]
@@ -50,6 +50,11 @@ def lower_conv(ctx, eqn, ins, kind):
     dtype = np.dtype(out_aval.dtype)
 
     nd = len(x.shape)
+    k_sp0 = tuple(k.shape[d] for d in rhs_spec[2:])
+    if isinstance(x, LazyNode) and x.cost > CHEAP and math.prod(k_sp0) > 1:
+        # Each input element is gathered into prod(kernel) patches: store an expensive
+        # producer (the previous layer's pooling) once rather than recompute it.
+        x = ctx.materialize(x)
     if lhs_spec[1] != nd - 1:
         # The patch rows are gathered channel by channel (innermost): with the channels
         # strided in memory (NCHW, or the batch-as-channels convolution of a kernel

@@ -1,46 +1,27 @@
-"""Convolutions (``jax.lax.conv_general_dilated`` and its wrappers), built from existing
-primitives only.
+"""Convolutions: ``jax.lax.conv_general_dilated`` and its wrappers (``conv``,
+``conv_with_general_padding``, ``conv_transpose``), plus the dimension-number and
+shape helpers (``conv_dimension_numbers``, ``padtype_to_pads``, ``conv_shape_tuple``...).
 
-No convolution primitive exists: the input is moved to the canonical layout
-``(N, C, spatial...)`` and the kernel to ``(O, I, spatial...)`` with ``transpose``; the
-input dilation and the (possibly negative) padding are one ``pad``; each kernel offset
-contributes one strided ``slice`` of the padded input, the slices are stacked with
-``concatenate`` and contracted with the kernel by a single ``dot_general`` (feature or
-batch groups become a batch dimension of it). Differentiation, batching and staging
-therefore come from the rules of those primitives.
+``conv_general_dilated`` resolves string padding and string dimension numbers and binds
+the ``conv_general_dilated`` primitive, defined with its NumPy impl and its
+differentiation and batching rules in :mod:`kiln.lax.conv_rules`.
 """
 from __future__ import annotations
 
-import itertools
 import operator
 from collections.abc import Sequence
-from typing import Any, NamedTuple, Union
+from typing import Any, Union
 
 import numpy as np
 
 from kiln import dtypes
 from kiln.core.trace import get_aval
-from kiln.lax.dot import dot_general
-from kiln.lax.slicing import concatenate, full, pad, rev
-from kiln.lax.slicing import slice as _slice
-from kiln.lax.structural import expand_dims, reshape, transpose
+from kiln.lax.conv_rules import ConvDimensionNumbers, _dilate_dim, conv_general_dilated_p
+from kiln.lax.dot import canonicalize_precision
+from kiln.lax.slicing import rev
+from kiln.lax.structural import transpose
 
 Array = Any
-
-
-class ConvDimensionNumbers(NamedTuple):
-    """Describes batch, spatial, and feature dimensions of a convolution.
-
-    Args:
-      lhs_spec: ``(batch dimension, feature dimension, spatial dimensions...)`` of lhs.
-      rhs_spec: ``(out feature dimension, in feature dimension, spatial dimensions...)``
-        of rhs.
-      out_spec: ``(batch dimension, feature dimension, spatial dimensions...)`` of the
-        output.
-    """
-    lhs_spec: Sequence[int]
-    rhs_spec: Sequence[int]
-    out_spec: Sequence[int]
 
 
 ConvGeneralDilatedDimensionNumbers = Union[tuple[str, str, str], ConvDimensionNumbers, None]
@@ -52,10 +33,6 @@ ConvGeneralDilatedDimensionNumbers = Union[tuple[str, str, str], ConvDimensionNu
 
 def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
-
-
-def _dilate_dim(d: int, r: int) -> int:
-    return 0 if d == 0 else 1 + r * (d - 1)
 
 
 def _stride_dim(d: int, window: int, stride: int) -> int:
@@ -230,49 +207,6 @@ def conv_transpose_shape_tuple(lhs_shape: Sequence[int], rhs_shape: Sequence[int
 # conv_general_dilated
 
 
-def _check_conv_shapes(lhs_shape, rhs_shape, dn, window_strides, feature_group_count,
-                       batch_group_count):
-    if len(lhs_shape) != len(rhs_shape):
-        raise ValueError("conv_general_dilated lhs and rhs must have the same number of "
-                         f"dimensions, but got {lhs_shape} and {rhs_shape}.")
-    if not feature_group_count > 0:
-        raise ValueError("conv_general_dilated feature_group_count must be a positive "
-                         f"integer, got {feature_group_count}.")
-    c = lhs_shape[dn.lhs_spec[1]]
-    if c % feature_group_count:
-        raise ValueError("conv_general_dilated feature_group_count must divide lhs feature "
-                         f"dimension size, but {feature_group_count} does not divide {c}.")
-    if c // feature_group_count != rhs_shape[dn.rhs_spec[1]]:
-        raise ValueError("conv_general_dilated lhs feature dimension size divided by "
-                         "feature_group_count must equal the rhs input feature dimension "
-                         f"size, but {c} // {feature_group_count} != "
-                         f"{rhs_shape[dn.rhs_spec[1]]}.")
-    o = rhs_shape[dn.rhs_spec[0]]
-    if o % feature_group_count:
-        raise ValueError("conv_general_dilated rhs output feature dimension size must be a "
-                         f"multiple of feature_group_count, but {o} is not a multiple of "
-                         f"{feature_group_count}.")
-    if not batch_group_count > 0:
-        raise ValueError("conv_general_dilated batch_group_count must be a positive "
-                         f"integer, got {batch_group_count}.")
-    n = lhs_shape[dn.lhs_spec[0]]
-    if batch_group_count > 1 and n % batch_group_count:
-        raise ValueError("conv_general_dilated batch_group_count must divide lhs batch "
-                         f"dimension size, but {batch_group_count} does not divide {n}.")
-    if o % batch_group_count:
-        raise ValueError("conv_general_dilated rhs output feature dimension size must be a "
-                         f"multiple of batch_group_count, but {o} is not a multiple of "
-                         f"{batch_group_count}.")
-    if batch_group_count > 1 and feature_group_count > 1:
-        raise ValueError("At most one of batch_group_count and feature_group_count may be "
-                         f"> 1, got batch_group_count={batch_group_count} and "
-                         f"feature_group_count={feature_group_count}")
-    if len(rhs_shape) - 2 != len(window_strides):
-        raise ValueError("conv_general_dilated window and window_strides must have the same "
-                         f"number of dimensions, but got {len(rhs_shape) - 2} and "
-                         f"{len(window_strides)}")
-
-
 def conv_general_dilated(
         lhs: Array, rhs: Array, window_strides: Sequence[int],
         padding: str | Sequence[tuple[int, int]],
@@ -298,18 +232,19 @@ def conv_general_dilated(
         ``ConvDimensionNumbers``, or a 3-tuple of strings of length ``n+2``.
       feature_group_count: number of feature groups (grouped / depthwise convolution).
       batch_group_count: number of batch groups.
-      precision: ``None``, a ``Precision`` or a pair of them (passed to ``dot_general``).
+      precision: ``None``, a ``Precision``, a string, or a pair of them (accepted for
+        compatibility: CPU results are computed at full precision).
       preferred_element_type: ``None`` or the accumulation/result dtype.
       out_sharding: accepted for compatibility; kiln runs on one device.
 
     Returns:
       The convolution result, laid out as ``dimension_numbers``' output spec.
     """
-    lhs_aval, rhs_aval = get_aval(lhs), get_aval(rhs)
-    lhs_shape, rhs_shape = tuple(lhs_aval.shape), tuple(rhs_aval.shape)
+    lhs_shape, rhs_shape = tuple(get_aval(lhs).shape), tuple(get_aval(rhs).shape)
     dn = conv_dimension_numbers(lhs_shape, rhs_shape, dimension_numbers)
+    dn = ConvDimensionNumbers(*(tuple(int(d) for d in spec) for spec in dn))
     nsp = len(lhs_shape) - 2
-    window_strides = tuple(operator.index(s) for s in window_strides)
+    window_strides = tuple(int(operator.index(s)) for s in window_strides)
     if lhs_dilation is None:
         lhs_dilation = (1,) * nsp
     elif isinstance(padding, str) and any(d != 1 for d in lhs_dilation):
@@ -318,101 +253,29 @@ def conv_general_dilated(
                          "conv_transpose.")
     if rhs_dilation is None:
         rhs_dilation = (1,) * nsp
-    lhs_dilation = tuple(operator.index(d) for d in lhs_dilation)
-    rhs_dilation = tuple(operator.index(d) for d in rhs_dilation)
-    _check_conv_shapes(lhs_shape, rhs_shape, dn, window_strides, feature_group_count,
-                       batch_group_count)
-    if lhs_aval.dtype != rhs_aval.dtype:
-        raise TypeError("conv_general_dilated requires arguments to have the same dtypes, "
-                        f"got {lhs_aval.dtype.name}, {rhs_aval.dtype.name}.")
-    ksize = tuple(rhs_shape[d] for d in dn.rhs_spec[2:])
-    in_space = tuple(lhs_shape[d] for d in dn.lhs_spec[2:])
+    lhs_dilation = tuple(int(operator.index(d)) for d in lhs_dilation)
+    rhs_dilation = tuple(int(operator.index(d)) for d in rhs_dilation)
     if isinstance(padding, str):
+        ksize = [rhs_shape[d] for d in dn.rhs_spec[2:]]
         eff_k = [_dilate_dim(k, r) for k, r in zip(ksize, rhs_dilation)]
-        padding = padtype_to_pads(in_space, eff_k, window_strides, padding)
-    else:
-        try:
-            padding = tuple((operator.index(lo), operator.index(hi)) for lo, hi in padding)
-        except (ValueError, TypeError) as e:
-            raise ValueError("padding argument to conv_general_dilated should be a string or "
-                             f"a sequence of (low, high) pairs, got {padding}") from e
-    if len(padding) != nsp:
-        raise ValueError(f"conv_general_dilated padding must have {nsp} (low, high) pairs, "
-                         f"got {padding}")
+        padding = padtype_to_pads([lhs_shape[d] for d in dn.lhs_spec[2:]], eff_k,
+                                  window_strides, padding)
+    try:
+        padding = tuple((int(operator.index(lo)), int(operator.index(hi)))
+                        for lo, hi in padding)
+    except (ValueError, TypeError) as e:
+        raise ValueError("padding argument to conv_general_dilated should be a string or a "
+                         f"sequence of (low, high) pairs, got {padding}") from e
     if preferred_element_type is not None:
         preferred_element_type = dtypes.check_and_canonicalize_user_dtype(
             preferred_element_type, "conv_general_dilated")
-
-    # Canonical layouts: lhs (N, C, S...), rhs (O, I, K...).
-    x = transpose(lhs, tuple(dn.lhs_spec))
-    w = transpose(rhs, tuple(dn.rhs_spec))
-    n, c = lhs_shape[dn.lhs_spec[0]], lhs_shape[dn.lhs_spec[1]]
-    o, i = rhs_shape[dn.rhs_spec[0]], rhs_shape[dn.rhs_spec[1]]
-
-    # lhs dilation (interior) and padding (negative crops) in one pad.
-    cfg = [(0, 0, 0), (0, 0, 0)] + [(lo, hi, d - 1) for (lo, hi), d in
-                                    zip(padding, lhs_dilation)]
-    padded_space = [lo + hi + _dilate_dim(s, d)
-                    for s, (lo, hi), d in zip(in_space, padding, lhs_dilation)]
-    if any(p < 0 for p in padded_space):
-        raise ValueError("Negative padding is larger than the size of the corresponding "
-                         f"dimension: got padding={padding} for lhs spatial shape "
-                         f"{in_space} (dilated by {lhs_dilation})")
-    if any(lo or hi or d != 1 for lo, hi, d in cfg):
-        x = pad(x, 0, cfg)
-    out_space = tuple(_stride_dim(p, _dilate_dim(k, r), s) for p, k, r, s in
-                      zip(padded_space, ksize, rhs_dilation, window_strides))
-    out_n = n // batch_group_count
-    out_dtype = preferred_element_type if preferred_element_type is not None else \
-        lhs_aval.dtype
-    # Where each canonical output axis (N, O, S...) goes in the requested layout.
-    out_perm = tuple(int(a) for a in np.argsort(dn.out_spec))
-    kk = int(np.prod(ksize, dtype=np.int64))
-
-    if kk == 0:
-        canon = full((out_n, o) + out_space, 0, out_dtype)
-        return transpose(canon, out_perm)
-
-    # One strided slice of the padded input per kernel offset: patches (N, C, KK, out...).
-    patches = []
-    for offs in itertools.product(*(range(k) for k in ksize)):
-        starts, limits = [0, 0], [n, c]
-        for off, r, s, p, m in zip(offs, rhs_dilation, window_strides, padded_space,
-                                   out_space):
-            start = max(0, min(off * r, p))
-            starts.append(start)
-            limits.append(start + (m - 1) * s + 1 if m else start)
-        piece = _slice(x, tuple(starts), tuple(limits), (1, 1) + window_strides)
-        patches.append(expand_dims(piece, (2,)))
-    pt = patches[0] if kk == 1 else concatenate(patches, 2)
-    w = reshape(w, (o, i, kk))
-    sp = tuple(range(nsp))
-
-    if feature_group_count == 1 and batch_group_count == 1:
-        y = dot_general(pt, w, (((1, 2), (1, 2)), ((), ())), precision,
-                        preferred_element_type)
-        # y: (N, out..., O)
-        where = (0, nsp + 1) + tuple(1 + s for s in sp)
-        return transpose(y, tuple(where[a] for a in out_perm))
-
-    if feature_group_count > 1:
-        g = feature_group_count
-        pt = reshape(pt, (n, g, i, kk) + out_space)
-        w = reshape(w, (g, o // g, i, kk))
-        y = dot_general(pt, w, (((2, 3), (2, 3)), ((1,), (0,))), precision,
-                        preferred_element_type)
-        # y: (G, N, out..., O/G) -> (N, G, O/G, out...)
-        y = transpose(y, (1, 0, nsp + 2) + tuple(2 + s for s in sp))
-    else:
-        b = batch_group_count
-        pt = reshape(pt, (b, out_n, c, kk) + out_space)
-        w = reshape(w, (b, o // b, i, kk))
-        y = dot_general(pt, w, (((2, 3), (2, 3)), ((0,), (0,))), precision,
-                        preferred_element_type)
-        # y: (B, N/B, out..., O/B) -> (N/B, B, O/B, out...)
-        y = transpose(y, (1, 0, nsp + 2) + tuple(2 + s for s in sp))
-    y = reshape(y, (out_n, o) + out_space)
-    return transpose(y, out_perm)
+    return conv_general_dilated_p.bind(
+        lhs, rhs, window_strides=window_strides, padding=padding,
+        lhs_dilation=lhs_dilation, rhs_dilation=rhs_dilation, dimension_numbers=dn,
+        feature_group_count=operator.index(feature_group_count),
+        batch_group_count=operator.index(batch_group_count),
+        precision=canonicalize_precision(precision),
+        preferred_element_type=preferred_element_type, out_sharding=None)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -530,6 +393,7 @@ def conv_transpose(lhs: Array, rhs: Array, strides: Sequence[int],
 
 
 __all__ = ["ConvDimensionNumbers", "ConvGeneralDilatedDimensionNumbers", "conv",
-           "conv_dimension_numbers", "conv_general_dilated", "conv_general_permutations",
+           "conv_dimension_numbers", "conv_general_dilated", "conv_general_dilated_p",
+           "conv_general_permutations",
            "conv_general_shape_tuple", "conv_shape_tuple", "conv_transpose",
            "conv_transpose_shape_tuple", "conv_with_general_padding", "padtype_to_pads"]
