@@ -37,11 +37,11 @@ FORI_N = 10_000
 RNN = dict(hidden=128, steps=100, batch=32)
 
 
-def fori_fn(L, n):
+def fori_fn(L, n, coef=0.99):
     lax, jnp = L.mod.lax, L.jnp
 
     def body(i, c):
-        return c * 0.99 + jnp.tanh(c) * 0.01 + 0.001
+        return c * coef + jnp.tanh(c) * 0.01 + 0.001
     return L.mod.jit(lambda x: lax.fori_loop(0, n, body, x))
 
 
@@ -132,9 +132,12 @@ def compile_times(libs, trips=(10, 10**4, 10**6)):
     first call (sync mode), JAX's lower + compile."""
     out = {}
     x = np.linspace(0, 1, 16, dtype=np.float32)
+    # A first program in the fresh cache directory pays for the compiler-flag probe and
+    # the runtime extension; not part of any trip count's time.
+    libs[0].mod.jit(lambda v: v * 2.0 + 1.0)(x).block_until_ready()
     for L in libs:
         for n in trips:
-            f = fori_fn(L, n)
+            f = fori_fn(L, n, coef=0.98)     # not the program the fori workload built
             if L.name == "kiln":
                 from kiln.compiler import build
                 before = build.stats()["seconds"]
