@@ -627,6 +627,37 @@ def _scatter(ctx: Lowering, eqn, ins, kind):
     return BufNode(ctx, buf)
 
 
+def _dynamic_update_slice(ctx: Lowering, eqn, ins, kind):
+    """``dynamic_update_slice``: the operand written to the output buffer, then the update
+    stored over the window at the clamped starts (a ``set`` Scatter; in a loop whose
+    carry it updates, ``lower_control`` turns this into an update in place)."""
+    x, upd, starts = ins[0], ins[1], ins[2:]
+    out = eqn.outvars[0].aval
+    buf = ctx.prog.new_buffer(out.shape, out.dtype, kind)
+    osyms = ctx.syms(out.shape)
+    ctx.prog.steps.append(Kernel(tuple(out.shape), osyms,
+                                 [(buf, x.read([Idx.sym(s) for s in osyms]))],
+                                 ctx.kernel_name("k")))
+    if _size(upd.shape) == 0 or _size(out.shape) == 0:
+        return BufNode(ctx, buf)
+    usyms = ctx.syms(upd.shape, prefix="u")
+    coords = []
+    for d, (s, k) in enumerate(zip(starts, upd.shape)):
+        hi = out.shape[d] - k
+        if isinstance(s, ConstNode):
+            st = Idx.lit(min(max(int(s.value), 0), hi))
+        else:
+            st = Idx.sym(ctx.new_sym(0, hi, s.read([])))
+        coords.append(st + Idx.sym(usyms[d]))
+    body = upd.read([Idx.sym(u) for u in usyms])
+    if body.dtype != np.dtype(out.dtype):
+        body = ctx.table.op("convert_element_type", out.dtype, body)
+    ctx.prog.steps.append(Scatter(tuple(upd.shape), usyms, buf,
+                                  flat_index(coords, out.shape), Cond(), "set", body,
+                                  name=ctx.kernel_name("s")))
+    return BufNode(ctx, buf)
+
+
 def _dot_general(ctx: Lowering, eqn, ins, kind):
     lhs, rhs = ins
     (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
@@ -737,7 +768,7 @@ def _is_native(eqn) -> bool:
         return False            # width changes add or drop a dimension: host island
     if name not in ELEMENTWISE and name not in MOVEMENT and name not in REDUCTIONS \
             and name != "dot_general" and name not in IDENTITY and name not in SCANS \
-            and name not in SCATTERS:
+            and name not in SCATTERS and name != "dynamic_update_slice":
         return False
     for v in list(eqn.invars) + list(eqn.outvars):
         if np.dtype(v.aval.dtype) not in NATIVE_DTYPES:
@@ -756,6 +787,8 @@ def _is_native(eqn) -> bool:
             GatherScatterMode.PROMISE_IN_BOUNDS)
     if name == "argmax" or name == "argmin":
         return eqn.invars[0].aval.dtype != np.bool_
+    if name == "dynamic_update_slice":
+        return all(np.dtype(v.aval.dtype) != np.uint64 for v in eqn.invars[2:])
     return True
 
 
@@ -829,6 +862,8 @@ def lower_eqns(ctx: Lowering, jaxpr, env: dict, top: bool) -> None:
             outs = [_scan(ctx, eqn, ins, out_kind)]
         elif name in SCATTERS:
             outs = [_scatter(ctx, eqn, ins, out_kind)]
+        elif name == "dynamic_update_slice":
+            outs = [_dynamic_update_slice(ctx, eqn, ins, out_kind)]
         elif name in lower_random.XLA_MATH or name in lower_random.RANDOM:
             outs = [lower_random.lower_eqn(ctx, eqn, ins)]
         else:

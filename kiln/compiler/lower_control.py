@@ -137,27 +137,90 @@ def _update_carry(ctx, steps: list, carry: list, outs: list, before_commit=None)
         pending.append((buf, ctx.write_into(node, nxt), BufNode(ctx, nxt)))
     if before_commit is not None:
         before_commit()
-    in_place: dict = {}                       # carry buffer id -> kernel
-    reads = {}
-    for buf, kern, _ in pending:
+    # Candidates for an update in place: carry buffer id -> (moved steps, buffers read).
+    cand: dict = {}
+    for buf, kern, src in pending:
         if kern is None:
+            # A scatter / dynamic_update_slice of the old carry (``c.at[i].set(v)``):
+            # scatter straight into the carry, with no copy of the whole array.
+            sc = _scatter_of_copy(ctx.prog, steps, src.buf, buf)
+            if sc is not None:
+                r = _reads_of(ctx.prog, sc[1]) - {src.buf.id}
+                if buf.id not in r:
+                    cand[buf.id] = (sc, r)
             continue
         loads = _loads(ctx.prog, kern)
-        reads[id(kern)] = {bid for bid, _ in loads}
-        if not _elementwise_on(kern, buf, loads):
-            continue
-        if reads[id(kern)] & set(in_place):
-            continue                          # would read an already updated carry
-        if any(buf.id in reads[id(k)] for k in in_place.values()):
-            continue                          # an earlier in-place update reads this one
-        in_place[buf.id] = kern
-    for bid, kern in in_place.items():
-        steps.remove(kern)
-        kern.outs = [(ctx.prog.buffers[bid], kern.outs[0][1])]
-        steps.append(kern)
+        if _elementwise_on(kern, buf, loads):
+            cand[buf.id] = ((kern,), {bid for bid, _ in loads} - {buf.id})
+    order = _reader_first_order(cand)
+    for bid in order:
+        moved = cand[bid][0]
+        carry_buf = ctx.prog.buffers[bid]
+        for st in moved:
+            steps.remove(st)
+        if len(moved) == 2:
+            scatter = moved[1]
+            scatter.out = carry_buf
+            steps.append(scatter)
+        else:
+            (kern,) = moved
+            kern.outs = [(carry_buf, kern.outs[0][1])]
+            steps.append(kern)
     for buf, _, src in pending:
-        if buf.id not in in_place:
+        if buf.id not in order:
             ctx.write_into(src, buf)
+
+
+def _reader_first_order(cand: dict) -> list:
+    """An order of the in-place updates in which each runs before those whose carry it
+    reads (so it sees the old values); updates on a cycle of such reads are dropped
+    (they keep their copy)."""
+    live = dict(cand)
+    while True:
+        order, done = [], set()
+        pending = set(live)
+        progress = True
+        while pending and progress:
+            progress = False
+            for bid in sorted(pending):
+                # bid may run once every live update reading bid's carry has run.
+                if all(other in done for other in live
+                       if other != bid and bid in live[other][1]):
+                    order.append(bid)
+                    done.add(bid)
+                    pending.discard(bid)
+                    progress = True
+        if not pending:
+            return order
+        live.pop(min(pending))          # break a cycle: that one is copied instead
+
+
+def _reads_of(prog, step) -> set:
+    from kiln.compiler.render_c import _step_buffers
+    return {b.id for b in _step_buffers(prog, step)}
+
+
+def _scatter_of_copy(prog, steps: list, tmp, carry_buf):
+    """(copy kernel, scatter) when ``tmp`` is made in ``steps`` by a kernel copying
+    ``carry_buf`` element for element and then one Scatter into it, and no other step
+    touches ``tmp``; else None."""
+    from kiln.compiler.program import Kernel, Scatter, walk_steps
+    found = [j for j, s in enumerate(steps) if isinstance(s, Scatter) and s.out is tmp]
+    if len(found) != 1 or found[0] == 0:
+        return None
+    j = found[0]
+    copy, scatter = steps[j - 1], steps[j]
+    if not isinstance(copy, Kernel) or len(copy.outs) != 1 or copy.outs[0][0] is not tmp:
+        return None
+    e = copy.outs[0][1]
+    if e.kind != "load" or e.params[0] != carry_buf.id:
+        return None
+    if not _elementwise_on(copy, carry_buf, [(e.params[0], e.params[1])]):
+        return None
+    for s in walk_steps(steps):
+        if s is not copy and s is not scatter and tmp.id in _reads_of(prog, s):
+            return None
+    return copy, scatter
 
 
 def _loads(prog, kern) -> list:

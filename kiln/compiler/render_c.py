@@ -444,9 +444,17 @@ class CRenderer(ControlMixin, ConvMixin):
                 out.append(" " * depth + f"for (int64_t {s.name} = 0; {s.name} < {n}; "
                            f"{s.name}++) {{")
             depth += 2
+        if not loops:
+            # A nested scope, as a loop body would be: the prelude may already have
+            # declared a temporary the body declares again.
+            out.append(" " * depth + "{")
+            depth += 2
         out += [" " * depth + s for s in body.lines]
         out += [" " * depth + s for s in inner_stmts]
         for _ in loops:
+            depth -= 2
+            out.append(" " * depth + "}")
+        if not loops:
             depth -= 2
             out.append(" " * depth + "}")
         out.append(pad + "}")

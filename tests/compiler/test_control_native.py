@@ -7,7 +7,7 @@ import kiln
 import kiln.numpy as jnp
 from kiln import lax
 from kiln.backends import cpu, reference
-from kiln.compiler.program import Branch, Island, Loop, walk_steps
+from kiln.compiler.program import Branch, Island, Loop, Scatter, walk_steps
 
 R = np.random.default_rng(0)
 V = np.linspace(-1, 1, 16).astype(np.float32)
@@ -176,3 +176,50 @@ def test_code_size_does_not_depend_on_trip_count():
 def test_jit_results_match_eager():
     f = lambda x: lax.fori_loop(0, 100, lambda i, c: c * 0.99 + 0.01, x)  # noqa: E731
     np.testing.assert_allclose(np.asarray(kiln.jit(f)(V)), np.asarray(f(V)), rtol=1e-6)
+
+
+def _loop_body(exe):
+    (loop,) = [s for s in walk_steps(exe.prog.steps) if isinstance(s, Loop)]
+    return loop.body
+
+
+def test_at_set_in_a_loop_updates_the_carry_in_place():
+    f = lambda x: lax.fori_loop(0, 50, lambda i, c: c.at[i].set(i * 2.0), x)  # noqa: E731
+    exe = _run(f, np.zeros(50, np.float32))
+    body = _loop_body(exe)
+    # No kernel copies the 50-element array each iteration: one scatter, one counter.
+    assert not any(type(s).__name__ == "Kernel" and s.shape != (1,) for s in body), body
+
+
+def test_dynamic_update_slice_native_and_in_place():
+    x = np.arange(24, dtype=np.float32).reshape(4, 6)
+    _native(_run(lambda x, i: lax.dynamic_update_slice(x, -x[:2, :3], (i, -5)), x,
+                 np.int32(3)), kind=Scatter)
+
+    def f(x):
+        return lax.fori_loop(0, 10, lambda i, c: lax.dynamic_update_slice(
+            c, jnp.ones((1, 6), jnp.float32) * i, (i % 4, 0)), x)
+    exe = _run(f, x)
+    assert not any(type(s).__name__ == "Kernel" and s.shape in ((24,), (4, 6))
+                   for s in _loop_body(exe))
+
+
+def test_scatter_reading_its_own_carry_keeps_the_copy():
+    x = np.arange(8, dtype=np.float32)
+    f = lambda x: lax.fori_loop(0, 10, lambda i, c: c.at[i % 8].add(c[(i + 1) % 8]), x)  # noqa: E731
+    _run(f, x)
+    g = lambda x: lax.fori_loop(0, 6, lambda i, c: c.at[:].add(c[::-1]), x)  # noqa: E731
+    _run(g, x)
+
+
+def test_in_place_updates_that_read_each_other():
+    # Each new carry reads the other's old value: at most one can be in place.
+    def f(a, b):
+        return lax.fori_loop(0, 7, lambda i, s: (s[0] * 0.5 + s[1], s[1] * 0.25 - s[0]),
+                             (a, b))
+    _run(f, V, V * 3)
+
+    def g(a, k):
+        return lax.fori_loop(0, 5, lambda i, s: (s[0].at[s[1] % 16].set(s[1] * 1.0),
+                                                 s[1] + 3), (a, k))
+    _run(g, V, np.int32(2))
