@@ -165,7 +165,17 @@ def memory_stats(closed, used_donations: list[int], name: str = "fun") -> Compil
     from kiln.backends import cpu
     exe = cpu.executable_for(closed, name)
     if exe is not None:
-        temp = sum(b.nbytes for b in exe.prog.buffers if b.kind in ("tmp", "host"))
+        slots = exe.prog.slots
+        slot_size: dict = {}
+        temp = 0
+        for b in exe.prog.buffers:
+            if b.kind not in ("tmp", "host"):
+                continue
+            if b.id in slots:       # temporaries sharing memory count once per slot
+                slot_size[slots[b.id]] = max(slot_size.get(slots[b.id], 0), b.nbytes)
+            else:
+                temp += b.nbytes
+        temp += sum(slot_size.values())
         path = getattr(exe.lib, "_name", None)
         if path and os.path.exists(path):
             code = os.path.getsize(path)

@@ -57,6 +57,8 @@ def compile_closed(closed, name: str = "jit"):
     prog = lower(opt)
     if prog.native_steps == 0:
         return None
+    from kiln.compiler.plan_buffers import plan
+    plan(prog)
     src_math, fns = cmath_support.math()
     renderer = CRenderer(src_math, fns, blas_support.declarations())
     source, segments = renderer.render(prog)

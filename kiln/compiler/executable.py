@@ -60,7 +60,23 @@ class Executable:
         self._outputs = prog.outputs
 
     def _temps(self):
-        pool = [(b.id, alloc(b.shape, b.dtype)) for b in self._tmps]
+        slots = self.prog.slots
+        if not slots:
+            return [(b.id, alloc(b.shape, b.dtype)) for b in self._tmps]
+        # One block per slot, sized for its largest member, viewed by each member.
+        size: dict = {}
+        for b in self._tmps:
+            if b.id in slots:
+                k = slots[b.id]
+                size[k] = max(size.get(k, 0), b.nbytes)
+        blocks = {k: alloc((n,), np.uint8) for k, n in size.items()}
+        pool = []
+        for b in self._tmps:
+            if b.id in slots:
+                raw = blocks[slots[b.id]][:b.nbytes]
+                pool.append((b.id, raw.view(b.dtype).reshape(b.shape)))
+            else:
+                pool.append((b.id, alloc(b.shape, b.dtype)))
         return pool
 
     def _stale(self) -> bool:

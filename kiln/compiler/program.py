@@ -213,6 +213,8 @@ class Program:
     # Config flags whose values were baked into the code (name -> value); when one has
     # changed since, the executable runs the reference backend instead.
     guards: dict = field(default_factory=dict)
+    # Temporaries sharing memory (plan_buffers): buffer id -> slot number.
+    slots: dict = field(default_factory=dict)
 
     def new_buffer(self, shape, dtype, kind) -> Buffer:
         b = Buffer(len(self.buffers), tuple(int(s) for s in shape), np.dtype(dtype), kind)

@@ -233,6 +233,7 @@ class CRenderer(ControlMixin, ConvMixin):
 
     # ---- program ------------------------------------------------------------------------
     def render(self, prog: Program) -> tuple[str, list[Segment]]:
+        self._shared = getattr(prog, "slots", {}) or {}
         segments: list[Segment] = []
         cur: list = []
         for step in prog.steps:
@@ -322,8 +323,11 @@ class CRenderer(ControlMixin, ConvMixin):
 
     def _segment_function(self, seg: Segment, texts: list[str], name: str | None = None) -> str:
         lines = [f"void {name or seg.name}(void **b) {{"]
+        shared = getattr(self, "_shared", {})
         for j, b in enumerate(seg.buffers):
-            lines.append(f"  {C_TYPES[b.dtype]} *{self.restrict} b{b.id} = "
+            # Buffers sharing memory with another (plan_buffers) may alias: no restrict.
+            qual = "" if b.id in shared else f"{self.restrict} "
+            lines.append(f"  {C_TYPES[b.dtype]} *{qual}b{b.id} = "
                          f"({C_TYPES[b.dtype]} *)b[{j}];")
         lines += texts
         lines.append("}")

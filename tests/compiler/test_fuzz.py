@@ -3,7 +3,8 @@
 Hypothesis draws a program (inputs of broadcast-compatible shapes, then a chain of
 elementwise, reduction, layout, gather/scatter, cumulative, matrix-product and integer
 operations, and control flow: ``fori_loop``/``while_loop``/``scan`` with random bodies
-and trip counts (0 included), ``cond``),
+and trip counts (0 included), ``cond``; 1-D convolutions (dilated, depthwise) and
+pooling),
 traces it, and runs the jaxpr through the cpu backend's generated C and through the
 NumPy interpreter. Integer results must be identical; floats agree to a tolerance
 that catches wrong indexing, broadcasting, axes or fusion (errors of order one), not
@@ -179,6 +180,15 @@ class _Program:
             _, ys = lax.scan(step, jnp.zeros(xs[0].shape[1:], xs[0].dtype), xs[0],
                              reverse=reverse)
             return ys
+        if kind == "conv1d":
+            w, dil, groups = extra
+            return lax.conv_general_dilated(xs[0], w.astype(self.fdt), (1,), "SAME",
+                                            rhs_dilation=(dil,), feature_group_count=groups)
+        if kind == "pool":
+            op, window = extra
+            fn, init = {"max": (lax.max, -jnp.inf), "sum": (lax.add, 0.0)}[op]
+            y = lax.reduce_window(xs[0], init, fn, window, (1,) * len(window), "SAME")
+            return y if op == "max" else y * 0.25
         if kind == "cond":
             g, h = FLOAT_UNARY[name], FLOAT_UNARY[extra]
             return lax.cond(jnp.sum(xs[0]) > 0, lambda u: g(u) * 2.0, lambda u: h(u) - 1.0,
@@ -214,7 +224,7 @@ def programs(draw):
     for _ in range(draw(st.integers(1, 8))):
         floats, ints, bools = of("f"), of("i"), of("b")
         step = pick(["funary", "fbinary", "ibinary", "convert", "compare", "logic", "select",
-                     "reduce_keep", "layout", "layout", "matmul", "control"])
+                     "reduce_keep", "layout", "layout", "matmul", "control", "window"])
         shape_of = prog.shapes
         if step == "funary" and floats:
             v = pick(floats)
@@ -282,6 +292,18 @@ def programs(draw):
                 push(("scan", name, [v], (draw(st.booleans()), coef)), "f", shape_of[v])
             elif sub == "cond":
                 push(("cond", name, [v], pick(sorted(FLOAT_UNARY))), "f", shape_of[v])
+        elif step == "window" and rank == 3 and of("f", True):
+            v = pick(of("f", True))
+            c = base[1]
+            if draw(st.booleans()):
+                groups = c if draw(st.booleans()) else 1
+                k = draw(st.integers(1, 3))
+                w = np.random.default_rng(draw(st.integers(0, 2 ** 16))).standard_normal(
+                    (c, c // groups, k)) / (k * c)
+                push(("conv1d", "", [v], (w, draw(st.integers(1, 2)), groups)), "f", base)
+            else:
+                window = tuple(draw(st.integers(1, min(3, d))) for d in base)
+                push(("pool", "", [v], (pick(["max", "sum"]), window)), "f", base)
         elif step == "matmul" and rank >= 1 and of("f", True):
             v = pick(of("f", True))
             k = base[-1]
