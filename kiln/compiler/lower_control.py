@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from kiln.compiler.index import Idx
-from kiln.compiler.program import Branch, Loop
+from kiln.compiler.program import Branch, Island, Loop
 
 CONTROL = ("while", "scan", "cond")
 
@@ -284,18 +284,76 @@ def _scan(ctx, eqn, ins):
         return LazyNode(x.shape[1:], x.dtype, read, read_flat, x.cost)
 
     xs = [x_slice(x) for x in ins[nc + ncar:]]
-    ys = [ctx.prog.new_buffer(v.aval.shape, v.aval.dtype, "tmp") for v in eqn.outvars[ncar:]]
+    y_avals = [v.aval for v in eqn.outvars[ncar:]]
+    ys: list = [None] * len(y_avals)
+    invariant: dict = {}        # y index -> node computing it from values outside the loop
     with ctx.capture() as body:
         outs = lower_nested(ctx, body_closed, consts + nodes + xs)
+        for k, node in enumerate(outs[ncar:]):
+            if length > 0 and _loop_invariant(ctx, node, body, carry, counter):
+                # The same value every iteration (a residual such as a transposed
+                # weight): stored once, read back for every index of the stack.
+                invariant[k] = _converted(ctx, node, y_avals[k].dtype)
+            else:
+                ys[k] = ctx.prog.new_buffer(y_avals[k].shape, y_avals[k].dtype, "tmp")
 
         def write_ys():
             for buf, node in zip(ys, outs[ncar:]):
-                inner = _size(buf.shape[1:])
-                ctx.write_into(_converted(ctx, node, buf.dtype), buf, at * inner)
+                if buf is not None:
+                    inner = _size(buf.shape[1:])
+                    ctx.write_into(_converted(ctx, node, buf.dtype), buf, at * inner)
         _update_carry(ctx, body, carry, outs[:ncar], write_ys)
+    y_nodes = []
+    for k, aval in enumerate(y_avals):
+        if k not in invariant:
+            y_nodes.append(BufNode(ctx, ys[k]))
+            continue
+        node = invariant[k]
+        if not isinstance(node, BufNode):
+            once = ctx.prog.new_buffer(aval.shape[1:], aval.dtype, "tmp")
+            ctx.write_into(node, once)
+            node = BufNode(ctx, once)
+        y_nodes.append(LazyNode(tuple(aval.shape), aval.dtype,
+                                lambda idxs, node=node: node.read(list(idxs)[1:]), None, 1))
     ctx.prog.steps.append(Loop("scan", body, length=length, counter=counter,
                                reverse=bool(p["reverse"]), name=ctx.kernel_name("l")))
-    return [BufNode(ctx, b) for b in carry + ys]
+    return [BufNode(ctx, b) for b in carry] + y_nodes
+
+
+def _loop_invariant(ctx, node, body: list, carry: list, counter) -> bool:
+    """Whether ``node`` (a scan body output) is the same at every iteration: it reads
+    nothing the body writes, no carry, and not the loop counter."""
+    from kiln.compiler.index import Sym
+    from kiln.compiler.lower import BufNode, ConstNode
+    from kiln.compiler.program import walk_steps
+    from kiln.compiler.render_c import _idx_of, _step_buffers, _walk
+    if isinstance(node, ConstNode):
+        return True
+    changing = {b.id for b in carry}
+    for s in walk_steps(body):
+        if not isinstance(s, Island):
+            changing |= {b.id for b in _step_buffers(ctx.prog, s)
+                         if _writes(s, b)}
+    if isinstance(node, BufNode):
+        return node.buf.id not in changing
+    syms = [Sym(f"v{d}", 0, max(int(n) - 1, 0)) for d, n in enumerate(node.shape)]
+    expr = node.read([Idx.sym(q) for q in syms])
+    for e in _walk(ctx.prog, [expr]):
+        if e.kind == "load" and e.params[0] in changing:
+            return False
+        for idx in _idx_of(e):
+            if counter in idx.deps:
+                return False
+    return True
+
+
+def _writes(step, buf) -> bool:
+    from kiln.compiler.program import Conv, Gemm, Kernel, Reduce, Scan, Scatter
+    if isinstance(step, Kernel):
+        return any(b is buf for b, _ in step.outs)
+    if isinstance(step, (Reduce, Scan, Scatter, Gemm, Conv)):
+        return step.out is buf
+    return False
 
 
 def _cond(ctx, eqn, ins):

@@ -223,3 +223,25 @@ def test_in_place_updates_that_read_each_other():
         return lax.fori_loop(0, 5, lambda i, s: (s[0].at[s[1] % 16].set(s[1] * 1.0),
                                                  s[1] + 3), (a, k))
     _run(g, V, np.int32(2))
+
+
+def test_loop_invariant_scan_residuals_are_stored_once():
+    W = (R.standard_normal((16, 16)) / 4).astype(np.float32)
+    xs = R.standard_normal((12, 4, 16)).astype(np.float32)
+
+    def loss(W, xs):
+        def step(h, x):
+            h = jnp.tanh(h @ W + x)
+            return h, h.sum()
+        h, ys = lax.scan(step, jnp.zeros((4, 16), jnp.float32), xs)
+        return jnp.sum(h * h) + ys.sum()
+    exe = _run(lambda W, xs: kiln.grad(loss)(W, xs), W, xs, rtol=2e-5, atol=2e-5)
+    # The forward scan's residuals include W (transposed) at every step in the jaxpr;
+    # nothing of shape (12, 16, 16) is stored.
+    assert not any(b.shape == (12, 16, 16) for b in exe.prog.buffers), \
+        [b.shape for b in exe.prog.buffers]
+
+    def f(xs, c):       # an invariant stacked output, also a program output
+        return lax.scan(lambda h, x: (h + x, c * 2.0), jnp.zeros(16, jnp.float32), xs)
+    _run(f, xs[:, 0], V)
+    _run(f, xs[:0, 0], V)
