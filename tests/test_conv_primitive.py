@@ -648,3 +648,23 @@ def test_primitive_params_and_types():
     assert isinstance(p["preferred_element_type"], np.dtype)
     assert p["out_sharding"] is None
     hash(tuple(p.items()))
+
+
+def test_numpy_convolve_and_correlate_use_the_primitive():
+    import numpy as _np
+
+    import kiln
+    import kiln.numpy as knp
+    a = _np.arange(7.0, dtype=_np.float32)
+    v = _np.array([1.0, 2.0, 0.5], _np.float32)
+    for fn in (knp.convolve, knp.correlate):
+        text = str(kiln.make_jaxpr(lambda a, v: fn(a, v, "same"))(a, v))
+        assert "conv_general_dilated" in text and "dot_general" not in text
+    for mode in ("full", "same", "valid"):
+        _np.testing.assert_allclose(_np.asarray(knp.convolve(a, v, mode)),
+                                    _np.convolve(a, v, mode), rtol=1e-6)
+        _np.testing.assert_allclose(_np.asarray(knp.correlate(v, a, mode)),
+                                    _np.correlate(v, a, mode), rtol=1e-6)
+        _np.testing.assert_allclose(
+            _np.asarray(kiln.jit(lambda a, v: knp.correlate(a, v, mode))(a, v)),
+            _np.correlate(a, v, mode), rtol=1e-6)

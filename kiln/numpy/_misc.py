@@ -45,16 +45,6 @@ def _dtype(x):
 # convolution
 
 
-def _sliding_dot(x, y, nout, precision, preferred):
-    """``out[i] = sum_k x[i + k] * y[k]`` for ``i < nout`` (``x`` already padded)."""
-    m = _shape(y)[0]
-    # Windows as rows of an (nout, m) matrix, then one matrix-vector product.
-    cols = [lax.reshape(lax.slice(x, (k,), (k + nout,)), (nout, 1)) for k in range(m)]
-    windows = cols[0] if m == 1 else lax.concatenate(cols, 1)
-    return lax.dot_general(windows, y, (((1,), (0,)), ((), ())), precision=precision,
-                           preferred_element_type=preferred)
-
-
 def _conv(name, a, v, mode, precision, preferred_element_type):
     jnp = _jnp()
     a, v = _util.ensure_arraylike(name, a, v)
@@ -88,9 +78,11 @@ def _conv(name, a, v, mode, precision, preferred_element_type):
         lo, hi = m - 1, m - 1
     else:
         raise ValueError("mode must be one of ['full', 'same', 'valid']")
-    if lo or hi:
-        a = lax.pad(a, _util.scalar_const(0, _dtype(a)), ((lo, hi, 0),))
-    out = _sliding_dot(a, v, n + lo + hi - m + 1, precision, preferred)
+    # As JAX: one conv_general_dilated of the (1, 1, n) and (1, 1, m) views, the mode's
+    # zero padding done by the convolution.
+    out = lax.conv_general_dilated(a[None, None, :], v[None, None, :], (1,), [(lo, hi)],
+                                   precision=precision,
+                                   preferred_element_type=preferred)[0, 0, :]
     return lax.rev(out, (0,)) if reverse else out
 
 
