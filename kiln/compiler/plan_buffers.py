@@ -6,6 +6,9 @@ it to the last (a loop or branch counts as one step, with everything inside it),
 two temporaries whose live ranges are disjoint may share a slot, sized for the larger.
 Only temporaries of at least ``MIN_SHARED_BYTES`` take part (small ones cost nothing).
 
+A scatter or ``dynamic_update_slice`` whose operand is a temporary that dies with it
+writes into the operand's memory (``alias_dead_operands``): no copy of the array.
+
 Buffers sharing a slot are declared without ``restrict`` in the generated C (the
 compiler must not assume they never alias); the executable allocates one block per slot
 and views it with each buffer's dtype and shape.
@@ -28,18 +31,64 @@ def _buffers_of(prog: Program, step) -> set:
     return {b.id for b in _step_buffers(prog, step)}
 
 
+def alias_dead_operands(prog: Program) -> dict:
+    """Scatters and ``dynamic_update_slice``s whose operand dies with them write into
+    the operand's memory: the kernel copying the operand into the result is dropped and
+    the result buffer is made an alias of the operand (``{result id: operand id}``).
+
+    The pattern (top-level steps): a Kernel copying temporary ``X`` element for element
+    into temporary ``T``, then a Scatter into ``T`` that does not read ``X``, and no
+    later step touching ``X``."""
+    from kiln.compiler.program import Kernel, Scatter
+    aliases: dict = {}
+    outputs = {o[1].id for o in prog.outputs if o[0] == "buf"}
+    steps = prog.steps
+    j = 1
+    while j < len(steps):
+        copy, sc = steps[j - 1], steps[j]
+        ok = (isinstance(sc, Scatter) and isinstance(copy, Kernel) and copy.offset is None
+              and len(copy.outs) == 1 and copy.outs[0][0] is sc.out)
+        if ok:
+            t, e = sc.out, copy.outs[0][1]
+            ok = e.kind == "load" and t.kind == "tmp" and t.id not in outputs
+        if ok:
+            x = prog.buffers[e.params[0]]
+            ok = (x.kind == "tmp" and x.id not in outputs and x.dtype == t.dtype
+                  and x.size == t.size and x.id not in aliases.values()
+                  and x.id not in aliases and _same_element(copy, e)
+                  and x.id not in _buffers_of(prog, sc)
+                  and not any(x.id in _buffers_of(prog, later) for later in steps[j + 1:]))
+        if ok:
+            aliases[t.id] = x.id
+            del steps[j - 1]
+            continue
+        j += 1
+    return aliases
+
+
+def _same_element(kern, load) -> bool:
+    from kiln.compiler.index import Idx, flat_index
+    store = flat_index([Idx.sym(s) for s in kern.syms], kern.shape)
+    return load.params[1] == store.key()
+
+
 def plan(prog: Program) -> dict:
     """``{buffer id: slot}`` for the temporaries that share memory (a slot shared by at
-    least two buffers); slots are numbered from 0. Also sets ``prog.slots``."""
+    least two buffers, or a result aliasing its dead operand); slots are numbered from
+    0. Also sets ``prog.slots``."""
+    aliases = alias_dead_operands(prog)
     first: dict = {}
     last: dict = {}
     for i, step in enumerate(prog.steps):
         for bid in _buffers_of(prog, step):
+            bid = aliases.get(bid, bid)         # an alias lives as its operand
             first.setdefault(bid, i)
             last[bid] = i
     outputs = {o[1].id for o in prog.outputs if o[0] == "buf"}
     cands = [b for b in prog.buffers if b.kind == "tmp" and b.id in first
-             and b.nbytes >= MIN_SHARED_BYTES and b.id not in outputs]
+             and b.id not in aliases
+             and (b.nbytes >= MIN_SHARED_BYTES or b.id in aliases.values())
+             and b.id not in outputs]
     cands.sort(key=lambda b: (first[b.id], -b.nbytes))
     slots: list = []            # [free from step index, members]
     where: dict = {}
@@ -62,8 +111,11 @@ def plan(prog: Program) -> dict:
             where[b.id] = k
     shared = {}
     numbering: dict = {}
+    aliased = set(aliases.values())
     for bid, k in where.items():
-        if len(slots[k][1]) > 1:
+        if len(slots[k][1]) > 1 or bid in aliased:
             shared[bid] = numbering.setdefault(k, len(numbering))
+    for t, x in aliases.items():
+        shared[t] = shared[x]
     prog.slots = shared
     return shared

@@ -79,3 +79,31 @@ def test_buffers_inside_one_loop_never_share():
     inside = [b for b, i in first.items() if i == loop_index]
     shared = [exe.prog.slots[b] for b in inside if b in exe.prog.slots]
     assert len(shared) == len(set(shared))
+
+
+def _kinds(exe):
+    return [type(s).__name__ for s in exe.prog.steps]
+
+
+def test_scatter_into_a_dead_operand_writes_in_place():
+    x = R.standard_normal((64, 64)).astype(np.float32)
+    exe = _exe_and_check(lambda x, i: jnp.tanh((x @ x).at[i].set(1.0)), x, np.int32(3))
+    assert _kinds(exe)[:2] == ["Gemm", "Scatter"]       # no copy kernel between
+    assert len(set(exe.prog.slots.values())) == 1
+    exe = _exe_and_check(lambda x, i: jnp.tanh(lax.fori_loop(
+        0, 3, lambda k, c: c * 0.5 + 1, x).at[i].set(1.0)), x, np.int32(3))
+    assert "Scatter" in _kinds(exe) and exe.prog.slots
+
+
+def test_operand_still_needed_keeps_its_copy():
+    x = R.standard_normal((64, 64)).astype(np.float32)
+    # Read again after the update, or read by the update itself: the copy stays.
+    exe = _exe_and_check(lambda x, i: jnp.tanh((x @ x).at[i].set(1.0)) + (x @ x)[0], x,
+                         np.int32(3))
+    assert _kinds(exe)[:3] == ["Gemm", "Kernel", "Scatter"]
+    exe = _exe_and_check(lambda x, i: (x @ x).at[i].set((x @ x)[i + 1] * 2).sum(1), x,
+                         np.int32(3))
+    assert _kinds(exe)[:3] == ["Gemm", "Kernel", "Scatter"]
+    exe = _exe_and_check(lambda x, i: lax.dynamic_update_slice(x @ x, (x @ x)[:2, :2],
+                                                               (i, i)), x, np.int32(5))
+    assert _kinds(exe)[:3] == ["Gemm", "Kernel", "Scatter"]
