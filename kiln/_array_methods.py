@@ -175,9 +175,13 @@ def _fast(npfn, name, float_only=False, cmp=False):
             if type(other) is Array:
                 b = other._value
                 if dt is b.dtype and (not float_only or dt.kind == "f"):
+                    try:
+                        r = npfn(a, b)
+                    except ValueError:  # shapes don't broadcast: the general path raises
+                        return general(self, other)  # JAX's error
                     if cmp:
-                        return make_array(npfn(a, b), False)
-                    return make_array(npfn(a, b), self.weak_type and other.weak_type)
+                        return make_array(r, False)
+                    return make_array(r, self.weak_type and other.weak_type)
             elif _scalar_ok(dt, other) and (not float_only or dt.kind == "f") \
                     and dt.kind != "V":
                 return make_array(npfn(a, dt.type(other)), False if cmp else self.weak_type)
@@ -195,7 +199,11 @@ def _fast_r(npfn, name):
             if type(other) is Array:
                 a = other._value
                 if a.dtype is b.dtype:
-                    return make_array(npfn(a, b), self.weak_type and other.weak_type)
+                    try:
+                        r = npfn(a, b)
+                    except ValueError:  # shapes don't broadcast: the general path raises
+                        return general(self, other)  # JAX's error
+                    return make_array(r, self.weak_type and other.weak_type)
             elif _scalar_ok(b.dtype, other) and b.dtype.kind != "V":
                 return make_array(npfn(b.dtype.type(other), b), self.weak_type)
         return general(self, other)

@@ -753,6 +753,38 @@ def _trace_caches(fun, options) -> tuple[dict, dict]:
     return caches
 
 
+def _validate_argnums(sig, argnums, what):
+    """JAX's check of ``static_argnums``/``donate_argnums`` against the signature (any
+    index is fine when the function takes ``*args``)."""
+    n_pos = 0
+    for p in sig.parameters.values():
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            n_pos += 1
+        elif p.kind is p.VAR_POSITIONAL:
+            return
+    if argnums and (-min(argnums) > n_pos or max(argnums) >= n_pos):
+        raise ValueError(f"Jitted function has {what}={argnums}, "
+                         f"but only accepts {n_pos} positional arguments.")
+
+
+def _validate_argnames(sig, argnames, what):
+    """JAX's check of ``static_argnames``/``donate_argnames`` against the signature."""
+    valid, invalid, var_kw = set(), set(), False
+    for name, p in sig.parameters.items():
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+            valid.add(name)
+        elif p.kind is p.VAR_KEYWORD:
+            var_kw = True
+        else:
+            invalid.add(name)
+    if bad := invalid & set(argnames):
+        raise ValueError(f"Jitted function has invalid argnames {bad} in {what}. "
+                         "These are positional-only")
+    if not var_kw and (bad := set(argnames) - valid):
+        raise ValueError(f"Jitted function has invalid argnames {bad} in {what}. "
+                         "Function does not take these args.")
+
+
 class JitWrapped:
     """``jit(fun)``: traces once per argument signature, then runs the staged program."""
 
@@ -775,6 +807,14 @@ class JitWrapped:
         static_argnames = tuple(static_argnames or ())
         pos_names = [p.name for p in self._params
                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        if sig is not None:  # as JAX, when jit wraps the function (not at call time)
+            _validate_argnums(sig, static_argnums, "static_argnums")
+            _validate_argnames(sig, static_argnames, "static_argnames")
+            if donate_argnums is not None:
+                _validate_argnums(sig, _ensure_index_tuple(donate_argnums), "donate_argnums")
+            if donate_argnames is not None:
+                _validate_argnames(sig, (donate_argnames,) if isinstance(donate_argnames, str)
+                                   else tuple(donate_argnames), "donate_argnames")
         # JAX infers each from the other through the signature.
         nums = set(static_argnums)
         names = set(static_argnames)

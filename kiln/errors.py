@@ -25,6 +25,19 @@ class JAXTypeError(TypeError):
     """Base of kiln's TypeErrors raised for misuse of traced values."""
 
 
+class JAXIndexError(IndexError):
+    """Base of kiln's IndexErrors (as ``jax.errors.JAXIndexError``)."""
+
+
+class JaxprTypeError(TypeError):
+    """A jaxpr failed its type check (``jax.errors.JaxprTypeError``)."""
+
+
+class InconclusiveDimensionOperation(Exception):
+    """A comparison of symbolic dimensions has no definite answer (as in JAX; kiln has no
+    symbolic shapes, so it is only here for ``except`` clauses)."""
+
+
 class ConcretizationTypeError(JAXTypeError):
     """A traced (abstract) value was used where a concrete value is needed."""
 
@@ -47,7 +60,7 @@ class ConcretizationTypeError(JAXTypeError):
         super().__init__(msg)
 
 
-class NonConcreteBooleanIndexError(JAXTypeError):
+class NonConcreteBooleanIndexError(JAXIndexError):
     """Boolean mask indexing on a traced mask: its result shape is unknown."""
 
     def __init__(self, tracer):
@@ -95,7 +108,7 @@ class TracerBoolConversionError(ConcretizationTypeError):
             "for loops, or mark the argument static with `static_argnums`/`static_argnames`.")
 
 
-class UnexpectedTracerError(Exception):
+class UnexpectedTracerError(JAXTypeError):
     """A tracer escaped the transformation that created it and was used later."""
 
     def __init__(self, tracer_or_msg):
@@ -111,7 +124,7 @@ class UnexpectedTracerError(Exception):
             "or use the transformation's `has_aux` output.")
 
 
-class KeyReuseError(Exception):
+class KeyReuseError(JAXTypeError):
     """A PRNG key was used twice where reuse checking is enabled."""
 
 

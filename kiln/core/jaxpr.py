@@ -12,6 +12,7 @@ import numpy as np
 
 from kiln.core.avals import ShapedArray
 from kiln.core.trace import Tracer
+from kiln.errors import JaxprTypeError  # noqa: F401  (re-exported; jax.errors.JaxprTypeError)
 
 
 class Var:
@@ -276,8 +277,6 @@ def pp_jaxpr(jaxpr: Jaxpr) -> str:
 # ----------------------------------------------------------------------------------------------
 # Type checking.
 
-class JaxprTypeError(TypeError):
-    pass
 
 
 def _same_type(a, b) -> bool:

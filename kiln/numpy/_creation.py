@@ -241,6 +241,24 @@ def _static_int(x, name):
     return int(x)
 
 
+def _tri_k(k, n, m):
+    """The diagonal offset of a ``tri`` mask. JAX builds the mask from ``k`` as an int of
+    the default width: without x64 a ``k`` outside int32 raises OverflowError and ``rows + k``
+    may wrap (kept here); with x64 nothing wraps, so ``k`` is clamped to fit int32 grids."""
+    from kiln import config
+    if not config.jax_enable_x64:
+        if not -2**31 <= k < 2**31:
+            raise OverflowError(f"Python int {k} too large to convert to int32")
+        return k
+    return _clamp_diagonal(k, n, m)
+
+
+def _clamp_diagonal(k, n, m):
+    """``k`` moved into ``[-n - 1, m]``: the same diagonal mask for an (n, m) grid, and it
+    fits the int32 index grids (JAX accepts any Python int ``k``)."""
+    return min(max(k, -n - 1), m)
+
+
 def eye(N, M=None, k=0, dtype=None, *, device=None):
     """A 2-D array with ones on the ``k``-th diagonal."""
     n = _static_int(N, "N")
@@ -249,6 +267,7 @@ def eye(N, M=None, k=0, dtype=None, *, device=None):
     if n < 0 or m < 0:
         raise ValueError(f"negative dimensions are not allowed, got {n} and {m}")
     dt = user_dtype(dtype, "eye") or dtypes.default_float_dtype()
+    k = _clamp_diagonal(k, n, m)
     rows, cols = _iota_2d(n, m)
     mask = lax.eq(lax.sub(cols, rows), k)
     return lax.convert_element_type(mask, dt)
@@ -263,8 +282,9 @@ def tri(N, M=None, k=0, dtype=None):
     """Ones at and below the ``k``-th diagonal."""
     n = _static_int(N, "N")
     m = n if M is None else _static_int(M, "M")
-    k = _static_int(k, "k")
-    dt = user_dtype(dtype, "tri") or dtypes.default_float_dtype()
+    k = _tri_k(_static_int(k, "k"), n, m)
+    # JAX's default here is float32 even with jax_enable_x64 (``dtype or float32``).
+    dt = user_dtype(dtype, "tri") or np.dtype(np.float32)
     rows, cols = _iota_2d(n, m)
     return lax.convert_element_type(lax.le(cols, lax.add(rows, k)), dt)
 
@@ -276,8 +296,12 @@ def _tri_mask_select(m, k, lower):
         raise ValueError(f"{'tril' if lower else 'triu'} requires an array of at least two "
                          "dimensions")
     n, c = shape[-2:]
+    # As JAX: triu keeps what tri(k - 1) drops.
+    k = _tri_k(k if lower else k - 1, n, c)
     rows, cols = _iota_2d(n, c)
-    mask = lax.le(cols, lax.add(rows, k)) if lower else lax.ge(cols, lax.add(rows, k))
+    mask = lax.le(cols, lax.add(rows, k))
+    if not lower:
+        mask = lax.bitwise_not(mask)
     mask = lax.broadcast_in_dim(mask, shape, (len(shape) - 2, len(shape) - 1))
     zero = _util.full_const(shape, 0, get_aval(m).dtype)
     return lax.select(mask, m, zero) if lower else lax.select(mask, m, zero)

@@ -163,7 +163,14 @@ def _interleaved_to_string(args):
     else:
         body, out = args, None
     ops, subs = list(body[0::2]), list(body[1::2])
-    letters = {}
+    # As opt_einsum (JAX): the user's labels map to letters in their sorted order, so the
+    # implicit output (labels seen once, in letter order) follows the labels' order.
+    try:
+        symbols = sorted({v for sub in subs for v in sub if v is not Ellipsis})
+    except TypeError:
+        raise TypeError("For this input type lists must contain either Ellipsis "
+                        "or hashable and comparable object (e.g. int, str).") from None
+    letters = {v: string.ascii_letters[k] for k, v in enumerate(symbols)}
 
     def term(sub):
         s = []

@@ -502,8 +502,11 @@ def _nan_extreme(name, fn, fill, a, axis, out, keepdims, initial, where):
     from kiln.numpy._ufuncs import isnan
     res = fn(_replace_nan(a, fill), axis, out=out, keepdims=keepdims, initial=initial,
              where=where)
-    # All-NaN slices give NaN (NumPy warns; JAX returns NaN).
-    all_nan = all(isnan(a), axis=axis, keepdims=keepdims, where=where)
+    # All-NaN slices give NaN (NumPy warns; JAX returns NaN), unless ``initial`` is given;
+    # as in JAX, the all-NaN test ignores ``where``.
+    if initial is not None:
+        return res
+    all_nan = all(isnan(a), axis=axis, keepdims=keepdims)
     nan = _util.full_const(get_aval(res).shape, np.nan, get_aval(res).dtype)
     return lax.select(all_nan, nan, res)
 

@@ -148,6 +148,9 @@ def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
     if x is None and y is None:
         return nonzero(_util.ensure_arraylike("where", condition), size=size,
                        fill_value=fill_value)
+    if x is None or y is None or size is not None or fill_value is not None:
+        # As JAX: the operands are checked first (a missing x or y is a TypeError there).
+        _util.check_arraylike("where", condition, x, y)
     if size is not None or fill_value is not None:
         raise ValueError("size and fill_value arguments cannot be used in three-term where "
                          "function.")

@@ -42,21 +42,28 @@ def _shape(x):
 # reshape / transpose
 
 
-def _compute_newshape(size, newshape):
+def _compute_newshape(shape, newshape):
+    """``newshape`` with its -1 resolved; TypeError (as JAX) when it does not fit ``shape``."""
+    orig = newshape
+    size = math.prod(shape)
     newshape = _util.canonicalize_shape(newshape, "The new shape of jnp.reshape must be static.")
     neg = [i for i, d in enumerate(newshape) if d == -1]
     if len(neg) > 1:
-        raise ValueError("can only specify one unknown dimension")
-    if any(d < -1 for d in newshape):
-        raise ValueError(f"reshape new sizes must be non-negative, got {newshape}")
+        raise TypeError("can only specify one unknown axis size with a `-1` value, "
+                        f"got {orig}")
     if neg:
-        known = math.prod(d for d in newshape if d != -1)
-        if known == 0 or size % known:
-            raise ValueError(f"cannot reshape array of size {size} into shape {newshape}")
+        i, = neg
+        known = math.prod(newshape[:i] + newshape[i + 1:])
+        if size % known:  # ZeroDivisionError for a 0 beside the -1, as JAX
+            raise TypeError(f"cannot reshape array of shape {shape} (size {size}) into shape "
+                            f"{orig} because the product of specified axis sizes ({known}) "
+                            f"does not evenly divide {size}")
         newshape = tuple(size // known if d == -1 else d for d in newshape)
-    if math.prod(newshape) != size:
-        raise ValueError(f"cannot reshape array of size {size} into shape "
-                        f"{newshape} (size {math.prod(newshape)})")
+    elif math.prod(newshape) != size:
+        raise TypeError(f"cannot reshape array of shape {shape} (size {size}) into shape "
+                        f"{orig} (size {math.prod(newshape)})")
+    if any(d < 0 for d in newshape):
+        raise TypeError(f"reshape new_sizes must all be positive, got {newshape}.")
     return newshape
 
 
@@ -66,9 +73,15 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
         if newshape is None:
             raise TypeError("reshape() missing required argument 'shape'")
         shape = newshape
+    a_np = a if isinstance(a, (np.ndarray, np.generic)) else None
     a = ensure_arraylike("reshape", a)
     aval = get_aval(a)
-    new = _compute_newshape(aval.size, shape)
+    try:
+        new = _compute_newshape(aval.shape, shape)
+    except TypeError:
+        if a_np is not None:  # JAX forwards NumPy input to ndarray.reshape: NumPy's error
+            np.reshape(a_np, shape, order=order)
+        raise
     if order == "C":
         return lax.reshape(a, new)
     if order == "F":
@@ -243,10 +256,9 @@ def concatenate(arrays, axis=0, dtype=None):
     if get_aval(ops[0]).ndim == 0:
         raise ValueError("Zero-dimensional arrays cannot be concatenated.")
     nd = get_aval(ops[0]).ndim
-    for o in ops[1:]:
-        if get_aval(o).ndim != nd:
-            raise ValueError("all the input arrays must have same number of dimensions, got "
-                             f"{nd} and {get_aval(o).ndim}")
+    if any(get_aval(o).ndim != nd for o in ops[1:]):
+        raise TypeError("Cannot concatenate arrays with different numbers of dimensions: got "
+                        f"{', '.join(str(get_aval(o).shape) for o in ops)}.")
     axis = canonicalize_axis(axis, nd)
     if dtype is not None:
         dt = _util.user_dtype(dtype, "concatenate")

@@ -16,6 +16,7 @@ import numpy as np
 from kiln import dtypes, lax
 from kiln.array import Array, make_array
 from kiln.core.trace import Tracer, get_aval
+from kiln.custom_derivatives import custom_jvp
 from kiln.numpy import _eager, _util
 from kiln.numpy._logaddexp import logaddexp, logaddexp2
 from kiln.numpy._util import (
@@ -151,10 +152,11 @@ def floor_divide(x1, x2, /):
     k = _kind(x1)
     if k == "i":
         # lax.div truncates toward zero; step down when the signs differ and it is inexact.
+        # As JAX: compare signs with ``sign`` (so x // 0 follows XLA's div/rem by zero).
         q = lax.div(x1, x2)
         zero = _const(x1, 0)
-        select = lax.bitwise_and(lax.ne(lax.lt(x1, zero), lax.lt(x2, zero)),
-                          lax.ne(lax.rem(x1, x2), zero))
+        select = lax.bitwise_and(lax.ne(lax.sign(x1), lax.sign(x2)),
+                                 lax.ne(lax.rem(x1, x2), zero))
         return lax.select(select, lax.sub(q, _const(q, 1)), q)
     if k == "u":
         return lax.div(x1, x2)
@@ -168,6 +170,9 @@ def remainder(x1, x2, /):
     x1, x2 = promote_args_numeric("remainder", x1, x2)
     if _kind(x1) == "c":
         raise TypeError("remainder does not support complex-valued inputs")
+    if _kind(x2) in "iu":
+        # As JAX: an integer remainder by zero is 0.
+        x2 = lax.select(lax.eq(x2, _const(x2, 0)), _const(x2, 1), x2)
     trunc_mod = lax.rem(x1, x2)
     if _kind(x1) == "u":
         return trunc_mod
@@ -797,6 +802,7 @@ def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
         from kiln.numpy._indexing import nonzero
         return nonzero(condition, size=size, fill_value=fill_value)
     if x is None or y is None:
+        check_arraylike("where", condition, x, y)  # TypeError for the None, as JAX
         raise ValueError("Either both or neither of the x and y arguments should be provided "
                          f"to jax.numpy.where, got {x} and {y}.")
     if type(condition) is Array:
@@ -894,14 +900,35 @@ def heaviside(x1, x2, /):
                       lax.select(lax.gt(x1, zero), _const(x1, 1), x2))
 
 
+def _sinc_maclaurin_value(k, x):
+    # The k-th derivative of ``sin(x) / x`` at 0 (as JAX: broadcast against ``x``, so its
+    # own derivative, the next term, flows through the custom JVP below).
+    zero = lax.mul(x, _const(x, 0))
+    if k % 2:
+        return zero
+    return lax.add(zero, _const(x, (-1) ** (k // 2) / (k + 1)))
+
+
+_sinc_maclaurin_value.__name__ = "_sinc_maclaurin"
+_sinc_maclaurin = custom_jvp(_sinc_maclaurin_value, nondiff_argnums=(0,))
+
+
+@_sinc_maclaurin.defjvp
+def _sinc_maclaurin_jvp(k, primals, tangents):
+    (x,), (t,) = primals, tangents
+    return _sinc_maclaurin(k, x), lax.mul(_sinc_maclaurin(k + 1, x), t)
+
+
 def sinc(x, /):
-    """``sin(pi x) / (pi x)``, 1 at 0 (with a zero derivative there)."""
+    """``sin(pi x) / (pi x)``, 1 at 0; its derivatives of every order at 0 come from the
+    Taylor series (a ``custom_jvp``, as in JAX)."""
     x = ensure_arraylike("sinc", x)
     (x,) = promote_dtypes_inexact(x)
     is_zero = lax.eq(x, _const(x, 0))
-    safe = lax.select(is_zero, _const(x, 1), x)
-    pi_x = lax.mul(_const(x, np.pi), safe)
-    return lax.select(is_zero, _const(x, 1), lax.div(lax.sin(pi_x), pi_x))
+    pi_x = lax.mul(_const(x, np.pi), x)
+    safe_pi_x = lax.select(is_zero, _const(x, 1), pi_x)
+    return lax.select(is_zero, _sinc_maclaurin(0, pi_x),
+                      lax.div(lax.sin(safe_pi_x), safe_pi_x))
 
 
 def i0(x):

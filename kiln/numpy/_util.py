@@ -282,6 +282,9 @@ def promote_shapes(fun_name: str, *args, scalars_ok: bool = False):
     try:
         shape = broadcast_shapes(*shapes)
     except ValueError:
+        if len({len(s) for s in shapes if s}) > 1:
+            raise  # as JAX: nonscalar ranks differ → jnp's ValueError (rank promotion)
+        # equal ranks: JAX leaves it to the lax op, which raises TypeError
         raise TypeError(f"{fun_name} got incompatible shapes for broadcasting: "
                         f"{', '.join(str(s) for s in shapes)}.") from None
     return [broadcast_to(o, shape) for o in ops]
