@@ -120,6 +120,20 @@ def _setitem(self, idx, value):
                     "https://docs.jax.dev/en/latest/_autosummary/jax.numpy.ndarray.at.html")
 
 
+def _copy(self):
+    """A copy (``x.copy()``), as ``jnp.array(x, copy=True)``."""
+    return _np_mod().array(self, copy=True)
+
+
+def _round(self, ndigits=None):
+    """``round(x)``: to the nearest integer (half to even) as an integer array, as JAX;
+    ``round(x, n)``: ``jnp.round(x, n)``."""
+    np_mod = _np_mod()
+    if ndigits is None:
+        return np_mod.round(self).astype(np_mod.int_)
+    return np_mod.round(self, ndigits)
+
+
 def _array_namespace(self, *, api_version=None):
     np_mod = _np_mod()
     if api_version is not None and api_version != np_mod.__array_api_version__:
@@ -148,6 +162,8 @@ def _install(cls):
     cls.imag = property(_imag)
     cls.at = property(_at)
     cls.__array_namespace__ = _array_namespace
+    cls.copy = _copy
+    cls.__round__ = _round
 
 
 _install(Array)

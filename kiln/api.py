@@ -1198,6 +1198,14 @@ class named_scope:
     def __exit__(self, *exc):
         return False
 
+    def __call__(self, fun: Callable) -> Callable:
+        """Used as a decorator: ``fun`` runs inside this scope (as JAX allows)."""
+        @functools.wraps(fun)
+        def wrapped(*args, **kwargs):
+            with self:
+                return fun(*args, **kwargs)
+        return wrapped
+
 
 def named_call(fun: Callable, *, name: str | None = None) -> Callable:
     """Accepted for compatibility: returns ``fun`` (kiln keeps no call names yet)."""

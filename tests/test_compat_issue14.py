@@ -371,3 +371,51 @@ def test_error_hierarchy_specifics():
 def test_nonconcrete_boolean_index_is_index_error():
     with pytest.raises(IndexError):
         kiln.jit(lambda x: x[x > 0])(knp.arange(3.0))
+
+
+# ---- missing pieces: copy, round, array(range / buffer), broadcast_like, named_scope ----
+
+def test_copy_and_round_match_jax():
+    jax = pytest.importorskip("jax")
+    import kiln
+    import kiln.numpy as knp
+    x = knp.arange(3.0)
+    c = x.copy()
+    assert c is not x and np.array_equal(np.asarray(c), np.asarray(x))
+    np.testing.assert_array_equal(np.asarray(kiln.jit(lambda v: v.copy() * 1)(x)),
+                                  np.asarray(x))
+    for v, nd in [(2.456, 2), (2.5, None), (-1.5, None), (3.14159, 0)]:
+        k = round(knp.array(v), nd) if nd is not None else round(knp.array(v))
+        j = round(jax.numpy.array(v), nd) if nd is not None else round(jax.numpy.array(v))
+        assert np.asarray(k).dtype == np.asarray(j).dtype
+        np.testing.assert_allclose(np.asarray(k), np.asarray(j))
+    np.testing.assert_allclose(np.asarray(kiln.jit(lambda v: round(v, 1))(x + 0.26)),
+                               np.asarray(jax.jit(lambda v: round(v, 1))(
+                                   jax.numpy.arange(3.0) + 0.26)))
+
+
+def test_array_from_range_and_buffers():
+    jax = pytest.importorskip("jax")
+    import array as pyarray
+
+    import kiln.numpy as knp
+    for obj in (range(5), range(2, 11, 3), pyarray.array("d", [1, 2]),
+                pyarray.array("i", [1, 2]), memoryview(np.arange(4, dtype=np.int16))):
+        k, j = knp.array(obj), jax.numpy.array(obj)
+        assert k.dtype == j.dtype and np.array_equal(np.asarray(k), np.asarray(j))
+
+
+def test_broadcast_like_and_named_scope_decorator():
+    jax = pytest.importorskip("jax")
+    import kiln
+    import kiln.numpy as knp
+    x, y = knp.arange(3.0), knp.ones((2, 3))
+    np.testing.assert_array_equal(np.asarray(kiln.lax.broadcast_like(x, y)),
+                                  np.asarray(jax.lax.broadcast_like(jax.numpy.arange(3.0),
+                                                                    jax.numpy.ones((2, 3)))))
+
+    @kiln.named_scope("double")
+    def f(v):
+        return v * 2
+    assert f(1.5) == 3.0
+    assert float(kiln.jit(f)(1.5)) == 3.0

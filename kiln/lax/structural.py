@@ -430,7 +430,24 @@ def select(pred, on_true, on_false):
 # Reductions are defined in kiln.lax.reductions; imported late to avoid a cycle.
 from kiln.lax.reductions import reduce_sum  # noqa: E402
 
-__all__ = ["convert_element_type", "broadcast_in_dim", "broadcast", "reshape", "transpose",
+
+def broadcast_like(x, y):
+    """Broadcast ``x`` to the shape of ``y``, aligning trailing dimensions (as NumPy).
+
+    Args:
+      x: the array to broadcast.
+      y: an array (or a value with ``shape``) whose shape is the target.
+
+    Returns:
+      ``x`` broadcast to ``np.shape(y)``.
+    """
+    shape = tuple(np.shape(y)) if not hasattr(y, "shape") else tuple(y.shape)
+    nd = np.ndim(x) if not hasattr(x, "ndim") else x.ndim
+    return broadcast_in_dim(x, shape, tuple(range(len(shape) - nd, len(shape))))
+
+
+__all__ = ["convert_element_type", "broadcast_in_dim", "broadcast", "broadcast_like",
+           "reshape", "transpose",
            "squeeze", "expand_dims", "select_n", "select", "_convert_element_type",
            "convert_element_type_p", "broadcast_in_dim_p", "reshape_p", "transpose_p",
            "squeeze_p", "select_n_p"]

@@ -73,6 +73,16 @@ def _leaf_for_dtype(x):
     return np.asarray(x)
 
 
+def _has_buffer(obj) -> bool:
+    if isinstance(obj, (bytes, bytearray, str)):
+        return False
+    try:
+        memoryview(obj)
+    except TypeError:
+        return False
+    return True
+
+
 def array(object, dtype=None, copy=True, order="K", ndmin=0, *, device=None):  # noqa: A002
     """Create an array (``jnp.array``). Nested lists may hold arrays and tracers."""
     if order not in (None, "K", "A", "C"):
@@ -112,6 +122,12 @@ def array(object, dtype=None, copy=True, order="K", ndmin=0, *, device=None):  #
         out = make_array(np.array(dtypes.coerce_to_array(object, dtype), copy=True))
     elif hasattr(object, "__array__"):
         out = make_array(dtypes.coerce_to_array(np.asarray(object), dtype))
+    elif isinstance(object, range):
+        # As a list of Python ints (JAX: int32, or int64 under x64).
+        return array(list(object), dtype=dtype, copy=copy, order=order, ndmin=ndmin)
+    elif _has_buffer(object):
+        # array.array, memoryview, ...: the buffer protocol, as NumPy reads it.
+        out = make_array(dtypes.coerce_to_array(np.array(memoryview(object)), dtype))
     else:
         raise TypeError(f"Unexpected input type for array: {type(object)}")
     nd = get_aval(out).ndim
