@@ -598,11 +598,7 @@ def _scatter(ctx: Lowering, eqn, ins, kind):
     p = eqn.params
     dn = p["dimension_numbers"]
     out = eqn.outvars[0].aval
-    buf = ctx.prog.new_buffer(out.shape, out.dtype, kind)
-    osyms = ctx.syms(out.shape)
-    ctx.prog.steps.append(Kernel(tuple(out.shape), osyms,
-                                 [(buf, x.read([Idx.sym(s) for s in osyms]))],
-                                 ctx.kernel_name("k")))
+    buf = _operand_copy(ctx, x, out, kind)
     if _size(upd.shape) == 0 or _size(out.shape) == 0:
         return BufNode(ctx, buf)
     window_axes = tuple(dn.update_window_dims)
@@ -627,17 +623,24 @@ def _scatter(ctx: Lowering, eqn, ins, kind):
     return BufNode(ctx, buf)
 
 
+def _operand_copy(ctx: Lowering, x: Node, out, kind) -> Buffer:
+    """A new buffer for an update's result, holding the operand ``x`` (a kernel); the
+    updates are then stored into it (``plan_buffers`` may drop this copy)."""
+    buf = ctx.prog.new_buffer(out.shape, out.dtype, kind)
+    syms = ctx.syms(out.shape)
+    ctx.prog.steps.append(Kernel(tuple(out.shape), syms,
+                                 [(buf, x.read([Idx.sym(s) for s in syms]))],
+                                 ctx.kernel_name("k")))
+    return buf
+
+
 def _dynamic_update_slice(ctx: Lowering, eqn, ins, kind):
     """``dynamic_update_slice``: the operand written to the output buffer, then the update
     stored over the window at the clamped starts (a ``set`` Scatter; in a loop whose
     carry it updates, ``lower_control`` turns this into an update in place)."""
     x, upd, starts = ins[0], ins[1], ins[2:]
     out = eqn.outvars[0].aval
-    buf = ctx.prog.new_buffer(out.shape, out.dtype, kind)
-    osyms = ctx.syms(out.shape)
-    ctx.prog.steps.append(Kernel(tuple(out.shape), osyms,
-                                 [(buf, x.read([Idx.sym(s) for s in osyms]))],
-                                 ctx.kernel_name("k")))
+    buf = _operand_copy(ctx, x, out, kind)
     if _size(upd.shape) == 0 or _size(out.shape) == 0:
         return BufNode(ctx, buf)
     usyms = ctx.syms(upd.shape, prefix="u")

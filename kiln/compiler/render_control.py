@@ -69,10 +69,6 @@ class ConvMixin:
     # (rows x k) within conv_tile_elements.
     conv_tile_elements = 1 << 16
     conv_min_rows = 128
-    # Few output positions per image (the kernel gradient's convolution: the "image" is
-    # an input channel, the positions are the kernel's): one tile per position, its rows
-    # the images, written with a row stride.
-    conv_position_major = False
     conv_cores = max(1, os.cpu_count() or 1)
     conv_position_major_min_n = 16
 
@@ -93,9 +89,6 @@ class ConvMixin:
         # few rows re-reads the whole kernel for little work), else as many as fit in
         # conv_tile_elements. Small images are tiled several at a time.
         want = max(self.conv_min_rows, self.conv_tile_elements // max(1, kdim))
-        if (self.conv_position_major and per_image < self.conv_min_rows
-                and cv.n >= self.conv_position_major_min_n):
-            return self._render_conv_by_position(prog, cv, body, val, kdim, per_image)
         if per_image <= want:
             ipt = max(1, min(cv.n, want // per_image))
             # At least 4 tiles per core, so that no core idles at the end for long.
@@ -157,62 +150,6 @@ class ConvMixin:
                      f"cols, {kdim}, b{cv.w.id} + {g_s} * {kdim * cv.og}, {cv.og}, "
                      f"b{cv.out.id} + (n0 * {rows0} + r0) * {row_len * o_total} + "
                      f"{g_s} * {cv.og}, {o_total}, {zero});")
-        lines.append("        }")
-        lines.append("      }")
-        lines.append("      free(cols);")
-        lines.append("    }")
-        lines.append("  }")
-        return "\n".join(lines)
-
-    def _render_conv_by_position(self, prog, cv, body, val, kdim, per_image) -> str:
-        from kiln.compiler.render_c import C_TYPES
-        t = C_TYPES[cv.out.dtype]
-        nsp = len(cv.out_sp)
-        o_total = cv.groups * cv.og
-        f = "kiln_gemm_f32" if cv.out.dtype == np.dtype(np.float32) else "kiln_gemm_f64"
-        zero = "0.0f" if cv.out.dtype == np.dtype(np.float32) else "0.0"
-        n_s, g_s = cv.syms[0].name, cv.syms[1].name
-        o_syms = cv.syms[2:2 + nsp]
-        k_syms = cv.syms[2 + nsp:2 + 2 * nsp]
-        c_s = cv.syms[-1].name
-        work = cv.n * per_image * kdim * o_total
-        lines = ["  {"] + ["    " + x for x in body.prelude_lines()]
-        par = work >= self.parallel_threshold and per_image > 1
-        if par:
-            lines.append("    " + self.parallel_region)
-        lines.append("    {")
-        lines.append(f"      {t} *cols = ({t} *)malloc(sizeof({t}) * {cv.n * kdim});")
-        if par:
-            lines.append("      " + self.for_in_region)
-        lines.append(f"      for (int64_t pos = 0; pos < {per_image}; pos++) {{")
-        rest = "pos"
-        for j in range(nsp - 1, -1, -1):
-            m = cv.out_sp[j]
-            if j == 0:
-                lines.append(f"        const int64_t {o_syms[j].name} = {rest};")
-            else:
-                lines.append(f"        const int64_t {o_syms[j].name} = ({rest}) % {m};")
-                rest = f"({rest}) / {m}"
-        lines.append(f"        for (int64_t {g_s} = 0; {g_s} < {cv.groups}; {g_s}++) {{")
-        depth = 10
-        loops = [(n_s, str(cv.n))] + [(s.name, str(m)) for s, m in zip(k_syms, cv.k_sp)] \
-            + [(c_s, str(cv.cg))]
-        for name, hi in loops:
-            lines.append(" " * depth + f"for (int64_t {name} = 0; {name} < {hi}; {name}++) {{")
-            depth += 2
-        kcol = "0"
-        for s, m in zip(k_syms, cv.k_sp):
-            kcol = f"({kcol} * {m} + {s.name})"
-        kcol = f"({kcol} * {cv.cg} + {c_s})"
-        lines += [" " * depth + x for x in body.lines]
-        lines.append(" " * depth + f"cols[{n_s} * {kdim} + {kcol}] = ({t})({val});")
-        for _ in loops:
-            depth -= 2
-            lines.append(" " * depth + "}")
-        lines.append(f"          {f}(0, 0, {cv.n}, {cv.og}, {kdim}, cols, {kdim}, "
-                     f"b{cv.w.id} + {g_s} * {kdim * cv.og}, {cv.og}, "
-                     f"b{cv.out.id} + pos * {o_total} + {g_s} * {cv.og}, "
-                     f"{per_image * o_total}, {zero});")
         lines.append("        }")
         lines.append("      }")
         lines.append("      free(cols);")
