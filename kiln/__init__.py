@@ -6,6 +6,7 @@ from kiln import (
     _array_methods,  # noqa: F401  (installs operators)
     _fp_warnings,  # noqa: F401  (silences NumPy inf/nan warnings raised inside kiln)
     debug,  # noqa: F401
+    distributed,  # noqa: F401
     dtypes,  # noqa: F401
     errors,  # noqa: F401
     experimental,  # noqa: F401
@@ -14,8 +15,11 @@ from kiln import (
     numpy,  # noqa: F401
     random,  # noqa: F401
     scipy,  # noqa: F401
+    sharding,  # noqa: F401
+    test_util,  # noqa: F401
     tree,  # noqa: F401
     tree_util,  # noqa: F401
+    typing,  # noqa: F401
 )
 from kiln import config as _config_module
 from kiln.api import (  # noqa: F401
@@ -43,17 +47,19 @@ from kiln.api import (  # noqa: F401
     vjp,
     vmap,
 )
-from kiln.array import Array  # noqa: F401
+from kiln.array import PublicArray as Array  # noqa: F401
 from kiln.callbacks import pure_callback  # noqa: F401
-from kiln.config import config, disable_jit, enable_x64  # noqa: F401
+from kiln.config import config, default_matmul_precision, disable_jit, enable_x64  # noqa: F401
 from kiln.core.trace import Tracer as _Tracer  # noqa: F401
 from kiln.custom_derivatives import (  # noqa: F401
     checkpoint,
+    custom_gradient,
     custom_jvp,
     custom_vjp,
     remat,
 )
 from kiln.devices import (  # noqa: F401
+    Device,
     default_backend,
     device_count,
     devices,
@@ -63,9 +69,17 @@ from kiln.devices import (  # noqa: F401
     process_index,
 )
 from kiln.interpreters import pjit as _pjit  # noqa: F401
+from kiln.parallel import pmap, shard_map  # noqa: F401
+from kiln.parallel.placement import (  # noqa: F401
+    make_array_from_callback,
+    make_array_from_process_local_data,
+    make_array_from_single_device_arrays,
+    reshard,
+    typeof,
+)
+from kiln.sharding import NamedSharding, P, make_mesh, set_mesh, use_mesh  # noqa: F401
 
 __version__ = "0.1.0"
-typing = None
 
 
 def _on_debug_flags(_value):

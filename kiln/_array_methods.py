@@ -255,7 +255,9 @@ def _getitem_fast(self, idx, _new=_new, _Array=Array, _nd=_ndarray, _ell=(Ellips
     # NumPy answers ints, slices and tuples of them (with None/Ellipsis/index arrays) with
     # JAX's semantics whenever it does not raise; where it raises (out-of-bound integers,
     # which JAX clamps; float or zero-step slices; too many indices) the general path gives
-    # JAX's answer or JAX's error. Lists are excluded: JAX rejects them as indices.
+    # JAX's answer or JAX's error. Lists are excluded (JAX rejects them as indices), and so
+    # are list/tuple entries of a tuple (JAX converts them to index arrays; a tuple of
+    # booleans is no mask for JAX): the general path answers those.
     # ``self`` is concrete, so the answer is the same whatever trace is current (under jit
     # it is a constant); no trace check is needed. Defaults bind globals as fast locals.
     t = type(idx)
@@ -268,7 +270,7 @@ def _getitem_fast(self, idx, _new=_new, _Array=Array, _nd=_ndarray, _ell=(Ellips
         elif t is tuple:
             has_ell = False
             for e in idx:
-                if type(e) is list:
+                if type(e) is list or type(e) is tuple:
                     return _np_mod()._rewriting_take(self, idx)
                 if e is Ellipsis:
                     has_ell = True

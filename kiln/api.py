@@ -471,14 +471,39 @@ def hessian(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool =
                   has_aux=has_aux, holomorphic=holomorphic)
 
 
+def _primal_aval(x):
+    """The abstract value of one example primal: an array, a scalar, or anything with
+    ``shape`` and ``dtype`` (a ``ShapeDtypeStruct``, keeping its ``weak_type``)."""
+    if isinstance(x, (Array, Tracer)) or type(x) in (int, float, complex, bool):
+        return get_aval(x)
+    if isinstance(x, ShapeDtypeStruct):
+        return x.aval
+    if not isinstance(x, (np.ndarray, np.generic)) and hasattr(x, "shape") \
+            and hasattr(x, "dtype"):
+        return ShapedArray(tuple(int(d) for d in x.shape),
+                           dtypes.canonicalize_dtype(np.dtype(x.dtype)),
+                           bool(getattr(x, "weak_type", False)))
+    return get_aval(x)
+
+
 def linear_transpose(fun: Callable, *primals, reduce_axes=()) -> Callable:
-    """Transpose of the linear function ``fun`` at example ``primals`` (shapes/dtypes)."""
+    """Transpose a function that is promised to be linear.
+
+    Args:
+      fun: the linear function to transpose.
+      *primals: example primals: arrays, scalars or :class:`ShapeDtypeStruct` objects
+        (only their shapes and dtypes are used).
+      reduce_axes: deprecated; must be empty.
+
+    Returns:
+      A callable (a :class:`kiln.tree_util.Partial`, so it is a pytree) that takes one
+      cotangent pytree matching ``fun``'s output and returns a tuple of cotangents with
+      the structure, shapes and dtypes of ``primals``.
+    """
+    if reduce_axes:
+        raise NotImplementedError("reduce_axes argument to transpose is deprecated")
     p_flat, p_tree = tree_flatten(tuple(primals))
-    in_avals = [get_aval(p) for p in p_flat]
-    for a in in_avals:
-        if not (dtypes.issubdtype(a.dtype, np.inexact) or dtypes.issubdtype(a.dtype, np.integer)):
-            raise TypeError(f"linear_transpose only supports [float or complex] -> [float or "
-                            f"complex], and integer -> integer functions, but got {a.dtype}.")
+    in_avals = [_primal_aval(p) for p in p_flat]
     store = {}
 
     def flat(*xs):
@@ -490,25 +515,33 @@ def linear_transpose(fun: Callable, *primals, reduce_axes=()) -> Callable:
     jaxpr, consts = staging.trace_to_jaxpr(flat, in_avals)
     out_tree = store["tree"]
     out_avals = jaxpr.out_avals
+    in_dts = [a.dtype for a in in_avals]
+    out_dts = [a.dtype for a in out_avals]
+    if not (all(dtypes.issubdtype(d, np.inexact) for d in in_dts + out_dts)
+            or all(dtypes.issubdtype(d, np.integer) for d in in_dts + out_dts)):
+        raise TypeError("linear_transpose only supports [float or complex] -> [float or "
+                        "complex], and integer -> integer functions, but got "
+                        f"{in_dts} -> {out_dts}.")
 
-    def transposed(*cts):
-        if len(cts) == 1:
-            ct_flat, ct_tree = tree_flatten(cts[0])
-        else:
-            ct_flat, ct_tree = tree_flatten(cts)
+    def transposed_fun(consts, out_cotangent):
+        ct_flat, ct_tree = tree_flatten(out_cotangent)
         if ct_tree != out_tree:
-            raise TypeError(f"cotangent tree does not match function output: expected {out_tree}"
-                            f", got {ct_tree}")
+            raise TypeError("cotangent tree does not match function output, expected "
+                            f"{out_tree} but got {ct_tree}")
         for c, a in zip(ct_flat, out_avals):
-            if get_aval(c).shape != a.shape:
-                raise TypeError(f"cotangent shape {get_aval(c).shape} does not match output "
-                                f"shape {a.shape}")
-        res = ad.backward_pass(jaxpr, consts, [ad.UndefinedPrimal(a) for a in in_avals],
-                               list(ct_flat))
-        return tuple(tree_unflatten(p_tree, [_zeros_for(r, a) for r, a in
-                                             zip(res, in_avals)]))
+            try:
+                ca = get_aval(c)
+            except TypeError:
+                ca = None
+            if ca is None or ca.shape != a.shape or ca.dtype != a.dtype:
+                raise TypeError("cotangent type does not match function output, expected "
+                                f"{tuple(out_avals)} but got {list(ct_flat)}")
+        res = ad.backward_pass(jaxpr, list(consts),
+                               [ad.UndefinedPrimal(a) for a in in_avals], list(ct_flat))
+        return tree_unflatten(p_tree, [_zeros_for(r, a) for r, a in zip(res, in_avals)])
 
-    return transposed
+    from kiln.tree_util import Partial
+    return Partial(transposed_fun, tuple(consts))
 
 
 # ================================================================================================
@@ -681,8 +714,12 @@ class Lowered:
     def compile(self, compiler_options=None) -> Compiled:
         return Compiled(self)
 
-    def cost_analysis(self):
-        return {}
+    def cost_analysis(self) -> dict:
+        """XLA-style cost estimate of the program: ``flops``, ``transcendentals``,
+        ``bytes accessed`` and XLA's per-operand entries (those that are not zero), counted
+        with XLA's rules on the jaxpr (``kiln._cost_analysis`` documents them)."""
+        from kiln._cost_analysis import cost_analysis
+        return cost_analysis(self.jaxpr)
 
 
 class Compiled:
@@ -714,8 +751,10 @@ class Compiled:
         outs = jit_p.bind(*a_flat, jaxpr=self.lowered.jaxpr, name=self.lowered.name)
         return tree_unflatten(self.lowered.out_tree, outs)
 
-    def cost_analysis(self):
-        return {}
+    def cost_analysis(self) -> dict:
+        """The cost estimate of :meth:`Lowered.cost_analysis` (kiln does not re-count after
+        its own fusion, where XLA's numbers change)."""
+        return self.lowered.cost_analysis()
 
     def memory_analysis(self):
         """Argument, output, aliased (donated), temporary and peak bytes, as JAX's
@@ -1026,13 +1065,18 @@ def jit(fun: Callable | None = None, *, in_shardings=None, out_shardings=None,
     into the trace (they must be hashable). ``donate_argnums`` is accepted.
     """
     if fun is None:
-        return lambda f: jit(f, static_argnums=static_argnums, static_argnames=static_argnames,
+        return lambda f: jit(f, in_shardings=in_shardings, out_shardings=out_shardings,
+                             static_argnums=static_argnums, static_argnames=static_argnames,
                              donate_argnums=donate_argnums, donate_argnames=donate_argnames,
                              keep_unused=keep_unused, inline=inline)
     if not callable(fun):
         raise TypeError(f"Expected a callable value, got {fun}")
-    return JitWrapped(fun, static_argnums, static_argnames, donate_argnums, donate_argnames,
-                      inline, keep_unused)
+    jitted = JitWrapped(fun, static_argnums, static_argnames, donate_argnums, donate_argnames,
+                        inline, keep_unused)
+    if in_shardings is not None or out_shardings is not None:
+        from kiln.parallel.placement import ShardedJit
+        return ShardedJit(jitted, in_shardings, out_shardings)
+    return jitted
 
 
 def make_jaxpr(fun: Callable, static_argnums=(), axis_env=None, return_shape: bool = False,
@@ -1060,11 +1104,11 @@ def make_jaxpr(fun: Callable, static_argnums=(), axis_env=None, return_shape: bo
             batching.axis_env.extend(axis_env)
         try:
             jaxpr, consts = staging.trace_to_jaxpr(flat_fun, avals)
+            if config.jax_enable_checks:    # collectives check their axes are bound
+                check_jaxpr(jaxpr)
         finally:
             for _ in axis_env or ():
                 batching.axis_env.pop()
-        if config.jax_enable_checks:
-            check_jaxpr(jaxpr)
         closed = ClosedJaxpr(jaxpr, consts)
         if return_shape:
             shapes = tree_unflatten(store["tree"], [ShapeDtypeStruct(a.shape, a.dtype,
@@ -1142,8 +1186,14 @@ def block_until_ready(x):
 
 
 def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
-    """Put the pytree ``x`` on ``device`` as kiln Arrays."""
+    """Put the pytree ``x`` on ``device`` as kiln Arrays.
+
+    ``device`` may be a Device, a Sharding (``NamedSharding(mesh, P(...))``: the
+    arrays are laid out over the mesh's devices), or a tree prefix of those."""
     from kiln.array import to_array
+    if device is not None and not _is_default_device(device):
+        from kiln.parallel.placement import place_tree
+        return place_tree(x, device, "device_put")
 
     def put(a):
         if isinstance(a, Tracer):
@@ -1153,6 +1203,11 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
         return to_array(np.asarray(a)) if not isinstance(a, (int, float, complex, bool)) \
             else to_array(a)
     return tree_map(put, x)
+
+
+def _is_default_device(d) -> bool:
+    from kiln.devices import Device, devices
+    return isinstance(d, Device) and d == devices()[0]
 
 
 def device_get(x):

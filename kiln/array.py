@@ -1,10 +1,23 @@
-"""``kiln.Array``: an immutable array backed by a NumPy buffer on a CPU device.
+"""Arrays: the concrete ``ArrayImpl`` and the public abstract type ``kiln.Array``.
 
-Operators and methods are shared with tracers (``kiln._array_methods``); Array adds
-the concrete behaviours (repr, conversion to NumPy and Python scalars) and fast
-eager paths for the commonest operators.
+``ArrayImpl`` is an immutable array backed by a NumPy buffer on a CPU device (JAX's
+concrete class has the same name). Operators and methods are shared with tracers
+(``kiln._array_methods``); ``ArrayImpl`` adds the concrete behaviours (repr, conversion
+to NumPy and Python scalars) and fast eager paths for the commonest operators.
+
+Inside the library the module-level name ``Array`` is an alias of ``ArrayImpl``: every
+``from kiln.array import Array`` and ``isinstance(x, Array)``/``type(x) is Array`` there
+means *a concrete array*, and stays a plain class check (no metaclass hook on hot paths).
+
+The public ``kiln.Array`` (also ``kiln.numpy.ndarray``) is :class:`PublicArray`, exported
+under the name ``Array``: as ``jax.Array``, ``isinstance(x, kiln.Array)`` is True for
+concrete arrays, PRNG key arrays and every tracer (under ``jit``, ``vmap``, ``grad``, loop
+bodies), and False for NumPy arrays and Python scalars; ``issubclass(ArrayImpl,
+kiln.Array)`` is True.
 """
 from __future__ import annotations
+
+import sys as _sys
 
 import numpy as np
 
@@ -14,10 +27,12 @@ from kiln.core.avals import ShapedArray
 from kiln.core.trace import Tracer
 
 
-class Array:
-    """A kiln array. Create with ``kiln.numpy.asarray``/``array``; never mutated."""
+class ArrayImpl:
+    """A concrete kiln array. Create with ``kiln.numpy.asarray``/``array``; never mutated."""
 
-    __slots__ = ("_value", "weak_type", "__weakref__")
+    # ``_sharding`` is set only on arrays laid out over several devices (pmap, shard_map,
+    # device_put with a sharding); unset means one whole copy on the default device.
+    __slots__ = ("_value", "weak_type", "_sharding", "__weakref__")
     __array_priority__ = 100
 
     def __init__(self, value, weak_type: bool = False):
@@ -122,22 +137,57 @@ class Array:
     def is_fully_addressable(self):
         return True
 
-    is_fully_replicated = True
     committed = False
 
+    def _sharding_or_none(self):
+        try:
+            return self._sharding
+        except AttributeError:
+            return None
+
+    @property
+    def is_fully_replicated(self) -> bool:
+        s = self._sharding_or_none()
+        return True if s is None else s.is_fully_replicated
+
     def devices(self):
+        s = self._sharding_or_none()
+        if s is not None:
+            return set(s.device_set)
         from kiln.devices import devices
         return {devices()[0]}
 
     @property
     def device(self):
+        s = self._sharding_or_none()
+        if s is not None:
+            if len(s.device_set) != 1:
+                raise ValueError("Length of devices is greater than 1. Please use `.devices()`.")
+            return next(iter(s.device_set))
         from kiln.devices import devices
         return devices()[0]
 
     @property
     def sharding(self):
-        from kiln.devices import SingleDeviceSharding, devices
+        s = self._sharding_or_none()
+        if s is not None:
+            return s
+        from kiln.devices import devices
+        from kiln.sharding import SingleDeviceSharding
         return SingleDeviceSharding(devices()[0])
+
+    @property
+    def addressable_shards(self) -> list:
+        """One :class:`kiln.sharding.Shard` per device holding a block of this array."""
+        return self.sharding._shards(self._value)
+
+    @property
+    def global_shards(self) -> list:
+        return self.addressable_shards
+
+    def addressable_data(self, index: int):
+        """The block of this array held by its ``index``-th device."""
+        return self.addressable_shards[index].data
 
     def to_device(self, device, *, stream=None):
         """The array on ``device`` (array API); kiln has one memory space, so ``self``."""
@@ -189,6 +239,53 @@ class Array:
         if self._value.ndim == 0:
             return format(self._value.item(), spec)
         return format(str(self), spec)
+
+
+# The library's internal name for the concrete class (see the module docstring).
+Array = ArrayImpl
+
+
+class _ArrayMeta(type):
+    """``isinstance``/``issubclass`` for the public ``kiln.Array`` (as JAX's ``ArrayMeta``)."""
+
+    def __instancecheck__(cls, instance):
+        t = type(instance)
+        if t is ArrayImpl or isinstance(instance, Tracer):
+            return True
+        keys = _sys.modules.get("kiln.random._keys")
+        return keys is not None and isinstance(instance, keys.PRNGKeyArray)
+
+    def __subclasscheck__(cls, subclass):
+        if not isinstance(subclass, type):
+            raise TypeError("issubclass() arg 1 must be a class")
+        if subclass is cls or issubclass(subclass, ArrayImpl):
+            return True
+        keys = _sys.modules.get("kiln.random._keys")
+        return keys is not None and issubclass(subclass, keys.PRNGKeyArray)
+
+
+class PublicArray(metaclass=_ArrayMeta):
+    """Array base class for kiln (``jax.Array``).
+
+    ``kiln.Array`` is the public interface for instance checks and type annotations of
+    kiln arrays and tracers: ``isinstance(x, kiln.Array)`` is True for concrete arrays
+    and PRNG key arrays, and for the tracers that stand for arrays inside ``jit``,
+    ``vmap``, ``grad`` and other transformations; it is False for NumPy arrays and
+    Python scalars. ``kiln.numpy.ndarray`` is the same class.
+
+    It is not used to create arrays: use ``kiln.numpy.array``/``asarray`` (concrete
+    arrays are instances of ``ArrayImpl``).
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, *args, **kwargs):
+        raise TypeError("kiln.Array cannot be instantiated directly; create arrays with "
+                        "kiln.numpy.array or kiln.numpy.asarray")
+
+
+PublicArray.__name__ = PublicArray.__qualname__ = "Array"
+PublicArray.__module__ = "kiln"
 
 
 def _reconstruct(value, weak_type):

@@ -12,6 +12,10 @@ What this module holds:
 * Environment variables, read once at import: ``JAX_<FLAG>`` and ``KILN_<FLAG>``
   (``KILN_`` wins), e.g. ``JAX_ENABLE_X64=1``, ``KILN_DEBUG_NANS=true``,
   ``JAX_NUM_CPU_DEVICES=4``.
+* absl integration as JAX's: ``config.config_with_absl()`` defines an absl flag per
+  option (applied by ``absl.app.run``) and ``config.parse_flags_with_absl()`` parses the
+  ``--jax*``/``--kiln*`` command-line arguments directly; both need ``absl-py`` (without
+  it they raise ``ModuleNotFoundError``, as JAX does). absl is imported only then.
 * Context managers that set a flag and restore it on exit: ``disable_jit``,
   ``enable_x64``, ``debug_nans``, ``debug_infs``, ``explain_cache_misses`` and
   the generic ``config_context(**flags)``. Each also works as a decorator.
@@ -37,6 +41,7 @@ __all__ = [
     "config_context",
     "debug_infs",
     "debug_nans",
+    "default_matmul_precision",
     "disable_jit",
     "enable_x64",
     "explain_cache_misses",
@@ -90,6 +95,7 @@ def _enum(*choices: str, optional: bool = False) -> Callable[[Any, str], Any]:
             f"{' or None' if optional else ''}, got {value!r}"
         )
 
+    parse.choices = choices  # type: ignore[attr-defined]  # read by config_with_absl
     return parse
 
 
@@ -120,7 +126,7 @@ _FLAGS: dict[str, tuple[Any, Callable[[Any, str], Any]]] = {
     "jax_disable_jit": (False, _parse_bool),
     "jax_debug_nans": (False, _parse_bool),
     "jax_debug_infs": (False, _parse_bool),
-    "jax_num_cpu_devices": (1, _parse_int),
+    "jax_num_cpu_devices": (-1, _parse_int),
     "jax_explain_cache_misses": (False, _parse_bool),
     "jax_threefry_partitionable": (True, _parse_bool),
     "jax_default_matmul_precision": (None, _parse_precision),
@@ -142,6 +148,54 @@ _FLAGS: dict[str, tuple[Any, Callable[[Any, str], Any]]] = {
     "kiln_backend": ("cpu", _enum("cpu", "reference")),
     "kiln_compile": ("async", _enum("async", "sync")),
 }
+
+
+# One line of help per flag: the text of the absl flags that ``config_with_absl`` defines.
+_HELP: dict[str, str] = {
+    "jax_enable_x64": "Enable 64-bit types to be used",
+    "jax_disable_jit": "Disable JIT compilation and just call original Python.",
+    "jax_debug_nans": "Add nan checks to every operation. When a nan is detected on the "
+                      "output of a jit-compiled computation, call into the un-compiled "
+                      "version in an attempt to more precisely identify the operation "
+                      "which produced the nan.",
+    "jax_debug_infs": "Add inf checks to every operation. When an inf is detected on the "
+                      "output of a jit-compiled computation, call into the un-compiled "
+                      "version in an attempt to more precisely identify the operation "
+                      "which produced the inf.",
+    "jax_num_cpu_devices": "Number of CPU devices to use.",
+    "jax_explain_cache_misses": "Each time there is a miss on one of the main caches (e.g. "
+                                "the tracing cache), log an explanation.",
+    "jax_threefry_partitionable": "Enables internal threefry PRNG implementation changes "
+                                  "that render it automatically partitionable.",
+    "jax_default_matmul_precision": "Control the default matmul and conv precision for "
+                                    "32bit inputs (a lax.Precision name or the name of a "
+                                    "lax.DotAlgorithmPreset).",
+    "jax_numpy_rank_promotion": "Control NumPy-style automatic rank promotion "
+                                "broadcasting ('allow', 'warn', or 'raise').",
+    "jax_numpy_dtype_promotion": "Specify the rules used for implicit type promotion in "
+                                 "operations between arrays ('standard' or 'strict').",
+    "jax_platforms": "Comma-separated list of platform names specifying which platforms "
+                     "jax should initialize.",
+    "jax_platform_name": "Deprecated, please use --jax_platforms instead.",
+    "jax_default_prng_impl": "Select the default PRNG implementation, used when one is "
+                             "not explicitly provided at seeding time.",
+    "jax_log_compiles": "Log a message each time `jit` or `pmap` compiles an XLA "
+                        "computation.",
+    "jax_check_tracer_leaks": "Turn on checking for leaked tracers as soon as a trace "
+                              "completes.",
+    "jax_enable_checks": "Turn on invariant checking for JAX internals. Makes things "
+                         "slower.",
+    "jax_traceback_filtering": "Controls how JAX filters internal frames out of "
+                               "tracebacks.",
+    "jax_dynamic_shapes": "Enables experimental features for staging out computations "
+                          "with dynamic shapes.",
+    "kiln_backend": "Which backend runs jitted programs: 'cpu' (compiled C) or "
+                    "'reference' (NumPy).",
+    "kiln_compile": "When the C build of a jitted program happens: 'async' or 'sync'.",
+}
+
+# Set by the first ``parse_flags_with_absl`` call (as JAX's module-level flag).
+_already_configured_with_absl = False
 
 
 def _parse_env_value(name: str, raw: str, env_var: str) -> Any:
@@ -175,6 +229,8 @@ class Config:
 
     def __init__(self) -> None:
         object.__setattr__(self, "_callbacks", {name: [] for name in _FLAGS})
+        object.__setattr__(self, "use_absl", False)
+        object.__setattr__(self, "absl_flags", None)
         for name, (default, _) in _FLAGS.items():
             object.__setattr__(self, name, default)
 
@@ -243,6 +299,79 @@ class Config:
                 if raw is not None:
                     self.update(name, _parse_env_value(name, raw, var))
 
+    # -- absl flags (as ``jax.config``) ----------------------------------------
+
+    def config_with_absl(self) -> None:
+        """Register an absl flag for every config option (``jax.config.config_with_absl``).
+
+        Each option gets an absl flag of the same name (``--jax_enable_x64``,
+        ``--jax_numpy_rank_promotion=raise``, ...: booleans, integers, enums and strings
+        as the option's type), with the option's current value as the default. The flags
+        given on the command line are applied when ``absl.app.run`` has parsed it.
+        Call it before ``app.run(main)``::
+
+            from absl import app
+            import kiln
+
+            if __name__ == "__main__":
+                kiln.config.config_with_absl()
+                app.run(main)
+
+        Raises ``ModuleNotFoundError`` when ``absl`` (the ``absl-py`` package) is not
+        installed, as JAX does; defining the flags twice raises absl's
+        ``DuplicateFlagError``.
+        """
+        # ModuleNotFoundError here without absl-py, as in JAX.
+        from absl import app
+        from absl import flags as absl_flags
+
+        object.__setattr__(self, "use_absl", True)
+        object.__setattr__(self, "absl_flags", absl_flags)
+        for name, (_, parser) in _FLAGS.items():
+            value = getattr(self, name)
+            help_text = _HELP.get(name, name)
+            if parser is _parse_bool:
+                absl_flags.DEFINE_bool(name, value, help_text)
+            elif parser is _parse_int:
+                absl_flags.DEFINE_integer(name, value, help_text)
+            elif hasattr(parser, "choices"):
+                absl_flags.DEFINE_enum(name, value, list(parser.choices), help_text)
+            else:
+                absl_flags.DEFINE_string(name, value, help_text)
+        app.call_after_init(lambda: self.complete_absl_config(absl_flags))
+
+    def complete_absl_config(self, absl_flags: Any) -> None:
+        """Apply every absl flag given on the command line to its config option (run by
+        ``absl.app`` after parsing; see :meth:`config_with_absl`)."""
+        for name in _FLAGS:
+            try:
+                flag = absl_flags.FLAGS[name]
+            except KeyError:
+                continue
+            if flag.present:
+                self.update(name, flag.value)
+
+    def parse_flags_with_absl(self) -> None:
+        """Parse the ``--jax*`` (and kiln's ``--kiln*``) command-line arguments with absl,
+        without ``absl.app`` (``jax.config.parse_flags_with_absl``).
+
+        Only the arguments before a ``--`` are read; the flags are defined (as by
+        :meth:`config_with_absl`) and applied on the first call only.
+        """
+        global _already_configured_with_absl
+        if _already_configured_with_absl:
+            return
+        import itertools
+        import sys
+
+        args = itertools.takewhile(lambda a: a != "--", sys.argv)
+        own_argv = ["", *(a for a in args if a.startswith(("--jax", "--kiln")))]
+        import absl.flags
+        self.config_with_absl()
+        absl.flags.FLAGS(own_argv, known_only=True)
+        self.complete_absl_config(absl.flags)
+        _already_configured_with_absl = True
+
     def __repr__(self) -> str:
         changed = {
             k: v for k, v in self.values.items() if v != _FLAGS[k][0]
@@ -252,6 +381,7 @@ class Config:
 
 config = Config()
 config._read_env()
+parse_flags_with_absl = config.parse_flags_with_absl
 
 
 # -- context managers --------------------------------------------------------
@@ -314,6 +444,13 @@ def debug_nans(new_val: bool = True) -> config_context:
 def debug_infs(new_val: bool = True) -> config_context:
     """Raise on infinite outputs inside the block (``jax.debug_infs``)."""
     return config_context(jax_debug_infs=new_val)
+
+
+def default_matmul_precision(new_val: Any) -> config_context:
+    """Set the default precision of matrix products inside the block
+    (``jax.default_matmul_precision``): a ``lax.Precision`` name such as ``'highest'``,
+    the name of a ``lax.DotAlgorithmPreset`` such as ``'F16_F16_F16'``, or None."""
+    return config_context(jax_default_matmul_precision=new_val)
 
 
 def explain_cache_misses(new_val: bool = True) -> config_context:

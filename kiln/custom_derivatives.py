@@ -26,7 +26,13 @@ from kiln.core.jaxpr import ClosedJaxpr, eval_jaxpr, pp_param_rules
 from kiln.core.trace import Primitive, current_trace, get_aval, set_current_trace
 from kiln.interpreters import ad, batching, staging
 from kiln.interpreters.ad import Zero
-from kiln.tree_util import tree_flatten, tree_map, tree_structure, tree_unflatten
+from kiln.tree_util import (
+    register_pytree_node_class,
+    tree_flatten,
+    tree_map,
+    tree_structure,
+    tree_unflatten,
+)
 
 
 def _resolve_kwargs(fun, args, kwargs):
@@ -247,7 +253,7 @@ class custom_vjp:
                                 f"differentiable argument; got {type(cts_in).__name__}.")
             cts_in = tuple(cts_in)
             if len(cts_in) != len(diff):
-                raise ValueError(f"Custom VJP bwd rule must produce an output with the same "
+                raise TypeError(f"Custom VJP bwd rule must produce an output with the same "
                                  f"container (pytree) structure as the args tuple of the primal "
                                  f"function: expected {len(diff)} cotangents, got "
                                  f"{len(cts_in)}.")
@@ -259,7 +265,7 @@ class custom_vjp:
                     continue
                 c_leaves, c_tree = tree_flatten(c, is_leaf=lambda x: x is None)
                 if c_tree != d_tree and len(c_leaves) != len(d_leaves):
-                    raise ValueError("Custom VJP bwd rule must produce an output with the same "
+                    raise TypeError("Custom VJP bwd rule must produce an output with the same "
                                      "container (pytree) structure as the args tuple of the "
                                      f"primal function: {c_tree} vs {d_tree}.")
                 for x, cl in zip(d_leaves, c_leaves):
@@ -727,3 +733,82 @@ def checkpoint(fun=None, *, prevent_cse: bool = True, policy=None, static_argnum
 
 remat = checkpoint
 _ = (tree_structure,)
+
+
+# ----------------------------------------------------------------------------------------------
+# custom_gradient: a TensorFlow-style front end to custom_vjp.
+
+@register_pytree_node_class
+class _GradientRule:
+    """Residuals of a ``custom_gradient`` function: its gradient rule traced to a jaxpr
+    (static) and the values the rule closes over (the pytree's leaves)."""
+
+    def __init__(self, jaxpr, in_tree, out_tree, consts):
+        self.jaxpr = jaxpr
+        self.in_tree = in_tree
+        self.out_tree = out_tree
+        self.consts = consts
+
+    def tree_flatten(self):
+        return tuple(self.consts), (self.jaxpr, self.in_tree, self.out_tree)
+
+    @classmethod
+    def tree_unflatten(cls, aux, consts):
+        jaxpr, in_tree, out_tree = aux
+        return cls(jaxpr, in_tree, out_tree, list(consts))
+
+
+def custom_gradient(fun):
+    """Define a function and its gradient together, as ``tf.custom_gradient`` does.
+
+    ``fun(*args)`` returns a pair ``(value, vjp_fn)``: the function's output and a function
+    mapping an output cotangent to a tuple of cotangents, one per argument. The result is a
+    ``custom_vjp`` function that returns ``value``; reverse-mode differentiation calls
+    ``vjp_fn``. ``vjp_fn`` may close over intermediate values of ``fun`` (sharing work between
+    the forward and backward passes), but it is traced with abstract cotangents, so Python
+    control flow on the cotangents raises an error. Forward-mode differentiation (``jvp``)
+    is not available, as for any ``custom_vjp`` function.
+
+    Args:
+      fun: a callable returning ``(output, vjp_fn)``.
+
+    Returns:
+      A callable with the signature of ``fun`` that returns only the output.
+
+    Example:
+      >>> @custom_gradient
+      ... def f(x):
+      ...   return x ** 2, lambda g: (g * x,)
+      >>> print(grad(f)(3.))
+      3.0
+    """
+    @custom_vjp
+    def wrapped(*args, **kwargs):
+        ans, _ = fun(*args, **kwargs)
+        return ans
+
+    def fwd(*args, **kwargs):
+        ans, rule = fun(*args, **kwargs)
+        ans_flat, out_tree = tree_flatten((ans,))
+        store = {}
+
+        def flat_rule(*cts):
+            out = rule(*tree_unflatten(out_tree, list(cts)))
+            leaves, store["in_tree"] = tree_flatten(out)
+            return leaves
+
+        ct_avals = [ad.tangent_aval(get_aval(x)) for x in ans_flat]
+        jaxpr, consts = staging.trace_to_jaxpr(flat_rule, ct_avals)
+        return ans, _GradientRule(jaxpr, store["in_tree"], out_tree, list(consts))
+
+    def bwd(res, cts):
+        cts_flat, out_tree = tree_flatten((cts,))
+        if out_tree != res.out_tree:
+            raise TypeError(f"{res.out_tree}\n!=\n{out_tree}")
+        cts_out = tree_unflatten(res.in_tree, eval_jaxpr(res.jaxpr, res.consts, *cts_flat))
+        if res.in_tree.num_nodes == 1:     # a bare leaf (or None): one argument
+            cts_out = (cts_out,)
+        return cts_out
+
+    wrapped.defvjp(fwd, bwd)
+    return wrapped

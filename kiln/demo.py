@@ -10,7 +10,14 @@ import numpy as np
 
 import kiln as jax
 import kiln.numpy as jnp
-from kiln import grad, jacfwd, jacrev, jit, vmap
+from kiln import (
+    demo_parallel,  # sets jax_num_cpu_devices = 8 before devices are used
+    grad,
+    jacfwd,
+    jacrev,
+    jit,
+    vmap,
+)
 
 
 def section(title: str) -> None:
@@ -118,6 +125,8 @@ def main() -> None:
     section("Control flow: lax.cond, fori_loop, scan, debug.print")
     from kiln import demo_control
     demo_control.main()
+
+    demo_parallel.main()
 
 
 if __name__ == "__main__":

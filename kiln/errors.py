@@ -9,13 +9,18 @@ import os
 import traceback
 
 _KILN_DIR = os.path.dirname(os.path.abspath(__file__))
+# Further files or folders whose frames are not the user's (libraries built on kiln register
+# theirs with ``kiln._src.traceback_util.register_exclusion``, as with JAX).
+_excluded_paths: list = []
 
 
 def user_frame_summary() -> str:
-    """The innermost stack frame outside kiln, as ``file:line (function)``."""
+    """The innermost stack frame outside kiln (and outside registered library paths), as
+    ``file:line (function)``."""
     for frame in reversed(traceback.extract_stack()):
         fname = os.path.abspath(frame.filename)
-        if not fname.startswith(_KILN_DIR) and "/contextlib.py" not in fname:
+        if (not fname.startswith(_KILN_DIR) and "/contextlib.py" not in fname
+                and not any(fname.startswith(p) for p in _excluded_paths)):
             line = f"\n    {frame.line}" if frame.line else ""
             return f"{frame.filename}:{frame.lineno} ({frame.name}){line}"
     return "<unknown>"

@@ -241,7 +241,7 @@ def test_pure_callback_eager_jit_and_pytrees():
         out = fun(x, y)
         assert out["s"].tolist() == [2, 4, 6] and out["p"][0].tolist() == [0, 1, 2]
         assert out["s"].dtype == np.float32
-    assert calls == [kiln.Array, kiln.Array]
+    assert calls == [kiln.array.ArrayImpl, kiln.array.ArrayImpl]
     # Python scalars and float64 results are canonicalized to the declared type.
     out = pure_callback(lambda x: 2.0, S((), F), F(1))
     assert out.dtype == np.float32 and float(out) == 2.0 and not out.weak_type

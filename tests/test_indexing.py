@@ -508,7 +508,7 @@ def test_take_and_take_along_axis():
 def test_eager_fast_paths_are_concrete():
     x = knp.asarray(X)
     for out in [x[I3], x[:, I4], x[MASK], x.at[I3].get(mode="fill"), x[np.array([1]), 2]]:
-        assert type(out) is kiln.Array
+        assert type(out) is kiln.array.ArrayImpl
 
 
 # -- lax.gather / lax.scatter* directly ----------------------------------------------------------

@@ -436,7 +436,7 @@ LINEAR = [
     "concatenate", "pad", "slice", "dynamic_slice", "dynamic_update_slice", "gather",
     "scatter_add", "rev", "cumsum", "real", "imag", "conj", "complex", "reduce_precision",
     "copy", "copy_p", "reduce_window_sum", "conv_general_dilated", "psum", "all_gather",
-    "ppermute", "all_to_all", "psum_scatter", "pbroadcast", "jit", "checkpoint", "custom_lin",
+    "ppermute", "all_to_all", "reduce_scatter", "pbroadcast", "jit", "checkpoint", "custom_lin",
     "cond", "scan", "fft", "triangular_solve", "scatter-add", "scatter-sub",
 ]
 
@@ -458,9 +458,10 @@ RECORD_EXEMPT = {
     "all_gather": "collective: needs an axis name bound by vmap/pmap (test_transformations.py)",
     "axis_index": "collective: needs an axis name bound by vmap/pmap (test_transformations.py)",
     "ppermute": "collective: needs an axis name bound by vmap/pmap (test_transformations.py)",
-    "all_to_all": "collective: needs an axis name bound by vmap/pmap",
-    "psum_scatter": "collective: needs an axis name bound by vmap/pmap",
-    "pbroadcast": "collective: needs an axis name bound by vmap/pmap",
+    "all_to_all": "collective: needs an axis name bound by vmap/pmap (test_collectives.py)",
+    "reduce_scatter": "collective (lax.psum_scatter): needs an axis name bound by vmap/pmap "
+                      "(test_collectives.py)",
+    "pbroadcast": "collective: needs an axis name bound by vmap/pmap (test_collectives.py)",
     "stop_gradient": "its derivative is zero by design, so finite differences disagree "
                      "(test_transformations.py::test_stop_gradient)",
 }

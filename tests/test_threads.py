@@ -49,4 +49,4 @@ def test_new_thread_starts_eagerly_even_inside_a_trace():
         return x * 2
 
     kiln.jit(f)(1.0)
-    assert seen == ["Array"]
+    assert seen == ["ArrayImpl"]

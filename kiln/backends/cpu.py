@@ -102,7 +102,7 @@ def _report_failure(e):
                    "%s: %s", type(e).__name__, e)
 
 
-def _entry_for(closed, name) -> _Entry:
+def _entry_for(closed, name, sync: bool = False) -> _Entry:
     entry = _cache.get(closed)
     if entry is not None:
         return entry
@@ -114,7 +114,7 @@ def _entry_for(closed, name) -> _Entry:
         _cache[closed] = entry
     if _disabled_reason:
         entry.state = "reference"
-    elif config.kiln_compile == "sync":
+    elif sync or config.kiln_compile == "sync":
         try:
             entry.exe = compile_closed(closed, name)
         except Exception as e:
@@ -146,6 +146,13 @@ def run(closed, args, name: str = "jit"):
     if exe is not None:
         return exe(args)
     return reference.run_jaxpr(closed.jaxpr, closed.consts, args)
+
+
+def prepare(closed, name: str = "jit") -> None:
+    """Compile ``closed`` now, on the calling thread, so that later ``run`` calls from
+    other threads find it ready (SPMD programs: ``kiln.parallel.spmd``)."""
+    if _cache.get(closed) is None:
+        _entry_for(closed, name, sync=True)
 
 
 def plain_mode() -> bool:

@@ -217,9 +217,13 @@ void kiln_blas_init(void *s, void *d, void *t, int max_threads) {
    blocks, one per OpenMP thread, each a single-threaded BLAS call: the same thread pool
    as the kernels, so BLAS's own workers never spin against OpenMP's (blas.threads_for). */
 #ifdef _OPENMP
+/* The calling thread's OpenMP budget: a device thread of pmap/shard_map has a share. */
+int omp_get_max_threads(void);
 #define KILN_GEMM_PARALLEL(T, PTR)                                                     \
-  if (kiln_blas_max_threads > 1 && M * N * K >= (int64_t)@PARALLEL_MIN_MACS@) {       \
-    const int nt = kiln_blas_max_threads;                                              \
+  if (kiln_blas_max_threads > 1 && M * N * K >= (int64_t)@PARALLEL_MIN_MACS@         \
+      && omp_get_max_threads() > 1) {                                                  \
+    const int nt = kiln_blas_max_threads < omp_get_max_threads()                        \
+                   ? kiln_blas_max_threads : omp_get_max_threads();                     \
     if (M >= N) {                                                                      \
       _Pragma("omp parallel for num_threads(nt) schedule(static)")                     \
       for (int t = 0; t < nt; t++) {                                                   \

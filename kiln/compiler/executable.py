@@ -37,7 +37,11 @@ class Executable:
         plan = []
         for step in prog.steps:
             if isinstance(step, Island):
-                copy = any(not isinstance(x[0], str) and x[0].kind == "tmp" for x in step.ins)
+                # The island's result may be a view of a pooled temporary input: copy it,
+                # unless the primitive promises fresh results (collectives, whose results
+                # are shared by the devices and never written in place: plan_buffers).
+                copy = (any(not isinstance(x[0], str) and x[0].kind == "tmp" for x in step.ins)
+                        and not getattr(step.eqn.primitive, "island_result_fresh", False))
                 plan.append(("island", step, copy))
             elif id(step) in seg_by_first:
                 seg = seg_by_first[id(step)]

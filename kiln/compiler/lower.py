@@ -778,6 +778,11 @@ def _is_native(eqn) -> bool:
             return False
     if name == "dot_general" and eqn.outvars[0].aval.dtype == np.bool_:
         return False
+    if name == "dot_general":
+        from kiln.lax.dot import algorithm_changes_types
+        if algorithm_changes_types(eqn.params["precision"], eqn.invars[0].aval.dtype,
+                                   eqn.invars[1].aval.dtype, eqn.outvars[0].aval.dtype):
+            return False        # a dot algorithm's casts (or its CPU error): host island
     if name in SCATTERS:
         idt = np.dtype(eqn.invars[1].aval.dtype)
         return idt.kind in "iu" and idt != np.uint64

@@ -2,8 +2,8 @@
 
 Every pass maps a ``ClosedJaxpr`` to a new ``ClosedJaxpr`` computing the same values:
 
-- :func:`inline_calls` replaces ``jit``, ``custom_jvp_call``, ``custom_vjp_call`` and
-  ``checkpoint`` equations by the equations of their bodies.
+- :func:`inline_calls` replaces ``jit``, ``custom_jvp_call``, ``custom_vjp_call``,
+  ``checkpoint`` and ``composite`` equations by the equations of their bodies.
 - :func:`simplify` applies local algebraic rewrites (movement chains, dtype round trips,
   ``x * 1``, ``x + 0``, ``integer_pow``); see :mod:`kiln.compiler.passes_simplify`.
 - :func:`fold_constants` evaluates equations whose operands are all known at compile
@@ -44,6 +44,7 @@ from kiln.core.jaxpr import ClosedJaxpr, DropVar, Jaxpr, Literal, Var, check_jax
 from kiln.custom_derivatives import custom_jvp_call_p, custom_vjp_call_p, remat_p
 from kiln.interpreters.pjit import jit_p
 from kiln.interpreters.staging import dce_jaxpr_consts, has_effects
+from kiln.lax.composite import composite_p
 
 __all__ = ["FOLD_MAX_ELEMENTS", "cse", "dce", "exact_conversion", "fold_constants",
            "inline_calls", "optimize", "simplify"]
@@ -56,6 +57,7 @@ __all__ = ["FOLD_MAX_ELEMENTS", "cse", "dce", "exact_conversion", "fold_constant
 # closed-over tracers as leading operands, which are leading invars of the body).
 _CALL_BODIES = {
     jit_p: "jaxpr",
+    composite_p: "jaxpr",
     remat_p: "jaxpr",
     custom_jvp_call_p: "call_jaxpr",
     custom_vjp_call_p: "call_jaxpr",

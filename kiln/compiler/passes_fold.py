@@ -28,6 +28,7 @@ from kiln.compiler.passes_common import (
     rebuild,
 )
 from kiln.core.jaxpr import ClosedJaxpr, DropVar, Literal, Var
+from kiln.interpreters.batching import collective_prims
 from kiln.interpreters.staging import has_effects
 from kiln.lax.structural import broadcast_in_dim_p
 
@@ -35,7 +36,9 @@ FOLD_MAX_ELEMENTS = 1024
 
 
 def _foldable(eqn, max_elements) -> bool:
-    return (len(eqn.outvars) > 0 and not has_effects(eqn) and not has_subjaxpr(eqn.params)
+    # Collectives are never folded: their value depends on the device running them.
+    return (len(eqn.outvars) > 0 and eqn.primitive not in collective_prims
+            and not has_effects(eqn) and not has_subjaxpr(eqn.params)
             and not has_callable(eqn.params)
             and all(is_numpy_aval(v.aval) and v.aval.size <= max_elements
                     for v in eqn.outvars))

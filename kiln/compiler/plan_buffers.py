@@ -42,6 +42,9 @@ def alias_dead_operands(prog: Program) -> dict:
     from kiln.compiler.program import Kernel, Scatter
     aliases: dict = {}
     outputs = {o[1].id for o in prog.outputs if o[0] == "buf"}
+    # An island's result is an array the island returned (maybe shared with other
+    # devices, see kiln.parallel): never written in place.
+    outputs |= {b.id for s in prog.steps if isinstance(s, Island) for b in s.outs}
     steps = prog.steps
     j = 1
     while j < len(steps):

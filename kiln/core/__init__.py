@@ -3,3 +3,49 @@
 Nothing in here knows about specific primitives (those live in ``kiln.lax``) or
 about specific transformations (those live in ``kiln.interpreters``).
 """
+
+# ``jax.core``'s public names, resolved on first use (the submodules import each other, so
+# nothing is imported here eagerly). ``kiln.extend.core`` documents the deprecated ones.
+_PUBLIC = {
+    "AbstractValue": ("kiln.core.avals", "AbstractValue"),
+    "ShapedArray": ("kiln.core.avals", "ShapedArray"),
+    "Trace": ("kiln.core.trace", "Trace"),
+    "Tracer": ("kiln.core.trace", "Tracer"),
+    "eval_jaxpr": ("kiln.core.jaxpr", "eval_jaxpr"),
+    "ensure_compile_time_eval": ("kiln.api", "ensure_compile_time_eval"),
+    "eval_context": ("kiln.extend.core", "eval_context"),
+    "Atom": ("kiln.extend.core", "Atom"),
+    "Value": ("kiln.extend.core", "Value"),
+    "ParamDict": ("kiln.extend.core", "ParamDict"),
+    "max_dim": ("kiln.extend.core", "max_dim"),
+    "min_dim": ("kiln.extend.core", "min_dim"),
+}
+
+
+# Names JAX 0.10.2 still has in ``jax.core`` with a DeprecationWarning, or has removed (an
+# AttributeError that says where the name went): ``kiln.extend.core`` answers for them.
+_DEPRECATED = frozenset({
+    "CallPrimitive", "DebugInfo", "DropVar", "Effect", "Effects", "InconclusiveDimensionOperation",
+    "JaxprTypeError", "check_jaxpr", "concrete_or_error", "find_top_trace", "gensym",
+    "get_opaque_trace_state", "jaxprs_in_params", "new_jaxpr_eqn", "no_effects",
+    "primal_dtype_to_tangent_dtype", "unsafe_am_i_under_a_jit_DO_NOT_USE",
+    "unsafe_am_i_under_a_vmap_DO_NOT_USE", "unsafe_get_axis_names_DO_NOT_USE",
+    "nonempty_axis_env_DO_NOT_USE", "valid_jaxtype", "abstract_token", "is_concrete",
+    "get_aval", "mapped_aval", "unmapped_aval", "set_current_trace", "take_current_trace",
+    "traverse_jaxpr_params", "TraceTag", "call_impl", "subjaxprs", "AbstractToken",
+})
+
+
+def __getattr__(name):
+    target = _PUBLIC.get(name)
+    if target is None:
+        if name not in _DEPRECATED:
+            raise AttributeError(f"module 'kiln.core' has no attribute {name!r}")
+        from kiln.extend import core as _ext
+        return _ext._core_deprecated_attr(name)
+    import importlib
+    return getattr(importlib.import_module(target[0]), target[1])
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_PUBLIC))

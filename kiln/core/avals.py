@@ -24,7 +24,13 @@ def short_dtype_name(dtype: np.dtype) -> str:
     return _SHORT.get(name, name)
 
 
-class ShapedArray:
+class AbstractValue:
+    """Base class of abstract values (``jax.core.AbstractValue``)."""
+
+    __slots__ = ()
+
+
+class ShapedArray(AbstractValue):
     """An abstract array: shape, dtype and weak type, no values."""
 
     __slots__ = ("shape", "dtype", "weak_type")
@@ -72,7 +78,7 @@ class ShapedArray:
     __str__ = str_short
 
 
-class AbstractToken:
+class AbstractToken(AbstractValue):
     """The abstract value of an effect-ordering token."""
 
     shape = ()

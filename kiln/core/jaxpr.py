@@ -49,17 +49,21 @@ class Literal:
 
 
 class JaxprEqn:
-    __slots__ = ("primitive", "invars", "outvars", "params")
+    """``outvars = primitive[params] invars``; ``source_info`` is the user's line that
+    staged it (``kiln.core.source_info.SourceInfo``) or ``None``."""
 
-    def __init__(self, primitive, invars, outvars, params):
+    __slots__ = ("primitive", "invars", "outvars", "params", "source_info")
+
+    def __init__(self, primitive, invars, outvars, params, source_info=None):
         self.primitive = primitive
         self.invars = invars
         self.outvars = outvars
         self.params = params
+        self.source_info = source_info
 
     def replace(self, **kw):
         d = dict(primitive=self.primitive, invars=self.invars, outvars=self.outvars,
-                 params=self.params)
+                 params=self.params, source_info=self.source_info)
         d.update(kw)
         return JaxprEqn(**d)
 
@@ -93,8 +97,10 @@ class Jaxpr:
 
     __repr__ = __str__
 
-    def pretty_print(self, **_kw):
-        return str(self)
+    def pretty_print(self, *, source_info: bool = False, **_kw) -> str:
+        """The jaxpr's text; with ``source_info=True`` each equation ends with a
+        ``# file:line:col (function)`` comment naming the user's line that staged it."""
+        return pp_jaxpr(self, source_info=source_info)
 
 
 class ClosedJaxpr:
@@ -127,16 +133,18 @@ class ClosedJaxpr:
 
     __repr__ = __str__
 
-    def pretty_print(self, **_kw):
-        return str(self)
+    def pretty_print(self, *, source_info: bool = False, **_kw) -> str:
+        """See :meth:`Jaxpr.pretty_print`."""
+        return pp_jaxpr(self.jaxpr, source_info=source_info)
 
 
 # ----------------------------------------------------------------------------------------------
 # Pretty printing in JAX's format.
 
 class _Namer:
-    def __init__(self):
+    def __init__(self, source_info: bool = False):
         self.names = {}
+        self.source_info = source_info
 
     def __call__(self, v) -> str:
         if isinstance(v, Literal):
@@ -196,6 +204,8 @@ _HIDDEN = {
     "reshape": {"sharding": (None,)},
 }
 _FIRST = ("name",)
+# Primitives with a ``name`` parameter that JAX still prints in plain alphabetical order.
+_NAME_NOT_FIRST = frozenset({"composite"})
 
 
 # Primitives whose printed parameters are not their stored ones (custom_jvp_call shows the
@@ -215,7 +225,8 @@ def _shown_params(eqn):
                                                 if not isinstance(v, np.ndarray))):
             continue
         out.append((k, v))
-    out.sort(key=lambda kv: (kv[0] not in _FIRST, kv[0]))
+    first = () if eqn.primitive.name in _NAME_NOT_FIRST else _FIRST
+    out.sort(key=lambda kv: (kv[0] not in first, kv[0]))
     return out
 
 
@@ -237,7 +248,7 @@ def pp_eqn(eqn: JaxprEqn, namer, indent: int) -> str:
     lines = [f"{outs} = {name}["]
     fresh = name == "jit"   # a jit's body is printed with its own names, as JAX does
     for k, v in params:
-        inner_namer = _Namer() if fresh else namer
+        inner_namer = _Namer(namer.source_info) if fresh else namer
         if _is_jaxpr(v):
             body = _pp_jaxpr_body(_inner(v), inner_namer, indent + 2, prefix=len(k) + 1)
             lines.append(f"{pad}{k}={body}")
@@ -261,7 +272,9 @@ def _pp_jaxpr_body(jaxpr: Jaxpr, namer, indent: int, nested: bool = False,
     eqn_strs = [pp_eqn(e, namer, indent + 4) for e in jaxpr.eqns]
     outs = ", ".join(namer(v) for v in jaxpr.outvars)
     out_txt = f"({outs},)" if len(jaxpr.outvars) == 1 else f"({outs})"
-    if not any("\n" in e for e in eqn_strs):
+    if getattr(namer, "source_info", False):
+        eqn_strs = [_with_source(s, e) for s, e in zip(eqn_strs, jaxpr.eqns)]
+    if not any("\n" in e for e in eqn_strs) and not getattr(namer, "source_info", False):
         one_line = f"{head} {'; '.join(eqn_strs)} in {out_txt} }}"
         if indent + prefix + len(one_line) <= 80:
             return one_line
@@ -270,8 +283,17 @@ def _pp_jaxpr_body(jaxpr: Jaxpr, namer, indent: int, nested: bool = False,
     return f"{head}\n{body}\n{' ' * (indent + 2)}in {out_txt} }}"
 
 
-def pp_jaxpr(jaxpr: Jaxpr) -> str:
-    return _pp_jaxpr_body(jaxpr, _Namer(), 0)
+def _with_source(text: str, eqn) -> str:
+    """``text`` (an equation) with the user's line as a comment on its first line."""
+    si = getattr(eqn, "source_info", None)
+    if si is None:
+        return text
+    first, *rest = text.split("\n")
+    return "\n".join([f"{first}  # {si}", *rest])
+
+
+def pp_jaxpr(jaxpr: Jaxpr, source_info: bool = False) -> str:
+    return _pp_jaxpr_body(jaxpr, _Namer(source_info), 0)
 
 
 # ----------------------------------------------------------------------------------------------

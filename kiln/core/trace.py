@@ -292,14 +292,38 @@ class Tracer:
     def tolist(self):
         raise ConcretizationTypeError(self, "The problem arose with the `tolist` method.")
 
+    # -- printing, as JAX 0.10: ``JitTracer(float32[3])``, ``VmapTracer(aval=..., batched=...)``,
+    # ``JVPTracer(primal=..., tangent=...)``, ``GradTracer(primal=..., typeof(tangent)=...)``.
+    # Each tracer class gives its text in ``_short_repr``; ``_jax_type_name`` is the name of
+    # JAX's class for the same kind of tracer (it appears in ``__format__``'s error).
+    def _short_repr(self) -> str:
+        return f"{self._jax_type_name()}<{aval_str(self.aval)}>"
+
+    def _jax_type_name(self) -> str:
+        return type(self).__name__
+
     def __repr__(self):
-        return f"Traced<{self.aval.str_short(False)}{'weak' if self.weak_type else ''}>with<{type(self._trace).__name__}>"
+        return self._short_repr()
 
     def __str__(self):
-        return repr(self)
+        return self._short_repr()
 
     def __format__(self, spec):
-        return repr(self)
+        if spec:
+            raise TypeError(f"unsupported format string passed to "
+                            f"{self._jax_type_name()}.__format__")
+        return self._short_repr()
+
+
+def aval_str(aval) -> str:
+    """``str`` of an abstract value as JAX prints it: ``float32[3]``, ``~float32[]`` (weak)."""
+    text = aval.str_short(False)
+    return "~" + text if getattr(aval, "weak_type", False) else text
+
+
+def short_repr(x) -> str:
+    """A tracer's short text, or ``str`` of a concrete value (JAX's nested tracer reprs)."""
+    return x._short_repr() if isinstance(x, Tracer) else str(x)
 
 
 # ----------------------------------------------------------------------------------------------

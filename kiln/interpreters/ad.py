@@ -129,6 +129,21 @@ class JVPTracer(Tracer):
     def to_concrete_value(self):
         return self.primal
 
+    def _in_linearize(self):
+        """True under ``grad``/``vjp``/``linearize`` (JAX's GradTracer), not ``jvp``."""
+        parent = self._trace.parent
+        return type(parent) is JaxprTrace and parent.forward_known
+
+    def _short_repr(self):
+        primal = core.short_repr(self.primal)
+        if self._in_linearize():
+            return (f"GradTracer(primal={primal}, "
+                    f"typeof(tangent)={get_aval(self.tangent).str_short(True)})")
+        return f"JVPTracer(primal={primal}, tangent={core.short_repr(self.tangent)})"
+
+    def _jax_type_name(self):
+        return "LinearizeTracer" if self._in_linearize() else "JVPTracer"
+
 
 class JVPTrace(Trace):
     __slots__ = ()

@@ -9,7 +9,9 @@ BatchTrace whose ``axis_data.name`` matches performs them, others pass them up.
 """
 from __future__ import annotations
 
-from kiln.core.trace import Trace, Tracer, check_foreign_tracer, get_aval
+import threading
+
+from kiln.core.trace import Trace, Tracer, aval_str, check_foreign_tracer, get_aval
 from kiln.core.trace import set_current_trace as _set_trace
 
 batch_rules: dict = {}
@@ -35,10 +37,19 @@ class AxisData:
 axis_env: list = []
 
 
+# Axis sizes bound for the calling thread only: a device thread of pmap/shard_map
+# (``kiln.parallel.spmd``) sets ``thread_axes.sizes`` to its mesh, so programs it traces
+# or compiles while running (a nested jit's first call) see the mesh's axis names.
+thread_axes = threading.local()
+
+
 def axis_size(name) -> int:
     for n, size in reversed(axis_env):
         if n == name:
             return size
+    sizes = getattr(thread_axes, "sizes", None)
+    if sizes is not None and name in sizes:
+        return sizes[name]
     raise NameError(f"unbound axis name: {name}. The axis must be bound by an enclosing "
                     "vmap(..., axis_name=...), pmap or shard_map.")
 
@@ -56,6 +67,9 @@ class BatchTracer(Tracer):
         a = get_aval(self.val)
         shape = a.shape[:self.bdim] + a.shape[self.bdim + 1:]
         return a.update(shape=shape)
+
+    def _short_repr(self):
+        return f"VmapTracer(aval={aval_str(self.aval)}, batched={aval_str(get_aval(self.val))})"
 
 
 class BatchTrace(Trace):
@@ -78,7 +92,9 @@ class BatchTrace(Trace):
             v, d = self.to_val_dim(x)
             vals.append(v)
             dims.append(d)
-        if all(d is None for d in dims) and prim not in collective_prims:
+        if (all(d is None for d in dims) and prim not in collective_prims
+                and not (self.axis_data.name is not None
+                         and _params_use_axis(params, self.axis_data.name))):
             with _set_trace(self.parent):
                 return prim.bind(*vals, **params)
         rule = batch_rules.get(prim)
@@ -111,6 +127,30 @@ class BatchTrace(Trace):
         from kiln.custom_derivatives import batch_custom_vjp
         return batch_custom_vjp(self, fun, fwd, bwd, list(vals), list(dims), out_trees,
                                 symbolic_zeros)
+
+
+def _collective_axis_names(eqn) -> tuple:
+    names = eqn.params.get("axes", eqn.params.get("axis_name"))
+    return tuple(names) if isinstance(names, (tuple, list)) else (names,)
+
+
+def _params_use_axis(params, name) -> bool:
+    """Whether a sub-jaxpr in ``params`` (of jit, cond, scan, ...) runs a collective over the
+    axis ``name``: then the primitive must be batched even when no operand is (its result
+    can depend on the position, e.g. ``axis_index``)."""
+    from kiln.core.jaxpr import ClosedJaxpr, Jaxpr
+    for p in params.values():
+        for sub in (p if isinstance(p, (tuple, list)) else (p,)):
+            if isinstance(sub, ClosedJaxpr):
+                sub = sub.jaxpr
+            if isinstance(sub, Jaxpr):
+                for eqn in sub.eqns:
+                    if eqn.primitive in collective_prims:
+                        if name in _collective_axis_names(eqn):
+                            return True
+                    elif _params_use_axis(eqn.params, name):
+                        return True
+    return False
 
 
 # ----------------------------------------------------------------------------------------------

@@ -12,6 +12,8 @@ tangent map (a jaxpr), and how jaxprs with sub-jaxprs are split.
 """
 from __future__ import annotations
 
+from kiln.core.source_info import current as _source_info
+
 from kiln.core import trace as core
 from kiln.core.avals import ShapedArray
 from kiln.core.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var
@@ -25,16 +27,23 @@ always_stage: set = set()
 
 
 class JaxprTracer(Tracer):
-    __slots__ = ("_aval", "var")
+    # ``_var``, not ``var``: a slot named ``var`` would hide the ``x.var()`` array method.
+    __slots__ = ("_aval", "_var")
 
     def __init__(self, trace, aval, var):
         self._trace = trace
         self._aval = aval
-        self.var = var
+        self._var = var
 
     @property
     def aval(self):
         return self._aval
+
+    def _short_repr(self):
+        return f"JitTracer({core.aval_str(self._aval)})"
+
+    def _jax_type_name(self):
+        return "DynamicJaxprTracer"
 
 
 class JaxprTrace(Trace):
@@ -62,7 +71,7 @@ class JaxprTrace(Trace):
     def to_atom(self, x):
         """The Var or Literal standing for ``x`` in this trace's jaxpr."""
         if isinstance(x, JaxprTracer) and x._trace is self:
-            return x.var
+            return x._var
         if isinstance(x, Tracer):
             check_foreign_tracer(self, x)
             return self._const_var(x)
@@ -99,7 +108,7 @@ class JaxprTrace(Trace):
             out = prim.abstract_eval(*in_avals, **params)
             out_avals = out if prim.multiple_results else [out]
         outvars = [Var(a) for a in out_avals]
-        self.eqns.append(JaxprEqn(prim, invars, outvars, params))
+        self.eqns.append(JaxprEqn(prim, invars, outvars, params, _source_info()))
         tracers = [JaxprTracer(self, v.aval, v) for v in outvars]
         return tracers if prim.multiple_results else tracers[0]
 

@@ -6,6 +6,7 @@ re-exports the public functions.
 from kiln.lax import linalg  # noqa: F401
 from kiln.lax.arith import *  # noqa: F401,F403
 from kiln.lax.autodiff_ops import *  # noqa: F401,F403
+from kiln.lax.composite import composite  # noqa: F401
 from kiln.lax.control import *  # noqa: F401,F403
 from kiln.lax.convolution import *  # noqa: F401,F403
 from kiln.lax.cumulative import *  # noqa: F401,F403
@@ -17,6 +18,7 @@ from kiln.lax.gather_scatter import *  # noqa: F401,F403
 from kiln.lax.more_reductions import *  # noqa: F401,F403
 from kiln.lax.parallel import *  # noqa: F401,F403
 from kiln.lax.reductions import *  # noqa: F401,F403
+from kiln.lax.sharding_constraint import with_sharding_constraint  # noqa: F401
 from kiln.lax.slicing import *  # noqa: F401,F403
 from kiln.lax.sorting import *  # noqa: F401,F403
 from kiln.lax.structural import *  # noqa: F401,F403

@@ -1,14 +1,25 @@
 """``dot_general``: tensor contraction with batch dimensions, plus ``dot``,
-``batch_matmul``, ``Precision`` and the rules (bilinear jvp, transposes, batching).
+``batch_matmul``, ``Precision``, ``DotAlgorithm``/``DotAlgorithmPreset`` and the rules
+(bilinear jvp, transposes, batching).
 
 The NumPy impl maps every contraction onto one (batched) ``np.matmul`` so it runs
 on BLAS: lhs → (batch, free, contract), rhs → (batch, contract, free).
+
+``precision`` may be a dot algorithm (as in JAX 0.10). On CPU, as JAX's CPU lowering
+does: ``DEFAULT``, ``F16_F16_F16``, ``F32_F32_F32``, ``F64_F64_F64``, ``BF16_BF16_F32``,
+``BF16_BF16_F32_X3`` and ``BF16_BF16_F32_X6`` run; every other preset and every explicit
+``DotAlgorithm`` raise ``ValueError`` when evaluated (not when traced). A running preset
+casts each operand to its precision type (unless the operand's dtype is one the preset
+accepts as is), multiplies accumulating in the preset's accumulation type (low-precision
+float products are computed in float32 and rounded, as XLA's CPU backend does), and
+casts the result to the output dtype. The ``_X3``/``_X6`` variants compute in float32.
 """
 from __future__ import annotations
 
 import enum
 import functools
 from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -20,7 +31,7 @@ from kiln.interpreters import ad, batching
 from kiln.interpreters.ad import Zero, is_undefined_primal
 from kiln.lax._factory import standard_primitive
 from kiln.lax.slicing import eager_checked
-from kiln.lax.structural import convert_element_type, transpose
+from kiln.lax.structural import convert_element_type, convert_element_type_p, transpose
 
 
 class Precision(enum.Enum):
@@ -54,26 +65,208 @@ DotDimensionNumbers = tuple[tuple[Sequence[int], Sequence[int]],
                             tuple[Sequence[int], Sequence[int]]]
 
 
+class DotAlgorithm(NamedTuple):
+    """Specify the algorithm used for computing dot products.
+
+    Passed as the ``precision`` of :func:`dot_general` (and of ``dot``, ``jnp.dot``,
+    ``jnp.matmul``, ``jnp.einsum``, ...), it names the types the operands are rounded to
+    (``lhs_precision_type``, ``rhs_precision_type``), the accumulation type, and how
+    many components/operations emulate a higher precision. Support is platform
+    dependent: as on JAX's CPU backend, an explicit ``DotAlgorithm`` is not supported
+    by kiln (evaluating such a dot raises ``ValueError``); the presets of
+    :class:`DotAlgorithmPreset` listed there are.
+
+    Examples:
+      >>> algorithm = DotAlgorithm(lhs_precision_type=np.float16,
+      ...                          rhs_precision_type=np.float16,
+      ...                          accumulation_type=np.float32)
+    """
+
+    lhs_precision_type: Any
+    rhs_precision_type: Any
+    accumulation_type: Any
+    lhs_component_count: int = 1
+    rhs_component_count: int = 1
+    num_primitive_operations: int = 1
+    allow_imprecise_accumulation: bool = False
+
+
+class DotAlgorithmPreset(enum.Enum):
+    """An enum of known algorithms for computing dot products.
+
+    Select one as the ``precision`` of :func:`dot_general` (or ``jnp.dot``, ...), either
+    as a member or by its name (``precision="F16_F16_F32"``); the names of the presets
+    are ``LHS_RHS_ACCUM`` (the operand types and the accumulation type), ``ANY`` meaning
+    any type and ``_X3``/``_X6``/``_X9`` the number of operations emulating a higher
+    precision. ``jax_default_matmul_precision`` may also name a preset.
+
+    On CPU (JAX's CPU backend and kiln) only ``DEFAULT``, ``F16_F16_F16``,
+    ``F32_F32_F32``, ``F64_F64_F64``, ``BF16_BF16_F32``, ``BF16_BF16_F32_X3`` and
+    ``BF16_BF16_F32_X6`` are supported; the others raise ``ValueError`` when evaluated.
+    """
+
+    DEFAULT = enum.auto()
+    ANY_F8_ANY_F8_F32 = enum.auto()
+    ANY_F8_ANY_F8_F32_FAST_ACCUM = enum.auto()
+    ANY_F8_ANY_F8_ANY = enum.auto()
+    ANY_F8_ANY_F8_ANY_FAST_ACCUM = enum.auto()
+    F16_F16_F16 = enum.auto()
+    F16_F16_F32 = enum.auto()
+    BF16_BF16_BF16 = enum.auto()
+    BF16_BF16_F32 = enum.auto()
+    BF16_BF16_F32_X3 = enum.auto()
+    BF16_BF16_F32_X6 = enum.auto()
+    BF16_BF16_F32_X9 = enum.auto()
+    TF32_TF32_F32 = enum.auto()
+    TF32_TF32_F32_X3 = enum.auto()
+    F32_F32_F32 = enum.auto()
+    F64_F64_F64 = enum.auto()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}.{self.name}"
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def supported_lhs_types(self):
+        """The operand dtypes used as they are (others are cast to the first); None: any."""
+        name = self.name
+        if name == "DEFAULT" or name.startswith("ANY_F8"):
+            return None
+        if name in ("F16_F16_F16", "F16_F16_F32"):
+            return (np.float16,)
+        if name in ("BF16_BF16_BF16", "BF16_BF16_F32"):
+            return (dtypes.bfloat16, np.float32)
+        if name == "F64_F64_F64":
+            return (np.float64,)
+        return (np.float32,)
+
+    @property
+    def supported_rhs_types(self):
+        """As :attr:`supported_lhs_types`."""
+        return self.supported_lhs_types
+
+    @property
+    def accumulation_type(self):
+        """The accumulation dtype (None: the output dtype)."""
+        name = self.name
+        if name in ("DEFAULT", "ANY_F8_ANY_F8_ANY", "ANY_F8_ANY_F8_ANY_FAST_ACCUM"):
+            return None
+        if name == "F16_F16_F16":
+            return np.float16
+        if name == "BF16_BF16_BF16":
+            return dtypes.bfloat16
+        if name == "F64_F64_F64":
+            return np.float64
+        return np.float32
+
+    def supported_output_types(self, lhs_dtype, rhs_dtype):
+        """The result dtypes the algorithm produces directly (None: any)."""
+        name = self.name
+        if name in ("ANY_F8_ANY_F8_F32", "ANY_F8_ANY_F8_F32_FAST_ACCUM"):
+            return (np.float32, np.float16, dtypes.bfloat16, dtypes.float8_e4m3fn,
+                    dtypes.float8_e5m2, dtypes.float8_e5m2fnuz, dtypes.float8_e4m3fnuz,
+                    dtypes.float8_e4m3b11fnuz)
+        if name in ("F16_F16_F32", "BF16_BF16_F32"):
+            low = np.float16 if name == "F16_F16_F32" else dtypes.bfloat16
+            if dtypes.promote_types(lhs_dtype, rhs_dtype) == np.dtype(low):
+                return (np.float32, low)
+            return (np.float32,)
+        acc = self.accumulation_type
+        return None if acc is None else (acc,)
+
+
+# The algorithms JAX's CPU lowering accepts.
+_CPU_PRESETS = frozenset({
+    DotAlgorithmPreset.DEFAULT, DotAlgorithmPreset.F16_F16_F16,
+    DotAlgorithmPreset.F32_F32_F32, DotAlgorithmPreset.F64_F64_F64,
+    DotAlgorithmPreset.BF16_BF16_F32, DotAlgorithmPreset.BF16_BF16_F32_X3,
+    DotAlgorithmPreset.BF16_BF16_F32_X6,
+})
+
+
+def _is_algorithm(precision) -> bool:
+    return isinstance(precision, (DotAlgorithm, DotAlgorithmPreset))
+
+
+def algorithm_compute_types(algorithm, lhs_dtype, rhs_dtype, out_dtype):
+    """``(lhs, rhs, accumulation)`` dtypes a dot with ``algorithm`` computes in."""
+    if isinstance(algorithm, DotAlgorithm):
+        return (np.dtype(algorithm.lhs_precision_type), np.dtype(algorithm.rhs_precision_type),
+                np.dtype(algorithm.accumulation_type))
+
+    def pick(dt, supported):
+        if supported is None or np.dtype(dt) in [np.dtype(t) for t in supported]:
+            return np.dtype(dt)
+        return np.dtype(supported[0])
+    lt = pick(lhs_dtype, algorithm.supported_lhs_types)
+    rt = pick(rhs_dtype, algorithm.supported_rhs_types)
+    return lt, rt, pick(out_dtype, algorithm.supported_output_types(lt, rt))
+
+
+def check_cpu_algorithm(precision) -> None:
+    """JAX's CPU check: raise ``ValueError`` for a dot algorithm the CPU cannot run."""
+    if _is_algorithm(precision) and precision not in _CPU_PRESETS:
+        raise ValueError(f"The precision '{precision}' is not supported by dot_general "
+                         "on CPU")
+
+
+def algorithm_changes_types(precision, lhs_dtype, rhs_dtype, out_dtype) -> bool:
+    """Whether a dot with this ``precision`` computes other than the default dot does
+    (unsupported algorithms count: evaluating them raises)."""
+    if not _is_algorithm(precision) or precision is DotAlgorithmPreset.DEFAULT:
+        return False
+    if precision not in _CPU_PRESETS:
+        return True
+    lt, rt, at = algorithm_compute_types(precision, lhs_dtype, rhs_dtype, out_dtype)
+    return (lt != np.dtype(lhs_dtype) or rt != np.dtype(rhs_dtype)
+            or at != np.dtype(out_dtype))
+
+
 def canonicalize_precision(precision):
-    """``None`` or a pair of ``Precision`` values, from any accepted spelling."""
+    """``None``, a pair of ``Precision`` values, a ``DotAlgorithmPreset`` or a
+    ``DotAlgorithm``, from any accepted spelling (JAX's ``canonicalize_precision``)."""
     if precision is None:
         default = config.jax_default_matmul_precision
-        return None if default is None else canonicalize_precision(default)
-    if isinstance(precision, str) and precision in _precision_strings:
-        p = Precision(precision)
-        return (p, p)
-    if isinstance(precision, Precision):
+        if default is None:
+            return None
+        try:
+            return canonicalize_precision(default)
+        except ValueError:
+            raise ValueError(
+                "jax_default_matmul_precision flag must be set to None, a value in "
+                f"{list(_precision_strings)}, or the name of a lax.DotAlgorithmPreset, but "
+                f"got {default}") from None
+    if isinstance(precision, str):
+        if precision in _precision_strings:
+            p = Precision(precision)
+            return (p, p)
+        try:
+            return DotAlgorithmPreset[precision]
+        except KeyError:
+            pass
+    elif isinstance(precision, Precision):
         return (precision, precision)
-    if isinstance(precision, (list, tuple)) and len(precision) == 2:
+    elif _is_algorithm(precision):
+        return precision
+    elif isinstance(precision, (list, tuple)) and len(precision) == 2:
         if all(isinstance(p, Precision) for p in precision):
             return tuple(precision)
         if all(isinstance(p, str) for p in precision):
-            return (canonicalize_precision(precision[0])[0],
-                    canonicalize_precision(precision[1])[0])
+            first, second = (canonicalize_precision(p) for p in precision)
+            for c in (first, second):
+                if isinstance(c, DotAlgorithmPreset):   # JAX indexes the preset
+                    raise TypeError("'DotAlgorithmPreset' object is not subscriptable")
+            return (first[0], second[0])
     raise ValueError(
-        "Precision argument must be one of:\n- None,\n- a string in "
-        f"{[k for k in _precision_strings if k is not None]},\n- a lax.Precision value,\n"
-        f"- a tuple of two lax.Precision values or strings; got {precision}.")
+        "Precision argument must be one of:\n- None,\n"
+        f"- a string in {list(_precision_strings)},\n"
+        "- a lax.Precision value,\n"
+        "- a tuple of two lax.Precision values or strings,\n"
+        "- a lax.DotAlgorithmPreset or the name of one of these presets, or\n"
+        "- a lax.DotAlgorithm value;\n"
+        f"but got {precision}.")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -113,13 +306,14 @@ def _input_result_dtype(lhs_dt, rhs_dt):
 
 
 @functools.lru_cache(maxsize=512)
-def _result_dtype(lhs_dt, rhs_dt, preferred):
+def _result_dtype(lhs_dt, rhs_dt, preferred, check_bit_width=True):
     if preferred is None and lhs_dt == rhs_dt:
         return np.dtype(lhs_dt)
     rt = _input_result_dtype(lhs_dt, rhs_dt)
     if preferred is None or rt == preferred:
         return rt
-    if not dtypes.issubdtype(rt, np.floating) and _bit_width(preferred) < _bit_width(rt):
+    if check_bit_width and not dtypes.issubdtype(rt, np.floating) and \
+            _bit_width(preferred) < _bit_width(rt):
         raise TypeError("`preferred_element_type` must not be narrower than the original type, "
                         f"got preferred_element_type of {np.dtype(preferred).name} for result "
                         f"type of {rt.name}.")
@@ -170,7 +364,8 @@ def _dot_shape(lhs, rhs, dimension_numbers):
 def _dot_abstract_eval(lhs, rhs, *, dimension_numbers, precision, preferred_element_type,
                        out_sharding):
     shape = _dot_shape(lhs, rhs, dimension_numbers)
-    dt = _result_dtype(lhs.dtype, rhs.dtype, preferred_element_type)
+    dt = _result_dtype(lhs.dtype, rhs.dtype, preferred_element_type,
+                       not _is_algorithm(precision))
     return ShapedArray(shape, dt, lhs.weak_type and rhs.weak_type)
 
 
@@ -195,7 +390,11 @@ def _compute_dtype(lhs_dt, rhs_dt, preferred, out_dt):
 
 def _dot_impl(lhs, rhs, *, dimension_numbers, precision, preferred_element_type, out_sharding):
     lhs, rhs = np.asarray(lhs), np.asarray(rhs)
-    out_dt = _result_dtype(lhs.dtype, rhs.dtype, preferred_element_type)
+    if _is_algorithm(precision) and precision is not DotAlgorithmPreset.DEFAULT:
+        return _dot_algorithm_impl(lhs, rhs, dimension_numbers, precision,
+                                   preferred_element_type)
+    out_dt = _result_dtype(lhs.dtype, rhs.dtype, preferred_element_type,
+                           not _is_algorithm(precision))
     ct = _compute_dtype(lhs.dtype, rhs.dtype, preferred_element_type, out_dt)
     if lhs.dtype != ct:
         lhs = lhs.astype(ct)
@@ -222,6 +421,28 @@ def _dot_impl(lhs, rhs, *, dimension_numbers, precision, preferred_element_type,
     if out.dtype != out_dt:
         out = np.asarray(out).astype(out_dt)
     return out
+
+
+def _dot_algorithm_impl(lhs, rhs, dimension_numbers, precision, preferred_element_type):
+    """A dot with a dot algorithm, as JAX's CPU lowering: operands cast to the
+    algorithm's types, the product in its accumulation type, then the output dtype."""
+    check_cpu_algorithm(precision)
+    out_dt = _result_dtype(lhs.dtype, rhs.dtype, preferred_element_type, False)
+    lt, rt, at = algorithm_compute_types(precision, lhs.dtype, rhs.dtype, out_dt)
+    if lhs.dtype != lt:
+        lhs = _convert_value(lhs, lt)
+    if rhs.dtype != rt:
+        rhs = _convert_value(rhs, rt)
+    out = _dot_impl(lhs, rhs, dimension_numbers=dimension_numbers, precision=None,
+                    preferred_element_type=None if lt == rt == at else at,
+                    out_sharding=None)
+    return out if out.dtype == out_dt else _convert_value(out, out_dt)
+
+
+def _convert_value(x, dt):
+    """NumPy value ``x`` as dtype ``dt`` with ``convert_element_type``'s semantics."""
+    return np.asarray(convert_element_type_p.impl(x, new_dtype=np.dtype(dt), weak_type=False,
+                                                  sharding=None))
 
 
 dot_general_p = standard_primitive("dot_general", _dot_abstract_eval, _dot_impl)
@@ -391,5 +612,6 @@ def batch_matmul(lhs, rhs, precision=None):
     return dot_general(lhs, rhs, (((la.ndim - 1,), (ra.ndim - 2,)), (batch, batch)), precision)
 
 
-__all__ = ["dot_general", "dot", "batch_matmul", "Precision", "DotDimensionNumbers",
-           "canonicalize_precision", "dot_general_p"]
+__all__ = ["dot_general", "dot", "batch_matmul", "Precision", "DotAlgorithm",
+           "DotAlgorithmPreset", "DotDimensionNumbers", "canonicalize_precision",
+           "dot_general_p"]

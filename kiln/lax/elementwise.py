@@ -7,15 +7,16 @@ Impls take NumPy values and return exactly the dtype the abstract evaluation
 promises. Half-precision floats (float16, bfloat16) are computed in float32 and
 rounded back, as XLA does on CPU. Integer operations wrap and treat edge cases
 (shift amounts out of range, ``rem`` by zero) as XLA does. Special functions use
-``scipy.special``. This module must not define anything that is not elementwise.
+``scipy.special`` (imported on first use: it costs a quarter of a second, which
+``import kiln`` should not pay). This module must not define anything that is not elementwise.
 """
 from __future__ import annotations
 
 import enum
+import importlib
 
 import ml_dtypes
 import numpy as np
-import scipy.special as sps
 
 from kiln import dtypes
 from kiln.array import make_array
@@ -63,6 +64,24 @@ from kiln.lax.structural import broadcast_in_dim, convert_element_type, select
 # ----------------------------------------------------------------------------------------------
 # Helpers for impls and rules.
 
+class _LazyModule:
+    """A module imported on its first attribute access. Each attribute read is then kept on
+    this object, so later reads cost what a module attribute read costs."""
+
+    def __init__(self, name):
+        self._name = name
+
+    def __getattr__(self, attr):  # only called for attributes not yet kept
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        value = getattr(importlib.import_module(self._name), attr)
+        setattr(self, attr, value)
+        return value
+
+
+sps = _LazyModule("scipy.special")
+
+
 _HALF: dict = {}
 
 
@@ -78,8 +97,13 @@ def _is_half(dt) -> bool:
 def _math(fn, *, upcast=True, quiet=True):
     """Wrap a NumPy/SciPy function of float/complex arrays as an impl: half floats are
     computed in float32 (``upcast``), warnings about NaN/inf are silenced (``quiet``: JAX
-    never warns, e.g. for the untaken branch of a ``where``), the dtype is restored."""
+    never warns, e.g. for the untaken branch of a ``where``), the dtype is restored.
+    ``fn`` may be the name of a ``scipy.special`` function: it is looked up on the first
+    call (so defining the impl imports nothing)."""
     def impl(*args, **params):
+        nonlocal fn
+        if type(fn) is str:
+            fn = getattr(sps, fn)
         dt = args[0].dtype
         if upcast and _is_half(dt):
             args = [np.asarray(a, np.float32) for a in args]
@@ -822,19 +846,19 @@ def _igammac(a, x):
     return _nan_where(np.isinf(a), sps.gammaincc(a, x))
 
 
-erf_p = unop("erf", _math(sps.erf), _float)
-erfc_p = unop("erfc", _math(sps.erfc), _float)
-erf_inv_p = unop("erf_inv", _math(sps.erfinv), _float)
+erf_p = unop("erf", _math("erf"), _float)
+erfc_p = unop("erfc", _math("erfc"), _float)
+erf_inv_p = unop("erf_inv", _math("erfinv"), _float)
 lgamma_p = unop("lgamma", _math(_lgamma), _float)
 digamma_p = unop("digamma", _math(_digamma), _float)
-bessel_i0e_p = unop("bessel_i0e", _math(sps.i0e), _float)
-bessel_i1e_p = unop("bessel_i1e", _math(sps.i1e), _float)
+bessel_i0e_p = unop("bessel_i0e", _math("i0e"), _float)
+bessel_i1e_p = unop("bessel_i1e", _math("i1e"), _float)
 polygamma_p = naryop("polygamma", _math(_polygamma), _float)
 zeta_p = naryop("zeta", _math(_zeta), _float)
 igamma_p = naryop("igamma", _math(_igamma), _float)
 igammac_p = naryop("igammac", _math(_igammac), _float)
 regularized_incomplete_beta_p = standard_primitive(
-    "regularized_incomplete_beta", None, _math(sps.betainc))
+    "regularized_incomplete_beta", None, _math("betainc"))
 
 _TWO_OVER_SQRT_PI = 2.0 / np.sqrt(np.pi)
 

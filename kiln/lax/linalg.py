@@ -86,12 +86,18 @@ class _LazySciPy:
     """``scipy.linalg`` (and its ``lapack``/``blas``) imported on first use: importing it
     costs most of a second, which ``import kiln`` should not pay."""
 
+    __slots__ = ("_name", "_module")
+
     def __init__(self, name):
         self._name = name
+        self._module = None
 
     def __getattr__(self, attr):
-        import importlib
-        return getattr(importlib.import_module(self._name), attr)
+        module = self._module
+        if module is None:
+            import importlib
+            module = self._module = importlib.import_module(self._name)
+        return getattr(module, attr)
 
 
 _sla = _LazySciPy("scipy.linalg")

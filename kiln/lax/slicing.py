@@ -804,7 +804,11 @@ def full_like(x, fill_value, dtype=None, shape=None, sharding=None):
     """An array like ``x`` (its shape and dtype unless given) filled with ``fill_value``."""
     fill_shape = np.shape(x) if shape is None else shape
     if dtype is None:
-        weak_type = dtypes.is_weakly_typed(x)
+        # As JAX (which reads ``x.aval``), only arrays, tracers and Python scalars carry a
+        # weak type: a ShapeDtypeStruct or other duck-typed prototype never does.
+        from kiln.core import trace as _core
+        weak_type = (isinstance(x, (Tracer, _core.Array)) or type(x) in (int, float, complex)) \
+            and dtypes.is_weakly_typed(x)
         dtype = dtypes.dtype(x, canonicalize=True)
     else:
         weak_type = False

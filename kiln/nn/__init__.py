@@ -17,7 +17,6 @@ from kiln.nn.functions import (  # noqa: F401
     log_sigmoid,
     log_softmax,
     logmeanexp,
-    logsumexp,
     mish,
     one_hot,
     relu,
@@ -37,3 +36,17 @@ from kiln.nn.functions import (  # noqa: F401
     swish,
     tanh,
 )
+
+
+def __getattr__(name):
+    # ``logsumexp`` comes from ``kiln.scipy.special``, imported on first access so that
+    # ``import kiln`` does not import ``kiln.scipy``.
+    if name == "logsumexp":
+        from kiln.nn.functions import logsumexp
+        globals()["logsumexp"] = logsumexp
+        return logsumexp
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted({*globals(), "logsumexp"})

@@ -26,17 +26,33 @@ from kiln.numpy._util import (
     ensure_arraylike,
     promote_args_inexact,
 )
-from kiln.scipy.special import logsumexp
 
 __all__ = [
     "celu", "dot_product_attention", "elu", "gelu", "glu", "hard_sigmoid", "hard_silu",
     "hard_swish", "hard_tanh", "identity", "leaky_relu", "log1mexp", "log_sigmoid",
-    "log_softmax", "logmeanexp", "logsumexp", "mish", "one_hot", "relu", "relu6",
+    "log_softmax", "logmeanexp", "logsumexp", "mish", "one_hot", "relu", "relu6",  # noqa: F822 (module __getattr__)
     "scaled_dot_general", "scaled_matmul", "selu", "sigmoid", "silu", "soft_sign", "softmax",
     "softplus", "sparse_plus", "sparse_sigmoid", "squareplus", "standardize", "swish", "tanh",
 ]
 
 tanh = jnp.tanh
+
+
+def _logsumexp(*args, **kwargs):
+    # ``kiln.scipy.special`` (and the ``kiln.scipy`` package) are imported on first use, not
+    # by ``import kiln``.
+    from kiln.scipy.special import logsumexp
+    return logsumexp(*args, **kwargs)
+
+
+def __getattr__(name):
+    # ``logsumexp`` is ``kiln.scipy.special.logsumexp`` itself (as ``jax.nn.logsumexp`` is
+    # ``jax.scipy.special.logsumexp``), resolved on first access.
+    if name == "logsumexp":
+        from kiln.scipy.special import logsumexp
+        globals()["logsumexp"] = logsumexp
+        return logsumexp
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _arr(name, x):
@@ -217,7 +233,7 @@ def _count(x, axis, where, keepdims, dtype):
 
 def logmeanexp(x, axis=None, where=None, keepdims: bool = False):
     """``log(mean(exp(x)))`` computed stably."""
-    lse = logsumexp(x, axis=axis, where=where, keepdims=keepdims)
+    lse = _logsumexp(x, axis=axis, where=where, keepdims=keepdims)
     count = _count(x, axis, where, keepdims, lse.dtype)
     return lse - jnp.log(count)
 
@@ -366,7 +382,7 @@ def _attention_xla(query, key, value, bias, mask, is_causal, scale, q_seqlen, kv
         valid = jnp.arange(T)[None, :] < q_seqlen[:, None]
         encoded = encoded * valid[:, :, None, None].astype(encoded.dtype)
     if return_residual:
-        lse = logsumexp(logits, axis=-1).astype(key.dtype)          # (B, K, G, T)
+        lse = _logsumexp(logits, axis=-1).astype(key.dtype)          # (B, K, G, T)
         lse = jnp.reshape(jnp.transpose(lse, (0, 3, 1, 2)), (B, T, N))
         return encoded, lax.stop_gradient(lse)
     return encoded

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from kiln import dtypes, lax
-from kiln.array import Array, make_array
+from kiln.array import Array, PublicArray, make_array
 from kiln.core.trace import Tracer, get_aval
 from kiln.errors import ConcretizationTypeError
 from kiln.numpy import _util
@@ -208,35 +208,96 @@ def empty(shape, dtype=None, *, device=None):
     return zeros(shape, dtype)
 
 
-def full_like(a, fill_value, dtype=None, shape=None, *, device=None):
-    """An array like ``a`` (dtype, weak type and shape unless given) filled with ``fill_value``."""
-    _util.check_arraylike("full_like", a, fill_value)
-    aval = get_aval(as_operand(a)) if not isinstance(a, (Array, Tracer)) else get_aval(a)
-    dtype = user_dtype(dtype, "full_like")
-    dt, weak = (aval.dtype, aval.weak_type) if dtype is None else (dtype, False)
-    shape = aval.shape if shape is None else canonicalize_shape(shape)
+def _prototype(a, name, *others):
+    """``(shape, dtype, weak_type)`` of the prototype of a ``*_like`` function.
+
+    As in JAX, anything with ``shape`` and ``dtype`` attributes is accepted (duck typing:
+    ``ShapeDtypeStruct``, e.g. from ``eval_shape``, or a user's array-like object); such an
+    object is never weakly typed and its dtype is canonicalized. Other prototypes must be
+    arrays or scalars (``__jax_array__`` objects are converted first).
+    """
+    if isinstance(a, (Array, Tracer)):
+        _util.check_arraylike(name, a, *others)
+        aval = get_aval(a)
+        return aval.shape, aval.dtype, aval.weak_type
+    if (not isinstance(a, (np.ndarray, np.generic, PublicArray)) and hasattr(a, "dtype")
+            and hasattr(a, "shape")):
+        _util.check_arraylike(name, 0, *others)      # the fill value keeps its position
+        shape = canonicalize_shape(a.shape)
+        dt = a.dtype
+        if not isinstance(dt, np.dtype):
+            raise ValueError(f"Could not convert {a} to a NumPy dtype (via `.dtype` value "
+                             f"{dt}).")
+        if dt != dtypes.float0:
+            dt = dtypes.canonicalize_dtype(dtypes.check_and_canonicalize_user_dtype(dt, name))
+        return shape, np.dtype(dt), False
+    m = getattr(a, "__jax_array__", None)
+    if m is not None:
+        a = m()
+    _util.check_arraylike(name, a, *others)
+    aval = get_aval(as_operand(a))
+    return aval.shape, aval.dtype, aval.weak_type
+
+
+def _full_like(name, a, fill_value, dtype, shape):
+    proto_shape, proto_dt, proto_weak = _prototype(a, name, fill_value)
+    dtype = user_dtype(dtype, name)
+    dt, weak = (proto_dt, proto_weak) if dtype is None else (dtype, False)
+    shape = proto_shape if shape is None else canonicalize_shape(shape)
     if not isinstance(fill_value, (Array, Tracer)) and np.ndim(fill_value) == 0:
         return _fill(shape, fill_value, dt, weak)
     v = lax._convert_element_type(as_operand(fill_value), dt, weak)
     return _util.broadcast_to(v, shape)
 
 
-def zeros_like(a, dtype=None, shape=None, *, device=None):
-    """Zeros with the dtype (and weak type) and shape of ``a``."""
-    _util.check_arraylike("zeros_like", a)
-    return full_like(a, 0, dtype, shape)
+def full_like(a, fill_value, dtype=None, shape=None, *, device=None, out_sharding=None):
+    """Create an array full of ``fill_value`` with the same shape and dtype as ``a``.
+
+    JAX implementation of :func:`numpy.full_like`.
+
+    Args:
+      a: an array, a scalar, or any object with ``shape`` and ``dtype`` attributes (such
+        as a :class:`kiln.ShapeDtypeStruct`); its shape and dtype (and, for arrays, its
+        weak type) are those of the result unless overridden.
+      fill_value: a scalar, or an array broadcast to the result's shape.
+      dtype: optionally override the dtype of the result.
+      shape: optionally override the shape of the result.
+      device, out_sharding: accepted for compatibility (kiln has one CPU device).
+
+    Returns:
+      The filled array.
+    """
+    return _full_like("full_like", a, fill_value, dtype, shape)
 
 
-def ones_like(a, dtype=None, shape=None, *, device=None):
-    """Ones with the dtype (and weak type) and shape of ``a``."""
-    _util.check_arraylike("ones_like", a)
-    return full_like(a, 1, dtype, shape)
+def zeros_like(a, dtype=None, shape=None, *, device=None, out_sharding=None):
+    """Create an array full of zeros with the same shape and dtype as ``a``.
+
+    JAX implementation of :func:`numpy.zeros_like`. ``a`` may be an array, a scalar or any
+    object with ``shape`` and ``dtype`` attributes (e.g. a :class:`kiln.ShapeDtypeStruct`);
+    ``dtype``/``shape`` override the prototype's. ``device``/``out_sharding`` are accepted
+    for compatibility.
+    """
+    return _full_like("zeros_like", a, 0, dtype, shape)
+
+
+def ones_like(a, dtype=None, shape=None, *, device=None, out_sharding=None):
+    """Create an array full of ones with the same shape and dtype as ``a``.
+
+    JAX implementation of :func:`numpy.ones_like`; ``a`` may be an array, a scalar or any
+    object with ``shape`` and ``dtype`` attributes (e.g. a :class:`kiln.ShapeDtypeStruct`).
+    """
+    return _full_like("ones_like", a, 1, dtype, shape)
 
 
 def empty_like(prototype, dtype=None, shape=None, *, device=None):
-    """Like ``zeros_like``."""
-    _util.check_arraylike("empty_like", prototype)
-    return full_like(prototype, 0, dtype, shape)
+    """Create an empty array with the same shape and dtype as ``prototype``.
+
+    JAX implementation of :func:`numpy.empty_like`: as in JAX the result is filled with
+    zeros. ``prototype`` may be an array, a scalar or any object with ``shape`` and
+    ``dtype`` attributes (e.g. a :class:`kiln.ShapeDtypeStruct`).
+    """
+    return _full_like("empty_like", prototype, 0, dtype, shape)
 
 
 # ----------------------------------------------------------------------------------------------

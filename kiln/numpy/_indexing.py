@@ -92,14 +92,8 @@ def _classify(e):
         return "bool", np.asarray(e)
     if isinstance(e, (int, np.integer)):
         return INT, int(e)
-    if isinstance(e, list):
-        if any(isinstance(v, Tracer) for v in _flat(e)):
-            from kiln.numpy._creation import array
-            e = array(e)
-        else:
-            e = np.asarray(e)
-            if e.size == 0:
-                e = e.astype(np.int32)
+    if isinstance(e, (list, tuple)):
+        e = _sequence_index(e)
     if isinstance(e, (Array, Tracer, np.ndarray, np.generic)):
         aval = get_aval(e) if isinstance(e, (Array, Tracer)) else None
         dt = aval.dtype if aval is not None else np.asarray(e).dtype
@@ -122,6 +116,42 @@ def _classify(e):
                         f"{np.dtype(type(e)).name}")
     raise IndexError("Indexing mode not yet supported. Only integers, slices, ellipsis, None, "
                      f"and integer or boolean arrays are valid indices. Got {e!r}")
+
+
+def _sequence_index(e):
+    """A list or tuple index entry as an index array, as JAX converts it with
+    ``jnp.asarray``: ``x[(0, 1, 0), (3, 3, 2)]`` is ``x[array([0, 1, 0]), array([3, 3, 2])]``
+    (eagerly and under every transformation). A list of booleans is a mask; as in JAX, a
+    tuple of booleans is not a valid index."""
+    leaves = list(_flat(e))
+    if any(v is None for v in leaves):
+        raise ValueError("None is not a valid value for jnp.array")
+    if any(isinstance(v, Tracer) for v in leaves):
+        from kiln.numpy._creation import array
+        arr = array(e)
+        dt = get_aval(arr).dtype
+    else:
+        for v in leaves:
+            if not isinstance(v, (Array, np.ndarray, np.generic, bool, int, float, complex)):
+                raise TypeError(f"Value {v!r} with dtype {np.asarray(v).dtype} is not a valid "
+                                "JAX array type. Only arrays of numeric types are supported by "
+                                "JAX.")
+        try:
+            arr = np.asarray(e)
+        except ValueError:
+            raise TypeError(f"Cannot use the ragged sequence {e!r} as an index: its elements "
+                            "have different shapes.") from None
+        if arr.size == 0:
+            arr = arr.astype(np.int32)
+        dt = arr.dtype
+    if isinstance(e, tuple) and dt == np.bool_:
+        # JAX accepts boolean masks as arrays or lists only (a tuple fails an assertion).
+        raise AssertionError(f"a tuple of booleans {e!r} is not a valid index; use a list or "
+                             "an array as a boolean mask")
+    if dt != np.bool_ and not dtypes.issubdtype(dt, np.integer):
+        raise TypeError(f"Indexer must have integer or boolean type, got indexer with type "
+                        f"{np.dtype(dtypes.canonicalize_dtype(dt)).name}")
+    return arr
 
 
 def _flat(seq):

@@ -13,6 +13,7 @@ import numpy as np
 
 from kiln import lax
 from kiln.array import Array, make_array
+from kiln.config import config as _config
 from kiln.core.trace import get_aval
 from kiln.numpy import _eager, _util
 from kiln.numpy._util import as_operand, canonicalize_axis, check_arraylike
@@ -39,7 +40,8 @@ def dot(a, b, *, precision=None, preferred_element_type=None):
     """NumPy's ``dot``: scalar product, inner product, or contraction of a's last axis
     with b's second-to-last (last for 1-D ``b``)."""
     if (type(a) is Array and type(b) is Array and precision is None
-            and preferred_element_type is None and _eager.eager()):
+            and preferred_element_type is None and _eager.eager()
+            and _config.jax_default_matmul_precision is None):
         av, bv = a._value, b._value
         if (av.dtype is bv.dtype and av.dtype in _eager.PLAIN and 0 < av.ndim < 3
                 and 0 < bv.ndim < 3 and av.shape[-1] == bv.shape[0]):

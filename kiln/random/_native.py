@@ -17,11 +17,7 @@ build, ``lib()`` returns None (once, with a warning) and callers use NumPy.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
-import platform
-import subprocess
-import tempfile
 import threading
 import warnings
 
@@ -462,12 +458,19 @@ def _cpu_id() -> str:
         lines = [ln for ln in text.splitlines() if ln.startswith(("model name", "flags"))]
         return "\n".join(lines[:2])
     except OSError:
+        import platform
         return platform.processor()
 
 
 def _build():
     if os.environ.get("KILN_DISABLE_NATIVE", "").lower() in ("1", "true", "yes"):
         return None
+    # Imported here, on the first use of the kernels: ``import kiln`` need not pay for them.
+    import hashlib
+    import platform
+    import subprocess
+    import tempfile
+
     cc = os.environ.get("CC", "cc")
     flags = ["-O3", "-fPIC", "-shared", "-ffp-contract=off", "-fno-math-errno",
              "-fno-trapping-math"]

@@ -1,7 +1,16 @@
 """``kiln.scipy``: SciPy-style functions built on ``kiln.lax``/``kiln.numpy``, as ``jax.scipy``."""
-from kiln.scipy import (
-    linalg,  # noqa: F401
-    optimize,  # noqa: F401
-    special,  # noqa: F401
-    stats,  # noqa: F401
-)
+
+# Every submodule is imported on first attribute access (as JAX's lazy loader), so that
+# ``import kiln`` does not pay for them.
+_LAZY_SUBMODULES = {"linalg", "optimize", "signal", "special", "stats"}
+
+
+def __getattr__(name):
+    if name in _LAZY_SUBMODULES:
+        import importlib
+        return importlib.import_module(f"kiln.scipy.{name}")
+    raise AttributeError(f"module 'kiln.scipy' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | _LAZY_SUBMODULES)

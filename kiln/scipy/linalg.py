@@ -22,7 +22,7 @@ from kiln.numpy._util import check_arraylike, promote_dtypes, promote_dtypes_ine
 __all__ = ["block_diag", "cho_factor", "cho_solve", "cholesky", "circulant", "companion",
            "det", "dft", "eigh", "expm", "expm_frechet", "fiedler", "hankel", "hessenberg",
            "hilbert", "inv", "lu", "lu_factor", "lu_solve", "polar", "qr", "schur", "solve",
-           "solve_triangular", "sqrtm", "svd", "toeplitz"]
+           "solve_sylvester", "solve_triangular", "sqrtm", "svd", "toeplitz"]
 
 
 from kiln.numpy.linalg import jnp  # noqa: E402  (lazy kiln.numpy proxy, shared)
@@ -601,3 +601,89 @@ def dft(n: int, scale: str | None = None, *, dtype=None):
     elif scale == "n":
         omegas = omegas / n
     return omegas
+
+
+def _sylvester_triangular(r, s, f):
+    """Solve ``r y + y s = f`` for upper-triangular ``r`` and lower-triangular ``s`` by
+    back substitution over the entries of ``y``, last row and column first."""
+    r, s, f = promote_dtypes_inexact(r, s, f)
+    m, n = _shape(f)
+    rows, cols = jnp.arange(m), jnp.arange(n)
+
+    def step(y_flat, idx):
+        i, j = idx // n, idx % n
+        y = y_flat.reshape((m, n))
+        # Entries below (i, j) in column j and right of it in row i are already solved.
+        row_term = jnp.sum(jnp.where(rows > i, r[i, :] * y[:, j], 0.0))
+        col_term = jnp.sum(jnp.where(cols > j, y[i, :] * s[:, j], 0.0))
+        val = (f[i, j] - (row_term + col_term)) / (r[i, i] + s[j, j])
+        return y_flat.at[i * n + j].set(val), None
+
+    y_flat, _ = lax.scan(step, jnp.zeros((m * n,), _dtype(f)), jnp.arange(m * n - 1, -1, -1))
+    return y_flat.reshape((m, n))
+
+
+def _solve_sylvester_2d(a, b, c, *, method, tol):
+    m, n = _shape(c)[-2:]
+    if method == "schur":
+        r, u = schur(a, output="complex")
+        s, v = schur(_H(b), output="complex")
+        f = _H(u) @ c.astype(_dtype(r)) @ v
+        y = _sylvester_triangular(r, _H(s), f)
+        x = u @ y @ _H(v)
+    elif method == "eigen":
+        ra, ua = jnp_linalg.eig(a)
+        rb, ub = jnp_linalg.eig(b)
+        f = solve(ua, c.astype(_dtype(ra)) @ ub)
+        y = f / (ra[:, None] + rb[None, :])
+        x = ua[:m, :m] @ y[:m, :n] @ inv(ub)[:n, :n]
+    else:
+        raise ValueError(f"Unrecognized method {method}. The two valid methods are either "
+                         "\"schur\" or \"eigen\".")
+    if not dtypes.issubdtype(_dtype(c), np.complexfloating):
+        x = x.real
+    near_singular = jnp.any(jnp.abs(jnp_linalg.eigvals(a)[:, None]
+                                    + jnp_linalg.eigvals(b)[None, :]) < tol)
+    return lax.cond(near_singular, lambda: jnp.zeros_like(x) * np.nan, lambda: x)
+
+
+def _solve_sylvester(a, b, c, tol, *, method):
+    a, b, c = promote_dtypes_inexact(jnp.asarray(a), jnp.asarray(b), jnp.asarray(c))
+    m, n = _shape(c)[-2:]
+    if _shape(a)[-2:] != (m, m) or _shape(b)[-2:] != (n, n):
+        raise ValueError(f"Incompatible shapes for Sylvester equation:\nA: {_shape(a)}\n"
+                         f"B: {_shape(b)}\nC: {_shape(c)}")
+
+    def core(a2, b2, c2):
+        return _solve_sylvester_2d(a2, b2, c2, method=method, tol=tol)
+    return jnp.vectorize(core, signature="(m,m),(n,n),(m,n)->(m,n)")(a, b, c)
+
+
+def solve_sylvester(A, B, C, *, method: str = "schur", tol: float = 1e-8):
+    """Solve the Sylvester equation ``A @ X + X @ B = C`` for ``X``.
+
+    Args:
+      A: array of shape ``(..., m, m)``.
+      B: array of shape ``(..., n, n)``.
+      C: array of shape ``(..., m, n)``; batch dimensions of ``A``, ``B`` and ``C``
+        broadcast.
+      method: ``"schur"`` (default): the Bartels-Stewart algorithm on complex Schur forms
+        of ``A`` and ``B^H``, robust also for defective matrices; or ``"eigen"``: solving in
+        the eigenbases of ``A`` and ``B``, faster but inaccurate when they are
+        ill-conditioned.
+      tol: when some ``|eig(A)_i + eig(B)_j|`` is below ``tol`` the equation is treated as
+        singular and the result is all NaN.
+
+    Returns:
+      The solution ``X``, of shape ``(..., m, n)`` and the promoted inexact dtype of the
+      inputs (real for real inputs).
+    """
+    global _solve_sylvester_jit
+    if _solve_sylvester_jit is None:
+        from kiln.api import jit
+        _solve_sylvester.__name__ = _solve_sylvester.__qualname__ = "solve_sylvester"
+        _solve_sylvester_jit = jit(_solve_sylvester, static_argnames=("method",))
+    return _solve_sylvester_jit(A, B, C, tol, method=method)
+
+
+_solve_sylvester_jit = None

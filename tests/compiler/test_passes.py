@@ -256,7 +256,7 @@ def test_fold_scalar_literals():
     assert isinstance(lit, Literal) and lit.val._value == 5.0
     assert lit.val.weak_type == lit.aval.weak_type is False
     assert isinstance(out.jaxpr.outvars[1], Literal)
-    assert type(out.jaxpr.outvars[1].val) is jax.Array
+    assert type(out.jaxpr.outvars[1].val) is jax.array.ArrayImpl
 
 
 def test_fold_small_consts_not_large_ones_nor_iota():

@@ -1,0 +1,260 @@
+"""``pmap``: a function mapped over an axis of its arguments, one device per position.
+
+Called eagerly (no enclosing transformation), ``pmap`` traces the function once per
+argument signature with the per-device shapes and the axis name bound, then runs that
+program on each device's worker thread over its slice of the inputs
+(``kiln.parallel.spmd``); collectives are rendezvous between the devices. The outputs
+are stacked into sharded Arrays (``NamedSharding`` over a 1-D mesh, as JAX 0.10).
+
+Under a transformation (``jit``, ``grad``, ``vmap``, an enclosing ``pmap``'s trace) a
+``pmap`` means the same as ``vmap(..., axis_name=...)`` and is computed as one, so
+``grad(pmap(f))``, ``pmap(grad(f))``, ``jit(pmap(f))`` and nested ``pmap`` work and
+give the values JAX defines (JAX 0.10 no longer nests ``pmap``; kiln does).
+"""
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import numpy as np
+
+from kiln.api import _arg_names, _check_arg, _flatten_axes, vmap
+from kiln.array import Array, make_array, to_array
+from kiln.core import trace as core
+from kiln.core.trace import Tracer
+from kiln.interpreters import batching
+from kiln.parallel import spmd
+from kiln.tree_util import tree_flatten, tree_leaves, tree_unflatten
+
+_DEFAULT_AXIS = "_internal_pmap_axis_name"
+
+
+def _as_tuple(x, what: str) -> tuple:
+    if x is None:
+        return ()
+    if isinstance(x, int):
+        return (x,)
+    try:
+        return tuple(int(i) for i in x)
+    except TypeError:
+        raise TypeError(f"pmap {what} must be an int or a sequence of ints, got {x!r}") \
+            from None
+
+
+def pmap(fun: Callable, axis_name=None, *, in_axes=0, out_axes=0,
+         static_broadcasted_argnums=(), devices=None, backend=None, axis_size=None,
+         donate_argnums=(), global_arg_shapes=None) -> Callable:
+    """Parallel map: ``fun`` runs on one device per position of the mapped axis.
+
+    Args:
+      fun: the function to map; it sees one slice of each mapped argument.
+      axis_name: a name for the mapped axis, for collectives (``lax.psum(x, name)``).
+      in_axes: per positional argument (a tree prefix), the axis to map or ``None`` to
+        broadcast; keyword arguments are mapped over axis 0.
+      out_axes: per output (a tree prefix), where the mapped axis goes; ``None``
+        returns device 0's value (for outputs equal on every device).
+      static_broadcasted_argnums: positional arguments that are static (hashable,
+        part of the cache key) and given whole to every device.
+      devices: the devices to run on (default: the first ``size`` of ``kiln.devices()``).
+      backend: ``"cpu"`` or ``None``.
+      axis_size: the mapped size when no argument is mapped.
+      donate_argnums: positional arguments whose buffers the caller gives up: they are
+        deleted after the call, as in JAX.
+
+    Returns:
+      The mapped function. Its outputs are Arrays sharded over the devices used.
+    """
+    if not callable(fun):
+        raise TypeError(f"pmap requires a callable, got {fun!r}")
+    if backend not in (None, "cpu"):
+        raise ValueError(f"Unknown backend {backend!r} for pmap: kiln has 'cpu'")
+    if global_arg_shapes is not None:
+        raise ValueError("pmap's global_arg_shapes was removed from JAX; pass full arrays")
+    static = _as_tuple(static_broadcasted_argnums, "static_broadcasted_argnums")
+    donate = set(_as_tuple(donate_argnums, "donate_argnums"))
+    if isinstance(in_axes, list):
+        in_axes = tuple(in_axes)
+    cache: dict = {}
+
+    @functools.wraps(fun)
+    def pmapped(*args, **kwargs):
+        n = len(args)
+        for i in static:
+            if not -n <= i < n:
+                raise ValueError(f"pmapped function has static_broadcasted_argnums={static} "
+                                 f"but was called with only {n} positional argument"
+                                 f"{'s' if n != 1 else ''}. All static broadcasted arguments "
+                                 "must be passed positionally.")
+        static_pos = {i % n for i in static}
+        statics = tuple(args[i] for i in sorted(static_pos))
+        for i, s in zip(sorted(static_pos), statics):
+            try:
+                hash(s)
+            except TypeError:
+                raise ValueError(f"Non-hashable static arguments are not supported. An error "
+                                 f"occurred while trying to hash an object of type {type(s)}, "
+                                 f"{s!r} (static_broadcasted_argnums {i}). Make the argument "
+                                 "hashable (a tuple instead of a list), or pass it as a "
+                                 "traced argument.") from None
+        dyn_pos = [i for i in range(n) if i not in static_pos]
+        if isinstance(in_axes, tuple):
+            if len(in_axes) != n:
+                raise ValueError(f"pmap in_axes must be an int, None, or a tuple of entries "
+                                 f"corresponding to the positional arguments passed to the "
+                                 f"function, but got len(in_axes)={len(in_axes)}, "
+                                 f"len(args)={n}")
+            dyn_in_axes = tuple(in_axes[i] for i in dyn_pos)
+        else:
+            dyn_in_axes = tuple(in_axes for _ in dyn_pos)
+        dyn_args = [args[i] for i in dyn_pos]
+
+        def call(*dargs, **kw):
+            full = list(args)
+            for i, a in zip(dyn_pos, dargs):
+                full[i] = a
+            return fun(*full, **kw)
+
+        leaves = tree_leaves((dyn_args, kwargs))
+        nested = (core.current_trace() is not core.eval_trace
+                  or any(isinstance(x, Tracer) for x in leaves)
+                  or spmd.current_context() is not None)
+        if nested:
+            # Inside a transformation: the same values as vmap with the axis name bound.
+            mapped = vmap(call, in_axes=dyn_in_axes, out_axes=out_axes, axis_name=axis_name,
+                          axis_size=axis_size)
+            return mapped(*dyn_args, **kwargs)
+        out = _run(call, fun, dyn_args, kwargs, dyn_in_axes, dyn_pos, statics,
+                   axis_name, axis_size, out_axes, devices, cache)
+        for i in donate:
+            if i < n and i not in static_pos:
+                for leaf in tree_leaves(args[i]):
+                    if type(leaf) is Array:
+                        leaf.delete()
+        return out
+
+    pmapped._kiln_pmap = True
+    return pmapped
+
+
+def _run(call, fun, dyn_args, kwargs, dyn_in_axes, dyn_pos, statics, axis_name, axis_size,
+         out_axes, devices, cache):
+    from kiln.devices import local_devices
+    from kiln.interpreters.pjit import trace_closed
+    from kiln.sharding import Mesh, NamedSharding, PartitionSpec
+
+    dyn_args = tuple(dyn_args)
+    flat, in_tree = tree_flatten((dyn_args, kwargs))
+    axes = _flatten_axes("pmap in_axes", in_tree,
+                         (dyn_in_axes, {k: 0 for k in kwargs}), len(flat))
+    names = _arg_names(fun, max(dyn_pos, default=-1) + 1)
+    arrays, local_avals, norm_axes, sizes = [], [], [], []
+    for x, ax in zip(flat, axes):
+        _check_arg(x, "pmap arguments")
+        a = x if type(x) is Array else to_array(x)
+        aval = a.aval
+        arrays.append(a)
+        if ax is None:
+            local_avals.append(aval)
+            norm_axes.append(None)
+            continue
+        if not -aval.ndim <= ax < aval.ndim:
+            raise ValueError(f"pmap was requested to map its argument along axis {ax}, which "
+                             f"implies that its rank should be at least "
+                             f"{ax + 1 if ax >= 0 else -ax}, but is only {aval.ndim} (its "
+                             f"shape is {aval.shape})")
+        ax %= aval.ndim
+        norm_axes.append(ax)
+        sizes.append(aval.shape[ax])
+        local_avals.append(aval.update(shape=aval.shape[:ax] + aval.shape[ax + 1:]))
+    size_set = set(sizes) | ({int(axis_size)} if axis_size is not None else set())
+    if not size_set:
+        raise ValueError("pmap requires at least one argument with a mapped axis (an in_axes "
+                         "entry that is not None), or axis_size=")
+    if len(size_set) > 1:
+        lines = []
+        leaf_owner = _owners(dyn_args, kwargs, names, dyn_pos)
+        for x, ax, owner in zip(arrays, norm_axes, leaf_owner):
+            if ax is not None:
+                lines.append(f"  * one axis had size {x.shape[ax]}: axis {ax} of argument "
+                             f"{owner} of type {x.aval.str_short()};")
+        raise ValueError("pmap got inconsistent sizes for array axes to be mapped:\n"
+                         + "\n".join(lines))
+    size = size_set.pop()
+    from kiln import distributed
+    world = distributed.comm() if devices is None else None
+    pool = list(devices) if devices is not None else local_devices()
+    if size > len(pool):
+        raise ValueError(f"compiling computation that requires {size} logical devices, but "
+                         f"only {len(pool)} XLA devices are available (num_replicas={size}). "
+                         f"Set config.update('jax_num_cpu_devices', N) (or "
+                         f"KILN_NUM_CPU_DEVICES) before using kiln to have more.")
+    name = _DEFAULT_AXIS if axis_name is None else axis_name
+    key = (tuple((a.shape, a.dtype, a.weak_type) for a in local_avals), in_tree, statics,
+           size, name)
+    # Over several processes (kiln.distributed) the mapped axis spans every process's
+    # devices: this process's slice is positions [p * size, (p + 1) * size).
+    procs, first = 1, 0
+    if world is not None:
+        procs, first = world.Get_size(), world.Get_rank() * size
+    entry = cache.get(key)
+    if entry is None and world is not None:
+        sizes_everywhere = world.allgather(size)
+        if len(set(sizes_everywhere)) != 1:
+            raise ValueError(f"pmap over {procs} processes needs the same mapped size in "
+                             f"each; got {sizes_everywhere}")
+    global_size = size * procs
+    if entry is None:
+        store = {}
+
+        def flat_fun(*xs):
+            a, k = tree_unflatten(in_tree, list(xs))
+            out = call(*a, **k)
+            o_leaves, o_tree = tree_flatten(out)
+            store["tree"] = o_tree
+            return [to_array(o) if not isinstance(o, (Array, Tracer)) else o for o in o_leaves]
+
+        batching.axis_env.append((name, global_size))
+        try:
+            closed, tconsts = trace_closed(flat_fun, local_avals)
+        finally:
+            batching.axis_env.pop()
+        assert not tconsts, "pmap traced at top level cannot close over tracers"
+        entry = cache[key] = (closed, store["tree"])
+    closed, out_tree = entry
+    devs = pool[:size]
+    placements = [(d, {name: first + i}) for i, d in enumerate(devs)]
+    per_device = []
+    values = [np.asarray(a._value) for a in arrays]
+    for i in range(size):
+        per_device.append([v if ax is None else v[(slice(None),) * ax + (i,)]
+                           for v, ax in zip(values, norm_axes)])
+    results = spmd.run_spmd(closed, {name: global_size}, placements, per_device, name="pmap",
+                            world=world)
+    o_axes = _flatten_axes("pmap out_axes", out_tree, out_axes, out_tree.num_leaves)
+    mesh = Mesh(np.array(devs, dtype=object), (name,))
+    outs = []
+    for k, (oa, aval) in enumerate(zip(o_axes, closed.out_avals)):
+        if oa is None:
+            v = np.asarray(results[0][k])
+            spec = PartitionSpec()
+        else:
+            nd = aval.ndim + 1
+            if not -nd <= oa < nd:
+                raise ValueError(f"pmap out_axes specification {oa} is out of bounds for an "
+                                 f"output of rank {nd}")
+            oa %= nd
+            v = np.stack([np.asarray(r[k]) for r in results], axis=oa)
+            spec = PartitionSpec(*([None] * oa + [name]))
+        arr = make_array(v.astype(aval.dtype, copy=False), aval.weak_type)
+        arr._sharding = NamedSharding(mesh, spec)
+        outs.append(arr)
+    return tree_unflatten(out_tree, outs)
+
+
+def _owners(dyn_args, kwargs, names, dyn_pos) -> list:
+    owners = []
+    for i, a in zip(dyn_pos, dyn_args):
+        owners += [names[i]] * len(tree_leaves(a))
+    for k, v in kwargs.items():
+        owners += [f"kwarg {k}"] * len(tree_leaves(v))
+    return owners

@@ -1,0 +1,491 @@
+"""``kiln.sharding`` (as ``jax.sharding``): meshes, partition specs and shardings.
+
+A :class:`Mesh` arranges devices in an n-dimensional grid with named axes; a
+:class:`PartitionSpec` says, per array dimension, which mesh axes split it; a
+:class:`NamedSharding` pairs the two. kiln keeps every array in host memory: a
+sharded array holds its global value, and its sharding says which block of it each
+device owns (``addressable_shards``). ``shard_map``/``pmap`` run one program per
+device on those blocks, on the device's own worker thread (``kiln.parallel.spmd``).
+
+What it must not hold: execution (see ``kiln.parallel``).
+"""
+from __future__ import annotations
+
+import enum
+import math
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+
+from kiln.devices import devices
+
+__all__ = ["AbstractMesh", "AxisType", "Mesh", "NamedSharding", "PartitionSpec",
+           "PmapSharding", "Shard", "Sharding", "SingleDeviceSharding", "DuplicateSpecError",
+           "get_abstract_mesh", "get_mesh", "make_single_device_sharding", "reshard",
+           "set_mesh", "use_abstract_mesh", "use_mesh"]
+
+
+class DuplicateSpecError(ValueError):
+    """A partition spec names one mesh axis for two array dimensions."""
+
+
+class AxisType(enum.Enum):
+    """How a mesh axis is partitioned: by the compiler (``Auto``), in the array's type
+    (``Explicit``) or by hand inside ``shard_map`` (``Manual``)."""
+    Auto = enum.auto()
+    Explicit = enum.auto()
+    Manual = enum.auto()
+
+    def __repr__(self):
+        return self.name
+
+
+class _Unconstrained:
+    def __repr__(self):
+        return "UNCONSTRAINED"
+
+
+class PartitionSpec:
+    """Per array dimension: ``None`` (not split), a mesh axis name, or a tuple of names
+    (split over their product). Trailing dimensions not named are not split."""
+
+    UNCONSTRAINED = _Unconstrained()
+    __slots__ = ("_partitions", "reduced", "unreduced")
+
+    def __init__(self, *partitions, reduced=frozenset(), unreduced=frozenset()):
+        parts = []
+        for p in partitions:
+            if isinstance(p, list):
+                p = tuple(p)
+            if isinstance(p, tuple) and len(p) == 1:
+                p = p[0]
+            if isinstance(p, tuple) and not p:
+                p = None
+            parts.append(p)
+        self._partitions = tuple(parts)
+        self.reduced = frozenset(reduced)
+        self.unreduced = frozenset(unreduced)
+
+    def __iter__(self):
+        return iter(self._partitions)
+
+    def __len__(self):
+        return len(self._partitions)
+
+    def __getitem__(self, i):
+        return self._partitions[i]
+
+    def __eq__(self, other):
+        if isinstance(other, PartitionSpec):
+            return self._normalized() == other._normalized()
+        return False
+
+    def __hash__(self):
+        return hash(self._normalized())
+
+    def _normalized(self):
+        parts = list(self._partitions)
+        while parts and parts[-1] is None:
+            parts.pop()
+        return tuple(parts)
+
+    def __repr__(self):
+        inner = ", ".join(repr(p) for p in self._partitions)
+        if len(self._partitions) == 1:
+            inner += ","
+        return f"P({inner})"
+
+    def axes_of(self, dim: int) -> tuple:
+        """The mesh axes splitting array dimension ``dim`` (empty when not split)."""
+        p = self._partitions[dim] if dim < len(self._partitions) else None
+        if p is None or p is PartitionSpec.UNCONSTRAINED:
+            return ()
+        return p if isinstance(p, tuple) else (p,)
+
+    def mesh_axes(self) -> list:
+        """Every mesh axis named, in order."""
+        out = []
+        for d in range(len(self._partitions)):
+            out.extend(self.axes_of(d))
+        return out
+
+
+P = PartitionSpec
+
+_mesh_stack: list = []
+
+
+class Mesh:
+    """Devices arranged in a grid whose axes have names.
+
+    Args:
+      devices: an array (any nesting of lists) of devices, one dimension per axis.
+      axis_names: one name per dimension of ``devices``.
+      axis_types: one :class:`AxisType` per axis (default ``Auto``).
+    """
+
+    def __init__(self, devices, axis_names, *, axis_types=None):
+        devs = np.array(devices, dtype=object)
+        if isinstance(axis_names, str):
+            axis_names = (axis_names,)
+        axis_names = tuple(axis_names)
+        if devs.ndim != len(axis_names):
+            raise ValueError(f"Mesh requires the ndim of its first argument (`devices`) to "
+                             f"equal the length of its second argument (`axis_names`), but "
+                             f"got devices.ndim == {devs.ndim} and len(axis_names) == "
+                             f"{len(axis_names)}.")
+        if len(set(axis_names)) != len(axis_names):
+            raise ValueError(f"Mesh axis names must be unique, got {axis_names}")
+        ids = [d.id for d in devs.flat]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"Mesh devices must be unique, got ids {ids}")
+        if axis_types is None:
+            axis_types = (AxisType.Auto,) * len(axis_names)
+        elif isinstance(axis_types, AxisType):
+            axis_types = (axis_types,) * len(axis_names)
+        axis_types = tuple(axis_types)
+        if len(axis_types) != len(axis_names):
+            raise ValueError(f"Number of axis_types ({len(axis_types)}) must match the "
+                             f"number of axis_names ({len(axis_names)}).")
+        self.devices = devs
+        self.axis_names = axis_names
+        self.axis_types = axis_types
+
+    @property
+    def shape(self) -> OrderedDict:
+        return OrderedDict(zip(self.axis_names, self.devices.shape))
+
+    @property
+    def axis_sizes(self) -> tuple:
+        return tuple(self.devices.shape)
+
+    @property
+    def shape_tuple(self) -> tuple:
+        return tuple(zip(self.axis_names, self.devices.shape))
+
+    @property
+    def size(self) -> int:
+        return int(self.devices.size)
+
+    @property
+    def empty(self) -> bool:
+        return self.devices.size == 0
+
+    @property
+    def device_ids(self) -> np.ndarray:
+        return np.vectorize(lambda d: d.id, otypes=[int])(self.devices)
+
+    @property
+    def local_devices(self) -> list:
+        return list(self.devices.flat)
+
+    @property
+    def local_mesh(self) -> Mesh:
+        return self
+
+    @property
+    def abstract_mesh(self) -> Mesh:
+        return self
+
+    def __eq__(self, other):
+        return (isinstance(other, Mesh) and self.axis_names == other.axis_names
+                and self.axis_types == other.axis_types
+                and self.devices.shape == other.devices.shape
+                and all(a.id == b.id for a, b in zip(self.devices.flat, other.devices.flat)))
+
+    def __hash__(self):
+        return hash((self.axis_names, self.axis_types, self.devices.shape,
+                     tuple(d.id for d in self.devices.flat)))
+
+    def __repr__(self):
+        sizes = ", ".join(f"{n!r}: {s}" for n, s in zip(self.axis_names, self.devices.shape))
+        types = ", ".join(repr(t) for t in self.axis_types)
+        if len(self.axis_types) == 1:
+            types += ","
+        return f"Mesh({sizes}, axis_types=({types}))"
+
+    def __enter__(self):
+        _mesh_stack.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        _mesh_stack.pop()
+        return False
+
+    def coords(self) -> list:
+        """``(device, {axis: index})`` for every device, in row-major order."""
+        out = []
+        for idx in np.ndindex(*self.devices.shape):
+            out.append((self.devices[idx], dict(zip(self.axis_names, idx))))
+        return out
+
+
+def make_mesh(axis_shapes, axis_names, *, devices=None, axis_types=None) -> Mesh:
+    """A mesh of the first ``prod(axis_shapes)`` devices (as ``jax.make_mesh``).
+
+    Args:
+      axis_shapes: the size of each axis.
+      axis_names: the name of each axis.
+      devices: devices to use (default: ``kiln.devices()``).
+      axis_types: ``AxisType`` per axis (JAX's default: ``Explicit``).
+    """
+    axis_shapes = tuple(int(s) for s in axis_shapes)
+    n = math.prod(axis_shapes)
+    pool = list(devices) if devices is not None else _all_devices()
+    if len(pool) < n:
+        raise ValueError(f"Number of devices {len(pool)} must be >= the product of mesh_shape "
+                         f"{axis_shapes}")
+    if axis_types is None:
+        axis_types = (AxisType.Explicit,) * len(axis_shapes)
+    return Mesh(np.array(pool[:n], dtype=object).reshape(axis_shapes), axis_names,
+                axis_types=axis_types)
+
+
+def _all_devices() -> list:
+    return devices()
+
+
+class Shard:
+    """One device's block of a sharded array."""
+
+    __slots__ = ("device", "index", "replica_id", "_array")
+
+    def __init__(self, device, index, replica_id, array):
+        self.device = device
+        self.index = index
+        self.replica_id = replica_id
+        self._array = array
+
+    @property
+    def data(self):
+        from kiln.array import make_array
+        return make_array(np.asarray(self._array)[self.index])
+
+    def __repr__(self):
+        return (f"Shard(device={self.device!r}, index={self.index}, "
+                f"replica_id={self.replica_id}, data={self.data})")
+
+
+class Sharding:
+    """Base class: how an array's elements are laid out over devices."""
+
+    memory_kind = "device"
+
+    @property
+    def device_set(self) -> set:
+        raise NotImplementedError
+
+    @property
+    def num_devices(self) -> int:
+        return len(self.device_set)
+
+    @property
+    def addressable_devices(self) -> set:
+        return self.device_set
+
+    @property
+    def is_fully_addressable(self) -> bool:
+        return True
+
+    def devices_indices_map(self, global_shape) -> dict:
+        raise NotImplementedError
+
+    def addressable_devices_indices_map(self, global_shape) -> dict:
+        return self.devices_indices_map(global_shape)
+
+    def shard_shape(self, global_shape) -> tuple:
+        idx = next(iter(self.devices_indices_map(global_shape).values()))
+        return tuple(len(range(*s.indices(n))) for s, n in zip(idx, global_shape))
+
+    def is_equivalent_to(self, other, ndim: int) -> bool:
+        return self == other
+
+    def with_memory_kind(self, kind):
+        return self
+
+
+class NamedSharding(Sharding):
+    """An array split over a :class:`Mesh` as a :class:`PartitionSpec` says.
+
+    Args:
+      mesh: the device mesh.
+      spec: per array dimension, the mesh axes that split it.
+      memory_kind: accepted for compatibility (kiln has one memory kind).
+    """
+
+    def __init__(self, mesh: Mesh, spec: PartitionSpec | None = None, *,
+                 memory_kind=None):
+        if not isinstance(spec, PartitionSpec):
+            if spec is None:
+                spec = PartitionSpec()
+            elif isinstance(spec, (tuple, list)):
+                spec = PartitionSpec(*spec)
+            else:
+                raise TypeError(f"NamedSharding spec must be a PartitionSpec, got {spec!r}")
+        seen: set = set()
+        for a in spec.mesh_axes():
+            if a in seen:
+                raise DuplicateSpecError(
+                    "A single NamedSharding spec specification can map every mesh axis to at "
+                    f"most one positional dimension, but {spec!r} has duplicate entries for "
+                    f"`{a}`")
+            seen.add(a)
+            if a not in mesh.axis_names:
+                raise ValueError(f"Resource axis: {a} of {spec!r} is not found in mesh: "
+                                 f"{tuple(mesh.axis_names)}.")
+        self.mesh = mesh
+        self.spec = spec
+        self._memory_kind = memory_kind
+
+    @property
+    def memory_kind(self):
+        return self._memory_kind or "device"
+
+    @property
+    def device_set(self) -> set:
+        return set(self.mesh.devices.flat)
+
+    @property
+    def is_fully_replicated(self) -> bool:
+        return all(self.mesh.shape[a] == 1 for a in self.spec.mesh_axes())
+
+    def __eq__(self, other):
+        return (isinstance(other, NamedSharding) and self.mesh == other.mesh
+                and self.spec == other.spec)
+
+    def __hash__(self):
+        return hash((self.mesh, self.spec))
+
+    def __repr__(self):
+        return (f"NamedSharding(mesh={self.mesh!r}, spec={self.spec!r}, "
+                f"memory_kind={self.memory_kind})")
+
+    def check_shape(self, global_shape, what: str = "array") -> None:
+        """Raise ``ValueError`` unless every split dimension divides evenly."""
+        if len(self.spec) > len(global_shape):
+            raise ValueError(f"Sharding {self!r} is only valid for values of rank at least "
+                             f"{len(self.spec)}, but was applied to a value of rank "
+                             f"{len(global_shape)}")
+        for d, n in enumerate(global_shape):
+            k = math.prod(self.mesh.shape[a] for a in self.spec.axes_of(d))
+            if n % k:
+                raise ValueError(
+                    f"Sharding {self!r} implies that {what} axis {d} is partitioned {k} "
+                    f"times, but the dimension size is {n} (full shape: {tuple(global_shape)})"
+                    f"; the mesh axis sizes should evenly divide the shape.")
+
+    def block_index(self, coords: dict, global_shape) -> tuple:
+        """The slices of the block the device at mesh ``coords`` owns."""
+        out = []
+        for d, n in enumerate(global_shape):
+            axes = self.spec.axes_of(d)
+            if not axes:
+                out.append(slice(None))
+                continue
+            k, pos = 1, 0
+            for a in axes:
+                pos = pos * self.mesh.shape[a] + coords[a]
+                k *= self.mesh.shape[a]
+            b = n // k
+            out.append(slice(pos * b, (pos + 1) * b))
+        return tuple(out)
+
+    def replica_id(self, coords: dict) -> int:
+        used = set(self.spec.mesh_axes())
+        rid = 0
+        for a in self.mesh.axis_names:
+            if a not in used:
+                rid = rid * self.mesh.shape[a] + coords[a]
+        return rid
+
+    def devices_indices_map(self, global_shape) -> dict:
+        return {dev: self.block_index(c, global_shape) for dev, c in self.mesh.coords()}
+
+    def _shards(self, array) -> list:
+        shape = array.shape
+        return [Shard(dev, self.block_index(c, shape), self.replica_id(c), array)
+                for dev, c in self.mesh.coords()]
+
+
+class PmapSharding(NamedSharding):
+    """The sharding of a ``pmap`` output (a 1-D mesh over the mapped devices)."""
+
+
+class SingleDeviceSharding(Sharding):
+    """An array held whole by one device (every unsharded kiln array)."""
+
+    is_fully_replicated = True
+
+    def __init__(self, device, *, memory_kind=None):
+        self.device = device
+        self._memory_kind = memory_kind
+
+    @property
+    def memory_kind(self):
+        return self._memory_kind or "device"
+
+    @property
+    def device_set(self) -> set:
+        return {self.device}
+
+    def devices_indices_map(self, global_shape) -> dict:
+        return {self.device: tuple(slice(None) for _ in global_shape)}
+
+    def _shards(self, array) -> list:
+        return [Shard(self.device, tuple(slice(None) for _ in array.shape), 0, array)]
+
+    def __eq__(self, other):
+        return isinstance(other, SingleDeviceSharding) and other.device == self.device
+
+    def __hash__(self):
+        return hash(("single", self.device))
+
+    def __repr__(self):
+        return f"SingleDeviceSharding(device={self.device!r}, memory_kind={self.memory_kind})"
+
+
+def set_mesh(mesh: Mesh | None):
+    """Set the mesh used by ``shard_map``/``jit`` when none is given (as ``jax.set_mesh``);
+    usable as a context manager."""
+    return _MeshContext(mesh)
+
+
+use_mesh = set_mesh
+
+
+class _MeshContext:
+    def __init__(self, mesh):
+        self.prev = list(_mesh_stack)
+        _mesh_stack.clear()
+        if mesh is not None:
+            _mesh_stack.append(mesh)
+        self.mesh = mesh
+
+    def __enter__(self):
+        return self.mesh
+
+    def __exit__(self, *exc):
+        _mesh_stack.clear()
+        _mesh_stack.extend(self.prev)
+        return False
+
+
+def get_abstract_mesh() -> Any:
+    """The mesh set by ``set_mesh``/``with mesh:`` (``None`` when there is none)."""
+    return _mesh_stack[-1] if _mesh_stack else None
+
+
+get_mesh = get_abstract_mesh
+use_abstract_mesh = set_mesh
+AbstractMesh = Mesh
+
+
+def make_single_device_sharding(device) -> SingleDeviceSharding:
+    return SingleDeviceSharding(device)
+
+
+def reshard(x, out_shardings):
+    """``x`` laid out as ``out_shardings`` (values unchanged); see ``kiln.reshard``."""
+    from kiln.parallel.placement import reshard as _reshard
+    return _reshard(x, out_shardings)
