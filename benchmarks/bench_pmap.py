@@ -6,6 +6,9 @@ Workloads and targets:
    each followed by ``tanh``): two items over 2 devices (one each, in parallel) against
    the same two items over 1 device (one after the other). Speed-up = time on 1 device
    / time on 2 devices; target >= 1.7 on this 2-core machine.
+3. ``mpi``    with ``mpiexec`` (``pip install -e ".[mpi]"``): psum of 1 MB across 2 processes
+   (one device each) through ``pmap``, next to MPI's own ``Allreduce`` of the buffer
+   (``benchmarks/mpi_psum.py``).
 2. ``psum``   ``psum`` of a 1 MB f32 array across 8 devices: the time of one
    ``pmap(psum)`` call, and the time per ``psum`` inside one call that runs 20 of them
    (the difference between calls with 20 and with 1 chained psums, divided by 19);
@@ -114,6 +117,24 @@ print(json.dumps({{"scale_1dev_ms": one * 1e3, "scale_2dev_ms": two * 1e3,
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def run_mpi() -> dict | None:
+    import shutil
+    exe = shutil.which("mpiexec") or shutil.which("mpirun")
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run([exe, "-n", "2", sys.executable,
+                              os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                           "mpi_psum.py")],
+                             capture_output=True, text=True, timeout=600)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    import json
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
@@ -130,6 +151,11 @@ def main():
     print(f"| speed-up, 2 devices vs 1 | {k['speedup']:.2f}x | {jv('speedup')}x | >= 1.7x |")
     print(f"| pmap(psum) call, 1 MB x 8 devices (ms) | {k['psum_call_ms']:.2f} | {jv('psum_call_ms')} | |")
     print(f"| one psum of 1 MB across 8 devices, in a call (ms) | {k['psum_each_ms']:.2f} | - | < 1 ms |")
+    m = run_mpi()
+    if m:
+        print(f"| 2 MPI processes: MPI Allreduce of 1 MB (ms) | {m['mpi_allreduce_ms']:.3f} | - | |")
+        print(f"| 2 MPI processes: pmap(psum) call, 1 MB (ms) | {m['pmap_psum_call_ms']:.3f} | - | |")
+        print(f"| 2 MPI processes: one psum in a call (ms) | {m['psum_in_call_ms']:.3f} | - | |")
 
 
 if __name__ == "__main__":

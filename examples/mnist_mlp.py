@@ -37,7 +37,7 @@ def load_digits(test_fraction: float = 0.2, seed: int = 0):
     return images[train], labels[train], images[test], labels[test]
 
 
-def init_params(key, layer_sizes, scale=1.0):
+def init_params(key, layer_sizes: list[int], scale: float = 1.0) -> list:
     """``[(W, b), ...]`` with ``W ~ N(0, scale / fan_in)`` and zero biases."""
     params = []
     keys = random.split(key, len(layer_sizes) - 1)
@@ -48,7 +48,7 @@ def init_params(key, layer_sizes, scale=1.0):
 
 
 def predict(params, inputs):
-    # The README's predict: tanh hidden layers, the last layer's pre-activation out.
+    """The README's ``predict``: tanh hidden layers; returns the last layer's logits."""
     for W, b in params:
         outputs = jnp.dot(inputs, W) + b
         inputs = jnp.tanh(outputs)
@@ -66,12 +66,14 @@ grad_loss = jit(grad(loss))
 
 @jit
 def sgd_step(params, inputs, targets, lr):
+    """One SGD step: ``params - lr * grad_loss(params, inputs, targets)``, leaf by leaf."""
     grads = grad_loss(params, inputs, targets)
     return jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads)
 
 
 @jit
 def accuracy(params, inputs, labels):
+    """The fraction of ``inputs`` whose arg-max logit is the integer label."""
     return jnp.mean(jnp.argmax(predict(params, inputs), axis=-1) == labels)
 
 

@@ -5,6 +5,7 @@
 from kiln import (
     _array_methods,  # noqa: F401  (installs operators)
     _fp_warnings,  # noqa: F401  (silences NumPy inf/nan warnings raised inside kiln)
+    api_util,  # noqa: F401
     debug,  # noqa: F401
     distributed,  # noqa: F401
     dtypes,  # noqa: F401
@@ -13,6 +14,7 @@ from kiln import (
     lax,  # noqa: F401
     nn,  # noqa: F401
     numpy,  # noqa: F401
+    profiler,  # noqa: F401  (lazy: its modules load on first use)
     random,  # noqa: F401
     scipy,  # noqa: F401
     sharding,  # noqa: F401
@@ -49,7 +51,16 @@ from kiln.api import (  # noqa: F401
 )
 from kiln.array import PublicArray as Array  # noqa: F401
 from kiln.callbacks import pure_callback  # noqa: F401
-from kiln.config import config, default_matmul_precision, disable_jit, enable_x64  # noqa: F401
+from kiln.config import (  # noqa: F401
+    config,
+    debug_infs,
+    debug_nans,
+    default_matmul_precision,
+    disable_jit,
+    enable_x64,
+    explain_cache_misses,
+    log_compiles,
+)
 from kiln.core.trace import Tracer as _Tracer  # noqa: F401
 from kiln.custom_derivatives import (  # noqa: F401
     checkpoint,
@@ -77,6 +88,7 @@ from kiln.parallel.placement import (  # noqa: F401
     reshard,
     typeof,
 )
+from kiln.profiler import live_arrays  # noqa: F401
 from kiln.sharding import NamedSharding, P, make_mesh, set_mesh, use_mesh  # noqa: F401
 
 __version__ = "0.1.0"

@@ -9,13 +9,14 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import time
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from kiln import dtypes
+from kiln import _compile_log, dtypes
 from kiln.array import Array, make_array
 from kiln.backends import cpu as _cpu
 from kiln.config import config
@@ -26,6 +27,7 @@ from kiln.core.trace import current_trace as _current_trace
 from kiln.interpreters import ad, batching, staging
 from kiln.interpreters.ad import Zero
 from kiln.interpreters.pjit import jit_p
+from kiln.profiler import _recorder as _profiler
 from kiln.tree_util import (
     Partial,
     tree_flatten,
@@ -714,6 +716,22 @@ class Lowered:
     def compile(self, compiler_options=None) -> Compiled:
         return Compiled(self)
 
+    def compiler_ir(self, dialect: str | None = None) -> ClosedJaxpr:
+        """The program in the compiler's input IR (``jax.stages.Lowered.compiler_ir``).
+
+        kiln's compiler takes jaxprs: this is the staged jaxpr after the compiler's
+        optimisation passes (inlining, simplification, constant folding, CSE, DCE), the
+        program the C backend lowers. ``dialect`` may be ``None``, ``"kiln"`` or
+        ``"jaxpr"``; XLA's dialects (``"stablehlo"``, ``"hlo"``, ``"mhlo"``) do not exist in
+        kiln and raise ``NotImplementedError``.
+        """
+        if dialect not in (None, "kiln", "jaxpr"):
+            raise NotImplementedError(
+                f"Lowered.compiler_ir(dialect={dialect!r}): kiln compiles jaxprs to C and has "
+                "no XLA/MLIR representation; use dialect=None for kiln's optimised jaxpr")
+        from kiln.compiler.passes import optimize
+        return optimize(self.jaxpr)
+
     def cost_analysis(self) -> dict:
         """XLA-style cost estimate of the program: ``flops``, ``transcendentals``,
         ``bytes accessed`` and XLA's per-operand entries (those that are not zero), counted
@@ -790,6 +808,18 @@ def _trace_caches(fun, options) -> tuple[dict, dict]:
     if caches is None:
         caches = per_fun[options] = ({}, {})
     return caches
+
+
+def _clear_fast_caches(_value=None):
+    """A tracing-context flag changed: the fast-path caches (keyed by argument types and
+    x64 only) must not serve traces made under the old value."""
+    for per_fun in list(_FUNCTION_CACHES.values()):
+        for _, fast in list(per_fun.values()):
+            fast.clear()
+
+
+for _flag in _compile_log.CONTEXT_FLAGS[1:]:
+    config.on_change(_flag, _clear_fast_caches)
 
 
 def _validate_argnums(sig, argnums, what):
@@ -909,12 +939,13 @@ class JitWrapped:
             else:
                 _check_arg_jit(x, self._name)
                 avals.append(get_aval(x))
-        key = (a_tree, tuple(avals), static_pos, static_kw)
+        key = (a_tree, tuple(avals), static_pos, static_kw, _compile_log.trace_context())
         entry = self._cache.get(key)
         tconsts = []
         if entry is None:
             if config.jax_explain_cache_misses:
-                _explain_miss(self, key)
+                _compile_log.explain_miss(self, key)
+            t_start = time.perf_counter()
             store = {}
             nargs = len(args)
 
@@ -936,10 +967,13 @@ class JitWrapped:
                 store["tree"] = tree
                 return leaves
 
-            jaxpr, consts = staging.trace_to_jaxpr(flat_fun, avals)
+            with _profiler.span(f"trace {self._name}", "trace", function=self._name):
+                jaxpr, consts = staging.trace_to_jaxpr(flat_fun, avals)
+            _compile_log.log_trace(self._name, time.perf_counter() - t_start)
             if config.jax_enable_checks:
                 check_jaxpr(jaxpr)
             closed, tconsts = staging.split_concrete_consts(jaxpr, consts)
+            _profiler.note_source(closed, self._fun, self._name)
             entry = _CacheEntry(closed, store["tree"])
             if self._donating:
                 from kiln import donation
@@ -948,6 +982,7 @@ class JitWrapped:
                 donation.warn_unusable(unusable)
             if not tconsts:
                 self._cache[key] = entry
+                _compile_log.note_trace(self, key)
         return entry, tconsts, a_flat, a_tree
 
     def _donated_flags(self, args, kwargs, static_pos, dyn_kw) -> list[bool]:
@@ -981,7 +1016,10 @@ class JitWrapped:
                 if exe and _cpu.plain_mode():
                     outs = exe[0](vals)
                 else:
-                    outs = _cpu.run(closed, vals, self._name)
+                    try:
+                        outs = _cpu.run(closed, vals, self._name)
+                    except FloatingPointError as e:
+                        _rerun_deoptimized(self, e, args, kwargs)
                     ready = _cpu.ready_executable(closed)
                     if ready is not None:
                         exe.append(ready)
@@ -991,7 +1029,10 @@ class JitWrapped:
         if self._inline and isinstance(_current_trace(), staging.JaxprTrace):
             return self._fun(*args, **kwargs)
         entry, tconsts, a_flat, _ = self._trace(args, kwargs)
-        outs = jit_p.bind(*tconsts, *a_flat, jaxpr=entry.jaxpr, name=self._name)
+        try:
+            outs = jit_p.bind(*tconsts, *a_flat, jaxpr=entry.jaxpr, name=self._name)
+        except FloatingPointError as e:
+            _rerun_deoptimized(self, e, args, kwargs)
         if entry.donated and type(_current_trace()) is EvalTrace:
             from kiln import donation
             donation.delete_donated(a_flat, entry.donated)
@@ -1024,6 +1065,26 @@ class JitWrapped:
         return len(self._cache)
 
 
+def _rerun_deoptimized(wrapped: JitWrapped, err: FloatingPointError, args, kwargs):
+    """``jax_debug_nans``/``jax_debug_infs``: the jitted call raised ``err`` (a NaN/Inf in
+    its outputs, located op by op on the reference backend). As JAX does, say so and call
+    the Python function again without this ``jit``, so that the error is raised again by
+    the operation itself, with the user's frames in the traceback; raise that error (or
+    ``err`` when the de-optimized call runs clean)."""
+    if getattr(err, "_kiln_deoptimized", False) or not (config.jax_debug_nans
+                                                         or config.jax_debug_infs):
+        raise err
+    print("Invalid nan value encountered in the output of a jax.jit function. Calling the "
+          "de-optimized version.")
+    try:
+        wrapped._fun(*args, **kwargs)
+    except FloatingPointError as e2:
+        e2._kiln_deoptimized = True
+        raise e2 from None
+    err._kiln_deoptimized = True
+    raise err
+
+
 def _check_arg_jit(x, name):
     if not isinstance(x, _array_types):
         raise TypeError(f"Error interpreting argument to {name} as an abstract array. The "
@@ -1031,28 +1092,6 @@ def _check_arg_jit(x, name):
                         f"at path {x!r}.\nThis typically means that a jit-wrapped function was "
                         "called with a non-array argument, and this argument was not marked as "
                         "static using the static_argnums or static_argnames parameters of jit.")
-
-
-def _explain_miss(wrapped: JitWrapped, key):
-    from kiln.errors import user_frame_summary
-    if not wrapped._cache:
-        logger.warning("TRACING CACHE MISS at %s: never seen function %s",
-                       user_frame_summary(), wrapped._name)
-        return
-    tree, avals, spos, skw = key
-    reasons = []
-    for (t2, a2, sp2, sk2) in wrapped._cache:
-        if t2 != tree:
-            reasons.append(f"different input pytree structure: {tree} vs {t2}")
-        elif a2 != avals:
-            diffs = [f"argument {i}: {a.str_short()}{' weak' if a.weak_type else ''} vs cached "
-                     f"{b.str_short()}{' weak' if b.weak_type else ''}"
-                     for i, (a, b) in enumerate(zip(avals, a2)) if a != b]
-            reasons.append("different input types: " + "; ".join(diffs))
-        elif sp2 != spos or sk2 != skw:
-            reasons.append(f"different static arguments: {spos + skw} vs cached {sp2 + sk2}")
-    logger.warning("TRACING CACHE MISS at %s for %s because:\n  %s", user_frame_summary(),
-                   wrapped._name, "\n  ".join(reasons[:3]))
 
 
 def jit(fun: Callable | None = None, *, in_shardings=None, out_shardings=None,

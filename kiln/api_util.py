@@ -202,7 +202,7 @@ def donation_vector(donate_argnums: Sequence[int], donate_argnames: Sequence[str
     for i, sub in enumerate(args_tree.children()):
         flags.extend([i in donate_argnums] * sub.num_leaves)
     if kwargs_tree is not None:
-        kw = tree_unflatten(kwargs_tree, [None] * kwargs_tree.num_leaves)
+        kw = tree_unflatten(kwargs_tree, list(range(kwargs_tree.num_leaves)))
         for k in sorted(kw):
             flags.extend([k in donate_argnames] * tree_structure(kw[k]).num_leaves)
     return tuple(flags)

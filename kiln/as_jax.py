@@ -24,6 +24,9 @@ adds the version attributes; ``jax.X`` *is* the module ``kiln.X`` (same object, 
 a kiln attribute of the same name: after ``import jax.config``, ``jax.config`` is still the
 flags object and ``jax.devices`` still the function.
 
+kiln's log records (``jax.log_compiles``, ``jax.explain_cache_misses``) go to the ``jax``
+logger, where code written for JAX listens for them.
+
 If the real ``jax`` is already imported this module raises ``ImportError``: arrays and
 tracers of the two systems cannot be mixed in one process.
 """
@@ -33,6 +36,7 @@ import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import logging
 import sys
 import threading
 import types
@@ -84,6 +88,8 @@ class _JaxModule(types.ModuleType):
 
     def __getattr__(self, name):
         kiln = sys.modules["kiln"]
+        if name == "_src":     # JAX imports jax._src eagerly; libraries read it as attribute
+            return importlib.import_module("kiln._src")
         try:
             return getattr(kiln, name)
         except AttributeError:
@@ -186,7 +192,9 @@ class _JaxFinder(importlib.abc.MetaPathFinder):
                 raise
             parent = fullname.rpartition(".")[0]
             _guard_parent(sys.modules.get(parent), fullname.rpartition(".")[2], module)
-            _alias_loaded_modules()
+            # Not ``fullname`` itself: the import system finds a module already in
+            # sys.modules while it imports it, and would re-create it from its own spec.
+            _alias_loaded_modules(skip=fullname)
             return module
 
     def _load_jaxlib(self, fullname):
@@ -211,7 +219,7 @@ def _guard_parent(parent, child: str, module) -> None:
         parent.__class__ = _GuardedModule
 
 
-def _alias_loaded_modules() -> None:
+def _alias_loaded_modules(skip: str | None = None) -> None:
     """Register every kiln module already imported under its ``jax.`` name, so that
     ``import jax.X`` of those never goes through the import system's submodule binding."""
     for name, mod in list(sys.modules.items()):
@@ -220,11 +228,27 @@ def _alias_loaded_modules() -> None:
         if name == "kiln" or name.startswith("kiln.as_jax"):
             continue
         alias = "jax" + name[4:]
-        if alias not in sys.modules and _kiln_name(alias) == name:
+        if alias != skip and alias not in sys.modules and _kiln_name(alias) == name:
             sys.modules[alias] = mod
 
 
 _finder = _JaxFinder()
+
+
+class _ToJaxLogger(logging.Handler):
+    """Hands kiln's log records (compile logs, cache-miss explanations) to the ``jax``
+    logger, where code written for JAX listens for them."""
+
+    def emit(self, record):
+        logging.getLogger("jax").handle(record)
+
+
+def _forward_logs() -> None:
+    kiln_logger = logging.getLogger("kiln")
+    if not any(isinstance(h, _ToJaxLogger) for h in kiln_logger.handlers):
+        kiln_logger.addHandler(_ToJaxLogger())
+        # The records reach the root logger through ``jax`` (once).
+        kiln_logger.propagate = False
 
 
 def installed() -> bool:
@@ -254,6 +278,7 @@ def install() -> None:
                 "kiln.as_jax: the real `jaxlib` is already imported in this process; import "
                 "kiln.as_jax before anything imports jax or jaxlib.")
         sys.meta_path.insert(0, _finder)
+        _forward_logs()
 
 
 _USAGE = """usage: python -m kiln.as_jax script.py [args ...]

@@ -17,7 +17,8 @@ What this module holds:
   ``--jax*``/``--kiln*`` command-line arguments directly; both need ``absl-py`` (without
   it they raise ``ModuleNotFoundError``, as JAX does). absl is imported only then.
 * Context managers that set a flag and restore it on exit: ``disable_jit``,
-  ``enable_x64``, ``debug_nans``, ``debug_infs``, ``explain_cache_misses`` and
+  ``enable_x64``, ``debug_nans``, ``debug_infs``, ``explain_cache_misses``,
+  ``log_compiles`` and
   the generic ``config_context(**flags)``. Each also works as a decorator.
 
 What it must not hold: anything that imports the rest of kiln. Every other
@@ -45,6 +46,7 @@ __all__ = [
     "disable_jit",
     "enable_x64",
     "explain_cache_misses",
+    "log_compiles",
 ]
 
 _TRUE_STRINGS = ("y", "yes", "t", "true", "on", "1")
@@ -147,6 +149,8 @@ _FLAGS: dict[str, tuple[Any, Callable[[Any, str], Any]]] = {
     # env KILN_BACKEND / KILN_COMPILE.
     "kiln_backend": ("cpu", _enum("cpu", "reference")),
     "kiln_compile": ("async", _enum("async", "sync")),
+    # Warn when one jitted function has been traced more than this many times (0: never).
+    "kiln_retrace_warning_threshold": (10, _parse_int),
 }
 
 
@@ -192,6 +196,10 @@ _HELP: dict[str, str] = {
     "kiln_backend": "Which backend runs jitted programs: 'cpu' (compiled C) or "
                     "'reference' (NumPy).",
     "kiln_compile": "When the C build of a jitted program happens: 'async' or 'sync'.",
+    "kiln_retrace_warning_threshold": "Warn (kiln._compile_log.RetraceWarning) when one "
+                                      "jitted function has been traced more than this many "
+                                      "times, naming it and the argument that changed; 0 "
+                                      "turns the warning off.",
 }
 
 # Set by the first ``parse_flags_with_absl`` call (as JAX's module-level flag).
@@ -400,7 +408,7 @@ class config_context(contextlib.ContextDecorator):
         self._config = config if _config is None else _config
         self._flags = {}
         for name, value in flags.items():
-            full = name if name.startswith("jax_") else "jax_" + name
+            full = name if name.startswith(("jax_", "kiln_")) else "jax_" + name
             self._config._check_name(full)
             self._flags[full] = value
         self._saved: list[dict[str, Any]] = []
@@ -451,6 +459,12 @@ def default_matmul_precision(new_val: Any) -> config_context:
     (``jax.default_matmul_precision``): a ``lax.Precision`` name such as ``'highest'``,
     the name of a ``lax.DotAlgorithmPreset`` such as ``'F16_F16_F16'``, or None."""
     return config_context(jax_default_matmul_precision=new_val)
+
+
+def log_compiles(new_val: bool = True) -> config_context:
+    """Log each trace and compilation of a jitted function inside the block, with its time
+    (``jax.log_compiles``; the ``kiln`` logger, at WARNING level)."""
+    return config_context(jax_log_compiles=new_val)
 
 
 def explain_cache_misses(new_val: bool = True) -> config_context:

@@ -15,6 +15,9 @@ Their rules follow JAX:
 - transpose: nothing (no cotangents flow through a callback).
 
 The callback receives ``kiln.Array``s, so ``"{x:.3f}"`` formats a scalar like a float.
+
+``debug.breakpoint()`` is a debug callback too: it opens JAX's ``jdb`` prompt on the
+frames captured where it was called, with the traced values concrete (``kiln/_debugger.py``).
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ import numpy as np
 from kiln.callbacks import flatten_callback, host_values
 from kiln.core.trace import Primitive
 from kiln.interpreters import ad, batching, staging
+from kiln.tree_util import tree_flatten
 
 __all__ = ["print", "callback", "breakpoint", "debug_callback_p", "debug_print_p"]
 
@@ -175,11 +179,43 @@ def print(fmt=None, *args, ordered: bool = False, partitioned: bool = False,  # 
     return _debug_print
 
 
-def breakpoint(*, backend=None, filter_frames=True, num_frames=None,  # noqa: A001
-               ordered=False, token=None, **kwargs):
-    """Not implemented in kiln (JAX's debugger needs an interactive frame walker)."""
-    raise NotImplementedError(
-        "kiln.debug.breakpoint is not implemented. Use kiln.debug.print to see runtime "
-        "values, or kiln.debug.callback(fn, *args) to run your own Python code (for example "
-        "`pdb.set_trace()` inside fn) on them; outside of jit, `kiln.disable_jit()` lets a "
-        "plain `breakpoint()` stop in your function with concrete values.")
+def breakpoint(*, backend: str | None = None, filter_frames: bool = True,  # noqa: A001
+               num_frames: int | None = None, ordered: bool = False, token=None, **kwargs):
+    """Stop at this point of the program in an interactive debugger, with the runtime
+    values of the traced variables (works eagerly and under ``jit``, ``vmap`` and ``grad``).
+
+    The frames of the call stack are captured when ``breakpoint`` is called (while tracing,
+    under ``jit``); when the program runs, the debugger ``backend`` opens on them with the
+    traced locals made concrete. The default backend, ``"cli"``, is JAX's ``jdb`` prompt
+    (commands ``p``, ``pp``, ``l``, ``w``, ``u``, ``d``, ``c``, ``q``), reading ``sys.stdin``.
+    Under ``vmap`` it stops once per batch element; under ``grad`` it sees primal values.
+
+    Args:
+      backend: the debugger backend (``"cli"``); an unknown name falls back to the
+        default, as in JAX.
+      filter_frames: leave kiln's own frames out.
+      num_frames: how many frames (innermost first) to make available.
+      ordered: order it with other ordered debug effects.
+      token: instead of ``ordered``: an array (or pytree) returned unchanged; the
+        breakpoint runs once its value is computed.
+
+    Returns:
+      ``token`` when it is given, else None.
+    """
+    from kiln import _debugger
+    if token is not None and ordered:
+        raise ValueError("`ordered` and `token` are mutually exclusive arguments.")
+    frames = _debugger.capture_frames(1, filter_frames, num_frames)
+    flat_args, frames_tree = tree_flatten(frames)
+    cb = _debugger.make_callback(frames_tree, backend, kwargs)
+    if token is None:
+        callback(cb, *flat_args, ordered=ordered)
+        return None
+    from kiln.callbacks import pure_callback
+    from kiln.lax import stop_gradient
+
+    def _with_token(x, *args):
+        cb(*args)
+        return x
+    token, flat_args = stop_gradient((token, flat_args))
+    return pure_callback(_with_token, token, token, *flat_args, vmap_method="sequential")

@@ -181,6 +181,21 @@ class Mesh:
         return list(self.devices.flat)
 
     @property
+    def are_all_axes_explicit(self) -> bool:
+        """Whether the mesh has axes and all are ``AxisType.Explicit``."""
+        return bool(self.axis_types) and all(t == AxisType.Explicit for t in self.axis_types)
+
+    @property
+    def are_all_axes_auto(self) -> bool:
+        """Whether the mesh has axes and all are ``AxisType.Auto``."""
+        return bool(self.axis_types) and all(t == AxisType.Auto for t in self.axis_types)
+
+    @property
+    def are_all_axes_manual(self) -> bool:
+        """Whether the mesh has axes and all are ``AxisType.Manual``."""
+        return bool(self.axis_types) and all(t == AxisType.Manual for t in self.axis_types)
+
+    @property
     def local_mesh(self) -> Mesh:
         return self
 
@@ -219,6 +234,32 @@ class Mesh:
         for idx in np.ndindex(*self.devices.shape):
             out.append((self.devices[idx], dict(zip(self.axis_names, idx))))
         return out
+
+
+class _EmptyMesh(Mesh):
+    """The mesh without axes or devices (JAX's ``AbstractMesh(())``): the mesh in the type
+    of a value that no mesh shards."""
+
+    def __init__(self):
+        self.devices = np.empty((0,), dtype=object)
+        self.axis_names = ()
+        self.axis_types = ()
+
+    @property
+    def axis_sizes(self) -> tuple:
+        return ()
+
+    def __repr__(self):
+        return "AbstractMesh((), axis_types=())"
+
+
+_EMPTY_MESH = _EmptyMesh()
+
+
+def unsharded_type_sharding(ndim: int) -> NamedSharding:
+    """The sharding in the type of an ``ndim``-dimensional value outside any mesh:
+    ``NamedSharding(AbstractMesh(()), P(None, ...))`` (``kiln.typeof(x).sharding``)."""
+    return NamedSharding(_EMPTY_MESH, PartitionSpec(*([None] * ndim)))
 
 
 def make_mesh(axis_shapes, axis_names, *, devices=None, axis_types=None) -> Mesh:

@@ -41,6 +41,7 @@ DEFAULTS = {
     "jax_dynamic_shapes": False,
     "kiln_backend": "cpu",
     "kiln_compile": "async",
+    "kiln_retrace_warning_threshold": 10,
 }
 
 
@@ -66,6 +67,8 @@ def test_global_config_has_defaults_unless_env_set(monkeypatch):
     fresh.update("jax_enable_checks", True)
     # ... and compiles jitted programs before their first call returns.
     fresh.update("kiln_compile", "sync")
+    # ... and runs over 8 virtual devices (pmap/shard_map tests).
+    fresh.update("jax_num_cpu_devices", 8)
     assert config.values == fresh.values
 
 

@@ -9,6 +9,7 @@ against the declared shapes and dtypes.
 from __future__ import annotations
 
 import io
+import sys
 from contextlib import redirect_stdout
 
 import numpy as np
@@ -178,9 +179,11 @@ def test_print_inside_control_flow_with_unused_result_under_jit(capsys):
     assert lines(capsys) == ["i=0", "i=1", "T"]
 
 
-def test_breakpoint_is_a_clear_not_implemented():
-    with pytest.raises(NotImplementedError, match="kiln.debug.print"):
-        kiln.debug.breakpoint()
+def test_breakpoint_runs_the_debugger(monkeypatch, capsys):
+    # Full coverage (jit/vmap/grad, against JAX) is in tests/test_breakpoint.py.
+    monkeypatch.setattr(sys, "stdin", io.StringIO("c\n"))
+    kiln.debug.breakpoint()
+    assert capsys.readouterr().out.startswith("Entering jdb:")
 
 
 # ================================================================================================

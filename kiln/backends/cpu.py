@@ -24,6 +24,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from kiln.backends import reference
 from kiln.config import config
+from kiln.core.trace import _debug_checks
+from kiln.profiler import _recorder as _profiler
 
 logger = logging.getLogger("kiln")
 
@@ -43,6 +45,7 @@ class _Entry:
         self.future = None
 
 
+@_profiler.compile_span
 def compile_closed(closed, name: str = "jit"):
     """Compile a ClosedJaxpr; returns an Executable, or None when nothing in it is native."""
     from kiln.compiler import blas_support, cmath_support
@@ -52,26 +55,38 @@ def compile_closed(closed, name: str = "jit"):
     from kiln.compiler.passes import optimize
     from kiln.compiler.render_c import CRenderer
 
+    if config.jax_log_compiles:
+        logger.warning("Compiling jit(%s) with global shapes and types %s.", name,
+                       tuple(closed.in_avals))
     t0 = time.perf_counter()
     opt = optimize(closed)
-    prog = lower(opt)
+    with _profiler.span("lower", "compile"):
+        prog = lower(opt)
     if prog.native_steps == 0:
+        if config.jax_log_compiles:
+            logger.warning("Finished jaxpr to C conversion jit(%s) in %s sec: nothing to "
+                           "compile natively, it runs on the reference backend", name,
+                           time.perf_counter() - t0)
         return None
     from kiln.compiler.plan_buffers import plan
     plan(prog)
     src_math, fns = cmath_support.math()
     renderer = CRenderer(src_math, fns, blas_support.declarations())
-    source, segments = renderer.render(prog)
+    with _profiler.span("render_c", "compile"):
+        source, segments = renderer.render(prog)
     t1 = time.perf_counter()
-    lib = load_library(source, extra_flags=["-fwrapv"], name="kiln")
+    with _profiler.span("build", "compile", program=name):
+        lib = load_library(source, extra_flags=["-fwrapv"], name="kiln")
     t2 = time.perf_counter()
     blas_support.init(lib)
     exe = Executable(prog, lib, segments, source, build_seconds=t2 - t1)
+    exe.name, exe.where = name, _profiler.source_of(closed, name)
     if prog.guards:
         exe.fallback = lambda args: reference.run_jaxpr(closed.jaxpr, closed.consts, args)
     if config.jax_log_compiles:
-        logger.warning("Compiled %s: lowering %.1f ms, C build %.1f ms (%d native steps)",
-                       name, (t1 - t0) * 1e3, (t2 - t1) * 1e3, prog.native_steps)
+        logger.warning("Finished jaxpr to C conversion jit(%s) in %s sec (%d native steps)",
+                       name, t1 - t0, prog.native_steps)
+        logger.warning("Finished C compilation of jit(%s) in %s sec", name, t2 - t1)
     return exe
 
 
@@ -136,16 +151,56 @@ def _entry_for(closed, name, sync: bool = False) -> _Entry:
 
 
 def run(closed, args, name: str = "jit"):
-    """Run a closed jaxpr on NumPy arrays; returns the list of output arrays."""
-    if config.kiln_backend == "reference" or config.jax_debug_nans or config.jax_debug_infs:
-        return reference.run_jaxpr(closed.jaxpr, closed.consts, args)
-    entry = _cache.get(closed)
-    if entry is None:
-        entry = _entry_for(closed, name)
-    exe = entry.exe
-    if exe is not None:
-        return exe(args)
-    return reference.run_jaxpr(closed.jaxpr, closed.consts, args)
+    """Run a closed jaxpr on NumPy arrays; returns the list of output arrays.
+
+    Under ``jax_debug_nans``/``jax_debug_infs`` the outputs are checked with NumPy after
+    the call (nothing else changes, so the flags cost nothing when off); see
+    ``_check_outputs``."""
+    if config.kiln_backend == "reference":
+        outs = (_profiler.run_reference(reference.run_jaxpr, closed, args, name)
+                if _profiler.active
+                else reference.run_jaxpr(closed.jaxpr, closed.consts, args))
+    else:
+        entry = _cache.get(closed)
+        if entry is None:
+            entry = _entry_for(closed, name)
+        exe = entry.exe
+        if exe is not None:
+            outs = exe(args)
+        else:
+            outs = (_profiler.run_reference(reference.run_jaxpr, closed, args, name)
+                    if _profiler.active
+                    else reference.run_jaxpr(closed.jaxpr, closed.consts, args))
+    if _debug_checks[0]:
+        _check_outputs(closed, args, outs, name)
+    return outs
+
+
+def _check_outputs(closed, args, outs, name):
+    """``jax_debug_nans``/``jax_debug_infs`` after a call: when an output holds a NaN/Inf,
+    run the program again op by op on the reference backend, whose per-equation check
+    raises ``FloatingPointError`` naming the primitive (and the user's line that staged
+    it). When no operation produces one there (a NaN argument returned as is, or code
+    the compiler changed), raise JAX's "de-optimized function did not produce invalid
+    values" error."""
+    for o in outs:
+        kind = reference.special_kind(o)
+        if kind is not None:
+            break
+    else:
+        return
+    reference.run_jaxpr(closed.jaxpr, closed.consts, args)
+    raise FloatingPointError(
+        f"{(f'jit({name})', kind)}. Because jax_config.debug_nans.value and/or "
+        "config.jax_debug_infs is set, the de-optimized function (i.e., the function as if "
+        "the `jit` decorator were removed) was called in an attempt to get a more precise "
+        "error message. However, the de-optimized function did not produce invalid values "
+        "during its execution. This behavior can result from `jit` optimizations causing "
+        "the invalid value to be produced. It may also arise from having nan/inf literals "
+        "as inputs or outputs, like `jax.jit(lambda ...: jax.numpy.nan)(...)`. \n\n"
+        "It may be possible to avoid the invalid value by removing the `jit` decorator, at "
+        "the cost of losing optimizations. \n\nIf you see this error, consider opening a "
+        "bug report at https://github.com/jax-ml/jax.")
 
 
 def prepare(closed, name: str = "jit") -> None:

@@ -48,11 +48,28 @@ def _run(jaxpr: Jaxpr, consts, args):
     return [v.val._value if type(v) is Literal else env[v] for v in jaxpr.outvars]
 
 
-def _check_nans(eqn, value):
+def special_kind(value) -> str | None:
+    """``'nan'``/``'inf'`` when ``value`` (a NumPy value) holds one that the
+    ``jax_debug_nans``/``jax_debug_infs`` flags ask to catch, else None."""
     v = np.asarray(value)
     if v.dtype.kind not in "fc":
-        return
+        return None
     if config.jax_debug_nans and np.isnan(v).any():
-        raise FloatingPointError(f"invalid value (nan) encountered in {eqn.primitive.name}")
+        return "nan"
     if config.jax_debug_infs and np.isinf(v).any():
-        raise FloatingPointError(f"divide by zero (inf) encountered in {eqn.primitive.name}")
+        return "inf"
+    return None
+
+
+def _check_nans(eqn, value):
+    """JAX's ``FloatingPointError`` for a NaN/Inf output of ``eqn``, with a note naming
+    the user's line that staged it (when known). A ``jit`` that sees it calls the Python
+    function again un-jitted, to raise it again with the user's frames (as JAX does)."""
+    kind = special_kind(value)
+    if kind is None:
+        return
+    err = FloatingPointError(f"invalid value ({kind}) encountered in {eqn.primitive.name}")
+    src = getattr(eqn, "source_info", None)
+    if src is not None:
+        err.add_note(f"The {kind} was produced by `{eqn.primitive.name}` at {src}.")
+    raise err

@@ -65,6 +65,8 @@ import time
 import types
 from collections.abc import Sequence
 
+from kiln.profiler._recorder import span as _profile_span
+
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not POSIX: builds still atomic, not serialized
@@ -636,8 +638,9 @@ def _build(source: str, *, extra_flags: Sequence[str], include_dirs: Sequence[st
         with _FileLock(d / f"{stem}.lock"):
             if hit():  # another process built it while we waited
                 return lib, key
-            seconds = _compile(source, argv, flags, include_dirs, libraries, d, stem,
-                               suffix, lib, meta, key)
+            with _profile_span("cc", "compile", library=stem):
+                seconds = _compile(source, argv, flags, include_dirs, libraries, d, stem,
+                                   suffix, lib, meta, key)
         if dump:
             print(f"// ===== kiln: {stem}: compiled in {seconds * 1e3:.1f} ms =====",
                   file=sys.stderr)

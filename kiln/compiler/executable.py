@@ -12,15 +12,30 @@ from __future__ import annotations
 
 import ctypes
 import threading
+from contextlib import nullcontext
 
 import numpy as np
 
 from kiln.compiler.program import Island, Program
 from kiln.compiler.runtime import HUGE_THRESHOLD, alloc, get_run
+from kiln.profiler import _kernels as _profiled_kernels
+from kiln.profiler import _recorder as _profiler
+
+# True while a ``kiln.profiler`` trace records (the profiler flips it): calls then go
+# through ``Executable._call_timed``, which times each native segment and island. Off,
+# the call path pays this one global test.
+PROFILING = _profiler.active
+_NO_CONTEXT = nullcontext()
 
 
 class Executable:
     """Native code for one jaxpr (see the module docstring)."""
+
+    # For profiles: the jit function's name and (file, line, function) where it was
+    # defined (set by the cpu backend), and the timed plan (kiln.profiler._kernels).
+    name = "jit"
+    where = None
+    _timed = None
 
     def __init__(self, prog: Program, lib, segments, source: str, build_seconds: float = 0.0):
         self.prog = prog
@@ -49,6 +64,7 @@ class Executable:
                 addr = ctypes.cast(fn, ctypes.c_void_p).value
                 plan.append(("seg", addr, tuple(b.id for b in seg.buffers)))
         self._plan = plan
+        self._segments = segments
         self._has_islands = any(p[0] == "island" for p in plan)
         self._in_ids = [b.id for b in prog.inputs]
         self._in_dtypes = [b.dtype for b in prog.inputs]
@@ -88,6 +104,8 @@ class Executable:
         return any(getattr(config, k) != v for k, v in self.prog.guards.items())
 
     def __call__(self, args):
+        if PROFILING:
+            return self._call_timed(args)
         if self.prog.guards and self.fallback is not None and self._stale():
             return self.fallback(args)
         bufs = list(self._template)
@@ -162,29 +180,92 @@ class Executable:
                 best[k] = min(best.get(k, dt_), dt_)
         return [(names[k], best[k]) for k in range(len(self._plan))]
 
+    def _call_timed(self, args):
+        """``__call__`` while a profiler trace records: the same work, with one event per
+        native segment and island (named by ``kiln.profiler._kernels``, which may swap in
+        a build of the same program with one C function per step) inside one event for
+        the whole call."""
+        record = _profiler.record
+        clock = _profiler.perf_ns
+        t_start = clock()
+        if self.prog.guards and self.fallback is not None and self._stale():
+            out = self.fallback(args)
+            record(f"jit({self.name}) on the reference backend", "reference", t_start,
+                   clock())
+            return out
+        plan, labels, whole = _profiled_kernels.timed_plan(self)
+        t_ready = clock()
+        bufs = list(self._template)
+        for i, x, dt in zip(self._in_ids, args, self._in_dtypes):
+            if type(x) is not np.ndarray or not x.flags.c_contiguous or x.dtype != dt:
+                x = np.ascontiguousarray(x, dt)
+            bufs[i] = x
+        for i, shape, dt, make in self._outs_alloc:
+            bufs[i] = make(shape, dt)
+        locked = False
+        if self._tmps:
+            locked = self._pool_lock.acquire(blocking=False)
+            if locked:
+                if self._pool is None:
+                    self._pool = self._temps()
+                pool = self._pool
+            else:
+                pool = self._temps()
+            for i, a in pool:
+                bufs[i] = a
+        times = []
+        run = self._run
+        try:
+            with np.errstate(all="ignore") if self._has_islands else _NO_CONTEXT:
+                for p in plan:
+                    t0 = clock()
+                    if p[0] == "seg":
+                        run(p[1], *[bufs[i] for i in p[2]])
+                    else:
+                        self._run_island(bufs, p[1], p[2])
+                    times.append((t0, clock()))
+        finally:
+            if locked:
+                self._pool_lock.release()
+        out = []
+        for o in self._outputs:
+            if o[0] == "buf":
+                a = bufs[o[1].id]
+                out.append(a if a.shape == o[2] else a.reshape(o[2]))
+            elif o[0] == "in":
+                out.append(args[o[1]])
+            else:
+                out.append(np.array(o[1]))
+        record(whole[0], "execute", t_ready, clock(), whole[1])
+        for (t0, t1), (name, cat, info) in zip(times, labels):
+            record(name, cat, t0, t1, info)
+        return out
+
     def _execute(self, bufs):
         run = self._run
         for p in self._plan:
             if p[0] == "seg":
                 run(p[1], *[bufs[i] for i in p[2]])
                 continue
-            step, copy = p[1], p[2]
-            ins = []
-            for x in step.ins:
-                if x[0] == "lit":
-                    ins.append(x[1])
-                else:
-                    buf, shape = x
-                    a = bufs[buf.id]
-                    ins.append(a if a.shape == shape else a.reshape(shape))
-            eqn = step.eqn
-            res = eqn.primitive.impl(*ins, **eqn.params)
-            if not eqn.primitive.multiple_results:
-                res = [res]
-            for b, r in zip(step.outs, res):
-                r = np.asarray(r)
-                if r.dtype != b.dtype:
-                    r = r.astype(b.dtype)
-                if copy or not r.flags.c_contiguous:
-                    r = np.array(r, order="C", copy=True)
-                bufs[b.id] = r
+            self._run_island(bufs, p[1], p[2])
+
+    def _run_island(self, bufs, step, copy):
+        ins = []
+        for x in step.ins:
+            if x[0] == "lit":
+                ins.append(x[1])
+            else:
+                buf, shape = x
+                a = bufs[buf.id]
+                ins.append(a if a.shape == shape else a.reshape(shape))
+        eqn = step.eqn
+        res = eqn.primitive.impl(*ins, **eqn.params)
+        if not eqn.primitive.multiple_results:
+            res = [res]
+        for b, r in zip(step.outs, res):
+            r = np.asarray(r)
+            if r.dtype != b.dtype:
+                r = r.astype(b.dtype)
+            if copy or not r.flags.c_contiguous:
+                r = np.array(r, order="C", copy=True)
+            bufs[b.id] = r

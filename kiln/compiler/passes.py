@@ -45,6 +45,7 @@ from kiln.custom_derivatives import custom_jvp_call_p, custom_vjp_call_p, remat_
 from kiln.interpreters.pjit import jit_p
 from kiln.interpreters.staging import dce_jaxpr_consts, has_effects
 from kiln.lax.composite import composite_p
+from kiln.profiler._recorder import span as _profile_span
 
 __all__ = ["FOLD_MAX_ELEMENTS", "cse", "dce", "exact_conversion", "fold_constants",
            "inline_calls", "optimize", "simplify"]
@@ -291,7 +292,8 @@ def optimize(closed: ClosedJaxpr, max_rounds: int = 4) -> ClosedJaxpr:
     dump = _dump_enabled()
 
     def run(name, fn, x, rnd):
-        y = fn(x)
+        with _profile_span(f"pass {name}", "compile", round=rnd):
+            y = fn(x)
         if config.jax_enable_checks:
             check_jaxpr(y.jaxpr)
         if dump:

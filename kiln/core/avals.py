@@ -52,6 +52,13 @@ class ShapedArray(AbstractValue):
             n *= d
         return n
 
+    @property
+    def sharding(self):
+        """The sharding in the type (``kiln.typeof(x).sharding``): kiln's abstract values
+        are unsharded, ``NamedSharding(AbstractMesh(()), P(None, ...))``."""
+        from kiln.sharding import unsharded_type_sharding
+        return unsharded_type_sharding(len(self.shape))
+
     def update(self, shape=None, dtype=None, weak_type=None) -> ShapedArray:
         return ShapedArray(self.shape if shape is None else shape,
                            self.dtype if dtype is None else dtype,

@@ -191,15 +191,26 @@ _debug_checks = [False]
 
 
 def _check_finite(prim, out):
+    """``jax_debug_nans``/``jax_debug_infs`` on an eager primitive's output: JAX's
+    ``FloatingPointError`` (``invalid value (nan) encountered in log``), with a note
+    naming the user's line."""
     from kiln.config import config
     for o in (out if prim.multiple_results else [out]):
         v = np.asarray(o)
         if v.dtype.kind not in "fc":
             continue
         if config.jax_debug_nans and np.isnan(v).any():
-            raise FloatingPointError(f"invalid value (nan) encountered in {prim.name}")
-        if config.jax_debug_infs and np.isinf(v).any():
-            raise FloatingPointError(f"divide by zero (inf) encountered in {prim.name}")
+            kind = "nan"
+        elif config.jax_debug_infs and np.isinf(v).any():
+            kind = "inf"
+        else:
+            continue
+        from kiln.core.source_info import current
+        err = FloatingPointError(f"invalid value ({kind}) encountered in {prim.name}")
+        where = current()
+        if where is not None:
+            err.add_note(f"The {kind} was produced by `{prim.name}` at {where}.")
+        raise err
 
 
 eval_trace = EvalTrace()

@@ -213,10 +213,15 @@ def concrete_or_error(force: Any, val: Any, context: str = ""):
 def valid_jaxtype(x) -> bool:
     """Whether ``x`` has an abstract value (is an array, tracer or array-like scalar)."""
     try:
-        get_aval(x)
-    except TypeError:
+        aval = get_aval(x)
+    except (TypeError, ValueError):
         return False
-    return True
+    return np.dtype(aval.dtype).kind not in "OSUTV" or aval.dtype == _float0()
+
+
+def _float0():
+    from kiln import dtypes
+    return dtypes.float0
 
 
 def primal_dtype_to_tangent_dtype(primal_dtype):

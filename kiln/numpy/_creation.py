@@ -8,6 +8,8 @@ Anything built from a traced value is built with ``lax`` functions only.
 """
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from kiln import dtypes, lax
@@ -91,6 +93,8 @@ def array(object, dtype=None, copy=True, order="K", ndmin=0, *, device=None):  #
     m = getattr(object, "__jax_array__", None)
     if m is not None:
         object = m()
+    if _is_key_array(object):
+        return _key_array_copy(object, dtype)
     if isinstance(object, (Array, Tracer)):
         out = object if dtype is None else lax._convert_element_type(object, dtype, False)
         if type(out) is Array and out is object:
@@ -139,9 +143,22 @@ def array(object, dtype=None, copy=True, order="K", ndmin=0, *, device=None):  #
 object_dtype = np.dtype(object)
 
 
+def _is_key_array(x) -> bool:
+    keys = sys.modules.get("kiln.random._keys")
+    return keys is not None and isinstance(x, keys.PRNGKeyArray)
+
+
+def _key_array_copy(keys, dtype):
+    """``jnp.array`` of a typed key array: a new key array over the same key data (its
+    dtype may only be the key dtype, as in JAX)."""
+    if dtype is not None and dtype != keys.dtype:
+        raise ValueError(f"Cannot convert_element_type from {keys.dtype} to {dtype}")
+    return type(keys)(keys._impl, keys._base_array)
+
+
 def asarray(a, dtype=None, order=None, *, copy=None, device=None):
     """Convert to an array without copying when possible (``jnp.asarray``)."""
-    if dtype is None and isinstance(a, (Array, Tracer)):
+    if dtype is None and (isinstance(a, (Array, Tracer)) or _is_key_array(a)):
         return a
     if copy is False and dtype is not None and isinstance(a, (Array, Tracer)) \
             and get_aval(a).dtype != dtypes.canonicalize_dtype(dtype):

@@ -178,6 +178,11 @@ def make_array_from_process_local_data(sharding, local_data, global_shape=None):
 
 
 def typeof(x):
-    """The abstract value (``ShapedArray``) of ``x``, as ``jax.typeof``."""
+    """The abstract value (``ShapedArray``) of ``x``, as ``jax.typeof`` (also of a
+    ``ShapeDtypeStruct``)."""
+    from kiln.core.avals import ShapedArray
     from kiln.core.trace import get_aval
+    aval = getattr(x, "aval", None)
+    if isinstance(aval, ShapedArray):
+        return aval
     return get_aval(x)

@@ -1,0 +1,23 @@
+"""``jax._src.core``: the abstract-value names libraries import from JAX's private core."""
+from __future__ import annotations
+
+from kiln.core.avals import AbstractToken, AbstractValue, ShapedArray  # noqa: F401
+from kiln.core.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var  # noqa: F401
+from kiln.core.trace import Primitive, Trace, Tracer, get_aval  # noqa: F401
+from kiln.extend.core import (  # noqa: F401
+    concrete_or_error,
+    eval_context,
+    find_top_trace,
+    get_opaque_trace_state,
+    valid_jaxtype,
+)
+
+
+def physical_aval(aval):
+    """The abstract value of ``aval``'s storage: the same as ``aval`` for every kiln dtype
+    (PRNG key arrays expose their ``uint32`` data through ``kiln.random.key_data``)."""
+    if isinstance(aval, ShapedArray) and hasattr(aval.dtype, "_rules"):
+        raise NotImplementedError(
+            "physical_aval of an extended dtype with custom rules: kiln has no extended "
+            "dtypes other than PRNG keys")
+    return aval

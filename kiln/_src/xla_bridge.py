@@ -1,0 +1,53 @@
+"""``jax._src.xla_bridge``: whether kiln's (CPU) backend is initialized.
+
+``_backends`` is ``{"cpu": <backend>}`` once the device count is fixed (by the first use of
+devices), else ``{}``, as JAX's: ``chex.set_n_cpu_devices`` reads it to refuse changing the
+device count too late (kiln reads ``XLA_FLAGS=--xla_force_host_platform_device_count`` at
+that first use, as JAX does).
+"""
+from __future__ import annotations
+
+import importlib
+
+
+def _devices_module():
+    # ``kiln.devices`` the attribute is the function; the module is in sys.modules.
+    return importlib.import_module("kiln.devices")
+
+
+class _CpuBackend:
+    """The CPU backend: its platform and devices."""
+
+    platform = "cpu"
+
+    def devices(self):
+        from kiln.devices import devices
+        return devices()
+
+    def device_count(self) -> int:
+        return len(self.devices())
+
+    def __repr__(self):
+        return "<kiln cpu backend>"
+
+
+_CPU = _CpuBackend()
+
+
+def backends() -> dict:
+    """The initialized backends by platform name."""
+    return {"cpu": _CPU} if _devices_module()._frozen_count else {}
+
+
+def get_backend(platform=None):
+    """The backend for ``platform`` (only ``"cpu"``)."""
+    if platform not in (None, "cpu"):
+        raise RuntimeError(f"Unknown backend {platform}. Available: ['cpu']")
+    _devices_module().local_count()
+    return _CPU
+
+
+def __getattr__(name):
+    if name == "_backends":
+        return backends()
+    raise AttributeError(f"module 'kiln._src.xla_bridge' has no attribute {name!r}")

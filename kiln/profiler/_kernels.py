@@ -1,0 +1,216 @@
+"""Names and timing plans for the kernels of compiled programs.
+
+A compiled program (``kiln.compiler.executable.Executable``) runs native *segments* (C
+functions; consecutive native steps share one) and *islands* (a primitive's NumPy
+``impl``) in order. While a trace records, the executable times each entry of the plan
+that :func:`timed_plan` gives it:
+
+* with ``granularity == "step"`` (the default; ``KILN_PROFILE_KERNELS=segment`` changes
+  it), the program is rendered again with one C function per step (``CRenderer
+  .segment_per_step``) and built once, at its first profiled call (disk-cached like any
+  build, shown as a ``build`` span; with ``kiln_compile="sync"`` the call waits for it,
+  otherwise it builds in the background and the calls meanwhile time whole segments),
+  so every fused kernel, GEMM, reduction and loop gets its own time. Steps that
+  normally share a loop over rows (``row_groups``) then run one after another, so the
+  kernels' sum can exceed the normal run's time a little;
+* with ``"segment"``, the program's own segments are timed (no extra build).
+
+Each entry is named by the lax primitives it computes (``dot_general``, ``add,max``,
+``reduce_sum``...) and its shape, and carries the program's name and the user's source
+line: the equation's own line for islands when equations carry ``source_info``, else
+the line where the jitted function is defined.
+
+What it must not hold: recording (``_recorder``) or file formats.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+
+from kiln.profiler import _recorder
+
+logger = logging.getLogger("kiln")
+
+#: "step" (one event per native step; builds a per-step variant once) or "segment".
+granularity = os.environ.get("KILN_PROFILE_KERNELS", "step")
+
+_lock = threading.Lock()
+_SCATTER = {"set": "scatter", "sum": "scatter-add", "sub": "scatter-sub",
+            "prod": "scatter-mul", "max": "scatter-max", "min": "scatter-min"}
+_MAX_PRIMS = 6
+
+
+def timed_plan(exe) -> tuple[list, list, tuple]:
+    """``(plan, labels, whole)`` for a profiled call of ``exe``: the plan to run (its own,
+    or a per-step build's over the same buffers); per entry, ``(name, category, info)``;
+    and ``(name, info)`` of the event spanning the whole call."""
+    cached = exe._timed
+    if cached is not None:
+        return cached
+    with _lock:
+        if exe._timed is None:
+            exe._timed = _timed(exe, exe)
+            if granularity == "step" and any(len(seg.steps) > 1 for seg in exe._segments):
+                from kiln.config import config
+                if config.kiln_compile == "sync":
+                    _swap_in_per_step(exe)
+                else:       # as jit's own builds: in the background, whole segments meanwhile
+                    threading.Thread(target=_swap_in_per_step, args=(exe,), daemon=True,
+                                     name="kiln-profiler-build").start()
+    return exe._timed
+
+
+def _timed(exe, src) -> tuple:
+    labels = _labels(exe, src)
+    whole = (f"jit({exe.name})", {"program": exe.name, "kernels": len(labels),
+                                  "source": _where_text(exe.where)})
+    return (src._plan, labels, whole)
+
+
+def _swap_in_per_step(exe) -> None:
+    variant = _per_step_build(exe)
+    if variant is not None:
+        exe._timed = _timed(exe, variant)
+
+
+def _per_step_build(exe):
+    """The same program with one C function per step (None when that build fails)."""
+    from kiln.compiler import blas_support, cmath_support
+    from kiln.compiler.build import load_library
+    from kiln.compiler.executable import Executable
+    from kiln.compiler.render_c import CRenderer
+    try:
+        with _recorder.span(f"per-kernel build of jit({exe.name}) for the profiler", "build",
+                            program=exe.name):
+            # The same renderer and flags as kiln.backends.cpu.compile_closed.
+            src_math, fns = cmath_support.math()
+            renderer = CRenderer(src_math, fns, blas_support.declarations())
+            renderer.segment_per_step = True
+            source, segments = renderer.render(exe.prog)
+            lib = load_library(source, extra_flags=["-fwrapv"], name="kiln")
+            blas_support.init(lib)
+            return Executable(exe.prog, lib, segments, source)
+    except Exception as e:      # noqa: BLE001 - profiles then time whole segments
+        logger.warning("kiln.profiler: building jit(%s) with one function per kernel failed "
+                       "(%s: %s); timing whole segments instead", exe.name,
+                       type(e).__name__, e)
+        return None
+
+
+def _where_text(where) -> str | None:
+    if where is None:
+        return None
+    f, line, fn = where
+    return f"{f}:{line} ({fn})"
+
+
+def _eqn_source(eqn) -> str | None:
+    si = getattr(eqn, "source_info", None)
+    if si is None:
+        return None
+    f = getattr(si, "file", None)
+    line = getattr(si, "lineno", None)
+    if f is not None and line is not None:
+        fn = getattr(si, "function", None)
+        return f"{f}:{line}" + (f" ({fn})" if fn else "")
+    return str(si)
+
+
+def _labels(exe, src) -> list:
+    fallback = _where_text(exe.where)
+    labels = []
+    segs = iter(src._segments)
+    for k, p in enumerate(src._plan):
+        if p[0] == "seg":
+            steps = next(segs).steps
+            parts = [describe_step(s) for s in steps]
+            prims = _merge([pr for _, _, ps in parts for pr in ps])
+            if len(parts) == 1:
+                kind, shape, _ = parts[0]
+                name = f"{','.join(_short(prims))} {shape}".strip()
+            else:
+                kind, shape = "segment", ""
+                name = " | ".join(f"{','.join(_short(ps))} {sh}".strip()
+                                  for _, sh, ps in parts)
+                if len(name) > 160:
+                    name = name[:157] + "..."
+            info = {"program": exe.name, "index": k, "kind": kind, "primitives": ",".join(prims),
+                    "shape": shape, "steps": len(steps),
+                    "source": fallback or f"jit({exe.name}) kernel {k}"}
+        else:
+            eqn = p[1].eqn
+            prim = eqn.primitive.name
+            shape = _shape_text([v.aval.shape for v in eqn.outvars if hasattr(v, "aval")])
+            name = f"{prim} {shape} (host)".replace("  ", " ")
+            info = {"program": exe.name, "index": k, "kind": "island", "primitives": prim,
+                    "shape": shape, "steps": 1,
+                    "source": _eqn_source(eqn) or fallback or f"jit({exe.name}) island {k}"}
+        labels.append((name, "island" if info["kind"] == "island" else "kernel", info))
+    return labels
+
+
+def _short(prims):
+    return prims if len(prims) <= _MAX_PRIMS else prims[:_MAX_PRIMS] + ["..."]
+
+
+def _merge(names):
+    seen = {}
+    for n in names:
+        seen.setdefault(n, None)
+    return list(seen)
+
+
+def _shape_text(shapes) -> str:
+    return ",".join("x".join(str(d) for d in s) if len(s) else "scalar" for s in shapes)
+
+
+def _expr_ops(exprs) -> list[str]:
+    """Names of the primitives in fused scalar expressions, innermost first."""
+    names: dict = {}
+    seen = set()
+    stack = [(e, False) for e in reversed(exprs)]
+    while stack:
+        e, done = stack.pop()
+        if done:
+            if e.kind == "op":
+                names.setdefault(e.params[0], None)
+            continue
+        if e.uid in seen:
+            continue
+        seen.add(e.uid)
+        stack.append((e, True))
+        for a in reversed(e.args):
+            stack.append((a, False))
+    return list(names)
+
+
+def describe_step(step) -> tuple[str, str, list[str]]:
+    """``(kind, shape text, primitive names)`` of one native step."""
+    from kiln.compiler import program as P
+    if isinstance(step, P.Gemm):
+        batch = f"{step.batch}x" if step.batch > 1 else ""
+        return "gemm", f"{batch}{step.m}x{step.k}@{step.k}x{step.n}", ["dot_general"]
+    if isinstance(step, P.Conv):
+        return ("conv", f"{step.n}x{'x'.join(map(str, step.out_sp))}x{step.groups * step.og}",
+                ["conv_general_dilated"])
+    if isinstance(step, P.Reduce):
+        op = step.op if step.op.startswith("arg") else f"reduce_{step.op}"
+        return "reduce", _shape_text([step.in_shape]), [op] + _expr_ops([step.body])
+    if isinstance(step, P.Scan):
+        return "cumulative", _shape_text([step.shape]), [f"cum{step.op}"] + _expr_ops([step.body])
+    if isinstance(step, P.Scatter):
+        return ("scatter", _shape_text([step.out.shape]),
+                [_SCATTER.get(step.op, "scatter")] + _expr_ops([step.body]))
+    if isinstance(step, P.Kernel):
+        ops = _expr_ops([e for _, e in step.outs])
+        shapes = _merge([tuple(b.shape) for b, _ in step.outs]) or [tuple(step.shape)]
+        return ("fusion" if ops else "copy"), _shape_text(shapes), ops or ["copy"]
+    if isinstance(step, (P.Loop, P.Branch)):
+        kind = ("while" if step.kind == "while" else "scan") if isinstance(step, P.Loop) \
+            else "cond"
+        inner = [pr for steps in P.nested_steps(step) for s in steps
+                 for pr in describe_step(s)[2]]
+        shape = f"{step.length} iterations" if isinstance(step, P.Loop) and step.length else ""
+        return kind, shape, _merge([kind] + inner)
+    return type(step).__name__.lower(), "", [type(step).__name__.lower()]
