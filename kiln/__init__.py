@@ -12,12 +12,14 @@ from kiln import (
     errors,  # noqa: F401
     experimental,  # noqa: F401
     lax,  # noqa: F401
+    monitoring,  # noqa: F401
     nn,  # noqa: F401
     numpy,  # noqa: F401
     profiler,  # noqa: F401  (lazy: its modules load on first use)
     random,  # noqa: F401
     scipy,  # noqa: F401
     sharding,  # noqa: F401
+    stages,  # noqa: F401
     test_util,  # noqa: F401
     tree,  # noqa: F401
     tree_util,  # noqa: F401
@@ -51,15 +53,20 @@ from kiln.api import (  # noqa: F401
 )
 from kiln.array import PublicArray as Array  # noqa: F401
 from kiln.callbacks import pure_callback  # noqa: F401
-from kiln.config import (  # noqa: F401
+from kiln.config import (  # noqa: F401  # noqa: F401
     config,
     debug_infs,
     debug_nans,
     default_matmul_precision,
+    default_prng_impl,
     disable_jit,
+    enable_checks,
     enable_x64,
     explain_cache_misses,
     log_compiles,
+    numpy_dtype_promotion,
+    numpy_rank_promotion,
+    threefry_partitionable,
 )
 from kiln.core.trace import Tracer as _Tracer  # noqa: F401
 from kiln.custom_derivatives import (  # noqa: F401
@@ -79,6 +86,7 @@ from kiln.devices import (  # noqa: F401
     process_count,
     process_index,
 )
+from kiln.dtypes import float0  # noqa: F401
 from kiln.interpreters import pjit as _pjit  # noqa: F401
 from kiln.parallel import pmap, shard_map  # noqa: F401
 from kiln.parallel.placement import (  # noqa: F401
@@ -89,7 +97,7 @@ from kiln.parallel.placement import (  # noqa: F401
     typeof,
 )
 from kiln.profiler import live_arrays  # noqa: F401
-from kiln.sharding import NamedSharding, P, make_mesh, set_mesh, use_mesh  # noqa: F401
+from kiln.sharding import NamedSharding, P, Shard, make_mesh, set_mesh, use_mesh  # noqa: F401
 
 __version__ = "0.1.0"
 
@@ -98,11 +106,13 @@ def _on_debug_flags(_value):
     from kiln._array_methods import _FAST
     from kiln.core.trace import _debug_checks
     on = bool(config.jax_debug_nans or config.jax_debug_infs)
-    _FAST[0] = not on
+    # The eager operator fast path skips NaN checks and rank-promotion checks.
+    _FAST[0] = not on and config.jax_numpy_rank_promotion == "allow"
     _debug_checks[0] = on
 
 
 config.on_change("jax_debug_nans", _on_debug_flags)
 config.on_change("jax_debug_infs", _on_debug_flags)
+config.on_change("jax_numpy_rank_promotion", _on_debug_flags)
 _on_debug_flags(None)
 del _config_module

@@ -63,7 +63,7 @@ _CMPOPS = {"eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal",
 _UNOPS = {"neg": "negative", "pos": "positive", "abs": "abs", "invert": "invert"}
 _METHODS = [
     "all", "any", "argmax", "argmin", "argpartition", "argsort", "astype", "choose", "clip",
-    "compress", "conj", "conjugate", "cumprod", "cumsum", "diagonal", "dot", "flatten", "max",
+    "conj", "conjugate", "cumprod", "cumsum", "diagonal", "dot", "flatten", "max",
     "mean", "min", "nonzero", "prod", "ptp", "ravel", "repeat", "reshape", "round",
     "searchsorted", "sort", "squeeze", "std", "sum", "swapaxes", "take", "trace",
     "transpose", "var", "view", "cumulative_sum",
@@ -72,6 +72,12 @@ _METHODS = [
 
 def _getitem(self, idx):
     return _np_mod()._rewriting_take(self, idx)
+
+
+def _compress(self, condition, axis=None, *, out=None, size=None, fill_value=0):
+    """``jnp.compress(condition, self, axis)``: the array is the second argument."""
+    return _np_mod().compress(condition, self, axis, out=out, size=size,
+                              fill_value=fill_value)
 
 
 def _T(self):
@@ -154,6 +160,7 @@ def _install(cls):
         setattr(cls, name, _method(name))
     cls.__getitem__ = _getitem
     cls.__setitem__ = _setitem
+    cls.compress = _compress
     cls.reshape = _reshape
     cls.transpose = _transpose
     cls.T = property(_T)

@@ -45,8 +45,13 @@ __all__ = [
     "default_matmul_precision",
     "disable_jit",
     "enable_x64",
+    "enable_checks",
     "explain_cache_misses",
     "log_compiles",
+    "default_prng_impl",
+    "numpy_dtype_promotion",
+    "numpy_rank_promotion",
+    "threefry_partitionable",
 ]
 
 _TRUE_STRINGS = ("y", "yes", "t", "true", "on", "1")
@@ -470,3 +475,31 @@ def log_compiles(new_val: bool = True) -> config_context:
 def explain_cache_misses(new_val: bool = True) -> config_context:
     """Explain ``jit`` cache misses inside the block (``jax.explain_cache_misses``)."""
     return config_context(jax_explain_cache_misses=new_val)
+
+
+def numpy_dtype_promotion(new_val: str) -> config_context:
+    """Use the ``'standard'`` or ``'strict'`` promotion rules inside the block
+    (``jax.numpy_dtype_promotion``)."""
+    return config_context(jax_numpy_dtype_promotion=new_val)
+
+
+def numpy_rank_promotion(new_val: str) -> config_context:
+    """``'allow'``, ``'warn'`` or ``'raise'`` on implicit rank promotion inside the block
+    (``jax.numpy_rank_promotion``)."""
+    return config_context(jax_numpy_rank_promotion=new_val)
+
+
+def default_prng_impl(new_val: str) -> config_context:
+    """The PRNG implementation new keys use inside the block (``jax.default_prng_impl``)."""
+    return config_context(jax_default_prng_impl=new_val)
+
+
+def threefry_partitionable(new_val: bool = True) -> config_context:
+    """Threefry's partitionable bit layout inside the block
+    (``jax.threefry_partitionable``)."""
+    return config_context(jax_threefry_partitionable=new_val)
+
+
+def enable_checks(new_val: bool = True) -> config_context:
+    """Type-check every staged jaxpr inside the block (``jax.enable_checks``)."""
+    return config_context(jax_enable_checks=new_val)

@@ -23,7 +23,7 @@ import numpy as np
 from kiln import dtypes
 from kiln.array import make_array, to_array
 from kiln.core.jaxpr import ClosedJaxpr, eval_jaxpr, pp_param_rules
-from kiln.core.trace import Primitive, current_trace, get_aval, set_current_trace
+from kiln.core.trace import Primitive, Tracer, current_trace, get_aval, set_current_trace
 from kiln.interpreters import ad, batching, staging
 from kiln.interpreters.ad import Zero
 from kiln.tree_util import (
@@ -131,6 +131,10 @@ class custom_jvp:
             if i >= n:
                 raise TypeError(f"custom_jvp nondiff_argnums {self.nondiff_argnums} out of range "
                                 f"for {n} arguments")
+        if _outside_transformations(args):
+            # As JAX: with nothing to differentiate, the function runs on the values as
+            # given and its result comes back unchanged (a Python float stays one).
+            return self.fun(*args)
         nondiff, diff = _split_nondiff(args, self.nondiff_argnums)
         flat, in_tree = tree_flatten(tuple(diff))
         # Python scalars become weakly typed 0-d arrays (JAX hands rules typed scalars with
@@ -219,6 +223,8 @@ class custom_vjp:
                                  "defvjp.")
         args = _resolve_kwargs(self.fun, args, kwargs)
         n = len(args)
+        if _outside_transformations(args):
+            return self.fun(*args)      # as custom_jvp's
         nondiff, diff = _split_nondiff(args, self.nondiff_argnums)
         flat, in_tree = tree_flatten(tuple(diff))
         store = {}
@@ -285,6 +291,14 @@ class custom_vjp:
         outs = current_trace().process_custom_vjp_call(flat_fun, flat_fwd, flat_bwd, flat,
                                                        None, symbolic_zeros=self.symbolic_zeros)
         return tree_unflatten(store["tree"], outs)
+
+
+def _outside_transformations(args) -> bool:
+    """No transformation is active and no argument is a tracer (eager call)."""
+    from kiln.core import trace as core
+    if core.current_trace() is not core.eval_trace:
+        return False
+    return not any(isinstance(x, Tracer) for x in tree_flatten(args)[0])
 
 
 def _zeros_from_aval(aval):

@@ -383,6 +383,14 @@ class NamedSharding(Sharding):
     def memory_kind(self):
         return self._memory_kind or "device"
 
+    def update(self, **kwargs) -> NamedSharding:
+        """This sharding with ``mesh``, ``spec`` and/or ``memory_kind`` replaced."""
+        unknown = set(kwargs) - {"mesh", "spec", "memory_kind"}
+        if unknown:
+            raise TypeError(f"NamedSharding.update got unexpected arguments {sorted(unknown)}")
+        return NamedSharding(kwargs.get("mesh", self.mesh), kwargs.get("spec", self.spec),
+                             memory_kind=kwargs.get("memory_kind", self._memory_kind))
+
     @property
     def device_set(self) -> set:
         return set(self.mesh.devices.flat)

@@ -443,8 +443,37 @@ def test_asarray_of_typed_keys():
         jax.numpy.asarray(jax.random.key(0), dtype=jax.numpy.float32)
 
 
+def test_flag_context_managers():
+    jax = pytest.importorskip("jax")
+    for lib in (kiln, jax):
+        with lib.numpy_rank_promotion("raise"):
+            with pytest.raises(ValueError):
+                lib.numpy.ones(2) + lib.numpy.ones((3, 2))
+        assert (lib.numpy.ones(2) + lib.numpy.ones((3, 2))).shape == (3, 2)
+        with lib.numpy_dtype_promotion("strict"):
+            with pytest.raises(lib.dtypes.TypePromotionError if lib is kiln else Exception):
+                lib.numpy.ones(2, "int32") + lib.numpy.ones(2, "float32")
+        with lib.threefry_partitionable(False):
+            assert not lib.config.jax_threefry_partitionable
+        with lib.enable_checks(True):
+            assert lib.config.jax_enable_checks
+        with lib.default_prng_impl("threefry2x32"):
+            assert lib.config.jax_default_prng_impl == "threefry2x32"
+    events = []
+    kiln.monitoring.register_event_listener(lambda e, **kw: events.append((e, kw)))
+    try:
+        kiln.monitoring.record_event("/x", a=1)
+    finally:
+        kiln.monitoring.clear_event_listeners()
+    kiln.monitoring.record_event("/y")
+    assert events == [("/x", {"a": 1})]
+    assert isinstance(kiln.jit(jnp.sin), kiln.stages.Wrapped)
+    assert isinstance(kiln.jit(jnp.sin).lower(1.0), kiln.stages.Lowered)
+
+
 def test_top_level_names_used_by_libraries():
     jax = pytest.importorskip("jax")
+    assert kiln.float0 == jax.float0
     assert kiln.P is kiln.sharding.PartitionSpec
     assert kiln.NamedSharding is kiln.sharding.NamedSharding
     assert isinstance(kiln.devices()[0], kiln.Device)
@@ -520,6 +549,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.slow
 def test_flax_and_optax_features_match_jax():
     pytest.importorskip("jax")
     pytest.importorskip("flax")
@@ -534,6 +564,62 @@ def test_flax_and_optax_features_match_jax():
         np.testing.assert_allclose(k[name], j[name], rtol=2e-5, atol=1e-6)
     for a, b in zip(tree_flatten(k["params"])[0], tree_flatten(j["params"])[0]):
         np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-6)
+
+
+_FLAX_TRANSFORMS_PROBE = """
+import json, jax, jax.numpy as jnp, numpy as np
+import flax.linen as nn
+
+class Block(nn.Module):
+    @nn.compact
+    def __call__(self, c, x):
+        h = nn.Dense(4)(jnp.concatenate([c, x], -1))
+        return jnp.tanh(h), h.sum(-1)
+
+class M(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        # conv + norm + attention + scan + vmap + remat + jit + RNN
+        y = nn.Conv(3, (3,))(x)
+        y = nn.LayerNorm()(y)
+        y = nn.GroupNorm(num_groups=1)(y)
+        y = nn.MultiHeadDotProductAttention(num_heads=1, qkv_features=4)(y)
+        ScanBlock = nn.scan(Block, variable_broadcast="params", split_rngs={"params": False},
+                            in_axes=1, out_axes=1)
+        c, ys = ScanBlock()(jnp.zeros((x.shape[0], 4)), y)
+        z = nn.remat(nn.Dense)(5)(c)
+        z = nn.jit(nn.Dense)(5)(z)
+        V = nn.vmap(nn.Dense, in_axes=0, out_axes=0, variable_axes={"params": None},
+                    split_rngs={"params": False})
+        z = V(2)(z)
+        r = nn.RNN(nn.LSTMCell(3))(y)
+        e = nn.Embed(7, 2)(jnp.array([[1, 2, 6]]))
+        return z.sum() + ys.sum() + r.sum() + e.sum()
+
+x = jnp.linspace(-1, 1, 2 * 5 * 2, dtype=jnp.float32).reshape(2, 5, 2)
+m = M()
+v = m.init(jax.random.key(0), x)
+out = m.apply(v, x)
+g = jax.jit(jax.grad(lambda p: m.apply({"params": p}, x)))(v["params"])
+print(json.dumps({"out": float(out), "g": [float(jnp.sum(l)) for l in jax.tree.leaves(g)],
+                  "shapes": [list(l.shape) for l in jax.tree.leaves(v)]}))
+"""
+
+
+@pytest.mark.slow
+def test_flax_lifted_transforms_match_jax():
+    # nn.scan (Flax's constancy check runs jax.interpreters.partial_eval), nn.remat, nn.jit,
+    # nn.vmap, RNN/LSTM, attention, conv and norms: values and gradients as on JAX.
+    pytest.importorskip("jax")
+    pytest.importorskip("flax")
+    pj = _run(["-c", _FLAX_TRANSFORMS_PROBE])
+    assert pj.returncode == 0, pj.stderr
+    pk = _run(["-m", "kiln.as_jax", "-c", _FLAX_TRANSFORMS_PROBE])
+    assert pk.returncode == 0, pk.stderr
+    j, k = json.loads(pj.stdout), json.loads(pk.stdout)
+    assert k["shapes"] == j["shapes"]
+    np.testing.assert_allclose(k["out"], j["out"], rtol=1e-5)
+    np.testing.assert_allclose(k["g"], j["g"], rtol=1e-4, atol=1e-5)
 
 
 _CHEX_PROBE = """

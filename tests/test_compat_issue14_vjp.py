@@ -33,3 +33,36 @@ def test_against_jax():
     f.defvjp(lambda x, y: (x * y, (x, y)), lambda r, g: (g,))
     with pytest.raises(TypeError):
         jax.grad(f)(1., 2.)
+
+
+def test_custom_jvp_and_vjp_outside_transformations_return_the_python_value():
+    import numpy as np
+
+    @kiln.custom_jvp
+    def h(x):
+        return x * 2
+    h.defjvp(lambda p, t: (h(*p), t[0] * 2))
+
+    @kiln.custom_vjp
+    def f(x):
+        return x * 2
+    f.defvjp(lambda x: (f(x), None), lambda r, g: (g * 2,))
+    for fn in (h, f):
+        assert type(fn(3.0)) is float and fn(3.0) == 6.0
+        assert type(fn(np.float32(3.0))) is np.float32
+        assert type(fn(3)) is int
+        assert float(kiln.grad(fn)(3.0)) == 2.0
+        assert float(kiln.jit(fn)(2.0)) == 4.0
+
+
+def test_array_compress_and_vsplit_as_jax():
+    import numpy as np
+    x = jnp.arange(6.).reshape(2, 3)
+    np.testing.assert_array_equal(np.asarray(x.compress(jnp.array([True, False]), axis=0)),
+                                  [[0., 1., 2.]])
+    np.testing.assert_array_equal(np.asarray(jnp.arange(3.).compress(
+        jnp.array([True, False, True]))), [0., 2.])
+    parts = jnp.vsplit(jnp.arange(4.), 2)
+    assert [p.shape for p in parts] == [(2,), (2,)]
+    with pytest.raises(IndexError):
+        jnp.dsplit(jnp.ones((2, 4)), 2)

@@ -36,7 +36,11 @@ class ShapedArray(AbstractValue):
     __slots__ = ("shape", "dtype", "weak_type")
     array_abstraction_level = 1
 
-    def __init__(self, shape, dtype, weak_type: bool = False):
+    def __init__(self, shape, dtype, weak_type: bool = False, *, sharding=None, vma=None,
+                 memory_space=None):
+        # ``sharding``/``vma``/``memory_space``: accepted as JAX's constructor takes them;
+        # kiln's abstract values carry no sharding, varying axes or memory space (values
+        # are the same whatever the layout), so they are not stored.
         self.shape = tuple(shape)
         self.dtype = np.dtype(dtype)
         self.weak_type = bool(weak_type)

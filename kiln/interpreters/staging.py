@@ -12,11 +12,10 @@ tangent map (a jaxpr), and how jaxprs with sub-jaxprs are split.
 """
 from __future__ import annotations
 
-from kiln.core.source_info import current as _source_info
-
 from kiln.core import trace as core
 from kiln.core.avals import ShapedArray
 from kiln.core.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var
+from kiln.core.source_info import current as _source_info
 from kiln.core.trace import Trace, Tracer, check_foreign_tracer, get_aval, set_current_trace
 
 # partial_eval_rules[prim](trace, args, params) -> outputs; used when some inputs are known.

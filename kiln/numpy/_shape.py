@@ -444,16 +444,16 @@ def hsplit(ary, indices_or_sections):
 def vsplit(ary, indices_or_sections):
     """Split along axis 0."""
     ary = ensure_arraylike("vsplit", ary)
-    if get_aval(ary).ndim < 2:
-        raise ValueError("vsplit only works on arrays of 2 or more dimensions")
+    if get_aval(ary).ndim < 1:          # JAX splits 1-D arrays too; a scalar has no axis 0
+        raise IndexError("vsplit needs an array of 1 or more dimensions, got a scalar")
     return split(ary, indices_or_sections, axis=0)
 
 
 def dsplit(ary, indices_or_sections):
     """Split along axis 2."""
     ary = ensure_arraylike("dsplit", ary)
-    if get_aval(ary).ndim < 3:
-        raise ValueError("dsplit only works on arrays of 3 or more dimensions")
+    if get_aval(ary).ndim < 3:          # JAX: IndexError (axis 2 does not exist)
+        raise IndexError("dsplit only works on arrays of 3 or more dimensions")
     return split(ary, indices_or_sections, axis=2)
 
 
