@@ -401,6 +401,11 @@ def test_typeof_sharding_and_layout():
     assert tuple(s.spec) == tuple(js.spec) == (None, None)
     assert s.mesh.are_all_axes_explicit == js.mesh.are_all_axes_explicit is False
     assert s.mesh.axis_names == () and s.mesh.empty
+    # JAX's constructor keywords (Flax passes sharding=); kiln avals carry no sharding
+    a = ShapedArray((2, 3), np.float32, sharding=s)
+    assert a == ShapedArray((2, 3), np.float32) and a.sharding == s
+    s1 = s.update(spec=kiln.P(None))
+    assert tuple(s1.spec) == (None,) and s1.mesh == s.mesh
     sds = kiln.ShapeDtypeStruct((2, 3), jnp.int32)
     assert kiln.typeof(sds) == ShapedArray((2, 3), np.int32)
     assert jax.typeof(jax.ShapeDtypeStruct((2, 3), np.int32)).shape == (2, 3)

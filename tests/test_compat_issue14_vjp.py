@@ -66,3 +66,19 @@ def test_array_compress_and_vsplit_as_jax():
     assert [p.shape for p in parts] == [(2,), (2,)]
     with pytest.raises(IndexError):
         jnp.dsplit(jnp.ones((2, 4)), 2)
+
+
+def test_broadcast_in_dim_with_dimensions_out_of_order():
+    import numpy as np
+    from kiln import lax
+    x = jnp.arange(6.).reshape(2, 3)
+    want = np.broadcast_to(np.asarray(x).T[:, None, :], (3, 4, 2))
+    np.testing.assert_array_equal(np.asarray(lax.broadcast_in_dim(x, (3, 4, 2), (2, 0))), want)
+    np.testing.assert_array_equal(
+        np.asarray(kiln.jit(lambda v: lax.broadcast_in_dim(v, (3, 4, 2), (2, 0)))(x)), want)
+    w = jnp.arange(6.).reshape(3, 2)
+    g = kiln.grad(lambda v: (lax.broadcast_in_dim(v, (3, 2), (1, 0)) * w).sum())(x)
+    np.testing.assert_array_equal(np.asarray(g), np.asarray(w).T)   # JAX's grad fails here
+    jax = pytest.importorskip("jax")
+    np.testing.assert_array_equal(
+        np.asarray(jax.lax.broadcast_in_dim(np.asarray(x), (3, 4, 2), (2, 0))), want)

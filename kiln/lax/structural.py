@@ -166,6 +166,14 @@ def broadcast_in_dim(operand, shape, broadcast_dimensions, out_sharding=None):
     aval = get_aval(operand)
     if aval.shape == shape and broadcast_dimensions == tuple(range(len(shape))):
         return operand
+    if (len(set(broadcast_dimensions)) == len(broadcast_dimensions) == aval.ndim
+            and list(broadcast_dimensions) != sorted(broadcast_dimensions)):
+        # JAX accepts dimensions out of order (a transpose folded in); kiln stages the
+        # transpose, so every rule of the primitive sees increasing dimensions (JAX's
+        # primitive does not, and its gradient then fails).
+        perm = tuple(sorted(range(aval.ndim), key=lambda i: broadcast_dimensions[i]))
+        operand = transpose(operand, perm)
+        broadcast_dimensions = tuple(broadcast_dimensions[i] for i in perm)
     return broadcast_in_dim_p.bind(operand, shape=shape,
                                    broadcast_dimensions=broadcast_dimensions, sharding=None)
 
