@@ -571,6 +571,23 @@ def test_flax_and_optax_features_match_jax():
         np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-6)
 
 
+# A sample of Optax's own test modules (the whole suite: docs/ecosystem.md).
+_OPTAX_SAMPLE = ["optax._src.base_test", "optax.transforms._clipping_test",
+                 "optax.transforms._combining_test", "optax.tree_utils._tree_math_test",
+                 "optax.losses._regression_test", "optax._src.utils_test"]
+
+
+@pytest.mark.slow
+def test_optax_test_modules_pass_on_kiln(tmp_path):
+    pytest.importorskip("optax")
+    pytest.importorskip("absl")
+    p = _run(["-m", "kiln.as_jax", "-m", "pytest", "-q", "-p", "no:cacheprovider",
+              "--pyargs", *_OPTAX_SAMPLE], cwd=str(tmp_path), timeout=600)
+    tail = p.stdout.strip().splitlines()[-1] if p.stdout.strip() else p.stderr
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "failed" not in tail and int(re.search(r"(\d+) passed", tail).group(1)) >= 170
+
+
 _FLAX_TRANSFORMS_PROBE = """
 import json, jax, jax.numpy as jnp, numpy as np
 import flax.linen as nn
