@@ -70,6 +70,7 @@ def test_array_compress_and_vsplit_as_jax():
 
 def test_broadcast_in_dim_with_dimensions_out_of_order():
     import numpy as np
+
     from kiln import lax
     x = jnp.arange(6.).reshape(2, 3)
     want = np.broadcast_to(np.asarray(x).T[:, None, :], (3, 4, 2))
