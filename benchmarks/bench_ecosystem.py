@@ -1,0 +1,85 @@
+"""An Optax ``adam`` step on the 784-512-512-10 tanh MLP under ``jit``: kiln (through
+``kiln.as_jax``) against JAX, each in its own process (the alias must own ``import jax``).
+
+Issue "ecosystem": report the ratio (target: the compiler issue's MLP step, ≤ 1×).
+Run from the repository root::
+
+    python benchmarks/bench_ecosystem.py [--batch 128]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+
+CODE = r"""
+import json, statistics, time, sys
+import numpy as np
+import jax, jax.numpy as jnp, optax
+
+batch = int(sys.argv[-1])
+rng = np.random.default_rng(0)
+sizes = [784, 512, 512, 10]
+params = [(jnp.asarray(rng.normal(size=(m, n)).astype(np.float32) / np.sqrt(m)),
+           jnp.zeros(n, jnp.float32)) for m, n in zip(sizes[:-1], sizes[1:])]
+x = jnp.asarray(rng.normal(size=(batch, 784)).astype(np.float32))
+y = jnp.asarray(rng.normal(size=(batch, 10)).astype(np.float32))
+
+def loss(p, x, y):
+    h = x
+    for w, b in p[:-1]:
+        h = jnp.tanh(h @ w + b)
+    w, b = p[-1]
+    return jnp.mean((h @ w + b - y) ** 2)
+
+opt = optax.adam(1e-3)
+state = opt.init(params)
+
+@jax.jit
+def step(p, s, x, y):
+    l, g = jax.value_and_grad(loss)(p, x, y)
+    u, s = opt.update(g, s, p)
+    return optax.apply_updates(p, u), s, l
+
+p, s = params, state
+for _ in range(3):
+    p, s, l = step(p, s, x, y)
+jax.block_until_ready(l)
+ts = []
+for _ in range(30):
+    t0 = time.perf_counter()
+    p, s, l = step(p, s, x, y)
+    jax.block_until_ready(l)
+    ts.append(time.perf_counter() - t0)
+print(json.dumps({"ms": statistics.median(ts) * 1e3, "loss": float(l),
+                  "backend": jax.__name__ + ("" if hasattr(jax, "_src") else "")}))
+"""
+
+
+def run(args: list) -> dict:
+    import os
+    # kiln compiles before the first call returns (as the other benchmarks), so the timed
+    # calls never run on the reference backend while a background build finishes.
+    env = dict(os.environ, KILN_COMPILE="sync")
+    out = subprocess.run(args, capture_output=True, text=True, timeout=900, env=env)
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr[-2000:])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--batch", type=int, default=128)
+    a = ap.parse_args()
+    kiln = run([sys.executable, "-m", "kiln.as_jax", "-c", CODE, str(a.batch)])
+    jax = run([sys.executable, "-c", CODE, str(a.batch)])
+    print("| workload | kiln (as_jax) | JAX | kiln ÷ JAX |")
+    print("| --- | ---: | ---: | ---: |")
+    print(f"| Optax adam step, MLP 784-512-512-10, batch {a.batch} | {kiln['ms']:.2f} ms | "
+          f"{jax['ms']:.2f} ms | {kiln['ms'] / jax['ms']:.2f} |")
+    print(f"(losses after 33 steps: kiln {kiln['loss']:.6f}, JAX {jax['loss']:.6f})")
+
+
+if __name__ == "__main__":
+    main()
