@@ -2,6 +2,14 @@
 
 ``import kiln as jax; import kiln.numpy as jnp`` runs JAX programs unchanged.
 """
+import os as _os
+
+# Compiled kernels run on OpenMP (libgomp, loaded with the first compiled program). Its
+# default spin-wait after each parallel region (GOMP_SPINCOUNT 300000) makes idle threads
+# burn the cores other processes need: under load (e.g. `pytest -n 2` on 2 cores) a conv
+# net trained 3x slower. 10000 costs nothing measurable on a quiet machine
+# (benchmarks/NOTES.md, "OpenMP spin-wait"). A value the user set is kept.
+_os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 from kiln import (
     _array_methods,  # noqa: F401  (installs operators)
     _fp_warnings,  # noqa: F401  (silences NumPy inf/nan warnings raised inside kiln)
