@@ -21,7 +21,7 @@ import numpy as np
 from kiln.devices import devices
 
 __all__ = ["AbstractMesh", "AxisType", "Mesh", "NamedSharding", "PartitionSpec",
-           "PmapSharding", "Shard", "Sharding", "SingleDeviceSharding", "DuplicateSpecError",
+           "Shard", "Sharding", "SingleDeviceSharding", "DuplicateSpecError",
            "get_abstract_mesh", "get_mesh", "make_single_device_sharding", "reshard",
            "set_mesh", "use_abstract_mesh", "use_mesh"]
 
@@ -455,10 +455,6 @@ class NamedSharding(Sharding):
         shape = array.shape
         return [Shard(dev, self.block_index(c, shape), self.replica_id(c), array)
                 for dev, c in self.mesh.coords()]
-
-
-class PmapSharding(NamedSharding):
-    """The sharding of a ``pmap`` output (a 1-D mesh over the mapped devices)."""
 
 
 class SingleDeviceSharding(Sharding):

@@ -137,3 +137,13 @@ def test_against_jax(mesh, jax8):
     kf = kiln.shard_map(lambda a: body(lax, a), mesh=mesh, in_specs=P("x", "y"),
                         out_specs=P("x", None))
     np.testing.assert_array_equal(np.asarray(kf(x)), np.asarray(jf(x)))
+
+
+def test_vmap_of_shard_map(mesh):
+    g = kiln.shard_map(lambda a: lax.psum(a, "x") * 2, mesh=mesh, in_specs=P("x"),
+                       out_specs=P())
+    xs = np.arange(24.).reshape(3, 8).astype(np.float32)
+    got = np.asarray(kiln.vmap(g)(xs))
+    want = np.stack([np.asarray(g(x)) for x in xs])
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(want[0], xs[0].reshape(4, 2).sum(0) * 2)

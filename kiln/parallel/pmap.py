@@ -132,7 +132,6 @@ def pmap(fun: Callable, axis_name=None, *, in_axes=0, out_axes=0,
                         leaf.delete()
         return out
 
-    pmapped._kiln_pmap = True
     return pmapped
 
 
