@@ -691,13 +691,32 @@ def _hashable_static(v, name):
     return v
 
 
+def _to_value(x):
+    from kiln.array import to_array
+    from kiln.errors import UnexpectedTracerError
+    if isinstance(x, Tracer):
+        raise UnexpectedTracerError(x)
+    return to_array(x)._value
+
+
+def _donated_reuse(entry, a_flat):
+    """The (flat input, output) pairs whose output may be written into the donated
+    input's memory on this call, or None (see ``kiln.donation.reusable``)."""
+    from kiln.core.trace import _debug_checks
+    if _debug_checks[0] or config.kiln_backend == "reference":
+        return None     # a NaN check re-runs the program on the (intact) inputs
+    from kiln import donation
+    return donation.reusable(a_flat, entry.pairs) or None
+
+
 class _CacheEntry:
-    __slots__ = ("jaxpr", "out_tree", "explain", "donated")
+    __slots__ = ("jaxpr", "out_tree", "explain", "donated", "pairs")
 
     def __init__(self, jaxpr, out_tree):
         self.jaxpr = jaxpr
         self.out_tree = out_tree
         self.donated = ()           # flat argument indices an output takes (donation)
+        self.pairs = ()             # (flat argument, output index) for those
 
 
 class Lowered:
@@ -979,6 +998,7 @@ class JitWrapped:
                 from kiln import donation
                 flags = self._donated_flags(args, kwargs, static_pos, dyn_kw)
                 entry.donated, unusable = donation.plan(avals, closed.out_avals, flags)
+                entry.pairs = donation.pair_outputs(avals, closed.out_avals, entry.donated)
                 donation.warn_unusable(unusable)
             if not tconsts:
                 self._cache[key] = entry
@@ -1029,10 +1049,21 @@ class JitWrapped:
         if self._inline and isinstance(_current_trace(), staging.JaxprTrace):
             return self._fun(*args, **kwargs)
         entry, tconsts, a_flat, _ = self._trace(args, kwargs)
-        try:
-            outs = jit_p.bind(*tconsts, *a_flat, jaxpr=entry.jaxpr, name=self._name)
-        except FloatingPointError as e:
-            _rerun_deoptimized(self, e, args, kwargs)
+        reuse = None
+        if entry.pairs and not tconsts and type(_current_trace()) is EvalTrace:
+            reuse = _donated_reuse(entry, a_flat)
+        if reuse:
+            # Outputs written into donated inputs' memory (kiln.donation).
+            vals = [a._value if type(a) is Array else _to_value(a) for a in a_flat]
+            outs = [make_array(o, a.weak_type) for o, a in
+                    zip(_cpu.run(entry.jaxpr, vals, self._name, reuse=reuse),
+                        entry.jaxpr.out_avals)]
+            del vals
+        else:
+            try:
+                outs = jit_p.bind(*tconsts, *a_flat, jaxpr=entry.jaxpr, name=self._name)
+            except FloatingPointError as e:
+                _rerun_deoptimized(self, e, args, kwargs)
         if entry.donated and type(_current_trace()) is EvalTrace:
             from kiln import donation
             donation.delete_donated(a_flat, entry.donated)

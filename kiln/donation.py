@@ -8,9 +8,13 @@ inputs no output can take draw JAX's warning (``Some donated buffers were not us
 once per compilation and stay alive. NumPy arrays and values inside other
 transformations are never deleted.
 
-kiln does not yet write outputs into donated memory (a NumPy argument's memory may be
-the caller's own array): donation frees the input and reports the aliasing in
-:class:`CompiledMemoryStats`, as JAX does.
+On the compiled backend an output is written into its donated input's memory when that
+is safe (``reusable`` here checks at run time that nothing else holds the input's buffer:
+a kiln Array that owns its NumPy buffer, referenced by nothing but the Array, passed
+once; ``kiln.compiler.plan_buffers.writes_into_input`` checks at compile time that the
+program's first step writing the output reads the input only element for element and
+nothing reads the input afterwards). Otherwise the output gets fresh memory and the
+donated input is still deleted, as JAX does.
 
 What it must not hold: the jit cache or tracing (``api.py``).
 """
@@ -111,6 +115,47 @@ def plan(in_avals, out_avals, donated: list[bool]) -> tuple[list[int], list]:
         else:
             unusable.append(a)
     return used, unusable
+
+
+def pair_outputs(in_avals, out_avals, used: list[int]) -> tuple:
+    """``((flat input, output index), ...)``: each used donated input takes the first
+    output of its shape and dtype not taken by an earlier one (JAX's pairing)."""
+    free = [(i, tuple(a.shape), np.dtype(a.dtype)) for i, a in enumerate(out_avals)]
+    pairs = []
+    for k in used:
+        key = (tuple(in_avals[k].shape), np.dtype(in_avals[k].dtype))
+        for n, (j, shape, dt) in enumerate(free):
+            if (shape, dt) == key:
+                pairs.append((k, j))
+                del free[n]
+                break
+    return tuple(pairs)
+
+
+def reusable(flat_args, pairs) -> tuple:
+    """The ``(flat input, output)`` pairs whose input buffer the output may take over:
+    the argument is a kiln Array owning a writeable, aligned, contiguous NumPy buffer
+    that nothing else references (no view, no other Array, no NumPy variable of the
+    caller's) and that is not passed twice."""
+    import sys
+
+    from kiln.array import Array
+    ok = []
+    for k, j in pairs:
+        a = flat_args[k]
+        if type(a) is not Array:
+            continue
+        v = a._value
+        # References: the Array's slot, ``v`` and getrefcount's argument. A view or any
+        # other holder adds one.
+        if (type(v) is not np.ndarray or sys.getrefcount(v) > 3 or not v.flags.owndata
+                or not v.flags.writeable or not v.flags.c_contiguous
+                or not v.flags.aligned or v.size == 0):
+            continue
+        if any(flat_args[i] is a for i in range(len(flat_args)) if i != k):
+            continue
+        ok.append((k, j))
+    return tuple(ok)
 
 
 def warn_unusable(avals) -> None:

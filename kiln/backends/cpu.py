@@ -150,8 +150,12 @@ def _entry_for(closed, name, sync: bool = False) -> _Entry:
     return entry
 
 
-def run(closed, args, name: str = "jit"):
+def run(closed, args, name: str = "jit", reuse=None):
     """Run a closed jaxpr on NumPy arrays; returns the list of output arrays.
+
+    ``reuse``: ``(input, output)`` pairs whose output may be written into the input's
+    memory (donated buffers nothing else holds; the compiled program decides which it
+    can take, see ``Executable.__call__``).
 
     Under ``jax_debug_nans``/``jax_debug_infs`` the outputs are checked with NumPy after
     the call (nothing else changes, so the flags cost nothing when off); see
@@ -166,7 +170,7 @@ def run(closed, args, name: str = "jit"):
             entry = _entry_for(closed, name)
         exe = entry.exe
         if exe is not None:
-            outs = exe(args)
+            outs = exe(args, reuse) if reuse else exe(args)
         else:
             outs = (_profiler.run_reference(reference.run_jaxpr, closed, args, name)
                     if _profiler.active

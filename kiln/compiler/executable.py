@@ -103,7 +103,7 @@ class Executable:
         from kiln.config import config
         return any(getattr(config, k) != v for k, v in self.prog.guards.items())
 
-    def __call__(self, args):
+    def __call__(self, args, reuse=()):
         if PROFILING:
             return self._call_timed(args)
         if self.prog.guards and self.fallback is not None and self._stale():
@@ -113,8 +113,13 @@ class Executable:
             if type(x) is not np.ndarray or not x.flags.c_contiguous or x.dtype != dt:
                 x = np.ascontiguousarray(x, dt)
             bufs[i] = x
-        for i, shape, dt, make in self._outs_alloc:
-            bufs[i] = make(shape, dt)
+        if reuse:
+            taken = self._take_donated(args, bufs, reuse)
+            for i, shape, dt, make in self._outs_alloc:
+                bufs[i] = taken[i] if i in taken else make(shape, dt)
+        else:
+            for i, shape, dt, make in self._outs_alloc:
+                bufs[i] = make(shape, dt)
         pool = None
         if self._tmps:
             locked = self._pool_lock.acquire(blocking=False)
@@ -147,6 +152,23 @@ class Executable:
             else:
                 out.append(np.array(o[1]))
         return out
+
+    def _take_donated(self, args, bufs, reuse) -> dict:
+        """``{output buffer id: donated input array}`` for the pairs of ``reuse`` the
+        program can write in place (``plan_buffers.writes_into_input``, decided once per
+        pair) whose argument reached the program without a conversion copy."""
+        from kiln.compiler.plan_buffers import writes_into_input
+        cache = self.__dict__.setdefault("_into_input", {})
+        taken = {}
+        for k, j in reuse:
+            bid = cache.get((k, j), False)
+            if bid is False:
+                bid = cache[(k, j)] = writes_into_input(self.prog, k, j)
+            x = args[k]
+            if bid is not None and bufs[self._in_ids[k]] is x and bid not in taken:
+                shape = self.prog.buffers[bid].shape
+                taken[bid] = x if x.shape == shape else x.reshape(shape)
+        return taken
 
     def profile(self, args, repeat: int = 5) -> list[tuple[str, float]]:
         """Seconds per plan entry (best of ``repeat`` runs): segments and islands, named.

@@ -9,6 +9,10 @@ Only temporaries of at least ``MIN_SHARED_BYTES`` take part (small ones cost not
 A scatter or ``dynamic_update_slice`` whose operand is a temporary that dies with it
 writes into the operand's memory (``alias_dead_operands``): no copy of the array.
 
+An output paired with a donated input may be written into the input's memory when the
+program allows it (``writes_into_input``; the run-time ownership check is
+``kiln.donation.reusable``).
+
 Buffers sharing a slot are declared without ``restrict`` in the generated C (the
 compiler must not assume they never alias); the executable allocates one block per slot
 and views it with each buffer's dtype and shape.
@@ -122,3 +126,43 @@ def plan(prog: Program) -> dict:
         shared[t] = shared[x]
     prog.slots = shared
     return shared
+
+
+def writes_into_input(prog: Program, k: int, j: int):
+    """The id of output ``j``'s buffer when it can be written into input ``k``'s memory,
+    else None.
+
+    It can when the first top-level step touching the output is a Kernel (no offset)
+    in which the input is read only by the output's own expression and only at the
+    element being written (each element is read before it is overwritten, whatever
+    the loop order or threads), the input is not itself returned, and no later step
+    reads the input."""
+    from kiln.compiler.program import Kernel
+    from kiln.compiler.render_c import _walk
+    if j >= len(prog.outputs) or k >= len(prog.inputs):
+        return None
+    o = prog.outputs[j]
+    if o[0] != "buf" or o[1].kind != "out":
+        return None
+    out, x = o[1], prog.inputs[k]
+    if x.dtype != out.dtype or x.size != out.size:
+        return None
+    if any(p[0] == "in" and p[1] == k for p in prog.outputs):
+        return None
+    steps = prog.steps
+    first = next((i for i, s in enumerate(steps) if out.id in _buffers_of(prog, s)), None)
+    if first is None:
+        return None
+    kern = steps[first]
+    if not isinstance(kern, Kernel) or kern.offset is not None:
+        return None
+    for buf, e in kern.outs:
+        loads = [n for n in _walk(prog, [e]) if n.kind == "load" and n.params[0] == x.id]
+        if buf is out:
+            if not all(_same_element(kern, n) for n in loads):
+                return None
+        elif loads:
+            return None
+    if any(x.id in _buffers_of(prog, later) for later in steps[first + 1:]):
+        return None
+    return out.id

@@ -379,8 +379,15 @@ class CRenderer(ControlMixin, ConvMixin):
                 and k.offset is None
                 and loops and loops[-1][1] >= self.stream_tile
                 and all(buf.size == math.prod(out_shape) for buf, _ in k.outs)):
-            return self._streamed_nest(k, loops, body, work)
-        return self._nest(prog, loops, body, stores, work, indent=2)
+            text = self._streamed_nest(k, loops, body, work)
+        else:
+            text = self._nest(prog, loops, body, stores, work, indent=2)
+        src = _plain_copy_source(prog, k)
+        if src is not None:
+            # A copy of an input (before a scatter into the copy): skipped when the
+            # output was given the input's own memory (a donated argument).
+            return f"  if ((void *)b{k.outs[0][0].id} != (void *)b{src})\n{text}"
+        return text
 
     def _streamed_nest(self, k: Kernel, loops, body: _Body, work) -> str:
         """The kernel's loop nest with the innermost loop cut into tiles: each tile is
@@ -1002,6 +1009,21 @@ def _flat_of_syms(syms, shape) -> str:
 
 def _cost_of(outs) -> int:
     return max((e.cost for _, e in outs), default=1)
+
+
+def _plain_copy_source(prog: Program, k: Kernel):
+    """The input buffer id a Kernel copies element for element into an output of the
+    same dtype, or None."""
+    from kiln.compiler.plan_buffers import _same_element
+    if len(k.outs) != 1 or k.offset is not None:
+        return None
+    out, e = k.outs[0]
+    if out.kind != "out" or e.kind != "load":
+        return None
+    src = prog.buffers[e.params[0]]
+    if src.kind != "in" or src.dtype != out.dtype or src.size != out.size:
+        return None
+    return src.id if _same_element(k, e) else None
 
 
 def _step_buffers(prog: Program, step):
