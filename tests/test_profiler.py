@@ -81,6 +81,10 @@ def _train_step(params, x, y):
 
 
 TRAIN_STEP_LINE = _train_step.__code__.co_firstlineno
+LOSS_LINE = _mlp_loss.__code__.co_firstlineno
+HIDDEN_LINE = LOSS_LINE + 3       # h = kiln.nn.relu(h @ w + b)
+LOGITS_LINE = LOSS_LINE + 5       # logits = h @ w + b (its backward pass too)
+UPDATE_LINE = TRAIN_STEP_LINE + 2  # tree_map(lambda p, g: p - 0.05 * g, ...)
 
 
 def _mlp_data(batch=8):
@@ -165,7 +169,13 @@ def test_mlp_profile_spans_and_kernels(mlp_trace):
         assert any(s.start_ns <= x.start_ns and x.end_ns <= s.end_ns + 1 for s in cats["step"])
     st = dict(gemms[0].stats)
     assert st["program"] == "_train_step" and st["primitives"] == "dot_general"
-    assert st["source"] == f"{__file__}:{TRAIN_STEP_LINE} (_train_step)"
+    # Each kernel names the user's lines of the equations it computes.
+    first = {dict(e.stats)["source"] for e in gemms if e.name == "dot_general 8x784@784x512"}
+    assert first == {f"{__file__}:{HIDDEN_LINE} (_mlp_loss)"}
+    back = {dict(e.stats)["source"] for e in gemms if e.name == "dot_general 8x10@10x512"}
+    assert back == {f"{__file__}:{LOGITS_LINE} (_mlp_loss)"}
+    upd = [dict(e.stats) for e in cats["kernel"] if dict(e.stats)["primitives"] == "mul,sub"]
+    assert upd and all(u["source"] == f"{__file__}:{UPDATE_LINE} (<lambda>)" for u in upd)
 
 
 def test_mlp_summary_names_matmul_kernels_and_lines(mlp_trace, capsys):
@@ -174,14 +184,15 @@ def test_mlp_summary_names_matmul_kernels_and_lines(mlp_trace, capsys):
     gemm_rows = [r for r in s.kernels if r.kind == "gemm"]
     assert len(gemm_rows) == 8 and all(r.calls == 3 for r in gemm_rows)
     assert all(r.name.startswith("dot_general ") for r in gemm_rows)
-    assert all(r.source.endswith(f"test_profiler.py:{TRAIN_STEP_LINE} (_train_step)")
-               for r in s.kernels)
+    lines = {f"test_profiler.py:{n}" for n in range(LOSS_LINE, UPDATE_LINE + 1)}
+    assert all(r.source.split("/")[-1].split(" ")[0] in lines for r in s.kernels), \
+        [r.source for r in s.kernels]
     assert abs(sum(r.percent for r in s.kernels) - 100.0) < 1e-6
     ops = {r.name: r for r in s.ops}
     assert ops["dot_general"].calls == 24
     assert ops["dot_general"].total_ns == pytest.approx(sum(r.total_ns for r in gemm_rows))
     text = str(s)
-    assert "dot_general 8x784@784x512" in text and f"test_profiler.py:{TRAIN_STEP_LINE}" in text
+    assert "dot_general 8x784@784x512" in text and f"test_profiler.py:{HIDDEN_LINE}" in text
     assert "compile jit(_train_step)" in text
     from kiln.profiler.__main__ import main
     assert main([log, "--top", "5"]) == 0

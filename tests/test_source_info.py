@@ -32,3 +32,22 @@ def test_nested_jit_body_lines():
     g = kiln.jit(f)
     text = kiln.make_jaxpr(lambda x: g(x) + 1)(1.).pretty_print(source_info=True)
     assert f"{__file__}:7:8 (f)" in text and "(<lambda>)" in text
+
+
+def test_backward_pass_equations_carry_the_forward_lines():
+    # As JAX: the transpose of each equation is staged at that equation's line.
+    closed = kiln.make_jaxpr(kiln.grad(lambda x: f(x) * 3.0))(1.)
+    lines = {(e.primitive.name, e.source_info.lineno) for e in closed.jaxpr.eqns}
+    assert ("cos", 7) in lines                    # sin's derivative, at `jnp.sin(x)`
+    assert all(si.file == __file__ for si in (e.source_info for e in closed.jaxpr.eqns))
+    jax = __import__("pytest").importorskip("jax")
+    import jax.numpy as jjnp
+
+    def jf(x):
+        y = jjnp.sin(x)
+        return y * 2
+    from jax._src import source_info_util as siu
+    jlines = [(e.primitive.name, int(siu.summarize(e.source_info).split(":")[1]))
+              for e in jax.make_jaxpr(jax.grad(lambda x: jf(x) * 3.0))(1.).jaxpr.eqns]
+    first = jf.__code__.co_firstlineno
+    assert ("cos", first + 1) in jlines

@@ -51,6 +51,10 @@ class ExprTable:
 
     def __init__(self):
         self._table: dict = {}
+        # Where each node came from, for profiles: node uid -> the source_info of the
+        # equation being lowered when it was made (``current``, set by the lowering).
+        self.source: dict = {}
+        self.current = None
 
     def _make(self, kind, dtype, args, params, cost) -> SExpr:
         key = (kind, np.dtype(dtype).str, tuple(a.uid for a in args), params)
@@ -58,6 +62,8 @@ class ExprTable:
         if hit is None:
             hit = SExpr(kind, np.dtype(dtype), tuple(args), params, len(self._table), cost)
             self._table[key] = hit
+            if self.current is not None:
+                self.source[hit.uid] = self.current
         return hit
 
     def load(self, buf, idx: Idx) -> SExpr:

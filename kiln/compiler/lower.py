@@ -63,7 +63,8 @@ ELEMENTWISE = {
 }
 # Primitives rendered as another one's scalar op (add_any is the gradient's add).
 OP_ALIASES = {"add_any": "add", "erf_inv": "xla_erf_inv"}
-IDENTITY = frozenset(("stop_gradient", "copy", "copy_p", "optimization_barrier_1"))
+IDENTITY = frozenset(("stop_gradient", "copy", "copy_p", "optimization_barrier_1",
+                      "sharding_constraint"))
 REDUCTIONS = {"reduce_sum": "sum", "reduce_max": "max", "reduce_min": "min",
               "reduce_prod": "prod", "reduce_and": "and", "reduce_or": "or",
               "reduce_xor": "xor", "argmax": "argmax", "argmin": "argmin"}
@@ -139,6 +140,7 @@ class Lowering:
     def __init__(self):
         self.prog = Program()
         self.table = ExprTable()
+        self.prog.expr_source = self.table.source
         self._nsym = 0
         self._nkernel = 0
 
@@ -844,7 +846,13 @@ def lower_eqns(ctx: Lowering, jaxpr, env: dict, top: bool) -> None:
             if type(v) is not Literal:
                 consumers.setdefault(v, []).append(eqn)
     out_set = {v for v in jaxpr.outvars if type(v) is not Literal}
+    steps = ctx.prog.steps
+    step_source = ctx.prog.step_source
+    outer_source = ctx.table.current
     for eqn in jaxpr.eqns:
+        si = eqn.source_info
+        ctx.table.current = si
+        n_steps = len(steps)
         ins = [_node_of(ctx, env, v) for v in eqn.invars]
         name = eqn.primitive.name
         out_kind = "out" if top and any(v in out_set for v in eqn.outvars) else "tmp"
@@ -886,6 +894,10 @@ def lower_eqns(ctx: Lowering, jaxpr, env: dict, top: bool) -> None:
                 elif _should_materialize(v, node, consumers.get(v, [])):
                     node = ctx.materialize(node, "tmp")
             env[v] = node
+        if si is not None:
+            for step in steps[n_steps:]:
+                step_source.setdefault(id(step), si)
+    ctx.table.current = outer_source
 
 
 def lower_nested(ctx: Lowering, closed: ClosedJaxpr, in_nodes: list) -> list:

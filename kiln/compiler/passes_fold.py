@@ -154,6 +154,8 @@ def fold_constants(closed: ClosedJaxpr, max_elements: int = FOLD_MAX_ELEMENTS) -
                 constvars.append(atom)
                 consts.append(make_array(val, v.aval.weak_type))
             elif not isinstance(atom, Literal):
+                if atom.source_info is None:
+                    atom.source_info = eqn.source_info
                 eqns.append(atom)            # a splat equation defining ``v`` itself
                 known[v] = val
                 continue

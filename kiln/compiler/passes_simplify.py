@@ -94,6 +94,8 @@ def simplify(closed: ClosedJaxpr) -> ClosedJaxpr:
         if result is None:
             pass
         elif isinstance(result, JaxprEqn):
+            if result.source_info is None:     # the rewrite stands for the user's line
+                result.source_info = eqn.source_info
             eqn = result
         elif same_aval(result.aval, eqn.outvars[0].aval):
             sub.bind(eqn.outvars[0], result)

@@ -215,6 +215,11 @@ class Program:
     guards: dict = field(default_factory=dict)
     # Temporaries sharing memory (plan_buffers): buffer id -> slot number.
     slots: dict = field(default_factory=dict)
+    # For profiles (kiln.profiler): the user's source positions behind the steps:
+    # id(step) -> source_info of the equation lowered when the step was made, and
+    # expression uid -> source_info of the equation that made the node.
+    step_source: dict = field(default_factory=dict)
+    expr_source: dict = field(default_factory=dict)
 
     def new_buffer(self, shape, dtype, kind) -> Buffer:
         b = Buffer(len(self.buffers), tuple(int(s) for s in shape), np.dtype(dtype), kind)

@@ -3,7 +3,10 @@
 ``current()`` walks up from the caller to the first frame outside kiln (and outside
 ``contextlib``), keeping only the code object and instruction offset (no frame, so no
 locals stay alive); the file, line, column and function are read from them when
-printed. Each equation of a staged jaxpr carries one (``JaxprEqn.source_info``):
+printed; while ``_override.value`` is set it is that position (reverse-mode
+differentiation stages the transpose of each equation at that equation's line, as JAX
+does). Each equation
+of a staged jaxpr carries one (``JaxprEqn.source_info``):
 ``make_jaxpr(f)(x).pretty_print(source_info=True)`` shows them, and the compiler's and
 debugging tools' messages name the user's line from them.
 """
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 
 _KILN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _SKIP = ("contextlib.py", "functools.py")
@@ -56,8 +60,21 @@ def _is_internal(filename: str) -> bool:
     return filename.startswith(_KILN_DIR) or filename.endswith(_SKIP)
 
 
+class _Override(threading.local):
+    """The source position equations staged now are attributed to, when set (a
+    backward pass stages each transposed equation's work at its forward line)."""
+    value = None
+
+
+_override = _Override()
+
+
 def current(depth: int = 1):
-    """The innermost frame outside kiln, as a :class:`SourceInfo` (``None`` if none)."""
+    """The innermost frame outside kiln, as a :class:`SourceInfo` (``None`` if none),
+    or the position set in ``_override`` (by the backward pass)."""
+    o = _override.value
+    if o is not None:
+        return o
     f = sys._getframe(depth)
     while f is not None:
         code = f.f_code

@@ -13,6 +13,7 @@ from kiln import dtypes
 from kiln.core import trace as core
 from kiln.core.avals import ShapedArray
 from kiln.core.jaxpr import Jaxpr, Literal, Var
+from kiln.core.source_info import _override as _source_override
 from kiln.core.trace import Primitive, Trace, Tracer, check_foreign_tracer, get_aval
 from kiln.core.trace import set_current_trace as _set_trace
 from kiln.interpreters.staging import JaxprTrace
@@ -366,7 +367,16 @@ def backward_pass(jaxpr: Jaxpr, consts, args, cts_out):
                 f"Transpose rule (for reverse-mode differentiation) for "
                 f"'{eqn.primitive.name}' not implemented")
         ct_arg = cts if eqn.primitive.multiple_results else cts[0]
-        cts_in = rule(ct_arg, *invals, **eqn.params)
+        si = eqn.source_info
+        if si is None:
+            cts_in = rule(ct_arg, *invals, **eqn.params)
+        else:       # equations the rule stages carry the forward line, as in JAX
+            prev = _source_override.value
+            _source_override.value = si
+            try:
+                cts_in = rule(ct_arg, *invals, **eqn.params)
+            finally:
+                _source_override.value = prev
         for v, ct in zip(eqn.invars, cts_in):
             write_ct(v, ct)
 

@@ -17,8 +17,10 @@ that :func:`timed_plan` gives it:
 
 Each entry is named by the lax primitives it computes (``dot_general``, ``add,max``,
 ``reduce_sum``...) and its shape, and carries the program's name and the user's source
-line: the equation's own line for islands when equations carry ``source_info``, else
-the line where the jitted function is defined.
+lines: those of the equations the kernel computes (the lowering records which equation
+made each fused expression node and each step: ``Program.expr_source`` and
+``step_source``), in program order, the first one as ``source``; the line where the
+jitted function is defined when equations carry no ``source_info``.
 
 What it must not hold: recording (``_recorder``) or file formats.
 """
@@ -107,8 +109,54 @@ def _where_text(where) -> str | None:
 
 def _eqn_source(eqn) -> str | None:
     si = getattr(eqn, "source_info", None)
-    if si is None:
-        return None
+    return None if si is None else _eqn_source_text(si)
+
+
+def step_sources(prog, step) -> list:
+    """The source_infos of the equations behind a native step, first made first (the
+    step's own equation, then those of the fused expression nodes it evaluates)."""
+    from kiln.compiler import program as P
+    from kiln.compiler.render_c import _walk
+    found = {}
+    own = prog.step_source.get(id(step))
+    if own is not None and not isinstance(step, P.Kernel):
+        found[-1] = own         # a GEMM, reduction, loop...: its equation first
+    roots = []
+    if isinstance(step, P.Kernel):
+        roots = [e for _, e in step.outs]
+    elif isinstance(step, (P.Reduce, P.Scan, P.Scatter)):
+        roots = [step.body]
+    elif isinstance(step, P.Conv):
+        roots = [step.col]
+    if roots and prog.expr_source:
+        for e in _walk(prog, roots):
+            si = prog.expr_source.get(e.uid)
+            if si is not None and e.kind != "load":
+                found[e.uid] = si
+    if not found and own is not None:
+        found[-1] = own
+    out, seen = [], set()
+    for _, si in sorted(found.items(), key=lambda kv: kv[0]):
+        key = (getattr(si, "file", None), getattr(si, "lineno", None), str(si))
+        if key[:2] == (None, None):
+            key = (str(si),)
+        if key not in seen:
+            seen.add(key)
+            out.append(si)
+    return out
+
+
+def _source_texts(prog, steps) -> list[str]:
+    texts = []
+    for step in steps:
+        for si in step_sources(prog, step):
+            t = _eqn_source_text(si)
+            if t not in texts:
+                texts.append(t)
+    return texts
+
+
+def _eqn_source_text(si) -> str:
     f = getattr(si, "file", None)
     line = getattr(si, "lineno", None)
     if f is not None and line is not None:
@@ -124,6 +172,7 @@ def _labels(exe, src) -> list:
     for k, p in enumerate(src._plan):
         if p[0] == "seg":
             steps = next(segs).steps
+            sources = _source_texts(exe.prog, steps)
             parts = [describe_step(s) for s in steps]
             prims = _merge([pr for _, _, ps in parts for pr in ps])
             if len(parts) == 1:
@@ -137,7 +186,10 @@ def _labels(exe, src) -> list:
                     name = name[:157] + "..."
             info = {"program": exe.name, "index": k, "kind": kind, "primitives": ",".join(prims),
                     "shape": shape, "steps": len(steps),
-                    "source": fallback or f"jit({exe.name}) kernel {k}"}
+                    "source": (sources[0] if sources else
+                               fallback or f"jit({exe.name}) kernel {k}")}
+            if len(sources) > 1:
+                info["sources"] = "; ".join(sources)
         else:
             eqn = p[1].eqn
             prim = eqn.primitive.name
