@@ -6,8 +6,10 @@ gathering; the kernel is packed once per call as [groups, k_sp... * cg, og] by a
 kernel; the output is written as [n, o_sp..., o] and read back in the requested layout
 through index arithmetic (free when that layout is already channels-last).
 
-Native for float32/float64 with one dtype throughout and ``batch_group_count == 1``
-(the others, e.g. the kernel gradient of a grouped convolution, stay host islands).
+Native for float32/float64 with one dtype throughout (mixed dtypes stay host islands).
+A ``batch_group_count`` of B (the kernel gradient of a grouped convolution) is the same
+step with B groups: group ``g`` reads the input's batch block ``g`` (the batch is split
+group-major, as XLA does) and all its channels, and writes output features block ``g``.
 
 What it must not hold: C text (``render_c.py``).
 """
@@ -29,7 +31,7 @@ def is_native(eqn) -> bool:
     dts = {np.dtype(lhs.dtype), np.dtype(rhs.dtype), np.dtype(out.dtype)}
     if len(dts) != 1 or next(iter(dts)) not in FLOAT_DTYPES:
         return False
-    if int(p.get("batch_group_count", 1)) != 1:
+    if int(p.get("batch_group_count", 1)) != 1 and int(p.get("feature_group_count", 1)) != 1:
         return False
     return all(int(d) > 0 for d in out.shape) and all(int(d) > 0 for d in rhs.shape)
 
@@ -46,6 +48,7 @@ def lower_conv(ctx, eqn, ins, kind):
     ldil = tuple(int(d) for d in (p.get("lhs_dilation") or (1,) * nsp))
     rdil = tuple(int(d) for d in (p.get("rhs_dilation") or (1,) * nsp))
     groups = int(p.get("feature_group_count", 1))
+    batch_groups = int(p.get("batch_group_count", 1))
     out_aval = eqn.outvars[0].aval
     dtype = np.dtype(out_aval.dtype)
 
@@ -63,7 +66,9 @@ def lower_conv(ctx, eqn, ins, kind):
         perm = (lhs_spec[0],) + tuple(lhs_spec[2:]) + (lhs_spec[1],)
         x = ctx.materialize(_transpose_node(x, perm))
         lhs_spec = (0, nd - 1) + tuple(range(1, nd - 1))
-    n = x.shape[lhs_spec[0]]
+    n = x.shape[lhs_spec[0]] // batch_groups
+    if batch_groups > 1:
+        groups = batch_groups
     in_sp = tuple(x.shape[d] for d in lhs_spec[2:])
     o_total = k.shape[rhs_spec[0]]
     cg = k.shape[rhs_spec[1]]
@@ -94,8 +99,12 @@ def lower_conv(ctx, eqn, ins, kind):
     o_syms = syms[2:2 + nsp]
     k_syms = syms[2 + nsp:2 + 2 * nsp]
     xidx = [None] * len(x.shape)
-    xidx[lhs_spec[0]] = Idx.sym(syms[0])
-    xidx[lhs_spec[1]] = Idx.sym(syms[1]) * cg + Idx.sym(syms[-1])
+    if batch_groups > 1:        # group g: batch block g, every input channel
+        xidx[lhs_spec[0]] = Idx.sym(syms[1]) * n + Idx.sym(syms[0])
+        xidx[lhs_spec[1]] = Idx.sym(syms[-1])
+    else:
+        xidx[lhs_spec[0]] = Idx.sym(syms[0])
+        xidx[lhs_spec[1]] = Idx.sym(syms[1]) * cg + Idx.sym(syms[-1])
     cond = Cond()
     for j, d in enumerate(lhs_spec[2:]):
         t = Idx.sym(o_syms[j]) * strides[j] + Idx.sym(k_syms[j]) * rdil[j] - pads[j][0]

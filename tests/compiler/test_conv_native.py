@@ -85,9 +85,30 @@ def test_gradients_of_both_operands(groups):
                                      feature_group_count=groups)
         return jnp.sum(jnp.tanh(y) * y)
     exe = _run(lambda x, w: kiln.grad(loss, argnums=(0, 1))(x, w), x, w, tol=5e-4)
-    # The forward and the input gradient are native; the kernel gradient of a grouped
-    # convolution has batch_group_count > 1 (a host island).
-    assert len(_convs(exe)) >= (3 if groups == 1 else 2)
+    # The forward and both gradients are native (the kernel gradient of a grouped
+    # convolution has batch_group_count > 1).
+    assert len(_convs(exe)) == 3
+    assert not any(type(s).__name__ == "Island" for s in exe.prog.steps)
+
+
+@pytest.mark.parametrize("lhs, rhs, bg, dn, kw", [
+    ((4, 3, 7, 6), (6, 3, 3, 2), 2, None, dict(window_strides=(1, 1), padding="SAME")),
+    ((6, 2, 8, 8), (9, 2, 3, 3), 3, None, dict(window_strides=(2, 1), padding="VALID",
+                                               rhs_dilation=(1, 2))),
+    ((7, 7, 8, 4), (3, 3, 4, 8), 4, ("HWNC", "HWIO", "NHWC"),
+     dict(window_strides=(1, 1), padding=((1, 1), (0, 2)))),
+])
+def test_batch_group_count(lhs, rhs, bg, dn, kw):
+    f = lambda x, w: lax.conv_general_dilated(  # noqa: E731
+        x, w, batch_group_count=bg, dimension_numbers=dn, **kw)
+    exe = _run(f, _arr(*lhs), _arr(*rhs))
+    assert len(_convs(exe)) == 1
+    jax = pytest.importorskip("jax")
+    x, w = _arr(*lhs), _arr(*rhs)
+    want = jax.lax.conv_general_dilated(x, w, batch_group_count=bg, dimension_numbers=dn,
+                                        **kw)
+    np.testing.assert_allclose(np.asarray(kiln.jit(f)(x, w)), np.asarray(want),
+                               rtol=2e-4, atol=2e-4)
 
 
 def test_fused_producer_and_epilogue():
