@@ -21,7 +21,9 @@ Workloads (target kiln ÷ JAX):
    in a fresh subprocess: kiln with an empty disk cache vs JAX (persistent cache off) ≤ 1;
    kiln with the disk cache that run left behind vs the same JAX time            ≤ 0.33
 9. ``dot``          ``jit(jnp.dot)`` of two f32[2048,2048]: kiln vs JAX (no target) and
-   kiln ÷ ``np.dot`` (NumPy's OpenBLAS): kiln must reach 95% of BLAS speed      ≤ 1/0.95
+   kiln ÷ the BLAS kiln calls, called directly (``scipy.linalg.blas.sgemm``: SciPy's
+   OpenBLAS, no copies): kiln must reach 95% of the BLAS's speed              ≤ 1/0.95
+   (``np.dot``, NumPy's own OpenBLAS copy, is reported alongside)
 
 Timing: kiln compiles synchronously (``kiln_compile = "sync"``), so the warm-up call
 builds the C code and the timed calls run it; every timed call blocks on its outputs
@@ -135,7 +137,7 @@ def calibrate(fn, target_s):
 SETTLE_S = 0.05
 
 
-def measure(thunks, budget_s, rounds):
+def measure(thunks, budget_s, rounds, warm=False):
     """Per-call (median, min) of each thunk, the batches of all thunks interleaved.
 
     ``thunks`` maps a name to a zero-argument callable (already warmed up). Each gets
@@ -144,6 +146,8 @@ def measure(thunks, budget_s, rounds):
     Each batch starts after ``SETTLE_S`` of idle time: a library's worker threads spin
     for a while after its calls, and measured right after JAX's, kiln's 2048-square
     matrix product took 72 ms instead of 52 (the same holds the other way round).
+    With ``warm``, one untimed call precedes each batch (thread pools that went to
+    sleep during the pause are awake when timing starts: steady-state throughput).
     """
     plan = {}
     for name, fn in thunks.items():
@@ -161,6 +165,8 @@ def measure(thunks, budget_s, rounds):
                 # Let the previous library's worker threads (XLA's, OpenBLAS's) stop
                 # spinning, so they do not steal the cores from this batch.
                 time.sleep(SETTLE_S)
+                if warm:
+                    fn()
                 per[name].append(timeit.timeit(fn, number=n) / n)
     return {name: (statistics.median(ts), min(ts)) for name, ts in per.items()}
 
@@ -455,11 +461,14 @@ def run_workload(w, libs, data, args):
 def run_dot(libs, data, args):
     """kiln vs JAX vs np.dot on f32[2048,2048]: two rows (÷JAX, informational; ÷np.dot)."""
     vs_jax = Row(f"jit dot f32[{DOT_N}]², vs JAX", target=None)
-    vs_blas = Row(f"jit dot f32[{DOT_N}]², vs np.dot (BLAS)", target=1 / 0.95,
-                  ref_name="np.dot", target_text="≥ 95% of BLAS speed (≤ 1.053)")
+    vs_blas = Row(f"jit dot f32[{DOT_N}]², vs the BLAS (sgemm)", target=1 / 0.95,
+                  ref_name="sgemm", target_text="≥ 95% of BLAS speed (≤ 1.053)")
     a, b = dot_inputs(data)
-    thunks, outs = {"numpy": lambda: np.dot(a, b)}, {}
-    outs["numpy"] = thunks["numpy"]()
+    from scipy.linalg import blas
+    # The same OpenBLAS kiln's generated code calls, on the same row-major data:
+    # (a @ b).T = b.T @ a.T, with the transposes F-ordered views (no copies).
+    thunks = {"blas": lambda: blas.sgemm(1.0, b.T, a.T).T, "numpy": lambda: np.dot(a, b)}
+    outs = {"blas": thunks["blas"](), "numpy": thunks["numpy"]()}
     for L in libs:
         try:
             fn = b_dot(L, data)
@@ -474,15 +483,18 @@ def run_dot(libs, data, args):
                 vs_jax.error = vs_blas.error = err
             else:
                 vs_jax.notes.append(f"JAX failed: {err}")
-    res = measure(thunks, args.budget, args.rounds)
+    res = measure(thunks, args.budget, args.rounds, warm=True)
     vs_jax.kiln = vs_blas.kiln = res.get("kiln")
-    vs_jax.ref, vs_blas.ref = res.get("jax"), res.get("numpy")
+    vs_jax.ref, vs_blas.ref = res.get("jax"), res.get("blas")
     if "kiln" in outs and "jax" in outs:
         vs_jax.check = compare(libs[0], outs["kiln"], libs[1], outs["jax"])
     if "kiln" in outs:
-        vs_blas.check = compare(libs[0], outs["kiln"], libs[0], outs["numpy"])
+        vs_blas.check = compare(libs[0], outs["kiln"], libs[0], outs["blas"])
+    if "kiln" in res:
+        vs_blas.notes.append(f"np.dot {res['numpy'][0] * 1e3:.1f} ms: kiln ÷ np.dot = "
+                             f"{res['kiln'][0] / res['numpy'][0]:.3f}")
     if "jax" in res:
-        vs_blas.notes.append(f"JAX ÷ np.dot = {res['jax'][0] / res['numpy'][0]:.3f}")
+        vs_blas.notes.append(f"JAX ÷ sgemm = {res['jax'][0] / res['blas'][0]:.3f}")
     return [vs_jax, vs_blas]
 
 

@@ -9,6 +9,11 @@ Workloads and targets:
 3. ``mpi``    with ``mpiexec`` (``pip install -e ".[mpi]"``): psum of 1 MB across 2 processes
    (one device each) through ``pmap``, next to MPI's own ``Allreduce`` of the buffer
    (``benchmarks/mpi_psum.py``).
+4. ``spmd``   ``jit(step, in_shardings=...)`` of an MLP training step (1024x512 batch,
+   512x512 and 512x512 weights, mean-squared loss, SGD update) with the batch split over
+   a 2-device mesh (partitioned: each device runs the step on its half, ``psum`` of the
+   loss and the weight gradients), against the same step as one unsharded ``jit``
+   (whose kernels use both cores). Reported, no target.
 2. ``psum``   ``psum`` of a 1 MB f32 array across 8 devices: the time of one
    ``pmap(psum)`` call, and the time per ``psum`` inside one call that runs 20 of them
    (the difference between calls with 20 and with 1 chained psums, divided by 19);
@@ -85,6 +90,39 @@ def run_kiln(quick: bool) -> dict:
     return res
 
 
+def mlp_step(params, x, y, kiln, jnp):
+    def loss(params):
+        w1, w2 = params
+        return jnp.mean((jnp.tanh(x @ w1) @ w2 - y) ** 2)
+    val, grads = kiln.value_and_grad(loss)(params)
+    return val, [w - 0.01 * g for w, g in zip(params, grads)]
+
+
+def run_kiln_spmd(quick: bool) -> dict:
+    import kiln
+    import kiln.numpy as jnp
+    from kiln.sharding import NamedSharding, PartitionSpec
+    rng = np.random.default_rng(1)
+    params = [jnp.asarray(rng.standard_normal((512, 512), np.float32) / 23)
+              for _ in range(2)]
+    x = jnp.asarray(rng.standard_normal((1024, 512), np.float32))
+    y = jnp.asarray(rng.standard_normal((1024, 512), np.float32))
+    mesh = kiln.make_mesh((2,), ("x",))
+    rep, batch = NamedSharding(mesh, PartitionSpec()), NamedSharding(mesh, PartitionSpec("x"))
+
+    def step(params, x, y):
+        return mlp_step(params, x, y, kiln, jnp)
+    one = kiln.jit(step)
+    split = kiln.jit(step, in_shardings=(rep, batch, batch))
+    xs, ys = kiln.device_put(x, batch), kiln.device_put(y, batch)
+    ref, got = one(params, x, y), split(params, xs, ys)
+    assert np.allclose(np.asarray(ref[0]), np.asarray(got[0]), rtol=1e-4)
+    reps = 5 if quick else 15
+    t1 = _time(lambda: one(params, x, y)[0].block_until_ready(), reps)
+    t2 = _time(lambda: split(params, xs, ys)[0].block_until_ready(), reps)
+    return {"spmd_1_ms": t1 * 1e3, "spmd_2_ms": t2 * 1e3, "spmd_speedup": t1 / t2}
+
+
 def run_jax(quick: bool) -> dict | None:
     code = f"""
 import os, time, statistics, json
@@ -140,6 +178,7 @@ def main():
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
     k = run_kiln(args.quick)
+    k.update(run_kiln_spmd(args.quick))
     j = run_jax(args.quick)
     print("| workload | kiln | JAX | target |")
     print("| --- | ---: | ---: | --- |")
@@ -151,6 +190,10 @@ def main():
     print(f"| speed-up, 2 devices vs 1 | {k['speedup']:.2f}x | {jv('speedup')}x | >= 1.7x |")
     print(f"| pmap(psum) call, 1 MB x 8 devices (ms) | {k['psum_call_ms']:.2f} | {jv('psum_call_ms')} | |")
     print(f"| one psum of 1 MB across 8 devices, in a call (ms) | {k['psum_each_ms']:.2f} | - | < 1 ms |")
+    print(f"| MLP step, one unsharded jit (ms) | {k['spmd_1_ms']:.1f} | - | |")
+    print(f"| MLP step, batch split over 2 devices, partitioned jit (ms) | "
+          f"{k['spmd_2_ms']:.1f} | - | |")
+    print(f"| speed-up, partitioned vs unsharded | {k['spmd_speedup']:.2f}x | - | (reported) |")
     m = run_mpi()
     if m:
         print(f"| 2 MPI processes: MPI Allreduce of 1 MB (ms) | {m['mpi_allreduce_ms']:.3f} | - | |")

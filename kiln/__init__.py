@@ -62,6 +62,8 @@ from kiln.api import (  # noqa: F401
 from kiln.array import PublicArray as Array  # noqa: F401
 from kiln.callbacks import pure_callback  # noqa: F401
 from kiln.config import (  # noqa: F401  # noqa: F401
+    check_tracer_leaks,
+    checking_leaks,
     config,
     debug_infs,
     debug_nans,

@@ -23,7 +23,7 @@ import logging
 import os
 import warnings
 
-from kiln import tree_util
+from kiln import _physical_tree as tree_util
 from kiln.config import config
 from kiln.core.source_info import current as _current_source
 

@@ -16,7 +16,17 @@ from typing import Any
 
 import numpy as np
 
-from kiln import _compile_log, dtypes
+from kiln import _compile_log, _traceback_util, dtypes
+from kiln import _key_boundary as _kb
+from kiln import tree_util as _public_tree
+from kiln._physical_tree import (
+    Partial,
+    tree_flatten,
+    tree_map,
+    tree_structure,
+    tree_unflatten,
+)
+from kiln._physical_tree import is_transform_node as _is_key
 from kiln.array import Array, make_array
 from kiln.backends import cpu as _cpu
 from kiln.config import config
@@ -28,13 +38,6 @@ from kiln.interpreters import ad, batching, staging
 from kiln.interpreters.ad import Zero
 from kiln.interpreters.pjit import jit_p
 from kiln.profiler import _recorder as _profiler
-from kiln.tree_util import (
-    Partial,
-    tree_flatten,
-    tree_map,
-    tree_structure,
-    tree_unflatten,
-)
 
 logger = logging.getLogger("kiln")
 
@@ -57,6 +60,7 @@ def _ensure_index_tuple(x) -> tuple:
 # Forward and reverse mode
 # ================================================================================================
 
+@_traceback_util.api_boundary
 def jvp(fun: Callable, primals, tangents, has_aux: bool = False):
     """Forward-mode Jacobian-vector product of ``fun`` at ``primals`` along ``tangents``.
 
@@ -66,13 +70,17 @@ def jvp(fun: Callable, primals, tangents, has_aux: bool = False):
         raise TypeError("primal and tangent arguments to jax.jvp must be tuples or lists; found "
                         f"{type(primals).__name__} and {type(tangents).__name__}.")
     p_flat, p_tree = tree_flatten(tuple(primals))
-    t_flat, t_tree = tree_flatten(tuple(tangents))
-    if p_tree != t_tree:
+    t_flat, t_tree = _public_tree.tree_flatten(tuple(tangents))
+    p_keys = _public_tree.tree_leaves(tuple(primals))
+    if _public_tree.tree_structure(tuple(primals)) != t_tree:
         raise TypeError("primal and tangent arguments to jax.jvp must have the same tree "
                         f"structure; primals have tree structure {p_tree} whereas tangents have "
                         f"tree structure {t_tree}.")
     ts = []
-    for p, t in zip(p_flat, t_flat):
+    for p, t, pk in zip(p_flat, t_flat, p_keys):
+        if _is_key(pk):
+            ts.append(_kb.physical_key_tangent(pk, t, "jax.jvp"))
+            continue
         _check_arg(p, "jvp primals")
         pa, ta = get_aval(p), get_aval(t)
         expected = ad.tangent_aval(pa)
@@ -93,7 +101,8 @@ def jvp(fun: Callable, primals, tangents, has_aux: bool = False):
     p_out, t_out = ad.jvp_flat(flat_fun, p_flat, ts)
     tree = out_tree()
     n = tree.num_leaves
-    outs = tree_unflatten(tree, p_out[:n]), tree_unflatten(tree, t_out[:n])
+    outs = (tree_unflatten(tree, p_out[:n]),
+            _kb.key_tangents_to_float0(tree_unflatten(tree, t_out[:n])))
     if has_aux:
         return outs[0], outs[1], _finish_aux(aux_cell, p_out[n:])
     return outs
@@ -130,6 +139,7 @@ def _finish_aux(aux_cell, array_leaves):
     return tree_unflatten(aux_tree, [next(it) if a else leaf for leaf, a in zip(leaves, is_arr)])
 
 
+@_traceback_util.api_boundary
 def linearize(fun: Callable, *primals, has_aux: bool = False):
     """Returns ``(primals_out, f_jvp)`` where ``f_jvp(*tangents)`` is the JVP at ``primals``,
     evaluated from a stored linear jaxpr (and ``aux`` if ``has_aux``)."""
@@ -142,13 +152,19 @@ def linearize(fun: Callable, *primals, has_aux: bool = False):
     tree = out_tree()
     n = tree.num_leaves
 
+    p_keys = _public_tree.tree_leaves(tuple(primals))
+
+    @_traceback_util.api_boundary
     def f_jvp(*tangents):
-        t_flat, t_tree = tree_flatten(tuple(tangents))
-        if t_tree != p_tree:
+        t_flat, t_tree = _public_tree.tree_flatten(tuple(tangents))
+        p_pub = _public_tree.tree_structure(tuple(primals))
+        if t_tree != p_pub:
             raise TypeError(f"linearized function called on tangent values inconsistent with "
-                            f"the original primal values: expected tree {p_tree}, got {t_tree}")
+                            f"the original primal values: expected tree {p_pub}, got {t_tree}")
+        t_flat = [ad.instantiate_zeros(_kb.physical_key_tangent(pk, t, "linearize"))
+                  if _is_key(pk) else t for t, pk in zip(t_flat, p_keys)]
         outs = lin(*t_flat)
-        return tree_unflatten(tree, outs[:n])
+        return _kb.key_tangents_to_float0(tree_unflatten(tree, outs[:n]))
 
     out = tree_unflatten(tree, p_out[:n])
     if has_aux:
@@ -166,6 +182,7 @@ def _vjp_flat(fun, p_flat, p_tree, has_aux):
     return p_out[:n], tree, lin, aux
 
 
+@_traceback_util.api_boundary
 def vjp(fun: Callable, *primals, has_aux: bool = False, reduce_axes=()):
     """Reverse mode: returns ``(primals_out, vjp_fun)`` (and ``aux`` if ``has_aux``) where
     ``vjp_fun(cotangents)`` returns a tuple with one cotangent per primal argument."""
@@ -176,13 +193,20 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, reduce_axes=()):
     out_avals = [get_aval(o) for o in p_out]
     in_avals = [get_aval(p) for p in p_flat]
 
+    out_keys = _public_tree.tree_leaves(tree_unflatten(out_tree, p_out))
+
+    @_traceback_util.api_boundary
     def vjp_fun(ct):
-        ct_flat, ct_tree = tree_flatten(ct)
-        if ct_tree != out_tree:
+        ct_flat, ct_tree = _public_tree.tree_flatten(ct)
+        out_pub = _public_tree.tree_structure(tree_unflatten(out_tree, out_keys))
+        if ct_tree != out_pub:
             raise ValueError("unexpected tree structure of argument to vjp function: got "
-                             f"{ct_tree}, but expected to match {out_tree}")
+                             f"{ct_tree}, but expected to match {out_pub}")
         cts = []
-        for c, a in zip(ct_flat, out_avals):
+        for c, a, ok in zip(ct_flat, out_avals, out_keys):
+            if _is_key(ok):
+                cts.append(_kb.physical_key_tangent(ok, c, "vjp"))
+                continue
             ca = get_aval(c)
             if ca.shape != a.shape:
                 raise ValueError(f"unexpected JAX type (e.g. shape/dtype) for argument to vjp "
@@ -192,7 +216,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, reduce_axes=()):
             cts.append(Zero(ca) if ca.dtype == dtypes.float0 else c)
         cts_in = lin.transpose(cts)
         res = [_zeros_for(ct, a) for ct, a in zip(cts_in, in_avals)]
-        return tree_unflatten(p_tree, res)
+        return _kb.key_tangents_to_float0(tree_unflatten(p_tree, res))
 
     out = tree_unflatten(out_tree, p_out)
     f = Partial(vjp_fun)
@@ -220,8 +244,10 @@ def _match_input(g, aval):
 
 
 def _check_grad_input(x, holomorphic, allow_int, name="grad"):
-    a = get_aval(x)
+    a = x.aval if _is_key(x) else get_aval(x)
     dt = a.dtype
+    if _is_key(x) and name == "jacfwd":
+        raise TypeError(f"jacfwd with input element type {dt.name}")
     if holomorphic:
         if not dtypes.issubdtype(dt, np.complexfloating):
             raise TypeError(f"{name} with holomorphic=True requires inputs with complex dtype, "
@@ -229,18 +255,21 @@ def _check_grad_input(x, holomorphic, allow_int, name="grad"):
         return
     if dtypes.issubdtype(dt, np.inexact):
         return
-    if allow_int and (dtypes.issubdtype(dt, np.integer) or dt == np.bool_):
+    if allow_int and (dtypes.issubdtype(dt, np.integer) or dt == np.bool_
+                      or dtypes.issubdtype(dt, dtypes.prng_key)):
         return
     raise TypeError(f"{name} requires real- or complex-valued inputs (input dtype that is a "
                     f"sub-dtype of np.inexact), but got {dt.name}. If you want to use "
                     "Boolean- or integer-valued inputs, use vjp or set allow_int to True.")
 
 
+@_traceback_util.api_boundary
 def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False,
                    allow_int: bool = False, reduce_axes=()) -> Callable:
     """Returns a function computing ``(fun(*args), grad(fun)(*args))``."""
     argnums_t = _ensure_index_tuple(argnums)
 
+    @_traceback_util.api_boundary
     @functools.wraps(fun)
     def value_and_grad_f(*args, **kwargs):
         max_arg = max(argnums_t) if argnums_t else -1
@@ -250,8 +279,9 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic:
                             f"caller, but got only {len(args)} positional arguments.")
         dyn = tuple(args[i] for i in argnums_t)
         d_flat, d_tree = tree_flatten(dyn)
-        for x in d_flat:
-            _check_arg(x, "grad inputs")
+        for x in _public_tree.tree_leaves(dyn):
+            if not _is_key(x):
+                _check_arg(x, "grad inputs")
             _check_grad_input(x, holomorphic, allow_int)
 
         def f_dyn(*dyn_args):
@@ -284,7 +314,7 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic:
         # Gradients have their input's type (dtype and weak type), as in JAX.
         g_flat = [_match_input(_zeros_for(ct, get_aval(x)), get_aval(x))
                   for ct, x in zip(cts, d_flat)]
-        g = tree_unflatten(d_tree, g_flat)
+        g = _kb.key_tangents_to_float0(tree_unflatten(d_tree, g_flat))
         if isinstance(argnums, int):
             g = g[0]
         if has_aux:
@@ -294,6 +324,7 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic:
     return value_and_grad_f
 
 
+@_traceback_util.api_boundary
 def grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False,
          allow_int: bool = False, reduce_axes=()) -> Callable:
     """The gradient of scalar-valued ``fun`` with respect to argument(s) ``argnums``.
@@ -303,6 +334,7 @@ def grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = Fa
     vg = value_and_grad(fun, argnums, has_aux=has_aux, holomorphic=holomorphic,
                         allow_int=allow_int)
 
+    @_traceback_util.api_boundary
     @functools.wraps(fun)
     def grad_f(*args, **kwargs):
         if has_aux:
@@ -340,14 +372,16 @@ def _basis_for(avals, sizes, n, holomorphic=False):
     return out
 
 
+@_traceback_util.api_boundary
 def jacfwd(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False) -> Callable:
     """Jacobian of ``fun`` by forward mode (vmap of jvp over a standard basis)."""
     argnums_t = _ensure_index_tuple(argnums)
 
+    @_traceback_util.api_boundary
     def jacfun(*args, **kwargs):
         dyn = tuple(args[i] for i in argnums_t)
         d_flat, d_tree = tree_flatten(dyn)
-        for x in d_flat:
+        for x in _public_tree.tree_leaves(dyn):
             _check_grad_input(x, holomorphic, False, "jacfwd")
 
         def f_dyn(*dyn_args):
@@ -414,16 +448,18 @@ def _split_in(blocks, d_tree, argnums):
     return tree[0] if isinstance(argnums, int) else tree
 
 
+@_traceback_util.api_boundary
 def jacrev(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False,
            allow_int: bool = False) -> Callable:
     """Jacobian of ``fun`` by reverse mode (vmap of vjp over the output basis)."""
     argnums_t = _ensure_index_tuple(argnums)
 
+    @_traceback_util.api_boundary
     def jacfun(*args, **kwargs):
         from kiln import lax
         dyn = tuple(args[i] for i in argnums_t)
         d_flat, d_tree = tree_flatten(dyn)
-        for x in d_flat:
+        for x in _public_tree.tree_leaves(dyn):
             _check_grad_input(x, holomorphic, allow_int, "jacrev")
 
         def f_dyn(*dyn_args):
@@ -467,6 +503,7 @@ def jacrev(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = 
 jacobian = jacrev
 
 
+@_traceback_util.api_boundary
 def hessian(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False):
     """Hessian of scalar ``fun``: ``jacfwd(jacrev(fun))``."""
     return jacfwd(jacrev(fun, argnums, has_aux=has_aux, holomorphic=holomorphic), argnums,
@@ -488,6 +525,7 @@ def _primal_aval(x):
     return get_aval(x)
 
 
+@_traceback_util.api_boundary
 def linear_transpose(fun: Callable, *primals, reduce_axes=()) -> Callable:
     """Transpose a function that is promised to be linear.
 
@@ -525,6 +563,7 @@ def linear_transpose(fun: Callable, *primals, reduce_axes=()) -> Callable:
                         "complex], and integer -> integer functions, but got "
                         f"{in_dts} -> {out_dts}.")
 
+    @_traceback_util.api_boundary
     def transposed_fun(consts, out_cotangent):
         ct_flat, ct_tree = tree_flatten(out_cotangent)
         if ct_tree != out_tree:
@@ -542,7 +581,7 @@ def linear_transpose(fun: Callable, *primals, reduce_axes=()) -> Callable:
                                [ad.UndefinedPrimal(a) for a in in_avals], list(ct_flat))
         return tree_unflatten(p_tree, [_zeros_for(r, a) for r, a in zip(res, in_avals)])
 
-    from kiln.tree_util import Partial
+    from kiln._physical_tree import Partial
     return Partial(transposed_fun, tuple(consts))
 
 
@@ -560,7 +599,7 @@ def _arg_names(fun, n):
 
 def _flatten_axes(what, tree, axes_prefix, leaves_count):
     """Broadcast an axes prefix tree to one entry per leaf of ``tree``."""
-    from kiln.tree_util import tree_flatten as tf
+    from kiln._physical_tree import tree_flatten as tf
     try:
         proxy = tree_unflatten(tree, [object()] * leaves_count)
         axes_leaves = []
@@ -584,6 +623,7 @@ def _flatten_axes(what, tree, axes_prefix, leaves_count):
                          f"got specification {axes_prefix} for value tree {tree}.") from e
 
 
+@_traceback_util.api_boundary
 def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size=None,
          spmd_axis_name=None) -> Callable:
     """Vectorizing map: ``fun`` mapped over array axes ``in_axes`` of its arguments."""
@@ -594,6 +634,7 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size=None,
         raise TypeError("vmap in_axes must be an int, None, or a tuple of entries corresponding "
                         f"to the positional arguments passed to the function, but got {in_axes}.")
 
+    @_traceback_util.api_boundary
     @functools.wraps(fun)
     def vmapped(*args, **kwargs):
         if isinstance(in_axes, tuple) and len(in_axes) != len(args):
@@ -735,21 +776,30 @@ class Lowered:
     def compile(self, compiler_options=None) -> Compiled:
         return Compiled(self)
 
-    def compiler_ir(self, dialect: str | None = None) -> ClosedJaxpr:
-        """The program in the compiler's input IR (``jax.stages.Lowered.compiler_ir``).
+    def compiler_ir(self, dialect: str | None = None):
+        """The program in a compiler IR (``jax.stages.Lowered.compiler_ir``).
 
-        kiln's compiler takes jaxprs: this is the staged jaxpr after the compiler's
-        optimisation passes (inlining, simplification, constant folding, CSE, DCE), the
-        program the C backend lowers. ``dialect`` may be ``None``, ``"kiln"`` or
-        ``"jaxpr"``; XLA's dialects (``"stablehlo"``, ``"hlo"``, ``"mhlo"``) do not exist in
-        kiln and raise ``NotImplementedError``.
+        kiln's compiler takes jaxprs: ``dialect=None`` (or ``"kiln"``/``"jaxpr"``) gives the
+        staged jaxpr after the compiler's optimisation passes (inlining, simplification,
+        constant folding, CSE, DCE), the program the C backend lowers. ``"hlo"`` gives that
+        program printed in XLA's HLO syntax (an object with ``as_hlo_text()``, as JAX's
+        ``XlaComputation``) and ``"stablehlo"`` in StableHLO MLIR syntax (an object whose
+        ``str()`` and ``operation.get_asm()`` give the text, as JAX's ``ir.Module``); see
+        ``kiln.compiler.hlo_text``. They are renderings of kiln's program, not XLA's
+        output (XLA's passes never run).
         """
-        if dialect not in (None, "kiln", "jaxpr"):
-            raise NotImplementedError(
-                f"Lowered.compiler_ir(dialect={dialect!r}): kiln compiles jaxprs to C and has "
-                "no XLA/MLIR representation; use dialect=None for kiln's optimised jaxpr")
         from kiln.compiler.passes import optimize
-        return optimize(self.jaxpr)
+        if dialect in (None, "kiln", "jaxpr"):
+            return optimize(self.jaxpr)
+        if dialect == "hlo":
+            from kiln.compiler.hlo_text import lower_to_hlo
+            return lower_to_hlo(optimize(self.jaxpr), self.name)
+        if dialect == "stablehlo":
+            from kiln.compiler.stablehlo_text import lower_to_stablehlo
+            return lower_to_stablehlo(optimize(self.jaxpr), self.name, self.out_tree)
+        raise ValueError(
+            f"Lowered.compiler_ir: unknown dialect {dialect!r}; kiln renders None (its "
+            "optimised jaxpr), 'hlo' and 'stablehlo'")
 
     def cost_analysis(self) -> dict:
         """XLA-style cost estimate of the program: ``flops``, ``transcendentals``,
@@ -775,6 +825,7 @@ class Compiled:
         """The generated C source, as :meth:`as_text`."""
         return self.as_text()
 
+    @_traceback_util.api_boundary
     def __call__(self, *args, **kwargs):
         a_flat, a_tree = tree_flatten((args, kwargs))
         if a_tree != self.lowered.in_tree:
@@ -946,7 +997,9 @@ class JitWrapped:
                 dyn_kw[k] = v
         return tuple(static_pos), tuple(sorted(static_kw)), dyn_args, dyn_kw
 
-    def _trace(self, args, kwargs):
+    def _trace(self, args, kwargs, abstract: bool = False):
+        """Trace (or find in the cache) for ``args``; with ``abstract`` (``lower``/``trace``)
+        a ``ShapeDtypeStruct`` stands for an array of its shape and dtype."""
         static_pos, static_kw, dyn_args, dyn_kw = self._split(args, kwargs)
         a_flat, a_tree = tree_flatten((tuple(dyn_args), dyn_kw))
         avals = []
@@ -955,6 +1008,9 @@ class JitWrapped:
                 avals.append(x.aval)
             elif type(x) is Array:
                 avals.append(ShapedArray(x._value.shape, x._value.dtype, x.weak_type))
+            elif abstract and isinstance(x, ShapeDtypeStruct):
+                avals.append(ShapedArray(x.shape, dtypes.canonicalize_dtype(x.dtype),
+                                         getattr(x, "weak_type", False)))
             else:
                 _check_arg_jit(x, self._name)
                 avals.append(get_aval(x))
@@ -1019,68 +1075,79 @@ class JitWrapped:
         return flags
 
     def __call__(self, *args, **kwargs):
-        if config.jax_disable_jit:
-            return self._fun(*args, **kwargs)
-        # Fast path: concrete Array arguments only, outside any transformation: one dict
-        # lookup, then straight to the backend (no pytree flattening, no bind).
-        if not kwargs and not self._donating and type(_current_trace()) is EvalTrace:
-            try:
-                key = (config.jax_enable_x64,) + tuple(
-                    [(a._value.shape, a._value.dtype, a.weak_type) for a in args])
-            except AttributeError:
+        # The API boundary of jit, inline: a wrapper frame would cost more than the
+        # try, which is free on the success path (see kiln/_traceback_util.py).
+        try:
+            if config.jax_disable_jit:
+                return self._fun(*args, **kwargs)
+            # Fast path: concrete Array arguments only, outside any transformation: one dict
+            # lookup, then straight to the backend (no pytree flattening, no bind).
+            if not kwargs and not self._donating and type(_current_trace()) is EvalTrace:
+                try:
+                    key = (config.jax_enable_x64,) + tuple(
+                        [(a._value.shape, a._value.dtype, a.weak_type) for a in args])
+                except AttributeError:
+                    key = None
+                hit = self._fast.get(key) if key is not None else None
+                if hit is not None and all(type(a) is Array for a in args):
+                    closed, out_tree, weaks, exe = hit
+                    vals = [a._value for a in args]
+                    if exe and _cpu.plain_mode():
+                        outs = exe[0](vals)
+                    else:
+                        try:
+                            outs = _cpu.run(closed, vals, self._name)
+                        except FloatingPointError as e:
+                            _rerun_deoptimized(self, e, args, kwargs)
+                        ready = _cpu.ready_executable(closed)
+                        if ready is not None:
+                            exe.append(ready)
+                    return tree_unflatten(out_tree, [make_array(o, w) for o, w in zip(outs, weaks)])
+            else:
                 key = None
-            hit = self._fast.get(key) if key is not None else None
-            if hit is not None and all(type(a) is Array for a in args):
-                closed, out_tree, weaks, exe = hit
-                vals = [a._value for a in args]
-                if exe and _cpu.plain_mode():
-                    outs = exe[0](vals)
-                else:
-                    try:
-                        outs = _cpu.run(closed, vals, self._name)
-                    except FloatingPointError as e:
-                        _rerun_deoptimized(self, e, args, kwargs)
-                    ready = _cpu.ready_executable(closed)
-                    if ready is not None:
-                        exe.append(ready)
-                return tree_unflatten(out_tree, [make_array(o, w) for o, w in zip(outs, weaks)])
-        else:
-            key = None
-        if self._inline and isinstance(_current_trace(), staging.JaxprTrace):
-            return self._fun(*args, **kwargs)
-        entry, tconsts, a_flat, _ = self._trace(args, kwargs)
-        reuse = None
-        if entry.pairs and not tconsts and type(_current_trace()) is EvalTrace:
-            reuse = _donated_reuse(entry, a_flat)
-        if reuse:
-            # Outputs written into donated inputs' memory (kiln.donation).
-            vals = [a._value if type(a) is Array else _to_value(a) for a in a_flat]
-            outs = [make_array(o, a.weak_type) for o, a in
-                    zip(_cpu.run(entry.jaxpr, vals, self._name, reuse=reuse),
-                        entry.jaxpr.out_avals)]
-            del vals
-        else:
-            try:
-                outs = jit_p.bind(*tconsts, *a_flat, jaxpr=entry.jaxpr, name=self._name)
-            except FloatingPointError as e:
-                _rerun_deoptimized(self, e, args, kwargs)
-        if entry.donated and type(_current_trace()) is EvalTrace:
-            from kiln import donation
-            donation.delete_donated(a_flat, entry.donated)
-        if (key is not None and not tconsts and not self._static_argnums
-                and all(type(a) is Array for a in args) and len(a_flat) == len(args)
-                and len(self._fast) < 64):
-            self._fast[key] = (entry.jaxpr, entry.out_tree,
-                               [a.weak_type for a in entry.jaxpr.out_avals], [])
-        return tree_unflatten(entry.out_tree, outs)
+            if self._inline and isinstance(_current_trace(), staging.JaxprTrace):
+                return self._fun(*args, **kwargs)
+            entry, tconsts, a_flat, _ = self._trace(args, kwargs)
+            reuse = None
+            if entry.pairs and not tconsts and type(_current_trace()) is EvalTrace:
+                reuse = _donated_reuse(entry, a_flat)
+            if reuse:
+                # Outputs written into donated inputs' memory (kiln.donation).
+                vals = [a._value if type(a) is Array else _to_value(a) for a in a_flat]
+                outs = [make_array(o, a.weak_type) for o, a in
+                        zip(_cpu.run(entry.jaxpr, vals, self._name, reuse=reuse),
+                            entry.jaxpr.out_avals)]
+                del vals
+            else:
+                try:
+                    outs = jit_p.bind(*tconsts, *a_flat, jaxpr=entry.jaxpr, name=self._name)
+                except FloatingPointError as e:
+                    _rerun_deoptimized(self, e, args, kwargs)
+            if entry.donated and type(_current_trace()) is EvalTrace:
+                from kiln import donation
+                donation.delete_donated(a_flat, entry.donated)
+            if (key is not None and not tconsts and not self._static_argnums
+                    and all(type(a) is Array for a in args) and len(a_flat) == len(args)
+                    and len(self._fast) < 64):
+                self._fast[key] = (entry.jaxpr, entry.out_tree,
+                                   [a.weak_type for a in entry.jaxpr.out_avals], [])
+            return tree_unflatten(entry.out_tree, outs)
+        except Exception as e:
+            _traceback_util.filter_exception(e)
+            if _traceback_util._BARE_RAISE_KEEPS_OLD_TB:
+                raise e  # noqa: B904  (Python 3.10)
+            raise
 
+    @_traceback_util.api_boundary
     def lower(self, *args, **kwargs) -> Lowered:
-        entry, tconsts, _, a_tree = self._trace(args, kwargs)
+        args, kwargs = _kb.specs_to_keys((args, kwargs))
+        entry, tconsts, _, a_tree = self._trace(args, kwargs, abstract=True)
         if tconsts:
             raise TypeError("jit(f).lower() of a function closing over traced values")
         return Lowered(entry.jaxpr, a_tree, entry.out_tree, self._name,
                        donated=entry.donated)
 
+    @_traceback_util.api_boundary
     def trace(self, *args, **kwargs) -> Traced:
         lowered = self.lower(*args, **kwargs)
         return Traced(lowered.jaxpr, lowered)
@@ -1094,6 +1161,9 @@ class JitWrapped:
 
     def _cache_size(self):
         return len(self._cache)
+
+
+_traceback_util.register_boundary(JitWrapped.__call__)
 
 
 def _rerun_deoptimized(wrapped: JitWrapped, err: FloatingPointError, args, kwargs):
@@ -1149,11 +1219,13 @@ def jit(fun: Callable | None = None, *, in_shardings=None, out_shardings=None,
     return jitted
 
 
+@_traceback_util.api_boundary
 def make_jaxpr(fun: Callable, static_argnums=(), axis_env=None, return_shape: bool = False,
                abstracted_axes=None) -> Callable:
     """Returns a function that gives the ClosedJaxpr of ``fun`` for given example args."""
     static_argnums = _ensure_index_tuple(static_argnums)
 
+    @_traceback_util.api_boundary
     @functools.wraps(fun)
     def make(*args, **kwargs):
         dyn = [a for i, a in enumerate(args) if i not in static_argnums]
@@ -1197,7 +1269,8 @@ class ShapeDtypeStruct:
 
     def __init__(self, shape, dtype, *, sharding=None, weak_type=False):
         self.shape = tuple(shape)
-        self.dtype = dtypes.canonicalize_dtype(dtype) if dtype != dtypes.float0 else dtype
+        self.dtype = (dtypes.canonicalize_dtype(dtype, allow_extended_dtype=True)
+                      if dtype != dtypes.float0 else dtype)
         self.sharding = sharding
         self.weak_type = weak_type
 
@@ -1215,7 +1288,7 @@ class ShapeDtypeStruct:
 
     def __repr__(self):
         w = ", weak_type=True" if self.weak_type else ""
-        return f"ShapeDtypeStruct(shape={self.shape}, dtype={np.dtype(self.dtype).name}{w})"
+        return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}{w})"
 
     def __eq__(self, other):
         return (isinstance(other, ShapeDtypeStruct) and self.shape == other.shape
@@ -1225,9 +1298,10 @@ class ShapeDtypeStruct:
         return hash((self.shape, self.dtype, self.weak_type))
 
 
+@_traceback_util.api_boundary
 def eval_shape(fun: Callable, *args, **kwargs):
     """Output shapes/dtypes of ``fun`` (as ShapeDtypeStructs) without computing anything."""
-    a_flat, a_tree = tree_flatten((args, kwargs))
+    a_flat, a_tree = tree_flatten(_kb.specs_to_keys((args, kwargs)))
     avals = [ShapedArray(x.shape, x.dtype, getattr(x, "weak_type", False))
              if hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, Tracer)
              and not isinstance(x, Array) else get_aval(x) for x in a_flat]
@@ -1241,9 +1315,8 @@ def eval_shape(fun: Callable, *args, **kwargs):
         return leaves
 
     jaxpr, _ = staging.trace_to_jaxpr(flat_fun, avals)
-    return tree_unflatten(store["tree"], [ShapeDtypeStruct(a.shape, a.dtype,
-                                                           weak_type=a.weak_type)
-                                          for a in jaxpr.out_avals])
+    return _kb.keys_to_specs(tree_unflatten(store["tree"], [
+        ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type) for a in jaxpr.out_avals]))
 
 
 # ================================================================================================

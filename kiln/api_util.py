@@ -13,10 +13,7 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kiln.core.avals import ShapedArray
-from kiln.core.trace import get_aval
-from kiln.extend.linear_util import DebugInfo, WrappedFun, transformation_with_aux2
-from kiln.tree_util import (
+from kiln._physical_tree import (
     broadcast_prefix,
     keystr,
     tree_flatten,
@@ -24,6 +21,9 @@ from kiln.tree_util import (
     tree_structure,
     tree_unflatten,
 )
+from kiln.core.avals import ShapedArray
+from kiln.core.trace import get_aval
+from kiln.extend.linear_util import DebugInfo, WrappedFun, transformation_with_aux2
 
 __all__ = [
     "argnums_partial", "debug_info", "donation_vector", "flatten_axes", "flatten_fun",

@@ -19,11 +19,11 @@ from __future__ import annotations
 import numpy as np
 
 from kiln import dtypes
+from kiln._physical_tree import tree_flatten, tree_leaves, tree_map, tree_unflatten
 from kiln.core.avals import ShapedArray
 from kiln.core.trace import Primitive, Tracer, get_aval
 from kiln.errors import JaxRuntimeError
 from kiln.interpreters import ad, batching
-from kiln.tree_util import tree_flatten, tree_leaves, tree_map, tree_unflatten
 
 # ----------------------------------------------------------------------------------------------
 # Shared machinery

@@ -500,6 +500,19 @@ def threefry_partitionable(new_val: bool = True) -> config_context:
     return config_context(jax_threefry_partitionable=new_val)
 
 
+def check_tracer_leaks(new_val: bool = True) -> config_context:
+    """Check for leaked tracers when each trace of ``jit``, ``vmap``, ``make_jaxpr`` and
+    control flow ends, inside the block (``jax.check_tracer_leaks``)."""
+    return config_context(jax_check_tracer_leaks=new_val)
+
+
+def checking_leaks() -> config_context:
+    """``check_tracer_leaks(True)``: raise ``UnexpectedTracerError`` for a tracer still
+    referenced (from a global, a list, an attribute ...) after its trace ended
+    (``jax.checking_leaks``)."""
+    return config_context(jax_check_tracer_leaks=True)
+
+
 def enable_checks(new_val: bool = True) -> config_context:
     """Type-check every staged jaxpr inside the block (``jax.enable_checks``)."""
     return config_context(jax_enable_checks=new_val)

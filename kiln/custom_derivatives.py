@@ -20,19 +20,23 @@ import inspect
 
 import numpy as np
 
+from kiln import _key_boundary as _kb
 from kiln import dtypes
-from kiln.array import make_array, to_array
-from kiln.core.jaxpr import ClosedJaxpr, eval_jaxpr, pp_param_rules
-from kiln.core.trace import Primitive, Tracer, current_trace, get_aval, set_current_trace
-from kiln.interpreters import ad, batching, staging
-from kiln.interpreters.ad import Zero
-from kiln.tree_util import (
+from kiln import tree_util as _public_tree
+from kiln._physical_tree import is_transform_node as _is_key
+from kiln._physical_tree import (
     register_pytree_node_class,
     tree_flatten,
     tree_map,
     tree_structure,
     tree_unflatten,
 )
+from kiln._traceback_util import api_boundary
+from kiln.array import make_array, to_array
+from kiln.core.jaxpr import ClosedJaxpr, eval_jaxpr, pp_param_rules
+from kiln.core.trace import Primitive, Tracer, current_trace, get_aval, set_current_trace
+from kiln.interpreters import ad, batching, staging
+from kiln.interpreters.ad import Zero
 
 
 def _resolve_kwargs(fun, args, kwargs):
@@ -53,6 +57,13 @@ def _split_nondiff(args, nondiff_argnums):
     nondiff = {i: args[i] for i in nondiff_argnums}
     diff = [a for i, a in enumerate(args) if i not in nondiff]
     return nondiff, diff
+
+
+def _arg_info(arg):
+    """``(treedef, leaf avals, leaf is a key)`` of one differentiable argument."""
+    leaves, tree = tree_flatten(arg)
+    return (tree, [get_aval(x) for x in leaves],
+            [_is_key(x) for x in _public_tree.tree_leaves(arg)])
 
 
 def _merge(nondiff, diff, n):
@@ -121,6 +132,7 @@ class custom_jvp:
 
         self.defjvp(jvp)
 
+    @api_boundary
     def __call__(self, *args, **kwargs):
         if self.jvp is None:
             raise AttributeError(f"No JVP defined for custom_jvp function {self.__name__} using "
@@ -152,7 +164,7 @@ class custom_jvp:
         def flat_jvp(primals, tangents):
             py_p = tree_unflatten(in_tree, list(primals))
             ts = [SymbolicZero(t.aval) if type(t) is Zero else t for t in tangents]
-            py_t = tree_unflatten(in_tree, ts)
+            py_t = _kb.key_tangents_to_float0(tree_unflatten(in_tree, ts))
             nd = [nondiff[i] for i in sorted(nondiff)]
             res = user_jvp(*nd, tuple(py_p), tuple(py_t))
             if not (isinstance(res, (tuple, list)) and len(res) == 2):
@@ -160,20 +172,24 @@ class custom_jvp:
                                 f"two) representing primal and tangent outputs, got {res}.")
             p_out, t_out = res
             p_leaves, p_tree = tree_flatten(p_out)
-            t_leaves, t_tree = tree_flatten(t_out, is_leaf=lambda x: isinstance(x, SymbolicZero))
-            if p_tree != t_tree:
+            p_keys = _public_tree.tree_leaves(p_out)
+            t_leaves, t_tree = _public_tree.tree_flatten(
+                t_out, is_leaf=lambda x: isinstance(x, SymbolicZero))
+            if _public_tree.tree_structure(p_out) != t_tree:
                 raise TypeError("Custom JVP rule must produce primal and tangent outputs with "
-                                f"equal container (pytree) structures, but got {p_tree} and "
-                                f"{t_tree} respectively.")
+                                "equal container (pytree) structures, but got "
+                                f"{_public_tree.tree_structure(p_out)} and {t_tree} "
+                                "respectively.")
             if "tree" in store and store["tree"] != p_tree:
                 raise TypeError("Custom JVP rule must produce a primal output with the same "
                                 f"structure as the function's output: {store['tree']} vs "
                                 f"{p_tree}")
             store["tree"] = p_tree
             outs_t = []
-            for p, t in zip(p_leaves, t_leaves):
+            for p, t, pk in zip(p_leaves, t_leaves, p_keys):
                 pa = get_aval(p)
-                if isinstance(t, SymbolicZero) or t is None:
+                if isinstance(t, SymbolicZero) or t is None or _is_key(pk):
+                    # A key's tangent is float0: always a zero of its data.
                     outs_t.append(Zero(ad.tangent_aval(pa)))
                     continue
                 ta = get_aval(t)
@@ -217,6 +233,7 @@ class custom_vjp:
         self.bwd = bwd
         self.symbolic_zeros = symbolic_zeros
 
+    @api_boundary
     def __call__(self, *args, **kwargs):
         if self.fwd is None:
             raise AttributeError(f"No VJP defined for custom_vjp function {self.__name__} using "
@@ -249,34 +266,37 @@ class custom_vjp:
             store["res_tree"] = r_tree
             return list(o_leaves), list(r_leaves)
 
+        # What flat_bwd needs of the differentiable arguments: their structure, avals and
+        # which leaves are keys (not the arguments: tracers must not outlive their trace
+        # through the staged bwd rule).
+        diff_info = [_arg_info(d) for d in diff]
+
         def flat_bwd(res_leaves, cts):
             resid = tree_unflatten(store["res_tree"], list(res_leaves))
             ct_vals = [(_zeros_from_aval(c.aval) if type(c) is Zero else c) for c in cts]
-            ct = tree_unflatten(store["tree"], ct_vals)
+            ct = _kb.key_tangents_to_float0(tree_unflatten(store["tree"], ct_vals))
             cts_in = user_bwd(*nd_list, resid, ct)
             if not isinstance(cts_in, (tuple, list)):
                 raise TypeError("Custom VJP bwd rule must produce a tuple of cotangents, one per "
                                 f"differentiable argument; got {type(cts_in).__name__}.")
             cts_in = tuple(cts_in)
-            if len(cts_in) != len(diff):
+            if len(cts_in) != len(diff_info):
                 raise TypeError(f"Custom VJP bwd rule must produce an output with the same "
                                  f"container (pytree) structure as the args tuple of the primal "
-                                 f"function: expected {len(diff)} cotangents, got "
+                                 f"function: expected {len(diff_info)} cotangents, got "
                                  f"{len(cts_in)}.")
             leaves = []
-            for d, c in zip(diff, cts_in):
-                d_leaves, d_tree = tree_flatten(d)
+            for (d_tree, d_avals, d_keys), c in zip(diff_info, cts_in):
                 if c is None:
-                    leaves.extend(Zero(ad.tangent_aval(get_aval(x))) for x in d_leaves)
+                    leaves.extend(Zero(ad.tangent_aval(xa)) for xa in d_avals)
                     continue
                 c_leaves, c_tree = tree_flatten(c, is_leaf=lambda x: x is None)
-                if c_tree != d_tree and len(c_leaves) != len(d_leaves):
+                if c_tree != d_tree and len(c_leaves) != len(d_avals):
                     raise TypeError("Custom VJP bwd rule must produce an output with the same "
                                      "container (pytree) structure as the args tuple of the "
                                      f"primal function: {c_tree} vs {d_tree}.")
-                for x, cl in zip(d_leaves, c_leaves):
-                    xa = get_aval(x)
-                    if cl is None:
+                for xa, cl, xk in zip(d_avals, c_leaves, d_keys):
+                    if cl is None or xk:  # keys' cotangents are float0 zeros
                         leaves.append(Zero(ad.tangent_aval(xa)))
                     else:
                         if get_aval(cl).shape != xa.shape:
@@ -710,6 +730,7 @@ def _remat_batch(axis_data, vals, dims, *, jaxpr, prevent_cse, differentiated, p
 batching.batch_rules[remat_p] = _remat_batch
 
 
+@api_boundary
 def checkpoint(fun=None, *, prevent_cse: bool = True, policy=None, static_argnums=()):
     """Rematerialize ``fun``'s intermediates in the backward pass instead of storing them.
 
@@ -722,6 +743,7 @@ def checkpoint(fun=None, *, prevent_cse: bool = True, policy=None, static_argnum
     static_argnums = (static_argnums,) if isinstance(static_argnums, int) else tuple(
         static_argnums)
 
+    @api_boundary
     @functools.wraps(fun)
     def wrapped(*args, **kwargs):
         dyn = [a for i, a in enumerate(args) if i not in static_argnums]

@@ -26,10 +26,10 @@ import sys
 
 import numpy as np
 
+from kiln._physical_tree import tree_flatten
 from kiln.callbacks import flatten_callback, host_values
 from kiln.core.trace import Primitive
 from kiln.interpreters import ad, batching, staging
-from kiln.tree_util import tree_flatten
 
 __all__ = ["print", "callback", "breakpoint", "debug_callback_p", "debug_print_p"]
 

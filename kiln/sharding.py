@@ -22,12 +22,17 @@ from kiln.devices import devices
 
 __all__ = ["AbstractMesh", "AxisType", "Mesh", "NamedSharding", "PartitionSpec",
            "Shard", "Sharding", "SingleDeviceSharding", "DuplicateSpecError",
+           "IndivisibleError",
            "get_abstract_mesh", "get_mesh", "make_single_device_sharding", "reshard",
            "set_mesh", "use_abstract_mesh", "use_mesh"]
 
 
 class DuplicateSpecError(ValueError):
     """A partition spec names one mesh axis for two array dimensions."""
+
+
+class IndivisibleError(ValueError):
+    """A sharding splits a dimension into a number of parts that does not divide it."""
 
 
 class AxisType(enum.Enum):
@@ -256,6 +261,24 @@ class _EmptyMesh(Mesh):
 _EMPTY_MESH = _EmptyMesh()
 
 
+class TypeMesh(Mesh):
+    """The mesh in the type of a value sharded over ``mesh`` (``typeof(x).sharding.mesh``),
+    printed as JAX's ``AbstractMesh``."""
+
+    def __init__(self, mesh: Mesh):
+        self.devices = mesh.devices
+        self.axis_names = mesh.axis_names
+        self.axis_types = mesh.axis_types
+
+    def __repr__(self):
+        sizes = ", ".join(f"{n!r}: {s}" for n, s in zip(self.axis_names, self.devices.shape))
+        types = ", ".join(repr(t) for t in self.axis_types)
+        if len(self.axis_types) == 1:
+            types += ","
+        return (f"AbstractMesh({sizes}, axis_types=({types}), device_kind=cpu, "
+                "num_cores=None, platform=cpu)")
+
+
 def unsharded_type_sharding(ndim: int) -> NamedSharding:
     """The sharding in the type of an ``ndim``-dimensional value outside any mesh:
     ``NamedSharding(AbstractMesh(()), P(None, ...))`` (``kiln.typeof(x).sharding``)."""
@@ -407,6 +430,8 @@ class NamedSharding(Sharding):
         return hash((self.mesh, self.spec))
 
     def __repr__(self):
+        if isinstance(self.mesh, (_EmptyMesh, TypeMesh)):    # a type's sharding: no memory
+            return f"NamedSharding(mesh={self.mesh!r}, spec={self.spec!r})"
         return (f"NamedSharding(mesh={self.mesh!r}, spec={self.spec!r}, "
                 f"memory_kind={self.memory_kind})")
 
@@ -419,10 +444,13 @@ class NamedSharding(Sharding):
         for d, n in enumerate(global_shape):
             k = math.prod(self.mesh.shape[a] for a in self.spec.axes_of(d))
             if n % k:
-                raise ValueError(
+                tiling = [math.prod(self.mesh.shape[a] for a in self.spec.axes_of(i))
+                          for i in range(len(global_shape))]
+                raise IndivisibleError(
                     f"Sharding {self!r} implies that {what} axis {d} is partitioned {k} "
-                    f"times, but the dimension size is {n} (full shape: {tuple(global_shape)})"
-                    f"; the mesh axis sizes should evenly divide the shape.")
+                    f"times, but the dimension size is {n} (full shape: {tuple(global_shape)}"
+                    f", per-dimension tiling factors: {tiling} should evenly divide the "
+                    "shape)")
 
     def block_index(self, coords: dict, global_shape) -> tuple:
         """The slices of the block the device at mesh ``coords`` owns."""

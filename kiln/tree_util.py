@@ -278,9 +278,14 @@ def _entry_of(x) -> _Entry | None:
     return e
 
 
+# Types that are leaves of pytrees but that transformations take apart into one
+# child (typed PRNG key arrays over their key data): see ``kiln._physical_tree``.
+_transform_entries: dict[type, _Entry] = {}
+
+
 def _entry_for_type(t: type) -> _Entry:
     """Entry of a node type (used when unpickling treedefs)."""
-    e = _lookup.get(t)
+    e = _lookup.get(t) or _transform_entries.get(t)
     if e is None:
         if isinstance(t, type) and issubclass(t, tuple) and hasattr(t, "_fields"):
             return _namedtuple_entry(t)

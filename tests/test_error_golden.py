@@ -43,7 +43,7 @@ def _error_text(fn, *args, exc=Exception):
     with pytest.raises(exc) as info:
         fn(*args)
     e = info.value
-    notes = getattr(e, "__notes__", [])
+    notes = [n for n in getattr(e, "__notes__", []) if n != kiln._traceback_util._NOTE]
     return "\n".join([f"{type(e).__name__}: {e}", *notes])
 
 

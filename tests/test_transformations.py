@@ -871,6 +871,18 @@ def test_jit_lower_and_compile():
         compiled(np.ones(4, np.float32))
 
 
+def test_jit_lower_and_trace_take_shape_dtype_structs():
+    f = kiln.jit(lambda x, y: x * 2 + y)
+    spec = kiln.ShapeDtypeStruct((3,), np.float32)
+    lowered = f.lower(spec, 1.0)
+    assert lowered.as_text() == f.lower(_A, 1.0).as_text()
+    np.testing.assert_allclose(lowered.compile()(_A, 2.0), _A * 2 + 2, rtol=1e-6)
+    traced = kiln.jit(lambda x: x.sum()).trace(kiln.ShapeDtypeStruct((2, 3), np.int32))
+    assert "i32[2,3]" in str(traced.jaxpr)
+    with pytest.raises(TypeError, match="abstract array"):
+        f(spec, 1.0)       # a call needs values, as in JAX
+
+
 def test_explain_cache_misses_logs(caplog):
     f = kiln.jit(lambda x: lax.sin(x))
     with caplog.at_level(logging.WARNING), explain_cache_misses():

@@ -1,26 +1,24 @@
-"""``jax._src.traceback_util``: library frames left out of kiln's error locations.
+"""``jax._src.traceback_util``: the names libraries built on JAX import from it (Flax:
+``api_boundary``, ``register_exclusion``, ``_exclude_paths``).
 
-kiln does not rewrite tracebacks; it names the user's line in its error messages
-(``kiln.errors.user_frame_summary``). Files registered here (Flax registers its own) are
-skipped when looking for that line.
+They are kiln's own traceback filtering (:mod:`kiln._traceback_util`, described in
+``docs/debugging.md``): ``_exclude_paths`` is the very list that filtering reads, so a
+library that appends to it or removes from it (Flax's ``show_flax_in_tracebacks``) changes
+what is hidden.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TypeVar
+from kiln._traceback_util import (
+    UnfilteredStackTrace,
+    api_boundary,
+    filter_exception,
+    include_filename,
+    include_frame,
+    register_exclusion,
+)
+from kiln._traceback_util import (
+    _exclude_paths as _exclude_paths,  # re-exported (private in JAX too)
+)
 
-from kiln import errors
-from kiln.extend.source_info_util import register_exclusion
-
-__all__ = ["api_boundary", "register_exclusion"]
-
-F = TypeVar("F", bound=Callable)
-
-#: The registered paths (the same list ``register_exclusion`` appends to).
-_exclude_paths: list = errors._excluded_paths
-
-
-def api_boundary(fun: F) -> F:
-    """Mark ``fun`` as a public entry point. JAX filters its tracebacks at such points;
-    kiln keeps tracebacks whole, so ``fun`` is returned unchanged."""
-    return fun
+__all__ = ["UnfilteredStackTrace", "api_boundary", "filter_exception", "include_filename",
+           "include_frame", "register_exclusion"]

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from kiln.dtypes import ExtendedDType
+
 _SHORT = {
     "float16": "f16", "float32": "f32", "float64": "f64", "bfloat16": "bf16",
     "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
@@ -18,7 +20,7 @@ _SHORT = {
 
 def short_dtype_name(dtype: np.dtype) -> str:
     """The name JAX's pretty printer uses for ``dtype`` (``f32``, ``i32`` ...)."""
-    if dtype.names == ("float0",):
+    if getattr(dtype, "names", None) == ("float0",):
         return "float0"
     name = dtype.name
     return _SHORT.get(name, name)
@@ -42,7 +44,9 @@ class ShapedArray(AbstractValue):
         # kiln's abstract values carry no sharding, varying axes or memory space (values
         # are the same whatever the layout), so they are not stored.
         self.shape = tuple(shape)
-        self.dtype = np.dtype(dtype)
+        # Extended dtypes (typed PRNG keys: ``typeof(key)`` is ``key<fry>[]``) are kept
+        # as they are; abstract values of traced arrays always have NumPy dtypes.
+        self.dtype = dtype if isinstance(dtype, ExtendedDType) else np.dtype(dtype)
         self.weak_type = bool(weak_type)
 
     @property

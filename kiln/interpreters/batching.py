@@ -10,7 +10,9 @@ BatchTrace whose ``axis_data.name`` matches performs them, others pass them up.
 from __future__ import annotations
 
 import threading
+import weakref
 
+from kiln.core import leaks
 from kiln.core.trace import Trace, Tracer, aval_str, check_foreign_tracer, get_aval
 from kiln.core.trace import set_current_trace as _set_trace
 
@@ -251,6 +253,11 @@ def batch_flat(fun, vals, dims, axis_data: AxisData, out_dims_req=None):
     finally:
         axis_env.pop()
         trace.alive = False
+    if leaks.enabled():
+        ref = weakref.ref(trace)
+        del trace
+        ins = outs = o = None  # noqa: F841  (drop this trace's tracers before the check)
+        leaks.check_leaks(ref)
     if out_dims_req is None:
         return res_vals, res_dims
     final = []

@@ -8,9 +8,11 @@ function. :func:`dce_jaxpr` prunes a jaxpr to the outputs that are used.
 """
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
+from kiln.core import leaks
 from kiln.core.avals import AbstractValue
 from kiln.core.jaxpr import ClosedJaxpr, Jaxpr, Literal, Var
 from kiln.core.trace import get_aval, set_current_trace
@@ -105,6 +107,10 @@ def trace_to_jaxpr_dynamic(fun, in_avals: Sequence[AbstractValue], *, keep_input
         jaxpr, consts = trace.to_jaxpr(outs, dce=auto_dce)
     finally:
         trace.alive = False
+    if leaks.enabled():
+        ref = weakref.ref(trace)
+        del trace, args, outs
+        leaks.check_leaks(ref)
     if keep_inputs is not None:
         jaxpr = Jaxpr(jaxpr.constvars, [v for v, k in zip(jaxpr.invars, keep_inputs) if k],
                       jaxpr.outvars, jaxpr.eqns, jaxpr.effects, jaxpr.debug_info)

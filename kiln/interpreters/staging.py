@@ -12,6 +12,9 @@ tangent map (a jaxpr), and how jaxprs with sub-jaxprs are split.
 """
 from __future__ import annotations
 
+import weakref
+
+from kiln.core import leaks
 from kiln.core import trace as core
 from kiln.core.avals import ShapedArray
 from kiln.core.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var
@@ -199,9 +202,14 @@ def trace_to_jaxpr(fun, in_avals, *, parent=None):
     try:
         with set_current_trace(trace):
             outs = fun(*args)
-        return trace.to_jaxpr(outs)
+        result = trace.to_jaxpr(outs)
     finally:
         trace.alive = False
+    if leaks.enabled():
+        ref = weakref.ref(trace)
+        del trace, args, outs
+        leaks.check_leaks(ref)
+    return result
 
 
 def closed_call_jaxpr(fun, in_avals):

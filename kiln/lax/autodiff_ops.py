@@ -1,11 +1,11 @@
 """Operations that exist for differentiation: ``stop_gradient``."""
 from __future__ import annotations
 
+from kiln._physical_tree import tree_map
 from kiln.core.avals import ShapedArray
 from kiln.interpreters import ad, batching
 from kiln.interpreters.ad import Zero
 from kiln.lax._factory import standard_primitive
-from kiln.tree_util import tree_map
 
 stop_gradient_p = standard_primitive(
     "stop_gradient", lambda x: ShapedArray(x.shape, x.dtype, x.weak_type), lambda x: x,

@@ -130,7 +130,7 @@ def composite(decomposition: Callable, name: str, version: int = 0) -> Callable:
 
     @functools.wraps(decomposition)
     def _decorator(*args, **kwargs):
-        from kiln.tree_util import tree_flatten, tree_unflatten
+        from kiln._physical_tree import tree_flatten, tree_unflatten
         flat_args, in_tree = tree_flatten(args)
         in_avals = [get_aval(x) for x in flat_args]
         if any(isinstance(v, Tracer) for v in kwargs.values()):

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from kiln import dtypes
+from kiln._physical_tree import tree_map
 from kiln.array import make_array
 from kiln.core.trace import Tracer, get_aval
 from kiln.interpreters import batching
@@ -43,7 +44,6 @@ from kiln.lax.structural import (
     reshape,
     select,
 )
-from kiln.tree_util import tree_map
 
 Array = Any
 ArrayLike = Any

@@ -48,11 +48,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from kiln._physical_tree import tree_flatten, tree_map, tree_unflatten
 from kiln.core.avals import ShapedArray
 from kiln.core.trace import Primitive, Tracer, get_aval
 from kiln.interpreters import ad, batching
 from kiln.interpreters.ad import Zero
-from kiln.tree_util import tree_flatten, tree_map, tree_unflatten
 
 # ================================================================================================
 # Axis names, sizes and groups

@@ -218,8 +218,8 @@ batching.batch_rules[reduce_window_p] = _generic_batch
 
 
 def _reducer_jaxpr_uncached(computation, init_avals, tree):
+    from kiln._physical_tree import tree_flatten, tree_unflatten
     from kiln.interpreters.staging import trace_to_jaxpr
-    from kiln.tree_util import tree_flatten, tree_unflatten
     n = len(init_avals)
     out_trees = []
 
@@ -310,7 +310,7 @@ def reduce_window(operand: Any, init_value: Any, computation: Callable,
         differ, or there is no operand.
       TypeError: for inconsistent window parameters, dtypes or non-scalar init values.
     """
-    from kiln.tree_util import tree_flatten, tree_unflatten
+    from kiln._physical_tree import tree_flatten, tree_unflatten
     flat_ops, op_tree = tree_flatten(operand)
     flat_inits, init_tree = tree_flatten(init_value)
     if op_tree != init_tree:

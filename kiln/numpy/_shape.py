@@ -246,6 +246,9 @@ def _operands(name, arrays):
 
 def concatenate(arrays, axis=0, dtype=None):
     """Join arrays along an existing axis (flattened first when ``axis`` is None)."""
+    from kiln.random import _keys
+    if _keys.any_key_array(arrays):
+        return _keys.concatenate_keys(arrays, axis)
     arrays = _operands("concatenate", arrays)
     if not arrays:
         raise ValueError("Need at least one array to concatenate.")
@@ -279,6 +282,9 @@ def stack(arrays, axis=0, out=None, dtype=None):
     """Join equally shaped arrays along a new axis."""
     if out is not None:
         raise NotImplementedError("The 'out' argument to jnp.stack is not supported.")
+    from kiln.random import _keys
+    if _keys.any_key_array(arrays):
+        return _keys.stack_keys(arrays, axis)
     arrays = _operands("stack", arrays) if not isinstance(arrays, (Array, Tracer, np.ndarray)) \
         else [a for a in as_operand(arrays)]
     if not arrays:

@@ -3,18 +3,23 @@
 
 kiln keeps an array's global value in host memory; a sharding records which block of
 it each device owns (``Array.addressable_shards``) and is what ``shard_map``/``pmap``
-split along. Constraints never change values. A ``jit`` with shardings runs its
-program once over the global arrays (its kernels already use every core) and gives
-its outputs the requested shardings; only ``pmap`` and ``shard_map`` run one program
-per device.
+split along. Constraints never change values. A ``jit`` with shardings called eagerly
+over a mesh of several devices, with some input or output split, is partitioned
+(``kiln.parallel.partition``): every device runs a per-device program on its shards,
+with collectives where needed. Under a transformation (``grad``/``vmap`` of it, or
+inside another ``jit``) it is one program over the global values, the shardings only a
+layout of the results.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from kiln._physical_tree import tree_flatten, tree_unflatten
+from kiln._traceback_util import api_boundary
 from kiln.array import Array, make_array, to_array
+from kiln.core.avals import ShapedArray, short_dtype_name
 from kiln.core.trace import Tracer
-from kiln.tree_util import tree_flatten, tree_unflatten
+from kiln.sharding import NamedSharding
 
 
 def _as_sharding(s, what: str):
@@ -60,63 +65,170 @@ def _is_default(sharding) -> bool:
     return isinstance(sharding, SingleDeviceSharding) and sharding.device == devices()[0]
 
 
+def _per_leaf(treedef, n_leaves: int, shardings, what: str) -> list:
+    """A tree prefix of shardings (or ``None``) broadcast to one entry per leaf."""
+    from kiln.sharding import PartitionSpec, Sharding
+    if shardings is None:
+        return [None] * n_leaves
+    if isinstance(shardings, (Sharding, PartitionSpec)):
+        return [shardings] * n_leaves
+    from kiln.api import _flatten_axes
+
+    def is_leaf(s):
+        return isinstance(s, (Sharding, PartitionSpec)) or s is None
+    s_leaves, s_tree = tree_flatten(shardings, is_leaf=is_leaf)
+    proxy = tree_unflatten(s_tree, list(range(len(s_leaves))))
+    idx = _flatten_axes(what, treedef, proxy, n_leaves)
+    return [None if i is None else s_leaves[i] for i in idx]
+
+
 def place_tree(tree, shardings, what: str):
     """Apply a tree prefix of shardings to the leaves of ``tree``."""
-    from kiln.sharding import PartitionSpec, Sharding
-    leaves, treedef = tree_flatten(tree)
     if shardings is None:
         return tree
-    if isinstance(shardings, (Sharding, PartitionSpec)):
-        per_leaf = [shardings] * len(leaves)
-    else:
-        from kiln.api import _flatten_axes
-
-        def is_leaf(s):
-            return isinstance(s, (Sharding, PartitionSpec)) or s is None
-        s_leaves, s_tree = tree_flatten(shardings, is_leaf=is_leaf)
-        proxy = tree_unflatten(s_tree, list(range(len(s_leaves))))
-        idx = _flatten_axes(what, treedef, proxy, len(leaves))
-        per_leaf = [None if i is None else s_leaves[i] for i in idx]
+    leaves, treedef = tree_flatten(tree)
+    per_leaf = _per_leaf(treedef, len(leaves), shardings, what)
     return tree_unflatten(treedef, [place(x, s, what) for x, s in zip(leaves, per_leaf)])
+
+
+def _constrain_tree(tree, shardings, what: str):
+    """``place_tree``, except that traced leaves given a ``NamedSharding`` bind the
+    ``sharding_constraint`` primitive (which the SPMD partitioner reshards to)."""
+    if shardings is None:
+        return tree
+    from kiln.parallel.constraint import constrain
+    leaves, treedef = tree_flatten(tree)
+    out = []
+    for x, s in zip(leaves, _per_leaf(treedef, len(leaves), shardings, what)):
+        s = _as_sharding(s, what)
+        out.append(constrain(x, s) if isinstance(x, Tracer) and isinstance(s, NamedSharding)
+                   else place(x, s, what))
+    return tree_unflatten(treedef, out)
 
 
 def with_sharding_constraint(x, shardings):
     """``x`` unchanged in value, laid out as ``shardings`` (a tree prefix of Shardings or
-    PartitionSpecs). Under ``jit`` it is the identity."""
-    return place_tree(x, shardings, "with_sharding_constraint shardings")
+    PartitionSpecs). Under a trace it binds ``sharding_constraint``: the identity, except
+    in a partitioned ``jit``, where the value is resharded there."""
+    return _constrain_tree(x, shardings, "with_sharding_constraint shardings")
 
 
 def reshard(x, out_shardings):
     """``x`` with its layout changed to ``out_shardings`` (values unchanged)."""
-    return place_tree(x, out_shardings, "reshard out_shardings")
+    return _constrain_tree(x, out_shardings, "reshard out_shardings")
 
 
 class ShardedJit:
     """``jit(f, in_shardings=..., out_shardings=...)``: the jitted function with its
     arguments checked against ``in_shardings`` and outputs laid out as
-    ``out_shardings``. Other attributes (``lower``, ``trace``, ...) are the jit's."""
+    ``out_shardings``; called eagerly over a multi-device mesh with a split input or
+    output, it runs SPMD (one partitioned program per device, see
+    ``kiln.parallel.partition``). Other attributes (``lower``, ``trace``, ...) are the
+    jit's."""
 
     def __init__(self, jitted, in_shardings, out_shardings):
         self._jitted = jitted
         self._in = in_shardings
         self._out = out_shardings
+        self._programs: dict = {}
         self.__wrapped__ = jitted
         self.__name__ = getattr(jitted, "__name__", "fun")
         self.__doc__ = getattr(jitted, "__doc__", None)
 
+    @api_boundary
     def __call__(self, *args, **kwargs):
         if self._in is not None:
-            from kiln.sharding import PartitionSpec, Sharding
-            ins = self._in
-            if isinstance(ins, (Sharding, PartitionSpec)):
-                ins = tuple(ins for _ in args)
-            if not isinstance(ins, tuple) or len(ins) != len(args):
-                raise ValueError(f"jit in_shardings must be a Sharding or a tuple with one "
-                                 f"entry per positional argument; got {self._in!r} for "
-                                 f"{len(args)} arguments.")
-            args = tuple(place_tree(a, s, "jit in_shardings") for a, s in zip(args, ins))
+            args = self._place_args(args)
+        done, out = self._spmd_call(args, kwargs)
+        if done:
+            return out
         out = self._jitted(*args, **kwargs)
         return place_tree(out, self._out, "jit out_shardings")
+
+    def _place_args(self, args) -> tuple:
+        from kiln.sharding import PartitionSpec, Sharding
+        ins = self._in
+        if isinstance(ins, (Sharding, PartitionSpec)):
+            ins = tuple(ins for _ in args)
+        if not isinstance(ins, tuple) or len(ins) != len(args):
+            raise ValueError(f"jit in_shardings must be a Sharding or a tuple with one "
+                             f"entry per positional argument; got {self._in!r} for "
+                             f"{len(args)} arguments.")
+        return tuple(place_tree(a, s, "jit in_shardings") for a, s in zip(args, ins))
+
+    def _spmd_call(self, args, kwargs):
+        """``(True, outputs)`` when the call runs partitioned over a mesh, else
+        ``(False, None)`` (transformations, one device, nothing split, effects)."""
+        plan = self._plan(args, kwargs)
+        if plan is None:
+            return False, None
+        entry, a_flat, program, blocks, out_sh = plan
+        values = [np.asarray(x._value if type(x) is Array else x, dtype=a.dtype)
+                  for x, a in zip(a_flat, entry.jaxpr.in_avals)]
+        outs = program(values, blocks,
+                       [s if isinstance(s, NamedSharding) else None for s in out_sh])
+        outs = [o if s is None or isinstance(s, NamedSharding) else place(o, s)
+                for o, s in zip(outs, out_sh)]
+        if entry.donated:
+            from kiln import donation
+            donation.delete_donated(a_flat, entry.donated)
+        return True, tree_unflatten(entry.out_tree, outs)
+
+    def spmd_jaxpr(self, *args, **kwargs):
+        """The partitioned per-device program (a ``ClosedJaxpr`` over local shapes) that a
+        call with these arguments runs on every mesh device, or ``None`` when such a call
+        runs as one program (one device, nothing split, or effects)."""
+        if self._in is not None:
+            args = self._place_args(args)
+        plan = self._plan(args, kwargs)
+        return None if plan is None else plan[2].local
+
+    def _plan(self, args, kwargs):
+        """``(trace entry, flat arguments, partitioned program, input block shardings,
+        output shardings per leaf)``, or ``None`` when the call is not partitioned."""
+        from kiln import config, distributed
+        from kiln.core import trace as core
+        from kiln.parallel import partition, spmd
+        if (config.jax_disable_jit or core.current_trace() is not core.eval_trace
+                or spmd.current_context() is not None):
+            return None
+        entry, tconsts, a_flat, _ = self._jitted._trace(args, kwargs)
+        if tconsts or any(isinstance(x, Tracer) for x in a_flat):
+            return None
+        closed = entry.jaxpr
+        out_sh = [_as_sharding(s, "jit out_shardings") for s in
+                  _per_leaf(entry.out_tree, entry.out_tree.num_leaves, self._out,
+                            "jit out_shardings")]
+        in_sh = [getattr(x, "_sharding", None) for x in a_flat]
+        named = [s for s in in_sh + out_sh if isinstance(s, NamedSharding)]
+        if not named:
+            return None
+        mesh = named[0].mesh
+        if mesh.size < 2 or any(s.mesh != mesh for s in named):
+            return None
+        here = distributed.process_index()
+        if any(d.process_index != here for d in mesh.devices.flat):
+            return None
+        in_specs = [partition.spec_of(s.spec, a.ndim, mesh) if isinstance(s, NamedSharding)
+                    else ((),) * a.ndim for s, a in zip(in_sh, closed.in_avals)]
+        out_specs = []
+        for s, a in zip(out_sh, closed.out_avals):
+            if isinstance(s, NamedSharding):
+                s.check_shape(a.shape)
+                out_specs.append(partition.spec_of(s.spec, a.ndim, mesh))
+            else:
+                out_specs.append(None if s is None else ((),) * a.ndim)
+        if not any(partition.is_split(s) for s in in_specs + [o for o in out_specs if o]):
+            return None
+        if partition.has_effects(closed.jaxpr):
+            return None
+        key = (id(closed), tuple(in_specs), tuple(out_specs), mesh)
+        hit = self._programs.get(key)
+        if hit is None or hit[0] is not closed:
+            hit = self._programs[key] = (closed, partition.PartitionedProgram(
+                closed, mesh, in_specs, out_specs, self.__name__))
+        blocks = [NamedSharding(mesh, partition.to_pspec(s)) for s in in_specs]
+        return entry, a_flat, hit[1], blocks, out_sh
 
     def __getattr__(self, name):
         return getattr(self._jitted, name)
@@ -179,10 +291,80 @@ def make_array_from_process_local_data(sharding, local_data, global_shape=None):
 
 def typeof(x):
     """The abstract value (``ShapedArray``) of ``x``, as ``jax.typeof`` (also of a
-    ``ShapeDtypeStruct``)."""
-    from kiln.core.avals import ShapedArray
+    ``ShapeDtypeStruct``). For an array laid out by a ``NamedSharding`` the type carries
+    the sharding: its mesh, and the spec's ``Explicit`` mesh axes, printed as JAX does
+    (``float32[8@x,6]``)."""
     from kiln.core.trace import get_aval
+    from kiln.sharding import NamedSharding
     aval = getattr(x, "aval", None)
-    if isinstance(aval, ShapedArray):
-        return aval
-    return get_aval(x)
+    if not isinstance(aval, ShapedArray):
+        aval = get_aval(x)
+    sh = getattr(x, "_sharding", None) if type(x) is Array else None
+    if isinstance(sh, NamedSharding) and type(aval) is ShapedArray:
+        return ShardedShapedArray(aval.shape, aval.dtype, aval.weak_type,
+                                  type_sharding(sh, len(aval.shape)))
+    return aval
+
+
+def type_sharding(sharding, ndim: int):
+    """The sharding in the type of a value laid out as ``sharding``: the abstract mesh,
+    and per dimension only the mesh axes of type ``Explicit``."""
+    from kiln.sharding import AxisType, NamedSharding, PartitionSpec, TypeMesh
+    mesh = sharding.mesh
+    explicit = {a for a, t in zip(mesh.axis_names, mesh.axis_types) if t == AxisType.Explicit}
+    parts = []
+    for d in range(ndim):
+        axes = tuple(a for a in sharding.spec.axes_of(d) if a in explicit) \
+            if d < len(sharding.spec) else ()
+        parts.append(None if not axes else axes[0] if len(axes) == 1 else axes)
+    return NamedSharding(TypeMesh(mesh), PartitionSpec(*parts))
+
+
+class ShardedShapedArray(ShapedArray):
+    """A ``ShapedArray`` whose type holds a sharding (``typeof`` of a sharded array):
+    ``str`` is JAX's (``float32[8@x,6]``), equality includes the sharding."""
+
+    __slots__ = ("_type_sharding",)
+
+    def __init__(self, shape, dtype, weak_type=False, sharding=None):
+        super().__init__(shape, dtype, weak_type)
+        self._type_sharding = sharding
+
+    @property
+    def sharding(self):
+        return self._type_sharding
+
+    def update(self, shape=None, dtype=None, weak_type=None):
+        return ShardedShapedArray(self.shape if shape is None else shape,
+                                  self.dtype if dtype is None else dtype,
+                                  self.weak_type if weak_type is None else weak_type,
+                                  self._type_sharding)
+
+    def str_short(self, short_dtypes: bool = True) -> str:
+        dt = short_dtype_name(self.dtype) if short_dtypes else self.dtype.name
+        spec = self._type_sharding.spec
+        dims = []
+        for d, n in enumerate(self.shape):
+            axes = spec.axes_of(d) if d < len(spec) else ()
+            if not axes:
+                dims.append(str(n))
+            elif len(axes) == 1:
+                dims.append(f"{n}@{axes[0]}")
+            else:
+                dims.append(f"{n}@({','.join(axes)})")
+        return f"{dt}[{','.join(dims)}]"
+
+    def __str__(self):
+        return self.str_short(short_dtypes=False)
+
+    def __repr__(self):
+        w = ", weak_type=True" if self.weak_type else ""
+        return f"ShapedArray({self.str_short(False)}{w})"
+
+    def __eq__(self, other):
+        return (isinstance(other, ShapedArray) and self.shape == other.shape
+                and self.dtype == other.dtype and self.weak_type == other.weak_type
+                and self.sharding == other.sharding)
+
+    def __hash__(self):
+        return hash((self.shape, self.dtype, self.weak_type, self._type_sharding))

@@ -18,13 +18,14 @@ from collections.abc import Callable
 
 import numpy as np
 
+from kiln._physical_tree import tree_flatten, tree_leaves, tree_unflatten
+from kiln._traceback_util import api_boundary
 from kiln.api import _arg_names, _check_arg, _flatten_axes, vmap
 from kiln.array import Array, make_array, to_array
 from kiln.core import trace as core
 from kiln.core.trace import Tracer
 from kiln.interpreters import batching
 from kiln.parallel import spmd
-from kiln.tree_util import tree_flatten, tree_leaves, tree_unflatten
 
 _DEFAULT_AXIS = "_internal_pmap_axis_name"
 
@@ -41,6 +42,7 @@ def _as_tuple(x, what: str) -> tuple:
             from None
 
 
+@api_boundary
 def pmap(fun: Callable, axis_name=None, *, in_axes=0, out_axes=0,
          static_broadcasted_argnums=(), devices=None, backend=None, axis_size=None,
          donate_argnums=(), global_arg_shapes=None) -> Callable:
@@ -76,6 +78,7 @@ def pmap(fun: Callable, axis_name=None, *, in_axes=0, out_axes=0,
         in_axes = tuple(in_axes)
     cache: dict = {}
 
+    @api_boundary
     @functools.wraps(fun)
     def pmapped(*args, **kwargs):
         n = len(args)

@@ -16,6 +16,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from kiln._physical_tree import tree_flatten, tree_unflatten
+from kiln._traceback_util import api_boundary
 from kiln.api import _check_arg
 from kiln.array import Array, make_array, to_array
 from kiln.core import trace as core
@@ -23,7 +25,6 @@ from kiln.core.trace import Tracer, get_aval
 from kiln.interpreters import batching
 from kiln.parallel import spmd
 from kiln.sharding import Mesh, NamedSharding, PartitionSpec, get_abstract_mesh
-from kiln.tree_util import tree_flatten, tree_unflatten
 
 
 def _specs_for(what: str, tree, specs, n_leaves: int) -> list:
@@ -60,6 +61,7 @@ def _check_spec(spec: PartitionSpec, mesh: Mesh, what: str, where: str) -> None:
         seen.add(a)
 
 
+@api_boundary
 def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=None, mesh=None,
               axis_names=frozenset(), check_vma: bool = True, check_rep=None,
               auto=frozenset()) -> Callable:
@@ -88,6 +90,7 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=None, mesh=No
         check_vma = bool(check_rep)
     cache: dict = {}
 
+    @api_boundary
     @functools.wraps(f)
     def mapped(*args):
         m = mesh if mesh is not None else get_abstract_mesh()

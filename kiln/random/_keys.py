@@ -6,10 +6,14 @@ What this module holds:
   key data) and the registry of implementations (``threefry2x32`` only).
 * ``KeyTy``: the key dtype (``key<fry>``), an extended dtype of kiln's dtype system
   (``kiln.dtypes.issubdtype(k.dtype, kiln.dtypes.prng_key)`` holds).
-* ``PRNGKeyArray``: an array of typed keys. It is a *pytree* over its raw key data
-  (a uint32 array of shape ``keys_shape + (2,)``), so keys cross ``jit``, ``vmap``,
-  ``grad`` and every tree utility as that one leaf; the trailing key-data axis is
-  never mapped (``vmap`` maps the leading axes, which are the key axes).
+* ``PRNGKeyArray``: an array of typed keys over its raw key data (a uint32 array of
+  shape ``keys_shape + (2,)``). To users it is a pytree *leaf* and a ``kiln.Array``
+  (``aval`` is key-typed: ``typeof(k)`` is ``key<fry>[]``); transformations flatten with
+  ``kiln._physical_tree``, where it is a one-child node over its data, so keys cross
+  ``jit``, ``vmap``, ``grad``, control flow ... as keys while the core sees uint32 data;
+  the trailing key-data axis is never mapped (``vmap`` maps the leading, key, axes).
+  Operators other than ``==``/``!=`` raise JAX's TypeErrors; ``stack_keys``/
+  ``concatenate_keys`` back ``jnp.stack``/``jnp.concatenate`` of keys.
 * The key primitives, on raw key data: ``random_seed``, ``random_split``,
   ``random_fold_in``, ``random_bits``; each with abstract evaluation, batching and
   a zero JVP. Their impls are the NumPy threefry functions of ``_threefry``.
@@ -248,6 +252,11 @@ class PRNGKeyArray:
     def weak_type(self) -> bool:
         return False
 
+    @property
+    def aval(self) -> ShapedArray:
+        """The key-typed abstract value (``kiln.typeof(k)`` prints ``key<fry>[...]``)."""
+        return ShapedArray(self.shape, KeyTy(self._impl))
+
     def _is_scalar(self) -> bool:
         return self.ndim == 0
 
@@ -402,16 +411,83 @@ def _unflatten_keys(impl, children):
     return k
 
 
-def _register_pytree():
-    from kiln import tree_util
-    tree_util.register_pytree_node(PRNGKeyArray, _flatten_keys, _unflatten_keys)
+def _register_transform_node():
+    from kiln import _physical_tree
+    _physical_tree.register_transform_node(PRNGKeyArray, _flatten_keys, _unflatten_keys)
 
 
-_register_pytree()
+_register_transform_node()
 
 
 def is_key_array(x) -> bool:
     return isinstance(x, PRNGKeyArray)
+
+
+# Keys have no arithmetic: operators raise JAX's TypeErrors. Per operator: the NumPy-level
+# name (reported when the other operand is not a key), the lax-level name and its accepted
+# dtype kinds (reported when both operands are keys).
+_NUMERIC = "integer, floating, complexfloating"
+_BINARY_OPS = {
+    "add": ("add", "add", _NUMERIC), "sub": ("subtract", "sub", _NUMERIC),
+    "mul": ("multiply", "mul", _NUMERIC), "truediv": ("true_divide", "div", _NUMERIC),
+    "floordiv": ("floor_divide", "div", _NUMERIC), "mod": ("remainder", "rem",
+                                                           "integer, floating"),
+    "pow": ("power", "pow", "floating, complexfloating"),
+    "lt": ("less", "lt", "integer, floating, bool"),
+    "le": ("less_equal", "le", "integer, floating, bool"),
+    "gt": ("greater", "gt", "integer, floating, bool"),
+    "ge": ("greater_equal", "ge", "integer, floating, bool"),
+    "and": ("bitwise_and", "and", "integer, bool"), "or": ("bitwise_or", "or", "integer, bool"),
+    "xor": ("bitwise_xor", "xor", "integer, bool"),
+    "lshift": ("left_shift", "shift_left", "integer"),
+    "rshift": ("right_shift", "shift_right_arithmetic", "integer"),
+}
+_UNARY_OPS = {"neg": ("neg", _NUMERIC), "pos": ("pos", _NUMERIC),
+              "abs": ("abs", "floating, complexfloating, signedinteger"),
+              "invert": ("not", "integer, bool")}
+
+
+def _operand_dtype_name(x) -> str:
+    if isinstance(x, PRNGKeyArray):
+        return x.dtype.name
+    try:
+        return np.dtype(dtypes.canonicalize_dtype(dtypes.dtype(x))).name
+    except Exception:  # noqa: BLE001  (a non-array operand: name its type)
+        return type(x).__name__
+
+
+def _binary_error(op: str, reflected: bool):
+    np_name, lax_name, kinds = _BINARY_OPS[op]
+
+    def method(self, other):
+        if isinstance(other, PRNGKeyArray):
+            raise TypeError(f"{lax_name} does not accept dtype {self.dtype.name} at position 0."
+                            f" Accepted dtypes at position 0 are subtypes of {kinds}.")
+        names = [self.dtype.name, _operand_dtype_name(other)]
+        if reflected:
+            names.reverse()
+        raise TypeError(f"{np_name} does not accept dtypes {', '.join(names)}.")
+    method.__name__ = f"__{'r' if reflected else ''}{op}__"
+    return method
+
+
+def _unary_error(op: str):
+    lax_name, kinds = _UNARY_OPS[op]
+
+    def method(self):
+        raise TypeError(f"{lax_name} does not accept dtype {self.dtype.name}. Accepted dtypes "
+                        f"are subtypes of {kinds}.")
+    method.__name__ = f"__{op}__"
+    return method
+
+
+for _op in _BINARY_OPS:
+    setattr(PRNGKeyArray, f"__{_op}__", _binary_error(_op, False))
+    if _op not in ("lt", "le", "gt", "ge"):
+        setattr(PRNGKeyArray, f"__r{_op}__", _binary_error(_op, True))
+for _op in _UNARY_OPS:
+    setattr(PRNGKeyArray, f"__{_op}__", _unary_error(_op))
+del _op
 
 
 # ----------------------------------------------------------------------------------------------
@@ -722,3 +798,60 @@ def wrap_key_data(key_bits_array, *, impl=None, dtype=None) -> PRNGKeyArray:
                              "jax.random.wrap_key_data")
         impl = dtype
     return random_wrap(key_bits_array, impl=resolve_prng_impl(impl))
+
+
+# ----------------------------------------------------------------------------------------------
+# Joining key arrays (``jnp.stack``/``jnp.concatenate`` of keys, as JAX allows).
+
+def _key_operands(name: str, keys) -> list:
+    keys = list(keys)
+    if not all(isinstance(k, PRNGKeyArray) for k in keys):
+        raise TypeError(f"{name} of key arrays and other arrays: got "
+                        f"{', '.join(str(getattr(k, 'dtype', type(k).__name__)) for k in keys)}")
+    if any(k._impl != keys[0]._impl for k in keys[1:]):
+        raise TypeError(f"{name} of keys of different PRNG implementations: "
+                        f"{', '.join(str(k.dtype) for k in keys)}")
+    return keys
+
+
+def concatenate_keys(keys, axis=0) -> PRNGKeyArray:
+    """Join key arrays along an existing (key) axis."""
+    from kiln import lax
+    keys = _key_operands("concatenate", keys)
+    if axis is None:
+        keys = [k.ravel() for k in keys]
+        axis = 0
+    nd = keys[0].ndim
+    if nd == 0:
+        raise ValueError("Zero-dimensional arrays cannot be concatenated.")
+    if any(k.ndim != nd for k in keys[1:]):
+        raise TypeError("Cannot concatenate arrays with different numbers of dimensions: got "
+                        f"{', '.join(str(k.shape) for k in keys)}.")
+    if not -nd <= axis < nd:
+        raise ValueError(f"axis {axis} is out of bounds for array of dimension {nd}")
+    if len(keys) == 1:
+        return keys[0]
+    return PRNGKeyArray(keys[0]._impl,
+                        lax.concatenate([k._base_array for k in keys], axis % nd))
+
+
+def stack_keys(keys, axis=0) -> PRNGKeyArray:
+    """Join equally shaped key arrays along a new (key) axis."""
+    keys = _key_operands("stack", keys)
+    if not keys:
+        raise ValueError("Need at least one array to stack.")
+    shape0 = keys[0].shape
+    if any(k.shape != shape0 for k in keys[1:]):
+        raise ValueError("All input arrays must have the same shape.")
+    nd = len(shape0) + 1
+    if not -nd <= axis < nd:
+        raise ValueError(f"axis {axis} is out of bounds for array of dimension {nd}")
+    axis %= nd
+    new_shape = shape0[:axis] + (1,) + shape0[axis:]
+    return concatenate_keys([k.reshape(new_shape) for k in keys], axis)
+
+
+def any_key_array(arrays) -> bool:
+    """True if the sequence ``arrays`` holds a typed key array."""
+    return isinstance(arrays, (list, tuple)) and any(isinstance(a, PRNGKeyArray)
+                                                     for a in arrays)

@@ -25,6 +25,7 @@ from typing import TypeVar
 import numpy as np
 
 from kiln import _compile_log
+from kiln._physical_tree import tree_flatten, tree_leaves, tree_unflatten
 from kiln.core.jaxpr import ClosedJaxpr, Jaxpr, Literal, eval_jaxpr, pp_param_rules
 from kiln.core.trace import Primitive, current_trace, get_aval, set_current_trace
 from kiln.experimental.checkify._errors import (
@@ -41,7 +42,6 @@ from kiln.experimental.checkify._errors import (
     update_error,
 )
 from kiln.interpreters import ad, batching, staging
-from kiln.tree_util import tree_flatten, tree_leaves, tree_unflatten
 
 Out = TypeVar("Out")
 

@@ -18,10 +18,12 @@ commutative.
 """
 from __future__ import annotations
 
+from kiln._physical_tree import tree_flatten, tree_unflatten
+from kiln._traceback_util import api_boundary
 from kiln.core.trace import get_aval
-from kiln.tree_util import tree_flatten, tree_unflatten
 
 
+@api_boundary
 def associative_scan(fn, elems, reverse: bool = False, axis: int = 0):
     """Inclusive scan of ``elems`` (a pytree of arrays) along ``axis`` with the associative
     binary function ``fn`` (which must act elementwise along ``axis``, on pytrees shaped

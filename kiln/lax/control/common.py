@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from kiln._physical_tree import tree_flatten, tree_unflatten
 from kiln.core.avals import ShapedArray
 from kiln.core.jaxpr import ClosedJaxpr, Jaxpr, Literal, eval_jaxpr
 from kiln.core.trace import get_aval
 from kiln.interpreters import ad, batching, staging
 from kiln.interpreters.ad import Zero
-from kiln.tree_util import tree_flatten, tree_unflatten
 
 
 def trace_jaxpr(fun, in_avals):
@@ -206,7 +206,7 @@ def join_differences(diffs, capitalize_single=True) -> str:
 
 def leaf_paths(tree, n):
     """Key paths of the ``n`` leaves of ``tree`` (a PyTreeDef)."""
-    from kiln.tree_util import tree_flatten_with_path
+    from kiln._physical_tree import tree_flatten_with_path
     marker = [object() for _ in range(n)]
     pairs, _ = tree_flatten_with_path(tree_unflatten(tree, marker))
     return [p for p, _ in pairs]
@@ -225,7 +225,7 @@ _PytreeLeaf = _LeafMeta("Leaf", (), {})
 def structure_diffs(tree1, tree2, describe, leaf=None):
     """``describe(path, thing1, thing2, why)`` for each structural difference of two
     treedefs. Leaves are shown as ``leaf`` (default: "pytree leaf", as JAX does)."""
-    from kiln.tree_util import equality_errors
+    from kiln._physical_tree import equality_errors
     leaf = _PytreeLeaf() if leaf is None else leaf
     a = tree_unflatten(tree1, [leaf] * tree1.num_leaves)
     b = tree_unflatten(tree2, [leaf] * tree2.num_leaves)

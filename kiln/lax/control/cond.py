@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from kiln._physical_tree import tree_flatten, tree_unflatten
+from kiln._traceback_util import api_boundary
 from kiln.core.avals import ShapedArray
 from kiln.core.jaxpr import ClosedJaxpr
 from kiln.core.trace import Primitive, Tracer, get_aval, set_current_trace
 from kiln.interpreters import ad, batching, staging
 from kiln.interpreters.ad import Zero, is_undefined_primal
 from kiln.lax.control import common
-from kiln.tree_util import tree_flatten, tree_unflatten
 
 cond_p = Primitive("cond")
 cond_p.multiple_results = True
@@ -95,7 +96,7 @@ def _check_branch_outputs(api_name, name1, name2, f1, f2, tree1, avals1, tree2, 
     paths = common.leaf_paths(tree1, len(avals1))
 
     def component(p):
-        from kiln.tree_util import keystr
+        from kiln._physical_tree import keystr
         return f" at path {keystr(p)}" if p else ""
 
     if tree1 != tree2:
@@ -171,6 +172,7 @@ def _jit_disabled() -> bool:
     return bool(config.jax_disable_jit)
 
 
+@api_boundary
 def cond(pred, true_fun, false_fun, *operands, operand=_no_operand):
     """``true_fun(*operands)`` if ``pred`` else ``false_fun(*operands)``, as a primitive that
     works under jit/grad/vmap (both branches are traced; their output types must match).
@@ -193,6 +195,7 @@ def cond(pred, true_fun, false_fun, *operands, operand=_no_operand):
     return tree_unflatten(out_tree, outs)
 
 
+@api_boundary
 def switch(index, branches, *operands, operand=_no_operand):
     """``branches[clamp(index, 0, len(branches) - 1)](*operands)``."""
     from kiln import dtypes, lax

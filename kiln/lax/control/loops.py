@@ -9,20 +9,21 @@ from __future__ import annotations
 
 import numpy as np
 
+from kiln._physical_tree import tree_flatten, tree_unflatten
+from kiln._traceback_util import api_boundary
 from kiln.core.avals import ShapedArray
 from kiln.core.jaxpr import ClosedJaxpr
 from kiln.core.trace import Primitive, Tracer, get_aval, set_current_trace
 from kiln.interpreters import ad, batching, staging
 from kiln.interpreters.ad import Zero, is_undefined_primal
 from kiln.lax.control import common
-from kiln.tree_util import tree_flatten, tree_unflatten
 
 
 def _carry_component(body_fun):
     """How JAX names a carry component: by the body's first parameter and a key path."""
     import inspect
 
-    from kiln.tree_util import keystr
+    from kiln._physical_tree import keystr
     try:
         params = list(inspect.signature(body_fun).parameters)
     except (TypeError, ValueError):
@@ -136,6 +137,7 @@ def _trace_carry_fun(fun, tree, avals):
     return closed, consts, store["tree"]
 
 
+@api_boundary
 def while_loop(cond_fun, body_fun, init_val):
     """``while cond_fun(val): val = body_fun(val)`` as a primitive (forward-mode
     differentiable; for reverse mode use ``scan`` or ``fori_loop`` with static bounds)."""
@@ -143,8 +145,8 @@ def while_loop(cond_fun, body_fun, init_val):
         raise TypeError("lax.while_loop: cond_fun and body_fun arguments should be callable.")
     if _jit_disabled():
         # As in JAX: under disable_jit the loop runs in Python when it can.
+        from kiln._physical_tree import tree_map
         from kiln.errors import ConcretizationTypeError
-        from kiln.tree_util import tree_map
         try:
             val = tree_map(_asarray, init_val)
             while cond_fun(val):
@@ -440,6 +442,7 @@ def _scan_params(jaxpr, length, reverse, num_consts, num_carry, unroll=1):
                 _split_transpose=False)
 
 
+@api_boundary
 def scan(f, init, xs=None, length=None, reverse: bool = False, unroll=1,
          _split_transpose: bool = False):
     """Scan ``f: (carry, x) -> (carry, y)`` over the leading axis of ``xs``.
@@ -488,7 +491,7 @@ def scan(f, init, xs=None, length=None, reverse: bool = False, unroll=1,
             x = tree_unflatten(xs_tree, list(args[n_carry:]))
             out = f(c, x)
             if not (isinstance(out, (tuple, list)) and len(out) == 2):
-                from kiln.tree_util import tree_map
+                from kiln._physical_tree import tree_map
                 shown = tree_map(lambda v: ("~" if get_aval(v).weak_type else "")
                                  + get_aval(v).str_short(False), out)
                 raise TypeError(f"scan body output must be a pair, got {shown}.")
@@ -531,7 +534,7 @@ def scan(f, init, xs=None, length=None, reverse: bool = False, unroll=1,
 def _scan_in_python(f, init, xs_flat, xs_tree, length, reverse):
     """``scan`` under ``disable_jit``: a Python loop, as in JAX."""
     from kiln import lax
-    from kiln.tree_util import tree_map
+    from kiln._physical_tree import tree_map
     if length == 0:
         raise ValueError("zero-length scan is not supported in disable_jit() mode because the "
                          "output type is unknown.")
@@ -785,6 +788,7 @@ batching.batch_rules[scan_p] = _scan_batch
 # fori_loop and map
 # ================================================================================================
 
+@api_boundary
 def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
     """``for i in range(lower, upper): val = body_fun(i, val)``.
 
@@ -841,12 +845,13 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
     return out
 
 
+@api_boundary
 def map(f, xs, *, batch_size=None):  # noqa: A001
     """``stack([f(x) for x in xs])`` as a scan (``batch_size`` maps a vmapped ``f`` over chunks)."""
     if batch_size is not None:
         from kiln import lax
+        from kiln._physical_tree import tree_map
         from kiln.api import vmap
-        from kiln.tree_util import tree_map
         xs_flat, _ = tree_flatten(xs)
         n = get_aval(xs_flat[0]).shape[0]
         bs = int(batch_size)

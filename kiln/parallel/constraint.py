@@ -1,0 +1,56 @@
+"""The ``sharding_constraint`` primitive: ``lax.with_sharding_constraint`` inside a trace.
+
+Its value is its operand; it records, in the jaxpr, the layout the value must have
+there. The SPMD partitioner (``kiln.parallel.partition``) reshards to it; everywhere
+else it is the identity (the compiler treats it as one). Params as JAX's:
+``sharding`` (a ``NamedSharding``), ``layout`` (``None``), ``context_mesh`` (the mesh
+set with ``set_mesh``, or ``None``), ``unconstrained_dims`` (dimensions whose layout is
+left to propagation).
+"""
+from __future__ import annotations
+
+from kiln.core.trace import Primitive
+from kiln.interpreters import ad, batching
+
+sharding_constraint_p = Primitive("sharding_constraint")
+sharding_constraint_p.impl = lambda x, **params: x
+sharding_constraint_p.abstract_eval = lambda x, **params: x
+
+
+def constrain(x, sharding):
+    """Bind the constraint on a traced ``x`` (``sharding``: a ``NamedSharding``)."""
+    from kiln.core.trace import get_aval
+    from kiln.sharding import get_abstract_mesh
+    sharding.check_shape(get_aval(x).shape)
+    return sharding_constraint_p.bind(x, sharding=sharding, layout=None,
+                                      context_mesh=get_abstract_mesh(),
+                                      unconstrained_dims=frozenset())
+
+
+def _transpose(ct, x, **params):
+    if type(ct) is ad.Zero:
+        return [ct]
+    return [sharding_constraint_p.bind(ct, **params)]
+
+
+ad.deflinear(sharding_constraint_p, _transpose)
+
+
+def _batch(axis_data, vals, dims, *, sharding, layout, context_mesh, unconstrained_dims):
+    from kiln.sharding import NamedSharding, PartitionSpec
+    (x,), (d,) = vals, dims
+    if d is None:
+        return sharding_constraint_p.bind(x, sharding=sharding, layout=layout,
+                                          context_mesh=context_mesh,
+                                          unconstrained_dims=unconstrained_dims), None
+    parts = list(sharding.spec)
+    parts += [None] * (d - len(parts))
+    parts.insert(d, None)
+    moved = NamedSharding(sharding.mesh, PartitionSpec(*parts))
+    dims_ = frozenset(u + (u >= d) for u in unconstrained_dims)
+    return sharding_constraint_p.bind(x, sharding=moved, layout=layout,
+                                      context_mesh=context_mesh,
+                                      unconstrained_dims=dims_), d
+
+
+batching.batch_rules[sharding_constraint_p] = _batch
