@@ -34,6 +34,7 @@ from kiln.core.avals import ShapedArray
 from kiln.core.jaxpr import ClosedJaxpr, check_jaxpr, pp_jaxpr
 from kiln.core.trace import EvalTrace, Tracer, get_aval
 from kiln.core.trace import current_trace as _current_trace
+from kiln.distributed import _state as _dist_state
 from kiln.interpreters import ad, batching, staging
 from kiln.interpreters.ad import Zero
 from kiln.interpreters.pjit import jit_p
@@ -1080,6 +1081,10 @@ class JitWrapped:
         try:
             if config.jax_disable_jit:
                 return self._fun(*args, **kwargs)
+            if _dist_state["process_count"] > 1 and _spans_processes(args, kwargs):
+                # global arrays of several processes: run the function eagerly (its
+                # shard_maps and sharded jits are SPMD calls; kiln.parallel.global_array)
+                return self._fun(*args, **kwargs)
             # Fast path: concrete Array arguments only, outside any transformation: one dict
             # lookup, then straight to the backend (no pytree flattening, no bind).
             if not kwargs and not self._donating and type(_current_trace()) is EvalTrace:
@@ -1164,6 +1169,14 @@ class JitWrapped:
 
 
 _traceback_util.register_boundary(JitWrapped.__call__)
+
+
+def _spans_processes(args, kwargs) -> bool:
+    """Whether a jit argument is a global array over several processes (eager calls only)."""
+    if type(_current_trace()) is not EvalTrace:
+        return False
+    from kiln.parallel.global_array import any_spans
+    return any_spans(tree_flatten((args, kwargs))[0])
 
 
 def _rerun_deoptimized(wrapped: JitWrapped, err: FloatingPointError, args, kwargs):

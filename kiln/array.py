@@ -134,8 +134,12 @@ class ArrayImpl:
     def copy_to_host_async(self):
         return None
 
-    def is_fully_addressable(self):
-        return True
+    @property
+    def is_fully_addressable(self) -> bool:
+        """Whether this process holds every device of the array's sharding (False for a
+        global array of a multi-process run, ``kiln.distributed``)."""
+        s = self._sharding_or_none()
+        return True if s is None else s.is_fully_addressable
 
     committed = False
 
@@ -223,6 +227,10 @@ class ArrayImpl:
 
     # -- printing -------------------------------------------------------------------------
     def __repr__(self):
+        if not self.is_fully_addressable and not self.is_fully_replicated:
+            # a global array of several processes: JAX prints no values
+            w = ", weak_type=True" if self.weak_type else ""
+            return f"Array(shape={self.shape}, dtype={self.dtype.name}{w})"
         v = np.asarray(self._value)
         prefix = "Array("
         suffix = f", dtype={v.dtype.name}" + (", weak_type=True" if self.weak_type else "") + ")"
@@ -233,6 +241,8 @@ class ArrayImpl:
         return prefix + body + suffix
 
     def __str__(self):
+        if not self.is_fully_addressable and not self.is_fully_replicated:
+            return repr(self)
         return str(np.asarray(self._value))
 
     def __format__(self, spec):

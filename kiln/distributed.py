@@ -7,7 +7,10 @@ keeps its ``jax_num_cpu_devices`` local devices, ``devices()`` lists all P of th
 the caller is. A ``pmap`` then maps over every process's local devices at once: each
 process passes its own slice (leading size = its local device count) and gets its own
 devices' results, while collectives combine all processes' devices (MPI allreduce for
-``psum``/``pmax``/``pmin``, an MPI allgather of the operands for the others).
+``psum``/``pmax``/``pmin``, an MPI allgather of the operands for the others). A mesh of
+every process's devices makes global arrays (``make_array_from_process_local_data``,
+``kiln.parallel.global_array``) that ``shard_map`` and ``jit`` with shardings run over,
+each process on its own devices' blocks.
 
 What it must not hold: anything that runs without MPI (single-process code never
 imports ``mpi4py``).

@@ -183,7 +183,9 @@ class Mesh:
 
     @property
     def local_devices(self) -> list:
-        return list(self.devices.flat)
+        """The mesh's devices of this process (``kiln.distributed``)."""
+        here = _process_index()
+        return [d for d in self.devices.flat if d.process_index == here]
 
     @property
     def are_all_axes_explicit(self) -> bool:
@@ -202,7 +204,20 @@ class Mesh:
 
     @property
     def local_mesh(self) -> Mesh:
-        return self
+        """The sub-mesh of this process's devices (they must form a sub-grid, as JAX
+        requires)."""
+        here = _process_index()
+        mine = np.vectorize(lambda d: d.process_index == here, otypes=[bool])(self.devices)
+        if mine.all():
+            return self
+        keep = [np.flatnonzero(mine.any(axis=tuple(j for j in range(mine.ndim) if j != i)))
+                for i in range(mine.ndim)]
+        sub = self.devices[np.ix_(*keep)]
+        if sub.size != int(mine.sum()):
+            raise ValueError("Devices connected to this process do not form a sub-grid of "
+                             f"the mesh {self!r}; build global arrays with "
+                             "make_array_from_callback instead.")
+        return Mesh(sub, self.axis_names, axis_types=self.axis_types)
 
     @property
     def abstract_mesh(self) -> Mesh:
@@ -310,6 +325,11 @@ def _all_devices() -> list:
     return devices()
 
 
+def _process_index() -> int:
+    from kiln import distributed
+    return distributed.process_index()
+
+
 class Shard:
     """One device's block of a sharded array."""
 
@@ -324,6 +344,9 @@ class Shard:
     @property
     def data(self):
         from kiln.array import make_array
+        from kiln.parallel.global_array import ProcessLocalValue
+        if type(self._array) is ProcessLocalValue:     # a multi-process global array
+            return make_array(self._array.blocks[self.device.id])
         return make_array(np.asarray(self._array)[self.index])
 
     def __repr__(self):
@@ -346,17 +369,23 @@ class Sharding:
 
     @property
     def addressable_devices(self) -> set:
-        return self.device_set
+        """The devices of this process (``kiln.distributed``) that the sharding uses."""
+        here = _process_index()
+        return {d for d in self.device_set if d.process_index == here}
 
     @property
     def is_fully_addressable(self) -> bool:
-        return True
+        """Whether this process holds every device of the sharding."""
+        here = _process_index()
+        return all(d.process_index == here for d in self.device_set)
 
     def devices_indices_map(self, global_shape) -> dict:
         raise NotImplementedError
 
     def addressable_devices_indices_map(self, global_shape) -> dict:
-        return self.devices_indices_map(global_shape)
+        here = _process_index()
+        return {d: i for d, i in self.devices_indices_map(global_shape).items()
+                if d.process_index == here}
 
     def shard_shape(self, global_shape) -> tuple:
         idx = next(iter(self.devices_indices_map(global_shape).values()))
@@ -480,9 +509,9 @@ class NamedSharding(Sharding):
         return {dev: self.block_index(c, global_shape) for dev, c in self.mesh.coords()}
 
     def _shards(self, array) -> list:
-        shape = array.shape
+        shape, here = array.shape, _process_index()
         return [Shard(dev, self.block_index(c, shape), self.replica_id(c), array)
-                for dev, c in self.mesh.coords()]
+                for dev, c in self.mesh.coords() if dev.process_index == here]
 
 
 class SingleDeviceSharding(Sharding):

@@ -90,7 +90,10 @@ class ShapedArray(AbstractValue):
         w = ", weak_type=True" if self.weak_type else ""
         return f"ShapedArray({self.str_short(False)}{w})"
 
-    __str__ = str_short
+    def __str__(self) -> str:
+        # JAX's: the full dtype name, ``~`` for a weak type (``float32[3]``, ``~int32[]``);
+        # the jaxpr printer and error messages use ``str_short`` (``f32[3]``).
+        return ("~" if self.weak_type else "") + self.str_short(False)
 
 
 class AbstractToken(AbstractValue):

@@ -55,7 +55,7 @@ def _reducer(op, mpi_op: str):
         rank, g = ctx.group_of(tuple(axes), axis_index_groups)
         if g.n == 1:
             return np.array(x)
-        if g.world is not None and x.dtype not in _MPI_DTYPES:
+        if g.step or (g.world is not None and x.dtype not in _MPI_DTYPES):
             return g.exchange(rank, x, lambda slots, r: _fold(op, slots))
         members = g.local
         if (g.world is None and isinstance(g.barrier, native.NativeBarrier)

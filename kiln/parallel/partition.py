@@ -421,6 +421,7 @@ class PartitionedProgram:
         assert not tconsts
         self.out_specs: list = store["specs"]
         self.out_avals = closed.out_avals
+        self.in_avals = in_avals
         if dump_enabled():
             specs = ", ".join(str(to_pspec(s)) for s in in_specs)
             print(f"--- kiln spmd: {name} on {mesh!r}, in specs ({specs}) ---\n"
@@ -449,4 +450,28 @@ class PartitionedProgram:
             arr = make_array(g, aval.weak_type)
             arr._sharding = sh
             outs.append(arr)
+        return outs
+
+    def run_processes(self, arrays: list, in_shardings: list, out_shardings: list) -> list:
+        """``__call__`` over a mesh spanning several processes (``kiln.distributed``):
+        ``arrays`` are the arguments (global Arrays, or values every process holds whole);
+        this process runs its devices' blocks and gets global Arrays holding them."""
+        from kiln import distributed
+        from kiln.parallel import global_array, spmd
+        from kiln.sharding import NamedSharding
+        placements = global_array.local_placements(self.mesh)
+        blocks = [global_array.local_blocks(x, sh, placements)
+                  for x, sh in zip(arrays, in_shardings)]
+        per_device = [[np.asarray(b[i], dtype=a.dtype) for b, a in
+                       zip(blocks, self.in_avals)] for i in range(len(placements))]
+        results = spmd.run_spmd(self.local, dict(self.mesh.shape), placements, per_device,
+                                name=self.name, world=distributed.comm(),
+                                layout=global_array.layout(self.mesh))
+        outs = []
+        for k, (aval, spec, want) in enumerate(zip(self.out_avals, self.out_specs,
+                                                   out_shardings)):
+            sh = want if want is not None else NamedSharding(self.mesh, to_pspec(spec))
+            outs.append(global_array.assemble(
+                sh, aval.shape, aval.dtype, aval.weak_type,
+                {d.id: r[k] for (d, _), r in zip(placements, results)}))
         return outs

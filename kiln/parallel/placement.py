@@ -8,7 +8,9 @@ over a mesh of several devices, with some input or output split, is partitioned
 (``kiln.parallel.partition``): every device runs a per-device program on its shards,
 with collectives where needed. Under a transformation (``grad``/``vmap`` of it, or
 inside another ``jit``) it is one program over the global values, the shardings only a
-layout of the results.
+layout of the results. Over a mesh holding other processes' devices the arrays are
+global arrays of which this process holds its devices' blocks
+(``kiln.parallel.global_array``).
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from kiln._traceback_util import api_boundary
 from kiln.array import Array, make_array, to_array
 from kiln.core.avals import ShapedArray, short_dtype_name
 from kiln.core.trace import Tracer
+from kiln.parallel import global_array
 from kiln.sharding import NamedSharding
 
 
@@ -51,6 +54,8 @@ def place(x, sharding, what: str = "device_put"):
     sharding = _as_sharding(sharding, what)
     if isinstance(x, Tracer) or sharding is None:
         return x
+    if isinstance(sharding, NamedSharding) and global_array.spans_processes(sharding.mesh):
+        return global_array.put(x, sharding)
     a = x if type(x) is Array else to_array(x)
     if isinstance(sharding, NamedSharding):
         sharding.check_shape(a.shape)
@@ -163,10 +168,13 @@ class ShardedJit:
         if plan is None:
             return False, None
         entry, a_flat, program, blocks, out_sh = plan
-        values = [np.asarray(x._value if type(x) is Array else x, dtype=a.dtype)
-                  for x, a in zip(a_flat, entry.jaxpr.in_avals)]
-        outs = program(values, blocks,
-                       [s if isinstance(s, NamedSharding) else None for s in out_sh])
+        want = [s if isinstance(s, NamedSharding) else None for s in out_sh]
+        if global_array.spans_processes(program.mesh):
+            outs = program.run_processes(a_flat, blocks, want)
+        else:
+            values = [np.asarray(x._value if type(x) is Array else x, dtype=a.dtype)
+                      for x, a in zip(a_flat, entry.jaxpr.in_avals)]
+            outs = program(values, blocks, want)
         outs = [o if s is None or isinstance(s, NamedSharding) else place(o, s)
                 for o, s in zip(outs, out_sh)]
         if entry.donated:
@@ -186,7 +194,7 @@ class ShardedJit:
     def _plan(self, args, kwargs):
         """``(trace entry, flat arguments, partitioned program, input block shardings,
         output shardings per leaf)``, or ``None`` when the call is not partitioned."""
-        from kiln import config, distributed
+        from kiln import config
         from kiln.core import trace as core
         from kiln.parallel import partition, spmd
         if (config.jax_disable_jit or core.current_trace() is not core.eval_trace
@@ -206,9 +214,8 @@ class ShardedJit:
         mesh = named[0].mesh
         if mesh.size < 2 or any(s.mesh != mesh for s in named):
             return None
-        here = distributed.process_index()
-        if any(d.process_index != here for d in mesh.devices.flat):
-            return None
+        if global_array.spans_processes(mesh):
+            global_array.check_mesh(mesh, "jit with shardings")
         in_specs = [partition.spec_of(s.spec, a.ndim, mesh) if isinstance(s, NamedSharding)
                     else ((),) * a.ndim for s, a in zip(in_sh, closed.in_avals)]
         out_specs = []
@@ -240,11 +247,25 @@ class ShardedJit:
         return functools.partial(self, obj)
 
 
+def _multi(sharding) -> bool:
+    return isinstance(sharding, NamedSharding) and global_array.spans_processes(sharding.mesh)
+
+
 def make_array_from_callback(shape, sharding, data_callback, dtype=None):
     """A global array of ``shape`` laid out as ``sharding``, whose blocks come from
-    ``data_callback(index)`` (``index``: a tuple of slices), as ``jax.make_array_from_callback``."""
+    ``data_callback(index)`` (``index``: a tuple of slices), as ``jax.make_array_from_callback``.
+    Over a mesh of several processes only this process's devices' blocks are requested,
+    and the result holds just those."""
     shape = tuple(int(d) for d in shape)
     sharding = _as_sharding(sharding, "make_array_from_callback")
+    if _multi(sharding):
+        sharding.check_shape(shape)
+        blocks, dt = {}, None
+        for d, c in global_array.local_placements(sharding.mesh):
+            b = np.asarray(data_callback(sharding.block_index(c, shape)))
+            dt = dt or (np.dtype(dtype) if dtype is not None else b.dtype)
+            blocks[d.id] = b.astype(dt, copy=False)
+        return global_array.assemble(sharding, shape, dt, False, blocks)
     out = None
     for _, index in sharding.devices_indices_map(shape).items():
         block = np.asarray(data_callback(index))
@@ -258,9 +279,33 @@ def make_array_from_callback(shape, sharding, data_callback, dtype=None):
 
 def make_array_from_single_device_arrays(shape, sharding, arrays, *, dtype=None):
     """A global array assembled from one block per device (in ``sharding``'s device
-    order, as ``jax.make_array_from_single_device_arrays``)."""
+    order, as ``jax.make_array_from_single_device_arrays``). Over a mesh of several
+    processes, ``arrays`` are this process's devices' blocks (each process passes its
+    own)."""
     shape = tuple(int(d) for d in shape)
     sharding = _as_sharding(sharding, "make_array_from_single_device_arrays")
+    arrays = list(arrays)
+    if _multi(sharding):
+        placements = global_array.local_placements(sharding.mesh)
+        if len(arrays) != len(placements):
+            raise ValueError(f"make_array_from_single_device_arrays got {len(arrays)} arrays "
+                             f"but this process addresses {len(placements)} devices of the "
+                             "sharding; pass one array per addressable device.")
+        if not arrays and dtype is None:
+            raise ValueError("make_array_from_single_device_arrays: pass dtype= when "
+                             "arrays is empty")
+        dt = np.dtype(dtype) if dtype is not None else np.asarray(arrays[0]).dtype
+        blocks = {}
+        for (d, c), a in zip(_by_device(placements, arrays), arrays):
+            b = np.asarray(a)
+            want = tuple(len(range(*s.indices(n)))
+                         for s, n in zip(sharding.block_index(c, shape), shape))
+            if b.shape != want:
+                raise ValueError(f"make_array_from_single_device_arrays: a block of shape "
+                                 f"{b.shape} for device {d}, whose block of the {shape} "
+                                 f"array has shape {want}")
+            blocks[d.id] = b.astype(dt, copy=False)
+        return global_array.assemble(sharding, shape, dt, False, blocks)
     indices = list(sharding.devices_indices_map(shape).values())
     if len(arrays) != len(indices):
         raise ValueError(f"make_array_from_single_device_arrays got {len(arrays)} arrays for "
@@ -275,18 +320,128 @@ def make_array_from_single_device_arrays(shape, sharding, arrays, *, dtype=None)
     return place(out, sharding, "make_array_from_single_device_arrays")
 
 
-def make_array_from_process_local_data(sharding, local_data, global_shape=None):
-    """In one process: ``local_data`` is the whole array, laid out as ``sharding``."""
+def _by_device(placements: list, arrays: list) -> list:
+    """The placement of each array: by the device each was put on
+    (``device_put(x, device)``) when they name distinct devices of the sharding, else in
+    the sharding's order."""
+    from kiln.sharding import SingleDeviceSharding
+    where = {d.id: (d, c) for d, c in placements}
+    devs = [getattr(a, "_sharding", None) if type(a) is Array else None for a in arrays]
+    ids = [s.device.id for s in devs if isinstance(s, SingleDeviceSharding)]
+    if len(ids) == len(arrays) and len(set(ids)) == len(ids) and set(ids) <= set(where):
+        return [where[i] for i in ids]
+    return placements
+
+
+def _process_slices(sharding, dim: int, ndim: int) -> tuple[int, int]:
+    """This process's position among the distinct sets of slices that processes hold
+    along ``dim``, and how many sets there are (JAX's ``get_process_index_and_count``);
+    ``None`` count when the sharding is not process-uniform along ``dim``."""
+    if sharding.is_fully_addressable or sharding.is_fully_replicated:
+        return 0, 1
+    n = len(sharding.device_set)
+    per_process: dict = {}
+    for d, index in sharding.devices_indices_map((n,) * ndim).items():
+        s = index[dim]
+        per_process.setdefault(d.process_index, set()).add((s.start, s.stop))
     from kiln import distributed
-    if distributed.process_count() > 1:
-        raise NotImplementedError("make_array_from_process_local_data over several "
-                                  "processes: kiln's multi-process arrays are pmap's "
-                                  "per-process slices")
-    data = np.asarray(local_data)
-    if global_shape is not None and tuple(global_shape) != data.shape:
-        raise ValueError(f"global_shape {tuple(global_shape)} differs from the local data's "
-                         f"{data.shape} in a single process")
-    return place(data, sharding, "make_array_from_process_local_data")
+    mine = frozenset(per_process.get(distributed.process_index(), set()))
+    if any(len(v) != len(mine) for v in per_process.values()):
+        return 0, None
+    distinct = list(dict.fromkeys(frozenset(v) for v in per_process.values()))
+    if sum(len(v) for v in distinct) != len(set().union(*per_process.values())):
+        return 0, None
+    return distinct.index(mine), len(distinct)
+
+
+def _from_process_local(data, sharding, global_shape):
+    local_shape = data.shape
+    if global_shape is None:
+        global_shape = tuple(None if k is None else n * k for n, k in
+                             ((n, _process_slices(sharding, i, len(local_shape))[1])
+                              for i, n in enumerate(local_shape)))
+        if None in global_shape:
+            raise ValueError("Unable to compute global_shape due to non-uniform sharding. "
+                             f"Specify global shape directly. Partially computed "
+                             f"global_shape={global_shape}.")
+    else:
+        global_shape = tuple(global_shape)
+        if None in global_shape:
+            raise ValueError(f"global_shape={global_shape} has Nones. This is not supported.")
+        global_shape = tuple(int(d) for d in global_shape)
+    if len(global_shape) != len(local_shape):
+        raise ValueError(f"make_array_from_process_local_data: global_shape {global_shape} "
+                         f"and the local data's shape {local_shape} differ in rank")
+    sharding.check_shape(global_shape)
+    local_map = sharding.addressable_devices_indices_map(global_shape)
+    starts = [sorted({idx[i].start or 0 for idx in local_map.values()})
+              for i in range(len(global_shape))]
+    block = sharding.shard_shape(global_shape)
+    full = []
+    for i, (n, g) in enumerate(zip(local_shape, global_shape)):
+        full.append(n == g)
+        if n != g and len(starts[i]) * block[i] != n:
+            raise ValueError(
+                "Invalid host data, each dimension should match either global or process "
+                f"shape. In dimension {i}, the process data has {n} elements. Process "
+                f"addresses {len(starts[i]) * block[i]} elements and "
+                f"global_shape={global_shape}.")
+
+    def callback(index):
+        local = []
+        for i, s in enumerate(index):
+            if full[i]:
+                local.append(s)
+            else:
+                lo = starts[i].index(s.start or 0) * block[i]
+                local.append(slice(lo, lo + block[i]))
+        return data[tuple(local)]
+    return make_array_from_callback(global_shape, sharding, callback)
+
+
+def make_array_from_process_local_data(sharding, local_data, global_shape=None):
+    """A global array from each process's part of it (``jax.make_array_from_process_local_data``).
+
+    Args:
+      sharding: a ``Sharding`` (or a tree prefix of them, or ``PartitionSpec``s under a
+        set mesh) of the global array.
+      local_data: this process's data (a tree of arrays). Along each dimension it is
+        either the whole global extent, or the slices this process's devices hold, laid
+        side by side in order.
+      global_shape: the global shape (a tuple, or a tree of them); ``None`` infers it
+        from the sharding, as JAX does (each process holding its own share).
+
+    Returns:
+      Global Arrays laid out as ``sharding``; in one process, ``local_data`` placed on
+      ``sharding``.
+    """
+    from kiln import distributed
+    leaves, tree = tree_flatten(local_data)
+    shardings = _per_leaf(tree, len(leaves), sharding, "make_array_from_process_local_data")
+    if global_shape is None or (isinstance(global_shape, tuple) and all(
+            d is None or isinstance(d, (int, np.integer)) for d in global_shape)):
+        shapes = [global_shape] * len(leaves)
+    else:
+        shapes, _ = tree_flatten(global_shape,
+                                 is_leaf=lambda x: x is None or isinstance(x, tuple))
+        if len(shapes) != len(leaves):
+            raise ValueError(f"make_array_from_process_local_data: global_shape "
+                             f"{global_shape!r} must be a shape, or a tree of shapes with "
+                             f"one per leaf of local_data ({len(leaves)} leaves)")
+    outs = []
+    for data, sh, gs in zip(leaves, shardings, shapes):
+        data = np.asarray(data)
+        sh = _as_sharding(sh, "make_array_from_process_local_data")
+        if distributed.process_count() == 1:
+            if gs is not None and tuple(gs) != data.shape:
+                raise ValueError(
+                    "When calling `make_array_from_process_local_data` on a single process, "
+                    "global_shape should be None or equal to local_data.shape.Got "
+                    f"global_shape={tuple(gs)} and local_data.shape={data.shape}.")
+            outs.append(place(data, sh, "make_array_from_process_local_data"))
+        else:
+            outs.append(_from_process_local(data, sh, gs))
+    return tree_unflatten(tree, outs)
 
 
 def typeof(x):

@@ -23,7 +23,7 @@ from kiln.array import Array, make_array, to_array
 from kiln.core import trace as core
 from kiln.core.trace import Tracer, get_aval
 from kiln.interpreters import batching
-from kiln.parallel import spmd
+from kiln.parallel import global_array, spmd
 from kiln.sharding import Mesh, NamedSharding, PartitionSpec, get_abstract_mesh
 
 
@@ -142,13 +142,10 @@ def _global_shape(shape, spec: PartitionSpec, mesh: Mesh) -> tuple:
 
 
 def _run(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, cache, check_vma=True):
-    from kiln import distributed
     from kiln.interpreters.pjit import trace_closed
-    here = distributed.process_index()
-    if any(d.process_index != here for d in mesh.devices.flat):
-        raise NotImplementedError("shard_map over a mesh with other processes' devices: "
-                                  "kiln's multi-process runtime maps with pmap; use a mesh "
-                                  "of kiln.local_devices() in each process")
+    multi = global_array.spans_processes(mesh)
+    if multi:
+        global_array.check_mesh(mesh, "shard_map")
     arrays = [x if type(x) is Array else to_array(x) for x in flat]
     local = [a.aval.update(shape=_local_shape(a.shape, s, mesh))
              for a, s in zip(arrays, ispecs)]
@@ -178,6 +175,8 @@ def _run(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, cache, check_vma=True)
             _check_spec(s, mesh, "out_specs", f"output leaf {i}")
         entry = cache[key] = (closed, out_tree, ospecs)
     closed, out_tree, ospecs = entry
+    if multi:
+        return _run_processes(closed, mesh, arrays, ispecs, out_tree, ospecs, check_vma)
     placements = mesh.coords()
     values = [np.asarray(a._value) for a in arrays]
     in_shardings = [NamedSharding(mesh, s) for s in ispecs]
@@ -212,9 +211,62 @@ def _run(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, cache, check_vma=True)
     return tree_unflatten(out_tree, outs)
 
 
+def _vma_error(s, k, missing) -> ValueError:
+    return ValueError(
+        f"shard_map out_specs {s!r} say output leaf {k} is the same on every device of "
+        f"mesh axes {missing} (the spec does not name them), but it varies along them. "
+        "Name the axes in out_specs, or make the value the same everywhere (e.g. with "
+        "lax.psum), or pass check_vma=False to take the first device's value.")
+
+
+def _run_processes(closed, mesh: Mesh, arrays, ispecs, out_tree, ospecs, check_vma):
+    """The eager call over a mesh spanning several processes (``kiln.distributed``): this
+    process runs its devices' blocks; collectives cross processes over MPI; outputs are
+    global Arrays holding this process's blocks."""
+    from kiln import distributed
+    placements = global_array.local_placements(mesh)
+    blocks = [global_array.local_blocks(a, NamedSharding(mesh, s), placements)
+              for a, s in zip(arrays, ispecs)]
+    per_device = [[b[i] for b in blocks] for i in range(len(placements))]
+    results = spmd.run_spmd(closed, dict(mesh.shape), placements, per_device,
+                            name="shard_map", world=distributed.comm(),
+                            layout=global_array.layout(mesh))
+    sizes = dict(mesh.shape)
+    outs = []
+    for k, (aval, s) in enumerate(zip(closed.out_avals, ospecs)):
+        sh = NamedSharding(mesh, s)
+        gshape = _global_shape(aval.shape, s, mesh)
+        missing = [a for a in mesh.axis_names if a not in s.mesh_axes() and sizes[a] > 1]
+        first: dict = {}
+        out_blocks = {}
+        for (d, c), r in zip(placements, results):
+            key = sh.block_index(c, gshape)
+            kk = tuple((x.start, x.stop) for x in key)
+            v = np.asarray(r[k])
+            if kk in first:
+                # this process's replicas of a block: checked against each other (other
+                # processes' replicas are not compared)
+                if check_vma and missing and not np.array_equal(
+                        first[kk], v, equal_nan=aval.dtype.kind in "fc"):
+                    raise _vma_error(s, k, missing)
+                if not check_vma:
+                    v = first[kk]
+            else:
+                first[kk] = v
+            out_blocks[d.id] = v
+        outs.append(global_array.assemble(sh, gshape, aval.dtype, aval.weak_type,
+                                          out_blocks))
+    return tree_unflatten(out_tree, outs)
+
+
 def _emulate(f, mesh: Mesh, flat, in_tree, ispecs, out_specs):
     """The same values as nested vmaps over the mesh axes (under transformations)."""
     from kiln import lax
+    if global_array.spans_processes(mesh):
+        raise NotImplementedError(
+            "shard_map over a mesh with other processes' devices under a transformation "
+            "(grad, vmap, or inside a traced jit): kiln runs it only eagerly (a jit of it "
+            "called eagerly runs it so); call it outside the transformation.")
     names = mesh.axis_names
     sizes = dict(mesh.shape)
 

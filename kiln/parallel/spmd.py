@@ -47,6 +47,7 @@ class Group:
     at the next collective, i.e. has finished reading this one."""
 
     __slots__ = ("n", "local", "world", "barrier", "_slots", "_shared", "_turn", "_ptrs")
+    step = False        # see StepGroup
 
     def __init__(self, n: int, local: list, world=None):
         from kiln.parallel.native import make_barrier
@@ -106,16 +107,102 @@ class Group:
         return combine(slots, rank)
 
 
+class StepGroup:
+    """A group of a multi-process call whose collective has several groups spanning
+    processes: every device of the call exchanges its operand through the call-wide
+    group (one MPI ``allgather`` per process, made by one thread), and each device
+    combines its own group's operands. So the processes' MPI calls come in program order,
+    one at a time, whatever the mesh layout."""
+
+    __slots__ = ("n", "world", "_all", "_me", "_members")
+    step = True
+
+    def __init__(self, everyone: Group, me: int, members: list):
+        self.n = len(members)
+        self.world = everyone.world
+        self._all = everyone
+        self._me = me
+        self._members = members
+
+    def exchange(self, rank: int, value, combine):
+        members = self._members
+        return self._all.exchange(self._me, value,
+                                  lambda slots, _: combine([slots[m] for m in members], rank))
+
+
 class Communicator:
     """The groups of one SPMD call, created on first use (keyed by axes and by the
-    participants' coordinates on the other mesh axes)."""
+    participants' coordinates on the other mesh axes).
 
-    def __init__(self, placements: list, world=None):
+    In a multi-process call (``world``, with ``layout``: ``(coords, process)`` of every
+    device of the mesh) a collective whose groups each sit in one process is local; one
+    with a single group over all devices uses that group's MPI path (``Allreduce`` for
+    the reductions); any other uses :class:`StepGroup`s."""
+
+    def __init__(self, placements: list, world=None, layout=None):
         self._groups: dict = {}
         self._lock = threading.Lock()
         self._placements = placements
         self.world = world
         self.aborted = False
+        self._layout = layout
+        self._modes: dict = {}
+
+    def _full_layout(self, sizes: dict) -> list:
+        """``layout``, or pmap's: flattened position ``j`` lives in process
+        ``j // local device count``."""
+        if self._layout is None:
+            import itertools
+            names, per = tuple(sizes), len(self._placements)
+            self._layout = [(dict(zip(names, idx)), j // per) for j, idx in enumerate(
+                itertools.product(*(range(sizes[a]) for a in names)))]
+        return self._layout
+
+    def step_group(self, ctx, axes: tuple, axis_index_groups):
+        """The :class:`StepGroup` of ``ctx``'s device for this collective, or ``None``
+        when the collective's groups are local or one group spans every device."""
+        key = (axes, None if axis_index_groups is None
+               else tuple(tuple(g) for g in axis_index_groups))
+        mode = self._modes.get(key)
+        if mode is None:
+            mode = self._modes[key] = self._mode(ctx, axes, key[1])
+        if mode[0] != "step":
+            return None
+        index, members = mode[1], mode[2]
+        coords = tuple(ctx.coords[a] for a in ctx.names)
+        me = index[coords]
+        everyone = self.group(("__call__",), len(index),
+                              lambda c: index[tuple(c[a] for a in ctx.names)])
+        return StepGroup(everyone, me, members[me])
+
+    def _mode(self, ctx, axes, groups):
+        lay = self._full_layout(ctx.sizes)
+        procs: dict = {}
+        where: dict = {}
+        for j, (c, p) in enumerate(lay):
+            others = tuple(c[a] for a in ctx.names if a not in axes)
+            rank = 0
+            for a in axes:
+                rank = rank * ctx.sizes[a] + c[a]
+            gid = None
+            if groups is not None:
+                gid = next((i for i, g in enumerate(groups) if rank in g), None)
+                if gid is None:
+                    continue
+                rank = groups[gid].index(rank)
+            procs.setdefault((others, gid), set()).add(p)
+            where.setdefault((others, gid), {})[rank] = j
+        if len(procs) == 1:
+            return ("whole",)
+        if all(len(s) == 1 for s in procs.values()):
+            return ("local",)
+        index = {tuple(c[a] for a in ctx.names): j for j, (c, _) in enumerate(lay)}
+        members: dict = {}
+        for ranks in where.values():
+            ordered = [ranks[r] for r in sorted(ranks)]
+            for j in ordered:
+                members[j] = ordered
+        return ("step", index, members)
 
     def group(self, key, n: int, rank_of) -> Group:
         g = self._groups.get(key)
@@ -194,6 +281,10 @@ class DeviceContext:
                 return self._rank(c, axes, others, None)
             r = self._rank(c, axes, others, None)
             return None if r is None or r not in members else members.index(r)
+        if self.comm.world is not None:
+            step = self.comm.step_group(self, axes, axis_index_groups)
+            if step is not None:
+                return rank, step
         return rank, self.comm.group((axes, others, gid), n, rank_of)
 
 
@@ -278,11 +369,13 @@ def _run_one(closed, ctx: DeviceContext, args, name):
 
 
 def run_spmd(closed, sizes: dict, placements: list, args_per_device: list,
-             name: str = "spmd", world=None) -> list:
+             name: str = "spmd", world=None, layout=None) -> list:
     """Run ``closed`` on every local device: ``placements[i] = (device, coords)`` gets
     ``args_per_device[i]`` (NumPy arrays); returns each device's list of outputs.
     With ``world`` (an MPI communicator), the mesh's other devices are in other
-    processes, which run the same call."""
+    processes, which run the same call; ``layout`` lists ``(coords, process index)`` of
+    every device of the mesh (default: pmap's, flattened position ``j`` in process
+    ``j // len(placements)``)."""
     from kiln.backends import cpu
     if current_context() is not None:
         raise RuntimeError("kiln: an SPMD program (pmap/shard_map) was started from inside "
@@ -296,7 +389,7 @@ def run_spmd(closed, sizes: dict, placements: list, args_per_device: list,
             cpu.prepare(closed, name)
         finally:
             del batching.axis_env[len(batching.axis_env) - len(sizes):]
-    comm = Communicator(placements, world)
+    comm = Communicator(placements, world, layout)
     futures = []
     for (dev, coords), args in zip(placements, args_per_device):
         ctx = DeviceContext(dev, coords, sizes, comm)

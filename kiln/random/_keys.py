@@ -373,8 +373,9 @@ class PRNGKeyArray:
     def sharding(self):
         return self._base_array.sharding
 
-    def is_fully_addressable(self):
-        return True
+    @property
+    def is_fully_addressable(self) -> bool:
+        return self._base_array.is_fully_addressable
 
 
 def _keys_equal(a: PRNGKeyArray, b: PRNGKeyArray):
