@@ -264,3 +264,34 @@ def test_stack_and_concatenate_keys():
     ]:
         assert got.dtype == k.dtype and got.shape == want.shape
         np.testing.assert_array_equal(_data(got), _jdata(want))
+
+
+def test_where_over_keys():
+    ks, jks = random.split(random.key(3), 4), jrandom.split(jrandom.key(3), 4)
+    ko, jko = random.split(random.key(4), 4), jrandom.split(jrandom.key(4), 4)
+    cond = np.array([True, False, False, True])
+    want = jax.numpy.where(cond, jks, jko)
+    for fn in (jnp.where, kiln.jit(jnp.where)):
+        got = fn(cond, ks, ko)
+        assert got.dtype == ks.dtype and got.shape == (4,)
+        np.testing.assert_array_equal(_data(got), _jdata(want))
+    got = kiln.vmap(jnp.where)(cond, ks, ko)
+    np.testing.assert_array_equal(_data(got), _jdata(want))
+    # a scalar condition broadcast over keys; the tree.map pattern Optax uses
+    got = kiln.tree.map(lambda a, b: jnp.where(False, a, b), {"k": ks}, {"k": ko})
+    np.testing.assert_array_equal(_data(got["k"]), _data(ko))
+    with pytest.raises(ValueError, match="not a valid dtype for JAX type promotion"):
+        jnp.where(True, ks[0], 1)
+
+
+def test_astype_of_keys():
+    k = random.key(5)
+    assert jnp.astype(k, k.dtype) is k
+    assert kiln.jit(lambda k: jnp.astype(k, k.dtype))(k).dtype == k.dtype
+    for dt in (jnp.float32, None):
+        with pytest.raises(ValueError, match="Cannot convert_element_type from key<fry> to "
+                                             "float32"):
+            jnp.astype(k, dt)
+        with pytest.raises(ValueError, match="Cannot convert_element_type from key<fry> to "
+                                             "float32"):
+            jax.numpy.astype(jrandom.key(5), dt)

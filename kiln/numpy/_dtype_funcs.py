@@ -24,6 +24,13 @@ __all__ = ["astype", "result_type", "promote_types", "can_cast", "finfo", "iinfo
 
 def astype(x, dtype, /, *, copy=False, device=None):  # noqa: A002
     """Convert ``x`` to ``dtype`` (complex → real keeps the real part)."""
+    from kiln.random import _keys
+    if isinstance(x, _keys.PRNGKeyArray):     # keys convert only to their own dtype
+        if dtype is not None and dtype == x.dtype:
+            return x
+        target = "float32" if dtype is None else dtype
+        raise ValueError(f"Cannot convert_element_type from {x.dtype} to "
+                         f"{getattr(target, 'name', None) or np.dtype(target).name}")
     x = _util.ensure_arraylike("astype", x)
     dt = dtypes.default_float_dtype() if dtype is None else _util.user_dtype(dtype, "astype")
     if dtypes.issubdtype(x.dtype, np.complexfloating) and dtypes.isdtype(

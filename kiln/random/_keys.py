@@ -852,6 +852,27 @@ def stack_keys(keys, axis=0) -> PRNGKeyArray:
     return concatenate_keys([k.reshape(new_shape) for k in keys], axis)
 
 
+def where_keys(condition, x, y) -> PRNGKeyArray:
+    """``jnp.where(condition, x, y)`` of key arrays: keys chosen element by element (the
+    key data selected whole), shapes broadcast as JAX does."""
+    import kiln.numpy as jnp
+    for k in (x, y):
+        if not isinstance(k, PRNGKeyArray):
+            other = x if k is y else y
+            raise ValueError(f"dtype={other.dtype} is not a valid dtype for JAX type "
+                             "promotion.")
+    x, y = _key_operands("where", (x, y))
+    cond = jnp.asarray(condition).astype(bool)
+    shape = np.broadcast_shapes(cond.shape, x.shape, y.shape)
+    tail = tuple(x._impl.key_shape)
+    full = shape + tail
+    c = jnp.broadcast_to(cond.reshape(cond.shape + (1,) * len(tail)),
+                         full)
+    xd = jnp.broadcast_to(x._base_array, full)
+    yd = jnp.broadcast_to(y._base_array, full)
+    return PRNGKeyArray(x._impl, jnp.where(c, xd, yd))
+
+
 def any_key_array(arrays) -> bool:
     """True if the sequence ``arrays`` holds a typed key array."""
     return isinstance(arrays, (list, tuple)) and any(isinstance(a, PRNGKeyArray)
