@@ -21,9 +21,10 @@ Workloads (target kiln ÷ JAX):
    in a fresh subprocess: kiln with an empty disk cache vs JAX (persistent cache off) ≤ 1;
    kiln with the disk cache that run left behind vs the same JAX time            ≤ 0.33
 9. ``dot``          ``jit(jnp.dot)`` of two f32[2048,2048]: kiln vs JAX (no target) and
-   kiln ÷ the BLAS kiln calls, called directly (``scipy.linalg.blas.sgemm``: SciPy's
-   OpenBLAS, no copies): kiln must reach 95% of the BLAS's speed              ≤ 1/0.95
-   (``np.dot``, NumPy's own OpenBLAS copy, is reported alongside)
+   kiln ÷ ``np.dot`` (NumPy's OpenBLAS, the same OpenBLAS version as SciPy's, which kiln
+   calls): kiln must reach 95% of BLAS speed                                   ≤ 1/0.95
+   (SciPy's ``sgemm`` called directly is reported alongside; one untimed call before
+   each batch, so every library's threads are awake)
 
 Timing: kiln compiles synchronously (``kiln_compile = "sync"``), so the warm-up call
 builds the C code and the timed calls run it; every timed call blocks on its outputs
@@ -461,8 +462,8 @@ def run_workload(w, libs, data, args):
 def run_dot(libs, data, args):
     """kiln vs JAX vs np.dot on f32[2048,2048]: two rows (÷JAX, informational; ÷np.dot)."""
     vs_jax = Row(f"jit dot f32[{DOT_N}]², vs JAX", target=None)
-    vs_blas = Row(f"jit dot f32[{DOT_N}]², vs the BLAS (sgemm)", target=1 / 0.95,
-                  ref_name="sgemm", target_text="≥ 95% of BLAS speed (≤ 1.053)")
+    vs_blas = Row(f"jit dot f32[{DOT_N}]², vs np.dot (BLAS)", target=1 / 0.95,
+                  ref_name="np.dot", target_text="≥ 95% of BLAS speed (≤ 1.053)")
     a, b = dot_inputs(data)
     from scipy.linalg import blas
     # The same OpenBLAS kiln's generated code calls, on the same row-major data:
@@ -485,16 +486,18 @@ def run_dot(libs, data, args):
                 vs_jax.notes.append(f"JAX failed: {err}")
     res = measure(thunks, args.budget, args.rounds, warm=True)
     vs_jax.kiln = vs_blas.kiln = res.get("kiln")
-    vs_jax.ref, vs_blas.ref = res.get("jax"), res.get("blas")
+    vs_jax.ref, vs_blas.ref = res.get("jax"), res.get("numpy")
     if "kiln" in outs and "jax" in outs:
         vs_jax.check = compare(libs[0], outs["kiln"], libs[1], outs["jax"])
     if "kiln" in outs:
-        vs_blas.check = compare(libs[0], outs["kiln"], libs[0], outs["blas"])
+        vs_blas.check = compare(libs[0], outs["kiln"], libs[0], outs["numpy"])
     if "kiln" in res:
-        vs_blas.notes.append(f"np.dot {res['numpy'][0] * 1e3:.1f} ms: kiln ÷ np.dot = "
-                             f"{res['kiln'][0] / res['numpy'][0]:.3f}")
+        # Interleaved with the others, SciPy's sgemm measured up to 2x its speed alone
+        # (its threads wake slowly after the other libraries' batches): informational.
+        vs_blas.notes.append(f"scipy sgemm {res['blas'][0] * 1e3:.1f} ms: kiln ÷ sgemm = "
+                             f"{res['kiln'][0] / res['blas'][0]:.3f}")
     if "jax" in res:
-        vs_blas.notes.append(f"JAX ÷ sgemm = {res['jax'][0] / res['blas'][0]:.3f}")
+        vs_blas.notes.append(f"JAX ÷ np.dot = {res['jax'][0] / res['numpy'][0]:.3f}")
     return [vs_jax, vs_blas]
 
 

@@ -13,7 +13,8 @@ for 128x1024 @ 1024x1024 f32 under load), and BLAS worker threads that spin afte
 slow the OpenMP kernels that follow (measured: a 0.1 ms kernel took 8 ms after a
 2-thread OpenBLAS call). So every BLAS call is single-threaded
 (``openblas_set_num_threads_local(1)``, OpenBLAS's per-calling-thread setting, exported
-by SciPy's wheels), and a large product (``threads_for``) is split into row or column
+by SciPy's wheels; the call returns the previous setting, which is put back after the
+GEMM so that the user's own SciPy calls on that thread keep their threads), and a large product (``threads_for``) is split into row or column
 blocks over OpenMP threads, one BLAS call each: one thread pool for everything. With
 another BLAS (no such symbol) the library's own setting stands.
 
@@ -200,16 +201,19 @@ void kiln_blas_init(void *s, void *d, void *t, int max_threads) {
   kiln_blas_max_threads = max_threads > 0 ? max_threads : 1;
 }
 
-/* One single-threaded BLAS call on the calling thread. */
+/* One single-threaded BLAS call on the calling thread; the thread's own setting is put
+   back afterwards (the setter returns it), so the user's SciPy calls on this thread keep
+   their threads. */
 #define KILN_GEMM_CALL(T, PTR, M_, N_, A_, B_, C_)                                        \
   do {                                                                                 \
-    if (kiln_set_threads_ptr) kiln_set_threads_ptr(1);                                 \
+    const int kiln_prev = kiln_set_threads_ptr ? kiln_set_threads_ptr(1) : 0;          \
     const char ta = transB ? 'T' : 'N', tb = transA ? 'T' : 'N';                      \
     const int m = (int)(N_), n = (int)(M_), k = (int)K;                                \
     const int la = (int)(ldb > 0 ? ldb : 1), lb = (int)(lda > 0 ? lda : 1);            \
     const int lc = (int)(ldc > 0 ? ldc : 1);                                           \
     const T one = 1;                                                                   \
     PTR(&ta, &tb, &m, &n, &k, &one, (B_), &la, (A_), &lb, &beta, (C_), &lc);           \
+    if (kiln_set_threads_ptr && kiln_prev > 0) kiln_set_threads_ptr(kiln_prev);        \
   } while (0)
 
 /* Row-major C[MxN] = op(A) @ op(B) (+ beta*C): column-major C^T = op(B)^T op(A)^T.
