@@ -25,52 +25,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kiln._unreadable import UnreadableValue
 
-class Deleted:
+
+class Deleted(UnreadableValue):
     """What a deleted Array holds instead of its buffer: its shape and dtype remain;
     reading the data raises JAX's ``RuntimeError``."""
 
-    __slots__ = ("shape", "dtype")
-
-    def __init__(self, shape, dtype):
-        self.shape = tuple(shape)
-        self.dtype = np.dtype(dtype)
-
-    @property
-    def ndim(self):
-        return len(self.shape)
-
-    @property
-    def size(self):
-        return int(np.prod(self.shape, dtype=np.int64))
-
-    @property
-    def nbytes(self):
-        return self.size * self.dtype.itemsize
+    __slots__ = ()
 
     def _error(self):
         return RuntimeError(f"Array has been deleted with shape={_short(self.shape, self.dtype)}.")
-
-    def __array__(self, dtype=None, copy=None):
-        raise self._error()
-
-    def __getattr__(self, name):
-        raise self._error()
-
-    def __len__(self):
-        raise self._error()
-
-    def __getitem__(self, item):
-        raise self._error()
-
-    def __float__(self):
-        raise self._error()
-
-    def __int__(self):
-        raise self._error()
-
-    def __bool__(self):
-        raise self._error()
 
 
 def _short(shape, dtype) -> str:

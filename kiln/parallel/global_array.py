@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from kiln._unreadable import UnreadableValue
+
 FETCH_ERROR = ("Fetching value for `jax.Array` that spans non-addressable (non process "
                "local) devices is not possible. You can use "
                "`jax.experimental.multihost_utils.process_allgather` to print the global "
@@ -28,53 +30,19 @@ FETCH_ERROR = ("Fetching value for `jax.Array` that spans non-addressable (non p
                "addressable (process local) shards.")
 
 
-class ProcessLocalValue:
+class ProcessLocalValue(UnreadableValue):
     """What a global Array holds when this process's blocks do not cover its value:
     its global ``shape`` and ``dtype`` and ``blocks`` (device id -> NumPy block).
     Anything that would read the whole value raises JAX's ``RuntimeError``."""
 
-    __slots__ = ("shape", "dtype", "blocks")
+    __slots__ = ("blocks",)
 
     def __init__(self, shape, dtype, blocks: dict):
-        self.shape = tuple(int(d) for d in shape)
-        self.dtype = np.dtype(dtype)
+        super().__init__(shape, dtype)
         self.blocks = blocks
 
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    @property
-    def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
-
-    @property
-    def nbytes(self) -> int:
-        return self.size * self.dtype.itemsize
-
-    def __array__(self, dtype=None, copy=None):
-        raise RuntimeError(FETCH_ERROR)
-
-    def __getattr__(self, name):
-        raise RuntimeError(FETCH_ERROR)
-
-    def __len__(self):
-        raise RuntimeError(FETCH_ERROR)
-
-    def __iter__(self):
-        raise RuntimeError(FETCH_ERROR)
-
-    def __getitem__(self, item):
-        raise RuntimeError(FETCH_ERROR)
-
-    def __bool__(self):
-        raise RuntimeError(FETCH_ERROR)
-
-    def __float__(self):
-        raise RuntimeError(FETCH_ERROR)
-
-    def __int__(self):
-        raise RuntimeError(FETCH_ERROR)
+    def _error(self):
+        return RuntimeError(FETCH_ERROR)
 
 
 def _process() -> tuple[int, int]:
