@@ -154,3 +154,17 @@ def test_copy_before_a_scatter_is_skipped_when_writing_in_place():
     for i in range(10):
         x = f(x, i, float(i))
     np.testing.assert_array_equal(np.asarray(x), np.arange(10, dtype=np.float32))
+
+
+def test_no_in_place_write_under_other_transformations():
+    f = kiln.jit(lambda p: p * 2.0, donate_argnums=0)
+    x = _fresh(16)
+    before = np.asarray(x).copy()
+    y = kiln.vmap(f)(x.reshape(4, 4))
+    g = kiln.jit(lambda p: f(p) + 1.0)(x)
+    dx = kiln.grad(lambda p: f(p).sum())(x)
+    assert not x.is_deleted()
+    np.testing.assert_array_equal(np.asarray(x), before)
+    np.testing.assert_array_equal(np.asarray(y).ravel(), before * 2)
+    np.testing.assert_array_equal(np.asarray(g), before * 2 + 1)
+    np.testing.assert_array_equal(np.asarray(dx), np.full(16, 2.0, np.float32))
