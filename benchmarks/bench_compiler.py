@@ -537,7 +537,8 @@ def run_first_call(args):
     """kiln vs JAX on the first call of jit(grad(mlp)) in fresh processes: kiln's default
     tiered mode (the call runs on the reference backend while C builds in the background),
     kiln waiting for its C build (KILN_COMPILE=sync; the program is not in the disk cache,
-    the runtime extension is, as after any earlier use of kiln), and a warm disk cache.
+    kiln's two per-machine libraries are, as after any earlier use of kiln that multiplied
+    matrices: the runtime extension and the BLAS glue), and a warm disk cache.
 
     Children get Python bytecode caches as an installed package has (this machine sets
     PYTHONDONTWRITEBYTECODE=1, which would charge ~20 ms of compiling kiln's own .py files
@@ -571,14 +572,16 @@ def run_first_call(args):
             env = dict(base, KILN_CACHE_DIR=cache)
             try:
                 subprocess.run([sys.executable, "-c", "import kiln, kiln.numpy as jnp; "
-                                "kiln.jit(lambda x: x + 1)(jnp.ones(3))"],
+                                "kiln.jit(lambda x: x + 1)(jnp.ones(3)); "
+                                "kiln.jit(lambda a: a @ a)(jnp.ones((256, 256)))"],
                                env=env, capture_output=True, timeout=args.timeout)
                 r = spawn_first_call("kiln", dict(env, KILN_COMPILE="async"),
                                      outs["tiered"], args.timeout)
                 tt.append(r["t"])
                 shutil.rmtree(os.path.join(cache, "so"), ignore_errors=True)
                 subprocess.run([sys.executable, "-c", "import kiln, kiln.numpy as jnp; "
-                                "kiln.jit(lambda x: x + 1)(jnp.ones(3))"],
+                                "kiln.jit(lambda x: x + 1)(jnp.ones(3)); "
+                                "kiln.jit(lambda a: a @ a)(jnp.ones((256, 256)))"],
                                env=env, capture_output=True, timeout=args.timeout)
                 r = spawn_first_call("kiln", env, outs["cold"], args.timeout)
                 tc.append(r["t"])

@@ -3,9 +3,11 @@
 Where the functions come from: SciPy (a kiln dependency) exports its BLAS as Cython
 capsules, ``scipy.linalg.cython_blas.__pyx_capi__``; each holds the address of a function
 with the Fortran LP64 ABI (every argument a pointer, ``int`` dimensions, no hidden string
-lengths). That works for any SciPy build, whichever BLAS it was linked against. We pass
-the addresses of ``sgemm``/``dgemm`` to each compiled library (``kiln_blas_init``), whose
-generated code then calls them directly: no Python, no ctypes on the hot path.
+lengths). That works for any SciPy build, whichever BLAS it was linked against. The
+row-major wrappers ``kiln_gemm_f32/f64`` live in a small glue library (built once per
+machine, :func:`glue_library`) that gets the addresses of ``sgemm``/``dgemm``; each compiled
+program gets the wrappers' addresses (``kiln_blas_init``) and calls them directly: no
+Python, no ctypes on the hot path.
 
 Threads: on a small shared machine a multi-threaded GEMM of modest size is *slower* than a
 single-threaded one (spinning worker threads fight for the cores; measured 31 ms vs 3.2 ms
@@ -30,6 +32,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import threading
 from dataclasses import dataclass
 
 # A GEMM with fewer multiply-adds than this runs on one thread. 2**24 MACs is about
@@ -168,20 +171,74 @@ def threads_for(m: int, n: int, k: int, max_threads: int | None = None) -> int:
     return top if m * n * k >= PARALLEL_MIN_MACS else 1
 
 
-def c_declarations(info: BlasInfo) -> str:
-    """C text defining ``kiln_gemm_f32/f64`` (row-major) and ``kiln_blas_init``."""
-    return _C_TEMPLATE.replace("@PARALLEL_MIN_MACS@", str(PARALLEL_MIN_MACS))
+def c_declarations(info: BlasInfo | None = None) -> str:
+    """C text a generated library includes to call ``kiln_gemm_f32/f64`` (row-major).
+
+    They are pointers into the BLAS glue library (:func:`glue_library`), set by
+    ``kiln_blas_init`` (:func:`init_library`). The text before ``DEFINITIONS_MARK``
+    declares them; the text after it defines them and ``kiln_blas_init``."""
+    return _PROGRAM_C
 
 
 def init_library(lib: ctypes.CDLL, info: BlasInfo) -> None:
-    """Hand a compiled library the BLAS addresses and the thread budget."""
+    """Point a compiled library's ``kiln_gemm_f32/f64`` at the BLAS glue."""
+    glue = glue_library(info)
     fn = lib.kiln_blas_init
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
     fn.restype = None
-    fn(info.sgemm, info.dgemm, info.set_threads_local or None, info.max_threads)
+    fn(ctypes.cast(glue.kiln_gemm_f32, ctypes.c_void_p),
+       ctypes.cast(glue.kiln_gemm_f64, ctypes.c_void_p))
 
 
-_C_TEMPLATE = r"""
+_glue_lock = threading.Lock()
+_glue: dict = {}
+
+
+def glue_library(info: BlasInfo) -> ctypes.CDLL:
+    """The shared library holding the GEMM wrappers, built once per machine (disk cache)
+    and loaded once per process, with the BLAS addresses and thread budget handed in.
+
+    The wrappers live here rather than in each program: compiled into every program they
+    cost ~110 ms of gcc time (their OpenMP regions and zero-fill loops), a third of the
+    build of an MLP's gradient."""
+    with _glue_lock:
+        lib = _glue.get(info)
+        if lib is None:
+            from kiln.compiler.build import load_library
+            src = _GLUE_C.replace("@PARALLEL_MIN_MACS@", str(PARALLEL_MIN_MACS))
+            lib = load_library(src, name="kiln_blas")
+            fn = lib.kiln_blas_init
+            fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+            fn.restype = None
+            fn(info.sgemm, info.dgemm, info.set_threads_local or None, info.max_threads)
+            _glue[info] = lib
+        return lib
+
+
+# Between the declarations and the definitions: a source split into translation units
+# (render_c) puts the declarations in the shared part, so every unit may call a GEMM, and
+# the definitions in the first unit only.
+DEFINITIONS_MARK = "/* @kiln-blas-definitions */"
+
+_PROGRAM_C = r"""
+typedef void (*kiln_gemm_f32_t)(int, int, int64_t, int64_t, int64_t, const float *, int64_t,
+                                const float *, int64_t, float *, int64_t, float);
+typedef void (*kiln_gemm_f64_t)(int, int, int64_t, int64_t, int64_t, const double *,
+                                int64_t, const double *, int64_t, double *, int64_t, double);
+extern __attribute__((visibility("hidden"))) kiln_gemm_f32_t kiln_gemm_f32;
+extern __attribute__((visibility("hidden"))) kiln_gemm_f64_t kiln_gemm_f64;
+""" + DEFINITIONS_MARK + r"""
+__attribute__((visibility("hidden"))) kiln_gemm_f32_t kiln_gemm_f32;
+__attribute__((visibility("hidden"))) kiln_gemm_f64_t kiln_gemm_f64;
+void kiln_blas_init(void *f32, void *f64) {
+  kiln_gemm_f32 = (kiln_gemm_f32_t)f32;
+  kiln_gemm_f64 = (kiln_gemm_f64_t)f64;
+}
+"""
+
+# The glue library: row-major GEMM wrappers over the Fortran BLAS.
+_GLUE_C = r"""
+#include <stdint.h>
 typedef void (*kiln_sgemm_t)(const char*, const char*, const int*, const int*, const int*,
                              const float*, const float*, const int*, const float*, const int*,
                              const float*, float*, const int*);
@@ -256,15 +313,15 @@ int omp_get_max_threads(void);
   KILN_GEMM_PARALLEL(T, PTR)                                                           \
   KILN_GEMM_CALL(T, PTR, M, N, A, B, C);
 
-static inline void kiln_gemm_f32(int transA, int transB, int64_t M, int64_t N, int64_t K,
-                                 const float *A, int64_t lda, const float *B, int64_t ldb,
-                                 float *C, int64_t ldc, float beta) {
+void kiln_gemm_f32(int transA, int transB, int64_t M, int64_t N, int64_t K,
+                   const float *A, int64_t lda, const float *B, int64_t ldb, float *C,
+                   int64_t ldc, float beta) {
   KILN_GEMM_BODY(float, kiln_sgemm_ptr)
 }
 
-static inline void kiln_gemm_f64(int transA, int transB, int64_t M, int64_t N, int64_t K,
-                                 const double *A, int64_t lda, const double *B, int64_t ldb,
-                                 double *C, int64_t ldc, double beta) {
+void kiln_gemm_f64(int transA, int transB, int64_t M, int64_t N, int64_t K,
+                   const double *A, int64_t lda, const double *B, int64_t ldb, double *C,
+                   int64_t ldc, double beta) {
   KILN_GEMM_BODY(double, kiln_dgemm_ptr)
 }
 """

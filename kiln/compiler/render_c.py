@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kiln.compiler import lower_random
+from kiln.compiler.blas import DEFINITIONS_MARK as BLAS_DEFINITIONS_MARK
 from kiln.compiler.build import UNIT_MARK
 from kiln.compiler.expr import SExpr
 from kiln.compiler.index import Idx, Sym, row_major_strides
@@ -277,10 +278,14 @@ class CRenderer(ControlMixin, ConvMixin):
                 parts.append(self.blas_declarations)
             parts += units[0]
             return "\n".join(parts)
+        # Prototypes shared, so any unit may call a GEMM; the definitions in the first.
+        protos, _, defs = (self.blas_declarations or "").partition(BLAS_DEFINITIONS_MARK)
+        if blas:
+            parts.append(protos)
         for k, unit in enumerate(units):
             parts.append(UNIT_MARK)
             if k == 0 and blas:
-                parts.append(self.blas_declarations)
+                parts.append(defs)
             parts += unit
         return "\n".join(parts)
 
@@ -334,18 +339,14 @@ class CRenderer(ControlMixin, ConvMixin):
         return "\n".join(lines)
 
     def _render_units(self, prog: Program, segments, rendered, n_units: int):
-        """Spread the steps over ``n_units`` translation units, balanced by size (GEMMs
-        in the first, beside the BLAS glue). Each run of consecutive steps in one unit
+        """Spread the steps over ``n_units`` translation units, balanced by size. Each run of consecutive steps in one unit
         becomes a function ``segN_pK``; ``segN`` (first unit) calls them in order."""
         units: list[list[str]] = [[] for _ in range(n_units)]
         size = [0] * n_units
         for seg, steps in zip(segments, rendered):
             runs: list[tuple[int, list[str]]] = []
-            for step, text in steps:
-                # The BLAS glue is in the first unit: steps calling it go there too.
-                gemm = any(isinstance(s, (Gemm, Conv)) for s in walk_steps(
-                    step if isinstance(step, list) else [step]))
-                k = 0 if gemm else min(range(n_units), key=size.__getitem__)
+            for _step, text in steps:
+                k = min(range(n_units), key=size.__getitem__)
                 size[k] += _compile_weight(text)
                 if runs and runs[-1][0] == k:
                     runs[-1][1].append(text)

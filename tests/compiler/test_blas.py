@@ -141,3 +141,31 @@ def test_c_wrapper_edge_cases():
     lib.run(0, 1, 6, 4, 5, _p(big), 10, _p(big[:4]), 10, _p(out), 8, 0.0)
     np.testing.assert_allclose(out[:, :4], big[:, :5] @ big[:4, :5].T, rtol=1e-5, atol=1e-5)
     assert (out[:, 4:] == 0).all()
+
+
+def test_programs_call_the_glue_library_from_every_unit():
+    """The GEMM wrappers are compiled once, in the ``kiln_blas`` glue library: a program
+    holds only two pointers to them, and any of its translation units may call a GEMM."""
+    from kiln.compiler import build
+    from kiln.compiler.render_c import CRenderer
+    ws = [R.standard_normal((48, 48)).astype(np.float32) for _ in range(12)]
+    x = R.standard_normal((32, 48)).astype(np.float32)
+
+    def f(x, ws):
+        for w in ws:
+            x = jnp.tanh(x @ w) * 0.5 + jnp.sin(x)
+        return x
+
+    text = kiln.jit(f).lower(x, ws).compile().as_text()
+    assert "KILN_GEMM_BODY" not in text and "omp parallel for num_threads" not in text
+    units = text.split(build.UNIT_MARK)
+    if CRenderer.build_units > 1:
+        assert len(units) == CRenderer.build_units + 1
+        assert sum("kiln_gemm_f32(" in u for u in units[1:]) >= 2, "GEMMs in one unit only"
+        assert sum("void kiln_blas_init" in u for u in units) == 1
+    want = x.astype(np.float64)
+    for w in ws:
+        want = np.tanh(want @ w) * 0.5 + np.sin(want)
+    np.testing.assert_allclose(np.asarray(kiln.jit(f)(x, ws)), want, rtol=2e-4, atol=2e-4)
+    glue = blas.glue_library(blas.blas_info())
+    assert glue is blas.glue_library(blas.blas_info())   # loaded once per process
