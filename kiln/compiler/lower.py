@@ -143,6 +143,8 @@ class Lowering:
         self.prog.expr_source = self.table.source
         self._nsym = 0
         self._nkernel = 0
+        # materialize_shared: (id(node), id(step list)) -> (node, steps, BufNode)
+        self._shared_bufs: dict = {}
 
     # -- helpers -------------------------------------------------------------------------------
     def syms(self, shape, prefix="i"):
@@ -172,6 +174,18 @@ class Lowering:
             k = Kernel(tuple(node.shape), syms, [(buf, e)], self.kernel_name("k"))
         self.prog.steps.append(k)
         return BufNode(self, buf)
+
+    def materialize_shared(self, node: Node) -> BufNode:
+        """``materialize``, once per node and step list, for consumers that only read the
+        buffer (GEMM operands): a value feeding two matrix products (an MLP's output
+        cotangent feeds the weight and the input gradients) is written once."""
+        key = (id(node), id(self.prog.steps))
+        hit = self._shared_bufs.get(key)
+        if hit is not None:
+            return hit[2]
+        out = self.materialize(node)
+        self._shared_bufs[key] = (node, self.prog.steps, out)
+        return out
 
     def write_into(self, node: Node, buf: Buffer, offset: Idx | None = None) -> Kernel:
         """A Kernel storing ``node`` into the existing ``buf`` (at ``offset``, an Idx
@@ -353,12 +367,13 @@ def _transpose_node(x: Node, perm):
         return x.read([idxs[inv[d]] for d in range(len(perm))])
 
     node = LazyNode(shape, x.dtype, read, None, x.cost)
-    # A permuted view of a stored buffer: GEMM operands use the buffer directly.
-    if isinstance(x, BufNode):
-        node.view_of = (x, tuple(perm))
-    elif getattr(x, "view_of", None) is not None:
+    # A permuted view of a stored buffer: GEMM operands use the buffer directly (a
+    # computed one is stored in its own layout first, see _gemm_operand).
+    if getattr(x, "view_of", None) is not None:
         base, p0 = x.view_of
         node.view_of = (base, tuple(p0[p] for p in perm))
+    else:
+        node.view_of = (x, tuple(perm))
     return node
 
 
@@ -698,11 +713,17 @@ def _gemm_operand(ctx, x: Node, batch, first, second):
             tuple(batch) + tuple(second) + tuple(first)):
         # A computed operand is stored in its own layout; the transpose flag does the rest
         # (packing it transposed would read its inputs with a stride).
-        x = ctx.materialize(x)
+        x = ctx.materialize_shared(x)
     if view is not None:            # x[..] = base[perm-view]: map the dims to base's
         base, perm = view
         batch, first, second = ([perm[d] for d in ds] for ds in (batch, first, second))
         x = base
+        if not isinstance(x, BufNode) and natural in (
+                tuple(batch) + tuple(first) + tuple(second),
+                tuple(batch) + tuple(second) + tuple(first)):
+            # A transposed view of a computed value (``h.T @ w`` beside ``h @ v``): store
+            # the value in its own layout, once, and pass the transpose flag.
+            x = ctx.materialize_shared(x)
     if isinstance(x, BufNode):
         if tuple(batch) + tuple(first) + tuple(second) == tuple(range(nd)):
             return x.buf, False

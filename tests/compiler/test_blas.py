@@ -169,3 +169,26 @@ def test_programs_call_the_glue_library_from_every_unit():
     np.testing.assert_allclose(np.asarray(kiln.jit(f)(x, ws)), want, rtol=2e-4, atol=2e-4)
     glue = blas.glue_library(blas.blas_info())
     assert glue is blas.glue_library(blas.blas_info())   # loaded once per process
+
+
+def test_a_value_feeding_two_gemms_is_written_once():
+    """An MLP's output cotangent feeds the weight gradient and the input gradient: one
+    kernel writes it, both GEMMs read that buffer."""
+    from kiln.compiler.program import Kernel
+    a = R.standard_normal((64, 48)).astype(np.float32)
+    w1 = R.standard_normal((48, 40)).astype(np.float32)
+    w2 = R.standard_normal((64, 40)).astype(np.float32)
+
+    def f(a, w1, w2):
+        h = a * 2.0 - 1.0          # cheap: stays lazy until a GEMM needs it stored
+        return h @ w1, h.T @ w2
+
+    exe = cpu.executable_for(kiln.make_jaxpr(f)(a, w1, w2))
+    gemms = [s for s in exe.prog.steps if isinstance(s, Gemm)]
+    kernels = [s for s in exe.prog.steps if isinstance(s, Kernel)]
+    assert len(gemms) == 2 and len(kernels) == 1
+    assert gemms[0].a is gemms[1].a is kernels[0].outs[0][0]
+    p, q = kiln.jit(f)(a, w1, w2)
+    h = a.astype(np.float64) * 2 - 1
+    np.testing.assert_allclose(np.asarray(p), h @ w1, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(np.asarray(q), h.T @ w2, rtol=1e-4, atol=1e-4)
