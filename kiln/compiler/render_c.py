@@ -102,6 +102,15 @@ PRELUDE = r"""
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+/* Functions holding only small loops (SMALL_ELEMENTS): gcc's loop vectorizer, peeling and
+   unrolling cost compile time there that the run never earns back. `omp simd` loops still
+   vectorize (OpenMP forces them), so reductions sum in the same order as elsewhere. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define KILN_SMALL __attribute__((optimize("no-tree-loop-vectorize", "no-tree-slp-vectorize", \
+                                           "no-peel-loops", "no-unroll-loops")))
+#else
+#define KILN_SMALL
+#endif
 static inline int64_t kiln_floordiv(int64_t a, int64_t b) {
   int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
 static inline int64_t kiln_floormod(int64_t a, int64_t b) {
@@ -254,7 +263,8 @@ class CRenderer(ControlMixin, ConvMixin):
         units = self.build_units if total >= self.split_min_chars else 1
         if units > 1:
             return self._render_units(prog, segments, rendered, units)
-        bodies = [self._segment_function(seg, [t for _, t in r])
+        bodies = [self._segment_function(seg, [t for _, t in r],
+                                         small=all(_is_small(st) for st, _ in r))
                   for seg, r in zip(segments, rendered)]
         return self._assemble(prog, [bodies]), segments
 
@@ -326,8 +336,9 @@ class CRenderer(ControlMixin, ConvMixin):
             out.append((step, f"  /* {step.name} */\n" + text))
         return out
 
-    def _segment_function(self, seg: Segment, texts: list[str], name: str | None = None) -> str:
-        lines = [f"void {name or seg.name}(void **b) {{"]
+    def _segment_function(self, seg: Segment, texts: list[str], name: str | None = None,
+                          small: bool = False) -> str:
+        lines = [f"{'KILN_SMALL ' if small else ''}void {name or seg.name}(void **b) {{"]
         shared = getattr(self, "_shared", {})
         for j, b in enumerate(seg.buffers):
             # Buffers sharing memory with another (plan_buffers) may alias: no restrict.
@@ -344,18 +355,19 @@ class CRenderer(ControlMixin, ConvMixin):
         units: list[list[str]] = [[] for _ in range(n_units)]
         size = [0] * n_units
         for seg, steps in zip(segments, rendered):
-            runs: list[tuple[int, list[str]]] = []
-            for _step, text in steps:
+            runs: list[tuple[int, bool, list[str]]] = []
+            for step, text in steps:
                 k = min(range(n_units), key=size.__getitem__)
-                size[k] += _compile_weight(text)
-                if runs and runs[-1][0] == k:
-                    runs[-1][1].append(text)
+                small = _is_small(step)
+                size[k] += _compile_weight(text, small)
+                if runs and runs[-1][:2] == (k, small):
+                    runs[-1][2].append(text)
                 else:
-                    runs.append((k, [text]))
+                    runs.append((k, small, [text]))
             calls = []
-            for j, (k, texts) in enumerate(runs):
+            for j, (k, small, texts) in enumerate(runs):
                 part = f"{seg.name}_p{j}"
-                units[k].append(self._segment_function(seg, texts, part))
+                units[k].append(self._segment_function(seg, texts, part, small))
                 calls.append(part)
             units[0].append("\n".join(f"void {c}(void **b);" for c in calls) + "\n" +
                             f"void {seg.name}(void **b) {{\n" +
@@ -985,13 +997,33 @@ class CRenderer(ControlMixin, ConvMixin):
         return f"({t})({a})"
 
 
-def _compile_weight(text: str) -> int:
+def _compile_weight(text: str, small: bool = False) -> int:
     """A step's share of its unit's compile time, to balance units: its length, plus a
     lump per OpenMP region (an outlined function) and per vectorized math call (the
-    inlined polynomial is vectorized again). By length alone the MLP gradient's units
-    compiled in 0.20 and 0.15 s; by this, 0.15 and 0.15 (gcc 12, -O3)."""
-    lumps = text.count("omp parallel") + len(_MATH_CALL.findall(text))
+    inlined polynomial is vectorized again; not in a ``KILN_SMALL`` function). By length
+    alone the MLP gradient's units compiled in 0.20 and 0.15 s; by this, 0.15 and 0.15
+    (gcc 12, -O3)."""
+    lumps = text.count("omp parallel") + (0 if small else len(_MATH_CALL.findall(text)))
     return len(text) + 2500 * lumps
+
+
+# A kernel or reduction over at most this many elements is compiled without gcc's loop
+# vectorizer, peeling and unrolling (KILN_SMALL): they cost ~10-30 ms of build per
+# function, and such a loop runs in microseconds either way.
+SMALL_ELEMENTS = 4096
+
+
+def _is_small(step) -> bool:
+    """Whether a step (or row group) has only loops over at most SMALL_ELEMENTS elements."""
+    if isinstance(step, list):
+        return all(_is_small(s) for s in step)
+    if isinstance(step, Kernel):
+        shape = step.shape
+    elif isinstance(step, Reduce):
+        shape = step.in_shape
+    else:
+        return False
+    return math.prod(shape) <= SMALL_ELEMENTS
 
 
 _MATH_CALL = re.compile(r"\bx[a-z0-9]+(?:32|64)\(|\bkiln_[a-z]+_xla(?:32|64)\(")

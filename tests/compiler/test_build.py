@@ -369,3 +369,27 @@ def test_serial_units_build_the_same_library(cache):
     assert build.build_shared(src, name="serial") == path     # same key: a cache hit
     lib = ctypes.CDLL(str(path))
     assert lib.kiln_s0() + lib.kiln_s1() == 7
+
+
+def test_small_loops_compile_without_the_vectorizer():
+    """Functions with only small loops are marked KILN_SMALL (no loop vectorizer, peeling
+    or unrolling: build time), large ones are not; both compute the same values."""
+    import numpy as np
+
+    import kiln
+    import kiln.numpy as jnp
+    from kiln.compiler.render_c import SMALL_ELEMENTS
+
+    def f(x):
+        return jnp.exp(x) * 2.0 + jnp.sum(jnp.tanh(x), axis=-1, keepdims=True)
+
+    r = np.random.default_rng(3)
+    small = r.standard_normal((8, 10)).astype(np.float32)
+    large = r.standard_normal((SMALL_ELEMENTS // 64, 128)).astype(np.float32)
+    text_small = kiln.jit(f).lower(small).compile().as_text()
+    text_large = kiln.jit(f).lower(large).compile().as_text()
+    assert "KILN_SMALL void seg" in text_small
+    assert "KILN_SMALL void seg" not in text_large
+    for x in (small, large):
+        want = np.exp(x.astype(np.float64)) * 2 + np.tanh(x.astype(np.float64)).sum(-1, keepdims=True)
+        np.testing.assert_allclose(np.asarray(kiln.jit(f)(x)), want, rtol=2e-5, atol=2e-5)
