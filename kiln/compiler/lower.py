@@ -141,6 +141,7 @@ class Lowering:
         self.prog = Program()
         self.table = ExprTable()
         self.prog.expr_source = self.table.source
+        self.prog.table = self.table
         self._nsym = 0
         self._nkernel = 0
         # materialize_shared: (id(node), id(step list)) -> (node, steps, BufNode)

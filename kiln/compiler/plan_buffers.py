@@ -84,6 +84,10 @@ def plan(prog: Program) -> dict:
     least two buffers, or a result aliasing its dead operand); slots are numbered from
     0. Also sets ``prog.slots``."""
     aliases = alias_dead_operands(prog)
+    # After the aliasing (it looks for a copy kernel on its own before a scatter), before
+    # the lifetimes: a merged kernel is one step.
+    from kiln.compiler.merge_kernels import merge_kernels
+    merge_kernels(prog, prog.table)
     first: dict = {}
     last: dict = {}
     for i, step in enumerate(prog.steps):
@@ -133,10 +137,10 @@ def writes_into_input(prog: Program, k: int, j: int):
     else None.
 
     It can when the first top-level step touching the output is a Kernel (no offset)
-    in which the input is read only by the output's own expression and only at the
-    element being written (each element is read before it is overwritten, whatever
-    the loop order or threads), the input is not itself returned, and no later step
-    reads the input."""
+    in which the input is read only at the element being written and only by nodes of
+    the output's own expression (other outputs of a merged kernel may share those
+    nodes: each element is read once, before it is overwritten, whatever the loop order
+    or threads), the input is not itself returned, and no later step reads the input."""
     from kiln.compiler.program import Kernel
     from kiln.compiler.render_c import _walk
     if j >= len(prog.outputs) or k >= len(prog.inputs):
@@ -156,13 +160,17 @@ def writes_into_input(prog: Program, k: int, j: int):
     kern = steps[first]
     if not isinstance(kern, Kernel) or kern.offset is not None:
         return None
-    for buf, e in kern.outs:
-        loads = [n for n in _walk(prog, [e]) if n.kind == "load" and n.params[0] == x.id]
-        if buf is out:
-            if not all(_same_element(kern, n) for n in loads):
+    own = next(e for buf, e in kern.outs if buf is out)
+    own_nodes = {n.uid for n in _walk(prog, [own])}
+    for _buf, e in kern.outs:
+        for n in _walk(prog, [e]):
+            if n.kind != "load" or n.params[0] != x.id:
+                continue
+            # Another output may read the input only through a node of this output's
+            # own expression (merged kernels: Adam's p' reads m' = f(m)): the load is
+            # computed once per element, before this output's store, which needs it.
+            if not _same_element(kern, n) or n.uid not in own_nodes:
                 return None
-        elif loads:
-            return None
     if any(x.id in _buffers_of(prog, later) for later in steps[first + 1:]):
         return None
     return out.id

@@ -220,6 +220,9 @@ class Program:
     # expression uid -> source_info of the equation that made the node.
     step_source: dict = field(default_factory=dict)
     expr_source: dict = field(default_factory=dict)
+    # The ExprTable the lowering interned the expressions in (passes after the lowering
+    # that build new expressions, e.g. merge_kernels, intern them there too).
+    table: object = field(default=None, repr=False, compare=False)
 
     def new_buffer(self, shape, dtype, kind) -> Buffer:
         b = Buffer(len(self.buffers), tuple(int(s) for s in shape), np.dtype(dtype), kind)

@@ -1,0 +1,106 @@
+"""Consecutive elementwise kernels over one loop become one multi-output kernel
+(kiln.compiler.merge_kernels): Adam's three updates read and write memory once."""
+import numpy as np
+import pytest
+
+import kiln
+import kiln.numpy as jnp
+from kiln.backends import cpu
+from kiln.compiler.program import Kernel
+from kiln.config import config
+
+pytestmark = pytest.mark.skipif(config.kiln_backend == "reference",
+                                reason="a compiled-backend pass")
+
+R = np.random.default_rng(11)
+F = np.float32
+
+
+def adam_like(p, m, v, g):
+    m2 = 0.9 * m + 0.1 * g
+    v2 = 0.999 * v + 0.001 * g * g
+    p2 = p - 0.001 * m2 / (jnp.sqrt(v2) + 1e-8)
+    return p2, m2, v2
+
+
+def _numpy_adam(p, m, v, g):
+    m2 = F(0.9) * m + F(0.1) * g
+    v2 = F(0.999) * v + F(0.001) * g * g
+    p2 = p - F(0.001) * m2 / (np.sqrt(v2) + F(1e-8))
+    return p2, m2, v2
+
+
+def _args(n=5000):
+    return [R.standard_normal(n).astype(F), R.standard_normal(n).astype(F),
+            np.abs(R.standard_normal(n)).astype(F), R.standard_normal(n).astype(F)]
+
+
+def _kernels(f, *args):
+    exe = cpu.executable_for(kiln.make_jaxpr(f)(*args))
+    return [s for s in exe.prog.steps if isinstance(s, Kernel)]
+
+
+def test_adam_update_is_one_kernel_with_three_outputs():
+    args = _args()
+    ks = _kernels(adam_like, *args)
+    assert len(ks) == 1 and len(ks[0].outs) == 3
+    got = kiln.jit(adam_like)(*args)
+    for g, w in zip(got, _numpy_adam(*args)):
+        # The same IEEE operations in the same order: the same bits.
+        np.testing.assert_array_equal(np.asarray(g), w)
+
+
+def test_a_read_of_another_element_keeps_the_kernels_apart():
+    def f(a, b):
+        s = a * 2.0 + b
+        return s, (s[::-1] + 1.0) * a       # reads s at the mirrored element
+
+    a, b = R.standard_normal(4096).astype(F), R.standard_normal(4096).astype(F)
+    assert len(_kernels(f, a, b)) == 2
+    s, t = kiln.jit(f)(a, b)
+    want_s = a * F(2) + b
+    np.testing.assert_array_equal(np.asarray(s), want_s)
+    np.testing.assert_array_equal(np.asarray(t), (want_s[::-1] + F(1)) * a)
+
+
+def test_different_loops_are_not_merged():
+    def f(a, b):
+        return a * 2.0, b + 1.0
+
+    a, b = np.ones(300, F), np.ones(200, F)
+    assert len(_kernels(f, a, b)) == 2
+
+
+def test_merged_update_still_writes_into_donated_memory():
+    step = kiln.jit(adam_like, donate_argnums=(0, 1, 2))
+
+    def fresh():
+        return [jnp.asarray(x) * 1.0 for x in _args()]
+
+    step(*fresh())                          # compile
+    args = fresh()
+    want = _numpy_adam(*[np.asarray(a) for a in args])
+    ptrs = [a._value.ctypes.data for a in args[:3]]
+    out = step(*args)
+    assert [o._value.ctypes.data for o in out] == ptrs
+    for o, w in zip(out, want):
+        np.testing.assert_array_equal(np.asarray(o), w)
+
+
+def test_merged_kernels_under_grad_and_vmap():
+    args = _args(64)
+
+    def loss(p, m, v, g):
+        p2, m2, v2 = adam_like(p, m, v, g)
+        return jnp.sum(p2 * p2) + jnp.sum(m2) + jnp.sum(v2)
+
+    gp = kiln.jit(kiln.grad(loss))(*args)
+    eps = 1e-3
+    e0 = np.zeros(64, F)
+    e0[3] = eps
+    p = args[0].astype(np.float64)
+    fd = (loss(*[jnp.asarray(p + e0)] + args[1:]) - loss(*[jnp.asarray(p - e0)] + args[1:]))
+    np.testing.assert_allclose(float(np.asarray(gp)[3]), float(fd) / (2 * eps), rtol=2e-2)
+    batched = kiln.jit(kiln.vmap(adam_like))(*[np.stack([a, a * 2]) for a in args])
+    for b, w in zip(batched, _numpy_adam(*[a * F(2) for a in args])):
+        np.testing.assert_allclose(np.asarray(b)[1], w, rtol=1e-6, atol=1e-7)
