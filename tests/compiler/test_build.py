@@ -74,6 +74,22 @@ def test_default_flags_are_ieee(cache, monkeypatch):
     assert "-fPIC" in flags
 
 
+def test_gold_linker_used_when_the_toolchain_has_it(cache, monkeypatch):
+    """``-fuse-ld=gold`` is in the flags exactly when a probe link with it works; the
+    verdict is recorded beside the other probes."""
+    monkeypatch.setattr(build, "_flags_cache", {})
+    flags = build.default_flags()
+    argv = build._compiler_argv()
+    works = build._probe(argv, [f for f in flags if f != "-fuse-ld=gold"] + ["-fuse-ld=gold"])
+    assert ("-fuse-ld=gold" in flags) == works
+    records = [json.loads(p.read_text()) for p in (cache / "so").glob("flags-*.json")]
+    assert records and all(r["gold"] == works for r in records)
+    lib = build.load_library(_unique(SRC), name="goldlink")
+    lib.kiln_test_triple.argtypes = [ctypes.c_int]
+    lib.kiln_test_triple.restype = ctypes.c_int
+    assert lib.kiln_test_triple(5) == 15
+
+
 def test_directory_mode(tmp_path, monkeypatch):
     d = tmp_path / "a" / "kiln"
     monkeypatch.setenv("KILN_CACHE_DIR", str(d))
