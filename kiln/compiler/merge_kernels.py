@@ -1,4 +1,4 @@
-"""Merging consecutive elementwise kernels over the same loop into one multi-output kernel.
+"""Merging elementwise kernels over the same loop into one multi-output kernel.
 
 An optimizer's update is several outputs of one shape computed from the same inputs:
 Adam's ``m' = b1*m + (1-b1)*g``, ``v' = b2*v + (1-b2)*g*g`` and ``p' = p - lr*m'/(sqrt(v')+eps)``.
@@ -7,7 +7,9 @@ reads ``m'`` and ``v'`` back from memory: three passes reading 7 arrays and writ
 Merged, one loop reads ``p, m, v, g`` once and writes ``p', m', v'``: 7 array passes
 instead of 10 on a memory-bound step.
 
-Two consecutive top-level :class:`Kernel` steps A, B merge when they run the same loop
+Two top-level :class:`Kernel` steps A, B (B later, with no step between them that
+B depends on or that touches what B writes; see :func:`merge_kernels`) merge when they
+run the same loop
 (same shape and symbols, no offset), B writes nothing A reads or writes, every read of
 an A output in B is of the element being written (B's read is replaced by A's
 expression for it, computed once per element in the merged body), and neither reads
@@ -21,6 +23,7 @@ from __future__ import annotations
 from kiln.compiler.program import Kernel, Program
 
 MAX_OUTPUTS = 8
+LOOK_BACK = 24
 
 
 def _same_loop(a: Kernel, b: Kernel) -> bool:
@@ -93,24 +96,50 @@ def _try_merge(prog: Program, table, a: Kernel, b: Kernel) -> Kernel | None:
     return Kernel(tuple(a.shape), list(a.syms), outs, f"{a.name}+{b.name}")
 
 
+def _reads_writes(k: Kernel) -> tuple[set, set]:
+    reads = {e.params[0] for e in _nodes([e for _, e in k.outs]) if e.kind == "load"}
+    return reads, {buf.id for buf, _ in k.outs}
+
+
 def merge_kernels(prog: Program, table) -> int:
-    """Merge consecutive top-level kernels of ``prog`` in place (see the module doc);
-    ``table`` is the program's :class:`~.expr.ExprTable`. Returns the merges made."""
+    """Merge kernels of ``prog``'s top level in place (see the module doc); ``table`` is
+    the program's :class:`~.expr.ExprTable`. Returns the merges made.
+
+    A kernel B merges into the nearest earlier kernel A (at most ``LOOK_BACK`` steps back)
+    it can merge with, taking A's place, when no step between them touches a buffer B
+    writes or writes one B reads (temporaries and outputs: inputs and constants are
+    never written). Optax updates a pytree leaf by leaf (all ``m``, then all ``v``, then
+    the parameters), so one parameter's kernels are several steps apart."""
+    from kiln.compiler.plan_buffers import _buffers_of
     if table is None:
         return 0
     steps = prog.steps
+    fixed = {b.id for b in prog.inputs} | {b.id for b, _ in prog.consts}
     merged = 0
-    i = 0
-    while i + 1 < len(steps):
-        a, b = steps[i], steps[i + 1]
-        m = _try_merge(prog, table, a, b) if isinstance(a, Kernel) and \
-            isinstance(b, Kernel) else None
-        if m is None:
-            i += 1
+    j = 1
+    while j < len(steps):
+        b = steps[j]
+        if not isinstance(b, Kernel) or b.offset is not None:
+            j += 1
             continue
-        src = prog.step_source.get(id(a)) or prog.step_source.get(id(b))
-        if src is not None:
-            prog.step_source[id(m)] = src
-        steps[i:i + 2] = [m]
-        merged += 1
+        b_reads, b_writes = _reads_writes(b)
+        touchy = (b_reads | b_writes) - fixed
+        done = False
+        for i in range(j - 1, max(-1, j - 1 - LOOK_BACK), -1):
+            a = steps[i]
+            if isinstance(a, Kernel):
+                m = _try_merge(prog, table, a, b)
+                if m is not None:
+                    src = prog.step_source.get(id(a)) or prog.step_source.get(id(b))
+                    if src is not None:
+                        prog.step_source[id(m)] = src
+                    steps[i] = m
+                    del steps[j]
+                    merged += 1
+                    done = True
+                    break
+            if _buffers_of(prog, a) & touchy:
+                break
+        if not done:
+            j += 1
     return merged

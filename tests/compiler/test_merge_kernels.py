@@ -104,3 +104,39 @@ def test_merged_kernels_under_grad_and_vmap():
     batched = kiln.jit(kiln.vmap(adam_like))(*[np.stack([a, a * 2]) for a in args])
     for b, w in zip(batched, _numpy_adam(*[a * F(2) for a in args])):
         np.testing.assert_allclose(np.asarray(b)[1], w, rtol=1e-6, atol=1e-7)
+
+
+def test_leaf_by_leaf_updates_merge_across_other_leaves():
+    """Optax updates a pytree one tree_map at a time (all m, then all v, then all p): one
+    parameter's kernels are steps apart, and still become one kernel per shape."""
+    ws = [_args(3000), _args(700)]
+
+    def update(ps, ms, vs, gs):
+        ms2 = [0.9 * m + 0.1 * g for m, g in zip(ms, gs)]
+        vs2 = [0.999 * v + 0.001 * g * g for v, g in zip(vs, gs)]
+        ps2 = [p - 0.001 * m / (jnp.sqrt(v) + 1e-8) for p, m, v in zip(ps, ms2, vs2)]
+        return ps2, ms2, vs2
+
+    cols = [list(c) for c in zip(*ws)]      # ps, ms, vs, gs: one entry per leaf
+    ks = _kernels(update, *cols)
+    assert len(ks) == 2 and sorted(len(k.outs) for k in ks) == [3, 3]
+    got = kiln.jit(update)(*cols)
+    for leaf, w in enumerate(ws):
+        want = _numpy_adam(*w)
+        for out, wv in zip(got, want):
+            np.testing.assert_array_equal(np.asarray(out[leaf]), wv)
+
+
+def test_a_step_in_between_that_b_needs_keeps_it_in_place():
+    def f(x):
+        e = jnp.exp(x)
+        s = jnp.sum(e)                      # a reduction between the two kernels
+        return e, e / s
+
+    x = R.standard_normal(5000).astype(F)
+    exe = cpu.executable_for(kiln.make_jaxpr(f)(x))
+    names = [s.name for s in exe.prog.steps]
+    assert len([s for s in exe.prog.steps if isinstance(s, Kernel)]) == 2, names
+    e, p = kiln.jit(f)(x)
+    np.testing.assert_allclose(np.asarray(p), np.exp(x) / np.exp(x.astype(np.float64)).sum(),
+                               rtol=1e-5)
