@@ -21,6 +21,7 @@ What it must not hold: C text, buffer planning (``plan_buffers.py`` runs after t
 from __future__ import annotations
 
 from kiln.compiler.program import Kernel, Program
+from kiln.compiler.render_c import _walk
 
 MAX_OUTPUTS = 8
 LOOK_BACK = 24
@@ -29,18 +30,6 @@ LOOK_BACK = 24
 def _same_loop(a: Kernel, b: Kernel) -> bool:
     return (a.offset is None and b.offset is None and tuple(a.shape) == tuple(b.shape)
             and [(s.name, s.lo, s.hi) for s in a.syms] == [(s.name, s.lo, s.hi) for s in b.syms])
-
-
-def _nodes(roots):
-    seen, stack, out = set(), list(roots), []
-    while stack:
-        e = stack.pop()
-        if e.uid in seen:
-            continue
-        seen.add(e.uid)
-        out.append(e)
-        stack.extend(e.args)
-    return out
 
 
 def _dynamic(prog: Program, nodes) -> bool:
@@ -76,8 +65,8 @@ def _try_merge(prog: Program, table, a: Kernel, b: Kernel) -> Kernel | None:
     from kiln.compiler.plan_buffers import _same_element
     if not _same_loop(a, b) or len(a.outs) + len(b.outs) > MAX_OUTPUTS:
         return None
-    a_nodes = _nodes([e for _, e in a.outs])
-    b_nodes = _nodes([e for _, e in b.outs])
+    a_nodes = _walk(prog, [e for _, e in a.outs])
+    b_nodes = _walk(prog, [e for _, e in b.outs])
     if _dynamic(prog, a_nodes) or _dynamic(prog, b_nodes):
         return None
     a_writes = {buf.id: e for buf, e in a.outs}
@@ -96,8 +85,8 @@ def _try_merge(prog: Program, table, a: Kernel, b: Kernel) -> Kernel | None:
     return Kernel(tuple(a.shape), list(a.syms), outs, f"{a.name}+{b.name}")
 
 
-def _reads_writes(k: Kernel) -> tuple[set, set]:
-    reads = {e.params[0] for e in _nodes([e for _, e in k.outs]) if e.kind == "load"}
+def _reads_writes(prog: Program, k: Kernel) -> tuple[set, set]:
+    reads = {e.params[0] for e in _walk(prog, [e for _, e in k.outs]) if e.kind == "load"}
     return reads, {buf.id for buf, _ in k.outs}
 
 
@@ -122,7 +111,7 @@ def merge_kernels(prog: Program, table) -> int:
         if not isinstance(b, Kernel) or b.offset is not None:
             j += 1
             continue
-        b_reads, b_writes = _reads_writes(b)
+        b_reads, b_writes = _reads_writes(prog, b)
         touchy = (b_reads | b_writes) - fixed
         done = False
         for i in range(j - 1, max(-1, j - 1 - LOOK_BACK), -1):

@@ -350,7 +350,8 @@ class CRenderer(ControlMixin, ConvMixin):
         return "\n".join(lines)
 
     def _render_units(self, prog: Program, segments, rendered, n_units: int):
-        """Spread the steps over ``n_units`` translation units, balanced by size. Each run of consecutive steps in one unit
+        """Spread the steps over ``n_units`` translation units, balanced by size. Each run
+        of consecutive steps in one unit (split where ``KILN_SMALL`` starts or stops)
         becomes a function ``segN_pK``; ``segN`` (first unit) calls them in order."""
         units: list[list[str]] = [[] for _ in range(n_units)]
         size = [0] * n_units
