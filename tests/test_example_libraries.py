@@ -93,7 +93,8 @@ def _inputs(name, shape):
     return data(shape)
 
 
-def _check_layer(jlayer, klayer, in_shape, x, seed=3, apply_kwargs=None, jit_oracle=False):
+def _check_layer(jlayer, klayer, in_shape, x, seed=3, apply_kwargs=None, jit_oracle=False,
+                 atol=1e-7):
     apply_kwargs = apply_kwargs or {}
     jkey, kkey = both_keys(seed)
     jshape, jparams = jlayer[0](jkey, in_shape)
@@ -105,7 +106,7 @@ def _check_layer(jlayer, klayer, in_shape, x, seed=3, apply_kwargs=None, jit_ora
     japply = jax.jit(jlayer[1]) if jit_oracle else jlayer[1]  # jit: one XLA compile
     jout = japply(jparams, jx, **apply_kwargs.get("jax", {}))
     kout = klayer[1](kparams, kx, **apply_kwargs.get("kiln", {}))
-    assert_trees_close(jout, kout)
+    assert_trees_close(jout, kout, atol=atol)
     # The declared output shape is the real one.
     assert shape_tuple([o.shape for o in kout] if isinstance(kout, list) else kout.shape) \
         == shape_tuple(kshape)
@@ -117,8 +118,10 @@ def _check_layer(jlayer, klayer, in_shape, x, seed=3, apply_kwargs=None, jit_ora
 def test_layer_matches_jax(name, args, kwargs, shape):
     x = _inputs(name, shape)
     in_shape = [a.shape for a in x] if isinstance(x, list) else x.shape
+    # A convolution's outputs cancel (sums of +-1-sized products): the summation order
+    # of the machine's BLAS kernels moves them by a few 1e-7 (seen on Zen 3).
     _check_layer(getattr(js, name)(*args, **kwargs), getattr(ks, name)(*args, **kwargs),
-                 in_shape, x)
+                 in_shape, x, atol=1e-6 if "Conv" in name else 1e-7)
 
 
 @pytest.mark.parametrize("name", PARAMLESS)

@@ -179,8 +179,13 @@ def preludes(source_text: str) -> list[str]:
         out += [THREEFRY_C, THREEFRY_OPS_C]
     logistic = "kiln_logistic_xla" in source_text
     xla_names = ("xlog", "xlog1p", "xexp", "xerfinv", "xerf", "xtanh")
-    if logistic or any(f"{b}{w}(" in source_text for b in xla_names for w in (32, 64)):
+    fast_exp = "fexp32(" in source_text
+    if logistic or fast_exp or any(f"{b}{w}(" in source_text
+                                   for b in xla_names for w in (32, 64)):
         out.append("#include <float.h>\n" + XLA_MATH_C)
+    if fast_exp:
+        from kiln.compiler.fast_math import FAST_EXP_C
+        out.append(FAST_EXP_C)
     if logistic:    # XLA expands logistic(x) as 1 / (1 + exp(-x)) with its own exp
         out.append("static inline float kiln_logistic_xla32(float x) "
                    "{ return ftz32(1.0f / (1.0f + xexp32(-x))); }\n"

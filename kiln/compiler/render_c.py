@@ -499,6 +499,7 @@ class CRenderer(ControlMixin, ConvMixin):
             # inner loops (else gcc may leave those loops scalar).
             row = body.hoisting(st.syms[m:])
             if isinstance(st, Reduce):
+                body.summed = _summed(st)
                 vals = [body.value(st.body)]
                 cost = st.body.cost
             else:
@@ -572,6 +573,7 @@ class CRenderer(ControlMixin, ConvMixin):
         init = self.reduce_init(r.op, r.out.dtype)
         pad = "  "
         body = _Body(self, prog)
+        body.summed = _summed(r)
         val = body.value(r.body)
         lines = [pad + "{"]
         lines += [pad + "  " + s for s in body.prelude_lines()]
@@ -1030,6 +1032,11 @@ def _is_small(step) -> bool:
 _MATH_CALL = re.compile(r"\bx[a-z0-9]+(?:32|64)\(|\bkiln_[a-z]+_xla(?:32|64)\(")
 
 
+def _summed(r: Reduce) -> bool:
+    """Whether ``r`` is a float sum, whose body may use ``fast_math``'s exp."""
+    return r.op == "sum" and r.out.dtype.kind == "f"
+
+
 def _int_extreme(dt, low) -> str:
     info = np.iinfo(dt)
     return c_literal(info.min if low else info.max, dt)
@@ -1160,6 +1167,9 @@ class _Body:
         self.outer: _Body | None = None
         self.inner: frozenset = frozenset()
         self._deps: dict = {}
+        # In the body of a float sum reduction: exp as ``fexp32`` (``fast_math``), since
+        # the sum's bits are not XLA's whatever exp it uses.
+        self.summed = False
 
     def hoisting(self, inner_syms) -> _Body:
         """Make this body render what does not vary along ``inner_syms`` (loop symbols)
@@ -1258,7 +1268,10 @@ class _Body:
             text = f"(({cond.c()}) ? {a} : {b})"
         else:
             args = [self.value(x) for x in e.args]
-            text = self.r.op_text(e, args, [x.dtype for x in e.args])
+            if self.summed and e.dtype == F32 and e.params[0] == "exp":
+                text = f"fexp32({args[0]})"
+            else:
+                text = self.r.op_text(e, args, [x.dtype for x in e.args])
         self._n += 1
         name = f"t{e.uid}"
         self.lines.append(f"const {C_TYPES[e.dtype]} {name} = ({C_TYPES[e.dtype]})({text});")

@@ -1,0 +1,138 @@
+"""``fexp32`` (``kiln.compiler.fast_math``), the exp used inside float sum reductions.
+
+Its accuracy in ulps against the correctly rounded exp (float64, rounded), its special
+values against XLA's (``xexp32``), and where the renderer uses it: sums only, so
+elementwise exp (softmax's output) keeps JAX's bits.
+"""
+import ctypes
+import os
+
+import numpy as np
+import pytest
+
+import kiln
+import kiln.numpy as knp
+import kiln.scipy.special
+from kiln import nn as knn
+from kiln.compiler import build
+from kiln.compiler.fast_math import FAST_EXP_C
+from kiln.random._native import XLA_MATH_C
+
+pytestmark = pytest.mark.skipif(build.find_compiler() is None, reason="no C compiler")
+
+_SRC = ("#include <stdint.h>\n#include <math.h>\n#include <float.h>\n#include <string.h>\n"
+        + XLA_MATH_C + FAST_EXP_C + r"""
+void fast(const float *x, float *y, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = fexp32(x[i]); }
+void xla(const float *x, float *y, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = xexp32(x[i]); }
+""")
+
+
+@pytest.fixture(scope="module")
+def lib():
+    return build.load_library(_SRC)
+
+
+def _call(fn, x):
+    x = np.ascontiguousarray(x, np.float32)
+    y = np.empty_like(x)
+    p = ctypes.c_void_p
+    fn.argtypes = [p, p, ctypes.c_int64]
+    fn(x.ctypes.data, y.ctypes.data, x.size)
+    return y
+
+
+def _ulps(y, x):
+    """|y - exp(x)| in ulps of the exact result; results XLA flushes (below FLT_MIN)
+    must be 0."""
+    with np.errstate(over="ignore"):
+        ref = np.exp(x.astype(np.float64))
+    tiny = ref < np.finfo(np.float32).tiny
+    big = ref > np.finfo(np.float32).max
+    ok = np.isfinite(ref) & ~tiny & ~big
+    _, e = np.frexp(ref[ok])
+    err = np.abs(y[ok].astype(np.float64) - ref[ok]) / np.ldexp(1.0, e - 24)
+    assert np.all(y[tiny] == 0)
+    assert np.all(y[big] == np.inf)
+    return np.concatenate([err, [0.0]])
+
+
+def _all_floats(step):
+    """Every ``step``-th float32 bit pattern, NaNs and infinities included."""
+    return np.arange(0, 2**32, step, dtype=np.uint64).astype(np.uint32).view(np.float32)
+
+
+@pytest.mark.parametrize("part", range(4))
+def test_fexp32_within_1_06_ulp(lib, part):
+    x = _all_floats(67)[part::4]               # 16M patterns in all, every exponent
+    x = x[~np.isnan(x)]
+    err = _ulps(_call(lib.fast, x), x)
+    assert err.max() <= 1.06
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("KILN_EXHAUSTIVE"),
+                    reason="all 2^32 inputs take ~3 minutes: set KILN_EXHAUSTIVE=1")
+def test_fexp32_exhaustive(lib):
+    worst = 0.0
+    for start in range(0, 2**32, 2**26):
+        x = np.arange(start, start + 2**26, dtype=np.uint64).astype(np.uint32).view(np.float32)
+        x = x[~np.isnan(x)]
+        worst = max(worst, _ulps(_call(lib.fast, x), x).max())
+    assert worst <= 1.06
+
+
+def test_fexp32_dense_near_one_and_edges(lib):
+    x = np.concatenate([np.linspace(-1, 1, 400001), np.linspace(88.0, 88.8, 100001),
+                        np.linspace(-88.0, -87.0, 100001), np.linspace(-104, -87, 20001)])
+    x = x.astype(np.float32)
+    err = _ulps(_call(lib.fast, x), x)
+    assert err.max() <= 1.06
+    # more than nine in ten results are the correctly rounded float
+    assert np.mean(err < 0.5) > 0.9
+
+
+def test_fexp32_special_values_as_xla(lib):
+    f32 = np.float32
+    x = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 88.72284, 88.7229,
+                  -87.33655, -87.34, -103.9, 1e30, -1e30, 3.4e38, -3.4e38,
+                  np.float32(np.finfo(f32).tiny), 1e-45, -1e-45], f32)
+    nan_payload = np.array([0x7F800001, 0xFFC00123, 0x7FBFFFFF], np.uint32).view(f32)
+    x = np.concatenate([x, nan_payload])
+    got, want = _call(lib.fast, x), _call(lib.xla, x)
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    both = ~np.isnan(want)
+    np.testing.assert_array_equal(got[both], want[both])
+    # the largest finite result and the smallest normal one
+    edge = np.array([88.72283, -87.33654], f32)
+    np.testing.assert_allclose(_call(lib.fast, edge), _call(lib.xla, edge), rtol=3e-7)
+    assert np.all(np.isfinite(_call(lib.fast, edge))) and np.all(_call(lib.fast, edge) > 0)
+
+
+def _source(fn, *args):
+    return kiln.jit(fn).lower(*args).compile().as_text()
+
+
+def test_renderer_uses_fexp32_in_float_sums_only():
+    x = np.random.default_rng(0).standard_normal((64, 3000)).astype(np.float32)
+    src = _source(lambda x: kiln.scipy.special.logsumexp(x, axis=1), x)
+    assert "fexp32(" in src
+    # softmax's output is elementwise: XLA's exp, JAX's bits
+    src = _source(lambda x: knn.softmax(x, axis=1), x)
+    assert "xexp32(" in src
+    # a max of exps is not a sum: XLA's exp
+    src = _source(lambda x: knp.max(knp.exp(x), axis=1), x)
+    assert "xexp32(" in src and "fexp32(" not in src
+
+
+def test_sum_of_exp_accuracy():
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal((50, 4000)) * 5).astype(np.float32)
+    got = np.asarray(kiln.jit(lambda x: knp.sum(knp.exp(x), axis=1))(x))
+    ref = np.exp(x.astype(np.float64)).sum(axis=1)
+    np.testing.assert_allclose(got, ref, rtol=2e-6)
+    lse = np.asarray(kiln.jit(lambda x: kiln.scipy.special.logsumexp(x, axis=1))(x))
+    np.testing.assert_allclose(lse, np.log(ref), rtol=1e-6)
+    # NaN and inf inside a summed exp
+    x[3, 7], x[4, 9] = np.nan, np.inf
+    got = np.asarray(kiln.jit(lambda x: knp.sum(knp.exp(x), axis=1))(x))
+    assert np.isnan(got[3]) and got[4] == np.inf and np.all(np.isfinite(got[5:]))
