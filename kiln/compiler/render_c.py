@@ -488,71 +488,224 @@ class CRenderer(ControlMixin, ConvMixin):
     def render_row_group(self, prog: Program, steps: list) -> str:
         """Steps sharing one loop over rows (``row_groups``): for each row, each step's
         work in turn, so later steps read the row from cache. Each step names the row
-        its own way (its leading loop symbols, from the flat row number ``g``)."""
+        its own way (its leading loop symbols, from the flat row number ``g``).
+
+        When the group opens with two reductions over the same row length (a max then a
+        sum of exps: ``logsumexp``, softmax; a mean then a sum of squares: layer norm),
+        the loop is skewed (:meth:`_skewed_rows`): the first reduction of row ``g + 1``
+        runs in the same inner loop as the second reduction of row ``g``, so the next
+        row's loads from memory overlap the current row's arithmetic."""
         n_rows = row_count(steps[0])
         work, parts, prelude = 0, [], []
         for st in steps:
             m = lead_dims(st, n_rows)
-            shape = loop_shape(st)
-            body = _Body(self, prog)
-            # What depends on the row only is computed once per row, before the step's
-            # inner loops (else gcc may leave those loops scalar).
-            row = body.hoisting(st.syms[m:])
-            if isinstance(st, Reduce):
-                body.summed = _summed(st)
-                vals = [body.value(st.body)]
-                cost = st.body.cost
-            else:
-                vals = [body.value(e) for _, e in st.outs]
-                cost = _cost_of(st.outs)
-            work += math.prod(shape) * max(1, cost)
-            parts.append((st, m, shape, body, row, vals))
-            prelude += [x for b in (row, body) for x in b.prelude_lines() if x not in prelude]
+            part = self._row_step_bodies(prog, st, m)
+            work += math.prod(loop_shape(st)) * max(1, _step_cost(st))
+            parts.append(part)
+            prelude += [x for x in part.prelude if x not in prelude]
+        skew = _skewable(parts) and n_rows >= 2
+        if skew:
+            # The first step once more, for the row after the one being summed: its own
+            # bodies (rendered again), every name it declares suffixed ``_n``.
+            ahead = self._row_step_bodies(prog, steps[0], parts[0].m)
+            prelude += [x for x in ahead.prelude if x not in prelude]
         lines = ["  {"] + ["    " + x for x in prelude]
-        if work >= self.parallel_threshold:
-            lines.append("    " + self.parallel_for)
-        lines.append(f"    for (int64_t g = 0; g < {n_rows}; g++) {{")
-        ind = " " * 6
-        for st, m, shape, body, row, vals in parts:
-            lines.append(ind + "{")
-            lead = shape[:m]
-            strides = row_major_strides(lead)
-            for d, (s, n, stride) in enumerate(zip(st.syms, lead, strides)):
-                v = "g" if stride == 1 else f"g / {stride}"
-                if d > 0:
-                    v = f"({v}) % {n}"
-                lines.append(ind + f"  const int64_t {s.name} = {v};")
-            lines += [ind + "  " + x for x in row.lines]
-            if isinstance(st, Reduce):
-                oflat = _flat_of_syms(st.syms[:m], lead)
-                # The row is in cache after the group's first step: no prefetching
-                # along it; an expensive step prefetches the next row instead.
-                lines += self._reduce_row(st, body, vals[0], ind + "  ",
-                                          self.reduce_init(st.op, st.out.dtype), oflat,
-                                          parallel=False,
-                                          next_row=st.syms[m - 1] if m else None)
-            else:
-                d2 = len(ind) + 2
-                inner = list(zip(st.syms[m:], shape[m:]))
-                for j, (s, n) in enumerate(inner):
-                    if j == len(inner) - 1:
-                        # Elements are independent. Said outright: after the stores of
-                        # the steps before it, gcc may not vectorize the loop alone.
-                        lines.append(" " * d2 + self.simd)
-                    lines.append(" " * d2 + f"for (int64_t {s.name} = 0; {s.name} < {n}; "
-                                 f"{s.name}++) {{")
-                    d2 += 2
-                lines += [" " * d2 + x for x in body.lines]
-                flat = _flat_of_syms(st.syms, shape)
-                lines += [" " * d2 + f"b{buf.id}[{flat}] = ({C_TYPES[buf.dtype]})({v});"
-                          for (buf, _), v in zip(st.outs, vals)]
-                for _ in inner:
-                    d2 -= 2
-                    lines.append(" " * d2 + "}")
-            lines.append(ind + "}")
-        lines.append("    }")
+        parallel = work >= self.parallel_threshold
+        if skew:
+            lines += self._skewed_rows(parts, ahead, n_rows, parallel)
+        else:
+            if parallel:
+                lines.append("    " + self.parallel_for)
+            lines.append(f"    for (int64_t g = 0; g < {n_rows}; g++) {{")
+            for part in parts:
+                lines += self._row_step(part, " " * 6)
+            lines.append("    }")
         lines.append("  }")
         return "\n".join(lines)
+
+    def _row_step_bodies(self, prog: Program, st, m: int) -> _RowStep:
+        body = _Body(self, prog)
+        # What depends on the row only is computed once per row, before the step's
+        # inner loops (else gcc may leave those loops scalar).
+        row = body.hoisting(st.syms[m:])
+        if isinstance(st, Reduce):
+            body.summed = _summed(st)
+            vals = [body.value(st.body)]
+        else:
+            vals = [body.value(e) for _, e in st.outs]
+        prelude = [x for b in (row, body) for x in b.prelude_lines()]
+        return _RowStep(st, m, loop_shape(st), body, row, vals, prelude)
+
+    def _lead_lines(self, part: _RowStep, row_var: str, suffix: str = "") -> list[str]:
+        """Definitions of a step's leading loop symbols from the flat row number."""
+        lead = part.shape[:part.m]
+        out = []
+        for d, (s, n, stride) in enumerate(zip(part.st.syms, lead, row_major_strides(lead))):
+            v = row_var if stride == 1 else f"{row_var} / {stride}"
+            if d > 0:
+                v = f"({v}) % {n}"
+            out.append(f"const int64_t {s.name}{suffix} = {v};")
+        return out
+
+    def _row_step(self, part: _RowStep, ind: str) -> list[str]:
+        """One step's work for row ``g``, as a block."""
+        st, m, shape, body, row, vals = (part.st, part.m, part.shape, part.body, part.row,
+                                         part.vals)
+        lines = [ind + "{"] + [ind + "  " + x for x in self._lead_lines(part, "g")]
+        lines += [ind + "  " + x for x in row.lines]
+        if isinstance(st, Reduce):
+            oflat = _flat_of_syms(st.syms[:m], shape[:m])
+            # The row is in cache after the group's first step: no prefetching
+            # along it; an expensive step prefetches the next row instead.
+            lines += self._reduce_row(st, body, vals[0], ind + "  ",
+                                      self.reduce_init(st.op, st.out.dtype), oflat,
+                                      parallel=False,
+                                      next_row=st.syms[m - 1] if m else None)
+        else:
+            d2 = len(ind) + 2
+            inner = list(zip(st.syms[m:], shape[m:]))
+            for j, (s, n) in enumerate(inner):
+                if j == len(inner) - 1:
+                    # Elements are independent. Said outright: after the stores of
+                    # the steps before it, gcc may not vectorize the loop alone.
+                    lines.append(" " * d2 + self.simd)
+                lines.append(" " * d2 + f"for (int64_t {s.name} = 0; {s.name} < {n}; "
+                             f"{s.name}++) {{")
+                d2 += 2
+            lines += [" " * d2 + x for x in body.lines]
+            flat = _flat_of_syms(st.syms, shape)
+            lines += [" " * d2 + f"b{buf.id}[{flat}] = ({C_TYPES[buf.dtype]})({v});"
+                      for (buf, _), v in zip(st.outs, vals)]
+            for _ in inner:
+                d2 -= 2
+                lines.append(" " * d2 + "}")
+        lines.append(ind + "}")
+        return lines
+
+    def _skewed_rows(self, parts: list, ahead: _RowStep, n_rows: int,
+                     parallel: bool) -> list[str]:
+        """The row loop of a group whose first two steps are reductions over rows of
+        the same length, software-pipelined: each thread takes a contiguous range of
+        rows, reduces its first row with the first step alone, then for each row ``g``
+        runs one inner loop computing the second step of row ``g`` and the first step
+        of row ``g + 1`` (``ahead``: the first step rendered again, its names suffixed
+        ``_n``), then the other steps of row ``g``. At the last row of a range the loop
+        folds that row again rather than branching, and drops the result."""
+        first, second = parts[0], parts[1]
+        r0 = first.st
+        s1 = second.st.syms[second.m].name
+        declared = {s.name for s in r0.syms}
+        for x in ahead.row.lines + ahead.body.lines:
+            hit = _DECLARED.match(x)
+            if hit:
+                declared.add(hit.group(1))
+        pattern = re.compile(r"\b(" + "|".join(sorted(map(re.escape, declared))) + r")\b")
+
+        def renamed(xs):
+            return [pattern.sub(r"\1_n", x) for x in xs]
+
+        ind = " " * 6
+        lines = []
+        if parallel:
+            lines.append("    #pragma omp parallel")
+        lines += ["    {", f"      int64_t g_lo = 0, g_hi = {n_rows};"]
+        if parallel:    # each thread its own contiguous rows
+            lines += ["#ifdef _OPENMP",
+                      "      { const int64_t nt = omp_get_num_threads(), "
+                      "th = omp_get_thread_num();",
+                      f"        g_lo = {n_rows} * th / nt; g_hi = {n_rows} * (th + 1) / nt; }}",
+                      "#endif"]
+        lines += ["      if (g_lo < g_hi) {",
+                  "      { const int64_t g = g_lo;"]
+        lines += self._row_step(first, ind + "  ")
+        lines += ["      }",
+                  "      for (int64_t g = g_lo; g < g_hi; g++) {",
+                  "        const int64_t gn = g + 1 < g_hi ? g + 1 : g;",
+                  "        {"]
+        ind2 = " " * 10
+        lines += [ind2 + x for x in self._lead_lines(second, "g")]
+        lines += [ind2 + x for x in second.row.lines]
+        lines += [ind2 + x for x in self._lead_lines(ahead, "gn", "_n")]
+        lines += [ind2 + x for x in renamed(ahead.row.lines)]
+        oflat0 = pattern.sub(r"\1_n", _flat_of_syms(r0.syms[:first.m], first.shape[:first.m]))
+        inner_n = f"const int64_t {r0.syms[first.m].name}_n = {s1};"
+        lines += self._fused_rows(
+            second, r0, [inner_n] + renamed(ahead.body.lines),
+            pattern.sub(r"\1_n", ahead.vals[0]), oflat0, ind2, s1)
+        lines.append("        }")
+        for part in parts[2:]:
+            lines += self._row_step(part, " " * 8)
+        lines += ["      }", "      }", "    }"]
+        return lines
+
+    def _fused_rows(self, second: _RowStep, r0: Reduce, lines0, val0, oflat0, ind,
+                    s1) -> list[str]:
+        """One loop over a row doing the second step for this row (a reduction or an
+        elementwise kernel) and folding ``r0`` (the first step, a reduction) for the next
+        row, each reduction folded the same way as :meth:`_reduce_row` would alone
+        (chunked float sums, NaN-flagged float max/min), so no bits change."""
+        st1 = second.st
+        n = second.shape[-1]
+        t0 = C_TYPES[r0.out.dtype]
+        reduce1 = isinstance(st1, Reduce)
+        chunk1 = reduce1 and n > 2 * self.chunk            # a float sum (_skewable)
+        chunk0 = r0.op == "sum" and n > 2 * self.chunk
+        chunked = chunk0 or chunk1
+        out = []
+        if reduce1:
+            out.append(ind + f"{C_TYPES[st1.out.dtype]} acc = "
+                             f"{self.reduce_init(st1.op, st1.out.dtype)};")
+            clause1 = "reduction(+:part)" if chunk1 else "reduction(+:acc)"
+            body1 = list(second.body.lines) + [("part" if chunk1 else "acc") +
+                                               f" += {second.vals[0]};"]
+        else:
+            clause1 = ""
+            flat = _flat_of_syms(st1.syms, second.shape)
+            body1 = list(second.body.lines) + [
+                f"b{buf.id}[{flat}] = ({C_TYPES[buf.dtype]})({v});"
+                for (buf, _), v in zip(st1.outs, second.vals)]
+        out.append(ind + f"{t0} acc_n = {self.reduce_init(r0.op, r0.out.dtype)};")
+        if r0.op == "sum":
+            fold0 = [("part_n" if chunk0 else "acc_n") + f" += {val0};"]
+            clause0 = "reduction(+:part_n)" if chunk0 else "reduction(+:acc_n)"
+        else:
+            cmp = ">" if r0.op == "max" else "<"
+            out.append(ind + "int nanf_n = 0;")
+            fold0 = [f"acc_n = {val0} {cmp} acc_n ? {val0} : acc_n;",
+                     f"nanf_n |= ({val0} != {val0});"]
+            clause0 = f"reduction({r0.op}:acc_n) reduction(|:nanf_n)"
+        body = body1 + list(lines0) + fold0
+        pragma = " ".join(x for x in ("#pragma omp simd", clause1, clause0) if x)
+        if chunked:
+            out += [ind + f"for (int64_t c0 = 0; c0 < {n}; c0 += {self.chunk}) {{",
+                    ind + f"  const int64_t c1 = c0 + {self.chunk} < {n} ? "
+                          f"c0 + {self.chunk} : {n};"]
+            if chunk1:
+                out.append(ind + f"  {C_TYPES[st1.out.dtype]} part = 0;")
+            if chunk0:
+                out.append(ind + f"  {t0} part_n = 0;")
+            out += [ind + "  " + pragma,
+                    ind + f"  for (int64_t {s1} = c0; {s1} < c1; {s1}++) {{"]
+            out += [ind + "    " + x for x in body]
+            out.append(ind + "  }")
+            if chunk1:
+                out.append(ind + "  acc += part;")
+            if chunk0:
+                out.append(ind + "  acc_n += part_n;")
+            out.append(ind + "}")
+        else:
+            out += [ind + pragma, ind + f"for (int64_t {s1} = 0; {s1} < {n}; {s1}++) {{"]
+            out += [ind + "  " + x for x in body]
+            out.append(ind + "}")
+        if reduce1:
+            oflat1 = _flat_of_syms(st1.syms[:second.m], second.shape[:second.m])
+            out.append(ind + f"b{st1.out.id}[{oflat1}] = acc;")
+        if r0.op != "sum":
+            out.append(ind + f"if (nanf_n) acc_n = {c_literal(np.nan, r0.out.dtype)};")
+        # The last row of a range folded its own row again (no branch in the loop);
+        # not stored: a step of this row may have overwritten its input in place.
+        out.append(ind + f"if (gn != g) b{r0.out.id}[{oflat0}] = acc_n;")
+        return out
 
     def render_reduce(self, prog: Program, r: Reduce) -> str:
         if r.op in ("argmax", "argmin"):
@@ -1030,6 +1183,47 @@ def _is_small(step) -> bool:
 
 
 _MATH_CALL = re.compile(r"\bx[a-z0-9]+(?:32|64)\(|\bkiln_[a-z]+_xla(?:32|64)\(")
+
+
+@dataclass
+class _RowStep:
+    """One step of a row group with its rendered bodies."""
+    st: object
+    m: int                  # leading dims enumerating the rows
+    shape: tuple
+    body: _Body
+    row: _Body              # what depends on the row only
+    vals: list
+    prelude: list
+
+
+# A C declaration as _Body renders them: ``const <type> <name> = ...``.
+_DECLARED = re.compile(r"const [A-Za-z_0-9 ]*?\b([A-Za-z_][A-Za-z_0-9]*) = ")
+
+
+def _step_cost(st) -> int:
+    return st.body.cost if isinstance(st, Reduce) else _cost_of(st.outs)
+
+
+def _skewable(parts: list) -> bool:
+    """Whether a row group opens with a reduction (float max, min or sum) then a float
+    sum or an elementwise kernel over rows of the same length (one trailing loop dim
+    each): the case :meth:`CRenderer._skewed_rows` pipelines."""
+    if len(parts) < 2:
+        return False
+    a, b = parts[0], parts[1]
+    if not (isinstance(a.st, Reduce) and a.st.op in ("max", "min", "sum")
+            and a.st.out.dtype in (F32, F64)):
+        return False
+    if isinstance(b.st, Reduce):
+        if not (b.st.op == "sum" and b.st.out.dtype in (F32, F64)):
+            return False
+    elif not isinstance(b.st, Kernel) or b.st.offset is not None:
+        return False
+    if len(a.shape) - a.m != 1 or len(b.shape) - b.m != 1 or a.shape[-1] != b.shape[-1]:
+        return False
+    # Work enough per row that hiding the next row's loads is worth a second inner body.
+    return a.shape[-1] >= 256
 
 
 def _summed(r: Reduce) -> bool:

@@ -117,3 +117,83 @@ def test_jit_grad_of_softmax_cross_entropy_with_groups():
     p = np.exp(X - X.max(1, keepdims=True))
     p /= p.sum(1, keepdims=True)
     np.testing.assert_allclose(got, p - onehot, rtol=1e-5, atol=1e-6)
+
+
+# Skewed row loops (render_c._skewed_rows): the first reduction of row g + 1 runs in
+# the inner loop of the second reduction of row g. Rows of >= 256 elements; row counts
+# around the thread split (each thread's last row recomputes its own first step).
+def _rows(n, length, dtype=np.float32, seed=1):
+    x = np.random.default_rng(seed).standard_normal((n, length)) * 4
+    return x.astype(dtype)
+
+
+def _skewed(f, x):
+    return "gn = g + 1 < g_hi" in kiln.jit(f).lower(x).compile().as_text()
+
+
+@pytest.mark.parametrize("n", [8, 9, 64, 301])
+@pytest.mark.parametrize("length", [256, 3000])
+def test_skewed_logsumexp_and_softmax(n, length):
+    x = _rows(n, length)
+    for f in (lambda x: kiln.nn.logsumexp(x, axis=1), lambda x: kiln.nn.softmax(x, axis=-1)):
+        _run(f, x)
+        assert _skewed(f, x)
+
+
+def test_skewed_rows_with_nan_and_infinities():
+    x = _rows(40, 2500)
+    x[3, 17] = np.nan             # the first step's NaN flag, row after row
+    x[4, :] = -np.inf             # max -inf: logsumexp's guard
+    x[5, 100] = np.inf
+    x[39, 0] = np.nan             # the last row of the last thread
+    f = lambda x: kiln.nn.logsumexp(x, axis=1)     # noqa: E731
+    got = np.asarray(kiln.jit(f)(x))
+    assert np.isnan(got[3]) and np.isnan(got[39])
+    assert got[4] == -np.inf and got[5] == np.inf
+    ref = np.log(np.exp(x[6:39].astype(np.float64)).sum(axis=1))
+    np.testing.assert_allclose(got[6:39], ref, rtol=2e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_skewed_layernorm_sum_then_sum(dtype):
+    old = kiln.config.jax_enable_x64
+    kiln.config.update("jax_enable_x64", dtype == np.float64)
+    try:
+        x = _rows(33, 2100, dtype)
+        _run(_layernorm, x)
+        assert _skewed(_layernorm, x)
+    finally:
+        kiln.config.update("jax_enable_x64", old)
+
+
+def test_skew_needs_long_rows_and_a_float_reduction_first():
+    assert not _skewed(lambda x: kiln.nn.logsumexp(x, axis=1), _rows(64, 100))
+    ints = np.arange(64 * 3000, dtype=np.int32).reshape(64, 3000)
+    assert not _skewed(lambda x: x - x.max(axis=1, keepdims=True), ints)
+    assert _skewed(lambda x: x / x.max(axis=1, keepdims=True), _rows(64, 3000))
+
+
+def test_skewed_softmax_into_its_donated_input():
+    # The elementwise step may write over the input row in place; the next row's max
+    # must not be read from, nor the last row's max stored after, that write.
+    x = _rows(37, 2600)
+    want = np.asarray(kiln.jit(lambda x: kiln.nn.softmax(x, axis=-1))(x))
+    f = kiln.jit(lambda x: kiln.nn.softmax(x, axis=-1), donate_argnums=0)
+    for _ in range(2):
+        got = np.asarray(f(kiln.numpy.asarray(x.copy())))
+        np.testing.assert_array_equal(got, want)
+    g = kiln.jit(lambda x: kiln.nn.log_softmax(x, axis=-1), donate_argnums=0)
+    got = np.asarray(g(kiln.numpy.asarray(x.copy())))
+    np.testing.assert_allclose(got, np.asarray(kiln.jit(
+        lambda x: kiln.nn.log_softmax(x, axis=-1))(x)), rtol=0, atol=0)
+
+
+def test_skewed_rows_match_the_unskewed_bits():
+    # Same folding order as each reduction alone: the skew changes no bits.
+    x = _rows(50, 3000)
+    f = kiln.jit(lambda x: (x.max(axis=1), jnp.sum(jnp.exp(x - 1.0), axis=1),
+                            kiln.nn.logsumexp(x, axis=1)))
+    mx, s, lse = (np.asarray(a) for a in f(x))
+    np.testing.assert_array_equal(lse, np.asarray(kiln.jit(
+        lambda x: kiln.nn.logsumexp(x, axis=1))(x)))
+    np.testing.assert_array_equal(mx, x.max(axis=1))
