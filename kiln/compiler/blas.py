@@ -1,7 +1,13 @@
 """The BLAS that generated code calls for matrix products, and how many threads it gets.
 
-Where the functions come from: SciPy (a kiln dependency) exports its BLAS as Cython
-capsules, ``scipy.linalg.cython_blas.__pyx_capi__``; each holds the address of a function
+Where the functions come from: the ``scipy-openblas32`` wheel (a kiln dependency: the
+OpenBLAS SciPy's own wheels are built from, a newer release, with LP64 integers and
+``scipy_``-prefixed symbols, so it coexists with NumPy's and SciPy's copies), loaded
+with ``dlopen`` and used by kiln alone: its global thread count is set to one once.
+Measured on a 2-core Zen 3 VM, OpenBLAS 0.3.34 from the wheel ran the MLP's GEMMs
+5-9% faster than the 0.3.30 inside SciPy (benchmarks/NOTES.md, session 9).
+``KILN_BLAS=scipy`` (or the wheel missing) uses SciPy's BLAS instead: SciPy exports its
+BLAS as Cython capsules, ``scipy.linalg.cython_blas.__pyx_capi__``; each holds the address of a function
 with the Fortran LP64 ABI (every argument a pointer, ``int`` dimensions, no hidden string
 lengths). That works for any SciPy build, whichever BLAS it was linked against. The
 row-major wrappers ``kiln_gemm_f32/f64`` live in a small glue library (built once per
@@ -99,6 +105,50 @@ def _thread_setter(module_path: str) -> int:
     return ctypes.cast(fn, ctypes.c_void_p).value or 0
 
 
+# The wheel's library, kept loaded for the life of the process.
+_wheel_lib: list = []
+
+
+def _wheel_blas() -> tuple[int, int, str] | None:
+    """``(sgemm, dgemm, path)`` of the ``scipy-openblas32`` wheel's OpenBLAS, set to one
+    thread, or None (not installed, or ``KILN_BLAS=scipy``). Found without importing the
+    package (its ``__init__`` reads package metadata: milliseconds of a first call)."""
+    choice = os.environ.get("KILN_BLAS", "").strip().lower()
+    if choice == "scipy":
+        return None
+    if choice not in ("", "openblas32"):
+        raise ValueError(f"KILN_BLAS must be 'openblas32' or 'scipy', got {choice!r}")
+    import glob
+    import importlib.util
+    try:
+        spec = importlib.util.find_spec("scipy_openblas32")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    here = list(spec.submodule_search_locations)[0]
+    found = sorted(p for pattern in ("libscipy_openblas*.so*", "libscipy_openblas*.dylib",
+                                     "libscipy_openblas*.dll")
+                   for p in glob.glob(os.path.join(here, "lib", pattern)))
+    if not found:
+        return None
+    try:
+        lib = ctypes.CDLL(found[0])
+        sgemm, dgemm = lib.scipy_sgemm_, lib.scipy_dgemm_
+        set_threads = lib.scipy_openblas_set_num_threads
+    except (OSError, AttributeError):
+        return None
+    # kiln splits large products over its own OpenMP threads, one BLAS call each; the
+    # library's workers would spin against them (module docstring). Nobody else calls
+    # this copy, so its one global setting is ours.
+    set_threads.argtypes = [ctypes.c_int]
+    set_threads.restype = None
+    set_threads(1)
+    _wheel_lib.append(lib)
+    return (ctypes.cast(sgemm, ctypes.c_void_p).value,
+            ctypes.cast(dgemm, ctypes.c_void_p).value, found[0])
+
+
 def _cpu_count() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))
@@ -150,11 +200,16 @@ def _cython_blas_module():
 
 @functools.cache
 def blas_info() -> BlasInfo:
-    """Find SciPy's BLAS: ``sgemm``/``dgemm`` addresses and the per-thread thread setter.
+    """Find the BLAS: the ``scipy-openblas32`` wheel's ``sgemm``/``dgemm``, else SciPy's
+    with its per-thread thread setter.
 
     Raises:
-      ImportError: when SciPy's Cython BLAS is not importable.
+      ImportError: when neither the wheel nor SciPy's Cython BLAS is importable.
     """
+    wheel = _wheel_blas()
+    if wheel is not None:
+        return BlasInfo(sgemm=wheel[0], dgemm=wheel[1], set_threads_local=0,
+                        library=wheel[2], max_threads=_max_threads())
     cython_blas = _cython_blas_module()
     caps = cython_blas.__pyx_capi__
     sgemm = _capsule_address(caps["sgemm"])

@@ -19,6 +19,8 @@ def _info():
         return None
     try:
         return blas_info()
+    except ValueError:      # a bad KILN_BLAS / KILN_BLAS_THREADS setting: say so
+        raise
     except Exception:
         return None
 

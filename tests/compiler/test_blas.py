@@ -30,6 +30,36 @@ def test_blas_info_addresses_and_library():
         assert lib and "64_" not in lib.rsplit("/", 1)[-1]
 
 
+def test_the_openblas32_wheel_is_preferred(monkeypatch):
+    import importlib.util
+    if importlib.util.find_spec("scipy_openblas32") is None:
+        pytest.skip("scipy-openblas32 not installed")
+    monkeypatch.delenv("KILN_BLAS", raising=False)
+    sgemm, dgemm, path = blas._wheel_blas()
+    assert sgemm and dgemm and "scipy_openblas" in path
+    assert blas._library_of(sgemm) == path
+    monkeypatch.setenv("KILN_BLAS", "scipy")
+    assert blas._wheel_blas() is None
+    monkeypatch.setenv("KILN_BLAS", "mkl")
+    with pytest.raises(ValueError, match="KILN_BLAS"):
+        blas._wheel_blas()
+
+
+def test_scipy_blas_fallback_multiplies(monkeypatch):
+    # KILN_BLAS=scipy in a fresh process: the capsules' sgemm, same products.
+    import subprocess
+    import sys
+    code = ("import numpy as np, kiln, kiln.numpy as jnp\n"
+            "from kiln.compiler import blas\n"
+            "assert 'scipy_openblas32' not in blas.blas_info().library\n"
+            "a = np.arange(600 * 500, dtype=np.float32).reshape(600, 500) % 7\n"
+            "b = np.arange(500 * 300, dtype=np.float32).reshape(500, 300) % 5\n"
+            "np.testing.assert_array_equal(np.asarray(kiln.jit(jnp.dot)(a, b)), a @ b)\n")
+    env = dict(__import__("os").environ, KILN_BLAS="scipy", KILN_COMPILE="sync")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+
+
 def test_thread_rule():
     assert blas.threads_for(128, 1024, 1024, max_threads=2) == 2  # 2**27 MACs: parallel
     assert blas.threads_for(128, 512, 256, max_threads=2) == 2    # 2**24: parallel
