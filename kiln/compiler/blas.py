@@ -41,12 +41,13 @@ import os
 import threading
 from dataclasses import dataclass
 
-# A GEMM with fewer multiply-adds than this runs on one thread. 2**24 MACs is about
-# 0.3 ms on one AVX-512 core. The split runs on the OpenMP threads the kernels already
-# use (each block a single-threaded BLAS call), so waking them costs microseconds; the
-# MLP step at batch 128 (GEMMs of 2**25-2**26 MACs) went from 3.9 to 2.2 ms when the
-# bar came down from 2**27 (see benchmarks/NOTES.md, "BLAS threads").
-PARALLEL_MIN_MACS = 1 << 24
+# A GEMM with fewer multiply-adds than this runs on one thread. The split runs on the
+# OpenMP threads the kernels already use (each block a single-threaded BLAS call), so
+# waking them costs microseconds; the MLP step at batch 128 (GEMMs of 2**25-2**26 MACs)
+# went from 3.9 to 2.2 ms when the bar came down from 2**27 to 2**24, and at batch 1024
+# its three products with a side of 10 (2**22.3 MACs: OpenBLAS is slow on such skinny
+# shapes) from ~285 to ~150 us each at 2**22 (benchmarks/NOTES.md, "BLAS threads").
+PARALLEL_MIN_MACS = 1 << 22
 
 
 @dataclass(frozen=True)

@@ -63,7 +63,8 @@ def test_scipy_blas_fallback_multiplies(monkeypatch):
 def test_thread_rule():
     assert blas.threads_for(128, 1024, 1024, max_threads=2) == 2  # 2**27 MACs: parallel
     assert blas.threads_for(128, 512, 256, max_threads=2) == 2    # 2**24: parallel
-    assert blas.threads_for(128, 512, 128, max_threads=2) == 1
+    assert blas.threads_for(1024, 512, 10, max_threads=2) == 2    # 2**22.3: parallel
+    assert blas.threads_for(64, 256, 128, max_threads=2) == 1     # 2**21
     assert blas.threads_for(10, 10, 10, max_threads=8) == 1
     assert blas.threads_for(4096, 4096, 4096, max_threads=1) == 1
 
