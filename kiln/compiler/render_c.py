@@ -673,7 +673,7 @@ class CRenderer(ControlMixin, ConvMixin):
             cmp = ">" if r0.op == "max" else "<"
             out.append(ind + "int nanf_n = 0;")
             fold0 = [f"acc_n = {val0} {cmp} acc_n ? {val0} : acc_n;",
-                     f"nanf_n |= ({val0} != {val0});"]
+                     f"nanf_n |= -({val0} != {val0});"]
             clause0 = f"reduction({r0.op}:acc_n) reduction(|:nanf_n)"
         body = body1 + list(lines0) + fold0
         pragma = " ".join(x for x in ("#pragma omp simd", clause1, clause0) if x)
@@ -806,7 +806,8 @@ class CRenderer(ControlMixin, ConvMixin):
             lines.append(ind + "}")
         elif r.op in ("max", "min") and r.out.dtype.kind == "f":
             # Vectorizable NaN-propagating max/min: an OpenMP max reduction over the
-            # ordered values plus a NaN flag (x86 max instructions drop NaNs).
+            # ordered values plus a NaN flag (x86 max instructions drop NaNs); the flag
+            # takes the comparison mask as is (-1), one instruction fewer than 0/1.
             cmp = ">" if r.op == "max" else "<"
             lines.append(ind + "int nanf = 0;")
             d2 = depth
@@ -820,7 +821,7 @@ class CRenderer(ControlMixin, ConvMixin):
                 d2 += 2
             lines += [" " * d2 + x for x in body.lines]
             lines.append(" " * d2 + f"acc = {val} {cmp} acc ? {val} : acc;")
-            lines.append(" " * d2 + f"nanf |= ({val} != {val});")
+            lines.append(" " * d2 + f"nanf |= -({val} != {val});")
             for _ in trailing:
                 d2 -= 2
                 lines.append(" " * d2 + "}")
