@@ -133,12 +133,23 @@ def _wheel_blas() -> tuple[int, int, str] | None:
                    for p in glob.glob(os.path.join(here, "lib", pattern)))
     if not found:
         return None
+    # OpenBLAS reads its thread count when it is loaded and starts that many workers,
+    # which spin for ~0.1 s of CPU after loading (measured): beside the tiered first
+    # call's reference run and the gcc build on two cores that tripled the first call.
+    # One thread from the start: no workers at all.
+    old = os.environ.get("OPENBLAS_NUM_THREADS")
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
     try:
         lib = ctypes.CDLL(found[0])
         sgemm, dgemm = lib.scipy_sgemm_, lib.scipy_dgemm_
         set_threads = lib.scipy_openblas_set_num_threads
     except (OSError, AttributeError):
         return None
+    finally:
+        if old is None:
+            os.environ.pop("OPENBLAS_NUM_THREADS", None)
+        else:
+            os.environ["OPENBLAS_NUM_THREADS"] = old
     # kiln splits large products over its own OpenMP threads, one BLAS call each; the
     # library's workers would spin against them (module docstring). Nobody else calls
     # this copy, so its one global setting is ours.
