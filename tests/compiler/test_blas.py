@@ -38,6 +38,13 @@ def test_the_openblas32_wheel_is_preferred(monkeypatch):
     sgemm, dgemm, path = blas._wheel_blas()
     assert sgemm and dgemm and "scipy_openblas" in path
     assert blas._library_of(sgemm) == path
+    # loaded with one thread (no spinning worker), the user's setting put back
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "7")
+    assert blas._wheel_blas() is not None
+    assert __import__("os").environ["OPENBLAS_NUM_THREADS"] == "7"
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS")
+    blas._wheel_blas()
+    assert "OPENBLAS_NUM_THREADS" not in __import__("os").environ
     monkeypatch.setenv("KILN_BLAS", "scipy")
     assert blas._wheel_blas() is None
     monkeypatch.setenv("KILN_BLAS", "mkl")
