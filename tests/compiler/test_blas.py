@@ -1,5 +1,6 @@
 """kiln/compiler/blas.py: finding SciPy's BLAS, the thread rule, and GEMMs from generated C."""
 import ctypes
+import os
 
 import numpy as np
 import pytest
@@ -41,10 +42,10 @@ def test_the_openblas32_wheel_is_preferred(monkeypatch):
     # loaded with one thread (no spinning worker), the user's setting put back
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "7")
     assert blas._wheel_blas() is not None
-    assert __import__("os").environ["OPENBLAS_NUM_THREADS"] == "7"
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "7"
     monkeypatch.delenv("OPENBLAS_NUM_THREADS")
     blas._wheel_blas()
-    assert "OPENBLAS_NUM_THREADS" not in __import__("os").environ
+    assert "OPENBLAS_NUM_THREADS" not in os.environ
     monkeypatch.setenv("KILN_BLAS", "scipy")
     assert blas._wheel_blas() is None
     monkeypatch.setenv("KILN_BLAS", "mkl")
@@ -62,7 +63,7 @@ def test_scipy_blas_fallback_multiplies(monkeypatch):
             "a = np.arange(600 * 500, dtype=np.float32).reshape(600, 500) % 7\n"
             "b = np.arange(500 * 300, dtype=np.float32).reshape(500, 300) % 5\n"
             "np.testing.assert_array_equal(np.asarray(kiln.jit(jnp.dot)(a, b)), a @ b)\n")
-    env = dict(__import__("os").environ, KILN_BLAS="scipy", KILN_COMPILE="sync")
+    env = dict(os.environ, KILN_BLAS="scipy", KILN_COMPILE="sync")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
 
