@@ -490,11 +490,12 @@ class CRenderer(ControlMixin, ConvMixin):
         work in turn, so later steps read the row from cache. Each step names the row
         its own way (its leading loop symbols, from the flat row number ``g``).
 
-        When the group opens with two reductions over the same row length (a max then a
-        sum of exps: ``logsumexp``, softmax; a mean then a sum of squares: layer norm),
-        the loop is skewed (:meth:`_skewed_rows`): the first reduction of row ``g + 1``
-        runs in the same inner loop as the second reduction of row ``g``, so the next
-        row's loads from memory overlap the current row's arithmetic."""
+        When the group opens with a float reduction followed by a float sum or an
+        elementwise step over the same row length (a max then a sum of exps:
+        ``logsumexp``; a max then the exps: softmax; a mean then a sum of squares: layer
+        norm), the loop is skewed (:meth:`_skewed_rows`): the first reduction of row
+        ``g + 1`` runs in the same inner loop as the second step of row ``g``, so the
+        next row's loads from memory overlap the current row's arithmetic."""
         n_rows = row_count(steps[0])
         work, parts, prelude = 0, [], []
         for st in steps:
