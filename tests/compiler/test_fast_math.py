@@ -136,3 +136,22 @@ def test_sum_of_exp_accuracy():
     x[3, 7], x[4, 9] = np.nan, np.inf
     got = np.asarray(kiln.jit(lambda x: knp.sum(knp.exp(x), axis=1))(x))
     assert np.isnan(got[3]) and got[4] == np.inf and np.all(np.isfinite(got[5:]))
+
+
+def test_fast_paths_under_grad_and_vmap():
+    # jit(grad) and jit(vmap) of logsumexp over long rows: the sum uses fexp32 (and a
+    # skewed row loop); the gradient is softmax, elementwise, with XLA's exp.
+    rng = np.random.default_rng(2)
+    x = (rng.standard_normal((3, 40, 2000)) * 3).astype(np.float32)
+    lse = lambda x: kiln.scipy.special.logsumexp(x, axis=-1)     # noqa: E731
+    f = kiln.jit(kiln.vmap(lse))
+    assert "fexp32(" in kiln.jit(kiln.vmap(lse)).lower(x).compile().as_text()
+    x64 = x.astype(np.float64)
+    m = x64.max(-1, keepdims=True)
+    ref = (np.log(np.exp(x64 - m).sum(-1)) + m[..., 0])
+    np.testing.assert_allclose(np.asarray(f(x)), ref, rtol=1e-6, atol=1e-6)
+    g = np.asarray(kiln.jit(kiln.grad(lambda x: lse(x).sum()))(x[0]))
+    soft = np.exp(x64[0] - ref[0][:, None])
+    np.testing.assert_allclose(g, soft, rtol=2e-5, atol=1e-9)
+    want = np.asarray(kiln.jit(lambda x: knn.softmax(x, axis=-1))(x[0]))
+    np.testing.assert_allclose(g, want, rtol=1e-6, atol=1e-12)
