@@ -22,9 +22,12 @@ other input.
 """
 from __future__ import annotations
 
-#: C definition; needs ``sel32`` (``XLA_MATH_C``), <string.h>, <stdint.h>, <math.h>.
-FAST_EXP_C = r"""
-static inline float fexp32(float x) {
+#: The largest float32 ``fexp32`` maps to a finite value (``88.72283f`` as C reads it;
+#: ``fexp32_fin`` equals ``fexp32`` at and below it).
+FIN_MAX = "88.72283f"
+
+_EXP_TEMPLATE = r"""
+static inline float NAME(float x) {
   const float shifter = 12582912.0f;           /* 1.5 * 2^23 */
   float t = fmaf(x, 1.44269504088896341f, shifter);
   float n = t - shifter;                       /* rint(x / ln 2) */
@@ -38,8 +41,17 @@ static inline float fexp32(float x) {
   p = fmaf(p, r, 1.0f);
   uint32_t ti, pi; memcpy(&ti, &t, 4); memcpy(&pi, &p, 4);
   pi += ti << 23;                              /* p * 2^n */
-  float out; memcpy(&out, &pi, 4);
-  out = sel32(!(x <= 88.72283f), x + INFINITY, out);   /* overflow: inf; NaN: NaN */
+  float out; memcpy(&out, &pi, 4);OVERFLOW
   return sel32(x < -87.33654f, 0.0f, out);     /* below FLT_MIN: 0, as XLA */
 }
 """
+
+_OVERFLOW = f"""
+  out = sel32(!(x <= {FIN_MAX}), x + INFINITY, out);   /* overflow: inf; NaN: NaN */"""
+
+#: C definitions of ``fexp32`` and ``fexp32_fin`` (the same without the overflow and NaN
+#: select, for arguments known to be at most ``FIN_MAX`` and not NaN: three vector
+#: instructions fewer, ~10% of a logsumexp); needs ``sel32`` (``XLA_MATH_C``),
+#: <string.h>, <stdint.h>, <math.h>.
+FAST_EXP_C = (_EXP_TEMPLATE.replace("NAME", "fexp32").replace("OVERFLOW", _OVERFLOW)
+              + _EXP_TEMPLATE.replace("NAME", "fexp32_fin").replace("OVERFLOW", ""))

@@ -179,7 +179,7 @@ def preludes(source_text: str) -> list[str]:
         out += [THREEFRY_C, THREEFRY_OPS_C]
     logistic = "kiln_logistic_xla" in source_text
     xla_names = ("xlog", "xlog1p", "xexp", "xerfinv", "xerf", "xtanh")
-    fast_exp = "fexp32(" in source_text
+    fast_exp = "fexp32" in source_text
     if logistic or fast_exp or any(f"{b}{w}(" in source_text
                                    for b in xla_names for w in (32, 64)):
         out.append("#include <float.h>\n" + XLA_MATH_C)

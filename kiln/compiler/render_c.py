@@ -633,7 +633,8 @@ class CRenderer(ControlMixin, ConvMixin):
         inner_n = f"const int64_t {r0.syms[first.m].name}_n = {s1};"
         lines += self._fused_rows(
             second, r0, [inner_n] + renamed(ahead.body.lines),
-            pattern.sub(r"\1_n", ahead.vals[0]), oflat0, ind2, s1)
+            pattern.sub(r"\1_n", ahead.vals[0]), oflat0, ind2, s1,
+            _flat_of_syms(r0.syms[:first.m], first.shape[:first.m]))
         lines.append("        }")
         for part in parts[2:]:
             lines += self._row_step(part, " " * 8)
@@ -641,11 +642,12 @@ class CRenderer(ControlMixin, ConvMixin):
         return lines
 
     def _fused_rows(self, second: _RowStep, r0: Reduce, lines0, val0, oflat0, ind,
-                    s1) -> list[str]:
+                    s1, oflat_g) -> list[str]:
         """One loop over a row doing the second step for this row (a reduction or an
         elementwise kernel) and folding ``r0`` (the first step, a reduction) for the next
         row, each reduction folded the same way as :meth:`_reduce_row` would alone
-        (chunked float sums, NaN-flagged float max/min), so no bits change."""
+        (chunked float sums, NaN-flagged float max/min), so no bits change. ``oflat0``
+        and ``oflat_g`` index ``r0``'s output at the next row and at this one."""
         st1 = second.st
         n = second.shape[-1]
         t0 = C_TYPES[r0.out.dtype]
@@ -683,27 +685,43 @@ class CRenderer(ControlMixin, ConvMixin):
             clause0 = f"reduction({r0.op}:acc_n) reduction(+:nanx_n)"
         body = body1 + list(lines0) + fold0
         pragma = " ".join(x for x in ("#pragma omp simd", clause1, clause0) if x)
-        if chunked:
-            out += [ind + f"for (int64_t c0 = 0; c0 < {n}; c0 += {self.chunk}) {{",
-                    ind + f"  const int64_t c1 = c0 + {self.chunk} < {n} ? "
-                          f"c0 + {self.chunk} : {n};"]
+
+        def loop(body, ind):
+            if not chunked:
+                return ([ind + pragma,
+                         ind + f"for (int64_t {s1} = 0; {s1} < {n}; {s1}++) {{"]
+                        + [ind + "  " + x for x in body] + [ind + "}"])
+            lines = [ind + f"for (int64_t c0 = 0; c0 < {n}; c0 += {self.chunk}) {{",
+                     ind + f"  const int64_t c1 = c0 + {self.chunk} < {n} ? "
+                           f"c0 + {self.chunk} : {n};"]
             if chunk1:
-                out.append(ind + f"  {C_TYPES[st1.out.dtype]} part = 0;")
+                lines.append(ind + f"  {C_TYPES[st1.out.dtype]} part = 0;")
             if chunk0:
-                out.append(ind + f"  {t0} part_n = 0;")
-            out += [ind + "  " + pragma,
-                    ind + f"  for (int64_t {s1} = c0; {s1} < c1; {s1}++) {{"]
-            out += [ind + "    " + x for x in body]
-            out.append(ind + "  }")
+                lines.append(ind + f"  {t0} part_n = 0;")
+            lines += [ind + "  " + pragma,
+                      ind + f"  for (int64_t {s1} = c0; {s1} < c1; {s1}++) {{"]
+            lines += [ind + "    " + x for x in body]
+            lines.append(ind + "  }")
             if chunk1:
-                out.append(ind + "  acc += part;")
+                lines.append(ind + "  acc += part;")
             if chunk0:
-                out.append(ind + "  acc_n += part_n;")
-            out.append(ind + "}")
+                lines.append(ind + "  acc_n += part_n;")
+            return lines + [ind + "}"]
+
+        bounded = _bounded_exps(second, r0, oflat_g)
+        if bounded:
+            # Every such exp argument is at most its row's bound (and no NaN) when the
+            # guard holds: that row runs the loop with fexp32_fin/xexp32_fin (same bits,
+            # fewer instructions); an infinity or NaN in the row takes the general loop.
+            guard = " && ".join(sorted(set(bounded.values())))
+            fast = list(body)
+            for arg in bounded:
+                for f in ("fexp32", "xexp32"):
+                    fast = [x.replace(f"{f}({arg})", f"{f}_fin({arg})") for x in fast]
+            out += [ind + f"if ({guard}) {{"] + loop(fast, ind + "  ")
+            out += [ind + "} else {"] + loop(body, ind + "  ") + [ind + "}"]
         else:
-            out += [ind + pragma, ind + f"for (int64_t {s1} = 0; {s1} < {n}; {s1}++) {{"]
-            out += [ind + "  " + x for x in body]
-            out.append(ind + "}")
+            out += loop(body, ind)
         if reduce1:
             oflat1 = _flat_of_syms(st1.syms[:second.m], second.shape[:second.m])
             out.append(ind + f"b{st1.out.id}[{oflat1}] = acc;")
@@ -1275,6 +1293,44 @@ def _skewable(parts: list) -> bool:
         return False
     # Work enough per row that hiding the next row's loads is worth a second inner body.
     return a.shape[-1] >= 256
+
+
+def _bounded_exps(second: _RowStep, r0: Reduce, oflat: str) -> dict:
+    """The float32 exps in the second step of a row group (a float sum, elementwise
+    kernel) whose argument is ``e - c``, with ``e`` the value the group's first step
+    (``r0``, a float32 max over the same row, output index ``oflat``) reduced and ``c``
+    constant along the row: ``{argument name: guard}``, the guard a C condition true when
+    every such argument in the row is at most ``fast_math.FIN_MAX`` and none is NaN
+    (``e <= max(e)`` and rounding is monotone, so ``fl(e - c) <= fl(max - c)``; a NaN
+    max means a NaN in the row). That is ``exp(x - max(x))`` in logsumexp and softmax,
+    whose exps then need no overflow or NaN select (``fexp32_fin``, ``xexp32_fin``)."""
+    from kiln.compiler.fast_math import FIN_MAX
+    st = second.st
+    if isinstance(st, Reduce):
+        if not _summed(st):
+            return {}
+        roots = [st.body]
+    else:
+        roots = [e for _, e in st.outs]
+    if not (r0.op == "max" and r0.out.dtype == F32
+            and [s.name for s in r0.syms[:second.m]] == [s.name for s in st.syms[:second.m]]):
+        return {}
+    body = second.body
+    inner = {s.name for s in st.syms[second.m:]}
+    in_loop = {m.group(1) for m in map(_DECLARED.match, body.lines) if m}
+    out = {}
+    for e in _walk(body.prog, roots):
+        if not (e.kind == "op" and e.params[0] == "exp" and e.dtype == F32):
+            continue
+        a = e.args[0]
+        if not (a.kind == "op" and a.params[0] == "sub" and a.args[0].uid == r0.body.uid):
+            continue
+        c = a.args[1]
+        arg, cname = body.names.get(a.uid), body.names.get(c.uid)
+        if arg is None or cname is None or cname in in_loop or body.loop_deps(c) & inner:
+            continue
+        out[arg] = f"((float)(b{r0.out.id}[{oflat}] - {cname}) <= {FIN_MAX})"
+    return out
 
 
 def _summed(r: Reduce) -> bool:

@@ -15,7 +15,7 @@ import kiln.numpy as knp
 import kiln.scipy.special
 from kiln import nn as knn
 from kiln.compiler import build
-from kiln.compiler.fast_math import FAST_EXP_C
+from kiln.compiler.fast_math import FAST_EXP_C, FIN_MAX
 from kiln.random._native import XLA_MATH_C
 
 pytestmark = pytest.mark.skipif(build.find_compiler() is None, reason="no C compiler")
@@ -24,6 +24,8 @@ _SRC = ("#include <stdint.h>\n#include <math.h>\n#include <float.h>\n#include <s
         + XLA_MATH_C + FAST_EXP_C + r"""
 void fast(const float *x, float *y, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = fexp32(x[i]); }
 void xla(const float *x, float *y, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = xexp32(x[i]); }
+void fin(const float *x, float *y, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = fexp32_fin(x[i]); }
+void xfin(const float *x, float *y, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = xexp32_fin(x[i]); }
 """)
 
 
@@ -106,6 +108,24 @@ def test_fexp32_special_values_as_xla(lib):
     edge = np.array([88.72283, -87.33654], f32)
     np.testing.assert_allclose(_call(lib.fast, edge), _call(lib.xla, edge), rtol=3e-7)
     assert np.all(np.isfinite(_call(lib.fast, edge))) and np.all(_call(lib.fast, edge) > 0)
+
+
+def test_fin_variants_are_the_same_up_to_their_bound(lib):
+    # The variants without the overflow/NaN selects, for arguments known to be at most
+    # FIN_MAX (exp(x - max(x))): the same bits wherever they may be used.
+    bound = np.float32(FIN_MAX.rstrip("f"))
+    x = _all_floats(251)
+    x = x[~np.isnan(x) & (x <= bound)]
+    x = np.concatenate([x, [bound, np.nextafter(bound, np.float32(0)), 0.0, -0.0,
+                            -np.inf, -87.33654, -87.33655, -200.0]]).astype(np.float32)
+    np.testing.assert_array_equal(_call(lib.fin, x).view(np.uint32),
+                                  _call(lib.fast, x).view(np.uint32))
+    np.testing.assert_array_equal(_call(lib.xfin, x).view(np.uint32),
+                                  _call(lib.xla, x).view(np.uint32))
+    # and the bound is where fexp32 starts to overflow
+    assert np.isfinite(_call(lib.fast, np.array([bound], np.float32))[0])
+    assert _call(lib.fast, np.array([np.nextafter(bound, np.float32(np.inf))],
+                                    np.float32))[0] == np.inf
 
 
 def _source(fn, *args):

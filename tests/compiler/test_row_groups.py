@@ -221,3 +221,43 @@ def test_skewed_next_row_nan_check_with_infinities(op):
         want = x - getattr(np, op)(x, axis=1, keepdims=True)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     np.testing.assert_array_equal(got[~np.isnan(want)], want[~np.isnan(want)])
+
+
+def test_exp_of_x_minus_its_row_max_takes_the_short_loop(monkeypatch):
+    # sum(exp(x - c)) with c >= max(x) - FIN_MAX, known from the group's first step: the
+    # row runs fexp32_fin / xexp32_fin (no overflow/NaN select; softmax's elementwise exp
+    # too) when its guard holds, the general
+    # loop otherwise (an infinity or NaN in the row, or a shift that may overflow).
+    from kiln.compiler import render_c
+    x = _rows(30, 2000)
+    x[2, 7] = np.nan
+    x[3, 11] = np.inf
+    x[4, :] = -np.inf
+    x[5, 9] = -np.inf
+    x[6, 100] = 1e30
+    fns = [lambda x: kiln.nn.logsumexp(x, axis=1),
+           lambda x: kiln.nn.softmax(x, axis=-1),
+           # arguments up to 100 and 50: the guard fails (inf) and holds
+           lambda x: jnp.sum(jnp.exp(x - (x.max(axis=1, keepdims=True) - 100.0)), axis=1),
+           lambda x: jnp.sum(jnp.exp(x - (x.max(axis=1, keepdims=True) - 50.0)), axis=1)]
+    texts = [kiln.jit(f).lower(x).compile().as_text() for f in fns]
+    assert all("exp32_fin(t" in t and "gn = g + 1 < g_hi" in t for t in texts)
+    assert "xexp32_fin(t" in texts[1]
+    fast = [np.asarray(kiln.jit(f)(x)) for f in fns]
+    assert np.isinf(fast[2][7:]).all() and np.isfinite(fast[3][7:]).all()
+    for f in fns:
+        _run(f, x)
+    monkeypatch.setattr(render_c, "_bounded_exps", lambda *a: {})
+    fresh = [lambda x, f=f: f(x) for f in fns]
+    assert not any("exp32_fin(t" in kiln.jit(f).lower(x).compile().as_text() for f in fresh)
+    for f, want in zip(fresh, fast):
+        np.testing.assert_array_equal(np.asarray(kiln.jit(f)(x)), want)
+
+
+def test_short_loop_only_for_a_max_and_a_row_constant():
+    x = _rows(20, 1000)
+    for f in (lambda x: jnp.sum(jnp.exp(x - x.min(axis=1, keepdims=True)), axis=1),
+              lambda x: jnp.sum(jnp.exp(x - x.max(axis=1, keepdims=True) + x[0]), axis=1),
+              lambda x: jnp.sum(jnp.exp(2 * x - x.max(axis=1, keepdims=True)), axis=1)):
+        assert "exp32_fin(t" not in kiln.jit(f).lower(x).compile().as_text()
+        _run(f, x)
