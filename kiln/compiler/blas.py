@@ -19,12 +19,14 @@ Threads: on a small shared machine a multi-threaded GEMM of modest size is *slow
 single-threaded one (spinning worker threads fight for the cores; measured 31 ms vs 3.2 ms
 for 128x1024 @ 1024x1024 f32 under load), and BLAS worker threads that spin after a call
 slow the OpenMP kernels that follow (measured: a 0.1 ms kernel took 8 ms after a
-2-thread OpenBLAS call). So every BLAS call is single-threaded
-(``openblas_set_num_threads_local(1)``, OpenBLAS's per-calling-thread setting, exported
-by SciPy's wheels; the call returns the previous setting, which is put back after the
-GEMM so that the user's own SciPy calls on that thread keep their threads), and a large product (``threads_for``) is split into row or column
-blocks over OpenMP threads, one BLAS call each: one thread pool for everything. With
-another BLAS (no such symbol) the library's own setting stands.
+2-thread OpenBLAS call). So every BLAS call is single-threaded, and a large product
+(``threads_for``) is split into row or column blocks over OpenMP threads, one BLAS call
+each: one thread pool for everything. How "single-threaded" is made: the wheel's copy
+is kiln's alone, so its one global thread count is set to 1 once, at load. SciPy's
+copy (the fallback) is shared with the user's own SciPy calls, so each GEMM sets
+``openblas_set_num_threads_local(1)`` (OpenBLAS's per-calling-thread setting, exported
+by SciPy's wheels; it returns the previous setting, which is put back after the GEMM).
+With another BLAS (no such symbol) the library's own setting stands.
 
 Row-major to column-major: BLAS is column-major and a row-major ``X`` (r x c, leading
 dimension ``ld``) is the column-major ``X^T``. So ``C = op(A) @ op(B)`` in row-major is

@@ -1312,8 +1312,9 @@ def _bounded_exps(second: _RowStep, r0: Reduce, oflat: str) -> dict:
         roots = [st.body]
     else:
         roots = [e for _, e in st.outs]
+    # The same loop symbols: the same rows, and r0's output index names declared here.
     if not (r0.op == "max" and r0.out.dtype == F32
-            and [s.name for s in r0.syms[:second.m]] == [s.name for s in st.syms[:second.m]]):
+            and [s.name for s in r0.syms] == [s.name for s in st.syms]):
         return {}
     body = second.body
     inner = {s.name for s in st.syms[second.m:]}
