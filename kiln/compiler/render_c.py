@@ -633,8 +633,7 @@ class CRenderer(ControlMixin, ConvMixin):
         inner_n = f"const int64_t {r0.syms[first.m].name}_n = {s1};"
         lines += self._fused_rows(
             second, r0, [inner_n] + renamed(ahead.body.lines),
-            pattern.sub(r"\1_n", ahead.vals[0]), oflat0, ind2, s1,
-            _flat_of_syms(r0.syms[:first.m], first.shape[:first.m]))
+            pattern.sub(r"\1_n", ahead.vals[0]), oflat0, ind2, s1)
         lines.append("        }")
         for part in parts[2:]:
             lines += self._row_step(part, " " * 8)
@@ -642,12 +641,12 @@ class CRenderer(ControlMixin, ConvMixin):
         return lines
 
     def _fused_rows(self, second: _RowStep, r0: Reduce, lines0, val0, oflat0, ind,
-                    s1, oflat_g) -> list[str]:
+                    s1) -> list[str]:
         """One loop over a row doing the second step for this row (a reduction or an
         elementwise kernel) and folding ``r0`` (the first step, a reduction) for the next
         row, each reduction folded the same way as :meth:`_reduce_row` would alone
         (chunked float sums, NaN-flagged float max/min), so no bits change. ``oflat0``
-        and ``oflat_g`` index ``r0``'s output at the next row and at this one."""
+        indexes ``r0``'s output at the next row."""
         st1 = second.st
         n = second.shape[-1]
         t0 = C_TYPES[r0.out.dtype]
@@ -708,7 +707,7 @@ class CRenderer(ControlMixin, ConvMixin):
                 lines.append(ind + "  acc_n += part_n;")
             return lines + [ind + "}"]
 
-        bounded = _bounded_exps(second, r0, oflat_g)
+        bounded = _bounded_exps(second, r0)
         if bounded:
             # Every such exp argument is at most its row's bound (and no NaN) when the
             # guard holds: that row runs the loop with fexp32_fin/xexp32_fin (same bits,
@@ -1295,15 +1294,15 @@ def _skewable(parts: list) -> bool:
     return a.shape[-1] >= 256
 
 
-def _bounded_exps(second: _RowStep, r0: Reduce, oflat: str) -> dict:
+def _bounded_exps(second: _RowStep, r0: Reduce) -> dict:
     """The float32 exps in the second step of a row group (a float sum, elementwise
     kernel) whose argument is ``e - c``, with ``e`` the value the group's first step
-    (``r0``, a float32 max over the same row, output index ``oflat``) reduced and ``c``
-    constant along the row: ``{argument name: guard}``, the guard a C condition true when
-    every such argument in the row is at most ``fast_math.FIN_MAX`` and none is NaN
-    (``e <= max(e)`` and rounding is monotone, so ``fl(e - c) <= fl(max - c)``; a NaN
-    max means a NaN in the row). That is ``exp(x - max(x))`` in logsumexp and softmax,
-    whose exps then need no overflow or NaN select (``fexp32_fin``, ``xexp32_fin``)."""
+    (``r0``, a float32 max over the same row) reduced and ``c`` constant along the row:
+    ``{argument name: guard}``, the guard a C condition true when every such argument in
+    row ``g`` is at most ``fast_math.FIN_MAX`` and none is NaN (``e <= max(e)`` and
+    rounding is monotone, so ``fl(e - c) <= fl(max - c)``; a NaN max means a NaN in the
+    row). That is ``exp(x - max(x))`` in logsumexp and softmax, whose exps then need no
+    overflow or NaN select (``fexp32_fin``, ``xexp32_fin``)."""
     from kiln.compiler.fast_math import FIN_MAX
     st = second.st
     if isinstance(st, Reduce):
@@ -1312,10 +1311,11 @@ def _bounded_exps(second: _RowStep, r0: Reduce, oflat: str) -> dict:
         roots = [st.body]
     else:
         roots = [e for _, e in st.outs]
-    # The same loop symbols: the same rows, and r0's output index names declared here.
-    if not (r0.op == "max" and r0.out.dtype == F32
-            and [s.name for s in r0.syms] == [s.name for s in st.syms]):
+    if not (r0.op == "max" and r0.out.dtype == F32):
         return {}
+    same_loops = (tuple(r0.in_shape) == tuple(second.shape)
+                  and [s.name for s in r0.syms] == [s.name for s in st.syms])
+    maxed = _row_major_buffer(r0.body, r0.syms, r0.in_shape)
     body = second.body
     inner = {s.name for s in st.syms[second.m:]}
     in_loop = {m.group(1) for m in map(_DECLARED.match, body.lines) if m}
@@ -1324,14 +1324,35 @@ def _bounded_exps(second: _RowStep, r0: Reduce, oflat: str) -> dict:
         if not (e.kind == "op" and e.params[0] == "exp" and e.dtype == F32):
             continue
         a = e.args[0]
-        if not (a.kind == "op" and a.params[0] == "sub" and a.args[0].uid == r0.body.uid):
+        if not (a.kind == "op" and a.params[0] == "sub"):
+            continue
+        # e is what r0 maxed, element for element: the same node over the same loops,
+        # or a load of the same buffer at the row-major position of each step's own
+        # loop indices (a vmapped group may see the rows as [120, n] and [3, 40, n]).
+        if not ((same_loops and a.args[0].uid == r0.body.uid)
+                or (maxed is not None
+                    and _row_major_buffer(a.args[0], st.syms, second.shape) == maxed)):
             continue
         c = a.args[1]
         arg, cname = body.names.get(a.uid), body.names.get(c.uid)
         if arg is None or cname is None or cname in in_loop or body.loop_deps(c) & inner:
             continue
-        out[arg] = f"((float)(b{r0.out.id}[{oflat}] - {cname}) <= {FIN_MAX})"
+        # r0's output holds one value per row, row-major over its leading dims: row g.
+        out[arg] = f"((float)(b{r0.out.id}[g] - {cname}) <= {FIN_MAX})"
     return out
+
+
+def _row_major_buffer(e: SExpr, syms, shape):
+    """The id of the buffer ``e`` loads from at the row-major position of the loop
+    indices ``syms`` over ``shape`` (plain ``x[i, j]`` reads), or None."""
+    if e.kind != "load":
+        return None
+    idx: Idx = e.params[2].v
+    if not idx.is_affine or idx.const != 0:
+        return None
+    want = {s.name: st for s, n, st in zip(syms, shape, row_major_strides(shape)) if n > 1}
+    got = {s.name: c for s, c in idx.terms}
+    return e.params[0] if got == want else None
 
 
 def _summed(r: Reduce) -> bool:

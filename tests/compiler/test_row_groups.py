@@ -261,3 +261,23 @@ def test_short_loop_only_for_a_max_and_a_row_constant():
               lambda x: jnp.sum(jnp.exp(2 * x - x.max(axis=1, keepdims=True)), axis=1)):
         assert "exp32_fin(t" not in kiln.jit(f).lower(x).compile().as_text()
         _run(f, x)
+
+
+def test_short_loop_under_vmap(monkeypatch):
+    # vmap(logsumexp) over [3, 40, n]: the max may see the rows as [120, n] and the
+    # exp-sum as [3, 40, n]; both read x at each row-major position, so the guard holds.
+    from kiln.compiler import render_c
+    x = _rows(120, 700).reshape(3, 40, 700)
+    x[0, 5, 9], x[1, 7, 3], x[2, 39, :] = np.nan, np.inf, -np.inf
+    f = kiln.jit(kiln.vmap(lambda x: kiln.nn.logsumexp(x, axis=-1)))
+    assert "exp32_fin(t" in f.lower(x).compile().as_text()
+    got = np.asarray(f(x))
+    assert np.isnan(got[0, 5]) and got[1, 7] == np.inf and got[2, 39] == -np.inf
+    monkeypatch.setattr(render_c, "_bounded_exps", lambda *a: {})
+    g = kiln.jit(kiln.vmap(lambda x: kiln.nn.logsumexp(x, axis=-1)))
+    assert "exp32_fin(t" not in g.lower(x).compile().as_text()
+    np.testing.assert_array_equal(np.asarray(g(x)), got)
+    x64 = x.astype(np.float64)
+    ok = np.isfinite(x64).all(axis=-1)
+    ref = np.log(np.exp(x64[ok]).sum(axis=-1))
+    np.testing.assert_allclose(got[ok], ref, rtol=2e-6)
