@@ -6,6 +6,7 @@ and error messages; the work is done by the interpreters in ``kiln.interpreters`
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import logging
@@ -1382,12 +1383,25 @@ _ = (Sequence, tree_structure, _unused)
 # Context helpers
 # ================================================================================================
 
-class ensure_compile_time_eval:
-    """Within this context, operations on concrete values run eagerly even inside ``jit``."""
+class ensure_compile_time_eval(contextlib.ContextDecorator):
+    """Within this context, operations whose operands are all concrete run eagerly even
+    inside ``jit``, ``scan`` and other staging transformations (JAX's eager constant
+    folding): their results are concrete and can drive Python control flow. Operations on
+    traced values are still traced, exactly as outside the context.
+
+    Example::
+
+      @jit
+      def f(x):
+        with ensure_compile_time_eval():
+          y = jnp.sin(3.0)          # concrete: usable in `if y > 0:`
+          z = x * 2                 # traced as usual
+        return z.sum() + y
+    """
 
     def __enter__(self):
         from kiln.core import trace as core
-        self._cm = core.set_current_trace(core.eval_trace)
+        self._cm = core.set_eager_folding(True)
         self._cm.__enter__()
         return self
 

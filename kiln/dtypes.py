@@ -452,6 +452,17 @@ def check_and_canonicalize_user_dtype(dt: Any, fun_name: str | None = None) -> A
     return canonicalize_dtype(np_dt)
 
 
+def _canonicalize_ndarray(x):
+    return coerce_to_array(np.asarray(x))
+
+
+#: ``jax.interpreters.xla.canonicalize_dtype_handlers``: for a Python type, how a value of it
+#: becomes an array of a canonical dtype. Libraries register their own array-like types here
+#: (TensorFlow Probability registers its variables with the ``np.ndarray`` handler); kiln
+#: converts values of a registered type with their handler.
+canonicalize_value_handlers: dict = {np.ndarray: _canonicalize_ndarray}
+
+
 def coerce_to_array(x: Any, dtype: Any = None) -> np.ndarray:
     """``np.asarray(x, dtype)`` under JAX's rules, canonicalized.
 
@@ -468,6 +479,11 @@ def coerce_to_array(x: Any, dtype: Any = None) -> np.ndarray:
         typ = type(x)
         if typ in _python_scalar_types:
             return np.asarray(x, scalar_type_to_dtype(typ, x))
+        handler = canonicalize_value_handlers.get(typ)
+        if handler is not None:     # a type a library registered (JAX's protocol)
+            x = handler(x)
+            if type(x) is not np.ndarray:
+                x = getattr(x, "_value", x)
         arr = np.asarray(x)
         dt = arr.dtype
         if config.jax_enable_x64 or dt not in _to_32bit:

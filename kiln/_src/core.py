@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from kiln.core.avals import AbstractToken, AbstractValue, ShapedArray  # noqa: F401
 from kiln.core.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var  # noqa: F401
-from kiln.core.trace import Primitive, Trace, Tracer, get_aval  # noqa: F401
+from kiln.core.trace import Trace, Tracer, get_aval  # noqa: F401
 from kiln.extend.core import (  # noqa: F401
+    Primitive,  # noqa: F401
     concrete_or_error,
     eval_context,
     find_top_trace,
@@ -21,3 +22,11 @@ def physical_aval(aval):
             "physical_aval of an extended dtype with custom rules: kiln has no extended "
             "dtypes other than PRNG keys")
     return aval
+
+
+def trace_state_clean() -> bool:
+    """Whether no transformation is active: the current trace is the eager one and no
+    named axis is bound (NumPyro checks it before caching functions)."""
+    from kiln.core.trace import current_trace, eval_trace
+    from kiln.interpreters.batching import axis_env
+    return current_trace() is eval_trace and not axis_env

@@ -9,6 +9,7 @@ import numpy as np
 
 from kiln.config import config
 from kiln.core.jaxpr import Jaxpr, Literal
+from kiln.core.trace import apply_impl
 
 
 def _raw(x):
@@ -34,7 +35,7 @@ def _run(jaxpr: Jaxpr, consts, args):
     check = config.jax_debug_nans or config.jax_debug_infs
     for eqn in jaxpr.eqns:
         ins = [v.val._value if type(v) is Literal else env[v] for v in eqn.invars]
-        out = eqn.primitive.impl(*ins, **eqn.params)
+        out = apply_impl(eqn.primitive, ins, eqn.params)
         if eqn.primitive.multiple_results:
             for v, o in zip(eqn.outvars, out):
                 env[v] = o

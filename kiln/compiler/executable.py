@@ -18,6 +18,7 @@ import numpy as np
 
 from kiln.compiler.program import Island, Program
 from kiln.compiler.runtime import HUGE_THRESHOLD, alloc, get_run
+from kiln.core.trace import apply_impl
 from kiln.profiler import _kernels as _profiled_kernels
 from kiln.profiler import _recorder as _profiler
 
@@ -281,7 +282,7 @@ class Executable:
                 a = bufs[buf.id]
                 ins.append(a if a.shape == shape else a.reshape(shape))
         eqn = step.eqn
-        res = eqn.primitive.impl(*ins, **eqn.params)
+        res = apply_impl(eqn.primitive, ins, eqn.params)
         if not eqn.primitive.multiple_results:
             res = [res]
         for b, r in zip(step.outs, res):

@@ -42,6 +42,8 @@ from kiln.compiler.passes_simplify import exact_conversion, simplify
 from kiln.config import config
 from kiln.core.jaxpr import ClosedJaxpr, DropVar, Jaxpr, Literal, Var, check_jaxpr, pp_jaxpr
 from kiln.custom_derivatives import custom_jvp_call_p, custom_vjp_call_p, remat_p
+from kiln.interpreters.calls import closed_call_p
+from kiln.interpreters.mlir import lowering_jaxpr
 from kiln.interpreters.pjit import jit_p
 from kiln.interpreters.staging import dce_jaxpr_consts, has_effects
 from kiln.lax.composite import composite_p
@@ -58,6 +60,7 @@ __all__ = ["FOLD_MAX_ELEMENTS", "cse", "dce", "exact_conversion", "fold_constant
 # closed-over tracers as leading operands, which are leading invars of the body).
 _CALL_BODIES = {
     jit_p: "jaxpr",
+    closed_call_p: "call_jaxpr",
     composite_p: "jaxpr",
     remat_p: "jaxpr",
     custom_jvp_call_p: "call_jaxpr",
@@ -115,7 +118,14 @@ def inline_calls(closed: ClosedJaxpr) -> ClosedJaxpr:
 
 def _body_of(eqn, invars):
     key = _CALL_BODIES.get(eqn.primitive)
-    body = eqn.params.get(key) if key is not None else None
+    if key is not None:
+        body = eqn.params.get(key)
+    elif eqn.primitive.array_impl:
+        # A primitive defined through JAX's API with an ``mlir.lower_fun`` rule: its body
+        # is that function traced at this equation's operands and parameters.
+        body = lowering_jaxpr(eqn.primitive, [v.aval for v in eqn.invars], eqn.params)
+    else:
+        body = None
     if not isinstance(body, ClosedJaxpr):
         return None
     j = body.jaxpr

@@ -37,7 +37,9 @@ FOLD_MAX_ELEMENTS = 1024
 
 def _foldable(eqn, max_elements) -> bool:
     # Collectives are never folded: their value depends on the device running them.
+    # Primitives defined through JAX's API run user code (maybe with effects): never folded.
     return (len(eqn.outvars) > 0 and eqn.primitive not in collective_prims
+            and not eqn.primitive.array_impl
             and not has_effects(eqn) and not has_subjaxpr(eqn.params)
             and not has_callable(eqn.params)
             and all(is_numpy_aval(v.aval) and v.aval.size <= max_elements

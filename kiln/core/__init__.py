@@ -33,6 +33,7 @@ _DEPRECATED = frozenset({
     "nonempty_axis_env_DO_NOT_USE", "valid_jaxtype", "abstract_token", "is_concrete",
     "get_aval", "mapped_aval", "unmapped_aval", "set_current_trace", "take_current_trace",
     "traverse_jaxpr_params", "TraceTag", "call_impl", "subjaxprs", "AbstractToken",
+    "pytype_aval_mappings",
 })
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kiln import dtypes
 from kiln.dtypes import ExtendedDType
 
 _SHORT = {
@@ -74,6 +75,18 @@ class ShapedArray(AbstractValue):
 
     def strip_weak_type(self) -> ShapedArray:
         return self.update(weak_type=False) if self.weak_type else self
+
+    def to_tangent_aval(self) -> ShapedArray:
+        """The abstract value of this value's tangents: the same for inexact dtypes,
+        ``float0`` of the same shape for integers, booleans and keys (JAX's rule)."""
+        if not isinstance(self.dtype, ExtendedDType) and dtypes.issubdtype(self.dtype,
+                                                                           np.inexact):
+            return self
+        return ShapedArray(self.shape, dtypes.float0, False)
+
+    # Cotangents have the same type as tangents in kiln (no varying-axes annotation).
+    to_ct_aval = to_tangent_aval
+    to_cotangent_aval = to_tangent_aval
 
     def str_short(self, short_dtypes: bool = True) -> str:
         dt = short_dtype_name(self.dtype) if short_dtypes else self.dtype.name

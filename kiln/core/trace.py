@@ -34,6 +34,16 @@ class Primitive:
     """
 
     multiple_results = False
+    # JAX's primitive kinds (``call_p``/``closed_call_p`` are call primitives, ``xla_pmap``
+    # a map primitive); kiln's own call primitives carry closed jaxprs in their params.
+    call_primitive = False
+    map_primitive = False
+    ref_primitive = False
+    # True for primitives defined through JAX's API (``jax.extend.core.Primitive``): their
+    # ``impl`` takes and returns kiln Arrays, as JAX's do, and may call any kiln function.
+    # kiln's own primitives have NumPy impls (``array_impl`` False); the machinery calls
+    # either kind through :func:`apply_impl`.
+    array_impl = False
 
     def __init__(self, name: str):
         self.name = name
@@ -47,6 +57,19 @@ class Primitive:
 
     def bind(self, *args, **params):
         return _state.trace.process_primitive(self, args, params)
+
+    def bind_with_trace(self, trace: Trace, args, avals=None, params=None, /):
+        """Apply this primitive under ``trace`` (not the current trace), as JAX's
+        ``bind_with_trace(trace, args, avals, params)``; the older form without ``avals``
+        (``bind_with_trace(trace, args, params)``) is accepted too."""
+        if params is None and isinstance(avals, dict):
+            avals, params = None, avals
+        return trace.process_primitive(self, tuple(args), dict(params or {}))
+
+    def get_bind_params(self, params):
+        """``(subfuns, params)`` to re-bind an equation of this primitive (JAX's protocol;
+        kiln's call primitives keep their jaxprs in ``params``, so there are no subfuns)."""
+        return [], params
 
     def def_impl(self, impl):
         self.impl = impl
@@ -70,6 +93,9 @@ class _TraceState(threading.local):
 
     def __init__(self):
         self.trace = globals().get("eval_trace")
+        # ``ensure_compile_time_eval``: staging traces evaluate operations whose operands
+        # are all concrete right away instead of staging them (JAX's eager constant folding).
+        self.eager_folding = False
 
 
 _state = _TraceState()
@@ -78,6 +104,22 @@ _trace_ids = itertools.count()
 
 def current_trace() -> Trace:
     return _state.trace
+
+
+def eager_folding() -> bool:
+    """Whether operations on concrete values are evaluated while staging
+    (``ensure_compile_time_eval``)."""
+    return _state.eager_folding
+
+
+@contextmanager
+def set_eager_folding(on: bool):
+    prev = _state.eager_folding
+    _state.eager_folding = on
+    try:
+        yield
+    finally:
+        _state.eager_folding = prev
 
 
 @contextmanager
@@ -156,6 +198,8 @@ class EvalTrace(Trace):
                 x = to_array(x)
                 vals.append(x._value)
                 weak.append(x.weak_type)
+        if prim.array_impl:
+            return _apply_array_impl_eager(prim, args, params)
         try:
             key = (tuple([(v.shape, v.dtype) for v in vals]), tuple(params.items()))
             ok = key in prim._eager_ok
@@ -184,6 +228,58 @@ class EvalTrace(Trace):
     def process_custom_vjp_call(self, fun, fwd, bwd, args, out_trees, *, symbolic_zeros=False):
         with set_current_trace(self):
             return fun(*args)
+
+
+def _missing_impl(prim):
+    return NotImplementedError(f"Evaluation rule for '{prim.name}' not implemented")
+
+
+def _apply_array_impl_eager(prim, args, params):
+    """Eager application of a primitive defined through JAX's API: its ``impl`` gets the
+    kiln Arrays themselves (JAX passes its arrays; libraries call ``x.at[i].set`` on them)
+    and runs as ordinary kiln code under the eval trace."""
+    if prim.impl is None:
+        raise _missing_impl(prim)
+    arrays = [x if type(x) is Array else to_array(x) for x in args]
+    with set_current_trace(eval_trace):
+        out = prim.impl(*arrays, **params)
+    if prim.multiple_results:
+        return [_as_array(o) for o in out]
+    return _as_array(out)
+
+
+def _as_array(x):
+    if type(x) is Array or isinstance(x, Tracer):
+        return x
+    return to_array(x)
+
+
+def apply_impl(prim, vals, params):
+    """Run ``prim``'s implementation on NumPy values and return NumPy values (one, or a
+    list for ``multiple_results``): what the reference backend, host islands and loop
+    interpreters call. A primitive defined through JAX's API gets kiln Arrays (weak-typed
+    for rank-0 Python scalars), and its results are converted back."""
+    if not prim.array_impl:
+        return prim.impl(*vals, **params)
+    if prim.impl is None:
+        raise NotImplementedError(
+            f"MLIR translation rule for primitive '{prim.name}' not found for platform cpu "
+            f"(kiln: '{prim.name}' has neither an impl nor a lowering given by "
+            "mlir.lower_fun)")
+    arrays = [x if type(x) is Array else make_array(np.asarray(x), False) for x in vals]
+    with set_current_trace(eval_trace):
+        out = prim.impl(*arrays, **params)
+    if prim.multiple_results:
+        return [_numpy_value(o) for o in out]
+    return _numpy_value(out)
+
+
+def _numpy_value(x):
+    if type(x) is Array:
+        return x._value
+    if isinstance(x, Tracer):
+        raise UnexpectedTracerError(x)
+    return to_array(x)._value
 
 
 # Set by kiln/__init__ when jax_debug_nans / jax_debug_infs change.
@@ -220,12 +316,28 @@ _state.trace = eval_trace
 class Tracer:
     """A stand-in for an array inside a transformation. Subclasses add payload."""
 
-    __slots__ = ("_trace", "__weakref__")
+    __slots__ = ("_trace", "_jax_aval", "__weakref__")
     __array_priority__ = 1000
+
+    def __init__(self, trace: Trace, aval=None):
+        # JAX's constructor, for tracers that libraries define (``Tracer(trace, aval)``);
+        # kiln's own tracer classes set their slots themselves.
+        self._trace = trace
+        if aval is not None:
+            self._jax_aval = aval
 
     @property
     def aval(self) -> ShapedArray:
-        raise NotImplementedError
+        try:
+            return self._jax_aval
+        except AttributeError:
+            raise NotImplementedError(
+                f"{type(self).__name__} has no abstract value: a Tracer subclass must "
+                "define `aval` or pass it to Tracer.__init__(trace, aval)") from None
+
+    @aval.setter
+    def aval(self, value):
+        self._jax_aval = value
 
     @property
     def shape(self):
@@ -351,8 +463,27 @@ def get_aval(x) -> ShapedArray:
     if type(x) is Array:
         v = x._value
         return ShapedArray(v.shape, v.dtype, x.weak_type)
+    mapping = pytype_aval_mappings.get(type(x))
+    if mapping is not None and type(x) not in _BUILTIN_ARRAY_TYPES:
+        return mapping(x)
     a = to_array(x)
     return ShapedArray(a._value.shape, a._value.dtype, a.weak_type)
+
+
+def _aval_of_array_like(x) -> ShapedArray:
+    a = to_array(x)
+    return ShapedArray(a._value.shape, a._value.dtype, a.weak_type)
+
+
+_BUILTIN_ARRAY_TYPES = frozenset({np.ndarray, bool, int, float, complex})
+
+#: ``jax.core.pytype_aval_mappings``: the abstract value of a value of each Python type.
+#: kiln's arrays, NumPy arrays and scalars are built in; libraries register their own
+#: array-like types (usually with the ``np.ndarray`` entry), which kiln then accepts.
+pytype_aval_mappings: dict = {
+    np.ndarray: _aval_of_array_like, bool: _aval_of_array_like, int: _aval_of_array_like,
+    float: _aval_of_array_like, complex: _aval_of_array_like,
+}
 
 
 def is_concrete(x) -> bool:

@@ -387,10 +387,11 @@ def backward_pass(jaxpr: Jaxpr, consts, args, cts_out):
 # ----------------------------------------------------------------------------------------------
 # Rule helpers used by primitive definitions.
 
-def defjvp(prim: Primitive, *jvp_fns):
+def defjvp2(prim: Primitive, *jvp_fns):
     """JVP from one function per argument: ``fn(g, ans, *primals, **params)`` gives the
-    output tangent contributed by that argument's tangent ``g``. ``None`` means that
-    argument is not differentiable (its tangent is ignored)."""
+    output tangent contributed by that argument's tangent ``g`` (JAX's ``defjvp2``).
+    ``None`` means that argument is not differentiable (its tangent is ignored). Rank-0
+    contributions are broadcast to the output (elementwise primitives broadcast scalars)."""
     def rule(primals, tangents, **params):
         ans = prim.bind(*primals, **params)
         out = None
@@ -403,6 +404,25 @@ def defjvp(prim: Primitive, *jvp_fns):
             out = contrib if out is None else add_any_p.bind(out, contrib)
         if out is None or not is_differentiable_dtype(get_aval(ans).dtype):
             out = Zero.from_primal_value(ans)
+        return ans, out
+    jvp_rules[prim] = rule
+    return rule
+
+
+def defjvp(prim: Primitive, *jvp_fns):
+    """JAX's ``ad.defjvp``: one function per argument, ``fn(g, *primals, **params)``, giving
+    the output tangent contributed by that argument's tangent ``g`` (``None``: the argument
+    is not differentiable). The contributions are summed."""
+    if prim.multiple_results:
+        raise ValueError(f"ad.defjvp: primitive '{prim.name}' has multiple results; register "
+                         "a rule in ad.primitive_jvps instead")
+
+    def rule(primals, tangents, **params):
+        ans = prim.bind(*primals, **params)
+        out = Zero.from_primal_value(ans)
+        for fn, t in zip(jvp_fns, tangents):
+            if fn is not None and type(t) is not Zero:
+                out = add_tangents(out, fn(t, *primals, **params))
         return ans, out
     jvp_rules[prim] = rule
     return rule
@@ -427,20 +447,70 @@ def defjvp_zero(prim: Primitive):
     jvp_rules[prim] = rule
 
 
-def deflinear(prim: Primitive, transpose_rule):
-    """A primitive linear in all its array inputs: its JVP applies it to the tangents."""
-    def rule(primals, tangents, **params):
-        ans = prim.bind(*primals, **params)
-        if all(type(t) is Zero for t in tangents):
-            out = ([Zero.from_primal_value(a) for a in ans] if prim.multiple_results
-                   else Zero.from_primal_value(ans))
-            return ans, out
-        ts = [instantiate_zeros(t) for t in tangents]
-        return ans, prim.bind(*ts, **params)
-    jvp_rules[prim] = rule
-    transpose_rules[prim] = transpose_rule
+def _linear_jvp(prim, primals, tangents, **params):
+    ans = prim.bind(*primals, **params)
+    if all(type(t) is Zero for t in tangents):
+        out = ([Zero.from_primal_value(a) for a in ans] if prim.multiple_results
+               else Zero.from_primal_value(ans))
+        return ans, out
+    ts = [instantiate_zeros(t) for t in tangents]
+    return ans, prim.bind(*ts, **params)
+
+
+def _zero_cts(args):
+    return [Zero(tangent_aval(a.aval)) if type(a) is UndefinedPrimal else None for a in args]
 
 
 def deflinear2(prim: Primitive, transpose_rule):
-    """Linear in the arguments whose tangents are nonzero, given the others (e.g. mul)."""
-    transpose_rules[prim] = transpose_rule
+    """A primitive linear in its array inputs (JAX's ``deflinear2``): its JVP applies it to
+    the tangents; ``transpose_rule(ct, *args, **params)`` gives the input cotangents, with
+    ``UndefinedPrimal`` for the linear inputs."""
+    def transpose(ct, *args, **params):
+        if type(ct) is Zero:
+            return _zero_cts(args)
+        return transpose_rule(ct, *args, **params)
+    jvp_rules[prim] = lambda primals, tangents, **params: _linear_jvp(
+        prim, primals, tangents, **params)
+    transpose_rules[prim] = transpose
+
+
+def deflinear(prim: Primitive, transpose_rule):
+    """JAX's ``ad.deflinear``: as :func:`deflinear2`, but ``transpose_rule(ct, **params)``
+    does not see the arguments."""
+    deflinear2(prim, lambda ct, *args, **params: transpose_rule(ct, **params))
+
+
+def defbilinear(prim: Primitive, lhs_rule, rhs_rule):
+    """A primitive linear in each of its two arguments separately (a product):
+    ``lhs_rule(ct, x, y, **params)`` is the cotangent of ``x`` given ``y`` (``x`` an
+    ``UndefinedPrimal``), ``rhs_rule`` that of ``y``."""
+    defjvp(prim, lambda g, x, y, **params: prim.bind(g, y, **params),
+           lambda g, x, y, **params: prim.bind(x, g, **params))
+
+    def transpose(ct, x, y, **params):
+        if type(x) is UndefinedPrimal:
+            return [None if type(ct) is Zero else lhs_rule(ct, x, y, **params), None]
+        return [None, None if type(ct) is Zero else rhs_rule(ct, x, y, **params)]
+    transpose_rules[prim] = transpose
+
+
+# JAX's names for the registries and helpers above (``jax.interpreters.ad``): the same
+# tables kiln's interpreters read, so a rule registered the JAX way is used by kiln.
+primitive_jvps = jvp_rules
+primitive_transposes = transpose_rules
+add_jaxvals_p = add_any_p
+
+
+def add_jaxvals(x, y):
+    """The sum of two tangents or cotangents of the same type (``add_any``)."""
+    return add_any_p.bind(x, y)
+
+
+def get_primitive_transpose(prim: Primitive):
+    """The transpose rule of ``prim``; ``NotImplementedError`` naming it when it has none."""
+    try:
+        return transpose_rules[prim]
+    except KeyError:
+        raise NotImplementedError(
+            f"Transpose rule (for reverse-mode differentiation) for '{prim.name}' not "
+            "implemented") from None

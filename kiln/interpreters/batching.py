@@ -272,3 +272,118 @@ def batch_flat(fun, vals, dims, axis_data: AxisData, out_dims_req=None):
             nd = get_aval(v).ndim + (1 if d is None else 0)
             final.append(matchaxis(v, d, want % nd, axis_data.size))
     return final, list(out_dims_req)
+
+
+# ----------------------------------------------------------------------------------------------
+# JAX's names (``jax.interpreters.batching``): the same table kiln's BatchTrace reads, and
+# the two older rule signatures JAX still accepts, adapted to it on registration.
+
+#: ``rule(axis_data, vals, dims, **params) -> (out, out_dims)``: kiln's own signature.
+fancy_primitive_batchers = batch_rules
+
+
+def _all_unbatched(prim, vals, params):
+    out = prim.bind(*vals, **params)
+    return (out, [None] * len(out)) if prim.multiple_results else (out, None)
+
+
+class _PrimitiveBatchers:
+    """``batching.primitive_batchers``: rules ``rule(vals, dims, **params)`` (no axis data).
+    Registering one stores it, adapted, in :data:`fancy_primitive_batchers`."""
+
+    def __setitem__(self, prim, rule):
+        def adapted(axis_data, vals, dims, **params):
+            if all(d is None for d in dims):
+                return _all_unbatched(prim, vals, params)
+            return rule(vals, dims, **params)
+        adapted.__wrapped__ = rule
+        batch_rules[prim] = adapted
+
+    def __getitem__(self, prim):
+        rule = batch_rules[prim]
+        inner = getattr(rule, "__wrapped__", None)
+        if inner is not None and getattr(rule, "_kind", "plain") == "plain":
+            return inner
+
+        def plain(vals, dims, **params):
+            size = next(get_aval(v).shape[d] for v, d in zip(vals, dims) if d is not None)
+            return rule(AxisData(None, size), vals, dims, **params)
+        return plain
+
+    def __delitem__(self, prim):
+        del batch_rules[prim]
+
+    def __contains__(self, prim):
+        return prim in batch_rules
+
+    def get(self, prim, default=None):
+        return self[prim] if prim in batch_rules else default
+
+
+class _AxisPrimitiveBatchers:
+    """``batching.axis_primitive_batchers``: rules
+    ``rule(axis_size, axis_name, trace_type, vals, dims, **params)``."""
+
+    def __setitem__(self, prim, rule):
+        def adapted(axis_data, vals, dims, **params):
+            return rule(axis_data.size, axis_data.name, None, vals, dims, **params)
+        adapted.__wrapped__ = rule
+        adapted._kind = "axis"
+        batch_rules[prim] = adapted
+
+    def __delitem__(self, prim):
+        del batch_rules[prim]
+
+    def __contains__(self, prim):
+        return prim in batch_rules
+
+
+primitive_batchers = _PrimitiveBatchers()
+axis_primitive_batchers = _AxisPrimitiveBatchers()
+
+
+def broadcast(x, sz: int, axis: int, mesh_axis=None):
+    """``x`` with a new axis of size ``sz`` inserted at ``axis`` (JAX's
+    ``batching.broadcast``)."""
+    del mesh_axis
+    return broadcast_batched(x, sz, axis)
+
+
+def _same_bdim(vals, dims, size):
+    """All operands with their batch axis at the first batched operand's position."""
+    d0 = next(d for d in dims if d is not None)
+    return [matchaxis(v, d, d0, size) if d != d0 else v for v, d in zip(vals, dims)], d0
+
+
+def defvectorized(prim):
+    """Register the rule of a primitive that maps over leading axes as they are (an
+    elementwise operation on operands of one shape): apply it with the batch axes aligned."""
+    def rule(axis_data, vals, dims, **params):
+        if all(d is None for d in dims):
+            return _all_unbatched(prim, vals, params)
+        vals, d0 = _same_bdim(vals, dims, axis_data.size)
+        out = prim.bind(*vals, **params)
+        return out, ([d0] * len(out) if prim.multiple_results else d0)
+    batch_rules[prim] = rule
+
+
+def defbroadcasting(prim):
+    """Register the rule of an elementwise primitive whose operands broadcast (rank-0
+    operands and size-1 axes): the batch axis goes in front."""
+    broadcast_batcher(prim)
+
+
+def defreducer(prim):
+    """Register the rule of a reduction with an ``axes`` parameter: the reduced axes are
+    renumbered around the batch axis, which stays (shifted past the removed axes)."""
+    def rule(axis_data, vals, dims, *, axes, **params):
+        if all(d is None for d in dims):
+            return _all_unbatched(prim, vals, dict(params, axes=axes))
+        vals, d = _same_bdim(vals, dims, axis_data.size)
+        nd = get_aval(vals[0]).ndim - 1
+        axes = tuple(a % nd if nd else a for a in axes)
+        new_axes = tuple(a + (a >= d) for a in axes)
+        out = prim.bind(*vals, axes=new_axes, **params)
+        out_d = d - sum(1 for a in new_axes if a < d)
+        return out, ([out_d] * len(out) if prim.multiple_results else out_d)
+    batch_rules[prim] = rule

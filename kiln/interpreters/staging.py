@@ -93,6 +93,8 @@ class JaxprTrace(Trace):
 
     # -- primitives ---------------------------------------------------------------------------
     def process_primitive(self, prim, args, params):
+        if core._state.eager_folding and not any(isinstance(x, Tracer) for x in args):
+            return core.eval_trace.process_primitive(prim, args, params)
         if self.forward_known:
             own = [self.is_own(x) for x in args]
             if not any(own):
@@ -116,6 +118,9 @@ class JaxprTrace(Trace):
 
     def process_custom_jvp_call(self, fun, jvp, args, *, symbolic_zeros=False):
         from kiln.custom_derivatives import stage_custom_jvp
+        if core._state.eager_folding and not any(isinstance(x, Tracer) for x in args):
+            return core.eval_trace.process_custom_jvp_call(fun, jvp, args,
+                                                           symbolic_zeros=symbolic_zeros)
         if self.forward_known and not any(self.is_own(x) for x in args):
             return self.parent.process_custom_jvp_call(fun, jvp, args,
                                                        symbolic_zeros=symbolic_zeros)
@@ -123,6 +128,9 @@ class JaxprTrace(Trace):
 
     def process_custom_vjp_call(self, fun, fwd, bwd, args, out_trees, *, symbolic_zeros=False):
         from kiln.custom_derivatives import stage_custom_vjp
+        if core._state.eager_folding and not any(isinstance(x, Tracer) for x in args):
+            return core.eval_trace.process_custom_vjp_call(fun, fwd, bwd, args, out_trees,
+                                                           symbolic_zeros=symbolic_zeros)
         if self.forward_known and not any(self.is_own(x) for x in args):
             return self.parent.process_custom_vjp_call(fun, fwd, bwd, args, out_trees,
                                                        symbolic_zeros=symbolic_zeros)

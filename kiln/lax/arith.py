@@ -112,11 +112,11 @@ def _sub_transpose(ct, x, y):
     return [_unbroadcast_ct(ct, x), cy]
 
 
-ad.defjvp(add_p, lambda g, ans, x, y: g, lambda g, ans, x, y: g)
+ad.defjvp2(add_p, lambda g, ans, x, y: g, lambda g, ans, x, y: g)
 ad.transpose_rules[add_p] = _add_transpose
-ad.defjvp(sub_p, lambda g, ans, x, y: g, lambda g, ans, x, y: neg(g))
+ad.defjvp2(sub_p, lambda g, ans, x, y: g, lambda g, ans, x, y: neg(g))
 ad.transpose_rules[sub_p] = _sub_transpose
-ad.defjvp(mul_p, lambda g, ans, x, y: mul(g, y), lambda g, ans, x, y: mul(x, g))
+ad.defjvp2(mul_p, lambda g, ans, x, y: mul(g, y), lambda g, ans, x, y: mul(x, g))
 
 
 def _mul_transpose(ct, x, y):
@@ -131,7 +131,7 @@ def _mul_transpose(ct, x, y):
 
 
 ad.transpose_rules[mul_p] = _mul_transpose
-ad.defjvp(div_p, lambda g, ans, x, y: div(g, y),
+ad.defjvp2(div_p, lambda g, ans, x, y: div(g, y),
           lambda g, ans, x, y: mul(mul(neg(g), x), integer_pow(y, -2)))
 
 
@@ -144,7 +144,7 @@ def _div_transpose(ct, x, y):
 
 
 ad.transpose_rules[div_p] = _div_transpose
-ad.deflinear(neg_p, lambda ct, x: [Zero(x.aval) if type(ct) is Zero else neg(ct)])
+ad.deflinear2(neg_p, lambda ct, x: [Zero(x.aval) if type(ct) is Zero else neg(ct)])
 
 
 def _max_jvp_x(g, ans, x, y):
@@ -171,8 +171,8 @@ def _min_jvp_y(g, ans, x, y):
                                       mul(g, _scalar_like(0.0, g))))
 
 
-ad.defjvp(max_p, _max_jvp_x, _max_jvp_y)
-ad.defjvp(min_p, _min_jvp_x, _min_jvp_y)
+ad.defjvp2(max_p, _max_jvp_x, _max_jvp_y)
+ad.defjvp2(min_p, _min_jvp_x, _min_jvp_y)
 
 
 def add(x, y):
@@ -266,11 +266,11 @@ sin_p = unop("sin", _same(np.sin), _inexact)
 cos_p = unop("cos", _same(np.cos), _inexact)
 tanh_p = unop("tanh", _same(np.tanh), _inexact)
 
-ad.defjvp(exp_p, lambda g, ans, x: mul(g, ans))
-ad.defjvp(log_p, lambda g, ans, x: div(g, x))
-ad.defjvp(sin_p, lambda g, ans, x: mul(g, cos(x)))
-ad.defjvp(cos_p, lambda g, ans, x: neg(mul(g, sin(x))))
-ad.defjvp(tanh_p, lambda g, ans, x: mul(g, sub(_scalar_like(1, ans), mul(ans, ans))))
+ad.defjvp2(exp_p, lambda g, ans, x: mul(g, ans))
+ad.defjvp2(log_p, lambda g, ans, x: div(g, x))
+ad.defjvp2(sin_p, lambda g, ans, x: mul(g, cos(x)))
+ad.defjvp2(cos_p, lambda g, ans, x: neg(mul(g, sin(x))))
+ad.defjvp2(tanh_p, lambda g, ans, x: mul(g, sub(_scalar_like(1, ans), mul(ans, ans))))
 
 
 def exp(x):
@@ -318,7 +318,7 @@ def _integer_pow_jvp(g, ans, x, *, y):
     return mul(g, mul(coef, integer_pow(x, y - 1)))
 
 
-ad.defjvp(integer_pow_p, _integer_pow_jvp)
+ad.defjvp2(integer_pow_p, _integer_pow_jvp)
 
 
 def integer_pow(x, y: int):
@@ -327,7 +327,7 @@ def integer_pow(x, y: int):
 
 
 square_p = unop("square", _same(np.square), _num)
-ad.defjvp(square_p, lambda g, ans, x: mul(g, mul(_scalar_like(2, x), x)))
+ad.defjvp2(square_p, lambda g, ans, x: mul(g, mul(_scalar_like(2, x), x)))
 
 
 def square(x):

@@ -303,7 +303,7 @@ def _conv_jvp_rhs(g, ans, lhs, rhs, **params):
     return conv_general_dilated_p.bind(lhs, g, **params)
 
 
-ad.defjvp(conv_general_dilated_p, _conv_jvp_lhs, _conv_jvp_rhs)
+ad.defjvp2(conv_general_dilated_p, _conv_jvp_lhs, _conv_jvp_rhs)
 
 
 def _swap01(spec):

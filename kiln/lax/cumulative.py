@@ -85,7 +85,7 @@ cummax_p = _cumulative_primitive("cummax", lambda x, axis: np.maximum.accumulate
 cummin_p = _cumulative_primitive("cummin", lambda x, axis: np.minimum.accumulate(x, axis=axis))
 cumlogsumexp_p = _cumulative_primitive("cumlogsumexp", _cumlogsumexp_np)
 
-ad.deflinear(cumsum_p, lambda ct, x, *, axis, reverse: [
+ad.deflinear2(cumsum_p, lambda ct, x, *, axis, reverse: [
     Zero(x.aval) if type(ct) is Zero else cumsum(ct, axis, not reverse)])
 
 

@@ -461,7 +461,7 @@ def _dot_jvp_rhs(g, ans, lhs, rhs, **params):
     return dot_general_p.bind(lhs, g, **params)
 
 
-ad.defjvp(dot_general_p, _dot_jvp_lhs, _dot_jvp_rhs)
+ad.defjvp2(dot_general_p, _dot_jvp_lhs, _dot_jvp_rhs)
 
 
 def _transpose_operand(ct, x_aval, y, x_is_lhs, dimension_numbers, precision, preferred):

@@ -285,10 +285,10 @@ log1p_p = unop("log1p", _math(np.log1p), _inexact)
 expm1_p = unop("expm1", _math(_expm1), _inexact)
 logistic_p = unop("logistic", _math(_logistic), _inexact)
 
-ad.defjvp(exp2_p, lambda g, ans, x: mul(mul(g, ans), _const(x, np.log(2.0))))
-ad.defjvp(log1p_p, lambda g, ans, x: div(g, add(x, _const(x, 1))))
-ad.defjvp(expm1_p, lambda g, ans, x: mul(g, add(ans, _const(ans, 1))))
-ad.defjvp(logistic_p, lambda g, ans, x: mul(g, mul(ans, sub(_const(ans, 1), ans))))
+ad.defjvp2(exp2_p, lambda g, ans, x: mul(mul(g, ans), _const(x, np.log(2.0))))
+ad.defjvp2(log1p_p, lambda g, ans, x: div(g, add(x, _const(x, 1))))
+ad.defjvp2(expm1_p, lambda g, ans, x: mul(g, add(ans, _const(ans, 1))))
+ad.defjvp2(logistic_p, lambda g, ans, x: mul(g, mul(ans, sub(_const(ans, 1), ans))))
 
 
 def exp2(x, *, accuracy=None):
@@ -325,16 +325,16 @@ asinh_p = unop("asinh", _math(np.arcsinh), _inexact)
 acosh_p = unop("acosh", _math(np.arccosh), _inexact)
 atanh_p = unop("atanh", _math(np.arctanh), _inexact)
 
-ad.defjvp(tan_p, lambda g, ans, x: mul(g, add(_const(x, 1), square(ans))))
-ad.defjvp(asin_p, lambda g, ans, x: mul(g, rsqrt(sub(_const(x, 1), square(x)))))
-ad.defjvp(acos_p, lambda g, ans, x: mul(g, neg(rsqrt(sub(_const(x, 1), square(x))))))
-ad.defjvp(atan_p, lambda g, ans, x: div(g, add(_const(x, 1), square(x))))
-ad.defjvp(sinh_p, lambda g, ans, x: mul(g, cosh(x)))
-ad.defjvp(cosh_p, lambda g, ans, x: mul(g, sinh(x)))
-ad.defjvp(asinh_p, lambda g, ans, x: mul(g, rsqrt(add(square(x), _const(x, 1)))))
+ad.defjvp2(tan_p, lambda g, ans, x: mul(g, add(_const(x, 1), square(ans))))
+ad.defjvp2(asin_p, lambda g, ans, x: mul(g, rsqrt(sub(_const(x, 1), square(x)))))
+ad.defjvp2(acos_p, lambda g, ans, x: mul(g, neg(rsqrt(sub(_const(x, 1), square(x))))))
+ad.defjvp2(atan_p, lambda g, ans, x: div(g, add(_const(x, 1), square(x))))
+ad.defjvp2(sinh_p, lambda g, ans, x: mul(g, cosh(x)))
+ad.defjvp2(cosh_p, lambda g, ans, x: mul(g, sinh(x)))
+ad.defjvp2(asinh_p, lambda g, ans, x: mul(g, rsqrt(add(square(x), _const(x, 1)))))
 # x**2 - 1 rather than (x+1)(x-1): the domain is x >= 1, as in JAX.
-ad.defjvp(acosh_p, lambda g, ans, x: mul(g, rsqrt(sub(square(x), _const(x, 1)))))
-ad.defjvp(atanh_p, lambda g, ans, x: mul(reciprocal(add(_const(x, 1), x)),
+ad.defjvp2(acosh_p, lambda g, ans, x: mul(g, rsqrt(sub(square(x), _const(x, 1)))))
+ad.defjvp2(atanh_p, lambda g, ans, x: mul(reciprocal(add(_const(x, 1), x)),
                                          div(g, sub(_const(x, 1), x))))
 
 
@@ -391,7 +391,7 @@ def _atan2(x, y):
 
 
 atan2_p = naryop("atan2", _math(_atan2), _inexact)
-ad.defjvp(atan2_p,
+ad.defjvp2(atan2_p,
           lambda g, ans, x, y: mul(g, div(y, add(square(x), square(y)))),
           lambda g, ans, x, y: mul(g, div(neg(x), add(square(x), square(y)))))
 
@@ -412,9 +412,9 @@ sqrt_p = unop("sqrt", _math(np.sqrt), _inexact)
 rsqrt_p = unop("rsqrt", _math(_rsqrt), _inexact)
 cbrt_p = unop("cbrt", _math(np.cbrt), _float)
 
-ad.defjvp(sqrt_p, lambda g, ans, x: mul(g, div(_const(x, 0.5), ans)))
-ad.defjvp(rsqrt_p, lambda g, ans, x: mul(g, mul(_const(x, -0.5), div(ans, x))))
-ad.defjvp(cbrt_p, lambda g, ans, x: mul(g, mul(_const(x, 1 / 3), integer_pow(ans, -2))))
+ad.defjvp2(sqrt_p, lambda g, ans, x: mul(g, div(_const(x, 0.5), ans)))
+ad.defjvp2(rsqrt_p, lambda g, ans, x: mul(g, mul(_const(x, -0.5), div(ans, x))))
+ad.defjvp2(cbrt_p, lambda g, ans, x: mul(g, mul(_const(x, 1 / 3), integer_pow(ans, -2))))
 
 
 def sqrt(x, *, accuracy=None):
@@ -448,7 +448,7 @@ def _abs_jvp(g, ans, x):
     return select(ge(x, _const(x, 0)), g, neg(g))
 
 
-ad.defjvp(abs_p, _abs_jvp)
+ad.defjvp2(abs_p, _abs_jvp)
 
 
 def abs(x):  # noqa: A001
@@ -509,7 +509,7 @@ def _pow_jvp_y(g, ans, x, y):
     return mul(g, mul(log(_replace_zero(x)), ans))
 
 
-ad.defjvp(pow_p, _pow_jvp_x, _pow_jvp_y)
+ad.defjvp2(pow_p, _pow_jvp_x, _pow_jvp_y)
 
 
 def pow(x, y):  # noqa: A001
@@ -547,7 +547,7 @@ def _rem_jvp_y(g, ans, x, y):
     return mul(neg(g), mul(sign(q), floor(abs(q))))
 
 
-ad.defjvp(rem_p, lambda g, ans, x, y: _bcast_to(g, get_aval(ans).shape), _rem_jvp_y)
+ad.defjvp2(rem_p, lambda g, ans, x, y: _bcast_to(g, get_aval(ans).shape), _rem_jvp_y)
 
 
 def rem(x, y):
@@ -559,7 +559,7 @@ def rem(x, y):
 nextafter_p = naryop("nextafter", _math(np.nextafter, upcast=False), _float)
 # nextafter(x, y) = x + (an ulp that is locally constant): d/dx = 1, d/dy = 0 almost
 # everywhere. (JAX has no rule here; giving the a.e. derivative is harmless.)
-ad.defjvp(nextafter_p, lambda g, ans, x, y: _bcast_to(g, get_aval(ans).shape), None)
+ad.defjvp2(nextafter_p, lambda g, ans, x, y: _bcast_to(g, get_aval(ans).shape), None)
 
 
 def nextafter(x1, x2):
@@ -588,8 +588,8 @@ def _imag_transpose(ct, x):
     return [complex(_const(ct, 0), neg(ct))]
 
 
-ad.deflinear(real_p, _real_transpose)
-ad.deflinear(imag_p, _imag_transpose)
+ad.deflinear2(real_p, _real_transpose)
+ad.deflinear2(imag_p, _imag_transpose)
 
 def _check_complex_elem(name, dt):
     if np.dtype(dt) not in (np.dtype(np.float32), np.dtype(np.float64)):
@@ -631,7 +631,7 @@ def _complex_transpose(ct, x, y):
     return out
 
 
-ad.deflinear(complex_p, _complex_transpose)
+ad.deflinear2(complex_p, _complex_transpose)
 
 
 def _conj_abstract_eval(x, *, input_dtype):
@@ -657,7 +657,7 @@ def _conj_transpose(ct, x, *, input_dtype):
     return [real(ct)]
 
 
-ad.deflinear(conj_p, _conj_transpose)
+ad.deflinear2(conj_p, _conj_transpose)
 
 
 def real(x):
@@ -862,15 +862,15 @@ regularized_incomplete_beta_p = standard_primitive(
 
 _TWO_OVER_SQRT_PI = 2.0 / np.sqrt(np.pi)
 
-ad.defjvp(erf_p, lambda g, ans, x: mul(_const(x, _TWO_OVER_SQRT_PI),
+ad.defjvp2(erf_p, lambda g, ans, x: mul(_const(x, _TWO_OVER_SQRT_PI),
                                        mul(g, exp(neg(square(x))))))
-ad.defjvp(erfc_p, lambda g, ans, x: mul(_const(x, -_TWO_OVER_SQRT_PI),
+ad.defjvp2(erfc_p, lambda g, ans, x: mul(_const(x, -_TWO_OVER_SQRT_PI),
                                         mul(g, exp(neg(square(x))))))
-ad.defjvp(erf_inv_p, lambda g, ans, x: mul(_const(x, np.sqrt(np.pi) / 2.0),
+ad.defjvp2(erf_inv_p, lambda g, ans, x: mul(_const(x, np.sqrt(np.pi) / 2.0),
                                            mul(g, exp(square(ans)))))
-ad.defjvp(lgamma_p, lambda g, ans, x: mul(g, digamma(x)))
-ad.defjvp(digamma_p, lambda g, ans, x: mul(g, polygamma(_const(x, 1), x)))
-ad.defjvp(bessel_i0e_p, lambda g, ans, x: mul(g, sub(bessel_i1e(x), mul(sign(x), ans))))
+ad.defjvp2(lgamma_p, lambda g, ans, x: mul(g, digamma(x)))
+ad.defjvp2(digamma_p, lambda g, ans, x: mul(g, polygamma(_const(x, 1), x)))
+ad.defjvp2(bessel_i0e_p, lambda g, ans, x: mul(g, sub(bessel_i1e(x), mul(sign(x), ans))))
 
 
 def _bessel_i1e_jvp(g, ans, x):
@@ -882,14 +882,14 @@ def _bessel_i1e_jvp(g, ans, x):
     return mul(g, select(not_tiny, d, _full_like(x, 0.5)))
 
 
-ad.defjvp(bessel_i1e_p, _bessel_i1e_jvp)
+ad.defjvp2(bessel_i1e_p, _bessel_i1e_jvp)
 
 
 def _polygamma_jvp_m(g, ans, m, x):
     raise ValueError("polygamma gradient with respect to m is not supported")
 
 
-ad.defjvp(polygamma_p, _polygamma_jvp_m,
+ad.defjvp2(polygamma_p, _polygamma_jvp_m,
           lambda g, ans, m, x: mul(g, polygamma(add(m, _const(m, 1)), x)))
 
 
@@ -898,8 +898,8 @@ def _igamma_jvp_x(g, ans, a, x):
     return mul(g, exp(sub(mul(sub(a, _const(a, 1)), log(x)), add(x, lgamma(a)))))
 
 
-ad.defjvp(igamma_p, lambda g, ans, a, x: mul(g, igamma_grad_a(a, x)), _igamma_jvp_x)
-ad.defjvp(igammac_p, lambda g, ans, a, x: neg(mul(g, igamma_grad_a(a, x))),
+ad.defjvp2(igamma_p, lambda g, ans, a, x: mul(g, igamma_grad_a(a, x)), _igamma_jvp_x)
+ad.defjvp2(igammac_p, lambda g, ans, a, x: neg(mul(g, igamma_grad_a(a, x))),
           lambda g, ans, a, x: neg(_igamma_jvp_x(g, ans, a, x)))
 
 
@@ -1033,7 +1033,7 @@ def _betainc_jvp_x(g, ans, a, b, x):
                           lbeta)))
 
 
-ad.defjvp(regularized_incomplete_beta_p, _betainc_grad_ab, _betainc_grad_ab, _betainc_jvp_x)
+ad.defjvp2(regularized_incomplete_beta_p, _betainc_grad_ab, _betainc_grad_ab, _betainc_jvp_x)
 
 
 def erf(x):
@@ -1152,7 +1152,7 @@ def _clamp_jvp_hi(g, ans, lo, x, hi):
     return select(lt(_bcast_to(hi, shape), x), _bcast_to(g, shape), _full_like(x, 0))
 
 
-ad.defjvp(clamp_p, _clamp_jvp_lo, _clamp_jvp_x, _clamp_jvp_hi)
+ad.defjvp2(clamp_p, _clamp_jvp_lo, _clamp_jvp_x, _clamp_jvp_hi)
 
 
 def _clamp_batch(axis_data, vals, dims):
@@ -1229,7 +1229,7 @@ def _reduce_precision_impl(x, *, exponent_bits, mantissa_bits):
 reduce_precision_p = standard_primitive("reduce_precision", _reduce_precision_abstract_eval,
                                         _reduce_precision_impl)
 batching.vectorized_batcher(reduce_precision_p)
-ad.deflinear(reduce_precision_p, lambda ct, x, **params: [
+ad.deflinear2(reduce_precision_p, lambda ct, x, **params: [
     Zero(x.aval) if type(ct) is Zero else reduce_precision_p.bind(ct, **params)])
 
 

@@ -160,7 +160,7 @@ def _fft_transpose(ct, x, *, fft_type, fft_lengths):
     return [out]
 
 
-ad.deflinear(fft_p, _fft_transpose)
+ad.deflinear2(fft_p, _fft_transpose)
 
 
 def _fft_batch(axis_data, vals, dims, *, fft_type, fft_lengths):

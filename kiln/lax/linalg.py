@@ -1132,7 +1132,7 @@ def _ts_jvp_b(g_b, ans, a, b, **params):
     return triangular_solve_p.bind(a, g_b, **params)
 
 
-ad.defjvp(triangular_solve_p, _ts_jvp_a, _ts_jvp_b)
+ad.defjvp2(triangular_solve_p, _ts_jvp_a, _ts_jvp_b)
 
 
 def _ts_transpose(ct, a, b, *, left_side, lower, transpose_a, conjugate_a, unit_diagonal):

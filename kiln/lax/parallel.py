@@ -318,7 +318,7 @@ _reducer_batch(psum_p, _rs, _times_size)
 _reducer_batch(pmax_p, _rmax, _identity)
 _reducer_batch(pmin_p, _rmin, _identity)
 
-ad.deflinear(psum_p, lambda ct, x, *, axes, axis_index_groups=None: [
+ad.deflinear2(psum_p, lambda ct, x, *, axes, axis_index_groups=None: [
     Zero(x.aval) if type(ct) is Zero else
     psum_p.bind(ct, axes=axes, axis_index_groups=axis_index_groups)])
 
@@ -588,7 +588,7 @@ def _all_gather_transpose(ct, x, *, all_gather_dimension, axis_name, axis_index_
                                   tiled=tiled)]
 
 
-ad.deflinear(all_gather_p, _all_gather_transpose)
+ad.deflinear2(all_gather_p, _all_gather_transpose)
 
 
 def _canonical_axis(axis, ndim):
@@ -718,7 +718,7 @@ def _reduce_scatter_transpose(ct, x, *, axis_name, scatter_dimension, axis_index
                               tiled=tiled)]
 
 
-ad.deflinear(reduce_scatter_p, _reduce_scatter_transpose)
+ad.deflinear2(reduce_scatter_p, _reduce_scatter_transpose)
 
 
 def psum_scatter(x, axis_name, *, scatter_dimension=0, axis_index_groups=None, tiled=False):
@@ -818,7 +818,7 @@ def _all_to_all_transpose(ct, x, *, axis_name, split_axis, concat_axis, axis_ind
                               tiled=tiled)]
 
 
-ad.deflinear(all_to_all_p, _all_to_all_transpose)
+ad.deflinear2(all_to_all_p, _all_to_all_transpose)
 
 
 def all_to_all(x, axis_name, split_axis, concat_axis, *, axis_index_groups=None, tiled=False):
@@ -937,7 +937,7 @@ def _ppermute_batch(axis_data, vals, dims, *, axis_name, perm):
 
 
 batching.batch_rules[ppermute_p] = _ppermute_batch
-ad.deflinear(ppermute_p, lambda ct, x, *, axis_name, perm: [
+ad.deflinear2(ppermute_p, lambda ct, x, *, axis_name, perm: [
     Zero(x.aval) if type(ct) is Zero else
     ppermute_p.bind(ct, axis_name=axis_name, perm=tuple((d, s) for s, d in perm))])
 
@@ -1021,7 +1021,7 @@ def _pbroadcast_transpose(ct, x, *, axis_name, source):
 
 
 batching.batch_rules[pbroadcast_p] = _pbroadcast_batch
-ad.deflinear(pbroadcast_p, _pbroadcast_transpose)
+ad.deflinear2(pbroadcast_p, _pbroadcast_transpose)
 
 
 def pbroadcast(x, axis_name, source):

@@ -60,7 +60,7 @@ def _reduce_sum_transpose(ct, x, *, axes, out_sharding=None):
     return [broadcast_in_dim(ct, shape, kept)]
 
 
-ad.deflinear(reduce_sum_p, _reduce_sum_transpose)
+ad.deflinear2(reduce_sum_p, _reduce_sum_transpose)
 
 
 def reduce_sum(operand, axes):

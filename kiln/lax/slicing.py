@@ -102,7 +102,7 @@ def _rev_batch(axis_data, vals, dims, *, dimensions):
     return rev_p.bind(x, dimensions=tuple(i + 1 if i >= d else i for i in dimensions)), d
 
 
-ad.deflinear(rev_p, lambda ct, x, *, dimensions: [
+ad.deflinear2(rev_p, lambda ct, x, *, dimensions: [
     Zero(x.aval) if type(ct) is Zero else rev(ct, dimensions)])
 batching.batch_rules[rev_p] = _rev_batch
 
@@ -194,7 +194,7 @@ def _pad_batch(axis_data, vals, dims, *, padding_config):
     return select(mask, padded, broadcast_in_dim(pv, out_shape, (0,))), 0
 
 
-ad.deflinear(pad_p, _pad_transpose)
+ad.deflinear2(pad_p, _pad_transpose)
 batching.batch_rules[pad_p] = _pad_batch
 
 
@@ -260,7 +260,7 @@ def _concatenate_batch(axis_data, vals, dims, *, dimension):
     return concatenate_p.bind(*xs, dimension=dimension + 1), 0
 
 
-ad.deflinear(concatenate_p, _concatenate_transpose)
+ad.deflinear2(concatenate_p, _concatenate_transpose)
 batching.batch_rules[concatenate_p] = _concatenate_batch
 
 
@@ -339,7 +339,7 @@ def _slice_batch(axis_data, vals, dims, *, start_indices, limit_indices, strides
     return slice_p.bind(x, start_indices=starts, limit_indices=limits, strides=st), d
 
 
-ad.deflinear(slice_p, _slice_transpose)
+ad.deflinear2(slice_p, _slice_transpose)
 batching.batch_rules[slice_p] = _slice_batch
 
 

@@ -155,7 +155,7 @@ def _bid_batch(axis_data, vals, dims, *, shape, broadcast_dimensions, sharding=N
                                    sharding=None), 0
 
 
-ad.deflinear(broadcast_in_dim_p, _bid_transpose)
+ad.deflinear2(broadcast_in_dim_p, _bid_transpose)
 batching.batch_rules[broadcast_in_dim_p] = _bid_batch
 
 
@@ -228,7 +228,7 @@ def _reshape_batch(axis_data, vals, dims, *, new_sizes, dimensions, sharding=Non
                           sharding=None), 0
 
 
-ad.deflinear(reshape_p, _reshape_transpose)
+ad.deflinear2(reshape_p, _reshape_transpose)
 batching.batch_rules[reshape_p] = _reshape_batch
 
 
@@ -271,7 +271,7 @@ def _transpose_batch(axis_data, vals, dims, *, permutation):
     return transpose_p.bind(x, permutation=perm), 0
 
 
-ad.deflinear(transpose_p, _transpose_transpose)
+ad.deflinear2(transpose_p, _transpose_transpose)
 batching.batch_rules[transpose_p] = _transpose_batch
 
 
@@ -312,7 +312,7 @@ def _squeeze_batch(axis_data, vals, dims, *, dimensions):
     return squeeze_p.bind(x, dimensions=tuple(i + 1 for i in dimensions)), 0
 
 
-ad.deflinear(squeeze_p, _squeeze_transpose)
+ad.deflinear2(squeeze_p, _squeeze_transpose)
 batching.batch_rules[squeeze_p] = _squeeze_batch
 
 

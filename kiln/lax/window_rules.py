@@ -327,7 +327,7 @@ def _reduce_window_sum_transpose(ct, operand, *, window_dimensions, window_strid
     return [out]
 
 
-ad.deflinear(reduce_window_sum_p, _reduce_window_sum_transpose)
+ad.deflinear2(reduce_window_sum_p, _reduce_window_sum_transpose)
 
 
 def _select_prim(prim):
@@ -360,8 +360,8 @@ def _monoid_batch(prim):
 
 for _p in (reduce_window_sum_p, reduce_window_max_p, reduce_window_min_p):
     _monoid_batch(_p)
-ad.defjvp(reduce_window_max_p, _chooser_jvp(reduce_window_max_p))
-ad.defjvp(reduce_window_min_p, _chooser_jvp(reduce_window_min_p))
+ad.defjvp2(reduce_window_max_p, _chooser_jvp(reduce_window_max_p))
+ad.defjvp2(reduce_window_min_p, _chooser_jvp(reduce_window_min_p))
 
 
 # ----------------------------------------------------------------------------------------------

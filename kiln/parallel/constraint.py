@@ -33,7 +33,7 @@ def _transpose(ct, x, **params):
     return [sharding_constraint_p.bind(ct, **params)]
 
 
-ad.deflinear(sharding_constraint_p, _transpose)
+ad.deflinear2(sharding_constraint_p, _transpose)
 
 
 def _batch(axis_data, vals, dims, *, sharding, layout, context_mesh, unconstrained_dims):

@@ -463,23 +463,23 @@ def _const(x, v):
 
 def _jvps():
     from kiln import lax
-    ad.defjvp(xla_log_p, lambda g, ans, x: lax.div(g, x))
-    ad.defjvp(xla_log1p_p, lambda g, ans, x: lax.div(g, lax.add(x, _const(x, 1))))
-    ad.defjvp(xla_exp_p, lambda g, ans, x: lax.mul(g, ans))
-    ad.defjvp(xla_erf_p, lambda g, ans, x: lax.mul(g, lax.mul(
+    ad.defjvp2(xla_log_p, lambda g, ans, x: lax.div(g, x))
+    ad.defjvp2(xla_log1p_p, lambda g, ans, x: lax.div(g, lax.add(x, _const(x, 1))))
+    ad.defjvp2(xla_exp_p, lambda g, ans, x: lax.mul(g, ans))
+    ad.defjvp2(xla_erf_p, lambda g, ans, x: lax.mul(g, lax.mul(
         _const(x, 2 / np.sqrt(np.pi)), xla_exp_p.bind(lax.neg(lax.mul(x, x))))))
-    ad.defjvp(xla_fma_p, lambda g, ans, a, b, c: lax.mul(g, b),
+    ad.defjvp2(xla_fma_p, lambda g, ans, a, b, c: lax.mul(g, b),
               lambda g, ans, a, b, c: lax.mul(a, g), lambda g, ans, a, b, c: g)
-    ad.defjvp(xla_tan_p, lambda g, ans, x: lax.mul(g, lax.add(_const(x, 1),
+    ad.defjvp2(xla_tan_p, lambda g, ans, x: lax.mul(g, lax.add(_const(x, 1),
                                                                lax.mul(ans, ans))))
     # d/dx x**y = y * x**(y - 1); d/dy x**y = log(x) * x**y (0 where x == 0, as JAX).
-    ad.defjvp(xla_pow_p,
+    ad.defjvp2(xla_pow_p,
               lambda g, ans, x, y: lax.mul(g, lax.mul(y, xla_pow_p.bind(
                   x, lax.sub(y, _const(y, 1))))),
               lambda g, ans, x, y: lax.mul(g, lax.select(
                   lax.eq(x, _const(x, 0)), lax.full_like(ans, 0),
                   lax.mul(xla_log_p.bind(x), ans))))
-    ad.defjvp(xla_erf_inv_p, lambda g, ans, x: lax.mul(
+    ad.defjvp2(xla_erf_inv_p, lambda g, ans, x: lax.mul(
         g, lax.mul(_const(x, np.sqrt(np.pi) / 2), xla_exp_p.bind(lax.mul(ans, ans)))))
 
 

@@ -8,7 +8,7 @@ import numpy as np
 from kiln._physical_tree import tree_flatten, tree_unflatten
 from kiln.core.avals import ShapedArray
 from kiln.core.jaxpr import ClosedJaxpr, Jaxpr, Literal, eval_jaxpr
-from kiln.core.trace import get_aval
+from kiln.core.trace import apply_impl, get_aval
 from kiln.interpreters import ad, batching, staging
 from kiln.interpreters.ad import Zero
 
@@ -243,6 +243,13 @@ def _has_sub_jaxpr(eqn) -> bool:
     return False
 
 
+def _impl_of(prim):
+    """A callable ``impl(*numpy_values, **params)`` for ``prim`` (see ``apply_impl``)."""
+    if not prim.array_impl:
+        return prim.impl
+    return lambda *vals, **params: apply_impl(prim, vals, params)
+
+
 class LoopBody:
     """A closed jaxpr prepared for repeated evaluation with some inputs fixed.
 
@@ -297,12 +304,12 @@ class LoopBody:
                          and eqn.primitive not in staging.always_stage
                          and not _has_sub_jaxpr(eqn))
             if invariant:
-                r = eqn.primitive.impl(*[slots[i] for i in idx], **eqn.params)
+                r = apply_impl(eqn.primitive, [slots[i] for i in idx], eqn.params)
                 for k, o in zip(outs, r if multi else [r]):
                     slots[k] = o
                 known.update(eqn.outvars)
             else:
-                program.append((eqn.primitive.impl, eqn.params, idx,
+                program.append((_impl_of(eqn.primitive), eqn.params, idx,
                                 outs if multi else outs[0], multi))
         self._out_slots = [literal_slot(v) if type(v) is Literal else slot_of(v)
                            for v in jaxpr.outvars]

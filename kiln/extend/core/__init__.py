@@ -13,6 +13,7 @@ from typing import Any, Union
 
 import numpy as np
 
+from kiln.core import trace as _core_trace
 from kiln.core.avals import AbstractToken, ShapedArray, abstract_token  # noqa: F401
 from kiln.core.jaxpr import (  # noqa: F401
     ClosedJaxpr,
@@ -25,15 +26,15 @@ from kiln.core.jaxpr import (  # noqa: F401
     eval_jaxpr,
     jaxpr_as_fun,
 )
+from kiln.core.trace import Primitive as _CorePrimitive
 from kiln.core.trace import (
-    Primitive,
     Trace,
     Tracer,
     current_trace,
     eval_trace,
     get_aval,
-    set_current_trace,
 )
+from kiln.core.trace import set_current_trace as _set_current_trace
 from kiln.errors import (  # noqa: F401
     ConcretizationTypeError,
     InconclusiveDimensionOperation,
@@ -42,14 +43,16 @@ from kiln.errors import (  # noqa: F401
 from kiln.extend.linear_util import DebugInfo  # noqa: F401
 
 __all__ = [
-    "AbstractToken", "Atom", "ClosedJaxpr", "DebugInfo", "DropVar", "Effect", "Effects",
-    "InconclusiveDimensionOperation", "Jaxpr", "JaxprEqn", "JaxprTypeError", "Literal",
-    "ParamDict", "Primitive", "Token", "Value", "Var", "array_types", "check_jaxpr",
-    "concrete_or_error", "eval_context", "eval_jaxpr", "find_top_trace", "gensym",
-    "get_opaque_trace_state", "jaxpr_as_fun", "jaxprs_in_params", "mapped_aval", "max_dim",
-    "min_dim", "new_jaxpr_eqn", "no_effects", "primal_dtype_to_tangent_dtype", "subjaxprs",
-    "unmapped_aval", "unsafe_am_i_under_a_jit_DO_NOT_USE", "unsafe_am_i_under_a_vmap_DO_NOT_USE",
-    "unsafe_get_axis_names_DO_NOT_USE", "valid_jaxtype",
+    "AbstractToken", "Atom", "CallPrimitive", "ClosedJaxpr", "DebugInfo", "DropVar", "Effect",
+    "Effects", "InconclusiveDimensionOperation", "Jaxpr", "JaxprEqn", "JaxprTypeError",
+    "Literal", "ParamDict", "Primitive", "Token", "TraceTag", "Value", "Var", "array_types",
+    "call_impl", "check_jaxpr", "concrete_or_error", "eval_context", "eval_jaxpr",
+    "find_top_trace", "gensym", "get_opaque_trace_state", "jaxpr_as_fun", "jaxprs_in_params",
+    "mapped_aval", "max_dim", "min_dim", "new_jaxpr_eqn", "no_effects",
+    "primal_dtype_to_tangent_dtype", "primitives", "set_current_trace", "subjaxprs",
+    "take_current_trace", "unmapped_aval", "unsafe_am_i_under_a_jit_DO_NOT_USE",
+    "unsafe_am_i_under_a_vmap_DO_NOT_USE", "unsafe_get_axis_names_DO_NOT_USE",
+    "valid_jaxtype",
 ]
 
 Atom = Union[Var, Literal]
@@ -63,6 +66,88 @@ class Effect:
 
 Effects = set
 no_effects: frozenset = frozenset()
+
+
+# ----------------------------------------------------------------------------------------------
+# Primitives defined by libraries.
+
+class Primitive(_CorePrimitive):
+    """A primitive defined through JAX's API (``jax.extend.core.Primitive``).
+
+    As in JAX: ``def_impl`` gives the eager implementation, which receives and returns
+    kiln Arrays (it may call any kiln function: ``x.at[i].set(...)``, ``jnp.where``);
+    ``def_abstract_eval`` (or ``def_effectful_abstract_eval``) its shape rule; the
+    transformation rules go into the JAX-named registries (``ad.primitive_jvps``,
+    ``ad.primitive_transposes``, ``batching.primitive_batchers``, ...), which are the
+    tables kiln's interpreters read; ``mlir.register_lowering(prim, mlir.lower_fun(fn))``
+    lets ``jit`` compile it natively from ``fn`` (without one it runs its impl as a host
+    island).
+    """
+
+    array_impl = True
+
+    def def_effectful_abstract_eval(self, fn):
+        """Register ``fn(*avals, **params) -> (out_avals, effects)``. A primitive that
+        reports effects is never removed from a jaxpr as dead code."""
+        prim = self
+
+        def abstract_eval(*avals, **params):
+            out, effects = fn(*avals, **params)
+            if effects:
+                from kiln.interpreters.staging import always_stage
+                always_stage.add(prim)
+            return out
+        self.abstract_eval = abstract_eval
+        return fn
+
+    def def_effectful_abstract_eval2(self, fn):
+        """As :meth:`def_effectful_abstract_eval` (JAX 0.10's second spelling)."""
+        return self.def_effectful_abstract_eval(fn)
+
+    def is_effectful(self, params) -> bool:
+        from kiln.interpreters.staging import always_stage
+        return self in always_stage
+
+    def def_bind_with_trace(self, bind_with_trace):
+        """Replace how this primitive is applied under a given trace."""
+        self.bind_with_trace = bind_with_trace
+        return bind_with_trace
+
+
+def _call_primitives():
+    from kiln.interpreters import calls
+    return calls
+
+
+# ----------------------------------------------------------------------------------------------
+# The current trace, as JAX 0.10's ``take_current_trace``/``set_current_trace``.
+
+class TraceTag:
+    """Identifies the tracers a user-defined transformation owns (compared by identity)."""
+
+    __slots__ = ()
+
+    def __hash__(self):
+        return id(self)
+
+    def __eq__(self, other):
+        return self is other
+
+
+@contextlib.contextmanager
+def take_current_trace():
+    """Yield the current trace, with the eval trace current inside the block (so code in
+    it runs eagerly unless it re-enters the taken trace with :func:`set_current_trace`)."""
+    prev = current_trace()
+    with _set_current_trace(eval_trace):
+        yield prev
+
+
+def set_current_trace(trace: Trace, check_leaks: bool = False):
+    """A context manager making ``trace`` the current trace (``check_leaks`` is accepted;
+    kiln checks leaks with ``jax.checking_leaks``)."""
+    del check_leaks
+    return _set_current_trace(trace)
 
 
 class Token:
@@ -89,6 +174,17 @@ array_types = _array_types()
 
 # ----------------------------------------------------------------------------------------------
 # The current trace.
+
+def __getattr__(name):
+    # The call primitives live with the interpreters, which import this package's parents.
+    if name in ("CallPrimitive", "call_impl", "call_p", "closed_call_p"):
+        return getattr(_call_primitives(), name)
+    if name == "primitives":
+        import importlib
+        return importlib.import_module("kiln.extend.core.primitives")
+    raise AttributeError(f"module 'jax.extend.core' (kiln.extend.core) has no attribute "
+                         f"{name!r}")
+
 
 def find_top_trace(xs=()) -> Trace:
     """The current trace (JAX 0.10's meaning: ``xs`` is ignored, since the trace that
@@ -276,7 +372,10 @@ _MOVED_TO_EXTEND = frozenset({
     "valid_jaxtype",
 })
 _MOVED_TO_ERRORS = frozenset({"InconclusiveDimensionOperation", "JaxprTypeError"})
+pytype_aval_mappings = _core_trace.pytype_aval_mappings
+
 _DEPRECATED_ONLY = frozenset({
+    "pytype_aval_mappings",
     "unsafe_am_i_under_a_jit_DO_NOT_USE", "unsafe_am_i_under_a_vmap_DO_NOT_USE",
     "unsafe_get_axis_names_DO_NOT_USE", "nonempty_axis_env_DO_NOT_USE", "abstract_token",
     "is_concrete",
