@@ -16,6 +16,11 @@ This module must not import ``jax``.
 """
 from __future__ import annotations
 
+import logging
+import sys
+import threading
+import traceback
+
 import numpy as np
 
 from kiln import dtypes
@@ -30,6 +35,48 @@ from kiln.interpreters import ad, batching
 
 
 _dynamic_types = (np.ndarray, np.generic, int, float, complex, bool)
+
+# How many jitted programs the calling thread is running (``jit``'s impl counts them): a
+# debug callback that fails inside one raises JaxRuntimeError, outside its own exception.
+_in_program = threading.local()
+
+
+def running_program() -> bool:
+    return getattr(_in_program, "depth", 0) > 0
+
+
+class program_running:
+    """Marks the calling thread as running a jitted program (a context manager)."""
+
+    __slots__ = ()
+
+    def __enter__(self):
+        _in_program.depth = getattr(_in_program, "depth", 0) + 1
+
+    def __exit__(self, *exc):
+        _in_program.depth -= 1
+
+
+def _callback_logger() -> logging.Logger:
+    # Code written for JAX filters the failure record on JAX's logger (Equinox does).
+    alias = sys.modules.get("kiln.as_jax")
+    if alias is not None and alias.installed():
+        return logging.getLogger("jax._src.callback")
+    return logging.getLogger("kiln.callbacks")
+
+
+def call_user_callback(kind: str, callback, args, *, wrap: bool = True):
+    """Call a user's callback as JAX does: a failure is logged (``"jax.<kind> failed"``,
+    with the traceback) and, when ``wrap``, re-raised as ``JaxRuntimeError`` whose message
+    holds the callback's traceback (``INTERNAL: CpuCallback error calling callback: ...``)."""
+    try:
+        return callback(*args)
+    except Exception as e:
+        _callback_logger().exception("jax.%s failed", kind)
+        if not wrap:
+            raise
+        raise JaxRuntimeError("INTERNAL: CpuCallback error calling callback: "
+                              + traceback.format_exc()) from e
 
 
 def _is_dynamic(x) -> bool:
@@ -160,7 +207,8 @@ pure_callback_p.multiple_results = True
 
 
 def _pure_callback_impl(*args, callback, result_avals, vmap_method, sharding=None):
-    return check_results(callback(*host_values(args)), result_avals)
+    return check_results(call_user_callback("pure_callback", callback, host_values(args)),
+                         result_avals)
 
 
 def _pure_callback_abstract_eval(*avals, callback, result_avals, vmap_method, sharding=None):

@@ -27,7 +27,7 @@ import sys
 import numpy as np
 
 from kiln._physical_tree import tree_flatten
-from kiln.callbacks import flatten_callback, host_values
+from kiln.callbacks import call_user_callback, flatten_callback, host_values, running_program
 from kiln.core.trace import Primitive
 from kiln.interpreters import ad, batching, staging
 
@@ -37,7 +37,10 @@ __all__ = ["print", "callback", "breakpoint", "debug_callback_p", "debug_print_p
 # Primitives: debug_callback (any function) and debug_print (a format string).
 
 def _impl(*args, callback, ordered, partitioned=False, **_):
-    callback(*host_values(args))
+    # Eagerly a failing callback raises its own exception; inside a jitted program,
+    # JaxRuntimeError (as JAX's).
+    call_user_callback("debug.callback", callback, host_values(args),
+                       wrap=running_program())
     return []
 
 

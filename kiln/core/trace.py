@@ -151,6 +151,12 @@ class Trace:
     def process_custom_vjp_call(self, fun, fwd, bwd, args, out_trees, *, symbolic_zeros=False):
         raise NotImplementedError(f"{type(self).__name__}.process_custom_vjp_call")
 
+    @property
+    def main(self):
+        """JAX's identity of a trace (its ``tag`` when a library's trace has one): tracers
+        ``x`` of this trace satisfy ``x._trace.main is trace.main`` (Equinox checks it)."""
+        return getattr(self, "tag", self)
+
     def is_ancestor_of(self, other: Trace) -> bool:
         t = other
         while t is not None:

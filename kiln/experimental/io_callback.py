@@ -8,6 +8,7 @@ io_callback cannot be vmapped. It is not differentiable.
 from __future__ import annotations
 
 from kiln.callbacks import (
+    call_user_callback,
     check_results,
     flatten_callback,
     host_values,
@@ -24,7 +25,8 @@ staging.always_stage.add(io_callback_p)
 
 
 def _io_callback_impl(*args, callback, result_avals, ordered, sharding=None):
-    return check_results(callback(*host_values(args)), result_avals)
+    return check_results(call_user_callback("io_callback", callback, host_values(args)),
+                         result_avals)
 
 
 def _io_callback_abstract_eval(*avals, callback, result_avals, ordered, sharding=None):

@@ -175,6 +175,8 @@ class JVPTrace(Trace):
         if rule is None:
             raise NotImplementedError(
                 f"Differentiation rule for '{prim.name}' not implemented")
+        if prim.array_impl:     # a library's rule: JAX passes tuples
+            primals, tangents = tuple(primals), tuple(tangents)
         with _set_trace(parent):
             p_out, t_out = rule(primals, tangents, **params)
         if prim.multiple_results:

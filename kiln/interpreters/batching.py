@@ -102,6 +102,8 @@ class BatchTrace(Trace):
         rule = batch_rules.get(prim)
         if rule is None:
             raise NotImplementedError(f"Batching rule for '{prim.name}' not implemented")
+        if prim.array_impl:     # a library's rule: JAX passes tuples
+            vals, dims = tuple(vals), tuple(dims)
         with _set_trace(self.parent):
             out, out_dim = rule(self.axis_data, vals, dims, **params)
         if prim.multiple_results:
@@ -295,7 +297,8 @@ class _PrimitiveBatchers:
         def adapted(axis_data, vals, dims, **params):
             if all(d is None for d in dims):
                 return _all_unbatched(prim, vals, params)
-            return rule(vals, dims, **params)
+            # JAX passes tuples (rules use them as vmap axis specs).
+            return rule(tuple(vals), tuple(dims), **params)
         adapted.__wrapped__ = rule
         batch_rules[prim] = adapted
 
@@ -326,7 +329,8 @@ class _AxisPrimitiveBatchers:
 
     def __setitem__(self, prim, rule):
         def adapted(axis_data, vals, dims, **params):
-            return rule(axis_data.size, axis_data.name, None, vals, dims, **params)
+            return rule(axis_data.size, axis_data.name, None, tuple(vals), tuple(dims),
+                        **params)
         adapted.__wrapped__ = rule
         adapted._kind = "axis"
         batch_rules[prim] = adapted

@@ -19,7 +19,9 @@ jit_p.multiple_results = True
 
 def _impl(*args, jaxpr: ClosedJaxpr, name: str, **_):
     from kiln.backends import cpu
-    return cpu.run(jaxpr, args, name)
+    from kiln.callbacks import program_running
+    with program_running():
+        return cpu.run(jaxpr, args, name)
 
 
 def _abstract_eval(*avals, jaxpr: ClosedJaxpr, name: str, **_):
