@@ -656,6 +656,11 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size=None,
             if ax is None:
                 norm_axes.append(None)
                 continue
+            if batching.vmappables and batching.is_vmappable(x):
+                raise NotImplementedError(
+                    f"vmap over a value of type {type(x).__name__}, registered with "
+                    "batching.register_vmappable: kiln's vmap does not run custom "
+                    "to_elt/from_elt handlers; register the type as a pytree instead")
             _check_arg(x, "vmap arguments")
             nd = get_aval(x).ndim
             if not -nd <= ax < nd:

@@ -93,7 +93,10 @@ class _JaxModule(types.ModuleType):
         try:
             return getattr(kiln, name)
         except AttributeError:
-            raise AttributeError(f"module 'jax' has no attribute {name!r}") from None
+            raise AttributeError(
+                f"module 'jax' has no attribute {name!r}: kiln (standing in for jax through "
+                f"kiln.as_jax) does not provide jax.{name}; docs/ecosystem.md lists what it "
+                "provides") from None
 
     def __setattr__(self, name, value):
         if isinstance(value, types.ModuleType) and not name.startswith("__"):

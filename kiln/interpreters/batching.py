@@ -391,3 +391,31 @@ def defreducer(prim):
         out_d = d - sum(1 for a in new_axes if a < d)
         return out, ([out_d] * len(out) if prim.multiple_results else out_d)
     batch_rules[prim] = rule
+
+
+# Types registered with ``register_vmappable`` (JAX's protocol for containers that vmap maps
+# with handlers of their own: ``to_elt``/``from_elt``): type -> (spec_type, axis_size_type,
+# to_elt, from_elt, make_iota).
+vmappables: dict = {}
+spec_types: set = set()
+
+
+def register_vmappable(data_type: type, spec_type: type, axis_size_type: type, to_elt,
+                       from_elt, make_iota=None) -> None:
+    """Register a container type that ``vmap`` maps through handlers (JAX's
+    ``batching.register_vmappable``). kiln records the registration; its ``vmap`` does not
+    drive these handlers (they take JAX's internal trace objects), so mapping over a value
+    of a registered type raises ``NotImplementedError`` naming the type."""
+    vmappables[data_type] = (spec_type, axis_size_type, to_elt, from_elt, make_iota)
+    spec_types.add(spec_type)
+
+
+def unregister_vmappable(data_type: type) -> None:
+    """Remove a registration made by :func:`register_vmappable`."""
+    entry = vmappables.pop(data_type, None)
+    if entry is not None and not any(e[0] is entry[0] for e in vmappables.values()):
+        spec_types.discard(entry[0])
+
+
+def is_vmappable(x) -> bool:
+    return type(x) in vmappables
