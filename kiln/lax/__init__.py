@@ -12,6 +12,7 @@ from kiln.lax.conv_local import *  # noqa: F401,F403
 from kiln.lax.convolution import *  # noqa: F401,F403
 from kiln.lax.cumulative import *  # noqa: F401,F403
 from kiln.lax.dot import *  # noqa: F401,F403
+from kiln.lax.dtype_of import dtype  # noqa: F401
 from kiln.lax.elementwise import *  # noqa: F401,F403
 from kiln.lax.extras import *  # noqa: F401,F403
 from kiln.lax.fourier import FftType, fft, fft_p  # noqa: F401
