@@ -379,6 +379,8 @@ def _custom_lin_transpose(cts, *args, num_res, bwd, out_avals, in_avals, symboli
 
 
 ad.transpose_rules[custom_lin_p] = _custom_lin_transpose
+# The user's bwd runs even when every output cotangent is zero (it gets zeros), as in JAX.
+ad.zero_cotangent_transposes[custom_lin_p] = lambda eqn: True
 
 
 def _custom_lin_jvp(primals, tangents, **params):

@@ -20,6 +20,13 @@ from kiln.interpreters.staging import JaxprTrace
 
 jvp_rules: dict = {}
 transpose_rules: dict = {}
+#: ``prim -> predicate(eqn)``: primitives whose transpose must run even when every output
+#: cotangent is zero (``backward_pass`` skips other such equations, whose transposes would
+#: only produce zeros). ``custom_lin`` calls a user's ``bwd`` rule, which JAX calls with
+#: zeros (the rule may have effects, or return nonzero cotangents, as Flax's fp8 state
+#: does); ``scan``'s transpose instantiates zero cotangents and so calls such rules in its
+#: body. See ``needs_zero_cotangent_transpose``.
+zero_cotangent_transposes: dict = {}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -357,7 +364,9 @@ def backward_pass(jaxpr: Jaxpr, consts, args, cts_out):
     for eqn in reversed(lin_eqns):
         cts = [ct_env.pop(v, None) for v in eqn.outvars]
         if all(c is None for c in cts):
-            continue
+            must = zero_cotangent_transposes.get(eqn.primitive)
+            if must is None or not must(eqn):
+                continue
         cts = [Zero(v.aval) if c is None else c for v, c in zip(eqn.outvars, cts)]
         invals = [UndefinedPrimal(v.aval) if (type(v) is Var and v in linear) else read_primal(v)
                   for v in eqn.invars]
@@ -382,6 +391,30 @@ def backward_pass(jaxpr: Jaxpr, consts, args, cts_out):
 
     return [ct_env.get(v, Zero(v.aval)) if v in linear else Zero(v.aval)
             for v in jaxpr.invars]
+
+
+def _sub_jaxprs(params):
+    from kiln.core.jaxpr import ClosedJaxpr, Jaxpr
+    for v in params.values():
+        for x in (v if isinstance(v, (tuple, list)) else (v,)):
+            if isinstance(x, ClosedJaxpr):
+                yield x.jaxpr
+            elif isinstance(x, Jaxpr):
+                yield x
+
+
+def needs_zero_cotangent_transpose(jaxpr) -> bool:
+    """Whether transposing ``jaxpr`` (a ``Jaxpr`` or ``ClosedJaxpr``) with zero
+    cotangents runs a transpose of ``zero_cotangent_transposes`` anywhere (also in
+    sub-jaxprs): a loop transposing its body with instantiated zeros must then run."""
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+    for eqn in jaxpr.eqns:
+        must = zero_cotangent_transposes.get(eqn.primitive)
+        if must is not None and must(eqn):
+            return True
+        if any(needs_zero_cotangent_transpose(j) for j in _sub_jaxprs(eqn.params)):
+            return True
+    return False
 
 
 # ----------------------------------------------------------------------------------------------
