@@ -733,6 +733,13 @@ def _hashable_static(v, name):
     return v
 
 
+def _extended_io(closed) -> bool:
+    """Whether a jitted program takes or returns arrays of an extended dtype with rules
+    (those go through ``jit_p`` and the eager trace, which handle their storage)."""
+    from kiln._extended import has_rules
+    return any(has_rules(a.dtype) for a in (*closed.in_avals, *closed.out_avals))
+
+
 def _to_value(x):
     from kiln.array import to_array
     from kiln.errors import UnexpectedTracerError
@@ -1114,7 +1121,8 @@ class JitWrapped:
                 return self._fun(*args, **kwargs)
             entry, tconsts, a_flat, _ = self._trace(args, kwargs)
             reuse = None
-            if entry.pairs and not tconsts and type(_current_trace()) is EvalTrace:
+            if entry.pairs and not tconsts and type(_current_trace()) is EvalTrace \
+                    and not _extended_io(entry.jaxpr):
                 reuse = _donated_reuse(entry, a_flat)
             if reuse:
                 # Outputs written into donated inputs' memory (kiln.donation).
@@ -1133,7 +1141,7 @@ class JitWrapped:
                 donation.delete_donated(a_flat, entry.donated)
             if (key is not None and not tconsts and not self._static_argnums
                     and all(type(a) is Array for a in args) and len(a_flat) == len(args)
-                    and len(self._fast) < 64):
+                    and len(self._fast) < 64 and not _extended_io(entry.jaxpr)):
                 self._fast[key] = (entry.jaxpr, entry.out_tree,
                                    [a.weak_type for a in entry.jaxpr.out_avals], [])
             return tree_unflatten(entry.out_tree, outs)
