@@ -1375,8 +1375,11 @@ def _is_default_device(d) -> bool:
 
 
 def device_get(x):
-    """Fetch the pytree ``x`` as NumPy arrays."""
-    return tree_map(lambda a: np.asarray(a) if isinstance(a, Array) else a, x)
+    """Fetch the pytree ``x`` as NumPy arrays (arrays of an extended dtype, which have no
+    NumPy form, come back as they are, as in JAX)."""
+    from kiln._extended import EValue
+    return tree_map(lambda a: np.asarray(a) if isinstance(a, Array)
+                    and type(a._value) is not EValue else a, x)
 
 
 def _unused(*_a: Any) -> None:

@@ -105,7 +105,7 @@ def _merge(nondiff, diff, n):
 def _zeros_like(x):
     a = get_aval(x)
     ta = ad.tangent_aval(a)
-    return make_array(np.zeros(ta.shape, ta.dtype), a.weak_type and ta.dtype == a.dtype)
+    return ad.zeros_like_aval(ta.update(weak_type=a.weak_type and ta.dtype == a.dtype))
 
 
 class SymbolicZero:
@@ -353,7 +353,7 @@ def _outside_transformations(args) -> bool:
 
 
 def _zeros_from_aval(aval):
-    return make_array(np.zeros(aval.shape, aval.dtype), aval.weak_type)
+    return ad.zeros_like_aval(aval)     # an extended dtype's zero is its rules' zero
 
 
 # ----------------------------------------------------------------------------------------------
