@@ -18,8 +18,6 @@ from __future__ import annotations
 import functools
 import inspect
 
-import numpy as np
-
 from kiln import _key_boundary as _kb
 from kiln import dtypes
 from kiln import tree_util as _public_tree
@@ -32,7 +30,7 @@ from kiln._physical_tree import (
     tree_unflatten,
 )
 from kiln._traceback_util import api_boundary
-from kiln.array import make_array, to_array
+from kiln.array import to_array
 from kiln.core.jaxpr import ClosedJaxpr, eval_jaxpr, pp_param_rules
 from kiln.core.trace import Primitive, Tracer, current_trace, get_aval, set_current_trace
 from kiln.interpreters import ad, batching, staging

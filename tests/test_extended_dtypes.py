@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 import kiln
-import kiln.numpy as knp
 from kiln._src import core as kcore
 from kiln._src import dtypes as kdtypes
 from kiln._src.earray import EArray

@@ -10,8 +10,6 @@ to the other.
 """
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from kiln import _extended
