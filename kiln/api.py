@@ -946,14 +946,15 @@ class JitWrapped:
         except (TypeError, ValueError):
             sig, self._params = None, []
         self._sig = sig
+        # JAX infers static_argnums from static_argnames and back through the signature
+        # only when one of them is not given (both given: each is taken as it is).
+        infer = static_argnums is None or static_argnames is None
         if static_argnums is None:
             static_argnums = ()
         static_argnums = _ensure_index_tuple(static_argnums)
         if isinstance(static_argnames, str):
             static_argnames = (static_argnames,)
         static_argnames = tuple(static_argnames or ())
-        pos_names = [p.name for p in self._params
-                     if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
         if sig is not None:  # as JAX, when jit wraps the function (not at call time)
             _validate_argnums(sig, static_argnums, "static_argnums")
             _validate_argnames(sig, static_argnames, "static_argnames")
@@ -962,15 +963,17 @@ class JitWrapped:
             if donate_argnames is not None:
                 _validate_argnames(sig, (donate_argnames,) if isinstance(donate_argnames, str)
                                    else tuple(donate_argnames), "donate_argnames")
-        # JAX infers each from the other through the signature.
         nums = set(static_argnums)
         names = set(static_argnames)
-        for i in static_argnums:
-            if 0 <= i < len(pos_names):
-                names.add(pos_names[i])
-        for nm in static_argnames:
-            if nm in pos_names:
-                nums.add(pos_names.index(nm))
+        kw_pos = [p.name if p.kind == p.POSITIONAL_OR_KEYWORD else None
+                  for p in self._params
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        for i in (static_argnums if infer else ()):
+            if 0 <= i < len(kw_pos) and kw_pos[i] is not None:
+                names.add(kw_pos[i])
+        for nm in (static_argnames if infer else ()):
+            if nm in kw_pos:
+                nums.add(kw_pos.index(nm))
         self._static_argnums = tuple(sorted(nums))
         self._static_argnames = tuple(sorted(names))
         self._name = getattr(fun, "__name__", "fun")
