@@ -873,6 +873,25 @@ def where_keys(condition, x, y) -> PRNGKeyArray:
     return PRNGKeyArray(x._impl, jnp.where(c, xd, yd))
 
 
+def broadcast_keys(keys: PRNGKeyArray, shape) -> PRNGKeyArray:
+    """``jnp.broadcast_to`` of a key array: each key (its data whole) repeated to ``shape``
+    by NumPy's rules."""
+    import kiln.numpy as jnp
+    shape = tuple(shape)
+    try:
+        ok = np.broadcast_shapes(keys.shape, shape) == shape
+    except ValueError:
+        ok = False
+    if not ok:
+        dt = keys.dtype
+        def ty(sh):
+            return f"{dt}[{','.join(str(d) for d in sh)}]"
+        raise ValueError(f"Incompatible types for broadcasting: input type={ty(keys.shape)} "
+                         f"and requested type={ty(shape)}")
+    tail = tuple(keys._impl.key_shape)
+    return PRNGKeyArray(keys._impl, jnp.broadcast_to(keys._base_array, shape + tail))
+
+
 def any_key_array(arrays) -> bool:
     """True if the sequence ``arrays`` holds a typed key array."""
     return isinstance(arrays, (list, tuple)) and any(isinstance(a, PRNGKeyArray)
