@@ -95,6 +95,34 @@ class PartitionSpec:
             inner += ","
         return f"P({inner})"
 
+    @property
+    def partitions(self) -> tuple:
+        """The per-dimension entries, as a tuple."""
+        return self._partitions
+
+    def index(self, value) -> int:
+        """The first dimension whose entry is ``value`` (``ValueError`` if none), as JAX's
+        (tuple) ``PartitionSpec.index``."""
+        return self._partitions.index(value)
+
+    def count(self, value) -> int:
+        """The number of dimensions whose entry is ``value``."""
+        return self._partitions.count(value)
+
+    def __add__(self, other):
+        if isinstance(other, PartitionSpec):
+            other = other._partitions
+        if not isinstance(other, tuple):
+            return NotImplemented
+        return PartitionSpec(*self._partitions, *other, reduced=self.reduced,
+                             unreduced=self.unreduced)
+
+    def __radd__(self, other):
+        if not isinstance(other, tuple):
+            return NotImplemented
+        return PartitionSpec(*other, *self._partitions, reduced=self.reduced,
+                             unreduced=self.unreduced)
+
     def axes_of(self, dim: int) -> tuple:
         """The mesh axes splitting array dimension ``dim`` (empty when not split)."""
         p = self._partitions[dim] if dim < len(self._partitions) else None

@@ -152,3 +152,21 @@ def test_flax_style_sharding_over_the_abstract_mesh():
         np.testing.assert_array_equal(np.asarray(kiln.vmap(g)(x[None])), x[None] * 2)
     with pytest.raises(ValueError, match="AbstractMesh"):
         kiln.device_put(x, s)
+
+
+def test_partition_spec_tuple_methods():
+    """``index``/``count``/``partitions`` and ``+`` of PartitionSpec, as JAX's (Flax's
+    logical-axis rules call ``spec.index``)."""
+    jax = pytest.importorskip("jax")
+    JP = jax.sharding.PartitionSpec
+    for parts in [("a", None, ("b", "c")), (None,), ()]:
+        k, j = PartitionSpec(*parts), JP(*parts)
+        assert k.partitions == j.partitions
+        assert k.count(None) == j.count(None)
+        if None in parts:
+            assert k.index(None) == j.index(None)
+        with pytest.raises(ValueError):
+            k.index("zz")
+        assert repr(k + ("d",)) == repr(j + ("d",))
+        assert repr(("d",) + k) == repr(("d",) + j)
+        assert repr(k + PartitionSpec("x")) == repr(j + JP("x"))
