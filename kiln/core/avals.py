@@ -82,7 +82,11 @@ class ShapedArray(AbstractValue):
         if not isinstance(self.dtype, ExtendedDType) and dtypes.issubdtype(self.dtype,
                                                                            np.inexact):
             return self
-        return ShapedArray(self.shape, dtypes.float0, False)
+        return ShapedArray(self.shape, dtypes.float0, self.weak_type)
+
+    def at_least_vspace(self) -> ShapedArray:
+        """JAX's older name of :meth:`to_tangent_aval`."""
+        return self.to_tangent_aval()
 
     # Cotangents have the same type as tangents in kiln (no varying-axes annotation).
     to_ct_aval = to_tangent_aval

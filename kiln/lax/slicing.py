@@ -778,11 +778,13 @@ def iota(dtype, size):
     return broadcasted_iota(dtype, (int(size),), 0)
 
 
-def _full(shape, fill_value, dtype, weak_type):
+def _full(shape, fill_value, dtype, weak_type, scalar_only=True):
     shape = _ints(shape)
-    if np.shape(fill_value):
+    if scalar_only and np.shape(fill_value):
         raise TypeError("full must be called with scalar fill_value, got fill_value.shape "
                         f"{np.shape(fill_value)}.")
+    if isinstance(dtype, dtypes.ExtendedDType):     # typed keys: the dtype's own rule
+        return dtype._rules.full(shape, fill_value, dtype)
     fill = _convert_element_type(fill_value, dtype, weak_type)
     if isinstance(fill, (int, float, complex, bool, np.generic, np.ndarray)):
         fill = _make(np.asarray(fill, dtype), weak_type)
@@ -813,7 +815,8 @@ def full_like(x, fill_value, dtype=None, shape=None, sharding=None):
     else:
         weak_type = False
         dtype = dtypes.check_and_canonicalize_user_dtype(dtype, "full_like")
-    return _full(fill_shape, fill_value, dtype, weak_type)
+    return _full(fill_shape, fill_value, dtype, weak_type,
+                 scalar_only=not isinstance(dtype, dtypes.ExtendedDType))
 
 
 def zeros_like_array(x):

@@ -48,6 +48,8 @@ def _dtype_kind(dt) -> str:
         k = "u"
     elif dtypes.issubdtype(dt, np.integer):
         k = "i"
+    elif isinstance(dt, dtypes.ExtendedDType):
+        k = "k"       # typed keys: the lax operation raises JAX's error
     else:
         raise TypeError(f"unsupported dtype {dt}")
     _kind_cache[dt] = k
@@ -809,9 +811,6 @@ def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
         out = _eager.where3(condition, x, y)
         if out is not None:
             return out
-    from kiln.random import _keys
-    if isinstance(x, _keys.PRNGKeyArray) or isinstance(y, _keys.PRNGKeyArray):
-        return _keys.where_keys(condition, x, y)
     check_arraylike("where", condition, x, y)
     condition = as_operand(condition)
     if _kind(condition) != "b":

@@ -10,16 +10,51 @@ What this module must not hold: primitives or traced code.
 """
 from __future__ import annotations
 
+import contextlib
+import threading
+
 import numpy as np
 
 from kiln import dtypes
-from kiln.random import _threefry
+from kiln.random import _rbg, _threefry
 from kiln.random import _xla_math as xm
 
+_state = threading.local()
 
-def split(keys, num):
-    """``num`` new keys per key: shape ``keys.shape[:-1] + (num, 2)``."""
-    return _threefry.split_np(keys, (num,))
+
+@contextlib.contextmanager
+def using(impl):
+    """Run the helpers on keys of PRNG implementation ``impl`` (None: threefry)."""
+    prev = getattr(_state, "impl", None)
+    _state.impl = impl
+    try:
+        yield
+    finally:
+        _state.impl = prev
+
+
+def _impl_name() -> str:
+    impl = getattr(_state, "impl", None)
+    return "threefry2x32" if impl is None else impl.name
+
+
+def split(keys, num, vmapped=False):
+    """``num`` new keys per key: shape ``keys.shape[:-1] + (num, key_size)``. Each key is
+    split on its own (JAX's ``lax.map`` over keys); with ``vmapped``, as JAX's ``vmap`` of
+    ``split`` (the same except for ``unsafe_rbg``, whose batch draws from its first key)."""
+    name = _impl_name()
+    if name == "threefry2x32":
+        return _threefry.split_np(keys, (num,))
+    if name == "rbg":
+        return _rbg.split(keys, (num,))
+    return (_rbg.unsafe_split if vmapped else _rbg.unsafe_split_per_key)(keys, (num,))
+
+
+def random_bits(keys, bit_width, shape):
+    """Each key's own ``random_bits`` (``keys.shape[:-1] + shape``)."""
+    if _impl_name() == "threefry2x32":
+        return _threefry.random_bits_np(keys, bit_width, shape)
+    return _rbg.bits_per_key(keys, bit_width, shape)
 
 
 def split_parts(keys, num):
@@ -37,7 +72,7 @@ def uniform(keys, shape, dtype, minval=0.0, maxval=1.0):
     finfo = dtypes.finfo(dtype)
     nbits, nmant = finfo.bits, finfo.nmant
     rng_bits = 8 if nmant < 8 else nbits
-    bits = _threefry.random_bits_np(keys, rng_bits, tuple(shape))
+    bits = random_bits(keys, rng_bits, tuple(shape))
     uint_dtype = _threefry.UINT_DTYPES[nbits]
     bits = bits.astype(uint_dtype)
     float_bits = (bits >> uint_dtype.type(rng_bits - nmant)) | \
