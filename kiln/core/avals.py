@@ -93,7 +93,8 @@ class ShapedArray(AbstractValue):
     to_cotangent_aval = to_tangent_aval
 
     def str_short(self, short_dtypes: bool = True) -> str:
-        dt = short_dtype_name(self.dtype) if short_dtypes else self.dtype.name
+        dt = short_dtype_name(self.dtype) if short_dtypes else (
+            "float0" if getattr(self.dtype, "names", None) == ("float0",) else self.dtype.name)
         return f"{dt}[{','.join(str(d) for d in self.shape)}]"
 
     def __eq__(self, other):

@@ -51,19 +51,29 @@ def index_keys(keys, idx):
     """``keys[idx]`` for a typed key array."""
     base = keys._base_array
     tup = idx if isinstance(idx, tuple) else (idx,)
-    if type(base) is Array and _basic(tup):
+    if type(base) is Array and _basic(tup) and _in_bounds(tup, keys.shape):
         full = _expand(tup, keys.ndim)
-        axis = 0
-        for i in full:       # JAX's message for out-of-bound static ints
-            if i is None:
-                continue
-            if _is_static_int(i):
-                n = keys.shape[axis]
-                if not -n <= operator.index(i) < n:
-                    raise IndexError(f"index {i} is out of bounds for axis {axis} with size "
-                                     f"{n}")
-            axis += 1
         data = base._value[tuple(full) + (slice(None),) * len(keys._impl.key_shape)]
         return keys._rewrap(make_array(np.asarray(data)))
     from kiln.numpy._indexing import _rewriting_take
     return _rewriting_take(keys, idx)
+
+
+def _in_bounds(idx, shape) -> bool:
+    """Whether every static int of ``idx`` is in range (JAX clamps the others, NumPy would
+    raise) and there are not too many indices (NumPy's error is not JAX's)."""
+    if sum(1 for i in idx if i is not None and i is not Ellipsis) > len(shape) or \
+            sum(1 for i in idx if i is Ellipsis) > 1:
+        return False
+    axis = 0
+    for i in idx:
+        if i is None:
+            continue
+        if i is Ellipsis:
+            axis = len(shape) - sum(1 for j in idx[idx.index(i) + 1:]
+                                    if j is not None)
+            continue
+        if _is_static_int(i) and not -shape[axis] <= operator.index(i) < shape[axis]:
+            return False
+        axis += 1
+    return True
