@@ -555,11 +555,16 @@ def _binomial_inversion_np(keys, count, prob, scalar):
         running = going.any(axis=axes) if axes else going
         while running.any():
             idx = np.nonzero(running)[0]
-            sub, nxt = nps.split_parts(key[idx], 2)
+            if nps.batched_draws(key.shape[0]):     # rbg keys under vmap: JAX's draws
+                sub_all, nxt_all = nps.split_parts(key, 2)
+                nxt = nxt_all[idx]
+                v = nps.uniform(sub_all, shape, dt, vmapped=True)[idx]
+            else:
+                sub, nxt = nps.split_parts(key[idx], 2)
+                v = nps.uniform(sub, shape, dt)
             key[idx] = nxt
             gs = geom_sum[idx]
             num_geom[idx] = np.where(gs <= count[idx], num_geom[idx] + T(1), num_geom[idx])
-            v = nps.uniform(sub, shape, dt)
             lv = xm.log(v)
             if scalar:
                 g = np.ceil((lv * (T(1) / log1minusprob[idx]).astype(dt)).astype(dt))
@@ -592,12 +597,18 @@ def _btrs_np(keys, count, prob, scalar):
         running = np.ones(keys.shape[0], bool)
         while running.any():
             idx = np.nonzero(running)[0]
-            nxt, s0, s1 = nps.split_parts(key[idx], 3)
+            if nps.batched_draws(key.shape[0]):     # rbg keys under vmap: JAX's draws
+                nxt_all, s0_all, s1_all = nps.split_parts(key, 3)
+                nxt = nxt_all[idx]
+                uu = nps.uniform(s0_all, shape, dt, vmapped=True)[idx]
+                v = nps.uniform(s1_all, shape, dt, vmapped=True)[idx]
+            else:
+                nxt, s0, s1 = nps.split_parts(key[idx], 3)
+                uu = nps.uniform(s0, shape, dt)
+                v = nps.uniform(s1, shape, dt)
             key[idx] = nxt
             cnt, ai, bi, ci = count[idx], a[idx], b[idx], c[idx]
             ri, mi = r[idx], m[idx]
-            uu = nps.uniform(s0, shape, dt)
-            v = nps.uniform(s1, shape, dt)
             uu = (uu - T(0.5)).astype(dt)
             us = (T(0.5) - np.abs(uu)).astype(dt)
             accept1 = (us >= T(0.07)) & (v <= v_r[idx])

@@ -3,7 +3,8 @@
 What this module holds:
 
 * ``PRNGImpl`` (a key shape and the seed/split/fold_in/random_bits functions on raw
-  key data) and the registry of implementations (``threefry2x32`` only).
+  key data) and the registry of implementations (``threefry2x32``, ``rbg``,
+  ``unsafe_rbg``, ``philox2x32``, ``philox4x32``, ``threefry4x32``).
 * ``KeyTy``: the key dtype (``key<fry>``), an extended dtype of kiln's dtype system
   (``kiln.dtypes.issubdtype(k.dtype, kiln.dtypes.prng_key)`` holds).
 * ``PRNGKeyArray``: an array of typed keys over its raw key data (a uint32 array of
@@ -12,8 +13,8 @@ What this module holds:
   ``kiln._physical_tree``, where it is a one-child node over its data, so keys cross
   ``jit``, ``vmap``, ``grad``, control flow ... as keys while the core sees uint32 data;
   the trailing key-data axis is never mapped (``vmap`` maps the leading, key, axes).
-  Operators other than ``==``/``!=`` raise JAX's TypeErrors; ``stack_keys``/
-  ``concatenate_keys`` back ``jnp.stack``/``jnp.concatenate`` of keys.
+  Operators other than ``==``/``!=`` raise JAX's TypeErrors; ``lax``/``jnp`` operations
+  reach keys through ``Primitive.bind``'s hook and the rules of ``_key_rules``.
 * The key primitives, on raw key data: ``random_seed``, ``random_split``,
   ``random_fold_in``, ``random_bits``; each with abstract evaluation, batching and
   a zero JVP. Their impls are the NumPy threefry functions of ``_threefry``.
@@ -108,7 +109,18 @@ def _register_rbg() -> None:
     register_prng(unsafe_rbg_prng_impl)
 
 
+def _register_counter_prngs() -> None:
+    from kiln.random import _counter_prngs as c
+    for name, tag, shape in (("philox2x32", "phx2", (1,)), ("philox4x32", "phx4", (2,)),
+                             ("threefry4x32", "fry4", (4,))):
+        register_prng(PRNGImpl(key_shape=shape, seed=getattr(c, f"{name}_seed"),
+                               split=getattr(c, f"{name}_split"),
+                               random_bits=getattr(c, f"{name}_random_bits"),
+                               fold_in=getattr(c, f"{name}_fold_in"), name=name, tag=tag))
+
+
 _register_rbg()
+_register_counter_prngs()
 
 
 def default_prng_impl() -> PRNGImpl:
@@ -275,11 +287,12 @@ def _check_prng_key_data(impl: PRNGImpl, key_data) -> None:
 
 
 class PRNGKeyArray:
-    """An array of PRNG keys: shape ``keys_shape``, dtype ``key<fry>``.
+    """An array of PRNG keys: shape ``keys_shape``, dtype ``key<fry>`` (or ``key<rbg>``...).
 
     Backed by raw key data of shape ``keys_shape + impl.key_shape`` (uint32), a
     ``kiln.Array`` or a tracer. Keys have no arithmetic; they support indexing,
-    iteration, reshaping, ``==``, and pass through transformations as a pytree.
+    iteration, ``==``, every structural ``jnp``/``lax`` operation (through the rules of
+    ``_key_rules``), and pass through transformations as a pytree.
     """
 
     __slots__ = ("_impl", "_base_array")
