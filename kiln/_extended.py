@@ -23,8 +23,17 @@ from kiln.dtypes import ExtendedDType
 
 
 def has_rules(dtype: Any) -> bool:
-    """Whether ``dtype`` is an extended dtype with rules (stored physically)."""
-    return isinstance(dtype, ExtendedDType) and getattr(dtype, "_rules", None) is not None
+    """Whether ``dtype`` is an extended dtype with rules stored physically here. Typed PRNG
+    key dtypes have rules too but are kiln's own kind (``kiln.random._key_rules``: their
+    arrays reach primitives as their ``uint32`` data), so they are not."""
+    return (isinstance(dtype, ExtendedDType) and getattr(dtype, "_rules", None) is not None
+            and not _is_key_dtype(dtype))
+
+
+def _is_key_dtype(dtype) -> bool:
+    from kiln.dtypes import prng_key
+    t = getattr(dtype, "type", None)
+    return isinstance(t, type) and issubclass(t, prng_key)
 
 
 def rep_dtype(dtype: Any) -> np.dtype:

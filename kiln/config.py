@@ -141,7 +141,10 @@ _FLAGS: dict[str, tuple[Any, Callable[[Any, str], Any]]] = {
     "jax_numpy_dtype_promotion": ("standard", _enum("standard", "strict")),
     "jax_platforms": (None, _optional_str),
     "jax_platform_name": ("", _str),
-    "jax_default_prng_impl": ("threefry2x32", _enum("threefry2x32", "rbg", "unsafe_rbg")),
+    "jax_default_prng_impl": ("threefry2x32", _enum("threefry2x32", "threefry4x32", "rbg",
+                                                     "unsafe_rbg", "philox2x32", "philox4x32")),
+    "jax_enable_custom_prng": (False, _parse_bool),
+    "jax_legacy_prng_key": ("allow", _enum("allow", "warn", "error")),
     "jax_log_compiles": (False, _parse_bool),
     "jax_check_tracer_leaks": (False, _parse_bool),
     "jax_enable_checks": (False, _parse_bool),
@@ -188,6 +191,10 @@ _HELP: dict[str, str] = {
     "jax_platform_name": "Deprecated, please use --jax_platforms instead.",
     "jax_default_prng_impl": "Select the default PRNG implementation, used when one is "
                              "not explicitly provided at seeding time.",
+    "jax_enable_custom_prng": "Enables an internal upgrade that allows one to define custom "
+                              "pseudo-random number generator implementations.",
+    "jax_legacy_prng_key": "Specify the behavior when raw PRNG keys are passed to "
+                           "jax.random APIs.",
     "jax_log_compiles": "Log a message each time `jit` or `pmap` compiles an XLA "
                         "computation.",
     "jax_check_tracer_leaks": "Turn on checking for leaked tracers as soon as a trace "
@@ -492,6 +499,18 @@ def numpy_rank_promotion(new_val: str) -> config_context:
 def default_prng_impl(new_val: str) -> config_context:
     """The PRNG implementation new keys use inside the block (``jax.default_prng_impl``)."""
     return config_context(jax_default_prng_impl=new_val)
+
+
+def enable_custom_prng(new_val: bool = True) -> config_context:
+    """``jax_enable_custom_prng`` inside the block (``jax.enable_custom_prng``): random
+    functions given raw ``uint32`` keys warn and return typed keys."""
+    return config_context(jax_enable_custom_prng=new_val)
+
+
+def legacy_prng_key(new_val: str) -> config_context:
+    """``'allow'``, ``'warn'`` or ``'error'`` on raw ``uint32`` keys given to random
+    functions inside the block (``jax.legacy_prng_key``)."""
+    return config_context(jax_legacy_prng_key=new_val)
 
 
 def threefry_partitionable(new_val: bool = True) -> config_context:

@@ -34,6 +34,8 @@ DEFAULTS = {
     "jax_platforms": None,
     "jax_platform_name": "",
     "jax_default_prng_impl": "threefry2x32",
+    "jax_enable_custom_prng": False,
+    "jax_legacy_prng_key": "allow",
     "jax_log_compiles": False,
     "jax_check_tracer_leaks": False,
     "jax_enable_checks": False,

@@ -82,14 +82,19 @@ class ShapedArray(AbstractValue):
         if not isinstance(self.dtype, ExtendedDType) and dtypes.issubdtype(self.dtype,
                                                                            np.inexact):
             return self
-        return ShapedArray(self.shape, dtypes.float0, False)
+        return ShapedArray(self.shape, dtypes.float0, self.weak_type)
+
+    def at_least_vspace(self) -> ShapedArray:
+        """JAX's older name of :meth:`to_tangent_aval`."""
+        return self.to_tangent_aval()
 
     # Cotangents have the same type as tangents in kiln (no varying-axes annotation).
     to_ct_aval = to_tangent_aval
     to_cotangent_aval = to_tangent_aval
 
     def str_short(self, short_dtypes: bool = True) -> str:
-        dt = short_dtype_name(self.dtype) if short_dtypes else self.dtype.name
+        dt = short_dtype_name(self.dtype) if short_dtypes else (
+            "float0" if getattr(self.dtype, "names", None) == ("float0",) else self.dtype.name)
         return f"{dt}[{','.join(str(d) for d in self.shape)}]"
 
     def __eq__(self, other):

@@ -26,6 +26,14 @@ from kiln.errors import (
     UnexpectedTracerError,
 )
 
+#: Types of arrays of an extended dtype whose values are arrays of NumPy dtype underneath
+#: (typed PRNG key arrays, registered by ``kiln.random._keys``). The core never sees them:
+#: ``Primitive.bind`` hands a primitive applied to one to ``extended_bind[0](prim, args,
+#: params)`` (``kiln.random._key_rules``), which applies it to their data or raises JAX's
+#: error for a primitive that does not accept keys.
+extended_types: set = set()
+extended_bind: list = [None]
+
 
 class Primitive:
     """A named operation. ``impl`` runs it on NumPy values; ``abstract_eval`` on avals.
@@ -57,6 +65,9 @@ class Primitive:
         self._eager_ok = set()
 
     def bind(self, *args, **params):
+        for x in args:
+            if type(x) in extended_types:    # a typed key array: see ``extended_types``
+                return extended_bind[0](self, args, params)
         return _state.trace.process_primitive(self, args, params)
 
     def bind_with_trace(self, trace: Trace, args, avals=None, params=None, /):
@@ -65,7 +76,11 @@ class Primitive:
         (``bind_with_trace(trace, args, params)``) is accepted too."""
         if params is None and isinstance(avals, dict):
             avals, params = None, avals
-        return trace.process_primitive(self, tuple(args), dict(params or {}))
+        args = tuple(args)
+        if any(type(x) in extended_types for x in args):
+            with set_current_trace(trace):
+                return extended_bind[0](self, args, dict(params or {}))
+        return trace.process_primitive(self, args, dict(params or {}))
 
     def get_bind_params(self, params):
         """``(subfuns, params)`` to re-bind an equation of this primitive (JAX's protocol;

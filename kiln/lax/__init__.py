@@ -20,6 +20,7 @@ from kiln.lax.gather_scatter import *  # noqa: F401,F403
 from kiln.lax.more_reductions import *  # noqa: F401,F403
 from kiln.lax.parallel import *  # noqa: F401,F403
 from kiln.lax.reductions import *  # noqa: F401,F403
+from kiln.lax.rng_bit_generator import *  # noqa: F401,F403
 from kiln.lax.sharding_constraint import with_sharding_constraint  # noqa: F401
 from kiln.lax.slicing import *  # noqa: F401,F403
 from kiln.lax.sorting import *  # noqa: F401,F403

@@ -82,6 +82,7 @@ def unop(name, impl, kinds, *, result_dtype=None, weak_type_rule=standard_weak_t
         dt = result_dtype(x.dtype) if result_dtype else x.dtype
         return ShapedArray(x.shape, dt, weak_type_rule(x.weak_type, **params))
     prim = standard_primitive(name, abstract_eval, impl, weak_type_rule)
+    prim.accepted_dtype_kinds = kinds
     batching.vectorized_batcher(prim)
     return prim
 
@@ -98,6 +99,8 @@ def naryop(name, impl, kinds, *, result_dtype=None, weak_type_rule=standard_weak
         dt = result_dtype(*[a.dtype for a in avals]) if result_dtype else avals[0].dtype
         return ShapedArray(shape, dt, weak_type_rule(*[a.weak_type for a in avals], **params))
     prim = standard_primitive(name, abstract_eval, impl, weak_type_rule)
+    prim.accepted_dtype_kinds = kinds
+    prim.nary = True
     batching.broadcast_batcher(prim)
     return prim
 

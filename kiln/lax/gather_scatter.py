@@ -32,6 +32,7 @@ from typing import NamedTuple
 import numpy as np
 
 from kiln import dtypes
+from kiln.core import trace as _core
 from kiln.core.avals import ShapedArray
 from kiln.core.trace import Tracer, get_aval
 from kiln.interpreters import ad, batching
@@ -556,7 +557,7 @@ batching.batch_rules[gather_p] = _gather_batch
 
 
 def _as_operand(x):
-    if isinstance(x, Tracer) or hasattr(x, "_value"):
+    if isinstance(x, Tracer) or hasattr(x, "_value") or type(x) in _core.extended_types:
         return x
     from kiln.array import to_array
     return to_array(x)
@@ -565,6 +566,8 @@ def _as_operand(x):
 def _hashable_fill(v):
     if v is None:
         return None
+    if type(v) in _core.extended_types:
+        raise TypeError(f"unhashable type: '{type(v).__name__}'")
     if isinstance(v, Tracer):
         from kiln.errors import ConcretizationTypeError
         raise ConcretizationTypeError(v, "fill_value argument to gather")
@@ -592,7 +595,10 @@ def gather(operand, start_indices, dimension_numbers, slice_sizes, *, unique_ind
         raise NotImplementedError("gather mode 'one_hot' is not supported by kiln")
     operand = _as_operand(operand)
     if parsed == GatherScatterMode.FILL_OR_DROP:
-        fill_value = (_default_fill_value(get_aval(operand).dtype) if fill_value is None
+        dt = get_aval(operand).dtype
+        if isinstance(dt, dtypes.ExtendedDType):     # typed keys: their data's fill
+            dt = dt._rules.physical_element_aval(dt).dtype
+        fill_value = (_default_fill_value(dt) if fill_value is None
                       else _hashable_fill(fill_value))
     else:
         fill_value = None
@@ -998,8 +1004,10 @@ def _scatter_bind(prim, operand, indices, updates, dimension_numbers, indices_ar
     mode = GatherScatterMode.from_any(mode)
     if mode == GatherScatterMode.ONE_HOT:
         raise NotImplementedError("scatter mode 'one_hot' is not supported by kiln")
+    dt = get_aval(operand).dtype
     return prim.bind(operand, indices, updates,
-                     update_jaxpr=_update_jaxpr(prim.name, np.dtype(get_aval(operand).dtype)),
+                     update_jaxpr=None if isinstance(dt, dtypes.ExtendedDType) else
+                     _update_jaxpr(prim.name, np.dtype(dt)),
                      update_consts=(),
                      dimension_numbers=_canon_scatter_dnums(dimension_numbers),
                      indices_are_sorted=bool(indices_are_sorted),

@@ -11,7 +11,7 @@ import builtins
 
 import numpy as np
 
-from kiln import dtypes
+from kiln import _extended, dtypes
 from kiln.core.avals import ShapedArray
 from kiln.core.trace import Tracer, get_aval
 from kiln.interpreters import ad, batching
@@ -778,11 +778,13 @@ def iota(dtype, size):
     return broadcasted_iota(dtype, (int(size),), 0)
 
 
-def _full(shape, fill_value, dtype, weak_type):
+def _full(shape, fill_value, dtype, weak_type, scalar_only=True):
     shape = _ints(shape)
-    if np.shape(fill_value):
+    if scalar_only and np.shape(fill_value):
         raise TypeError("full must be called with scalar fill_value, got fill_value.shape "
                         f"{np.shape(fill_value)}.")
+    if isinstance(dtype, dtypes.ExtendedDType):     # typed keys: the dtype's own rule
+        return dtype._rules.full(shape, fill_value, dtype)
     fill = _convert_element_type(fill_value, dtype, weak_type)
     if isinstance(fill, (int, float, complex, bool, np.generic, np.ndarray)):
         fill = _make(np.asarray(fill, dtype), weak_type)
@@ -815,9 +817,10 @@ def full_like(x, fill_value, dtype=None, shape=None, sharding=None):
     else:
         weak_type = False
         dtype = dtypes.check_and_canonicalize_user_dtype(dtype, "full_like")
-    if isinstance(dtype, dtypes.ExtendedDType) and hasattr(dtype, "_rules"):
+    if _extended.has_rules(dtype):
         return dtype._rules.full(_ints(fill_shape), fill_value, dtype)   # as JAX
-    return _full(fill_shape, fill_value, dtype, weak_type)
+    return _full(fill_shape, fill_value, dtype, weak_type,
+                 scalar_only=not isinstance(dtype, dtypes.ExtendedDType))
 
 
 def zeros_like_array(x):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kiln import dtypes
+from kiln import _extended, dtypes
 from kiln.core.avals import ShapedArray
 from kiln.core.trace import get_aval
 from kiln.interpreters import ad, batching
@@ -77,17 +77,27 @@ ad.jvp_rules[convert_element_type_p] = _convert_jvp
 ad.transpose_rules[convert_element_type_p] = _convert_transpose
 
 
+def _check_extended(aval, new_dtype) -> None:
+    """JAX's error for a conversion between an extended dtype (typed keys) and another."""
+    if (isinstance(new_dtype, dtypes.ExtendedDType)
+            or isinstance(aval.dtype, dtypes.ExtendedDType)) and aval.dtype != new_dtype:
+        raise ValueError(f"Cannot convert_element_type from {getattr(aval.dtype, 'name', aval.dtype)}"
+                         f" to {getattr(new_dtype, 'name', new_dtype)}")
+
+
 def convert_element_type(operand, new_dtype):
     """Elementwise cast to ``new_dtype`` (canonicalized), like ``lax.convert_element_type``.
 
     To or from an extended dtype with rules (such as Flax's fp8 meta dtype), the array's
-    data is viewed as the other dtype (see ``kiln.lax.edtype``)."""
-    if isinstance(new_dtype, dtypes.ExtendedDType) or \
-            isinstance(getattr(operand, "dtype", None), dtypes.ExtendedDType):
+    data is viewed as the other dtype (see ``kiln.lax.edtype``); typed PRNG keys convert
+    only to their own dtype (JAX's error otherwise)."""
+    if _extended.has_rules(new_dtype) or \
+            _extended.has_rules(getattr(operand, "dtype", None)):
         from kiln.lax.edtype import convert_extended
         return convert_extended(operand, new_dtype)
-    new_dtype = dtypes.canonicalize_dtype(new_dtype)
+    new_dtype = dtypes.canonicalize_dtype(new_dtype, allow_extended_dtype=True)
     aval = get_aval(operand)
+    _check_extended(aval, new_dtype)
     if aval.dtype == new_dtype and not aval.weak_type:
         return operand
     return convert_element_type_p.bind(operand, new_dtype=new_dtype, weak_type=False,
@@ -97,12 +107,13 @@ def convert_element_type(operand, new_dtype):
 def _convert_element_type(operand, new_dtype=None, weak_type=False):
     """Internal cast that can set the weak-type flag."""
     aval = get_aval(operand)
-    if isinstance(new_dtype, dtypes.ExtendedDType) or \
-            isinstance(aval.dtype, dtypes.ExtendedDType):
+    if _extended.has_rules(new_dtype) or _extended.has_rules(aval.dtype):
         from kiln.lax.edtype import convert_extended
         return convert_extended(operand, aval.dtype if new_dtype is None else new_dtype,
                                 weak_type=weak_type)
-    new_dtype = aval.dtype if new_dtype is None else dtypes.canonicalize_dtype(new_dtype)
+    new_dtype = aval.dtype if new_dtype is None else \
+        dtypes.canonicalize_dtype(new_dtype, allow_extended_dtype=True)
+    _check_extended(aval, new_dtype)
     if aval.dtype == new_dtype and aval.weak_type == weak_type:
         return operand
     return convert_element_type_p.bind(operand, new_dtype=new_dtype, weak_type=weak_type,
@@ -339,9 +350,20 @@ def squeeze(array, dimensions):
 
 def expand_dims(array, dimensions):
     """Insert size-1 axes at ``dimensions`` (positions in the result)."""
+    dimensions = tuple(dimensions)
+    if len(set(dimensions)) != len(dimensions):
+        raise ValueError(f"repeated axis in lax.expand_dims: {dimensions}")
     aval = get_aval(array)
     ndim_out = aval.ndim + len(dimensions)
-    dims = sorted(int(d) % ndim_out for d in dimensions)
+    dims = []
+    for d in dimensions:
+        d = int(d)
+        if not -ndim_out <= d < ndim_out:
+            raise ValueError(f"axis {d} is out of bounds for array of dimension {ndim_out}")
+        dims.append(d % ndim_out)
+    if len(set(dims)) != len(dims):       # again after canonicalizing
+        raise ValueError(f"repeated axis in lax.expand_dims: {dims}")
+    dims = sorted(dims)
     shape = list(aval.shape)
     for d in dims:
         shape.insert(d, 1)

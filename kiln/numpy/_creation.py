@@ -70,7 +70,8 @@ def _leaf_for_dtype(x):
     m = getattr(x, "__jax_array__", None)
     if m is not None:
         return m()
-    if isinstance(x, (Array, Tracer, np.ndarray, np.generic, bool, int, float, complex)):
+    if isinstance(x, (Array, Tracer, np.ndarray, np.generic, bool, int, float, complex)) or \
+            _is_key_array(x):
         return x
     return np.asarray(x)
 
@@ -93,9 +94,12 @@ def array(object, dtype=None, copy=True, order="K", ndmin=0, *, device=None):  #
     m = getattr(object, "__jax_array__", None)
     if m is not None:
         object = m()
+    if isinstance(dtype, dtypes.ExtendedDType) and not isinstance(object, (Array, Tracer)) \
+            and not _is_key_array(object) and not isinstance(object, (list, tuple)):
+        raise TypeError(f"Cannot interpret '{dtype}' as a data type")    # NumPy's, as JAX
     if _is_key_array(object):
-        return _key_array_copy(object, dtype)
-    if isinstance(object, (Array, Tracer)):
+        out = _key_array_copy(object, dtype)
+    elif isinstance(object, (Array, Tracer)):
         out = object if dtype is None else lax._convert_element_type(object, dtype, False)
         if type(out) is Array and out is object:
             out = make_array(out._value, out.weak_type)
@@ -103,7 +107,7 @@ def array(object, dtype=None, copy=True, order="K", ndmin=0, *, device=None):  #
         leaves = [_leaf_for_dtype(x) for x in _flatten_leaves(object, [])]
         if dtype is None:
             dtype = (dtypes.result_type(*leaves) if leaves else dtypes.default_float_dtype())
-        if any(isinstance(x, Tracer) for x in leaves):
+        if any(isinstance(x, Tracer) or _is_key_array(x) for x in leaves):
             _nested_shape(object)
             out = _stack_nested(object, dtype)
         elif any(isinstance(x, Array) for x in leaves):
@@ -152,7 +156,8 @@ def _key_array_copy(keys, dtype):
     """``jnp.array`` of a typed key array: a new key array over the same key data (its
     dtype may only be the key dtype, as in JAX)."""
     if dtype is not None and dtype != keys.dtype:
-        raise ValueError(f"Cannot convert_element_type from {keys.dtype} to {dtype}")
+        raise ValueError(f"Cannot convert_element_type from {keys.dtype} to "
+                         f"{getattr(dtype, 'name', dtype)}")
     return type(keys)(keys._impl, keys._base_array)
 
 
@@ -181,6 +186,8 @@ def _fill(shape, fill_value, dtype, weak):
     """Broadcast a scalar operand to ``shape`` as ``dtype``."""
     if any(d < 0 for d in shape):
         raise TypeError(f"Shapes must have every element be nonnegative, got {tuple(shape)}.")
+    if isinstance(dtype, dtypes.ExtendedDType):     # typed keys (``zeros((2,), key<fry>)``)
+        return dtype._rules.full(tuple(shape), fill_value, dtype)
     if isinstance(fill_value, Tracer) or isinstance(fill_value, Array):
         v = lax._convert_element_type(fill_value, dtype, weak)
     else:
@@ -199,6 +206,8 @@ def full(shape, fill_value, dtype=None, *, device=None):
         dt, weak = dtypes.result_type(fill_value, return_weak_type_flag=True)
     else:
         dt, weak = dtype, False
+    if isinstance(dt, dtypes.ExtendedDType):
+        return dt._rules.full(shape, fill_value, dt)
     if np.ndim(fill_value) if not isinstance(fill_value, (Array, Tracer)) \
             else get_aval(fill_value).ndim:
         v = lax._convert_element_type(as_operand(fill_value), dt, weak)
@@ -261,8 +270,8 @@ def _full_like(name, a, fill_value, dtype, shape):
     dtype = user_dtype(dtype, name)
     dt, weak = (proto_dt, proto_weak) if dtype is None else (dtype, False)
     shape = proto_shape if shape is None else canonicalize_shape(shape)
-    if isinstance(dt, dtypes.ExtendedDType) and hasattr(dt, "_rules"):
-        return dt._rules.full(shape, fill_value, dt)      # as JAX's lax.full_like
+    if isinstance(dt, dtypes.ExtendedDType):
+        return dt._rules.full(shape, fill_value, dt)
     if not isinstance(fill_value, (Array, Tracer)) and np.ndim(fill_value) == 0:
         return _fill(shape, fill_value, dt, weak)
     v = lax._convert_element_type(as_operand(fill_value), dt, weak)

@@ -12,6 +12,7 @@ import numpy as np
 
 from kiln import dtypes, lax
 from kiln.array import Array
+from kiln.core import trace as _core
 from kiln.core.trace import Tracer, get_aval
 from kiln.numpy import _util
 
@@ -49,6 +50,9 @@ def result_type(*args):
 
 def promote_types(a, b):
     """The promoted dtype of two dtypes on JAX's lattice."""
+    for t in (a, b):
+        if isinstance(t, dtypes.ExtendedDType):     # NumPy's error, as in JAX
+            raise TypeError(f"Cannot interpret '{t}' as a data type")
     return dtypes.promote_types(a, b)
 
 
@@ -76,6 +80,8 @@ def issubdtype(arg1, arg2):
 
 def isdtype(dtype, kind):  # noqa: A002
     """Array-API ``isdtype``."""
+    if isinstance(dtype, dtypes.ExtendedDType):     # NumPy's error, as in JAX
+        raise TypeError(f"Cannot interpret '{dtype}' as a data type")
     return dtypes.isdtype(dtype, kind)
 
 
@@ -100,7 +106,8 @@ def isscalar(element):
     m = getattr(element, "__jax_array__", None)
     if m is not None:
         element = m()
-    if isinstance(element, (Array, Tracer, np.ndarray)):
+    if isinstance(element, (Array, Tracer, np.ndarray)) or \
+            type(element) in _core.extended_types:
         return get_aval(element).ndim == 0 if not isinstance(element, np.ndarray) \
             else element.ndim == 0
     return bool(np.isscalar(element))

@@ -263,6 +263,10 @@ def scatter(x, idx, values, op, mode=None, *, indices_are_sorted=False, unique_i
     smode = GatherScatterMode.from_any(mode)
     x = _util.as_operand(x)
     xa = get_aval(x)
+    if isinstance(xa.dtype, dtypes.ExtendedDType) and (
+            op != "set" or getattr(values, "dtype", None) != xa.dtype):
+        # Typed keys take only ``set`` of keys (JAX's TypeError otherwise).
+        raise TypeError(f"Cannot interpret '{xa.dtype}' as a data type")
     values = _prepare_values(x, values, op)
     if values is not None:
         xp, values = _util.promote_dtypes(x, values)

@@ -89,6 +89,8 @@ def _reduce(a, name, lax_reduce, init_val, *, has_identity=True, bool_reduce=Non
     a = ensure_arraylike(name, a)
     where = _check_where(name, where)
     aval = get_aval(a)
+    if isinstance(aval.dtype, dtypes.ExtendedDType):      # typed keys: JAX's TypeError
+        raise TypeError(f"Cannot interpret '{aval.dtype}' as a data type")
     axes = canonicalize_axes(axis, aval.ndim)
     if initial is None and not has_identity:
         if where is not None:

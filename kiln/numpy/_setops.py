@@ -91,6 +91,8 @@ def nonzero(a, *, size=None, fill_value=None):
     ``fill_value``, default 0), which works under ``jit``; without it ``a`` must be concrete.
     """
     a = _util.ensure_arraylike("nonzero", a)
+    if isinstance(get_aval(a).dtype, dtypes.ExtendedDType):     # typed keys: JAX's error
+        raise TypeError(f"not_equal does not accept dtypes {get_aval(a).dtype}, int32.")
     shape = get_aval(a).shape
     if len(shape) == 0:
         raise ValueError("Calling nonzero on 0d arrays is not allowed. Use "

@@ -181,9 +181,10 @@ def rollaxis(a, axis, start=0):
 def expand_dims(a, axis):
     """Insert size-1 axes at the positions ``axis`` (of the result)."""
     a = ensure_arraylike("expand_dims", a)
-    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
-    out_nd = get_aval(a).ndim + len(axes)
-    axes = canonicalize_axes(axes, out_nd)
+    try:
+        axes = (operator.index(axis),)
+    except TypeError:
+        axes = tuple(operator.index(i) for i in axis)    # any sequence: range, array, ...
     return lax.expand_dims(a, axes)
 
 
@@ -218,10 +219,6 @@ def broadcast_shapes(*shapes):
 
 def broadcast_to(array, shape, *, out_sharding=None):
     """Broadcast ``array`` to ``shape`` (NumPy rules)."""
-    from kiln.random import _keys
-    if isinstance(array, _keys.PRNGKeyArray):
-        return _keys.broadcast_keys(array, _util.canonicalize_shape(
-            shape, "The shape argument of broadcast_to must be static."))
     array = ensure_arraylike("broadcast_to", array)
     shape = _util.canonicalize_shape(shape, "The shape argument of broadcast_to must be static.")
     return _util.broadcast_to(array, shape)
@@ -250,9 +247,6 @@ def _operands(name, arrays):
 
 def concatenate(arrays, axis=0, dtype=None):
     """Join arrays along an existing axis (flattened first when ``axis`` is None)."""
-    from kiln.random import _keys
-    if _keys.any_key_array(arrays):
-        return _keys.concatenate_keys(arrays, axis)
     arrays = _operands("concatenate", arrays)
     if not arrays:
         raise ValueError("Need at least one array to concatenate.")
@@ -286,9 +280,6 @@ def stack(arrays, axis=0, out=None, dtype=None):
     """Join equally shaped arrays along a new axis."""
     if out is not None:
         raise NotImplementedError("The 'out' argument to jnp.stack is not supported.")
-    from kiln.random import _keys
-    if _keys.any_key_array(arrays):
-        return _keys.stack_keys(arrays, axis)
     arrays = _operands("stack", arrays) if not isinstance(arrays, (Array, Tracer, np.ndarray)) \
         else [a for a in as_operand(arrays)]
     if not arrays:
@@ -702,45 +693,60 @@ def rot90(m, k=1, axes=(0, 1)):
 # shape queries
 
 
-def _warn_not_arraylike(fun_name: str, a) -> None:
-    """JAX's DeprecationWarning for a non-array argument of ``shape``/``ndim``/``size``."""
-    from kiln.array import PublicArray  # also key arrays, as jax.Array
-    if not _util.is_arraylike(a) and not isinstance(a, PublicArray) and not np.isscalar(a):
-        import warnings
-        warnings.warn(f"{fun_name} requires ndarray or scalar arguments, got {type(a)} at "
-                      "position 0. In a future JAX release this will be an error.",
-                      DeprecationWarning, stacklevel=3)
-
-
 def shape(a):
-    """The shape of an array-like, or of anything with a ``shape`` attribute (as JAX: key
-    arrays, ``ShapeDtypeStruct``s); other objects warn and get NumPy's answer."""
+    """The shape of an array-like, or of any object with a ``shape`` attribute.
+
+    As in JAX, other inputs (lists, tuples, ``None``) still get NumPy's answer, with a
+    ``DeprecationWarning``.
+    """
     if hasattr(a, "shape"):
-        return a.shape
-    _warn_not_arraylike("shape", a)
+        return tuple(a.shape) if isinstance(a, np.ndarray) else a.shape
+    _check_arraylike_warn("shape", a)
     m = getattr(a, "__jax_array__", None)
-    return np.shape(m() if m is not None else a)
+    if m is not None:
+        a = m()
+    return np.shape(a)
 
 
 def ndim(a):
-    """The number of dimensions of an array-like, or of anything with ``ndim``."""
+    """The number of dimensions of an array-like, or of any object with an ``ndim``
+    attribute (other inputs: NumPy's answer and a ``DeprecationWarning``, as in JAX)."""
     if hasattr(a, "ndim"):
         return a.ndim
-    _warn_not_arraylike("ndim", a)
+    _check_arraylike_warn("ndim", a)
     m = getattr(a, "__jax_array__", None)
-    return np.ndim(m() if m is not None else a)
+    if m is not None:
+        a = m()
+    return np.ndim(a)
 
 
 def size(a, axis=None):
-    """The number of elements (along ``axis`` when given)."""
-    _warn_not_arraylike("size", a)
+    """The number of elements (along ``axis`` when given) of an array-like, or of any object
+    with a ``size`` (``shape`` with ``axis``) attribute; other inputs: NumPy's answer and a
+    ``DeprecationWarning``, as in JAX."""
+    _check_arraylike_warn("size", a)
     if axis is None and hasattr(a, "size"):
         return a.size
     s = shape(a)
-    if axis is None:
-        return math.prod(s)
-    axes = canonicalize_axes(axis, len(s))
-    return math.prod(s[i] for i in axes)
+    try:
+        axes = (operator.index(axis),)
+    except TypeError:
+        axes = tuple(range(len(s))) if axis is None else tuple(operator.index(i) for i in axis)
+    canon = []
+    for i in axes:
+        if not -len(s) <= i < len(s):
+            raise ValueError(f"axis {i} is out of bounds for array of dimension {len(s)}")
+        canon.append(i % len(s))
+    if len(set(canon)) != len(canon):
+        raise ValueError(f"repeated axis: {axis}")
+    return math.prod(s[i] for i in canon)
+
+
+def _check_arraylike_warn(name: str, a) -> None:
+    """JAX's DeprecationWarning for a non-array argument of shape/ndim/size (NumPy scalars,
+    strings included, count as array-likes there)."""
+    if not np.isscalar(a):
+        check_arraylike(name, a, emit_warning=True, stacklevel=4)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -27,16 +27,25 @@ _arraylike_types = (Array, Tracer, np.ndarray, np.generic) + _py_scalars
 
 
 def is_arraylike(x) -> bool:
-    """JAX's notion of an array-like: arrays, tracers, NumPy values and Python scalars."""
-    return isinstance(x, _arraylike_types) or hasattr(x, "__jax_array__")
+    """JAX's notion of an array-like: arrays (typed key arrays too), tracers, NumPy values
+    and Python scalars."""
+    return isinstance(x, _arraylike_types) or type(x) in _core.extended_types or \
+        hasattr(x, "__jax_array__")
 
 
-def check_arraylike(fun_name: str, *args) -> None:
-    """Raise JAX's TypeError when an argument is a list, tuple, string, ... ."""
+def check_arraylike(fun_name: str, *args, emit_warning: bool = False,
+                    stacklevel: int = 3) -> None:
+    """Raise JAX's TypeError when an argument is a list, tuple, string, ... (with
+    ``emit_warning``, JAX's DeprecationWarning instead)."""
     for pos, arg in enumerate(args):
         if not is_arraylike(arg):
-            raise TypeError(f"{fun_name} requires ndarray or scalar arguments, got "
-                            f"{type(arg)} at position {pos}.")
+            msg = (f"{fun_name} requires ndarray or scalar arguments, got {type(arg)} at "
+                   f"position {pos}.")
+            if emit_warning:
+                warnings.warn(msg + " In a future JAX release this will be an error.",
+                              DeprecationWarning, stacklevel=stacklevel)
+                return
+            raise TypeError(msg)
 
 
 def check_arraylike_or_none(fun_name: str, *args) -> None:
@@ -48,7 +57,7 @@ def check_arraylike_or_none(fun_name: str, *args) -> None:
 
 def as_operand(x):
     """An Array or a tracer for any array-like (Python scalars become weak Arrays)."""
-    if isinstance(x, (Array, Tracer)):
+    if isinstance(x, (Array, Tracer)) or type(x) in _core.extended_types:
         return x
     m = getattr(x, "__jax_array__", None)
     if m is not None:
@@ -99,7 +108,9 @@ def core_int(x, context: str) -> int:
 
 
 def shape_of(x) -> tuple:
-    return get_aval(x).shape if isinstance(x, (Array, Tracer)) else np.shape(x)
+    if isinstance(x, (Array, Tracer)) or type(x) in _core.extended_types:
+        return get_aval(x).shape
+    return np.shape(x)
 
 
 def ndim_of(x) -> int:
@@ -121,6 +132,8 @@ def scalar_const(value, dtype, weak_type: bool = False) -> Array:
 
 def full_const(shape, value, dtype) -> Array:
     """A concrete broadcast Array filled with ``value`` (a read-only view; never mutated)."""
+    if isinstance(dtype, dtypes.ExtendedDType):     # typed keys: the dtype's own rule
+        return dtype._rules.full(tuple(shape), value, dtype)
     return make_array(np.broadcast_to(np.asarray(value, dtype), tuple(shape)), False)
 
 
@@ -235,6 +248,12 @@ def broadcast_to(x, shape):
     nd = len(shape)
     diff = nd - len(in_shape)
     if diff < 0 or any(d != 1 and d != shape[diff + i] for i, d in enumerate(in_shape)):
+        dt = x.dtype
+        if isinstance(dt, dtypes.ExtendedDType):     # JAX names the types of key arrays
+            raise ValueError(
+                f"Incompatible types for broadcasting: input type={dt}"
+                f"[{','.join(map(str, in_shape))}] and requested type={dt}"
+                f"[{','.join(map(str, shape))}]")
         raise ValueError(f"Incompatible shapes for broadcasting: {in_shape} and requested "
                          f"shape {shape}")
     if type(x) is Array and _core._state.trace is _core.eval_trace:
@@ -291,20 +310,39 @@ def promote_shapes(fun_name: str, *args, scalars_ok: bool = False):
     return [broadcast_to(o, shape) for o in ops]
 
 
+def check_for_prngkeys(fun_name: str, *args) -> None:
+    """JAX's TypeError for a ``jnp`` function given typed keys mixed with other dtypes."""
+    dts = [dtypes.dtype(a) for a in args]
+    if len(set(dts)) < 2:
+        return      # keys alone: the lax operation's rule says whether it takes them
+    if any(dtypes.issubdtype(dt, dtypes.prng_key) for dt in dts):
+        raise TypeError(f"{fun_name} does not accept dtypes {', '.join(map(str, dts))}.")
+
+
+def _promote_checked(fun_name: str, promote, args):
+    try:
+        return promote(*args)
+    except (TypeError, ValueError):
+        if any(type(a) in _core.extended_types for a in args):
+            check_for_prngkeys(fun_name, *args)
+        raise
+
+
 def promote_args(fun_name: str, *args):
     """check_arraylike + promote_dtypes + promote_shapes."""
     check_arraylike(fun_name, *args)
-    return promote_shapes(fun_name, *promote_dtypes(*args), scalars_ok=True)
+    return promote_shapes(fun_name, *_promote_checked(fun_name, promote_dtypes, args),
+                          scalars_ok=True)
 
 
 def promote_args_inexact(fun_name: str, *args):
     check_arraylike(fun_name, *args)
-    return promote_shapes(fun_name, *promote_dtypes_inexact(*args))
+    return promote_shapes(fun_name, *_promote_checked(fun_name, promote_dtypes_inexact, args))
 
 
 def promote_args_numeric(fun_name: str, *args):
     check_arraylike(fun_name, *args)
-    return promote_shapes(fun_name, *promote_dtypes_numeric(*args))
+    return promote_shapes(fun_name, *_promote_checked(fun_name, promote_dtypes_numeric, args))
 
 
 def broadcast_arrays(*args):

@@ -67,6 +67,12 @@ def _gamma_c(d):
     return (dt.type(1. / 3.) * r).astype(dt)
 
 
+def _impl_param(key):
+    """The ``impl`` parameter of the rejection primitives: None for threefry keys (their
+    jaxprs print as before), the implementation otherwise."""
+    return None if key._impl.name == "threefry2x32" else key._impl
+
+
 def _gamma_one_np(keys, alpha, log_space):
     """Samples for raw keys ``(n, 2)`` and shape parameters ``alpha (n,)``."""
     dt = alpha.dtype
@@ -127,20 +133,23 @@ def _gamma_one_np(keys, alpha, log_space):
         return (((d * V).astype(dt)) * boost).astype(dt)
 
 
-def _gamma_impl(keys, a, *, log_space, scalar_alpha):
+def _gamma_impl(keys, a, *, log_space, scalar_alpha, impl=None):
     a = np.asarray(a)
+    nk = keys.shape[-1]
     kshape = keys.shape[:-1]
     split_count = math.prod(a.shape[len(kshape):])
-    flat_keys = keys.reshape(-1, 2)
-    sub = nps.split(flat_keys, split_count).reshape(-1, 2)
-    alphas = a.reshape(-1)
-    if alphas.size == 0:
-        return np.zeros(a.shape, a.dtype)
-    out = _gamma_one_np(sub, alphas, log_space)
+    flat_keys = keys.reshape(-1, nk)
+    with nps.using(impl):
+        # JAX: ``vmap(split)`` over the keys, then ``lax.map`` of one sample per key.
+        sub = nps.split(flat_keys, split_count, vmapped=True).reshape(-1, nk)
+        alphas = a.reshape(-1)
+        if alphas.size == 0:
+            return np.zeros(a.shape, a.dtype)
+        out = _gamma_one_np(sub, alphas, log_space)
     return out.reshape(a.shape)
 
 
-def _gamma_abstract_eval(keys, a, *, log_space, scalar_alpha):
+def _gamma_abstract_eval(keys, a, *, log_space, scalar_alpha, impl=None):
     return ShapedArray(a.shape, a.dtype)
 
 
@@ -148,13 +157,13 @@ random_gamma_p = standard_primitive("random_gamma", _gamma_abstract_eval, _gamma
                                     weak_type_rule=lambda *a, **k: False)
 
 
-def _gamma_batch(axis_data, vals, dims, *, log_space, scalar_alpha):
+def _gamma_batch(axis_data, vals, dims, *, log_space, scalar_alpha, impl=None):
     (k, a), (dk, da) = vals, dims
     size = axis_data.size
     k = batching.bdim_at_front(k, dk, size)
     a = batching.bdim_at_front(a, da, size)
     return random_gamma_p.bind(k, a, log_space=log_space,
-                               scalar_alpha=scalar_alpha and da is None), 0
+                               scalar_alpha=scalar_alpha and da is None, impl=impl), 0
 
 
 batching.batch_rules[random_gamma_p] = _gamma_batch
@@ -178,9 +187,10 @@ def _gamma_grad(sample, a, *, log_space):
     return u.reshape(grads, shape)
 
 
-def _gamma_jvp(primals, tangents, *, log_space, scalar_alpha):
+def _gamma_jvp(primals, tangents, *, log_space, scalar_alpha, impl=None):
     (k, a), (_, ta) = primals, tangents
-    ans = random_gamma_p.bind(k, a, log_space=log_space, scalar_alpha=scalar_alpha)
+    ans = random_gamma_p.bind(k, a, log_space=log_space, scalar_alpha=scalar_alpha,
+                              impl=impl)
     if type(ta) is ad.Zero:
         return ans, ad.Zero.from_primal_value(ans)
     return ans, u.lax().mul(ta, _gamma_grad(ans, a, log_space=log_space))
@@ -201,7 +211,7 @@ def _gamma(key: PRNGKeyArray, a, shape, dtype, log_space=False, scalar=None):
     if u.shape(a) != tuple(shape):
         a = u.broadcast_to(a, shape)
     return random_gamma_p.bind(key._base_array, a, log_space=log_space,
-                               scalar_alpha=scalar_alpha)
+                               scalar_alpha=scalar_alpha, impl=_impl_param(key))
 
 
 def gamma(key, a, shape=None, dtype=None, *, out_sharding=None):
@@ -291,7 +301,8 @@ def _gamma_scalar_flag(key, a, shape, dtype, scalar, log_space=False):
     a = u.convert(a, dtype)
     if u.shape(a) != tuple(shape):
         a = u.broadcast_to(a, shape)
-    return random_gamma_p.bind(key._base_array, a, log_space=log_space, scalar_alpha=scalar)
+    return random_gamma_p.bind(key._base_array, a, log_space=log_space, scalar_alpha=scalar,
+                               impl=_impl_param(key))
 
 
 def chisquare(key, df, shape=None, dtype=None, *, out_sharding=None):
@@ -446,12 +457,16 @@ def _poisson_rejection_np(keys, lam, dtype):
     return k_out.astype(dtype)
 
 
-def _poisson_impl(keys, lam, *, dtype):
-    dtype = np.dtype(dtype)
+def _poisson_impl(keys, lam, *, dtype, impl=None):
+    with nps.using(impl):
+        return _poisson_impl_keys(keys, lam, np.dtype(dtype))
+
+
+def _poisson_impl_keys(keys, lam, dtype):
     kshape = keys.shape[:-1]
     shape = lam.shape[len(kshape):]
     K = math.prod(kshape)
-    keys2 = keys.reshape(K, 2)
+    keys2 = keys.reshape(K, keys.shape[-1])
     lam2 = np.broadcast_to(lam, lam.shape).reshape((K,) + shape).astype(np.float32)
     use_knuth = np.isnan(lam2) | (lam2 < 10)
     lam_knuth = np.where(use_knuth, lam2, np.float32(0))
@@ -462,7 +477,7 @@ def _poisson_impl(keys, lam, *, dtype):
     return result.reshape(lam.shape)
 
 
-def _poisson_abstract_eval(keys, lam, *, dtype):
+def _poisson_abstract_eval(keys, lam, *, dtype, impl=None):
     return ShapedArray(lam.shape, dtype)
 
 
@@ -487,13 +502,17 @@ _keyed_batch(random_poisson_p)
 def poisson(key, lam, shape=None, dtype=None, *, out_sharding=None):
     """Poisson samples of rate ``lam`` (integers of ``dtype``, default int)."""
     key, _ = check_prng_key("poisson", key)
+    if key._impl.name != "threefry2x32":
+        raise NotImplementedError("`poisson` is only implemented for the threefry2x32 RNG, "
+                                  f"not {key._impl}")
     dtype = dtypes.check_and_canonicalize_user_dtype(int if dtype is None else dtype)
     if shape is not None:
         shape = canonicalize_shape(shape)
     else:
         shape = u.shape(lam)
     lam = u.broadcast_to(u.convert(lam, np.float32), shape)
-    return random_poisson_p.bind(key._base_array, lam, dtype=np.dtype(dtype))
+    return random_poisson_p.bind(key._base_array, lam, dtype=np.dtype(dtype),
+                                 impl=_impl_param(key))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -536,11 +555,16 @@ def _binomial_inversion_np(keys, count, prob, scalar):
         running = going.any(axis=axes) if axes else going
         while running.any():
             idx = np.nonzero(running)[0]
-            sub, nxt = nps.split_parts(key[idx], 2)
+            if nps.batched_draws(key.shape[0]):     # rbg keys under vmap: JAX's draws
+                sub_all, nxt_all = nps.split_parts(key, 2)
+                nxt = nxt_all[idx]
+                v = nps.uniform(sub_all, shape, dt, vmapped=True)[idx]
+            else:
+                sub, nxt = nps.split_parts(key[idx], 2)
+                v = nps.uniform(sub, shape, dt)
             key[idx] = nxt
             gs = geom_sum[idx]
             num_geom[idx] = np.where(gs <= count[idx], num_geom[idx] + T(1), num_geom[idx])
-            v = nps.uniform(sub, shape, dt)
             lv = xm.log(v)
             if scalar:
                 g = np.ceil((lv * (T(1) / log1minusprob[idx]).astype(dt)).astype(dt))
@@ -573,12 +597,18 @@ def _btrs_np(keys, count, prob, scalar):
         running = np.ones(keys.shape[0], bool)
         while running.any():
             idx = np.nonzero(running)[0]
-            nxt, s0, s1 = nps.split_parts(key[idx], 3)
+            if nps.batched_draws(key.shape[0]):     # rbg keys under vmap: JAX's draws
+                nxt_all, s0_all, s1_all = nps.split_parts(key, 3)
+                nxt = nxt_all[idx]
+                uu = nps.uniform(s0_all, shape, dt, vmapped=True)[idx]
+                v = nps.uniform(s1_all, shape, dt, vmapped=True)[idx]
+            else:
+                nxt, s0, s1 = nps.split_parts(key[idx], 3)
+                uu = nps.uniform(s0, shape, dt)
+                v = nps.uniform(s1, shape, dt)
             key[idx] = nxt
             cnt, ai, bi, ci = count[idx], a[idx], b[idx], c[idx]
             ri, mi = r[idx], m[idx]
-            uu = nps.uniform(s0, shape, dt)
-            v = nps.uniform(s1, shape, dt)
             uu = (uu - T(0.5)).astype(dt)
             us = (T(0.5) - np.abs(uu)).astype(dt)
             accept1 = (us >= T(0.07)) & (v <= v_r[idx])
@@ -605,13 +635,18 @@ def _btrs_np(keys, count, prob, scalar):
     return k_out
 
 
-def _binomial_impl(keys, count, prob, *, scalar):
+def _binomial_impl(keys, count, prob, *, scalar, impl=None):
+    with nps.using(impl):
+        return _binomial_impl_keys(keys, count, prob, scalar)
+
+
+def _binomial_impl_keys(keys, count, prob, scalar):
     dt = prob.dtype
     T = dt.type
     kshape = keys.shape[:-1]
     shape = prob.shape[len(kshape):]
     K = math.prod(kshape)
-    keys2 = keys.reshape(K, 2)
+    keys2 = keys.reshape(K, keys.shape[-1])
     count = count.reshape((K,) + shape)
     prob = prob.reshape((K,) + shape)
     with np.errstate(all="ignore"):
@@ -637,7 +672,7 @@ def _binomial_impl(keys, count, prob, *, scalar):
     return samples.astype(dt).reshape(kshape + shape)
 
 
-def _binomial_abstract_eval(keys, count, prob, *, scalar):
+def _binomial_abstract_eval(keys, count, prob, *, scalar, impl=None):
     return ShapedArray(prob.shape, prob.dtype)
 
 
@@ -646,11 +681,11 @@ random_binomial_p = standard_primitive("random_binomial", _binomial_abstract_eva
 ad.defjvp_zero(random_binomial_p)
 
 
-def _binomial_batch(axis_data, vals, dims, *, scalar):
+def _binomial_batch(axis_data, vals, dims, *, scalar, impl=None):
     size = axis_data.size
     out = [batching.bdim_at_front(v, d, size) for v, d in zip(vals, dims)]
     scalar = scalar and dims[1] is None and dims[2] is None
-    return random_binomial_p.bind(*out, scalar=scalar), 0
+    return random_binomial_p.bind(*out, scalar=scalar, impl=impl), 0
 
 
 batching.batch_rules[random_binomial_p] = _binomial_batch
@@ -676,7 +711,8 @@ def _binomial(key, count, prob, shape, dtype):
     count = u.convert(count, u.dtype_of(prob))
     count = u.broadcast_to(count, shape)
     prob = u.broadcast_to(prob, shape)
-    out = random_binomial_p.bind(key._base_array, count, prob, scalar=scalar)
+    out = random_binomial_p.bind(key._base_array, count, prob, scalar=scalar,
+                                 impl=_impl_param(key))
     return u.convert(out, dtype) if u.dtype_of(out) != dtype else out
 
 

@@ -1,8 +1,10 @@
-"""Indexing the key axes of raw key data (``keys[i]``, ``keys[1:3]``, ``keys[..., 0]``).
+"""Indexing key arrays (``keys[i]``, ``keys[1:3]``, ``keys[idx_array]``, ``keys[mask]``).
 
-Key arrays index only their leading (key) axes; the trailing key-data axes stay
-whole. Concrete data is indexed with NumPy; traced data with ``lax`` slicing
-(static ints and slices, ``None``, ``...``, and scalar traced integers).
+Key arrays index only their leading (key) axes; the trailing key-data axes stay whole.
+Concrete data indexed with static ints, slices, ``None`` and ``...`` goes straight to
+NumPy (whose answer is JAX's: out-of-bound ints raise ``IndexError``); everything else
+(traced or array indices, boolean masks, ``mode=``) is ``kiln.numpy``'s indexing, whose
+``lax`` operations (slices, gathers, reshapes) act on keys through their key rules.
 """
 from __future__ import annotations
 
@@ -11,28 +13,32 @@ import operator
 import numpy as np
 
 from kiln.array import Array, make_array
-from kiln.core.trace import Tracer, get_aval
 
 
-def _is_int(x) -> bool:
+def _is_static_int(x) -> bool:
     if isinstance(x, (bool, np.bool_)):
         return False
-    try:
-        operator.index(x)
-    except TypeError:
-        return False
-    return not isinstance(x, Tracer)
+    if type(x) is int or isinstance(x, np.integer):
+        return True
+    return False
+
+
+def _basic(idx) -> bool:
+    return all(i is None or i is Ellipsis or _is_static_int(i) or
+               (isinstance(i, slice) and all(v is None or _is_static_int(v)
+                                             for v in (i.start, i.stop, i.step)))
+               for i in idx)
 
 
 def _expand(idx, nlead: int) -> list:
-    """Replace ``...`` by full slices so the index covers the ``nlead`` leading axes."""
+    """``idx`` with ``...`` replaced by full slices, covering the ``nlead`` leading axes."""
     idx = list(idx)
     used = sum(1 for i in idx if i is not None and i is not Ellipsis)
     if sum(1 for i in idx if i is Ellipsis) > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
     if used > nlead:
-        raise IndexError(f"Too many indices for key array: array is {nlead}-dimensional, but "
-                         f"{used} were indexed")
+        raise IndexError(f"Too many indices: {nlead}-dimensional array indexed with {used} "
+                         "regular indices.")
     if Ellipsis in idx:
         pos = idx.index(Ellipsis)
         idx[pos:pos + 1] = [slice(None)] * (nlead - used)
@@ -41,54 +47,33 @@ def _expand(idx, nlead: int) -> list:
     return idx
 
 
-def index_leading(base, idx, nkey: int):
-    """``base[idx]`` where ``idx`` addresses only the leading ``ndim - nkey`` axes."""
-    if not isinstance(idx, tuple):
-        idx = (idx,)
-    shape = get_aval(base).shape
-    nlead = len(shape) - nkey
-    if type(base) is Array and not any(isinstance(i, Tracer) for i in idx):
-        full = tuple(_expand(idx, nlead)) + (slice(None),) * nkey
-        np_idx = tuple(np.asarray(i._value) if type(i) is Array else i for i in full)
-        return make_array(np.asarray(base._value[np_idx]))
-    if all(i is None or i is Ellipsis or isinstance(i, slice) or _is_int(i) or
-           (isinstance(i, (Tracer, Array)) and get_aval(i).ndim == 0) for i in idx):
-        return _traced_basic(base, _expand(idx, nlead), shape)
-    # Advanced (array) indices: defer to kiln.numpy indexing of the raw data.
-    full = tuple(_expand(idx, nlead)) + (slice(None),) * nkey
-    return base[full]
+def index_keys(keys, idx):
+    """``keys[idx]`` for a typed key array."""
+    base = keys._base_array
+    tup = idx if isinstance(idx, tuple) else (idx,)
+    if type(base) is Array and _basic(tup) and _in_bounds(tup, keys.shape):
+        full = _expand(tup, keys.ndim)
+        data = base._value[tuple(full) + (slice(None),) * len(keys._impl.key_shape)]
+        return keys._rewrap(make_array(np.asarray(data)))
+    from kiln.numpy._indexing import _rewriting_take
+    return _rewriting_take(keys, idx)
 
 
-def _traced_basic(x, idx, shape):
-    from kiln import lax
-    axis = 0  # current axis of x
+def _in_bounds(idx, shape) -> bool:
+    """Whether every static int of ``idx`` is in range (JAX clamps the others, NumPy would
+    raise) and there are not too many indices (NumPy's error is not JAX's)."""
+    if sum(1 for i in idx if i is not None and i is not Ellipsis) > len(shape) or \
+            sum(1 for i in idx if i is Ellipsis) > 1:
+        return False
+    axis = 0
     for i in idx:
         if i is None:
-            x = lax.expand_dims(x, (axis,))
-            axis += 1
             continue
-        n = get_aval(x).shape[axis]
-        if isinstance(i, slice):
-            start, stop, step = i.indices(n)
-            if step < 0:
-                x = lax.rev(x, (axis,))
-                start, stop, step = n - 1 - start, n - 1 - stop, -step
-            length = max(0, -(-(stop - start) // step))
-            limit = start + (length - 1) * step + 1 if length else start
-            nd = get_aval(x).ndim
-            starts = [0] * nd
-            limits = list(get_aval(x).shape)
-            strides = [1] * nd
-            starts[axis], limits[axis], strides[axis] = start, limit, step
-            x = lax.slice(x, tuple(starts), tuple(limits), tuple(strides))
-            axis += 1
-        elif _is_int(i):
-            k = operator.index(i)
-            if not -n <= k < n:
-                raise IndexError(f"index {k} is out of bounds for axis {axis} with size {n}")
-            k %= n
-            x = lax.index_in_dim(x, k, axis, keepdims=False)
-        else:
-            i = lax.convert_element_type(i, np.int32) if get_aval(i).dtype.kind != "i" else i
-            x = lax.dynamic_index_in_dim(x, i, axis, keepdims=False)
-    return x
+        if i is Ellipsis:
+            axis = len(shape) - sum(1 for j in idx[idx.index(i) + 1:]
+                                    if j is not None)
+            continue
+        if _is_static_int(i) and not -shape[axis] <= operator.index(i) < shape[axis]:
+            return False
+        axis += 1
+    return True

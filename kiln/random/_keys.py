@@ -3,7 +3,8 @@
 What this module holds:
 
 * ``PRNGImpl`` (a key shape and the seed/split/fold_in/random_bits functions on raw
-  key data) and the registry of implementations (``threefry2x32`` only).
+  key data) and the registry of implementations (``threefry2x32``, ``rbg``,
+  ``unsafe_rbg``, ``philox2x32``, ``philox4x32``, ``threefry4x32``).
 * ``KeyTy``: the key dtype (``key<fry>``), an extended dtype of kiln's dtype system
   (``kiln.dtypes.issubdtype(k.dtype, kiln.dtypes.prng_key)`` holds).
 * ``PRNGKeyArray``: an array of typed keys over its raw key data (a uint32 array of
@@ -12,8 +13,8 @@ What this module holds:
   ``kiln._physical_tree``, where it is a one-child node over its data, so keys cross
   ``jit``, ``vmap``, ``grad``, control flow ... as keys while the core sees uint32 data;
   the trailing key-data axis is never mapped (``vmap`` maps the leading, key, axes).
-  Operators other than ``==``/``!=`` raise JAX's TypeErrors; ``stack_keys``/
-  ``concatenate_keys`` back ``jnp.stack``/``jnp.concatenate`` of keys.
+  Operators other than ``==``/``!=`` raise JAX's TypeErrors; ``lax``/``jnp`` operations
+  reach keys through ``Primitive.bind``'s hook and the rules of ``_key_rules``.
 * The key primitives, on raw key data: ``random_seed``, ``random_split``,
   ``random_fold_in``, ``random_bits``; each with abstract evaluation, batching and
   a zero JVP. Their impls are the NumPy threefry functions of ``_threefry``.
@@ -95,13 +96,40 @@ def register_prng(impl: PRNGImpl) -> None:
 register_prng(threefry_prng_impl)
 
 
+def _register_rbg() -> None:
+    from kiln.random import _rbg
+    global rbg_prng_impl, unsafe_rbg_prng_impl
+    rbg_prng_impl = PRNGImpl(key_shape=(4,), seed=_rbg.seed, split=_rbg.split,
+                             random_bits=_rbg.random_bits, fold_in=_rbg.fold_in,
+                             name="rbg", tag="rbg")
+    unsafe_rbg_prng_impl = PRNGImpl(key_shape=(4,), seed=_rbg.seed, split=_rbg.unsafe_split,
+                                    random_bits=_rbg.random_bits, fold_in=_rbg.unsafe_fold_in,
+                                    name="unsafe_rbg", tag="urbg")
+    register_prng(rbg_prng_impl)
+    register_prng(unsafe_rbg_prng_impl)
+
+
+def _register_counter_prngs() -> None:
+    from kiln.random import _counter_prngs as c
+    for name, tag, shape in (("philox2x32", "phx2", (1,)), ("philox4x32", "phx4", (2,)),
+                             ("threefry4x32", "fry4", (4,))):
+        register_prng(PRNGImpl(key_shape=shape, seed=getattr(c, f"{name}_seed"),
+                               split=getattr(c, f"{name}_split"),
+                               random_bits=getattr(c, f"{name}_random_bits"),
+                               fold_in=getattr(c, f"{name}_fold_in"), name=name, tag=tag))
+
+
+_register_rbg()
+_register_counter_prngs()
+
+
 def default_prng_impl() -> PRNGImpl:
     """The implementation named by ``config.jax_default_prng_impl``."""
     name = config.jax_default_prng_impl
     if name not in prngs:
         raise NotImplementedError(
-            f"kiln.random implements the 'threefry2x32' PRNG only; "
-            f"jax_default_prng_impl={name!r} is not available.")
+            f"kiln.random implements the PRNGs {', '.join(map(repr, prngs))}; "
+            f"jax_default_prng_impl={name!r} is not one of them.")
     return prngs[name]
 
 
@@ -126,10 +154,64 @@ class PRNGSpec:
         return isinstance(other, PRNGSpec) and self._impl == other._impl
 
 
+class KeyTyRules:
+    """How the operations that create arrays of a dtype treat key dtypes (JAX's
+    ``KeyTy._rules``): ``full`` fills the key data, tangents are ``float0``."""
+
+    allow_conversion = False
+
+    @staticmethod
+    def full(shape, fill_value, dtype):
+        """Keys of ``shape``: ``fill_value`` a key array broadcast to it, or a number that
+        fills every word of the key data (``zeros_like(keys)`` has all-zero data)."""
+        from kiln import lax
+        impl = dtype._impl
+        phys = tuple(shape) + tuple(impl.key_shape)
+        if isinstance(fill_value, PRNGKeyArray):
+            data = fill_value._base_array
+            if get_aval(data).shape != phys:
+                data = _bcast_numpy(data, phys)
+        else:
+            data = lax.full(phys, fill_value, dtype=_U32)
+        return PRNGKeyArray(impl, data)
+
+    @staticmethod
+    def physical_element_aval(dtype) -> ShapedArray:
+        return ShapedArray(tuple(dtype._impl.key_shape), _U32)
+
+    @staticmethod
+    def tangent_dtype(_):
+        return dtypes.float0
+
+    @staticmethod
+    def zero(_):
+        return np.zeros((), dtypes.float0)
+
+
+def _bcast_numpy(x, shape):
+    """``x`` broadcast to ``shape`` with NumPy's (right-aligned) rules."""
+    from kiln import lax
+    s = get_aval(x).shape
+    try:
+        np.broadcast_shapes(s, shape)
+    except ValueError:
+        raise ValueError(f"Incompatible shapes for broadcasting: {s} and requested shape "
+                         f"{shape}") from None
+    if len(s) > len(shape) or np.broadcast_shapes(s, shape) != tuple(shape):
+        raise ValueError(f"Incompatible shapes for broadcasting: {s} and requested shape "
+                         f"{shape}")
+    nd = len(shape)
+    keep = [i for i, d in enumerate(s) if d == shape[nd - len(s) + i]]
+    if len(keep) != len(s):
+        x = lax.reshape(x, tuple(s[i] for i in keep))
+    return lax.broadcast_in_dim(x, tuple(shape), tuple(nd - len(s) + i for i in keep))
+
+
 class KeyTy(dtypes.ExtendedDType):
     """The dtype of typed PRNG keys: ``key<fry>`` for threefry."""
 
     type = dtypes.prng_key
+    _rules = KeyTyRules
 
     def __init__(self, impl: PRNGImpl):
         self._impl = impl
@@ -205,11 +287,12 @@ def _check_prng_key_data(impl: PRNGImpl, key_data) -> None:
 
 
 class PRNGKeyArray:
-    """An array of PRNG keys: shape ``keys_shape``, dtype ``key<fry>``.
+    """An array of PRNG keys: shape ``keys_shape``, dtype ``key<fry>`` (or ``key<rbg>``...).
 
     Backed by raw key data of shape ``keys_shape + impl.key_shape`` (uint32), a
     ``kiln.Array`` or a tracer. Keys have no arithmetic; they support indexing,
-    iteration, reshaping, ``==``, and pass through transformations as a pytree.
+    iteration, ``==``, every structural ``jnp``/``lax`` operation (through the rules of
+    ``_key_rules``), and pass through transformations as a pytree.
     """
 
     __slots__ = ("_impl", "_base_array")
@@ -249,10 +332,6 @@ class PRNGKeyArray:
         return self.itemsize * self.size
 
     @property
-    def weak_type(self) -> bool:
-        return False
-
-    @property
     def aval(self) -> ShapedArray:
         """The key-typed abstract value (``kiln.typeof(k)`` prints ``key<fry>[...]``)."""
         return ShapedArray(self.shape, KeyTy(self._impl))
@@ -272,14 +351,14 @@ class PRNGKeyArray:
         return (self[i] for i in range(self.shape[0]))
 
     def __getitem__(self, idx):
-        from kiln.random._index import index_leading
-        return PRNGKeyArray(self._impl,
-                            index_leading(self._base_array, idx, len(self._impl.key_shape)))
+        from kiln.random._index import index_keys
+        return index_keys(self, idx)
 
-    @property
-    def at(self):
-        """Indexed updates of key arrays (``keys.at[i].set(key)``, ``.get()``), as JAX."""
-        return _KeyAt(self)
+    def __setitem__(self, idx, value):
+        raise TypeError("'PRNGKeyArray' object does not support item assignment. JAX arrays "
+                        "are immutable. Instead of ``x[idx] = y``, use ``x = x.at[idx].set(y)``"
+                        " or another .at[] method: "
+                        "https://docs.jax.dev/en/latest/_autosummary/jax.numpy.ndarray.at.html")
 
     def __bool__(self):
         raise TypeError("key array cannot be converted to boolean.")
@@ -308,63 +387,38 @@ class PRNGKeyArray:
     def __str__(self):
         return repr(self)
 
-    # -- reshaping ------------------------------------------------------------------------
+    def pprint(self) -> str:
+        """A description of the key array and its implementation (as JAX's)."""
+        impl = self._impl
+        fields = "".join(f"\n    {f} = {v}" for f, v in (
+            ("key_shape", impl.key_shape), ("seed", impl.seed), ("split", impl.split),
+            ("random_bits", impl.random_bits), ("fold_in", impl.fold_in),
+            ("name", impl.name), ("tag", impl.tag)))
+        return (f"PRNGKeyArray:\n  shape = {self.shape}\n  impl = PRNGImpl [{impl.tag}] "
+                f"{{{impl.name}}}:{fields}")
+
+    def copy(self):
+        return self._rewrap(self._base_array.copy())
+
+    def __copy__(self):
+        return self.copy()
+
+    def __deepcopy__(self, memo):
+        return self.copy()
+
     def _rewrap(self, data):
         return PRNGKeyArray(self._impl, data)
 
-    def reshape(self, *shape, order="C"):
-        from kiln import lax
-        if len(shape) == 1 and not isinstance(shape[0], int):
-            shape = tuple(shape[0])
-        shape = list(shape)
-        if shape.count(-1) > 1:
-            raise ValueError("can only specify one unknown dimension")
-        if -1 in shape:
-            known = math.prod(s for s in shape if s != -1)
-            shape[shape.index(-1)] = self.size // known if known else 0
-        return self._rewrap(lax.reshape(self._base_array,
-                                        tuple(shape) + self._impl.key_shape))
-
-    def ravel(self, order="C"):
-        return self.reshape((self.size,))
-
-    flatten = ravel
-
-    def squeeze(self, axis=None):
-        if axis is None:
-            axes = tuple(i for i, s in enumerate(self.shape) if s == 1)
-        else:
-            axes = (axis,) if isinstance(axis, int) else tuple(axis)
-            axes = tuple(a % self.ndim for a in axes)
-        return self.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
-
-    def transpose(self, *axes):
-        from kiln import lax
-        if not axes or axes == (None,):
-            perm = tuple(reversed(range(self.ndim)))
-        elif len(axes) == 1 and not isinstance(axes[0], int):
-            perm = tuple(axes[0])
-        else:
-            perm = tuple(axes)
-        perm = tuple(a % self.ndim for a in perm)
-        full = perm + tuple(range(self.ndim, self.ndim + len(self._impl.key_shape)))
-        return self._rewrap(lax.transpose(self._base_array, full))
-
-    @property
-    def T(self):
-        return self.transpose()
-
-    def swapaxes(self, a, b):
-        perm = list(range(self.ndim))
-        a, b = a % self.ndim, b % self.ndim
-        perm[a], perm[b] = perm[b], perm[a]
-        return self.transpose(tuple(perm))
-
-    def copy(self):
-        return self._rewrap(self._base_array)
-
     def block_until_ready(self):
+        block = getattr(self._base_array, "block_until_ready", None)
+        if block is not None:
+            block()
         return self
+
+    def copy_to_host_async(self):
+        f = getattr(self._base_array, "copy_to_host_async", None)
+        if f is not None:
+            f()
 
     # -- devices --------------------------------------------------------------------------
     @property
@@ -381,6 +435,79 @@ class PRNGKeyArray:
     @property
     def is_fully_addressable(self) -> bool:
         return self._base_array.is_fully_addressable
+
+    @property
+    def is_fully_replicated(self) -> bool:
+        return self._base_array.is_fully_replicated
+
+    @property
+    def committed(self) -> bool:
+        return self._base_array.committed
+
+    def delete(self) -> None:
+        self._base_array.delete()
+
+    def is_deleted(self) -> bool:
+        return self._base_array.is_deleted()
+
+    def on_device_size_in_bytes(self) -> int:
+        return self._base_array.nbytes
+
+    def addressable_data(self, index: int) -> PRNGKeyArray:
+        return self._rewrap(self._base_array.addressable_data(index))
+
+    def _shards(self, shards) -> list:
+        from kiln.sharding import Shard
+
+        class KeyShard(Shard):
+            """A shard of a key array: its ``data`` is keys."""
+            __slots__ = ()
+
+            @property
+            def data(shard):
+                return self._rewrap(Shard.data.fget(shard))
+        nd = len(self._impl.key_shape)
+        return [KeyShard(s.device, tuple(s.index)[:len(s.index) - nd] if
+                         len(s.index) > self.ndim else s.index, s.replica_id, s._array)
+                for s in shards]
+
+    @property
+    def addressable_shards(self) -> list:
+        return self._shards(self._base_array.addressable_shards)
+
+    @property
+    def global_shards(self) -> list:
+        return self._shards(self._base_array.global_shards)
+
+
+def _install_array_methods() -> None:
+    """JAX gives key arrays the ``jnp`` methods that move keys around (``at``, ``reshape``,
+    ``ravel``, ``flatten``, ``squeeze``, ``swapaxes``, ``take``, ``transpose``, ``T``); every
+    other array method raises ``NotImplementedError`` (they are abstract for keys)."""
+    from kiln import _array_methods as am
+    for name in ("flatten", "ravel", "squeeze", "swapaxes", "take"):
+        setattr(PRNGKeyArray, name, am._method(name))
+    PRNGKeyArray.reshape = am._reshape
+    PRNGKeyArray.transpose = am._transpose
+    PRNGKeyArray.T = property(am._T)
+    PRNGKeyArray.at = property(am._at)
+
+    def abstract(name):
+        def method(self, *args, **kwargs):
+            raise NotImplementedError(f"Cannot call abstract method {name}")
+        method.__name__ = name
+        return method
+    for name in ("all", "any", "argmax", "argmin", "argpartition", "argsort", "astype",
+                 "byteswap", "choose", "clip", "compress", "conj", "conjugate", "cumprod",
+                 "cumsum", "diagonal", "dot", "item", "max", "mean", "min", "nonzero", "prod",
+                 "ptp", "repeat", "round", "searchsorted", "sort", "std", "sum", "to_device",
+                 "trace", "var", "view", "__array_namespace__"):
+        setattr(PRNGKeyArray, name, abstract(name))
+    for name in ("flat", "mT", "real", "imag"):
+        setattr(PRNGKeyArray, name, property(abstract(name)))
+
+
+_install_array_methods()
 
 
 def _keys_equal(a: PRNGKeyArray, b: PRNGKeyArray):
@@ -419,7 +546,11 @@ def _unflatten_keys(impl, children):
 
 def _register_transform_node():
     from kiln import _physical_tree
+    from kiln.core import trace as _core
+    from kiln.random import _key_rules
     _physical_tree.register_transform_node(PRNGKeyArray, _flatten_keys, _unflatten_keys)
+    _core.extended_types.add(PRNGKeyArray)
+    _core.pytype_aval_mappings[PRNGKeyArray] = _key_rules.key_aval
 
 
 _register_transform_node()
@@ -652,6 +783,7 @@ def check_prng_key(name: str, key, *, allow_batched: bool = False):
     elif _is_arraylike(key):
         wrapped_key = random_wrap(key, impl=default_prng_impl())
         wrapped = True
+        _legacy_key_check()
     else:
         raise TypeError(f"unexpected PRNG key type {type(key)}")
     if not allow_batched and wrapped_key.ndim:
@@ -661,7 +793,28 @@ def check_prng_key(name: str, key, *, allow_batched: bool = False):
     return wrapped_key, wrapped
 
 
+def _legacy_key_check() -> None:
+    """JAX's error or warnings for a raw ``uint32`` key (``jax_legacy_prng_key``,
+    ``jax_enable_custom_prng``)."""
+    import warnings
+    mode = config.jax_legacy_prng_key
+    msg = ("Legacy uint32 key array passed as key to jax.random function. Please create "
+           "keys using jax.random.key(). If use of a raw key array was intended, set "
+           'jax_legacy_prng_key="allow".')
+    if mode == "error":
+        raise ValueError(msg)
+    if mode == "warn":
+        warnings.warn(msg, stacklevel=4)
+    elif config.jax_enable_custom_prng:
+        warnings.warn("Raw arrays as random keys to jax.random functions are deprecated. "
+                      "Assuming valid threefry2x32 key for now.", FutureWarning, stacklevel=4)
+
+
 def return_prng_keys(was_wrapped: bool, key: PRNGKeyArray):
+    """Keys for the caller: raw data when the input was raw, unless
+    ``jax_enable_custom_prng`` is on (then always typed keys, as JAX)."""
+    if config.jax_enable_custom_prng:
+        return key
     return random_unwrap(key) if was_wrapped else key
 
 
@@ -737,8 +890,9 @@ def key(seed, *, impl=None, dtype=None) -> PRNGKeyArray:
 
 
 def PRNGKey(seed, *, impl=None):
-    """A legacy PRNG key: a uint32 array of shape (2,) from an integer seed."""
-    return random_unwrap(_key("PRNGKey", seed, impl))
+    """A legacy PRNG key: a uint32 array of shape (2,) from an integer seed (a typed key
+    under ``jax_enable_custom_prng``)."""
+    return return_prng_keys(True, _key("PRNGKey", seed, impl))
 
 
 def fold_in(key, data):
@@ -804,144 +958,3 @@ def wrap_key_data(key_bits_array, *, impl=None, dtype=None) -> PRNGKeyArray:
                              "jax.random.wrap_key_data")
         impl = dtype
     return random_wrap(key_bits_array, impl=resolve_prng_impl(impl))
-
-
-# ----------------------------------------------------------------------------------------------
-# Joining key arrays (``jnp.stack``/``jnp.concatenate`` of keys, as JAX allows).
-
-def _key_operands(name: str, keys) -> list:
-    keys = list(keys)
-    if not all(isinstance(k, PRNGKeyArray) for k in keys):
-        raise TypeError(f"{name} of key arrays and other arrays: got "
-                        f"{', '.join(str(getattr(k, 'dtype', type(k).__name__)) for k in keys)}")
-    if any(k._impl != keys[0]._impl for k in keys[1:]):
-        raise TypeError(f"{name} of keys of different PRNG implementations: "
-                        f"{', '.join(str(k.dtype) for k in keys)}")
-    return keys
-
-
-def concatenate_keys(keys, axis=0) -> PRNGKeyArray:
-    """Join key arrays along an existing (key) axis."""
-    from kiln import lax
-    keys = _key_operands("concatenate", keys)
-    if axis is None:
-        keys = [k.ravel() for k in keys]
-        axis = 0
-    nd = keys[0].ndim
-    if nd == 0:
-        raise ValueError("Zero-dimensional arrays cannot be concatenated.")
-    if any(k.ndim != nd for k in keys[1:]):
-        raise TypeError("Cannot concatenate arrays with different numbers of dimensions: got "
-                        f"{', '.join(str(k.shape) for k in keys)}.")
-    if not -nd <= axis < nd:
-        raise ValueError(f"axis {axis} is out of bounds for array of dimension {nd}")
-    if len(keys) == 1:
-        return keys[0]
-    return PRNGKeyArray(keys[0]._impl,
-                        lax.concatenate([k._base_array for k in keys], axis % nd))
-
-
-def stack_keys(keys, axis=0) -> PRNGKeyArray:
-    """Join equally shaped key arrays along a new (key) axis."""
-    keys = _key_operands("stack", keys)
-    if not keys:
-        raise ValueError("Need at least one array to stack.")
-    shape0 = keys[0].shape
-    if any(k.shape != shape0 for k in keys[1:]):
-        raise ValueError("All input arrays must have the same shape.")
-    nd = len(shape0) + 1
-    if not -nd <= axis < nd:
-        raise ValueError(f"axis {axis} is out of bounds for array of dimension {nd}")
-    axis %= nd
-    new_shape = shape0[:axis] + (1,) + shape0[axis:]
-    return concatenate_keys([k.reshape(new_shape) for k in keys], axis)
-
-
-def where_keys(condition, x, y) -> PRNGKeyArray:
-    """``jnp.where(condition, x, y)`` of key arrays: keys chosen element by element (the
-    key data selected whole), shapes broadcast as JAX does."""
-    import kiln.numpy as jnp
-    for k in (x, y):
-        if not isinstance(k, PRNGKeyArray):
-            other = x if k is y else y
-            raise ValueError(f"dtype={other.dtype} is not a valid dtype for JAX type "
-                             "promotion.")
-    x, y = _key_operands("where", (x, y))
-    cond = jnp.asarray(condition).astype(bool)
-    shape = np.broadcast_shapes(cond.shape, x.shape, y.shape)
-    tail = tuple(x._impl.key_shape)
-    full = shape + tail
-    c = jnp.broadcast_to(cond.reshape(cond.shape + (1,) * len(tail)),
-                         full)
-    xd = jnp.broadcast_to(x._base_array, full)
-    yd = jnp.broadcast_to(y._base_array, full)
-    return PRNGKeyArray(x._impl, jnp.where(c, xd, yd))
-
-
-class _KeyAt:
-    __slots__ = ("keys",)
-
-    def __init__(self, keys):
-        self.keys = keys
-
-    def __getitem__(self, idx):
-        return _KeyAtRef(self.keys, idx)
-
-
-class _KeyAtRef:
-    """``keys.at[idx]``: ``get`` and ``set`` act on whole keys (the key-data axes stay
-    whole); arithmetic updates do not apply to keys."""
-
-    __slots__ = ("keys", "idx")
-
-    def __init__(self, keys, idx):
-        self.keys, self.idx = keys, idx
-
-    def get(self, **kwargs):
-        return self.keys[self.idx]
-
-    def set(self, values, **kwargs):
-        from kiln.random._index import _expand
-        keys = self.keys
-        if not isinstance(values, PRNGKeyArray):
-            raise TypeError(f"key array .at[].set() takes key arrays of the same dtype, got "
-                            f"{getattr(values, 'dtype', type(values).__name__)}")
-        if values._impl != keys._impl:
-            raise TypeError(f"key array .at[].set() of keys of another PRNG: {values.dtype} "
-                            f"into {keys.dtype}")
-        idx = self.idx if isinstance(self.idx, tuple) else (self.idx,)
-        nkey = len(keys._impl.key_shape)
-        full = tuple(_expand(idx, keys.ndim)) + (slice(None),) * nkey
-        return PRNGKeyArray(keys._impl,
-                            keys._base_array.at[full].set(values._base_array, **kwargs))
-
-    def _no(self, *args, **kwargs):
-        raise TypeError(f"key arrays ({self.keys.dtype}) support only .at[].get() and "
-                        ".at[].set(); arithmetic updates do not apply to keys")
-
-    add = multiply = mul = divide = power = min = max = apply = _no
-
-
-def broadcast_keys(keys: PRNGKeyArray, shape) -> PRNGKeyArray:
-    """``jnp.broadcast_to`` of a key array: each key (its data whole) repeated to ``shape``
-    by NumPy's rules."""
-    import kiln.numpy as jnp
-    shape = tuple(shape)
-    try:
-        ok = np.broadcast_shapes(keys.shape, shape) == shape
-    except ValueError:
-        ok = False
-    if not ok:
-        dt = keys.dtype
-        def ty(sh):
-            return f"{dt}[{','.join(str(d) for d in sh)}]"
-        raise ValueError(f"Incompatible types for broadcasting: input type={ty(keys.shape)} "
-                         f"and requested type={ty(shape)}")
-    tail = tuple(keys._impl.key_shape)
-    return PRNGKeyArray(keys._impl, jnp.broadcast_to(keys._base_array, shape + tail))
-
-
-def any_key_array(arrays) -> bool:
-    """True if the sequence ``arrays`` holds a typed key array."""
-    return isinstance(arrays, (list, tuple)) and any(isinstance(a, PRNGKeyArray)
-                                                     for a in arrays)
