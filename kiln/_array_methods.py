@@ -177,6 +177,42 @@ _install(Array)
 _install(Tracer)
 
 
+# Tracers standing for mutable references (``kiln.core.ref``): indexing reads and writes the
+# reference, ``.at[...]`` makes a view, as JAX's tracers of ``AbstractRef`` type do.
+def _tracer_getitem(self, idx):
+    if type(self.aval) is _AbstractRef:
+        from kiln.state.primitives import ref_get
+        return ref_get(self, idx)
+    return _np_mod()._rewriting_take(self, idx)
+
+
+def _tracer_setitem(self, idx, value):
+    if type(self.aval) is _AbstractRef:
+        from kiln.state.primitives import ref_set
+        return ref_set(self, idx, value)
+    return _setitem(self, idx, value)
+
+
+def _tracer_at(self):
+    if type(self.aval) is _AbstractRef:
+        from kiln.state.types import RefIndexer
+        return RefIndexer(self)
+    return _at(self)
+
+
+def _tracer_addupdate(self, value, idx=()):
+    from kiln.state.primitives import ref_addupdate
+    ref_addupdate(self, idx, value)
+
+
+from kiln.core.ref import AbstractRef as _AbstractRef  # noqa: E402
+
+Tracer.__getitem__ = _tracer_getitem
+Tracer.__setitem__ = _tracer_setitem
+Tracer.at = property(_tracer_at)
+Tracer.addupdate = _tracer_addupdate
+
+
 # ----------------------------------------------------------------------------------------------
 # Eager fast paths for Array ∘ Array with equal dtypes. Anything unusual takes the general path.
 

@@ -33,6 +33,7 @@ from kiln.backends import cpu as _cpu
 from kiln.config import config
 from kiln.core.avals import ShapedArray
 from kiln.core.jaxpr import ClosedJaxpr, check_jaxpr, pp_jaxpr
+from kiln.core.ref import AbstractRef, Ref
 from kiln.core.trace import EvalTrace, Tracer, get_aval
 from kiln.core.trace import current_trace as _current_trace
 from kiln.distributed import _state as _dist_state
@@ -43,7 +44,7 @@ from kiln.profiler import _recorder as _profiler
 
 logger = logging.getLogger("kiln")
 
-_array_types = (Array, Tracer, np.ndarray, np.generic, int, float, complex, bool)
+_array_types = (Array, Tracer, np.ndarray, np.generic, int, float, complex, bool, Ref)
 
 
 def _check_arg(x, what: str):
@@ -758,13 +759,82 @@ def _donated_reuse(entry, a_flat):
 
 
 class _CacheEntry:
-    __slots__ = ("jaxpr", "out_tree", "explain", "donated", "pairs")
+    __slots__ = ("jaxpr", "out_tree", "explain", "donated", "pairs", "ref_consts")
 
     def __init__(self, jaxpr, out_tree):
         self.jaxpr = jaxpr
         self.out_tree = out_tree
         self.donated = ()           # flat argument indices an output takes (donation)
         self.pairs = ()             # (flat argument, output index) for those
+        self.ref_consts = ()        # closed-over mutable references (leading operands)
+
+
+def _fun_src_info(wrapped) -> str:
+    fun = wrapped._fun
+    code = getattr(getattr(fun, "__wrapped__", fun), "__code__", None)
+    name = getattr(fun, "__name__", "fun")
+    if code is None:
+        return name
+    return f"{name} at {code.co_filename}:{code.co_firstlineno}"
+
+
+def _flat_arg_names(wrapped, a_tree, n) -> list:
+    """JAX's names of the flat arguments (``a``, ``args[1]``, ``x['w']``)."""
+    from kiln.tree_util import keystr, tree_flatten_with_path
+    try:
+        params = [p.name for p in wrapped._params]
+        (args, kwargs) = tree_unflatten(a_tree, list(range(n)))
+        names = [None] * n
+        for i, a in enumerate(args):
+            base = params[i] if i < len(params) else f"args[{i}]"
+            for path, leaf in tree_flatten_with_path(a)[0]:
+                names[leaf] = base + keystr(path)
+        for k, v in kwargs.items():
+            for path, leaf in tree_flatten_with_path(v)[0]:
+                names[leaf] = k + keystr(path)
+        return [nm if nm is not None else f"flat index {i}" for i, nm in enumerate(names)]
+    except Exception:   # noqa: BLE001 - names are only for the message
+        return [f"flat index {i}" for i in range(n)]
+
+
+def _check_no_aliased_ref_args(wrapped, a_flat, avals, a_tree):
+    seen = {}
+    for i, (x, a) in enumerate(zip(a_flat, avals)):
+        if type(a) is AbstractRef:
+            j = seen.setdefault(id(_referent(x)), i)
+            if j != i:
+                names = _flat_arg_names(wrapped, a_tree, len(a_flat))
+                raise ValueError(
+                    "only one reference to a mutable array may be passed as an argument to "
+                    f"a function, but when tracing {_fun_src_info(wrapped)} for jit the "
+                    f"mutable array reference of type {a.str_short(False)} appeared at both "
+                    f"{names[j]} and {names[i]}.")
+
+
+def _referent(x):
+    return x
+
+
+def _check_no_closed_over_ref_args(wrapped, consts, a_flat, a_tree):
+    ids = {id(c) for c in consts}
+    for i, x in enumerate(a_flat):
+        if type(x) is Ref and id(x) in ids:
+            names = _flat_arg_names(wrapped, a_tree, len(a_flat))
+            raise ValueError(
+                f"when tracing {_fun_src_info(wrapped)} for jit, a mutable array reference "
+                f"of type {x._aval.str_short(False)} was both closed over and passed as the "
+                f"argument {names[i]}")
+
+
+def _raise_returned_ref(wrapped, leaf, args):
+    aval = get_aval(leaf)
+    origin = ""
+    if any(leaf is a for a in args):
+        origin = "\n\nThe returned mutable array was passed in as an argument."
+    raise ValueError(
+        f"function {_fun_src_info(wrapped)} traced for jit returned a mutable array "
+        f"reference of type {aval.str_short(False)}, but mutable array references cannot "
+        f"be returned.{origin}")
 
 
 class Lowered:
@@ -1024,6 +1094,10 @@ class JitWrapped:
         key = (a_tree, tuple(avals), static_pos, static_kw, _compile_log.trace_context())
         entry = self._cache.get(key)
         tconsts = []
+        if any(type(a) is AbstractRef for a in avals):
+            _check_no_aliased_ref_args(self, a_flat, avals, a_tree)
+        if entry is not None and entry.ref_consts:
+            tconsts = list(entry.ref_consts)
         if entry is None:
             if config.jax_explain_cache_misses:
                 _compile_log.explain_miss(self, key)
@@ -1046,6 +1120,8 @@ class JitWrapped:
                     if not isinstance(leaf, _array_types):
                         raise TypeError(f"function {self._name} traced for jit returned a value "
                                         f"of type {type(leaf)}, which is not a valid JAX type")
+                    if isinstance(leaf, Ref):
+                        _raise_returned_ref(self, leaf, xs)
                 store["tree"] = tree
                 return leaves
 
@@ -1057,13 +1133,18 @@ class JitWrapped:
             closed, tconsts = staging.split_concrete_consts(jaxpr, consts)
             _profiler.note_source(closed, self._fun, self._name)
             entry = _CacheEntry(closed, store["tree"])
+            if tconsts and all(type(c) is Ref for c in tconsts):
+                # Closed-over references are operands of the call; they stay the same
+                # objects from call to call, so the trace is cached with them.
+                _check_no_closed_over_ref_args(self, tconsts, a_flat, a_tree)
+                entry.ref_consts = tuple(tconsts)
             if self._donating:
                 from kiln import donation
                 flags = self._donated_flags(args, kwargs, static_pos, dyn_kw)
                 entry.donated, unusable = donation.plan(avals, closed.out_avals, flags)
                 entry.pairs = donation.pair_outputs(avals, closed.out_avals, entry.donated)
                 donation.warn_unusable(unusable)
-            if not tconsts:
+            if not tconsts or entry.ref_consts:
                 self._cache[key] = entry
                 _compile_log.note_trace(self, key)
         return entry, tconsts, a_flat, a_tree

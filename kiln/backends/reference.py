@@ -9,12 +9,15 @@ import numpy as np
 
 from kiln.config import config
 from kiln.core.jaxpr import Jaxpr, Literal
+from kiln.core.ref import Ref
 from kiln.core.trace import apply_impl
 
 
 def _raw(x):
     v = getattr(x, "_value", None)
-    return v if v is not None else np.asarray(x)
+    if v is not None:
+        return v
+    return x if type(x) is Ref else np.asarray(x)
 
 
 def run_jaxpr(jaxpr: Jaxpr, consts, args):

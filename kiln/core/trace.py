@@ -38,7 +38,12 @@ class Primitive:
     # a map primitive); kiln's own call primitives carry closed jaxprs in their params.
     call_primitive = False
     map_primitive = False
+    # Primitives of mutable array references (``kiln.core.ref``): eagerly they take and
+    # give ``Ref`` objects. ``ref_operands``: the primitive accepts references as operands
+    # (the reference primitives and the call / control-flow primitives, whose bodies use
+    # them); any other primitive given one raises TypeError.
     ref_primitive = False
+    ref_operands = False
     # True for primitives defined through JAX's API (``jax.extend.core.Primitive``): their
     # ``impl`` takes and returns kiln Arrays, as JAX's do, and may call any kiln function.
     # kiln's own primitives have NumPy impls (``array_impl`` False); the machinery calls
@@ -193,6 +198,7 @@ class EvalTrace(Trace):
     def process_primitive(self, prim, args, params):
         vals = []
         weak = []
+        refs = False
         for x in args:
             tx = type(x)
             if tx is Array:
@@ -200,10 +206,18 @@ class EvalTrace(Trace):
                 weak.append(x.weak_type)
             elif isinstance(x, Tracer):
                 raise UnexpectedTracerError(x)
+            elif tx is _Ref:
+                vals.append(x)
+                weak.append(False)
+                refs = True
             else:
                 x = to_array(x)
                 vals.append(x._value)
                 weak.append(x.weak_type)
+        if prim.ref_primitive:
+            return _ref_eager_rule()(prim, args, params)
+        if refs and not prim.ref_operands:
+            raise_ref_operand(prim)
         if prim.array_impl:
             return _apply_array_impl_eager(prim, args, params)
         try:
@@ -211,9 +225,11 @@ class EvalTrace(Trace):
             ok = key in prim._eager_ok
         except TypeError:   # an unhashable parameter: always check
             key, ok = None, False
+        if refs:
+            key, ok = None, False
         if not ok:
-            prim.abstract_eval(*[ShapedArray(v.shape, v.dtype, w) for v, w in zip(vals, weak)],
-                               **params)
+            prim.abstract_eval(*[v._aval if type(v) is _Ref else ShapedArray(v.shape, v.dtype, w)
+                                 for v, w in zip(vals, weak)], **params)
             # Call-like primitives carry jaxprs in their params: don't keep those alive.
             if key is not None and not prim.multiple_results and len(prim._eager_ok) < 4096:
                 prim._eager_ok.add(key)
@@ -234,6 +250,17 @@ class EvalTrace(Trace):
     def process_custom_vjp_call(self, fun, fwd, bwd, args, out_trees, *, symbolic_zeros=False):
         with set_current_trace(self):
             return fun(*args)
+
+
+def raise_ref_operand(prim):
+    raise TypeError(f"{prim.name} got a mutable array reference (Ref) as an operand: only "
+                    "reads (ref[...]) and writes (ref[...] = x) use references; read the "
+                    "value with ref[...] first")
+
+
+def _ref_eager_rule():
+    from kiln.core import ref
+    return ref.eager_rule
 
 
 def _missing_impl(prim):
@@ -317,6 +344,13 @@ def _check_finite(prim, out):
 
 eval_trace = EvalTrace()
 _state.trace = eval_trace
+
+
+class _NoRef:
+    """Stands for ``kiln.core.ref.Ref`` until that module sets ``_Ref``."""
+
+
+_Ref = _NoRef
 
 
 class Tracer:

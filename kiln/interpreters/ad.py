@@ -13,6 +13,7 @@ from kiln import dtypes
 from kiln.core import trace as core
 from kiln.core.avals import ShapedArray
 from kiln.core.jaxpr import Jaxpr, Literal, Var
+from kiln.core.ref import AbstractRef, empty_ref_p, new_ref_p
 from kiln.core.source_info import _override as _source_override
 from kiln.core.trace import Primitive, Trace, Tracer, check_foreign_tracer, get_aval
 from kiln.core.trace import set_current_trace as _set_trace
@@ -63,13 +64,19 @@ def is_differentiable_dtype(dtype) -> bool:
 
 
 def tangent_aval(aval: ShapedArray) -> ShapedArray:
+    if type(aval) is AbstractRef:
+        return AbstractRef(tangent_aval(aval.inner_aval), aval.memory_space, aval.kind)
     if is_differentiable_dtype(aval.dtype):
         return aval
     return ShapedArray(aval.shape, dtypes.float0, False)
 
 
 def zeros_like_aval(aval) -> object:
-    """A concrete array of zeros (a constant to every trace)."""
+    """A concrete array of zeros (a constant to every trace); for a reference type, a new
+    reference holding zeros (as JAX's ``zeros_like_abstract_ref``)."""
+    if type(aval) is AbstractRef:
+        return new_ref_p.bind(zeros_like_aval(aval.inner_aval), memory_space=None,
+                              kind=aval.kind)
     return core.make_array(np.zeros(aval.shape, aval.dtype), aval.weak_type)
 
 
@@ -114,6 +121,10 @@ _register_add_any_batching()
 
 # ----------------------------------------------------------------------------------------------
 # The JVP interpreter.
+
+# Reference allocations go through their JVP rule even with zero tangents (as in JAX): the
+# new reference gets a tangent reference, so differentiated values may be written to it.
+_allocating = frozenset({new_ref_p, empty_ref_p})
 
 class JVPTracer(Tracer):
     __slots__ = ("primal", "tangent")
@@ -166,7 +177,7 @@ class JVPTrace(Trace):
             if t is not None and type(t) is not Zero:
                 nonzero = True
         parent = self.parent
-        if not nonzero:
+        if not nonzero and prim not in _allocating:
             with _set_trace(parent):
                 return prim.bind(*primals, **params)
         tangents = [Zero.from_primal_value(p) if t is None else t
@@ -310,15 +321,49 @@ def linearize_flat(fun, primals):
 # ----------------------------------------------------------------------------------------------
 # Transposition.
 
+class CtRef(UndefinedPrimal):
+    """The cotangent of a linear mutable reference in a backward pass: a reference
+    accumulating cotangents (created, holding zeros, when first needed). Transpose rules of
+    reference primitives receive it where the reference was; the reverse pass shares one
+    per reference (a call's inner backward pass gets the caller's)."""
+
+    __slots__ = ("_ref",)
+
+    def __init__(self, aval):
+        self.aval = aval
+        self._ref = None
+
+    @property
+    def ref(self):
+        """The cotangent reference (allocated on first use)."""
+        if self._ref is None:
+            self._ref = new_ref_p.bind(zeros_like_aval(tangent_aval(self.aval.inner_aval)),
+                                       memory_space=None, kind=None)
+        return self._ref
+
+    @property
+    def used(self) -> bool:
+        return self._ref is not None
+
+    def __repr__(self):
+        return f"CtRef({self.aval.str_short()})"
+
+
 def backward_pass(jaxpr: Jaxpr, consts, args, cts_out):
     """Evaluate the transpose of ``jaxpr`` in its ``UndefinedPrimal`` arguments.
 
     Non-linear equations (no linear input) are evaluated forward first; linear ones are
     then transposed in reverse order. Returns cotangents for every invar (``Zero`` for
     non-linear inputs or inputs with no cotangent).
+
+    Mutable references: every reference a linear jaxpr allocates, and every reference
+    argument given as a ``CtRef``, is linear; its cotangent is a ``CtRef`` (a reference
+    accumulating cotangents) that the transpose rules of the reference primitives read and
+    write in place. Equations using a linear reference are always transposed.
     """
     primal_env = {}
     linear = set()
+    ref_cts = {}        # linear reference var -> CtRef
 
     def read_primal(v):
         if type(v) is Literal:
@@ -328,14 +373,17 @@ def backward_pass(jaxpr: Jaxpr, consts, args, cts_out):
     for v, c in zip(jaxpr.constvars, consts):
         primal_env[v] = c
     for v, a in zip(jaxpr.invars, args):
-        if type(a) is UndefinedPrimal:
+        if isinstance(a, UndefinedPrimal):
             linear.add(v)
+            if type(a) is CtRef:
+                ref_cts[v] = a
         else:
             primal_env[v] = a
 
     lin_eqns = []
     for eqn in jaxpr.eqns:
-        if any(type(v) is Var and v in linear for v in eqn.invars):
+        if eqn.primitive in _allocating or any(type(v) is Var and v in linear
+                                               for v in eqn.invars):
             lin_eqns.append(eqn)
             linear.update(eqn.outvars)
         else:
@@ -350,19 +398,43 @@ def backward_pass(jaxpr: Jaxpr, consts, args, cts_out):
     def write_ct(v, ct):
         if ct is None or type(ct) is Zero or type(v) is not Var or v not in linear:
             return
+        if type(v.aval) is AbstractRef:
+            return      # a reference's cotangent is accumulated in place (its CtRef)
         prev = ct_env.get(v)
         ct_env[v] = ct if prev is None else add_any_p.bind(prev, ct)
+
+    def ct_ref(v):
+        c = ref_cts.get(v)
+        if c is None:
+            c = ref_cts[v] = CtRef(v.aval)
+        return c
 
     for v, ct in zip(jaxpr.outvars, cts_out):
         write_ct(v, ct)
 
     for eqn in reversed(lin_eqns):
-        cts = [ct_env.pop(v, None) for v in eqn.outvars]
-        if all(c is None for c in cts):
+        uses_ref = any(type(v) is Var and v in linear and type(v.aval) is AbstractRef
+                       for v in eqn.invars)
+        if eqn.primitive in _allocating:
+            c = ref_cts.pop(eqn.outvars[0], None)
+            cts_in = eqn.primitive.transpose_ref(c, *[
+                UndefinedPrimal(v.aval) if (type(v) is Var and v in linear) else read_primal(v)
+                for v in eqn.invars], **eqn.params)
+            for v, ct in zip(eqn.invars, cts_in):
+                write_ct(v, ct)
             continue
-        cts = [Zero(v.aval) if c is None else c for v, c in zip(eqn.outvars, cts)]
-        invals = [UndefinedPrimal(v.aval) if (type(v) is Var and v in linear) else read_primal(v)
-                  for v in eqn.invars]
+        cts = [None if type(v.aval) is AbstractRef else ct_env.pop(v, None)
+               for v in eqn.outvars]
+        if all(c is None for c in cts) and not uses_ref:
+            continue
+        cts = [Zero(tangent_aval(v.aval)) if c is None else c for v, c in zip(eqn.outvars, cts)]
+        invals = []
+        for v in eqn.invars:
+            if type(v) is Var and v in linear:
+                invals.append(ct_ref(v) if type(v.aval) is AbstractRef
+                              else UndefinedPrimal(v.aval))
+            else:
+                invals.append(read_primal(v))
         rule = transpose_rules.get(eqn.primitive)
         if rule is None:
             raise NotImplementedError(
@@ -382,7 +454,8 @@ def backward_pass(jaxpr: Jaxpr, consts, args, cts_out):
         for v, ct in zip(eqn.invars, cts_in):
             write_ct(v, ct)
 
-    return [ct_env.get(v, Zero(v.aval)) if v in linear else Zero(v.aval)
+    return [(Zero(tangent_aval(v.aval)) if type(v.aval) is AbstractRef
+             else ct_env.get(v, Zero(v.aval))) if v in linear else Zero(v.aval)
             for v in jaxpr.invars]
 
 

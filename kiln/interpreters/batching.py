@@ -13,6 +13,7 @@ import threading
 import weakref
 
 from kiln.core import leaks
+from kiln.core.ref import AbstractRef
 from kiln.core.trace import Trace, Tracer, aval_str, check_foreign_tracer, get_aval
 from kiln.core.trace import set_current_trace as _set_trace
 
@@ -68,6 +69,8 @@ class BatchTracer(Tracer):
     def aval(self):
         a = get_aval(self.val)
         shape = a.shape[:self.bdim] + a.shape[self.bdim + 1:]
+        if type(a) is AbstractRef:
+            return a.update(inner_aval=a.inner_aval.update(shape=shape))
         return a.update(shape=shape)
 
     def _short_repr(self):
