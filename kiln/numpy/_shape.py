@@ -217,7 +217,12 @@ def broadcast_shapes(*shapes):
 
 
 def broadcast_to(array, shape, *, out_sharding=None):
-    """Broadcast ``array`` to ``shape`` (NumPy rules)."""
+    """Broadcast ``array`` to ``shape`` (NumPy rules); typed key arrays broadcast too."""
+    from kiln.random import _keys
+    if isinstance(array, _keys.PRNGKeyArray):
+        shape = _util.canonicalize_shape(shape,
+                                         "The shape argument of broadcast_to must be static.")
+        return _keys.broadcast_keys(array, shape)
     array = ensure_arraylike("broadcast_to", array)
     shape = _util.canonicalize_shape(shape, "The shape argument of broadcast_to must be static.")
     return _util.broadcast_to(array, shape)

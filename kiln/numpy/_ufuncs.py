@@ -9,6 +9,7 @@ What it must not hold: NumPy computation on traced values.
 from __future__ import annotations
 
 import operator
+import sys
 import warnings
 
 import numpy as np
@@ -472,8 +473,21 @@ around = round
 # comparisons, extrema
 
 
+def _is_key(x) -> bool:
+    """Whether ``x`` is a typed PRNG key array (``kiln.random`` loaded lazily)."""
+    keys = sys.modules.get("kiln.random._keys")
+    return keys is not None and isinstance(x, keys.PRNGKeyArray)
+
+
+def _keys():
+    from kiln.random import _keys as keys
+    return keys
+
+
 def _cmp(name, fn, doc):
     def f(x1, x2, /):
+        if name in ("equal", "not_equal") and (_is_key(x1) or _is_key(x2)):
+            return _keys().equal_keys(x1, x2, negate=name == "not_equal")
         x1, x2 = promote_args(name, x1, x2)
         return fn(x1, x2)
     f.__name__ = f.__qualname__ = name
@@ -698,7 +712,10 @@ def copysign(x1, x2, /):
 
 
 def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
-    """Elementwise ``|a - b| <= atol + rtol * |b|`` (infinities equal when they match)."""
+    """Elementwise ``|a - b| <= atol + rtol * |b|`` (infinities equal when they match);
+    typed keys compare for equality, as in JAX."""
+    if _is_key(a) or _is_key(b):
+        return _keys().equal_keys(a, b)
     a, b = promote_args("isclose", a, b)
     k = _kind(a)
     if k not in "fc":
@@ -724,13 +741,19 @@ def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
 
 def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     """True when every element is ``isclose``."""
-    check_arraylike("allclose", a, b)
+    if not (_is_key(a) or _is_key(b)):
+        check_arraylike("allclose", a, b)
     from kiln.numpy._reductions import all as _all
     return _all(isclose(a, b, rtol, atol, equal_nan))
 
 
 def array_equal(a1, a2, equal_nan=False):
     """True when the arrays have the same shape and elements."""
+    if _is_key(a1) or _is_key(a2):
+        if not (_is_key(a1) and _is_key(a2)) or a1.shape != a2.shape or a1.dtype != a2.dtype:
+            return make_array(np.bool_(False))
+        from kiln.numpy._reductions import all as _all
+        return _all(_keys().equal_keys(a1, a2))
     try:
         a1, a2 = as_operand(a1), as_operand(a2)
     except Exception:
@@ -746,6 +769,13 @@ def array_equal(a1, a2, equal_nan=False):
 
 def array_equiv(a1, a2):
     """True when the arrays broadcast together and are elementwise equal."""
+    if _is_key(a1) or _is_key(a2):
+        try:
+            _util.broadcast_shapes(a1.shape, a2.shape)
+        except ValueError:
+            return make_array(np.bool_(False))
+        from kiln.numpy._reductions import all as _all
+        return _all(_keys().equal_keys(a1, a2))
     a1, a2 = as_operand(a1), as_operand(a2)
     try:
         _util.broadcast_shapes(get_aval(a1).shape, get_aval(a2).shape)
