@@ -30,7 +30,14 @@ _accepted = (Array, Tracer, np.ndarray, np.generic, int, float, complex, bool)
 def _binop(name, reflected=False):
     def op(self, other):
         if not isinstance(other, _accepted):
-            return NotImplemented
+            # JAX converts an operand that defines ``__jax_array__`` (Flax's Variable);
+            # anything else defers to the other operand's reflected operator.
+            jax_array = getattr(other, "__jax_array__", None)
+            if jax_array is None:
+                return NotImplemented
+            other = jax_array()
+            if not isinstance(other, _accepted):
+                return NotImplemented
         f = getattr(_np_mod(), name)
         return f(other, self) if reflected else f(self, other)
     op.__name__ = name

@@ -57,3 +57,30 @@ def test_key_broadcast_to():
     assert kiln.jit(lambda k: jnp.broadcast_to(k, (2, 3)))(k).shape == (2, 3)
     with pytest.raises(ValueError, match="Incompatible types for broadcasting"):
         jnp.broadcast_to(kr.split(k, 3), (2,))
+
+
+# -- operators convert an operand that defines __jax_array__ (Flax's Variable) --------------
+
+class _Boxed:
+    def __init__(self, v):
+        self.v = v
+
+    def __jax_array__(self):
+        return jnp.asarray(self.v)
+
+
+def test_binop_with_jax_array_operand():
+    x = jnp.float32(2.0)
+    np.testing.assert_allclose(x + _Boxed(1.0), 3.0)
+    np.testing.assert_allclose(x * _Boxed(3.0), 6.0)
+    np.testing.assert_allclose(kiln.jit(lambda a: a - _Boxed(1.0))(x), 1.0)
+    assert (x + _Boxed(1.0)).dtype == np.float32
+
+
+def test_binop_with_unknown_operand_defers():
+    class Other:
+        def __radd__(self, other):
+            return "radd"
+    assert jnp.float32(1.0) + Other() == "radd"
+    with pytest.raises(TypeError):
+        jnp.float32(1.0) + [1.0]
