@@ -353,6 +353,35 @@ class _NoRef:
 _Ref = _NoRef
 
 
+class aval_property(tuple):
+    """``aval_property(fget)``: a property of an abstract value that a tracer of that type
+    exposes, ``fget`` receiving the tracer (JAX's ``core.aval_property``)."""
+
+    __slots__ = ()
+
+    def __new__(cls, fget):
+        return tuple.__new__(cls, (fget,))
+
+    fget = property(lambda self: self[0])
+
+
+class aval_method(tuple):
+    """``aval_method(fun)``: a method of an abstract value that a tracer of that type exposes,
+    ``fun`` receiving the tracer as ``self`` (JAX's ``core.aval_method``)."""
+
+    __slots__ = ()
+
+    def __new__(cls, fun):
+        return tuple.__new__(cls, (fun,))
+
+    fun = property(lambda self: self[0])
+
+
+# Names a tracer never forwards to its abstract value (its own payload slots).
+_NO_FORWARD = frozenset({"aval", "_aval", "_jax_aval", "_trace", "_var", "primal", "tangent",
+                         "val", "bdim"})
+
+
 class Tracer:
     """A stand-in for an array inside a transformation. Subclasses add payload."""
 
@@ -378,6 +407,22 @@ class Tracer:
     @aval.setter
     def aval(self, value):
         self._jax_aval = value
+
+    def __getattr__(self, name):
+        # Only reached when normal lookup fails: the abstract value's ``aval_property`` /
+        # ``aval_method`` attributes are the tracer's (libraries' abstract types use them).
+        if name in _NO_FORWARD or name.startswith("__"):
+            raise AttributeError(name)
+        try:
+            attr = getattr(self.aval, name)
+        except (AttributeError, NotImplementedError):
+            raise AttributeError(
+                f"{type(self).__name__} has no attribute {name}") from None
+        if type(attr) is aval_property:
+            return attr.fget(self)
+        if type(attr) is aval_method:
+            return attr.fun.__get__(self)
+        raise AttributeError(f"{type(self).__name__} has no attribute {name}")
 
     @property
     def shape(self):
