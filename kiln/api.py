@@ -850,6 +850,23 @@ class Lowered:
     def as_text(self, dialect=None, **_kw) -> str:
         return pp_jaxpr(self.jaxpr.jaxpr)
 
+    @property
+    def out_info(self):
+        """The outputs' shapes and dtypes: a pytree of ``ShapeDtypeStruct``
+        (``jax.stages.Lowered.out_info``)."""
+        return tree_unflatten(self.out_tree, [ShapeDtypeStruct(a.shape, a.dtype)
+                                              for a in self.jaxpr.out_avals])
+
+    @property
+    def args_info(self):
+        """The arguments' types and donation: a pytree ``(args, kwargs)`` of ``ArgInfo``
+        (``jax.stages.Lowered.args_info``)."""
+        donated = set(self.donated)
+        n = len(self.jaxpr.in_avals) - self.in_tree.num_leaves
+        infos = [ArgInfo(a, k in donated)
+                 for k, a in enumerate(self.jaxpr.in_avals[n:])]
+        return tree_unflatten(self.in_tree, infos)
+
     def compile(self, compiler_options=None) -> Compiled:
         return Compiled(self)
 
@@ -886,11 +903,37 @@ class Lowered:
         return cost_analysis(self.jaxpr)
 
 
+class ArgInfo:
+    """An argument's abstract value and whether it is donated (``jax.stages.ArgInfo``)."""
+
+    __slots__ = ("_aval", "donated")
+
+    def __init__(self, aval, donated: bool):
+        self._aval = aval
+        self.donated = donated
+
+    shape = property(lambda self: self._aval.shape)
+    dtype = property(lambda self: self._aval.dtype)
+
+    def __eq__(self, other):
+        return (type(other) is ArgInfo and self._aval == other._aval
+                and self.donated == other.donated)
+
+    def __hash__(self):
+        return hash((self._aval, self.donated))
+
+    def __repr__(self):
+        return f"ArgInfo(_aval={self._aval!r}, donated={self.donated})"
+
+
 class Compiled:
     """An executable for fixed argument types (from ``Lowered.compile()``)."""
 
     def __init__(self, lowered: Lowered):
         self.lowered = lowered
+
+    out_info = property(lambda self: self.lowered.out_info)
+    args_info = property(lambda self: self.lowered.args_info)
 
     def as_text(self) -> str:
         """The generated C source (the jaxpr's text when nothing in it compiles natively)."""

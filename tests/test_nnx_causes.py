@@ -31,29 +31,32 @@ def test_random_bad_shape_still_raises():
 
 # -- jnp comparisons and broadcast_to of typed key arrays ---------------------------------
 
-def test_key_equal_and_friends():
+def test_key_comparisons():
+    # (jnp.equal / not_equal of keys: tests/test_key_array_ops.py on branch flax-linen)
     k0, k1 = kr.key(0), kr.key(1)
-    assert bool(jnp.equal(k0, k0)) and not bool(jnp.equal(k0, k1))
-    assert bool(jnp.not_equal(k0, k1))
     assert bool(jnp.array_equal(k0, k0)) and not bool(jnp.array_equal(k0, k1))
     assert bool(jnp.allclose(k0, k0)) and not bool(jnp.allclose(k0, k1))
     assert not bool(jnp.isclose(k0, k1))
     ks = kr.split(k0, 3)
-    np.testing.assert_array_equal(jnp.equal(ks, ks[1]), [False, True, False])
+    np.testing.assert_array_equal(jnp.isclose(ks, ks[1]), [False, True, False])
     assert not bool(jnp.array_equiv(ks, k0))
+    assert bool(jnp.array_equiv(jnp.broadcast_to(k0, (3,)), k0))
     assert not bool(jnp.array_equal(ks, k0))      # shapes differ
-
-
-def test_key_equal_with_non_key_raises():
     with pytest.raises(TypeError, match="equal does not accept dtypes"):
-        jnp.equal(kr.key(0), 1)
+        jnp.isclose(kr.key(0), 1)
+
+
+def test_key_shape_queries():
+    ks = kr.split(kr.key(0), 3)
+    assert jnp.shape(ks) == (3,) and jnp.ndim(ks) == 1 and jnp.size(ks) == 3
+    assert jnp.shape(kr.key(0)) == ()
 
 
 def test_key_broadcast_to():
     k = kr.key(7)
     b = jnp.broadcast_to(k, (3,))
     assert b.shape == (3,) and b.dtype == k.dtype
-    assert bool(jnp.all(jnp.equal(b, k)))
+    assert bool(jnp.array_equiv(b, k))
     assert kiln.jit(lambda k: jnp.broadcast_to(k, (2, 3)))(k).shape == (2, 3)
     with pytest.raises(ValueError, match="Incompatible types for broadcasting"):
         jnp.broadcast_to(kr.split(k, 3), (2,))

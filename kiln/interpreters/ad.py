@@ -125,6 +125,10 @@ _register_add_any_batching()
 # Reference allocations go through their JVP rule even with zero tangents (as in JAX): the
 # new reference gets a tangent reference, so differentiated values may be written to it.
 _allocating = frozenset({new_ref_p, empty_ref_p})
+# ``prim -> apply(prim, args, params)``: primitives (control flow) that, given reference
+# operands, are differentiated by applying their discharged form under the JVP trace
+# (installed by ``kiln.state.discharge``); ``apply`` returns the primitive's outputs.
+ref_discharging: dict = {}
 
 class JVPTracer(Tracer):
     __slots__ = ("primal", "tangent")
@@ -177,6 +181,11 @@ class JVPTrace(Trace):
             if t is not None and type(t) is not Zero:
                 nonzero = True
         parent = self.parent
+        if (nonzero and prim.ref_operands and prim in ref_discharging
+                and any(type(get_aval(p)) is AbstractRef for p in primals)):
+            # Control flow with references: differentiated as its discharged form (the
+            # references' values threaded through as carries / extra outputs).
+            return ref_discharging[prim](prim, args, params)
         if not nonzero and prim not in _allocating:
             with _set_trace(parent):
                 return prim.bind(*primals, **params)

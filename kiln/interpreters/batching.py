@@ -20,6 +20,10 @@ from kiln.core.trace import set_current_trace as _set_trace
 batch_rules: dict = {}
 # Primitives that must reach a BatchTrace even when no operand is batched (collectives).
 collective_prims: set = set()
+# Primitives whose batching rule runs even when no operand is batched (reference
+# allocation: a reference created inside vmap is batched, as in JAX, since a batched value
+# may be written to it later).
+always_batch: set = set()
 
 not_mapped = None
 
@@ -98,6 +102,7 @@ class BatchTrace(Trace):
             vals.append(v)
             dims.append(d)
         if (all(d is None for d in dims) and prim not in collective_prims
+                and prim not in always_batch
                 and not (self.axis_data.name is not None
                          and _params_use_axis(params, self.axis_data.name))):
             with _set_trace(self.parent):

@@ -703,21 +703,31 @@ def rot90(m, k=1, axes=(0, 1)):
 # shape queries
 
 
+def _is_key_array(a) -> bool:
+    from kiln.random import _keys
+    return isinstance(a, _keys.PRNGKeyArray)
+
+
 def shape(a):
-    """The shape of an array-like."""
+    """The shape of an array-like (typed key arrays included)."""
+    from kiln.random import _keys
+    if isinstance(a, _keys.PRNGKeyArray):
+        return a.shape
     check_arraylike("shape", a)
     return tuple(_shape(as_operand(a))) if not isinstance(a, np.ndarray) else a.shape
 
 
 def ndim(a):
     """The number of dimensions of an array-like."""
-    check_arraylike("ndim", a)
+    if not _is_key_array(a):
+        check_arraylike("ndim", a)
     return len(shape(a))
 
 
 def size(a, axis=None):
     """The number of elements (along ``axis`` when given)."""
-    check_arraylike("size", a)
+    if not _is_key_array(a):
+        check_arraylike("size", a)
     s = shape(a)
     if axis is None:
         return math.prod(s)

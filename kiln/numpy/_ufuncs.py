@@ -486,8 +486,6 @@ def _keys():
 
 def _cmp(name, fn, doc):
     def f(x1, x2, /):
-        if name in ("equal", "not_equal") and (_is_key(x1) or _is_key(x2)):
-            return _keys().equal_keys(x1, x2, negate=name == "not_equal")
         x1, x2 = promote_args(name, x1, x2)
         return fn(x1, x2)
     f.__name__ = f.__qualname__ = name

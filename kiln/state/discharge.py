@@ -343,11 +343,41 @@ def _unstacked(aval):
 
 
 def _register_control():
+    from kiln.interpreters import ad
     from kiln.lax.control.cond import cond_p
     from kiln.lax.control.loops import scan_p, while_p
     discharge_rules[cond_p] = _cond_rule
     discharge_rules[while_p] = _while_rule
     discharge_rules[scan_p] = _scan_rule
+    for p in (cond_p, while_p, scan_p):
+        ad.ref_discharging[p] = apply_discharged
+
+
+def apply_discharged(prim, args, params):
+    """Apply ``prim`` (control flow) to ``args`` under the current trace in discharged
+    form: each reference operand's value is read, the pure primitive runs with those
+    values threaded through, and the final values are written back. Under ``jvp``/``grad``
+    the reads and writes are differentiated by the reference rules, the pure primitive by
+    its own."""
+    from kiln.state.primitives import ref_get, ref_set
+    refs, cells, ins = [], [], []
+    for a in args:
+        if type(get_aval(a)) is AbstractRef:
+            for r, c in zip(refs, cells):
+                if r is a:
+                    ins.append(c)
+                    break
+            else:
+                c = _Cell(ref_get(a, ()), get_aval(a).inner_aval)
+                refs.append(a)
+                cells.append(c)
+                ins.append(c)
+        else:
+            ins.append(a)
+    outs = discharge_rules[prim](ins, **params)
+    for r, c in zip(refs, cells):
+        ref_set(r, (), c.value)
+    return outs
 
 
 _register_calls()

@@ -214,9 +214,10 @@ def _lax():
 
 def _new_ref_batch(axis_data, vals, dims, *, memory_space, kind):
     (x,), (d,) = vals, dims
-    if d is None:   # defensively batched: a batched value may be written to it later
-        x, d = batching.broadcast_batched(x, axis_data.size, 0), 0
-    return new_ref_p.bind(x, memory_space=memory_space, kind=kind), d
+    # Batched at axis 0 (loops and conds take batched references there), and even when the
+    # initial value is not: a batched value may be written to it later (as in JAX).
+    x = batching.bdim_at_front(x, d, axis_data.size)
+    return new_ref_p.bind(x, memory_space=memory_space, kind=kind), 0
 
 
 def _freeze_batch(axis_data, vals, dims):
@@ -358,6 +359,7 @@ def _addupdate_batch(axis_data, vals, dims, *, tree):
 
 
 batching.batch_rules[new_ref_p] = _new_ref_batch
+batching.always_batch.add(new_ref_p)
 batching.batch_rules[freeze_p] = _freeze_batch
 batching.batch_rules[free_ref_p] = _free_ref_batch
 batching.batch_rules[get_p] = _get_batch

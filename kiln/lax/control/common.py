@@ -8,6 +8,7 @@ import numpy as np
 from kiln._physical_tree import tree_flatten, tree_unflatten
 from kiln.core.avals import ShapedArray
 from kiln.core.jaxpr import ClosedJaxpr, Jaxpr, Literal, eval_jaxpr
+from kiln.core.ref import AbstractRef
 from kiln.core.trace import apply_impl, get_aval
 from kiln.interpreters import ad, batching, staging
 from kiln.interpreters.ad import Zero
@@ -95,6 +96,16 @@ def _float0():
     return dtypes.float0
 
 
+def has_ref_operands(avals) -> bool:
+    """Whether any of ``avals`` is a mutable reference type."""
+    return any(type(a) is AbstractRef for a in avals)
+
+
+def state_under_batched_predicate(what: str) -> NotImplementedError:
+    """JAX's error for a vmap whose batched predicate selects code that uses references."""
+    return NotImplementedError(f"State effect not supported in vmap-of-{what}.")
+
+
 def batch_jaxpr(closed: ClosedJaxpr, axis_data, in_dims, force_out):
     """Batch ``closed``: inputs have batch dims ``in_dims`` (None or 0); outputs are
     batched at 0 (or unbatched where possible and not forced). Returns
@@ -117,6 +128,10 @@ def batch_jaxpr(closed: ClosedJaxpr, axis_data, in_dims, force_out):
 
     in_avals = []
     for a, d in zip(closed.in_avals, in_dims):
+        if d is not None and type(a) is AbstractRef:     # a batched reference
+            inner = a.inner_aval
+            a = a.update(inner_aval=inner.update(shape=(axis_data.size,) + inner.shape))
+            d = None
         in_avals.append(a if d is None else ShapedArray((axis_data.size,) + a.shape, a.dtype,
                                                         a.weak_type))
     batching.axis_env.append((axis_data.name, axis_data.size))

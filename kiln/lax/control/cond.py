@@ -346,6 +346,8 @@ def _cond_batch(axis_data, vals, dims, *, branches):
     ops = [x if d is None else batching.moveaxis(x, d, 0) for x, d in zip(ops, odims)]
     in_dims = [None if d is None else 0 for d in odims]
     if idim is not None:
+        if common.has_ref_operands(common.avals_of(ops)):
+            raise common.state_under_batched_predicate("cond")
         # Batched predicate: evaluate every branch, then select per lane.
         index = batching.moveaxis(index, idim, 0)
         outs_per_branch = []

@@ -352,6 +352,8 @@ def _while_batch(axis_data, vals, dims, *, cond_jaxpr, body_jaxpr, cond_nconsts,
         carry_b = new
     pred_batched = common.batch_jaxpr(cond_jaxpr, axis_data,
                                       [0 if x else None for x in cc_b + carry_b], [False])[1][0]
+    if pred_batched and common.has_ref_operands(common.avals_of(vals[:nc + nb])):
+        raise common.state_under_batched_predicate("while")
     init = [batching.broadcast_batched(v, size, 0) if cb and not ob else v
             for v, cb, ob in zip(vals[nc + nb:], carry_b, b[nc + nb:])]
     body_b, _ = common.batch_jaxpr(body_jaxpr, axis_data,
