@@ -217,12 +217,7 @@ def broadcast_shapes(*shapes):
 
 
 def broadcast_to(array, shape, *, out_sharding=None):
-    """Broadcast ``array`` to ``shape`` (NumPy rules); typed key arrays broadcast too."""
-    from kiln.random import _keys
-    if isinstance(array, _keys.PRNGKeyArray):
-        shape = _util.canonicalize_shape(shape,
-                                         "The shape argument of broadcast_to must be static.")
-        return _keys.broadcast_keys(array, shape)
+    """Broadcast ``array`` to ``shape`` (NumPy rules)."""
     array = ensure_arraylike("broadcast_to", array)
     shape = _util.canonicalize_shape(shape, "The shape argument of broadcast_to must be static.")
     return _util.broadcast_to(array, shape)
@@ -703,31 +698,21 @@ def rot90(m, k=1, axes=(0, 1)):
 # shape queries
 
 
-def _is_key_array(a) -> bool:
-    from kiln.random import _keys
-    return isinstance(a, _keys.PRNGKeyArray)
-
-
 def shape(a):
-    """The shape of an array-like (typed key arrays included)."""
-    from kiln.random import _keys
-    if isinstance(a, _keys.PRNGKeyArray):
-        return a.shape
+    """The shape of an array-like."""
     check_arraylike("shape", a)
     return tuple(_shape(as_operand(a))) if not isinstance(a, np.ndarray) else a.shape
 
 
 def ndim(a):
     """The number of dimensions of an array-like."""
-    if not _is_key_array(a):
-        check_arraylike("ndim", a)
+    check_arraylike("ndim", a)
     return len(shape(a))
 
 
 def size(a, axis=None):
     """The number of elements (along ``axis`` when given)."""
-    if not _is_key_array(a):
-        check_arraylike("size", a)
+    check_arraylike("size", a)
     s = shape(a)
     if axis is None:
         return math.prod(s)

@@ -876,37 +876,6 @@ def where_keys(condition, x, y) -> PRNGKeyArray:
     return PRNGKeyArray(x._impl, jnp.where(c, xd, yd))
 
 
-def equal_keys(x, y, negate: bool = False):
-    """``jnp.equal`` / ``jnp.not_equal`` with a typed key operand: keys compare whole (their
-    data equal in every word); a key against a non-key raises JAX's TypeError."""
-    from kiln import lax
-    for k in (x, y):
-        if not isinstance(k, PRNGKeyArray):
-            other = y if k is x else x
-            raise TypeError(f"{'not_equal' if negate else 'equal'} does not accept dtypes "
-                            f"{_operand_dtype_name(other)}, {_operand_dtype_name(k)}.")
-    eq = _keys_equal(x, y)
-    return lax.bitwise_not(eq) if negate else eq
-
-
-def broadcast_keys(keys: PRNGKeyArray, shape) -> PRNGKeyArray:
-    """``jnp.broadcast_to`` of a key array: the key data broadcast, the key dimensions
-    kept last."""
-    import kiln.numpy as jnp
-    shape = tuple(shape)
-    try:
-        ok = len(shape) >= len(keys.shape) and np.broadcast_shapes(keys.shape, shape) == shape
-    except ValueError:
-        ok = False
-    if not ok:
-        def ty(s):
-            return f"{keys.dtype}[{','.join(map(str, s))}]"
-        raise ValueError(f"Incompatible types for broadcasting: input type={ty(keys.shape)} "
-                         f"and requested type={ty(shape)}")
-    tail = tuple(keys._impl.key_shape)
-    return PRNGKeyArray(keys._impl, jnp.broadcast_to(keys._base_array, shape + tail))
-
-
 def any_key_array(arrays) -> bool:
     """True if the sequence ``arrays`` holds a typed key array."""
     return isinstance(arrays, (list, tuple)) and any(isinstance(a, PRNGKeyArray)
