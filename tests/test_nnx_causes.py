@@ -7,7 +7,6 @@ import kiln
 import kiln.numpy as jnp
 import kiln.random as kr
 
-
 # -- random.* accept a Python int as a shape (JAX's canonicalize_shape) ----------------------
 
 @pytest.mark.parametrize("fn", [
