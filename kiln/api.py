@@ -232,6 +232,8 @@ def _zeros_for(ct, primal_aval):
     """Instantiate a symbolic zero cotangent; integer primals get float0 zeros."""
     if type(ct) is Zero:
         ta = ad.tangent_aval(primal_aval)
+        if type(ta) is AbstractRef:     # a new reference of zeros, as JAX
+            return ad.zeros_like_aval(ta)
         return make_array(np.zeros(ta.shape, ta.dtype), False)
     return ct
 

@@ -370,3 +370,24 @@ def test_vmap_cond_batched_predicate_with_ref_raises():
         return r[...]
     with pytest.raises(NotImplementedError, match="State effect not supported in vmap-of-cond"):
         kiln.vmap(c)(kjnp.array([True, False]), kjnp.ones(2))
+
+
+def test_grad_with_respect_to_refs_as_jax():
+    def run(m):
+        ra, rb, rc = (m.new_ref(m.numpy.ones(n)) for n in (2, 3, 4))
+        msgs = []
+        for f in (lambda t: t[0][...].sum() + t[1][...].sum() + t[2][...].sum(),
+                  lambda t: t[1][...].sum()):
+            try:
+                m.grad(f)((rb, ra, rc))
+                msgs.append("")
+            except ValueError as e:
+                msgs.append(str(e).splitlines()[0])
+        unused = m.grad(lambda t: 0.0)((rb, ra))       # no cotangent: references of zeros
+        return msgs, [type(u).__name__ for u in unused], [u[...] for u in unused]
+    (km, kt, kz), (jm, jt, jz) = run(kiln), run(jax)
+    assert km == jm == ["Expected cotangent type Ref{float32[4]} but got float32[4]",
+                        "Expected cotangent type Ref{float32[2]} but got float32[2]"]
+    assert kt == jt == ["Ref", "Ref"]
+    for a, b in zip(kz, jz):
+        np.testing.assert_array_equal(a, b)

@@ -287,9 +287,18 @@ class LinearFunction:
         return eval_jaxpr(self.jaxpr, self.consts, *tangents)
 
     def transpose(self, cts):
-        """Cotangents of the tangent inputs for output cotangents ``cts`` (entries may be Zero)."""
+        """Cotangents of the tangent inputs for output cotangents ``cts`` (entries may be Zero).
+
+        A reference input has no cotangent type: if a cotangent reaches one, JAX's
+        ValueError (for the last such input, as JAX reports it)."""
         undefined = [UndefinedPrimal(a) for a in self.in_avals]
-        return backward_pass(self.jaxpr, self.consts, undefined, cts)
+        out = backward_pass(self.jaxpr, self.consts, undefined, cts)
+        for a, ct in zip(reversed(self.in_avals), reversed(out)):
+            if type(ct) is CtRef:
+                raise ValueError(f"Expected cotangent type {a.str_short(False)} but got "
+                                 f"{a.inner_aval.str_short(False)}")
+        return [Zero(a) if type(a) is AbstractRef else ct
+                for a, ct in zip(self.in_avals, out)]
 
 
 def _scalars_to_arrays(primals):
@@ -463,9 +472,15 @@ def backward_pass(jaxpr: Jaxpr, consts, args, cts_out):
         for v, ct in zip(eqn.invars, cts_in):
             write_ct(v, ct)
 
-    return [(Zero(tangent_aval(v.aval)) if type(v.aval) is AbstractRef
+    # A reference input's entry: its CtRef when a cotangent reached it (callers that own the
+    # reference read it there), else a Zero.
+    return [(_ref_ct_result(ref_cts.get(v), v.aval) if type(v.aval) is AbstractRef
              else ct_env.get(v, Zero(v.aval))) if v in linear else Zero(v.aval)
             for v in jaxpr.invars]
+
+
+def _ref_ct_result(c, aval):
+    return c if c is not None and c.used else Zero(tangent_aval(aval))
 
 
 # ----------------------------------------------------------------------------------------------
