@@ -742,6 +742,13 @@ def _hashable_static(v, name):
     return v
 
 
+def _extended_io(closed) -> bool:
+    """Whether a jitted program takes or returns arrays of an extended dtype with rules
+    (those go through ``jit_p`` and the eager trace, which handle their storage)."""
+    from kiln._extended import has_rules
+    return any(has_rules(a.dtype) for a in (*closed.in_avals, *closed.out_avals))
+
+
 def _to_value(x):
     from kiln.array import to_array
     from kiln.errors import UnexpectedTracerError
@@ -1060,14 +1067,15 @@ class JitWrapped:
         except (TypeError, ValueError):
             sig, self._params = None, []
         self._sig = sig
+        # JAX infers static_argnums from static_argnames and back through the signature
+        # only when one of them is not given (both given: each is taken as it is).
+        infer = static_argnums is None or static_argnames is None
         if static_argnums is None:
             static_argnums = ()
         static_argnums = _ensure_index_tuple(static_argnums)
         if isinstance(static_argnames, str):
             static_argnames = (static_argnames,)
         static_argnames = tuple(static_argnames or ())
-        pos_names = [p.name for p in self._params
-                     if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
         if sig is not None:  # as JAX, when jit wraps the function (not at call time)
             _validate_argnums(sig, static_argnums, "static_argnums")
             _validate_argnames(sig, static_argnames, "static_argnames")
@@ -1076,15 +1084,17 @@ class JitWrapped:
             if donate_argnames is not None:
                 _validate_argnames(sig, (donate_argnames,) if isinstance(donate_argnames, str)
                                    else tuple(donate_argnames), "donate_argnames")
-        # JAX infers each from the other through the signature.
         nums = set(static_argnums)
         names = set(static_argnames)
-        for i in static_argnums:
-            if 0 <= i < len(pos_names):
-                names.add(pos_names[i])
-        for nm in static_argnames:
-            if nm in pos_names:
-                nums.add(pos_names.index(nm))
+        kw_pos = [p.name if p.kind == p.POSITIONAL_OR_KEYWORD else None
+                  for p in self._params
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        for i in (static_argnums if infer else ()):
+            if 0 <= i < len(kw_pos) and kw_pos[i] is not None:
+                names.add(kw_pos[i])
+        for nm in (static_argnames if infer else ()):
+            if nm in kw_pos:
+                nums.add(kw_pos.index(nm))
         self._static_argnums = tuple(sorted(nums))
         self._static_argnames = tuple(sorted(names))
         self._name = getattr(fun, "__name__", "fun")
@@ -1246,7 +1256,8 @@ class JitWrapped:
                 return self._fun(*args, **kwargs)
             entry, tconsts, a_flat, _ = self._trace(args, kwargs)
             reuse = None
-            if entry.pairs and not tconsts and type(_current_trace()) is EvalTrace:
+            if entry.pairs and not tconsts and type(_current_trace()) is EvalTrace \
+                    and not _extended_io(entry.jaxpr):
                 reuse = _donated_reuse(entry, a_flat)
             if reuse:
                 # Outputs written into donated inputs' memory (kiln.donation).
@@ -1265,7 +1276,7 @@ class JitWrapped:
                 donation.delete_donated(a_flat, entry.donated)
             if (key is not None and not tconsts and not self._static_argnums
                     and all(type(a) is Array for a in args) and len(a_flat) == len(args)
-                    and len(self._fast) < 64):
+                    and len(self._fast) < 64 and not _extended_io(entry.jaxpr)):
                 self._fast[key] = (entry.jaxpr, entry.out_tree,
                                    [a.weak_type for a in entry.jaxpr.out_avals], [])
             return tree_unflatten(entry.out_tree, outs)
@@ -1499,8 +1510,11 @@ def _is_default_device(d) -> bool:
 
 
 def device_get(x):
-    """Fetch the pytree ``x`` as NumPy arrays."""
-    return tree_map(lambda a: np.asarray(a) if isinstance(a, Array) else a, x)
+    """Fetch the pytree ``x`` as NumPy arrays (arrays of an extended dtype, which have no
+    NumPy form, come back as they are, as in JAX)."""
+    from kiln._extended import EValue
+    return tree_map(lambda a: np.asarray(a) if isinstance(a, Array)
+                    and type(a._value) is not EValue else a, x)
 
 
 def _unused(*_a: Any) -> None:

@@ -22,6 +22,7 @@ import sys as _sys
 import numpy as np
 
 from kiln import dtypes
+from kiln._extended import EValue as _EValue
 from kiln.core import trace as core
 from kiln.core.avals import ShapedArray
 from kiln.core.trace import Tracer
@@ -231,8 +232,13 @@ class ArrayImpl:
             # a global array of several processes: JAX prints no values
             w = ", weak_type=True" if self.weak_type else ""
             return f"Array(shape={self.shape}, dtype={self.dtype.name}{w})"
-        v = np.asarray(self._value)
-        prefix = "Array("
+        ev = self._value
+        if type(ev) is _EValue:      # an extended dtype: JAX's EArray repr (its data)
+            prefix = "EArray("
+            v = ev.data
+        else:
+            prefix = "Array("
+            v = np.asarray(ev)
         suffix = f", dtype={v.dtype.name}" + (", weak_type=True" if self.weak_type else "") + ")"
         if v.size == 0:
             return f"{prefix}[], shape={v.shape}{suffix}"
@@ -242,6 +248,8 @@ class ArrayImpl:
 
     def __str__(self):
         if not self.is_fully_addressable and not self.is_fully_replicated:
+            return repr(self)
+        if type(self._value) is _EValue:
             return repr(self)
         return str(np.asarray(self._value))
 

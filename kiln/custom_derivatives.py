@@ -18,8 +18,6 @@ from __future__ import annotations
 import functools
 import inspect
 
-import numpy as np
-
 from kiln import _key_boundary as _kb
 from kiln import dtypes
 from kiln import tree_util as _public_tree
@@ -32,25 +30,56 @@ from kiln._physical_tree import (
     tree_unflatten,
 )
 from kiln._traceback_util import api_boundary
-from kiln.array import make_array, to_array
+from kiln.array import to_array
 from kiln.core.jaxpr import ClosedJaxpr, eval_jaxpr, pp_param_rules
 from kiln.core.trace import Primitive, Tracer, current_trace, get_aval, set_current_trace
 from kiln.interpreters import ad, batching, staging
 from kiln.interpreters.ad import Zero
 
 
-def _resolve_kwargs(fun, args, kwargs):
-    if not kwargs:
-        return tuple(args)
+def _resolve_kwargs(fun, args, kwargs, kind: str):
+    """``args`` and ``kwargs`` as positional arguments of ``fun``, defaults applied (as JAX).
+
+    ``fun``'s signature binds them: omitted positional parameters take their defaults,
+    keyword arguments move to their positions. A ``functools.partial`` is opaque (its
+    arguments stay as given, and keywords cannot be resolved). Keyword-only parameters
+    the caller left out are dropped (``fun`` applies its own default); passing one raises.
+    """
     try:
-        ba = inspect.signature(fun).bind(*args, **kwargs)
+        sig = None if isinstance(fun, functools.partial) else inspect.signature(fun)
+    except (TypeError, ValueError):
+        sig = None
+    try:
+        if sig is None:
+            if kwargs:
+                raise TypeError("The following keyword arguments could not be resolved to "
+                                f"positions: {', '.join(kwargs)}")
+            return tuple(args)
+        ba = sig.bind(*args, **kwargs)
+        ba.apply_defaults()
+        passed = [k for k in ba.kwargs if k in kwargs]
+        if passed:
+            raise TypeError("The following keyword arguments could not be resolved to "
+                            f"positions: {', '.join(passed)}")
     except TypeError as e:
-        raise TypeError(f"custom derivative function called with invalid arguments: {e}") from e
-    ba.apply_defaults()
-    if ba.kwargs:
-        raise TypeError("keyword-only arguments are not supported by custom_jvp/custom_vjp "
-                        f"functions; got {list(ba.kwargs)}")
-    return ba.args
+        raise TypeError(
+            f"The input arguments to the {kind}-decorated function {_fn_name(fun)} could "
+            "not be resolved to positional-only arguments. Binding failed with the "
+            f"error:\n{e}") from e
+    return tuple(ba.args)
+
+
+def _nondiff_positions(fun, nondiff_argnums, nondiff_argnames) -> tuple:
+    """The sorted union of ``nondiff_argnums`` and the positions of ``nondiff_argnames``
+    (positional-or-keyword parameters of ``fun`` with those names)."""
+    nums = set(int(i) for i in nondiff_argnums)
+    if nondiff_argnames:
+        names = (nondiff_argnames,) if isinstance(nondiff_argnames, str) \
+            else tuple(nondiff_argnames)
+        params = inspect.signature(fun).parameters.values()
+        nums.update(i for i, p in enumerate(params)
+                    if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD and p.name in names)
+    return tuple(sorted(nums))
 
 
 def _split_nondiff(args, nondiff_argnums):
@@ -74,7 +103,7 @@ def _merge(nondiff, diff, n):
 def _zeros_like(x):
     a = get_aval(x)
     ta = ad.tangent_aval(a)
-    return make_array(np.zeros(ta.shape, ta.dtype), a.weak_type and ta.dtype == a.dtype)
+    return ad.zeros_like_aval(ta.update(weak_type=a.weak_type and ta.dtype == a.dtype))
 
 
 class SymbolicZero:
@@ -95,10 +124,10 @@ _PY_SCALARS = (int, float, complex, bool)
 class custom_jvp:
     """A function with a custom JVP rule (``defjvp``/``defjvps``), as ``jax.custom_jvp``."""
 
-    def __init__(self, fun, nondiff_argnums=()):
+    def __init__(self, fun, nondiff_argnums=(), nondiff_argnames=()):
         functools.update_wrapper(self, fun)
         self.fun = fun
-        self.nondiff_argnums = tuple(nondiff_argnums)
+        self.nondiff_argnums = _nondiff_positions(fun, nondiff_argnums, nondiff_argnames)
         self.jvp = None
         self.symbolic_zeros = False
 
@@ -137,7 +166,7 @@ class custom_jvp:
         if self.jvp is None:
             raise AttributeError(f"No JVP defined for custom_jvp function {self.__name__} using "
                                  "defjvp.")
-        args = _resolve_kwargs(self.fun, args, kwargs)
+        args = _resolve_kwargs(self.fun, args, kwargs, "custom_jvp")
         n = len(args)
         for i in self.nondiff_argnums:
             if i >= n:
@@ -214,10 +243,10 @@ class custom_jvp:
 class custom_vjp:
     """A function with a custom VJP (``defvjp(fwd, bwd)``), as ``jax.custom_vjp``."""
 
-    def __init__(self, fun, nondiff_argnums=()):
+    def __init__(self, fun, nondiff_argnums=(), nondiff_argnames=()):
         functools.update_wrapper(self, fun)
         self.fun = fun
-        self.nondiff_argnums = tuple(nondiff_argnums)
+        self.nondiff_argnums = _nondiff_positions(fun, nondiff_argnums, nondiff_argnames)
         self.fwd = None
         self.bwd = None
         self.symbolic_zeros = False
@@ -238,7 +267,7 @@ class custom_vjp:
         if self.fwd is None:
             raise AttributeError(f"No VJP defined for custom_vjp function {self.__name__} using "
                                  "defvjp.")
-        args = _resolve_kwargs(self.fun, args, kwargs)
+        args = _resolve_kwargs(self.fun, args, kwargs, "custom_vjp")
         n = len(args)
         if _outside_transformations(args):
             return self.fun(*args)      # as custom_jvp's
@@ -322,7 +351,7 @@ def _outside_transformations(args) -> bool:
 
 
 def _zeros_from_aval(aval):
-    return make_array(np.zeros(aval.shape, aval.dtype), aval.weak_type)
+    return ad.zeros_like_aval(aval)     # an extended dtype's zero is its rules' zero
 
 
 # ----------------------------------------------------------------------------------------------
@@ -348,6 +377,8 @@ def _custom_lin_transpose(cts, *args, num_res, bwd, out_avals, in_avals, symboli
 
 
 ad.transpose_rules[custom_lin_p] = _custom_lin_transpose
+# The user's bwd runs even when every output cotangent is zero (it gets zeros), as in JAX.
+ad.zero_cotangent_transposes[custom_lin_p] = lambda eqn: True
 
 
 def _custom_lin_jvp(primals, tangents, **params):

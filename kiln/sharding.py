@@ -11,13 +11,18 @@ What it must not hold: execution (see ``kiln.parallel``).
 """
 from __future__ import annotations
 
-import enum
 import math
 from collections import OrderedDict
 from typing import Any
 
 import numpy as np
 
+from kiln._abstract_mesh import (
+    CPU_ABSTRACT_DEVICE,
+    EMPTY_ABSTRACT_MESH,
+    AbstractMesh,
+    AxisType,
+)
 from kiln.devices import devices
 
 __all__ = ["AbstractMesh", "AxisType", "Mesh", "NamedSharding", "PartitionSpec",
@@ -33,17 +38,6 @@ class DuplicateSpecError(ValueError):
 
 class IndivisibleError(ValueError):
     """A sharding splits a dimension into a number of parts that does not divide it."""
-
-
-class AxisType(enum.Enum):
-    """How a mesh axis is partitioned: by the compiler (``Auto``), in the array's type
-    (``Explicit``) or by hand inside ``shard_map`` (``Manual``)."""
-    Auto = enum.auto()
-    Explicit = enum.auto()
-    Manual = enum.auto()
-
-    def __repr__(self):
-        return self.name
 
 
 class _Unconstrained:
@@ -100,6 +94,34 @@ class PartitionSpec:
         if len(self._partitions) == 1:
             inner += ","
         return f"P({inner})"
+
+    @property
+    def partitions(self) -> tuple:
+        """The per-dimension entries, as a tuple."""
+        return self._partitions
+
+    def index(self, value) -> int:
+        """The first dimension whose entry is ``value`` (``ValueError`` if none), as JAX's
+        (tuple) ``PartitionSpec.index``."""
+        return self._partitions.index(value)
+
+    def count(self, value) -> int:
+        """The number of dimensions whose entry is ``value``."""
+        return self._partitions.count(value)
+
+    def __add__(self, other):
+        if isinstance(other, PartitionSpec):
+            other = other._partitions
+        if not isinstance(other, tuple):
+            return NotImplemented
+        return PartitionSpec(*self._partitions, *other, reduced=self.reduced,
+                             unreduced=self.unreduced)
+
+    def __radd__(self, other):
+        if not isinstance(other, tuple):
+            return NotImplemented
+        return PartitionSpec(*other, *self._partitions, reduced=self.reduced,
+                             unreduced=self.unreduced)
 
     def axes_of(self, dim: int) -> tuple:
         """The mesh axes splitting array dimension ``dim`` (empty when not split)."""
@@ -220,8 +242,12 @@ class Mesh:
         return Mesh(sub, self.axis_names, axis_types=self.axis_types)
 
     @property
-    def abstract_mesh(self) -> Mesh:
-        return self
+    def abstract_mesh(self) -> AbstractMesh:
+        """The mesh's axis sizes, names and types, without its devices."""
+        if not self.axis_names:
+            return EMPTY_ABSTRACT_MESH
+        return AbstractMesh(self.axis_sizes, self.axis_names, self.axis_types,
+                            abstract_device=CPU_ABSTRACT_DEVICE)
 
     def __eq__(self, other):
         return (isinstance(other, Mesh) and self.axis_names == other.axis_names
@@ -241,7 +267,7 @@ class Mesh:
         return f"Mesh({sizes}, axis_types=({types}))"
 
     def __enter__(self):
-        _mesh_stack.append(self)
+        _mesh_stack.append((self, "legacy"))
         return self
 
     def __exit__(self, *exc):
@@ -256,12 +282,12 @@ class Mesh:
         return out
 
 
-class _EmptyMesh(Mesh):
-    """The mesh without axes or devices (JAX's ``AbstractMesh(())``): the mesh in the type
-    of a value that no mesh shards."""
+class _EmptyConcreteMesh(Mesh):
+    """The mesh without axes or devices that ``get_mesh()`` gives outside ``set_mesh``
+    (JAX's ``Mesh(np.empty((), dtype=object), ())``)."""
 
     def __init__(self):
-        self.devices = np.empty((0,), dtype=object)
+        self.devices = np.empty((), dtype=object)
         self.axis_names = ()
         self.axis_types = ()
 
@@ -269,35 +295,38 @@ class _EmptyMesh(Mesh):
     def axis_sizes(self) -> tuple:
         return ()
 
-    def __repr__(self):
-        return "AbstractMesh((), axis_types=())"
+    @property
+    def size(self) -> int:
+        return 0
 
+    @property
+    def empty(self) -> bool:
+        return True
 
-_EMPTY_MESH = _EmptyMesh()
-
-
-class TypeMesh(Mesh):
-    """The mesh in the type of a value sharded over ``mesh`` (``typeof(x).sharding.mesh``),
-    printed as JAX's ``AbstractMesh``."""
-
-    def __init__(self, mesh: Mesh):
-        self.devices = mesh.devices
-        self.axis_names = mesh.axis_names
-        self.axis_types = mesh.axis_types
+    @property
+    def local_devices(self) -> list:
+        return []
 
     def __repr__(self):
-        sizes = ", ".join(f"{n!r}: {s}" for n, s in zip(self.axis_names, self.devices.shape))
-        types = ", ".join(repr(t) for t in self.axis_types)
-        if len(self.axis_types) == 1:
-            types += ","
-        return (f"AbstractMesh({sizes}, axis_types=({types}), device_kind=cpu, "
-                "num_cores=None, platform=cpu)")
+        return "Mesh(axis_sizes=(), axis_names=())"
+
+    def __str__(self):
+        return "Mesh()"
+
+
+_EMPTY_CONCRETE_MESH = _EmptyConcreteMesh()
+
+
+def type_mesh(mesh: Mesh) -> AbstractMesh:
+    """The mesh in the type of a value sharded over ``mesh`` (``typeof(x).sharding.mesh``):
+    its abstract mesh."""
+    return mesh.abstract_mesh
 
 
 def unsharded_type_sharding(ndim: int) -> NamedSharding:
     """The sharding in the type of an ``ndim``-dimensional value outside any mesh:
     ``NamedSharding(AbstractMesh(()), P(None, ...))`` (``kiln.typeof(x).sharding``)."""
-    return NamedSharding(_EMPTY_MESH, PartitionSpec(*([None] * ndim)))
+    return NamedSharding(EMPTY_ABSTRACT_MESH, PartitionSpec(*([None] * ndim)))
 
 
 def make_mesh(axis_shapes, axis_names, *, devices=None, axis_types=None) -> Mesh:
@@ -459,7 +488,7 @@ class NamedSharding(Sharding):
         return hash((self.mesh, self.spec))
 
     def __repr__(self):
-        if isinstance(self.mesh, (_EmptyMesh, TypeMesh)):    # a type's sharding: no memory
+        if isinstance(self.mesh, AbstractMesh):    # a type's sharding: no memory kind
             return f"NamedSharding(mesh={self.mesh!r}, spec={self.spec!r})"
         return (f"NamedSharding(mesh={self.mesh!r}, spec={self.spec!r}, "
                 f"memory_kind={self.memory_kind})")
@@ -557,30 +586,94 @@ use_mesh = set_mesh
 
 
 class _MeshContext:
-    def __init__(self, mesh):
-        self.prev = list(_mesh_stack)
-        _mesh_stack.clear()
-        if mesh is not None:
-            _mesh_stack.append(mesh)
+    """``set_mesh``/``use_mesh`` (``kind="set"``: replaces the mesh context) and
+    ``use_abstract_mesh`` (``kind="abstract"``: sets only the abstract mesh)."""
+
+    def __init__(self, mesh, kind: str = "set"):
         self.mesh = mesh
+        self.kind = kind
+        self.prev: list | None = None
+        if kind == "set":            # ``set_mesh(m)`` takes effect when called, as JAX's
+            self._push()
+
+    def _push(self):
+        self.prev = list(_mesh_stack)
+        if self.kind == "set":
+            _mesh_stack.clear()
+        if self.mesh is not None:
+            _mesh_stack.append((self.mesh, self.kind))
 
     def __enter__(self):
+        if self.prev is None:
+            self._push()
         return self.mesh
 
     def __exit__(self, *exc):
         _mesh_stack.clear()
-        _mesh_stack.extend(self.prev)
+        _mesh_stack.extend(self.prev or ())
+        self.prev = None
         return False
 
 
-def get_abstract_mesh() -> Any:
-    """The mesh set by ``set_mesh``/``with mesh:`` (``None`` when there is none)."""
-    return _mesh_stack[-1] if _mesh_stack else None
+def use_abstract_mesh(mesh: AbstractMesh) -> _MeshContext:
+    """Set the abstract mesh (``get_abstract_mesh()``) for a ``with`` block, leaving the
+    concrete mesh context as it is (as ``jax.sharding.use_abstract_mesh``).
+
+    Raises:
+      ValueError: if ``mesh`` is not an ``AbstractMesh``, or if it changes the size of a
+        non-empty abstract mesh already set.
+    """
+    if not isinstance(mesh, AbstractMesh):
+        raise ValueError("Expected mesh of type `jax.sharding.AbstractMesh`. Got type: "
+                         f"{type(mesh)}")
+    prev = get_abstract_mesh()
+    if not prev.empty and not mesh.empty and prev.size != mesh.size:
+        raise ValueError(f"use_abstract_mesh cannot change the size of the mesh. Got new mesh: "
+                         f"{mesh} with size={mesh.size} and prev mesh: {prev} with "
+                         f"size={prev.size}")
+    return _MeshContext(mesh, "abstract")
 
 
-get_mesh = get_abstract_mesh
-use_abstract_mesh = set_mesh
-AbstractMesh = Mesh
+def get_abstract_mesh() -> AbstractMesh:
+    """The abstract mesh of the ``set_mesh``/``use_abstract_mesh`` context: the empty
+    ``AbstractMesh((), ())`` outside one (a legacy ``with mesh:`` sets none, as in JAX)."""
+    for mesh, kind in reversed(_mesh_stack):
+        if kind != "legacy":
+            return mesh.abstract_mesh
+    return EMPTY_ABSTRACT_MESH
+
+
+def get_mesh() -> Mesh:
+    """The concrete mesh set by ``set_mesh``: an empty ``Mesh`` outside one."""
+    for mesh, kind in reversed(_mesh_stack):
+        if kind == "set":
+            return mesh
+    return _EMPTY_CONCRETE_MESH
+
+
+def context_mesh() -> Mesh | None:
+    """The concrete mesh of the innermost ``set_mesh``/``with mesh:`` context (``None``
+    outside): the mesh ``shard_map``, ``device_put`` and sharding constraints default to."""
+    for mesh, kind in reversed(_mesh_stack):
+        if kind != "abstract":
+            return mesh
+    return None
+
+
+def concrete_named_sharding(sharding: Any, what: str) -> Any:
+    """``sharding``, with an ``AbstractMesh`` replaced by the context's concrete mesh of the
+    same axis names and sizes (JAX resolves abstract meshes against the mesh context)."""
+    if not (isinstance(sharding, NamedSharding) and isinstance(sharding.mesh, AbstractMesh)):
+        return sharding
+    am = sharding.mesh
+    mesh = context_mesh()
+    if mesh is None or mesh.axis_names != am.axis_names or mesh.axis_sizes != am.axis_sizes:
+        raise ValueError(f"{what}: the sharding {sharding!r} is over an AbstractMesh, and no "
+                         "mesh context with the same axes is set; use "
+                         "kiln.sharding.set_mesh(mesh) or a NamedSharding over a Mesh.")
+    if mesh.axis_types != am.axis_types:
+        mesh = Mesh(mesh.devices, mesh.axis_names, axis_types=am.axis_types)
+    return NamedSharding(mesh, sharding.spec, memory_kind=sharding._memory_kind)
 
 
 def make_single_device_sharding(device) -> SingleDeviceSharding:

@@ -721,3 +721,21 @@ def test_no_warnings_on_alias_import():
         p = _run(["-W", "error", "-m", "kiln.as_jax", "-c", "import jax, jax.numpy"])
     assert p.returncode == 0, p.stderr
 
+
+
+def test_no_retrace_warning_under_the_alias():
+    """JAX has no retrace warning: under the alias a function traced again and again (a
+    new jit object each time, as Flax's summary does) warns nothing, even with warnings
+    as errors; KILN_RETRACE_WARNING_THRESHOLD still turns it on."""
+    code = """
+        import warnings
+        warnings.simplefilter("error")
+        import jax, jax.numpy as jnp
+        for i in range(15):
+            jax.jit(lambda x: x + 1)(jnp.ones(2))
+        print(jax.config.kiln_retrace_warning_threshold)
+    """
+    assert _run_alias(code).strip() == "0"
+    p = _run(["-m", "kiln.as_jax", "-c", textwrap.dedent(code)],
+             env={"KILN_RETRACE_WARNING_THRESHOLD": "10"})
+    assert p.returncode != 0 and "RetraceWarning" in p.stderr

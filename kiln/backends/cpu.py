@@ -59,6 +59,8 @@ def compile_closed(closed, name: str = "jit"):
         logger.warning("Compiling jit(%s) with global shapes and types %s.", name,
                        tuple(closed.in_avals))
     t0 = time.perf_counter()
+    from kiln._extended import physical_closed
+    closed = physical_closed(closed)    # extended dtypes compile as their storage dtypes
     opt = optimize(closed)
     with _profiler.span("lower", "compile"):
         prog = lower(opt)

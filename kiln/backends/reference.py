@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kiln._extended import EValue, physical_jaxpr
 from kiln.config import config
 from kiln.core.jaxpr import Jaxpr, Literal
 from kiln.core.ref import Ref
@@ -15,9 +16,9 @@ from kiln.core.trace import apply_impl
 
 def _raw(x):
     v = getattr(x, "_value", None)
-    if v is not None:
-        return v
-    return x if type(x) is Ref else np.asarray(x)
+    if v is None:
+        return x if type(x) is Ref else np.asarray(x)
+    return v.data if type(v) is EValue else v
 
 
 def run_jaxpr(jaxpr: Jaxpr, consts, args):
@@ -25,6 +26,7 @@ def run_jaxpr(jaxpr: Jaxpr, consts, args):
 
     Floating-point warnings are silenced for the whole program (XLA gives inf/nan
     silently), once per call rather than per operation."""
+    jaxpr = physical_jaxpr(jaxpr)      # extended dtypes run on their storage dtypes
     with np.errstate(all="ignore"):
         return _run(jaxpr, consts, args)
 

@@ -74,7 +74,10 @@ class JaxprEqn:
 class Jaxpr:
     """A function in SSA form: ``constvars; invars -> eqns -> outvars``."""
 
-    __slots__ = ("constvars", "invars", "outvars", "eqns", "effects", "debug_info")
+    # ``_physical``: the jaxpr with extended dtypes replaced by their storage dtypes, once
+    # asked for (``kiln._extended.physical_jaxpr``; the jaxpr itself when it has none).
+    __slots__ = ("constvars", "invars", "outvars", "eqns", "effects", "debug_info",
+                 "_physical")
 
     def __init__(self, constvars, invars, outvars, eqns, effects=frozenset(), debug_info=None):
         self.constvars = list(constvars)
@@ -83,6 +86,7 @@ class Jaxpr:
         self.eqns = list(eqns)
         self.effects = effects
         self.debug_info = debug_info
+        self._physical = None
 
     @property
     def in_avals(self):

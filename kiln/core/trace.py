@@ -16,6 +16,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from kiln import _extended
 from kiln.core.avals import ShapedArray
 from kiln.errors import (
     ConcretizationTypeError,
@@ -228,8 +229,13 @@ class EvalTrace(Trace):
         if refs:
             key, ok = None, False
         if not ok:
-            prim.abstract_eval(*[v._aval if type(v) is _Ref else ShapedArray(v.shape, v.dtype, w)
-                                 for v, w in zip(vals, weak)], **params)
+            out_avals = prim.abstract_eval(
+                *[v._aval if type(v) is _Ref else ShapedArray(v.shape, v.dtype, w)
+                  for v, w in zip(vals, weak)], **params)
+            if not refs and _extended.involves_extended(
+                    vals, out_avals if prim.multiple_results else [out_avals]):
+                # Extended dtypes (never memoized): impls see the physical data.
+                return self._process_extended(prim, vals, weak, params, out_avals)
             # Call-like primitives carry jaxprs in their params: don't keep those alive.
             if key is not None and not prim.multiple_results and len(prim._eager_ok) < 4096:
                 prim._eager_ok.add(key)
@@ -242,6 +248,19 @@ class EvalTrace(Trace):
             return [make_array(o, w) for o, w in zip(out, ws)]
         w = rule(*weak, **params) if rule else False
         return make_array(out, w)
+
+    def _process_extended(self, prim, vals, weak, params, out_avals):
+        """An eager application with arrays of extended dtypes: the impl runs on their
+        physical data, and outputs of extended abstract dtype are wrapped again."""
+        phys_params = {k: _extended._physical_param(v) for k, v in params.items()}
+        out = prim.impl(*[_extended.physical(v) for v in vals], **phys_params)
+        rule = prim.weak_type_rule
+        if prim.multiple_results:
+            ws = rule(*weak, **params) if rule else [False] * len(out)
+            return [make_array(_extended.wrap(o, a), w)
+                    for o, a, w in zip(out, out_avals, ws)]
+        w = rule(*weak, **params) if rule else False
+        return make_array(_extended.wrap(out, out_avals), w)
 
     def process_custom_jvp_call(self, fun, jvp, args, *, symbolic_zeros=False):
         with set_current_trace(self):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kiln import dtypes
+from kiln import _extended, dtypes
 from kiln.core import trace as core
 from kiln.core.avals import ShapedArray
 from kiln.core.jaxpr import Jaxpr, Literal, Var
@@ -21,6 +21,13 @@ from kiln.interpreters.staging import JaxprTrace
 
 jvp_rules: dict = {}
 transpose_rules: dict = {}
+#: ``prim -> predicate(eqn)``: primitives whose transpose must run even when every output
+#: cotangent is zero (``backward_pass`` skips other such equations, whose transposes would
+#: only produce zeros). ``custom_lin`` calls a user's ``bwd`` rule, which JAX calls with
+#: zeros (the rule may have effects, or return nonzero cotangents, as Flax's fp8 state
+#: does); ``scan``'s transpose instantiates zero cotangents and so calls such rules in its
+#: body. See ``needs_zero_cotangent_transpose``.
+zero_cotangent_transposes: dict = {}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -63,10 +70,26 @@ def is_differentiable_dtype(dtype) -> bool:
         np.issubdtype(dtype, np.inexact) or dtypes.issubdtype(dtype, np.inexact)
 
 
+def tangent_dtype(dtype):
+    """The tangent dtype of a primal dtype: itself for inexact dtypes, ``float0`` for
+    others; an extended dtype's ``_rules.tangent_dtype`` decides its own (``float0`` when
+    it has none, as PRNG keys)."""
+    if isinstance(dtype, dtypes.ExtendedDType):
+        rules = getattr(dtype, "_rules", None)
+        if rules is not None and hasattr(rules, "tangent_dtype"):
+            return rules.tangent_dtype(dtype)
+        return dtypes.float0
+    return dtype if is_differentiable_dtype(dtype) else dtypes.float0
+
+
 def tangent_aval(aval: ShapedArray) -> ShapedArray:
     if type(aval) is AbstractRef:
         return AbstractRef(tangent_aval(aval.inner_aval), aval.memory_space, aval.kind)
-    if is_differentiable_dtype(aval.dtype):
+    dt = aval.dtype
+    if isinstance(dt, dtypes.ExtendedDType):
+        td = tangent_dtype(dt)
+        return aval if td == dt else ShapedArray(aval.shape, td, False)
+    if is_differentiable_dtype(dt):
         return aval
     return ShapedArray(aval.shape, dtypes.float0, False)
 
@@ -77,7 +100,17 @@ def zeros_like_aval(aval) -> object:
     if type(aval) is AbstractRef:
         return new_ref_p.bind(zeros_like_aval(aval.inner_aval), memory_space=None,
                               kind=aval.kind)
+    if _extended.has_rules(aval.dtype):
+        return _extended_zeros(aval)
     return core.make_array(np.zeros(aval.shape, aval.dtype), aval.weak_type)
+
+
+def _extended_zeros(aval):
+    from kiln.lax.structural import broadcast_in_dim
+    dt = aval.dtype
+    with _set_trace(core.eval_trace):
+        z = dt._rules.zero(dt)
+        return broadcast_in_dim(z, aval.shape, ())
 
 
 def instantiate_zeros(t):
@@ -92,8 +125,19 @@ def add_tangents(a, b):
     return add_any_p.bind(a, b)
 
 
-# add_any: tangent/cotangent accumulation (no promotion or broadcasting).
-add_any_p = Primitive("add_any")
+class _AddAny(Primitive):
+    """``add_any``: tangent/cotangent accumulation (no promotion or broadcasting). Values
+    of an extended dtype with rules accumulate with their dtype's ``_rules.add`` (Flax's
+    fp8 meta dtype takes the maximum), as JAX's ``add_jaxvals``."""
+
+    def bind(self, *args, **params):
+        dt = getattr(args[0], "dtype", None)
+        if dt is not None and not isinstance(dt, np.dtype) and _extended.has_rules(dt):
+            return dt._rules.add(dt, *args)
+        return core._state.trace.process_primitive(self, args, params)
+
+
+add_any_p = _AddAny("add_any")
 add_any_p.def_impl(lambda x, y: x + y)
 add_any_p.def_abstract_eval(lambda x, y: x)
 add_any_p.weak_type_rule = lambda wx, wy: wx and wy
@@ -444,7 +488,9 @@ def backward_pass(jaxpr: Jaxpr, consts, args, cts_out):
         cts = [None if type(v.aval) is AbstractRef else ct_env.pop(v, None)
                for v in eqn.outvars]
         if all(c is None for c in cts) and not uses_ref:
-            continue
+            must = zero_cotangent_transposes.get(eqn.primitive)
+            if must is None or not must(eqn):
+                continue
         cts = [Zero(tangent_aval(v.aval)) if c is None else c for v, c in zip(eqn.outvars, cts)]
         invals = []
         for v in eqn.invars:
@@ -481,6 +527,30 @@ def backward_pass(jaxpr: Jaxpr, consts, args, cts_out):
 
 def _ref_ct_result(c, aval):
     return c if c is not None and c.used else Zero(tangent_aval(aval))
+
+
+def _sub_jaxprs(params):
+    from kiln.core.jaxpr import ClosedJaxpr, Jaxpr
+    for v in params.values():
+        for x in (v if isinstance(v, (tuple, list)) else (v,)):
+            if isinstance(x, ClosedJaxpr):
+                yield x.jaxpr
+            elif isinstance(x, Jaxpr):
+                yield x
+
+
+def needs_zero_cotangent_transpose(jaxpr) -> bool:
+    """Whether transposing ``jaxpr`` (a ``Jaxpr`` or ``ClosedJaxpr``) with zero
+    cotangents runs a transpose of ``zero_cotangent_transposes`` anywhere (also in
+    sub-jaxprs): a loop transposing its body with instantiated zeros must then run."""
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+    for eqn in jaxpr.eqns:
+        must = zero_cotangent_transposes.get(eqn.primitive)
+        if must is not None and must(eqn):
+            return True
+        if any(needs_zero_cotangent_transpose(j) for j in _sub_jaxprs(eqn.params)):
+            return True
+    return False
 
 
 # ----------------------------------------------------------------------------------------------

@@ -12,6 +12,8 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from kiln.core import leaks
 from kiln.core.avals import AbstractValue
 from kiln.core.jaxpr import ClosedJaxpr, Jaxpr, Literal, Var
@@ -59,6 +61,26 @@ class PartialVal(tuple):
         return get_aval(const) if pv is None else pv
 
 
+def _new_arg(trace, aval):
+    """An unknown argument of ``aval``: a tracer, or for a key-typed aval a key array over
+    a traced ``uint32`` array of its data (kiln's keys cross traces as their data, so the
+    jaxpr's invar is that data)."""
+    from kiln.random import _keys
+    dt = getattr(aval, "dtype", None)
+    if isinstance(dt, _keys.KeyTy):
+        from kiln.core.avals import ShapedArray
+        data = trace.new_arg(ShapedArray(tuple(aval.shape) + tuple(dt._impl.key_shape),
+                                         np.uint32))
+        return _keys.PRNGKeyArray(dt._impl, data)
+    return trace.new_arg(aval)
+
+
+def _data(x):
+    """The array a key array stands on (``x`` itself otherwise)."""
+    from kiln.random import _keys
+    return x._base_array if isinstance(x, _keys.PRNGKeyArray) else x
+
+
 def _call(fun, args):
     call = getattr(fun, "call_wrapped", None)
     return call(*args) if call is not None else fun(*args)
@@ -76,19 +98,20 @@ def trace_to_jaxpr_nounits(fun, pvals: Sequence[PartialVal],
     outputs) even when their value is known.
     """
     trace = JaxprTrace(forward_known=True)
-    args = [pv.get_known() if pv.is_known() else trace.new_arg(pv[0]) for pv in pvals]
+    args = [pv.get_known() if pv.is_known() else _new_arg(trace, pv[0]) for pv in pvals]
     try:
         with set_current_trace(trace):
             outs = list(_call(fun, args))
         if isinstance(instantiate, bool):
             instantiate = [instantiate] * len(outs)
-        unknown = [trace.is_own(o) or bool(inst) for o, inst in zip(outs, instantiate)]
-        jaxpr, consts = trace.to_jaxpr([o for o, u in zip(outs, unknown) if u])
+        unknown = [trace.is_own(_data(o)) or bool(inst) for o, inst in zip(outs, instantiate)]
+        jaxpr, consts = trace.to_jaxpr([_data(o) for o, u in zip(outs, unknown) if u])
     finally:
         trace.alive = False
     out_pvals = []
     for o, u in zip(outs, unknown):
-        out_pvals.append(PartialVal.unknown(get_aval(o)) if u else PartialVal.known(o))
+        aval = o.aval if _data(o) is not o else (get_aval(o) if u else None)
+        out_pvals.append(PartialVal.unknown(aval) if u else PartialVal.known(o))
     return jaxpr, out_pvals, consts
 
 
@@ -100,11 +123,12 @@ def trace_to_jaxpr_dynamic(fun, in_avals: Sequence[AbstractValue], *, keep_input
     """
     del lower
     trace = JaxprTrace()
-    args = [trace.new_arg(a) for a in in_avals]
+    args = [_new_arg(trace, a) for a in in_avals]
     try:
         with set_current_trace(trace):
             outs = list(_call(fun, args))
-        jaxpr, consts = trace.to_jaxpr(outs, dce=auto_dce)
+        jaxpr, consts = trace.to_jaxpr([_data(o) for o in outs], dce=auto_dce)
+        key_avals = [o.aval if _data(o) is not o else None for o in outs]
     finally:
         trace.alive = False
     if leaks.enabled():
@@ -114,7 +138,9 @@ def trace_to_jaxpr_dynamic(fun, in_avals: Sequence[AbstractValue], *, keep_input
     if keep_inputs is not None:
         jaxpr = Jaxpr(jaxpr.constvars, [v for v, k in zip(jaxpr.invars, keep_inputs) if k],
                       jaxpr.outvars, jaxpr.eqns, jaxpr.effects, jaxpr.debug_info)
-    return jaxpr, [v.aval for v in jaxpr.outvars], consts
+    # A key output's abstract value is key-typed (the jaxpr's output is its data).
+    return jaxpr, [k if k is not None else v.aval
+                   for k, v in zip(key_avals, jaxpr.outvars)], consts
 
 
 def _dce(jaxpr: Jaxpr, used_outputs: Sequence[bool], instantiate):

@@ -797,6 +797,8 @@ def full(shape, fill_value, dtype=None, *, sharding=None):
     else:
         weak_type = False
         dtype = dtypes.check_and_canonicalize_user_dtype(dtype, "full")
+    if isinstance(dtype, dtypes.ExtendedDType) and hasattr(dtype, "_rules"):
+        return dtype._rules.full(_ints(shape), fill_value, dtype)   # as JAX
     return _full(shape, fill_value, dtype, weak_type)
 
 
@@ -813,6 +815,8 @@ def full_like(x, fill_value, dtype=None, shape=None, sharding=None):
     else:
         weak_type = False
         dtype = dtypes.check_and_canonicalize_user_dtype(dtype, "full_like")
+    if isinstance(dtype, dtypes.ExtendedDType) and hasattr(dtype, "_rules"):
+        return dtype._rules.full(_ints(fill_shape), fill_value, dtype)   # as JAX
     return _full(fill_shape, fill_value, dtype, weak_type)
 
 

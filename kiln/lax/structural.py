@@ -78,7 +78,14 @@ ad.transpose_rules[convert_element_type_p] = _convert_transpose
 
 
 def convert_element_type(operand, new_dtype):
-    """Elementwise cast to ``new_dtype`` (canonicalized), like ``lax.convert_element_type``."""
+    """Elementwise cast to ``new_dtype`` (canonicalized), like ``lax.convert_element_type``.
+
+    To or from an extended dtype with rules (such as Flax's fp8 meta dtype), the array's
+    data is viewed as the other dtype (see ``kiln.lax.edtype``)."""
+    if isinstance(new_dtype, dtypes.ExtendedDType) or \
+            isinstance(getattr(operand, "dtype", None), dtypes.ExtendedDType):
+        from kiln.lax.edtype import convert_extended
+        return convert_extended(operand, new_dtype)
     new_dtype = dtypes.canonicalize_dtype(new_dtype)
     aval = get_aval(operand)
     if aval.dtype == new_dtype and not aval.weak_type:
@@ -90,6 +97,11 @@ def convert_element_type(operand, new_dtype):
 def _convert_element_type(operand, new_dtype=None, weak_type=False):
     """Internal cast that can set the weak-type flag."""
     aval = get_aval(operand)
+    if isinstance(new_dtype, dtypes.ExtendedDType) or \
+            isinstance(aval.dtype, dtypes.ExtendedDType):
+        from kiln.lax.edtype import convert_extended
+        return convert_extended(operand, aval.dtype if new_dtype is None else new_dtype,
+                                weak_type=weak_type)
     new_dtype = aval.dtype if new_dtype is None else dtypes.canonicalize_dtype(new_dtype)
     if aval.dtype == new_dtype and aval.weak_type == weak_type:
         return operand

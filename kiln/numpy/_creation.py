@@ -261,6 +261,8 @@ def _full_like(name, a, fill_value, dtype, shape):
     dtype = user_dtype(dtype, name)
     dt, weak = (proto_dt, proto_weak) if dtype is None else (dtype, False)
     shape = proto_shape if shape is None else canonicalize_shape(shape)
+    if isinstance(dt, dtypes.ExtendedDType) and hasattr(dt, "_rules"):
+        return dt._rules.full(shape, fill_value, dt)      # as JAX's lax.full_like
     if not isinstance(fill_value, (Array, Tracer)) and np.ndim(fill_value) == 0:
         return _fill(shape, fill_value, dt, weak)
     v = lax._convert_element_type(as_operand(fill_value), dt, weak)

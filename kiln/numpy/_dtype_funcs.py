@@ -44,7 +44,7 @@ def astype(x, dtype, /, *, copy=False, device=None):  # noqa: A002
 
 def result_type(*args):
     """The dtype JAX's promotion gives an operation on ``args`` (canonical)."""
-    return dtypes.canonicalize_dtype(dtypes.result_type(*args))
+    return dtypes.canonicalize_dtype(dtypes.result_type(*args), allow_extended_dtype=True)
 
 
 def promote_types(a, b):

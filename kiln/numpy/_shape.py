@@ -218,6 +218,10 @@ def broadcast_shapes(*shapes):
 
 def broadcast_to(array, shape, *, out_sharding=None):
     """Broadcast ``array`` to ``shape`` (NumPy rules)."""
+    from kiln.random import _keys
+    if isinstance(array, _keys.PRNGKeyArray):
+        return _keys.broadcast_keys(array, _util.canonicalize_shape(
+            shape, "The shape argument of broadcast_to must be static."))
     array = ensure_arraylike("broadcast_to", array)
     shape = _util.canonicalize_shape(shape, "The shape argument of broadcast_to must be static.")
     return _util.broadcast_to(array, shape)
@@ -698,21 +702,40 @@ def rot90(m, k=1, axes=(0, 1)):
 # shape queries
 
 
+def _warn_not_arraylike(fun_name: str, a) -> None:
+    """JAX's DeprecationWarning for a non-array argument of ``shape``/``ndim``/``size``."""
+    from kiln.array import PublicArray  # also key arrays, as jax.Array
+    if not _util.is_arraylike(a) and not isinstance(a, PublicArray) and not np.isscalar(a):
+        import warnings
+        warnings.warn(f"{fun_name} requires ndarray or scalar arguments, got {type(a)} at "
+                      "position 0. In a future JAX release this will be an error.",
+                      DeprecationWarning, stacklevel=3)
+
+
 def shape(a):
-    """The shape of an array-like."""
-    check_arraylike("shape", a)
-    return tuple(_shape(as_operand(a))) if not isinstance(a, np.ndarray) else a.shape
+    """The shape of an array-like, or of anything with a ``shape`` attribute (as JAX: key
+    arrays, ``ShapeDtypeStruct``s); other objects warn and get NumPy's answer."""
+    if hasattr(a, "shape"):
+        return a.shape
+    _warn_not_arraylike("shape", a)
+    m = getattr(a, "__jax_array__", None)
+    return np.shape(m() if m is not None else a)
 
 
 def ndim(a):
-    """The number of dimensions of an array-like."""
-    check_arraylike("ndim", a)
-    return len(shape(a))
+    """The number of dimensions of an array-like, or of anything with ``ndim``."""
+    if hasattr(a, "ndim"):
+        return a.ndim
+    _warn_not_arraylike("ndim", a)
+    m = getattr(a, "__jax_array__", None)
+    return np.ndim(m() if m is not None else a)
 
 
 def size(a, axis=None):
     """The number of elements (along ``axis`` when given)."""
-    check_arraylike("size", a)
+    _warn_not_arraylike("size", a)
+    if axis is None and hasattr(a, "size"):
+        return a.size
     s = shape(a)
     if axis is None:
         return math.prod(s)

@@ -498,8 +498,37 @@ def _cmp(name, fn, doc):
     return f
 
 
-equal = _cmp("equal", lambda a, b: lax.eq(a, b), "Elementwise ``x1 == x2``.")
-not_equal = _cmp("not_equal", lambda a, b: lax.ne(a, b), "Elementwise ``x1 != x2``.")
+_equal = _cmp("equal", lambda a, b: lax.eq(a, b), "Elementwise ``x1 == x2``.")
+_not_equal = _cmp("not_equal", lambda a, b: lax.ne(a, b), "Elementwise ``x1 != x2``.")
+
+
+def _key_cmp(name, x1, x2):
+    """``equal``/``not_equal`` with a key array: both must be keys (whole keys compared)."""
+    from kiln.random._keys import PRNGKeyArray
+    if not (isinstance(x1, PRNGKeyArray) and isinstance(x2, PRNGKeyArray)):
+        def dt(x):
+            return str(getattr(x, "dtype", None) or as_operand(x).dtype)
+        raise TypeError(f"{name} does not accept dtypes {dt(x1)}, {dt(x2)}.")
+    return x1 == x2 if name == "equal" else x1 != x2
+
+
+def equal(x1, x2, /):
+    """Elementwise ``x1 == x2`` (key arrays compare whole keys, as JAX)."""
+    if _keys_in(x1, x2):
+        return _key_cmp("equal", x1, x2)
+    return _equal(x1, x2)
+
+
+def not_equal(x1, x2, /):
+    """Elementwise ``x1 != x2`` (key arrays compare whole keys, as JAX)."""
+    if _keys_in(x1, x2):
+        return _key_cmp("not_equal", x1, x2)
+    return _not_equal(x1, x2)
+
+
+def _keys_in(x1, x2) -> bool:
+    from kiln.random._keys import PRNGKeyArray
+    return isinstance(x1, PRNGKeyArray) or isinstance(x2, PRNGKeyArray)
 less = _cmp("less", lambda a, b: lax.lt(a, b), "Elementwise ``x1 < x2``.")
 less_equal = _cmp("less_equal", lambda a, b: lax.le(a, b), "Elementwise ``x1 <= x2``.")
 greater = _cmp("greater", lambda a, b: lax.gt(a, b), "Elementwise ``x1 > x2``.")

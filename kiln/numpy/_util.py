@@ -158,7 +158,8 @@ def _same_type_operands(args) -> bool:
     for a in args[1:]:
         if not isinstance(a, (Array, Tracer)) or a.dtype != dt or a.weak_type != weak:
             return False
-    return dtypes.canonicalize_dtype(dt) == dt
+    # One extended dtype needs no promotion (JAX lets it through).
+    return isinstance(dt, dtypes.ExtendedDType) or dtypes.canonicalize_dtype(dt) == dt
 
 
 def promote_dtypes(*args):

@@ -32,14 +32,15 @@ def _as_sharding(s, what: str):
         PartitionSpec,
         Sharding,
         SingleDeviceSharding,
-        get_abstract_mesh,
+        concrete_named_sharding,
+        context_mesh,
     )
     if s is None or isinstance(s, Sharding):
-        return s
+        return concrete_named_sharding(s, what)
     if isinstance(s, Device):
         return SingleDeviceSharding(s)
     if isinstance(s, PartitionSpec):
-        mesh = get_abstract_mesh()
+        mesh = context_mesh()
         if mesh is None:
             raise ValueError(f"{what}: a PartitionSpec {s!r} needs a mesh; use a "
                              "NamedSharding(mesh, spec) or set one with "
@@ -464,7 +465,7 @@ def typeof(x):
 def type_sharding(sharding, ndim: int):
     """The sharding in the type of a value laid out as ``sharding``: the abstract mesh,
     and per dimension only the mesh axes of type ``Explicit``."""
-    from kiln.sharding import AxisType, NamedSharding, PartitionSpec, TypeMesh
+    from kiln.sharding import AxisType, NamedSharding, PartitionSpec, type_mesh
     mesh = sharding.mesh
     explicit = {a for a, t in zip(mesh.axis_names, mesh.axis_types) if t == AxisType.Explicit}
     parts = []
@@ -472,7 +473,7 @@ def type_sharding(sharding, ndim: int):
         axes = tuple(a for a in sharding.spec.axes_of(d) if a in explicit) \
             if d < len(sharding.spec) else ()
         parts.append(None if not axes else axes[0] if len(axes) == 1 else axes)
-    return NamedSharding(TypeMesh(mesh), PartitionSpec(*parts))
+    return NamedSharding(type_mesh(mesh), PartitionSpec(*parts))
 
 
 class ShardedShapedArray(ShapedArray):

@@ -24,7 +24,14 @@ from kiln.core import trace as core
 from kiln.core.trace import Tracer, get_aval
 from kiln.interpreters import batching
 from kiln.parallel import global_array, spmd
-from kiln.sharding import Mesh, NamedSharding, PartitionSpec, get_abstract_mesh
+from kiln.sharding import (
+    AbstractMesh,
+    Mesh,
+    NamedSharding,
+    PartitionSpec,
+    concrete_named_sharding,
+    context_mesh,
+)
 
 
 def _specs_for(what: str, tree, specs, n_leaves: int) -> list:
@@ -93,7 +100,9 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=None, mesh=No
     @api_boundary
     @functools.wraps(f)
     def mapped(*args):
-        m = mesh if mesh is not None else get_abstract_mesh()
+        m = mesh if mesh is not None else context_mesh()
+        if isinstance(m, AbstractMesh):     # resolved against the mesh context, as JAX
+            m = concrete_named_sharding(NamedSharding(m), "shard_map mesh").mesh
         if m is None:
             raise ValueError("shard_map requires a mesh: pass mesh=, or set one with "
                              "kiln.sharding.set_mesh(mesh) / `with mesh:`.")

@@ -276,6 +276,11 @@ class PRNGKeyArray:
         return PRNGKeyArray(self._impl,
                             index_leading(self._base_array, idx, len(self._impl.key_shape)))
 
+    @property
+    def at(self):
+        """Indexed updates of key arrays (``keys.at[i].set(key)``, ``.get()``), as JAX."""
+        return _KeyAt(self)
+
     def __bool__(self):
         raise TypeError("key array cannot be converted to boolean.")
 
@@ -874,6 +879,69 @@ def where_keys(condition, x, y) -> PRNGKeyArray:
     xd = jnp.broadcast_to(x._base_array, full)
     yd = jnp.broadcast_to(y._base_array, full)
     return PRNGKeyArray(x._impl, jnp.where(c, xd, yd))
+
+
+class _KeyAt:
+    __slots__ = ("keys",)
+
+    def __init__(self, keys):
+        self.keys = keys
+
+    def __getitem__(self, idx):
+        return _KeyAtRef(self.keys, idx)
+
+
+class _KeyAtRef:
+    """``keys.at[idx]``: ``get`` and ``set`` act on whole keys (the key-data axes stay
+    whole); arithmetic updates do not apply to keys."""
+
+    __slots__ = ("keys", "idx")
+
+    def __init__(self, keys, idx):
+        self.keys, self.idx = keys, idx
+
+    def get(self, **kwargs):
+        return self.keys[self.idx]
+
+    def set(self, values, **kwargs):
+        from kiln.random._index import _expand
+        keys = self.keys
+        if not isinstance(values, PRNGKeyArray):
+            raise TypeError(f"key array .at[].set() takes key arrays of the same dtype, got "
+                            f"{getattr(values, 'dtype', type(values).__name__)}")
+        if values._impl != keys._impl:
+            raise TypeError(f"key array .at[].set() of keys of another PRNG: {values.dtype} "
+                            f"into {keys.dtype}")
+        idx = self.idx if isinstance(self.idx, tuple) else (self.idx,)
+        nkey = len(keys._impl.key_shape)
+        full = tuple(_expand(idx, keys.ndim)) + (slice(None),) * nkey
+        return PRNGKeyArray(keys._impl,
+                            keys._base_array.at[full].set(values._base_array, **kwargs))
+
+    def _no(self, *args, **kwargs):
+        raise TypeError(f"key arrays ({self.keys.dtype}) support only .at[].get() and "
+                        ".at[].set(); arithmetic updates do not apply to keys")
+
+    add = multiply = mul = divide = power = min = max = apply = _no
+
+
+def broadcast_keys(keys: PRNGKeyArray, shape) -> PRNGKeyArray:
+    """``jnp.broadcast_to`` of a key array: each key (its data whole) repeated to ``shape``
+    by NumPy's rules."""
+    import kiln.numpy as jnp
+    shape = tuple(shape)
+    try:
+        ok = np.broadcast_shapes(keys.shape, shape) == shape
+    except ValueError:
+        ok = False
+    if not ok:
+        dt = keys.dtype
+        def ty(sh):
+            return f"{dt}[{','.join(str(d) for d in sh)}]"
+        raise ValueError(f"Incompatible types for broadcasting: input type={ty(keys.shape)} "
+                         f"and requested type={ty(shape)}")
+    tail = tuple(keys._impl.key_shape)
+    return PRNGKeyArray(keys._impl, jnp.broadcast_to(keys._base_array, shape + tail))
 
 
 def any_key_array(arrays) -> bool:

@@ -748,6 +748,10 @@ def _scan_transpose(cts, *args, jaxpr, length, reverse, num_consts, num_carry, l
 
 
 ad.transpose_rules[scan_p] = _scan_transpose
+# With zero cotangents the body is still transposed (with instantiated zeros, as JAX's
+# scan does), which matters when it calls a custom_vjp's bwd rule.
+ad.zero_cotangent_transposes[scan_p] = \
+    lambda eqn: ad.needs_zero_cotangent_transpose(eqn.params["jaxpr"])
 
 
 # -- batching -------------------------------------------------------------------------------------

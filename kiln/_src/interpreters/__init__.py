@@ -1,0 +1,1 @@
+"""``jax._src.interpreters``: the pieces of JAX's private interpreters libraries import."""
