@@ -75,3 +75,15 @@ def test_binop_with_unknown_operand_defers():
     assert jnp.float32(1.0) + Other() == "radd"
     with pytest.raises(TypeError):
         jnp.float32(1.0) + [1.0]
+
+
+# -- out_sharding accepted by jnp.einsum/dot/matmul/tensordot (Flax NNX's layers pass it) --
+
+def test_contractions_accept_out_sharding():
+    a, b = jnp.ones((2, 3)), jnp.arange(12.0).reshape(3, 4)
+    want = np.ones((2, 3)) @ np.arange(12.0).reshape(3, 4)
+    for got in (jnp.einsum("ij,jk->ik", a, b, out_sharding=None), jnp.dot(a, b, out_sharding=None),
+                jnp.matmul(a, b, out_sharding=None),
+                jnp.tensordot(a, b, 1, out_sharding=None),
+                kiln.jit(lambda a, b: jnp.einsum("ij,jk->ik", a, b, out_sharding=None))(a, b)):
+        np.testing.assert_allclose(got, want)
