@@ -87,3 +87,38 @@ def test_contractions_accept_out_sharding():
                 jnp.tensordot(a, b, 1, out_sharding=None),
                 kiln.jit(lambda a, b: jnp.einsum("ij,jk->ik", a, b, out_sharding=None))(a, b)):
         np.testing.assert_allclose(got, want)
+
+
+# -- custom_vjp: a bwd output may be a prefix of the arguments' structure (JAX's rules) -----
+
+def _bwd_case(m, bwd):
+    @m.custom_vjp
+    def f(x, y):
+        return x["a"] * y
+
+    f.defvjp(lambda x, y: (f(x, y), (x, y)), bwd)
+    g = m.grad(lambda x, y: f(x, y), argnums=(0, 1))({"a": 2.0, "b": (3.0, 4.0)}, 5.0)
+    return [np.asarray(v) for v in m.tree_util.tree_leaves(g)]
+
+
+_BWDS = {
+    "none_subtree": lambda res, g: ({"a": g * res[1], "b": None}, None),
+    "none_arg": lambda res, g: (None, g),
+    "none_leaf": lambda res, g: ({"a": g, "b": (1.0, None)}, g),
+    "leaf_for_subtree": lambda res, g: ({"a": g, "b": 1.0}, g),   # broadcast to the subtree
+}
+
+
+@pytest.mark.parametrize("name", sorted(_BWDS))
+def test_custom_vjp_bwd_prefix_structures(name):
+    jax = pytest.importorskip("jax")
+    got, want = _bwd_case(kiln, _BWDS[name]), _bwd_case(jax, _BWDS[name])
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b)
+
+
+def test_custom_vjp_bwd_structure_error():
+    with pytest.raises(TypeError, match="Custom VJP bwd rule must produce an output with the "
+                                        "same container"):
+        _bwd_case(kiln, lambda res, g: ({"a": g}, g))
