@@ -122,3 +122,23 @@ def test_custom_vjp_bwd_structure_error():
     with pytest.raises(TypeError, match="Custom VJP bwd rule must produce an output with the "
                                         "same container"):
         _bwd_case(kiln, lambda res, g: ({"a": g}, g))
+
+
+# -- jit in_shardings has one entry per non-static positional argument ------------------------
+
+def test_jit_in_shardings_skip_static_arguments():
+    from kiln.sharding import NamedSharding, PartitionSpec
+    mesh = kiln.make_mesh((1,), ("d",))
+    s = NamedSharding(mesh, PartitionSpec("d"))
+
+    def fn(x, scale, use_relu):
+        y = x * scale
+        return jnp.maximum(y, 0).sum() if use_relu else y.sum()
+
+    x = jnp.linspace(-1.0, 1.0, 4)
+    for kw in (dict(static_argnums=2), dict(static_argnames="use_relu")):
+        f = kiln.jit(fn, in_shardings=(s, None), **kw)
+        assert float(f(x, 0.5, True)) != float(f(x, 0.5, False))
+    with pytest.raises(ValueError, match="in_shardings is the wrong length: got a tuple or "
+                                         "list of length 3 for an args tuple of length 2"):
+        kiln.jit(fn, in_shardings=(s, None, None), static_argnums=2)(x, 0.5, True)
