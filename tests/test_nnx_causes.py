@@ -142,3 +142,29 @@ def test_jit_in_shardings_skip_static_arguments():
     with pytest.raises(ValueError, match="in_shardings is the wrong length: got a tuple or "
                                          "list of length 3 for an args tuple of length 2"):
         kiln.jit(fn, in_shardings=(s, None, None), static_argnums=2)(x, 0.5, True)
+
+
+# -- lax.scan caches the trace of its body per function object (JAX's behaviour) ------------
+
+def _count_scan_traces(m):
+    n = []
+
+    def body(c, x):
+        n.append(1)
+        return c + 1, x ** 2
+
+    xs = m.numpy.arange(5.0)
+    outs = [m.lax.scan(body, m.numpy.int32(0), xs) for _ in range(2)]
+    m.lax.scan(body, m.numpy.int32(0), m.numpy.arange(3.0))      # same element types
+    m.jit(lambda: m.lax.scan(body, m.numpy.int32(0), xs))()      # inside jit too
+    m.lax.scan(body, m.numpy.float32(0), xs)                     # a new carry type: traced
+    m.jit(lambda y: m.lax.scan(lambda c, x: (c + y, x), 0.0, xs))(1.0)   # (a fresh body)
+    return len(n), [np.asarray(o[1]) for o in outs]
+
+
+def test_scan_body_trace_cached():
+    jax = pytest.importorskip("jax")
+    (kn, kys), (jn, jys) = _count_scan_traces(kiln), _count_scan_traces(jax)
+    assert kn == jn == 2
+    for a, b in zip(kys, jys):
+        np.testing.assert_allclose(a, b)

@@ -3,6 +3,8 @@ jaxprs with hoisted consts, type checks with JAX's messages, and jaxpr transform
 (jvp / batching / transpose of a jaxpr, produced by tracing its evaluation)."""
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from kiln._physical_tree import tree_flatten, tree_unflatten
@@ -21,6 +23,37 @@ def trace_jaxpr(fun, in_avals):
     control-flow bodies."""
     jaxpr, consts = staging.trace_to_jaxpr(fun, list(in_avals))
     return ClosedJaxpr(staging.convert_constvars_jaxpr(jaxpr), ()), list(consts)
+
+
+_trace_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def cached_trace(fun, key, make):
+    """``make()`` (a trace of the body ``fun``: ``(closed, consts, ...)``), cached per
+    ``fun`` object and ``key`` (trees, avals) as JAX caches control-flow bodies: called
+    again with the same function and argument types, ``scan`` does not run the Python body
+    again (also inside another transformation). Only traces whose constants are all
+    concrete are kept (a tracer constant belongs to one trace); the key includes the
+    flags that change tracing and the named axes in scope."""
+    from kiln._compile_log import trace_context
+    from kiln.core.trace import Tracer, eager_folding
+    try:
+        per = _trace_cache.get(fun)
+        full = (key, trace_context(), eager_folding(), tuple(batching.axis_env))
+        hash(full)
+    except TypeError:       # fun not weakly referenceable / hashable, or key unhashable
+        return make()
+    if per is not None:
+        hit = per.get(full)
+        if hit is not None:
+            return hit
+    out = make()
+    if not any(isinstance(c, Tracer) for c in out[1]):
+        try:
+            _trace_cache.setdefault(fun, {})[full] = out
+        except TypeError:
+            pass
+    return out
 
 
 def trace_pytree_fun(fun, in_tree, in_avals):

@@ -486,6 +486,11 @@ def scan(f, init, xs=None, length=None, reverse: bool = False, unroll=1,
     n_carry = len(init_flat)
 
     def trace(carry_avals):
+        return common.cached_trace(
+            f, ("scan", init_tree, xs_tree, tuple(carry_avals), tuple(x_avals)),
+            lambda: _trace(carry_avals))
+
+    def _trace(carry_avals):
         store = {}
 
         def body(*args):
