@@ -594,6 +594,15 @@ def linear_transpose(fun: Callable, *primals, reduce_axes=()) -> Callable:
 # vmap
 # ================================================================================================
 
+def _out_path(out, k) -> str:
+    """The key path (``[1]``, ``['b'][0]``) of the ``k``-th leaf of ``out``."""
+    from kiln.tree_util import keystr, tree_flatten_with_path
+    try:
+        return keystr(tree_flatten_with_path(out)[0][k][0])
+    except Exception:   # noqa: BLE001 - only for the message
+        return ""
+
+
 def _arg_names(fun, n):
     try:
         params = list(inspect.signature(fun).parameters)
@@ -703,6 +712,7 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size=None,
             out = fun(*a, **k)
             leaves, tree = tree_flatten(out)
             store["tree"] = tree
+            store["out"] = out
             return leaves
 
         axis_data = batching.AxisData(axis_name, size, spmd_axis_name)
@@ -710,10 +720,11 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size=None,
         tree = store["tree"]
         oaxes = _flatten_axes("vmap out_axes", tree, out_axes, tree.num_leaves)
         final = []
-        for o, d, want in zip(outs, dims, oaxes):
+        for k, (o, d, want) in enumerate(zip(outs, dims, oaxes)):
             if want is None:
                 if d is not None:
-                    raise ValueError("vmap has mapped output but out_axes is None")
+                    raise ValueError(f"at vmap out_axes{_out_path(store['out'], k)}, got axis "
+                                     f"spec None but output was batched on axis {d}")
                 final.append(o)
             else:
                 nd = get_aval(o).ndim + (1 if d is None else 0)

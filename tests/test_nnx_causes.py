@@ -168,3 +168,25 @@ def test_scan_body_trace_cached():
     assert kn == jn == 2
     for a, b in zip(kys, jys):
         np.testing.assert_allclose(a, b)
+
+
+# -- cond forwards outputs that every branch passes through (unbatched under vmap) ----------
+
+def test_cond_passthrough_output_stays_unbatched_under_vmap():
+    jax = pytest.importorskip("jax")
+
+    def run(m):
+        def f(i, b):
+            # b is returned unchanged by both branches: not batched by the batched predicate
+            return m.lax.cond(i % 2 == 0, lambda i, b: (i + 1, b), lambda i, b: (i, b), i, b)
+        return m.vmap(f, in_axes=(0, None), out_axes=(0, None))(m.numpy.arange(4), 7.0)
+    (ki, kb), (ji, jb) = run(kiln), run(jax)
+    np.testing.assert_array_equal(ki, ji)
+    assert float(kb) == float(jb) == 7.0
+
+
+def test_vmap_out_axes_none_error_names_the_output():
+    with pytest.raises(ValueError, match=r"at vmap out_axes\['b'\]\[0\], got axis spec None "
+                                         r"but output was batched on axis 0"):
+        kiln.vmap(lambda x: {"a": x, "b": [x, 1.0]},
+                  out_axes={"a": 0, "b": [None, None]})(jnp.ones(3))
