@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kiln import _fp_warnings as _fpw
 from kiln.array import Array, make_array
 from kiln.core import trace as core
 from kiln.core.trace import Tracer
@@ -245,12 +246,22 @@ def _fast(npfn, name, float_only=False, cmp=False):
                         r = npfn(a, b)
                     except ValueError:  # shapes don't broadcast: the general path raises
                         return general(self, other)  # JAX's error
+                    except RuntimeWarning as w:     # warnings are errors (e.g. pytest)
+                        if not _fpw.is_fp_warning(w):
+                            raise
+                        r = _fpw.quietly(npfn, a, b)
                     if cmp:
                         return make_array(r, False)
                     return make_array(r, self.weak_type and other.weak_type)
             elif _scalar_ok(dt, other) and (not float_only or dt.kind == "f") \
                     and dt.kind != "V":
-                return make_array(npfn(a, dt.type(other)), False if cmp else self.weak_type)
+                try:
+                    r = npfn(a, dt.type(other))
+                except RuntimeWarning as w:
+                    if not _fpw.is_fp_warning(w):
+                        raise
+                    r = _fpw.quietly(npfn, a, dt.type(other))
+                return make_array(r, False if cmp else self.weak_type)
         return general(self, other)
     op.__name__ = name
     return op
@@ -269,9 +280,19 @@ def _fast_r(npfn, name):
                         r = npfn(a, b)
                     except ValueError:  # shapes don't broadcast: the general path raises
                         return general(self, other)  # JAX's error
+                    except RuntimeWarning as w:     # warnings are errors (e.g. pytest)
+                        if not _fpw.is_fp_warning(w):
+                            raise
+                        r = _fpw.quietly(npfn, a, b)
                     return make_array(r, self.weak_type and other.weak_type)
             elif _scalar_ok(b.dtype, other) and b.dtype.kind != "V":
-                return make_array(npfn(b.dtype.type(other), b), self.weak_type)
+                try:
+                    r = npfn(b.dtype.type(other), b)
+                except RuntimeWarning as w:
+                    if not _fpw.is_fp_warning(w):
+                        raise
+                    r = _fpw.quietly(npfn, b.dtype.type(other), b)
+                return make_array(r, self.weak_type)
         return general(self, other)
     return op
 

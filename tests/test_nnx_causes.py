@@ -190,3 +190,18 @@ def test_vmap_out_axes_none_error_names_the_output():
                                          r"but output was batched on axis 0"):
         kiln.vmap(lambda x: {"a": x, "b": [x, 1.0]},
                   out_axes={"a": 0, "b": [None, None]})(jnp.ones(3))
+
+
+# -- warnings turned into errors: kiln's NumPy kernels stay silent on inf/nan, as XLA ------
+
+def test_fp_warnings_silent_when_warnings_are_errors():
+    import warnings
+    x, z = jnp.float32(0.0), jnp.zeros(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert np.isnan(float(x / x))                        # eager fast path
+        assert np.isnan(np.asarray(z / z)).all()
+        assert np.isinf(float(jnp.log(x)))                   # a primitive's impl
+        assert np.isnan(float(kiln.lax.fori_loop(0, 2, lambda i, c: c / x, x)))
+        with pytest.raises(RuntimeWarning):                  # the user's own NumPy still warns
+            np.log(np.zeros(1))

@@ -239,7 +239,13 @@ class EvalTrace(Trace):
             # Call-like primitives carry jaxprs in their params: don't keep those alive.
             if key is not None and not prim.multiple_results and len(prim._eager_ok) < 4096:
                 prim._eager_ok.add(key)
-        out = prim.impl(*vals, **params)
+        try:
+            out = prim.impl(*vals, **params)
+        except RuntimeWarning as w:
+            # NumPy's floating-point warning turned into an error (``-W error``, pytest's
+            # ``filterwarnings = error``): JAX computes inf/nan silently, so run the
+            # kernel again without warnings (effectful primitives never raise one here).
+            out = _rerun_quietly(w, prim, vals, params)
         if _debug_checks[0]:
             _check_finite(prim, out)
         rule = prim.weak_type_rule
@@ -269,6 +275,14 @@ class EvalTrace(Trace):
     def process_custom_vjp_call(self, fun, fwd, bwd, args, out_trees, *, symbolic_zeros=False):
         with set_current_trace(self):
             return fun(*args)
+
+
+def _rerun_quietly(w, prim, vals, params):
+    from kiln import _fp_warnings
+    from kiln.interpreters.staging import always_stage
+    if not _fp_warnings.is_fp_warning(w) or prim in always_stage:
+        raise w
+    return _fp_warnings.quietly(prim.impl, *vals, **params)
 
 
 def raise_ref_operand(prim):
