@@ -205,3 +205,9 @@ def test_fp_warnings_silent_when_warnings_are_errors():
         assert np.isnan(float(kiln.lax.fori_loop(0, 2, lambda i, c: c / x, x)))
         with pytest.raises(RuntimeWarning):                  # the user's own NumPy still warns
             np.log(np.zeros(1))
+
+
+def test_make_mesh_axis_types_positional():
+    from kiln.sharding import AxisType
+    m = kiln.make_mesh((1,), ("d",), (AxisType.Auto,))
+    assert m.axis_types == (AxisType.Auto,) and m.axis_names == ("d",)
