@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from kiln import _compile_log, _traceback_util, dtypes
+from kiln import _compile_log, _hijax, _traceback_util, dtypes
 from kiln import _key_boundary as _kb
 from kiln import tree_util as _public_tree
 from kiln._physical_tree import (
@@ -779,7 +779,7 @@ def _donated_reuse(entry, a_flat):
 
 
 class _CacheEntry:
-    __slots__ = ("jaxpr", "out_tree", "explain", "donated", "pairs", "ref_consts")
+    __slots__ = ("jaxpr", "out_tree", "explain", "donated", "pairs", "ref_consts", "hi")
 
     def __init__(self, jaxpr, out_tree):
         self.jaxpr = jaxpr
@@ -787,6 +787,7 @@ class _CacheEntry:
         self.donated = ()           # flat argument indices an output takes (donation)
         self.pairs = ()             # (flat argument, output index) for those
         self.ref_consts = ()        # closed-over mutable references (leading operands)
+        self.hi = None              # hijax arguments: (number of outputs, final specs)
 
 
 def _fun_src_info(wrapped) -> str:
@@ -1234,6 +1235,8 @@ class JitWrapped:
         try:
             if config.jax_disable_jit:
                 return self._fun(*args, **kwargs)
+            if _hijax.hi_types and _hijax.any_hi(tree_flatten((args, kwargs))[0]):
+                return self._call_hi(args, kwargs)
             if _dist_state["process_count"] > 1 and _spans_processes(args, kwargs):
                 # global arrays of several processes: run the function eagerly (its
                 # shard_maps and sharded jits are SPMD calls; kiln.parallel.global_array)
@@ -1296,6 +1299,70 @@ class JitWrapped:
             if _traceback_util._BARE_RAISE_KEEPS_OLD_TB:
                 raise e  # noqa: B904  (Python 3.10)
             raise
+
+    def _call_hi(self, args, kwargs):
+        """A call with hijax arguments (Flax NNX's ``HijaxVariable``): they are passed as
+        their low-level values, the traced function gets new hijax values over the traced
+        ones, and mutable ones get their final values back after the call (``kiln._hijax``)."""
+        static_pos, static_kw, dyn_args, dyn_kw = self._split(args, kwargs)
+        a_flat, a_tree = tree_flatten((tuple(dyn_args), dyn_kw))
+        specs, lo_vals = _hijax.lower_args(a_flat)
+        lo_flat, lo_tree = tree_flatten(lo_vals)    # (key arrays cross as their data)
+        lo_avals = [get_aval(x) for x in lo_flat]
+        key = ("hijax", a_tree, tuple(lo_avals), tuple(None if s is None else s.key()
+                                                       for s in specs),
+               static_pos, static_kw, _compile_log.trace_context())
+        try:
+            entry = self._cache.get(key)
+        except TypeError:       # unhashable quasi-dynamic data: no caching
+            key, entry = None, None
+        tconsts = []
+        if entry is None:
+            store = {}
+            nargs = len(args)
+
+            def flat_fun(*xs):
+                inner = _hijax.raise_args(specs, tree_unflatten(lo_tree, list(xs)))
+                d_args, d_kw = tree_unflatten(a_tree, inner)
+                full, it, sp = [], iter(d_args), dict(static_pos)
+                for i in range(nargs):
+                    full.append(sp[i] if i in sp else next(it))
+                kw = dict(d_kw)
+                kw.update(dict(static_kw))
+                out = self._fun(*full, **kw)
+                leaves, tree = tree_flatten(out)
+                for leaf in leaves:
+                    if _hijax.is_hi(leaf):
+                        raise NotImplementedError(
+                            f"kiln: function {self._name} traced for jit returned a hijax "
+                            "value; returning hijax values from jit is not supported")
+                    if not isinstance(leaf, _array_types):
+                        raise TypeError(f"function {self._name} traced for jit returned a "
+                                        f"value of type {type(leaf)}, which is not a valid "
+                                        "JAX type")
+                finals, extra = [], []
+                for s, obj in zip(specs, inner):
+                    f = None if s is None else _hijax.final(s, obj)
+                    finals.append(None if f is None else (f[0], len(f[1])))
+                    if f is not None:
+                        extra.extend(f[1])
+                extra, store["extra_tree"] = tree_flatten(extra)
+                store["tree"], store["n_out"], store["finals"] = tree, len(leaves), finals
+                return leaves + extra
+
+            jaxpr, consts = staging.trace_to_jaxpr(flat_fun, lo_avals)
+            closed, tconsts = staging.split_concrete_consts(jaxpr, consts)
+            entry = _CacheEntry(closed, store["tree"])
+            entry.hi = (store["n_out"], store["finals"], store["extra_tree"])
+            if key is not None and not tconsts:
+                self._cache[key] = entry
+        n_out, finals, extra_tree = entry.hi
+        outs = jit_p.bind(*tconsts, *lo_flat, jaxpr=entry.jaxpr, name=self._name)
+        it = iter(tree_unflatten(extra_tree, outs[n_out:]))
+        for s, obj, f in zip(specs, a_flat, finals):
+            if f is not None:
+                _hijax.write_back(s, obj, f[0], [next(it) for _ in range(f[1])])
+        return tree_unflatten(entry.out_tree, outs[:n_out])
 
     @_traceback_util.api_boundary
     def lower(self, *args, **kwargs) -> Lowered:
@@ -1480,6 +1547,15 @@ def eval_shape(fun: Callable, *args, **kwargs):
         leaves, tree = tree_flatten(out)
         store["tree"] = tree
         return leaves
+
+    if _hijax.any_hi(a_flat):       # hijax arguments: their low-level values are traced
+        specs, lo_vals = _hijax.lower_args(a_flat)
+        a_flat, lo_tree = tree_flatten(lo_vals)
+        avals = [get_aval(x) for x in a_flat]
+        plain_fun = flat_fun
+
+        def flat_fun(*xs):
+            return plain_fun(*_hijax.raise_args(specs, tree_unflatten(lo_tree, list(xs))))
 
     jaxpr, _ = staging.trace_to_jaxpr(flat_fun, avals)
     return _kb.keys_to_specs(tree_unflatten(store["tree"], [

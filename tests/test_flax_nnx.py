@@ -112,3 +112,43 @@ def test_nnx_variables_as_refs_match_jax():
     for name in j:
         np.testing.assert_allclose(np.asarray(k[name], float), np.asarray(j[name], float),
                                    rtol=1e-5, err_msg=name)
+
+
+_HIJAX_PROBE = """
+import json, jax, jax.numpy as jnp
+from flax import nnx
+out = {}
+v = nnx.with_vars(nnx.Param(jnp.array(1.0), a="hi"), hijax=True)
+@jax.jit
+def put(v, a):
+    v[...] = a
+    v[...] += 5
+    return v + 2
+out["jit"] = [float(put(v, 10.0)), float(v[...])]
+metrics = nnx.Variable({}, hijax=True)
+@jax.jit
+def record(x, metrics):
+    metrics["x_sum"] = jnp.sum(x)
+record(jnp.ones((4, 5)), metrics)
+out["dynamic"] = float(metrics["x_sum"])
+with nnx.var_defaults(hijax=True):
+    rngs = nnx.Rngs(0)
+    draw = jax.jit(lambda rngs: jax.random.key_data(rngs()))
+    out["rngs"] = [draw(rngs).tolist(), draw(rngs).tolist()]
+c = nnx.Variable(jnp.array(3.0), hijax=True)
+def body(_, __):
+    c[...] = c[...] + 1.0
+    return None, c[...]
+out["scan"] = [jax.lax.scan(body, None, None, length=5)[1].tolist(), float(c[...])]
+print(json.dumps(out))
+"""
+
+
+def test_nnx_hijax_variables_match_jax():
+    pj = _run(["-c", textwrap.dedent(_HIJAX_PROBE)])
+    assert pj.returncode == 0, pj.stderr
+    pk = _run(["-m", "kiln.as_jax", "-c", textwrap.dedent(_HIJAX_PROBE)])
+    assert pk.returncode == 0, pk.stderr
+    j = json.loads(pj.stdout.strip().splitlines()[-1])
+    k = json.loads(pk.stdout.strip().splitlines()[-1])
+    assert k == j

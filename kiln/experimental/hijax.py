@@ -1,19 +1,22 @@
-"""``jax.experimental.hijax``: JAX's API for high-level ("hijax") types, as far as kiln
-implements it.
+"""``jax.experimental.hijax``: JAX's API for high-level ("hijax") types.
 
-What works: defining hijax types and primitives (``HiType``, ``MutableHiType``,
-``HiPrimitive``, ``register_hitype``, ``aval_method``/``aval_property``), and applying
-hijax primitives eagerly (their ``impl`` runs on the high-level values, as in JAX).
-What does not: hijax values under ``jit``/``grad``/``vmap`` and other transformations
-(JAX lowers them to ordinary arrays through ``to_lojax`` and tracks their
-quasi-dynamic data while tracing); binding a ``HiPrimitive`` inside a transformation
-raises ``NotImplementedError`` naming the primitive.
+Defining hijax types and primitives works as in JAX (``HiType``, ``MutableHiType``,
+``HiPrimitive``, ``register_hitype``, ``aval_method``/``aval_property``). A hijax
+primitive applied eagerly runs its ``impl`` on the high-level values; inside a
+transformation kiln lowers it *while tracing*: its ``to_lojax`` runs on the Python
+objects, whose contents are then tracers, so staged programs hold only ordinary arrays
+(JAX stages the high-level equation and lowers the jaxpr afterwards; the results are the
+same). Hijax arguments of ``jit`` and ``eval_shape`` cross the boundary as their low-level
+values, mutable ones written back after the call (``kiln._hijax``). Not supported: hijax
+values as ``jit`` outputs or loop carries, and mutation of a hijax value captured by a
+``jit``ted function or a loop body (``NotImplementedError``).
 """
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
 
+from kiln import _hijax
 from kiln._src.effects import control_flow_allowed_effects  # noqa: F401
 from kiln.core.avals import AbstractValue, ShapedArray  # noqa: F401
 from kiln.core.trace import (
@@ -63,9 +66,7 @@ class AvalMutableQDD:
 def _transformations_unsupported(name: str) -> NotImplementedError:
     return NotImplementedError(
         f"kiln: the hijax primitive '{name}' was applied inside a transformation (jit, grad, "
-        "vmap, ...); kiln implements JAX's hijax types eagerly only (it does not lower them "
-        "with to_lojax). Use ordinary values (for Flax NNX: variables with hijax=False, the "
-        "default) inside transformations.")
+        "vmap, ...) to a value kiln cannot lower there.")
 
 
 class HiPrimitive(Primitive):
@@ -81,10 +82,18 @@ class HiPrimitive(Primitive):
         ad.transpose_rules[self] = self.transpose
 
     def bind(self, *args, **params):
-        if type(current_trace()) is not EvalTrace:
-            raise _transformations_unsupported(self.name)
-        with set_current_trace(eval_trace):
-            return self.impl(*args, **params)
+        trace = current_trace()
+        if type(trace) is EvalTrace:
+            with set_current_trace(eval_trace):
+                return self.impl(*args, **params)
+        from kiln.interpreters.staging import JaxprTrace
+        staged = type(trace) is JaxprTrace and not trace.forward_known
+        if staged:
+            _hijax.before_bind(trace, args)
+        out = self.to_lojax(*args, **params)    # lowered now, on the traced contents
+        if staged:
+            _hijax.after_bind(trace, out)
+        return out
 
     def is_high(self, *avals, **params) -> bool:
         return True
@@ -170,6 +179,7 @@ class VJPHiPrimitive:
 def register_hitype(val_cls, typeof_fn) -> None:
     """Register ``typeof_fn`` as the abstract value of ``val_cls``'s instances."""
     pytype_aval_mappings[val_cls] = typeof_fn
+    _hijax.hi_types.add(val_cls)
 
 
 def cur_qdd(x):

@@ -53,7 +53,7 @@ class JaxprTrace(Trace):
     """Stages primitive applications into a jaxpr."""
 
     __slots__ = ("eqns", "invars", "const_vars", "const_vals", "forward_known", "_lit_ok",
-                 "ref_mirrors")
+                 "ref_mirrors", "hi_state")
 
     def __init__(self, parent=None, forward_known: bool = False):
         super().__init__(parent)
@@ -65,6 +65,8 @@ class JaxprTrace(Trace):
         # Partial evaluation of mutable references (kiln.state.partial_eval): the staged
         # copy of a known reference that unknown work used.
         self.ref_mirrors = None
+        # Hijax values met while tracing (kiln._hijax): created here, or captured.
+        self.hi_state = None
 
     # -- inputs -----------------------------------------------------------------------------
     def new_arg(self, aval) -> JaxprTracer:
@@ -223,6 +225,9 @@ def trace_to_jaxpr(fun, in_avals, *, parent=None):
     try:
         with set_current_trace(trace):
             outs = fun(*args)
+        if trace.hi_state is not None:
+            from kiln import _hijax
+            _hijax.finish_trace(trace)
         result = trace.to_jaxpr(outs)
     finally:
         trace.alive = False

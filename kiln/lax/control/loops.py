@@ -492,6 +492,47 @@ def scan(f, init, xs=None, length=None, reverse: bool = False, unroll=1,
         raise ValueError("`unroll` must be a `bool` or a non-negative `int`.")
     if _jit_disabled():
         return _scan_in_python(f, init, xs_flat, xs_tree, length, reverse)
+    from kiln import _hijax
+    try:
+        return _scan_traced(f, init, xs_flat, xs_tree, length, reverse, unroll)
+    except _hijax.CapturedHiWrite as e:
+        return _scan_carrying_hijax(f, init, xs, length, reverse, unroll, e.objs)
+
+
+def _scan_carrying_hijax(f, init, xs, length, reverse, unroll, objs):
+    """``scan`` of a body that writes into hijax values it closed over (Flax NNX's hijax
+    Variables): those values' low-level contents become extra carries, and their final
+    values are written back, as JAX does."""
+    from kiln import _hijax
+    from kiln.core.trace import current_trace
+    lowered = [_hijax.lower(o) for o in objs]
+
+    def body(c2, x):
+        c, caps = c2
+        snaps = [_hijax.snapshot(o) for o in objs]
+        for o, (spec, _), vals in zip(objs, lowered, caps):
+            _hijax.mark_owned(current_trace(), o)
+            _hijax.write_back(spec, o, spec.qdd, list(vals))
+        c_out, y = f(c, x)
+        outs = []
+        for o, (spec, _) in zip(objs, lowered):
+            qdd, vals = _hijax.final(spec, o)
+            if qdd != spec.qdd:
+                raise TypeError("scan body changed the structure of a hijax value it closed "
+                                f"over: {spec.qdd} became {qdd}")
+            outs.append(vals)
+        for o, snap in zip(objs, snaps):
+            _hijax.restore(o, snap)
+        return (c_out, outs), y
+
+    (carry, caps), ys = scan(body, (init, [vals for _, vals in lowered]), xs, length=length,
+                             reverse=reverse, unroll=unroll)
+    for o, (spec, _), vals in zip(objs, lowered, caps):
+        _hijax.write_back(spec, o, spec.qdd, list(vals))
+    return carry, ys
+
+
+def _scan_traced(f, init, xs_flat, xs_tree, length, reverse, unroll):
     init_flat, init_tree = tree_flatten(init)
     carry_avals = common.avals_of(init_flat)
     x_avals = [ShapedArray(get_aval(x).shape[1:], get_aval(x).dtype, get_aval(x).weak_type)
