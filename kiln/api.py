@@ -594,13 +594,17 @@ def linear_transpose(fun: Callable, *primals, reduce_axes=()) -> Callable:
 # vmap
 # ================================================================================================
 
-def _out_path(out, k) -> str:
-    """The key path (``[1]``, ``['b'][0]``) of the ``k``-th leaf of ``out``."""
+def _out_path(tree, k) -> str:
+    """The key path (``[1]``, ``['b'][0]``) of the ``k``-th leaf of the tree ``tree``."""
     from kiln.tree_util import keystr, tree_flatten_with_path
     try:
-        return keystr(tree_flatten_with_path(out)[0][k][0])
+        dummy = tree_unflatten(tree, list(range(tree.num_leaves)))
+        for path, leaf in tree_flatten_with_path(dummy)[0]:
+            if leaf == k:
+                return keystr(path)
     except Exception:   # noqa: BLE001 - only for the message
-        return ""
+        pass
+    return ""
 
 
 def _arg_names(fun, n):
@@ -712,7 +716,6 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size=None,
             out = fun(*a, **k)
             leaves, tree = tree_flatten(out)
             store["tree"] = tree
-            store["out"] = out
             return leaves
 
         axis_data = batching.AxisData(axis_name, size, spmd_axis_name)
@@ -723,7 +726,7 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size=None,
         for k, (o, d, want) in enumerate(zip(outs, dims, oaxes)):
             if want is None:
                 if d is not None:
-                    raise ValueError(f"at vmap out_axes{_out_path(store['out'], k)}, got axis "
+                    raise ValueError(f"at vmap out_axes{_out_path(tree, k)}, got axis "
                                      f"spec None but output was batched on axis {d}")
                 final.append(o)
             else:
