@@ -781,6 +781,11 @@ def _donated_reuse(entry, a_flat):
     return donation.reusable(a_flat, entry.pairs) or None
 
 
+class _HijaxArguments(Exception):
+    """Raised while collecting a jit call's argument types: a hijax argument is present
+    (the call goes through ``JitWrapped._call_hi``)."""
+
+
 class _CacheEntry:
     __slots__ = ("jaxpr", "out_tree", "explain", "donated", "pairs", "ref_consts", "hi")
 
@@ -1159,6 +1164,8 @@ class JitWrapped:
                 avals.append(ShapedArray(x.shape, dtypes.canonicalize_dtype(x.dtype),
                                          getattr(x, "weak_type", False)))
             else:
+                if type(x) in _hijax.hi_types and not abstract:
+                    raise _HijaxArguments
                 _check_arg_jit(x, self._name)
                 avals.append(get_aval(x))
         key = (a_tree, tuple(avals), static_pos, static_kw, _compile_log.trace_context())
@@ -1238,8 +1245,6 @@ class JitWrapped:
         try:
             if config.jax_disable_jit:
                 return self._fun(*args, **kwargs)
-            if _hijax.hi_types and _hijax.any_hi(tree_flatten((args, kwargs))[0]):
-                return self._call_hi(args, kwargs)
             if _dist_state["process_count"] > 1 and _spans_processes(args, kwargs):
                 # global arrays of several processes: run the function eagerly (its
                 # shard_maps and sharded jits are SPMD calls; kiln.parallel.global_array)
@@ -1271,7 +1276,10 @@ class JitWrapped:
                 key = None
             if self._inline and isinstance(_current_trace(), staging.JaxprTrace):
                 return self._fun(*args, **kwargs)
-            entry, tconsts, a_flat, _ = self._trace(args, kwargs)
+            try:
+                entry, tconsts, a_flat, _ = self._trace(args, kwargs)
+            except _HijaxArguments:
+                return self._call_hi(args, kwargs)
             reuse = None
             if entry.pairs and not tconsts and type(_current_trace()) is EvalTrace \
                     and not _extended_io(entry.jaxpr):

@@ -216,10 +216,11 @@ class ShardedJit:
         if (config.jax_disable_jit or core.current_trace() is not core.eval_trace
                 or spmd.current_context() is not None):
             return None
-        from kiln import _hijax
-        if _hijax.hi_types and _hijax.any_hi(tree_flatten((args, kwargs))[0]):
+        from kiln.api import _HijaxArguments
+        try:
+            entry, tconsts, a_flat, _ = self._jitted._trace(args, kwargs)
+        except _HijaxArguments:
             return None         # hijax arguments: one program (kiln.api.JitWrapped._call_hi)
-        entry, tconsts, a_flat, _ = self._jitted._trace(args, kwargs)
         if tconsts or any(isinstance(x, Tracer) for x in a_flat):
             return None
         closed = entry.jaxpr
