@@ -211,3 +211,19 @@ def test_make_mesh_axis_types_positional():
     from kiln.sharding import AxisType
     m = kiln.make_mesh((1,), ("d",), (AxisType.Auto,))
     assert m.axis_types == (AxisType.Auto,) and m.axis_names == ("d",)
+
+
+# -- jit(...).lower(...).out_info / args_info (Flax NNX's summary uses out_info) ------------
+
+def test_lowered_out_info_and_args_info():
+    jax = pytest.importorskip("jax")
+
+    def run(m):
+        low = m.jit(lambda x, y=1: (x, x.sum() * y)).lower(m.numpy.ones(3),
+                                                             y=m.numpy.int32(2))
+        outs = [(tuple(o.shape), str(o.dtype)) for o in low.out_info]
+        args, kwargs = low.args_info
+        ins = [(tuple(a.shape), str(a.dtype), a.donated) for a in args]
+        return outs, ins, {k: (tuple(v.shape), str(v.dtype)) for k, v in kwargs.items()}, \
+            [(tuple(o.shape), str(o.dtype)) for o in low.compile().out_info]
+    assert run(kiln) == run(jax)
