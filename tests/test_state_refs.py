@@ -391,3 +391,17 @@ def test_grad_with_respect_to_refs_as_jax():
     assert kt == jt == ["Ref", "Ref"]
     for a, b in zip(kz, jz):
         np.testing.assert_array_equal(a, b)
+
+
+def test_jaxpr_text_of_reads_and_writes():
+    r = kiln.new_ref(kjnp.zeros((3, 4)))
+
+    def f(ref, x, i):
+        ref[...] += x
+        ref[i, 1:3] = x[0, :2]
+        kiln.ref.addupdate(ref, (slice(None), 2), x[:, 0])
+        return ref[...]
+    text = str(kiln.make_jaxpr(f)(r, kjnp.ones((3, 4)), 1))
+    assert "d:f32[3,4] <- a[...]" in text
+    assert ", a[c,1:3] <- a[c,1:3], " in text
+    assert "a[:,2] += " in text

@@ -342,3 +342,59 @@ def _eager(prim, args, params):
 
 
 core_ref.eager_rule = _eager
+
+
+# ----------------------------------------------------------------------------------------------
+# JAX's jaxpr syntax for reads and writes: ``b:f32[3] <- a[...]``, ``c:f32[], a[0] <- a[0], x``,
+# ``a[1:3] += y``.
+
+def _pp_index(eqn, namer, idx_vars) -> str:
+    from kiln.state.indexing import Slice
+    transforms = tree_unflatten(eqn.params["tree"], [namer(v) for v in idx_vars])
+    if not transforms:
+        return "[...]"
+    out = ""
+    for t in transforms:
+        parts = []
+        for i, dim in zip(t.indices, t.shape):
+            if type(i) is Slice:
+                if i.is_dynamic_start:
+                    parts.append(f"{i.start}:{i.start}+{i.size}")
+                else:
+                    start = "" if i.start == 0 else str(i.start)
+                    end = i.start + (i.size - 1) * i.stride + 1 if i.size else i.start
+                    stop = "" if end == dim else str(end)
+                    step = "" if i.stride == 1 else f":{i.stride}"
+                    parts.append(f"{start}:{stop}{step}")
+            else:
+                parts.append(str(i))
+        out += "[" + ",".join(parts) + "]"
+    return out
+
+
+def _pp_get(eqn, namer):
+    ref, *idx = eqn.invars
+    o = eqn.outvars[0]
+    return f"{namer(o)}:{o.aval.str_short()} <- {namer(ref)}{_pp_index(eqn, namer, idx)}"
+
+
+def _pp_swap(eqn, namer):
+    ref, val, *idx = eqn.invars
+    o = eqn.outvars[0]
+    at = f"{namer(ref)}{_pp_index(eqn, namer, idx)}"
+    return f"{namer(o)}:{o.aval.str_short()}, {at} <- {at}, {namer(val)}"
+
+
+def _pp_addupdate(eqn, namer):
+    ref, val, *idx = eqn.invars
+    return f"{namer(ref)}{_pp_index(eqn, namer, idx)} += {namer(val)}"
+
+
+def _register_pp():
+    from kiln.core.jaxpr import pp_eqn_rules
+    pp_eqn_rules["get"] = _pp_get
+    pp_eqn_rules["swap"] = _pp_swap
+    pp_eqn_rules["addupdate"] = _pp_addupdate
+
+
+_register_pp()
