@@ -25,6 +25,7 @@ from kiln import (
     numpy,  # noqa: F401
     profiler,  # noqa: F401  (lazy: its modules load on first use)
     random,  # noqa: F401
+    ref,  # noqa: F401,E402  (jax.ref: mutable array references)
     scipy,  # noqa: F401
     sharding,  # noqa: F401
     stages,  # noqa: F401
@@ -80,6 +81,7 @@ from kiln.config import (  # noqa: F401  # noqa: F401
     numpy_rank_promotion,
     threefry_partitionable,
 )
+from kiln.core.ref import Ref  # noqa: F401,E402
 from kiln.core.trace import Tracer as _Tracer  # noqa: F401
 from kiln.custom_derivatives import (  # noqa: F401
     checkpoint,
@@ -110,6 +112,8 @@ from kiln.parallel.placement import (  # noqa: F401
 )
 from kiln.profiler import live_arrays  # noqa: F401
 from kiln.sharding import NamedSharding, P, Shard, make_mesh, set_mesh, use_mesh  # noqa: F401
+from kiln.state import ds, dslice  # noqa: F401,E402
+from kiln.state.primitives import freeze, new_ref  # noqa: F401,E402
 
 __version__ = "0.1.0"
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kiln import _fp_warnings as _fpw
 from kiln.array import Array, make_array
 from kiln.core import trace as core
 from kiln.core.trace import Tracer
@@ -30,7 +31,14 @@ _accepted = (Array, Tracer, np.ndarray, np.generic, int, float, complex, bool)
 def _binop(name, reflected=False):
     def op(self, other):
         if not isinstance(other, _accepted):
-            return NotImplemented
+            # JAX converts an operand that defines ``__jax_array__`` (Flax's Variable);
+            # anything else defers to the other operand's reflected operator.
+            jax_array = getattr(other, "__jax_array__", None)
+            if jax_array is None:
+                return NotImplemented
+            other = jax_array()
+            if not isinstance(other, _accepted):
+                return NotImplemented
         f = getattr(_np_mod(), name)
         return f(other, self) if reflected else f(self, other)
     op.__name__ = name
@@ -177,6 +185,42 @@ _install(Array)
 _install(Tracer)
 
 
+# Tracers standing for mutable references (``kiln.core.ref``): indexing reads and writes the
+# reference, ``.at[...]`` makes a view, as JAX's tracers of ``AbstractRef`` type do.
+def _tracer_getitem(self, idx):
+    if type(self.aval) is _AbstractRef:
+        from kiln.state.primitives import ref_get
+        return ref_get(self, idx)
+    return _np_mod()._rewriting_take(self, idx)
+
+
+def _tracer_setitem(self, idx, value):
+    if type(self.aval) is _AbstractRef:
+        from kiln.state.primitives import ref_set
+        return ref_set(self, idx, value)
+    return _setitem(self, idx, value)
+
+
+def _tracer_at(self):
+    if type(self.aval) is _AbstractRef:
+        from kiln.state.types import RefIndexer
+        return RefIndexer(self)
+    return _at(self)
+
+
+def _tracer_addupdate(self, value, idx=()):
+    from kiln.state.primitives import ref_addupdate
+    ref_addupdate(self, idx, value)
+
+
+from kiln.core.ref import AbstractRef as _AbstractRef  # noqa: E402
+
+Tracer.__getitem__ = _tracer_getitem
+Tracer.__setitem__ = _tracer_setitem
+Tracer.at = property(_tracer_at)
+Tracer.addupdate = _tracer_addupdate
+
+
 # ----------------------------------------------------------------------------------------------
 # Eager fast paths for Array ∘ Array with equal dtypes. Anything unusual takes the general path.
 
@@ -202,12 +246,22 @@ def _fast(npfn, name, float_only=False, cmp=False):
                         r = npfn(a, b)
                     except ValueError:  # shapes don't broadcast: the general path raises
                         return general(self, other)  # JAX's error
+                    except RuntimeWarning as w:     # warnings are errors (e.g. pytest)
+                        if not _fpw.is_fp_warning(w):
+                            raise
+                        r = _fpw.quietly(npfn, a, b)
                     if cmp:
                         return make_array(r, False)
                     return make_array(r, self.weak_type and other.weak_type)
             elif _scalar_ok(dt, other) and (not float_only or dt.kind == "f") \
                     and dt.kind != "V":
-                return make_array(npfn(a, dt.type(other)), False if cmp else self.weak_type)
+                try:
+                    r = npfn(a, dt.type(other))
+                except RuntimeWarning as w:
+                    if not _fpw.is_fp_warning(w):
+                        raise
+                    r = _fpw.quietly(npfn, a, dt.type(other))
+                return make_array(r, False if cmp else self.weak_type)
         return general(self, other)
     op.__name__ = name
     return op
@@ -226,9 +280,19 @@ def _fast_r(npfn, name):
                         r = npfn(a, b)
                     except ValueError:  # shapes don't broadcast: the general path raises
                         return general(self, other)  # JAX's error
+                    except RuntimeWarning as w:     # warnings are errors (e.g. pytest)
+                        if not _fpw.is_fp_warning(w):
+                            raise
+                        r = _fpw.quietly(npfn, a, b)
                     return make_array(r, self.weak_type and other.weak_type)
             elif _scalar_ok(b.dtype, other) and b.dtype.kind != "V":
-                return make_array(npfn(b.dtype.type(other), b), self.weak_type)
+                try:
+                    r = npfn(b.dtype.type(other), b)
+                except RuntimeWarning as w:
+                    if not _fpw.is_fp_warning(w):
+                        raise
+                    r = _fpw.quietly(npfn, b.dtype.type(other), b)
+                return make_array(r, self.weak_type)
         return general(self, other)
     return op
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from kiln import _compile_log, _traceback_util, dtypes
+from kiln import _compile_log, _hijax, _traceback_util, dtypes
 from kiln import _key_boundary as _kb
 from kiln import tree_util as _public_tree
 from kiln._physical_tree import (
@@ -33,6 +33,7 @@ from kiln.backends import cpu as _cpu
 from kiln.config import config
 from kiln.core.avals import ShapedArray
 from kiln.core.jaxpr import ClosedJaxpr, check_jaxpr, pp_jaxpr
+from kiln.core.ref import AbstractRef, Ref
 from kiln.core.trace import EvalTrace, Tracer, get_aval
 from kiln.core.trace import current_trace as _current_trace
 from kiln.distributed import _state as _dist_state
@@ -43,7 +44,7 @@ from kiln.profiler import _recorder as _profiler
 
 logger = logging.getLogger("kiln")
 
-_array_types = (Array, Tracer, np.ndarray, np.generic, int, float, complex, bool)
+_array_types = (Array, Tracer, np.ndarray, np.generic, int, float, complex, bool, Ref)
 
 
 def _check_arg(x, what: str):
@@ -231,6 +232,8 @@ def _zeros_for(ct, primal_aval):
     """Instantiate a symbolic zero cotangent; integer primals get float0 zeros."""
     if type(ct) is Zero:
         ta = ad.tangent_aval(primal_aval)
+        if type(ta) is AbstractRef:     # a new reference of zeros, as JAX
+            return ad.zeros_like_aval(ta)
         return make_array(np.zeros(ta.shape, ta.dtype), False)
     return ct
 
@@ -591,6 +594,19 @@ def linear_transpose(fun: Callable, *primals, reduce_axes=()) -> Callable:
 # vmap
 # ================================================================================================
 
+def _out_path(tree, k) -> str:
+    """The key path (``[1]``, ``['b'][0]``) of the ``k``-th leaf of the tree ``tree``."""
+    from kiln.tree_util import keystr, tree_flatten_with_path
+    try:
+        dummy = tree_unflatten(tree, list(range(tree.num_leaves)))
+        for path, leaf in tree_flatten_with_path(dummy)[0]:
+            if leaf == k:
+                return keystr(path)
+    except Exception:   # noqa: BLE001 - only for the message
+        pass
+    return ""
+
+
 def _arg_names(fun, n):
     try:
         params = list(inspect.signature(fun).parameters)
@@ -707,10 +723,11 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size=None,
         tree = store["tree"]
         oaxes = _flatten_axes("vmap out_axes", tree, out_axes, tree.num_leaves)
         final = []
-        for o, d, want in zip(outs, dims, oaxes):
+        for k, (o, d, want) in enumerate(zip(outs, dims, oaxes)):
             if want is None:
                 if d is not None:
-                    raise ValueError("vmap has mapped output but out_axes is None")
+                    raise ValueError(f"at vmap out_axes{_out_path(tree, k)}, got axis "
+                                     f"spec None but output was batched on axis {d}")
                 final.append(o)
             else:
                 nd = get_aval(o).ndim + (1 if d is None else 0)
@@ -764,14 +781,89 @@ def _donated_reuse(entry, a_flat):
     return donation.reusable(a_flat, entry.pairs) or None
 
 
+class _HijaxArguments(Exception):
+    """Raised while collecting a jit call's argument types: a hijax argument is present
+    (the call goes through ``JitWrapped._call_hi``)."""
+
+
 class _CacheEntry:
-    __slots__ = ("jaxpr", "out_tree", "explain", "donated", "pairs")
+    __slots__ = ("jaxpr", "out_tree", "explain", "donated", "pairs", "ref_consts", "hi")
 
     def __init__(self, jaxpr, out_tree):
         self.jaxpr = jaxpr
         self.out_tree = out_tree
         self.donated = ()           # flat argument indices an output takes (donation)
         self.pairs = ()             # (flat argument, output index) for those
+        self.ref_consts = ()        # closed-over mutable references (leading operands)
+        self.hi = None              # hijax arguments: (number of outputs, final specs)
+
+
+def _fun_src_info(wrapped) -> str:
+    fun = wrapped._fun
+    code = getattr(getattr(fun, "__wrapped__", fun), "__code__", None)
+    name = getattr(fun, "__name__", "fun")
+    if code is None:
+        return name
+    return f"{name} at {code.co_filename}:{code.co_firstlineno}"
+
+
+def _flat_arg_names(wrapped, a_tree, n) -> list:
+    """JAX's names of the flat arguments (``a``, ``args[1]``, ``x['w']``)."""
+    from kiln.tree_util import keystr, tree_flatten_with_path
+    try:
+        params = [p.name for p in wrapped._params]
+        (args, kwargs) = tree_unflatten(a_tree, list(range(n)))
+        names = [None] * n
+        for i, a in enumerate(args):
+            base = params[i] if i < len(params) else f"args[{i}]"
+            for path, leaf in tree_flatten_with_path(a)[0]:
+                names[leaf] = base + keystr(path)
+        for k, v in kwargs.items():
+            for path, leaf in tree_flatten_with_path(v)[0]:
+                names[leaf] = k + keystr(path)
+        return [nm if nm is not None else f"flat index {i}" for i, nm in enumerate(names)]
+    except Exception:   # noqa: BLE001 - names are only for the message
+        return [f"flat index {i}" for i in range(n)]
+
+
+def _check_no_aliased_ref_args(wrapped, a_flat, avals, a_tree):
+    seen = {}
+    for i, (x, a) in enumerate(zip(a_flat, avals)):
+        if type(a) is AbstractRef:
+            j = seen.setdefault(id(_referent(x)), i)
+            if j != i:
+                names = _flat_arg_names(wrapped, a_tree, len(a_flat))
+                raise ValueError(
+                    "only one reference to a mutable array may be passed as an argument to "
+                    f"a function, but when tracing {_fun_src_info(wrapped)} for jit the "
+                    f"mutable array reference of type {a.str_short(False)} appeared at both "
+                    f"{names[j]} and {names[i]}.")
+
+
+def _referent(x):
+    return x
+
+
+def _check_no_closed_over_ref_args(wrapped, consts, a_flat, a_tree):
+    ids = {id(c) for c in consts}
+    for i, x in enumerate(a_flat):
+        if type(x) is Ref and id(x) in ids:
+            names = _flat_arg_names(wrapped, a_tree, len(a_flat))
+            raise ValueError(
+                f"when tracing {_fun_src_info(wrapped)} for jit, a mutable array reference "
+                f"of type {x._aval.str_short(False)} was both closed over and passed as the "
+                f"argument {names[i]}")
+
+
+def _raise_returned_ref(wrapped, leaf, args):
+    aval = get_aval(leaf)
+    origin = ""
+    if any(leaf is a for a in args):
+        origin = "\n\nThe returned mutable array was passed in as an argument."
+    raise ValueError(
+        f"function {_fun_src_info(wrapped)} traced for jit returned a mutable array "
+        f"reference of type {aval.str_short(False)}, but mutable array references cannot "
+        f"be returned.{origin}")
 
 
 class Lowered:
@@ -786,6 +878,23 @@ class Lowered:
 
     def as_text(self, dialect=None, **_kw) -> str:
         return pp_jaxpr(self.jaxpr.jaxpr)
+
+    @property
+    def out_info(self):
+        """The outputs' shapes and dtypes: a pytree of ``ShapeDtypeStruct``
+        (``jax.stages.Lowered.out_info``)."""
+        return tree_unflatten(self.out_tree, [ShapeDtypeStruct(a.shape, a.dtype)
+                                              for a in self.jaxpr.out_avals])
+
+    @property
+    def args_info(self):
+        """The arguments' types and donation: a pytree ``(args, kwargs)`` of ``ArgInfo``
+        (``jax.stages.Lowered.args_info``)."""
+        donated = set(self.donated)
+        n = len(self.jaxpr.in_avals) - self.in_tree.num_leaves
+        infos = [ArgInfo(a, k in donated)
+                 for k, a in enumerate(self.jaxpr.in_avals[n:])]
+        return tree_unflatten(self.in_tree, infos)
 
     def compile(self, compiler_options=None) -> Compiled:
         return Compiled(self)
@@ -823,11 +932,37 @@ class Lowered:
         return cost_analysis(self.jaxpr)
 
 
+class ArgInfo:
+    """An argument's abstract value and whether it is donated (``jax.stages.ArgInfo``)."""
+
+    __slots__ = ("_aval", "donated")
+
+    def __init__(self, aval, donated: bool):
+        self._aval = aval
+        self.donated = donated
+
+    shape = property(lambda self: self._aval.shape)
+    dtype = property(lambda self: self._aval.dtype)
+
+    def __eq__(self, other):
+        return (type(other) is ArgInfo and self._aval == other._aval
+                and self.donated == other.donated)
+
+    def __hash__(self):
+        return hash((self._aval, self.donated))
+
+    def __repr__(self):
+        return f"ArgInfo(_aval={self._aval!r}, donated={self.donated})"
+
+
 class Compiled:
     """An executable for fixed argument types (from ``Lowered.compile()``)."""
 
     def __init__(self, lowered: Lowered):
         self.lowered = lowered
+
+    out_info = property(lambda self: self.lowered.out_info)
+    args_info = property(lambda self: self.lowered.args_info)
 
     def as_text(self) -> str:
         """The generated C source (the jaxpr's text when nothing in it compiles natively)."""
@@ -1029,11 +1164,17 @@ class JitWrapped:
                 avals.append(ShapedArray(x.shape, dtypes.canonicalize_dtype(x.dtype),
                                          getattr(x, "weak_type", False)))
             else:
+                if type(x) in _hijax.hi_types and not abstract:
+                    raise _HijaxArguments
                 _check_arg_jit(x, self._name)
                 avals.append(get_aval(x))
         key = (a_tree, tuple(avals), static_pos, static_kw, _compile_log.trace_context())
         entry = self._cache.get(key)
         tconsts = []
+        if any(type(a) is AbstractRef for a in avals):
+            _check_no_aliased_ref_args(self, a_flat, avals, a_tree)
+        if entry is not None and entry.ref_consts:
+            tconsts = list(entry.ref_consts)
         if entry is None:
             if config.jax_explain_cache_misses:
                 _compile_log.explain_miss(self, key)
@@ -1056,6 +1197,8 @@ class JitWrapped:
                     if not isinstance(leaf, _array_types):
                         raise TypeError(f"function {self._name} traced for jit returned a value "
                                         f"of type {type(leaf)}, which is not a valid JAX type")
+                    if isinstance(leaf, Ref):
+                        _raise_returned_ref(self, leaf, xs)
                 store["tree"] = tree
                 return leaves
 
@@ -1067,13 +1210,18 @@ class JitWrapped:
             closed, tconsts = staging.split_concrete_consts(jaxpr, consts)
             _profiler.note_source(closed, self._fun, self._name)
             entry = _CacheEntry(closed, store["tree"])
+            if tconsts and all(type(c) is Ref for c in tconsts):
+                # Closed-over references are operands of the call; they stay the same
+                # objects from call to call, so the trace is cached with them.
+                _check_no_closed_over_ref_args(self, tconsts, a_flat, a_tree)
+                entry.ref_consts = tuple(tconsts)
             if self._donating:
                 from kiln import donation
                 flags = self._donated_flags(args, kwargs, static_pos, dyn_kw)
                 entry.donated, unusable = donation.plan(avals, closed.out_avals, flags)
                 entry.pairs = donation.pair_outputs(avals, closed.out_avals, entry.donated)
                 donation.warn_unusable(unusable)
-            if not tconsts:
+            if not tconsts or entry.ref_consts:
                 self._cache[key] = entry
                 _compile_log.note_trace(self, key)
         return entry, tconsts, a_flat, a_tree
@@ -1128,7 +1276,10 @@ class JitWrapped:
                 key = None
             if self._inline and isinstance(_current_trace(), staging.JaxprTrace):
                 return self._fun(*args, **kwargs)
-            entry, tconsts, a_flat, _ = self._trace(args, kwargs)
+            try:
+                entry, tconsts, a_flat, _ = self._trace(args, kwargs)
+            except _HijaxArguments:
+                return self._call_hi(args, kwargs)
             reuse = None
             if entry.pairs and not tconsts and type(_current_trace()) is EvalTrace \
                     and not _extended_io(entry.jaxpr):
@@ -1159,6 +1310,70 @@ class JitWrapped:
             if _traceback_util._BARE_RAISE_KEEPS_OLD_TB:
                 raise e  # noqa: B904  (Python 3.10)
             raise
+
+    def _call_hi(self, args, kwargs):
+        """A call with hijax arguments (Flax NNX's ``HijaxVariable``): they are passed as
+        their low-level values, the traced function gets new hijax values over the traced
+        ones, and mutable ones get their final values back after the call (``kiln._hijax``)."""
+        static_pos, static_kw, dyn_args, dyn_kw = self._split(args, kwargs)
+        a_flat, a_tree = tree_flatten((tuple(dyn_args), dyn_kw))
+        specs, lo_vals = _hijax.lower_args(a_flat)
+        lo_flat, lo_tree = tree_flatten(lo_vals)    # (key arrays cross as their data)
+        lo_avals = [get_aval(x) for x in lo_flat]
+        key = ("hijax", a_tree, tuple(lo_avals), tuple(None if s is None else s.key()
+                                                       for s in specs),
+               static_pos, static_kw, _compile_log.trace_context())
+        try:
+            entry = self._cache.get(key)
+        except TypeError:       # unhashable quasi-dynamic data: no caching
+            key, entry = None, None
+        tconsts = []
+        if entry is None:
+            store = {}
+            nargs = len(args)
+
+            def flat_fun(*xs):
+                inner = _hijax.raise_args(specs, tree_unflatten(lo_tree, list(xs)))
+                d_args, d_kw = tree_unflatten(a_tree, inner)
+                full, it, sp = [], iter(d_args), dict(static_pos)
+                for i in range(nargs):
+                    full.append(sp[i] if i in sp else next(it))
+                kw = dict(d_kw)
+                kw.update(dict(static_kw))
+                out = self._fun(*full, **kw)
+                leaves, tree = tree_flatten(out)
+                for leaf in leaves:
+                    if _hijax.is_hi(leaf):
+                        raise NotImplementedError(
+                            f"kiln: function {self._name} traced for jit returned a hijax "
+                            "value; returning hijax values from jit is not supported")
+                    if not isinstance(leaf, _array_types):
+                        raise TypeError(f"function {self._name} traced for jit returned a "
+                                        f"value of type {type(leaf)}, which is not a valid "
+                                        "JAX type")
+                finals, extra = [], []
+                for s, obj in zip(specs, inner):
+                    f = None if s is None else _hijax.final(s, obj)
+                    finals.append(None if f is None else (f[0], len(f[1])))
+                    if f is not None:
+                        extra.extend(f[1])
+                extra, store["extra_tree"] = tree_flatten(extra)
+                store["tree"], store["n_out"], store["finals"] = tree, len(leaves), finals
+                return leaves + extra
+
+            jaxpr, consts = staging.trace_to_jaxpr(flat_fun, lo_avals)
+            closed, tconsts = staging.split_concrete_consts(jaxpr, consts)
+            entry = _CacheEntry(closed, store["tree"])
+            entry.hi = (store["n_out"], store["finals"], store["extra_tree"])
+            if key is not None and not tconsts:
+                self._cache[key] = entry
+        n_out, finals, extra_tree = entry.hi
+        outs = jit_p.bind(*tconsts, *lo_flat, jaxpr=entry.jaxpr, name=self._name)
+        it = iter(tree_unflatten(extra_tree, outs[n_out:]))
+        for s, obj, f in zip(specs, a_flat, finals):
+            if f is not None:
+                _hijax.write_back(s, obj, f[0], [next(it) for _ in range(f[1])])
+        return tree_unflatten(entry.out_tree, outs[:n_out])
 
     @_traceback_util.api_boundary
     def lower(self, *args, **kwargs) -> Lowered:
@@ -1343,6 +1558,15 @@ def eval_shape(fun: Callable, *args, **kwargs):
         leaves, tree = tree_flatten(out)
         store["tree"] = tree
         return leaves
+
+    if _hijax.any_hi(a_flat):       # hijax arguments: their low-level values are traced
+        specs, lo_vals = _hijax.lower_args(a_flat)
+        a_flat, lo_tree = tree_flatten(lo_vals)
+        avals = [get_aval(x) for x in a_flat]
+        plain_fun = flat_fun
+
+        def flat_fun(*xs):
+            return plain_fun(*_hijax.raise_args(specs, tree_unflatten(lo_tree, list(xs))))
 
     jaxpr, _ = staging.trace_to_jaxpr(flat_fun, avals)
     return _kb.keys_to_specs(tree_unflatten(store["tree"], [

@@ -56,6 +56,14 @@ _RENAMES = {
     "jax._src.tree_util": "kiln.tree_util",
     "jax._src.linear_util": "kiln.extend.linear_util",
     "jax._src.source_info_util": "kiln.extend.source_info_util",
+    "jax._src.state": "kiln.state",
+    "jax._src.state.types": "kiln.state.types",
+    "jax._src.state.primitives": "kiln.state.primitives",
+    "jax._src.state.indexing": "kiln.state.indexing",
+    "jax._src.state.discharge": "kiln.state.discharge",
+    "jax._src.indexing": "kiln.state.indexing",
+    "jax._src.ref": "kiln.ref",
+    "jax._src.hijax": "kiln.experimental.hijax",
 }
 
 _lock = threading.RLock()

@@ -95,6 +95,34 @@ def _arg_info(arg):
             [_is_key(x) for x in _public_tree.tree_leaves(arg)])
 
 
+def _bwd_cts_for_arg(c, d_tree):
+    """The cotangent leaves of one differentiable argument from its bwd-rule output ``c``,
+    as JAX reads them: ``c`` may be a prefix of the argument's structure; ``None`` stands
+    for zeros of the subtree it covers and a leaf is used for every leaf of its subtree.
+    ``None`` entries in the result are zeros; ``None`` overall: the structures do not
+    match."""
+    dummy = tree_unflatten(d_tree, [object()] * d_tree.num_leaves)
+    out = []
+
+    def take(x, d):
+        n = len(tree_flatten(d)[0])
+        if x is None:
+            out.extend([None] * n)
+        else:
+            out.extend([x] * n)
+        return x
+    try:
+        _public_tree.tree_map(take, c, dummy, is_leaf=lambda x: x is None)
+    except (ValueError, TypeError):
+        return None
+    return out if len(out) == d_tree.num_leaves else None
+
+
+def diff_trees_example(diff_info):
+    """Stand-ins with the structure of the differentiable arguments (for error messages)."""
+    return [tree_unflatten(t, [0] * t.num_leaves) for t, _, _ in diff_info]
+
+
 def _merge(nondiff, diff, n):
     it = iter(diff)
     return [nondiff[i] if i in nondiff else next(it) for i in range(n)]
@@ -319,11 +347,15 @@ class custom_vjp:
                 if c is None:
                     leaves.extend(Zero(ad.tangent_aval(xa)) for xa in d_avals)
                     continue
-                c_leaves, c_tree = tree_flatten(c, is_leaf=lambda x: x is None)
-                if c_tree != d_tree and len(c_leaves) != len(d_avals):
-                    raise TypeError("Custom VJP bwd rule must produce an output with the same "
-                                     "container (pytree) structure as the args tuple of the "
-                                     f"primal function: {c_tree} vs {d_tree}.")
+                c_leaves = _bwd_cts_for_arg(c, d_tree)
+                if c_leaves is None:
+                    raise TypeError(
+                        "Custom VJP bwd rule must produce an output with the same container "
+                        "(pytree) structure as the args tuple of the primal function, and in "
+                        "particular must produce a tuple of length equal to the number of "
+                        "arguments to the primal function, but got bwd output structure "
+                        f"{tree_flatten(cts_in)[1]} for primal input structure "
+                        f"{tree_flatten(tuple(diff_trees_example(diff_info)))[1]}.")
                 for xa, cl, xk in zip(d_avals, c_leaves, d_keys):
                     if cl is None or xk:  # keys' cotangents are float0 zeros
                         leaves.append(Zero(ad.tangent_aval(xa)))

@@ -329,7 +329,7 @@ def unsharded_type_sharding(ndim: int) -> NamedSharding:
     return NamedSharding(EMPTY_ABSTRACT_MESH, PartitionSpec(*([None] * ndim)))
 
 
-def make_mesh(axis_shapes, axis_names, *, devices=None, axis_types=None) -> Mesh:
+def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None) -> Mesh:
     """A mesh of the first ``prod(axis_shapes)`` devices (as ``jax.make_mesh``).
 
     Args:

@@ -2,9 +2,9 @@
 compiled (``jit(f).trace(x).lower().compile()``)."""
 from __future__ import annotations
 
-from kiln.api import Compiled, JitWrapped, Lowered, Traced
+from kiln.api import ArgInfo, Compiled, JitWrapped, Lowered, Traced
 
-__all__ = ["Compiled", "Lowered", "Traced", "Wrapped"]
+__all__ = ["ArgInfo", "Compiled", "Lowered", "Traced", "Wrapped"]
 
 #: The type of ``kiln.jit(f)``.
 Wrapped = JitWrapped

@@ -161,7 +161,21 @@ def run(closed, args, name: str = "jit", reuse=None):
 
     Under ``jax_debug_nans``/``jax_debug_infs`` the outputs are checked with NumPy after
     the call (nothing else changes, so the flags cost nothing when off); see
-    ``_check_outputs``."""
+    ``_check_outputs``.
+
+    A program that uses mutable references (``Ref`` arguments, or references it creates)
+    goes through the state handler (``kiln.state.discharge.run``): it runs the discharged,
+    pure program and writes the references' final values back."""
+    if state_handler[0] is not None and state_handler[0][0](closed):
+        return state_handler[0][1](closed, args, name, _run_pure)
+    return _run_pure(closed, args, name, reuse)
+
+
+#: ``(has_refs(closed), run(closed, args, name, run_pure))``, installed by ``kiln.state``.
+state_handler: list = [None]
+
+
+def _run_pure(closed, args, name: str = "jit", reuse=None):
     if config.kiln_backend == "reference":
         outs = (_profiler.run_reference(reference.run_jaxpr, closed, args, name)
                 if _profiler.active

@@ -10,13 +10,14 @@ import numpy as np
 from kiln._extended import EValue, physical_jaxpr
 from kiln.config import config
 from kiln.core.jaxpr import Jaxpr, Literal
+from kiln.core.ref import Ref
 from kiln.core.trace import apply_impl
 
 
 def _raw(x):
     v = getattr(x, "_value", None)
     if v is None:
-        return np.asarray(x)
+        return x if type(x) is Ref else np.asarray(x)
     return v.data if type(v) is EValue else v
 
 

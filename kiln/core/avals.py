@@ -31,6 +31,9 @@ class AbstractValue:
     """Base class of abstract values (``jax.core.AbstractValue``)."""
 
     __slots__ = ()
+    # JAX's hijax protocol: high-level types lower to lists of ordinary ones.
+    is_high = False
+    has_qdd = False
 
 
 class ShapedArray(AbstractValue):
@@ -72,6 +75,19 @@ class ShapedArray(AbstractValue):
         return ShapedArray(self.shape if shape is None else shape,
                            self.dtype if dtype is None else dtype,
                            self.weak_type if weak_type is None else weak_type)
+
+    # JAX's hijax protocol for an ordinary type: it lowers to itself.
+    def lo_ty(self) -> list:
+        return [self]
+
+    def lower_val(self, val) -> list:
+        return [val]
+
+    def raise_val(self, val):
+        return val
+
+    def normalize(self) -> ShapedArray:
+        return self.strip_weak_type()
 
     def strip_weak_type(self) -> ShapedArray:
         return self.update(weak_type=False) if self.weak_type else self

@@ -234,8 +234,16 @@ def _shown_params(eqn):
     return out
 
 
+#: ``name -> rule(eqn, namer) -> str``: primitives printed in their own syntax (JAX prints
+#: reference reads and writes as ``b:f32[3] <- a[...]``; ``kiln.state`` registers them).
+pp_eqn_rules: dict = {}
+
+
 def pp_eqn(eqn: JaxprEqn, namer, indent: int) -> str:
     """One equation; multi-line (params one per line) when a parameter is a jaxpr."""
+    rule = pp_eqn_rules.get(eqn.primitive.name)
+    if rule is not None:
+        return rule(eqn, namer)
     outs = " ".join(f"{namer(v)}:{v.aval.str_short()}" for v in eqn.outvars)
     args = " ".join(namer(v) for v in eqn.invars)
     params = _shown_params(eqn)

@@ -47,7 +47,12 @@ class Primitive:
     # a map primitive); kiln's own call primitives carry closed jaxprs in their params.
     call_primitive = False
     map_primitive = False
+    # Primitives of mutable array references (``kiln.core.ref``): eagerly they take and
+    # give ``Ref`` objects. ``ref_operands``: the primitive accepts references as operands
+    # (the reference primitives and the call / control-flow primitives, whose bodies use
+    # them); any other primitive given one raises TypeError.
     ref_primitive = False
+    ref_operands = False
     # True for primitives defined through JAX's API (``jax.extend.core.Primitive``): their
     # ``impl`` takes and returns kiln Arrays, as JAX's do, and may call any kiln function.
     # kiln's own primitives have NumPy impls (``array_impl`` False); the machinery calls
@@ -209,6 +214,7 @@ class EvalTrace(Trace):
     def process_primitive(self, prim, args, params):
         vals = []
         weak = []
+        refs = False
         for x in args:
             tx = type(x)
             if tx is Array:
@@ -216,10 +222,18 @@ class EvalTrace(Trace):
                 weak.append(x.weak_type)
             elif isinstance(x, Tracer):
                 raise UnexpectedTracerError(x)
+            elif tx is _Ref:
+                vals.append(x)
+                weak.append(False)
+                refs = True
             else:
                 x = to_array(x)
                 vals.append(x._value)
                 weak.append(x.weak_type)
+        if prim.ref_primitive:
+            return _ref_eager_rule()(prim, args, params)
+        if refs and not prim.ref_operands:
+            raise_ref_operand(prim)
         if prim.array_impl:
             return _apply_array_impl_eager(prim, args, params)
         try:
@@ -227,17 +241,26 @@ class EvalTrace(Trace):
             ok = key in prim._eager_ok
         except TypeError:   # an unhashable parameter: always check
             key, ok = None, False
+        if refs:
+            key, ok = None, False
         if not ok:
             out_avals = prim.abstract_eval(
-                *[ShapedArray(v.shape, v.dtype, w) for v, w in zip(vals, weak)], **params)
-            if _extended.involves_extended(
+                *[v._aval if type(v) is _Ref else ShapedArray(v.shape, v.dtype, w)
+                  for v, w in zip(vals, weak)], **params)
+            if not refs and _extended.involves_extended(
                     vals, out_avals if prim.multiple_results else [out_avals]):
                 # Extended dtypes (never memoized): impls see the physical data.
                 return self._process_extended(prim, vals, weak, params, out_avals)
             # Call-like primitives carry jaxprs in their params: don't keep those alive.
             if key is not None and not prim.multiple_results and len(prim._eager_ok) < 4096:
                 prim._eager_ok.add(key)
-        out = prim.impl(*vals, **params)
+        try:
+            out = prim.impl(*vals, **params)
+        except RuntimeWarning as w:
+            # NumPy's floating-point warning turned into an error (``-W error``, pytest's
+            # ``filterwarnings = error``): JAX computes inf/nan silently, so run the
+            # kernel again without warnings (effectful primitives never raise one here).
+            out = _rerun_quietly(w, prim, vals, params)
         if _debug_checks[0]:
             _check_finite(prim, out)
         rule = prim.weak_type_rule
@@ -267,6 +290,25 @@ class EvalTrace(Trace):
     def process_custom_vjp_call(self, fun, fwd, bwd, args, out_trees, *, symbolic_zeros=False):
         with set_current_trace(self):
             return fun(*args)
+
+
+def _rerun_quietly(w, prim, vals, params):
+    from kiln import _fp_warnings
+    from kiln.interpreters.staging import always_stage
+    if not _fp_warnings.is_fp_warning(w) or prim in always_stage:
+        raise w
+    return _fp_warnings.quietly(prim.impl, *vals, **params)
+
+
+def raise_ref_operand(prim):
+    raise TypeError(f"{prim.name} got a mutable array reference (Ref) as an operand: only "
+                    "reads (ref[...]) and writes (ref[...] = x) use references; read the "
+                    "value with ref[...] first")
+
+
+def _ref_eager_rule():
+    from kiln.core import ref
+    return ref.eager_rule
 
 
 def _missing_impl(prim):
@@ -352,6 +394,42 @@ eval_trace = EvalTrace()
 _state.trace = eval_trace
 
 
+class _NoRef:
+    """Stands for ``kiln.core.ref.Ref`` until that module sets ``_Ref``."""
+
+
+_Ref = _NoRef
+
+
+class aval_property(tuple):
+    """``aval_property(fget)``: a property of an abstract value that a tracer of that type
+    exposes, ``fget`` receiving the tracer (JAX's ``core.aval_property``)."""
+
+    __slots__ = ()
+
+    def __new__(cls, fget):
+        return tuple.__new__(cls, (fget,))
+
+    fget = property(lambda self: self[0])
+
+
+class aval_method(tuple):
+    """``aval_method(fun)``: a method of an abstract value that a tracer of that type exposes,
+    ``fun`` receiving the tracer as ``self`` (JAX's ``core.aval_method``)."""
+
+    __slots__ = ()
+
+    def __new__(cls, fun):
+        return tuple.__new__(cls, (fun,))
+
+    fun = property(lambda self: self[0])
+
+
+# Names a tracer never forwards to its abstract value (its own payload slots).
+_NO_FORWARD = frozenset({"aval", "_aval", "_jax_aval", "_trace", "_var", "primal", "tangent",
+                         "val", "bdim"})
+
+
 class Tracer:
     """A stand-in for an array inside a transformation. Subclasses add payload."""
 
@@ -377,6 +455,22 @@ class Tracer:
     @aval.setter
     def aval(self, value):
         self._jax_aval = value
+
+    def __getattr__(self, name):
+        # Only reached when normal lookup fails: the abstract value's ``aval_property`` /
+        # ``aval_method`` attributes are the tracer's (libraries' abstract types use them).
+        if name in _NO_FORWARD or name.startswith("__"):
+            raise AttributeError(name)
+        try:
+            attr = getattr(self.aval, name)
+        except (AttributeError, NotImplementedError):
+            raise AttributeError(
+                f"{type(self).__name__} has no attribute {name}") from None
+        if type(attr) is aval_property:
+            return attr.fget(self)
+        if type(attr) is aval_method:
+            return attr.fun.__get__(self)
+        raise AttributeError(f"{type(self).__name__} has no attribute {name}")
 
     @property
     def shape(self):

@@ -13,6 +13,7 @@ from kiln import _extended, dtypes
 from kiln.core import trace as core
 from kiln.core.avals import ShapedArray
 from kiln.core.jaxpr import Jaxpr, Literal, Var
+from kiln.core.ref import AbstractRef, empty_ref_p, new_ref_p
 from kiln.core.source_info import _override as _source_override
 from kiln.core.trace import Primitive, Trace, Tracer, check_foreign_tracer, get_aval
 from kiln.core.trace import set_current_trace as _set_trace
@@ -82,6 +83,8 @@ def tangent_dtype(dtype):
 
 
 def tangent_aval(aval: ShapedArray) -> ShapedArray:
+    if type(aval) is AbstractRef:
+        return AbstractRef(tangent_aval(aval.inner_aval), aval.memory_space, aval.kind)
     dt = aval.dtype
     if isinstance(dt, dtypes.ExtendedDType):
         td = tangent_dtype(dt)
@@ -92,8 +95,11 @@ def tangent_aval(aval: ShapedArray) -> ShapedArray:
 
 
 def zeros_like_aval(aval) -> object:
-    """A concrete array of zeros (a constant to every trace). For an extended dtype with
-    rules, its ``_rules.zero`` broadcast (computed eagerly, as a constant)."""
+    """A concrete array of zeros (a constant to every trace); for a reference type, a new
+    reference holding zeros (as JAX's ``zeros_like_abstract_ref``)."""
+    if type(aval) is AbstractRef:
+        return new_ref_p.bind(zeros_like_aval(aval.inner_aval), memory_space=None,
+                              kind=aval.kind)
     if _extended.has_rules(aval.dtype):
         return _extended_zeros(aval)
     return core.make_array(np.zeros(aval.shape, aval.dtype), aval.weak_type)
@@ -160,6 +166,14 @@ _register_add_any_batching()
 # ----------------------------------------------------------------------------------------------
 # The JVP interpreter.
 
+# Reference allocations go through their JVP rule even with zero tangents (as in JAX): the
+# new reference gets a tangent reference, so differentiated values may be written to it.
+_allocating = frozenset({new_ref_p, empty_ref_p})
+# ``prim -> apply(prim, args, params)``: primitives (control flow) that, given reference
+# operands, are differentiated by applying their discharged form under the JVP trace
+# (installed by ``kiln.state.discharge``); ``apply`` returns the primitive's outputs.
+ref_discharging: dict = {}
+
 class JVPTracer(Tracer):
     __slots__ = ("primal", "tangent")
 
@@ -211,7 +225,12 @@ class JVPTrace(Trace):
             if t is not None and type(t) is not Zero:
                 nonzero = True
         parent = self.parent
-        if not nonzero:
+        if (nonzero and prim.ref_operands and prim in ref_discharging
+                and any(type(get_aval(p)) is AbstractRef for p in primals)):
+            # Control flow with references: differentiated as its discharged form (the
+            # references' values threaded through as carries / extra outputs).
+            return ref_discharging[prim](prim, args, params)
+        if not nonzero and prim not in _allocating:
             with _set_trace(parent):
                 return prim.bind(*primals, **params)
         tangents = [Zero.from_primal_value(p) if t is None else t
@@ -312,9 +331,18 @@ class LinearFunction:
         return eval_jaxpr(self.jaxpr, self.consts, *tangents)
 
     def transpose(self, cts):
-        """Cotangents of the tangent inputs for output cotangents ``cts`` (entries may be Zero)."""
+        """Cotangents of the tangent inputs for output cotangents ``cts`` (entries may be Zero).
+
+        A reference input has no cotangent type: if a cotangent reaches one, JAX's
+        ValueError (for the last such input, as JAX reports it)."""
         undefined = [UndefinedPrimal(a) for a in self.in_avals]
-        return backward_pass(self.jaxpr, self.consts, undefined, cts)
+        out = backward_pass(self.jaxpr, self.consts, undefined, cts)
+        for a, ct in zip(reversed(self.in_avals), reversed(out)):
+            if type(ct) is CtRef:
+                raise ValueError(f"Expected cotangent type {a.str_short(False)} but got "
+                                 f"{a.inner_aval.str_short(False)}")
+        return [Zero(a) if type(a) is AbstractRef else ct
+                for a, ct in zip(self.in_avals, out)]
 
 
 def _scalars_to_arrays(primals):
@@ -355,15 +383,49 @@ def linearize_flat(fun, primals):
 # ----------------------------------------------------------------------------------------------
 # Transposition.
 
+class CtRef(UndefinedPrimal):
+    """The cotangent of a linear mutable reference in a backward pass: a reference
+    accumulating cotangents (created, holding zeros, when first needed). Transpose rules of
+    reference primitives receive it where the reference was; the reverse pass shares one
+    per reference (a call's inner backward pass gets the caller's)."""
+
+    __slots__ = ("_ref",)
+
+    def __init__(self, aval):
+        self.aval = aval
+        self._ref = None
+
+    @property
+    def ref(self):
+        """The cotangent reference (allocated on first use)."""
+        if self._ref is None:
+            self._ref = new_ref_p.bind(zeros_like_aval(tangent_aval(self.aval.inner_aval)),
+                                       memory_space=None, kind=None)
+        return self._ref
+
+    @property
+    def used(self) -> bool:
+        return self._ref is not None
+
+    def __repr__(self):
+        return f"CtRef({self.aval.str_short()})"
+
+
 def backward_pass(jaxpr: Jaxpr, consts, args, cts_out):
     """Evaluate the transpose of ``jaxpr`` in its ``UndefinedPrimal`` arguments.
 
     Non-linear equations (no linear input) are evaluated forward first; linear ones are
     then transposed in reverse order. Returns cotangents for every invar (``Zero`` for
     non-linear inputs or inputs with no cotangent).
+
+    Mutable references: every reference a linear jaxpr allocates, and every reference
+    argument given as a ``CtRef``, is linear; its cotangent is a ``CtRef`` (a reference
+    accumulating cotangents) that the transpose rules of the reference primitives read and
+    write in place. Equations using a linear reference are always transposed.
     """
     primal_env = {}
     linear = set()
+    ref_cts = {}        # linear reference var -> CtRef
 
     def read_primal(v):
         if type(v) is Literal:
@@ -373,14 +435,17 @@ def backward_pass(jaxpr: Jaxpr, consts, args, cts_out):
     for v, c in zip(jaxpr.constvars, consts):
         primal_env[v] = c
     for v, a in zip(jaxpr.invars, args):
-        if type(a) is UndefinedPrimal:
+        if isinstance(a, UndefinedPrimal):
             linear.add(v)
+            if type(a) is CtRef:
+                ref_cts[v] = a
         else:
             primal_env[v] = a
 
     lin_eqns = []
     for eqn in jaxpr.eqns:
-        if any(type(v) is Var and v in linear for v in eqn.invars):
+        if eqn.primitive in _allocating or any(type(v) is Var and v in linear
+                                               for v in eqn.invars):
             lin_eqns.append(eqn)
             linear.update(eqn.outvars)
         else:
@@ -395,21 +460,45 @@ def backward_pass(jaxpr: Jaxpr, consts, args, cts_out):
     def write_ct(v, ct):
         if ct is None or type(ct) is Zero or type(v) is not Var or v not in linear:
             return
+        if type(v.aval) is AbstractRef:
+            return      # a reference's cotangent is accumulated in place (its CtRef)
         prev = ct_env.get(v)
         ct_env[v] = ct if prev is None else add_any_p.bind(prev, ct)
+
+    def ct_ref(v):
+        c = ref_cts.get(v)
+        if c is None:
+            c = ref_cts[v] = CtRef(v.aval)
+        return c
 
     for v, ct in zip(jaxpr.outvars, cts_out):
         write_ct(v, ct)
 
     for eqn in reversed(lin_eqns):
-        cts = [ct_env.pop(v, None) for v in eqn.outvars]
-        if all(c is None for c in cts):
+        uses_ref = any(type(v) is Var and v in linear and type(v.aval) is AbstractRef
+                       for v in eqn.invars)
+        if eqn.primitive in _allocating:
+            c = ref_cts.pop(eqn.outvars[0], None)
+            cts_in = eqn.primitive.transpose_ref(c, *[
+                UndefinedPrimal(v.aval) if (type(v) is Var and v in linear) else read_primal(v)
+                for v in eqn.invars], **eqn.params)
+            for v, ct in zip(eqn.invars, cts_in):
+                write_ct(v, ct)
+            continue
+        cts = [None if type(v.aval) is AbstractRef else ct_env.pop(v, None)
+               for v in eqn.outvars]
+        if all(c is None for c in cts) and not uses_ref:
             must = zero_cotangent_transposes.get(eqn.primitive)
             if must is None or not must(eqn):
                 continue
-        cts = [Zero(v.aval) if c is None else c for v, c in zip(eqn.outvars, cts)]
-        invals = [UndefinedPrimal(v.aval) if (type(v) is Var and v in linear) else read_primal(v)
-                  for v in eqn.invars]
+        cts = [Zero(tangent_aval(v.aval)) if c is None else c for v, c in zip(eqn.outvars, cts)]
+        invals = []
+        for v in eqn.invars:
+            if type(v) is Var and v in linear:
+                invals.append(ct_ref(v) if type(v.aval) is AbstractRef
+                              else UndefinedPrimal(v.aval))
+            else:
+                invals.append(read_primal(v))
         rule = transpose_rules.get(eqn.primitive)
         if rule is None:
             raise NotImplementedError(
@@ -429,8 +518,15 @@ def backward_pass(jaxpr: Jaxpr, consts, args, cts_out):
         for v, ct in zip(eqn.invars, cts_in):
             write_ct(v, ct)
 
-    return [ct_env.get(v, Zero(v.aval)) if v in linear else Zero(v.aval)
+    # A reference input's entry: its CtRef when a cotangent reached it (callers that own the
+    # reference read it there), else a Zero.
+    return [(_ref_ct_result(ref_cts.get(v), v.aval) if type(v.aval) is AbstractRef
+             else ct_env.get(v, Zero(v.aval))) if v in linear else Zero(v.aval)
             for v in jaxpr.invars]
+
+
+def _ref_ct_result(c, aval):
+    return c if c is not None and c.used else Zero(tangent_aval(aval))
 
 
 def _sub_jaxprs(params):

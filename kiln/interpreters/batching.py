@@ -13,12 +13,17 @@ import threading
 import weakref
 
 from kiln.core import leaks
+from kiln.core.ref import AbstractRef
 from kiln.core.trace import Trace, Tracer, aval_str, check_foreign_tracer, get_aval
 from kiln.core.trace import set_current_trace as _set_trace
 
 batch_rules: dict = {}
 # Primitives that must reach a BatchTrace even when no operand is batched (collectives).
 collective_prims: set = set()
+# Primitives whose batching rule runs even when no operand is batched (reference
+# allocation: a reference created inside vmap is batched, as in JAX, since a batched value
+# may be written to it later).
+always_batch: set = set()
 
 not_mapped = None
 
@@ -68,6 +73,8 @@ class BatchTracer(Tracer):
     def aval(self):
         a = get_aval(self.val)
         shape = a.shape[:self.bdim] + a.shape[self.bdim + 1:]
+        if type(a) is AbstractRef:
+            return a.update(inner_aval=a.inner_aval.update(shape=shape))
         return a.update(shape=shape)
 
     def _short_repr(self):
@@ -95,6 +102,7 @@ class BatchTrace(Trace):
             vals.append(v)
             dims.append(d)
         if (all(d is None for d in dims) and prim not in collective_prims
+                and prim not in always_batch
                 and not (self.axis_data.name is not None
                          and _params_use_axis(params, self.axis_data.name))):
             with _set_trace(self.parent):

@@ -18,6 +18,7 @@ from kiln.core import leaks
 from kiln.core import trace as core
 from kiln.core.avals import ShapedArray
 from kiln.core.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var
+from kiln.core.ref import AbstractRef, Ref
 from kiln.core.source_info import current as _source_info
 from kiln.core.trace import Trace, Tracer, check_foreign_tracer, get_aval, set_current_trace
 
@@ -51,7 +52,8 @@ class JaxprTracer(Tracer):
 class JaxprTrace(Trace):
     """Stages primitive applications into a jaxpr."""
 
-    __slots__ = ("eqns", "invars", "const_vars", "const_vals", "forward_known", "_lit_ok")
+    __slots__ = ("eqns", "invars", "const_vars", "const_vals", "forward_known", "_lit_ok",
+                 "ref_mirrors", "hi_state")
 
     def __init__(self, parent=None, forward_known: bool = False):
         super().__init__(parent)
@@ -60,6 +62,11 @@ class JaxprTrace(Trace):
         self.const_vars = {}   # id(value) -> Var
         self.const_vals = []   # (value, var) in order of first use
         self.forward_known = forward_known
+        # Partial evaluation of mutable references (kiln.state.partial_eval): the staged
+        # copy of a known reference that unknown work used.
+        self.ref_mirrors = None
+        # Hijax values met while tracing (kiln._hijax): created here, or captured.
+        self.hi_state = None
 
     # -- inputs -----------------------------------------------------------------------------
     def new_arg(self, aval) -> JaxprTracer:
@@ -76,6 +83,8 @@ class JaxprTrace(Trace):
             return x._var
         if isinstance(x, Tracer):
             check_foreign_tracer(self, x)
+            return self._const_var(x)
+        if type(x) is Ref:
             return self._const_var(x)
         if type(x) is not core.Array:
             x = core.to_array(x)
@@ -96,6 +105,8 @@ class JaxprTrace(Trace):
         if core._state.eager_folding and not any(isinstance(x, Tracer) for x in args):
             return core.eval_trace.process_primitive(prim, args, params)
         if self.forward_known:
+            if prim.ref_primitive:
+                return partial_eval_rules[prim](self, args, params)
             own = [self.is_own(x) for x in args]
             if not any(own):
                 with set_current_trace(self.parent):
@@ -109,6 +120,10 @@ class JaxprTrace(Trace):
         invars = [self.to_atom(x) for x in args]
         if out_avals is None:
             in_avals = [v.aval for v in invars]
+            if not prim.ref_operands:
+                for a in in_avals:
+                    if type(a) is AbstractRef:
+                        core.raise_ref_operand(prim)
             out = prim.abstract_eval(*in_avals, **params)
             out_avals = out if prim.multiple_results else [out]
         outvars = [Var(a) for a in out_avals]
@@ -210,6 +225,9 @@ def trace_to_jaxpr(fun, in_avals, *, parent=None):
     try:
         with set_current_trace(trace):
             outs = fun(*args)
+        if trace.hi_state is not None:
+            from kiln import _hijax
+            _hijax.finish_trace(trace)
         result = trace.to_jaxpr(outs)
     finally:
         trace.alive = False
@@ -239,13 +257,15 @@ def close_jaxpr(jaxpr: Jaxpr, consts=()) -> ClosedJaxpr:
 
 
 def split_concrete_consts(jaxpr: Jaxpr, consts):
-    """Keep concrete consts closed over; turn tracer consts into leading invars.
+    """Keep concrete consts closed over; turn tracer consts and mutable references into
+    leading invars (a reference is an operand of every call that uses it, never a constant
+    of a closed jaxpr, as in JAX).
 
     Returns ``(closed_jaxpr, tracer_consts)``: bind with ``*tracer_consts, *args``.
     """
     closed_vars, closed_vals, open_vars, open_vals = [], [], [], []
     for v, c in zip(jaxpr.constvars, consts):
-        if isinstance(c, Tracer):
+        if isinstance(c, Tracer) or type(c) is Ref:
             open_vars.append(v)
             open_vals.append(c)
         else:

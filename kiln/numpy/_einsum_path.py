@@ -235,9 +235,10 @@ def einsum_path(subscripts, /, *operands, optimize="auto"):
 
 
 def einsum(subscripts, /, *operands, out=None, optimize="auto", precision=None,
-           preferred_element_type=None, _dot_general=None):
+           preferred_element_type=None, _dot_general=None, out_sharding=None):
     """Einstein summation; with three or more operands the contraction order comes from
-    ``einsum_path(..., optimize=optimize)`` and each step is one pairwise ``einsum``."""
+    ``einsum_path(..., optimize=optimize)`` and each step is one pairwise ``einsum``.
+    ``out_sharding`` is accepted as in JAX (a layout; kiln's values do not depend on it)."""
     if not isinstance(subscripts, str):
         subscripts, operands = _interleaved_to_string((subscripts,) + operands)
     kw = dict(out=out, precision=precision, preferred_element_type=preferred_element_type)

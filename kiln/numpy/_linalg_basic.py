@@ -36,9 +36,10 @@ def _promote(name, a, b):
     return _util.promote_dtypes(a, b)
 
 
-def dot(a, b, *, precision=None, preferred_element_type=None):
+def dot(a, b, *, precision=None, preferred_element_type=None, out_sharding=None):
     """NumPy's ``dot``: scalar product, inner product, or contraction of a's last axis
-    with b's second-to-last (last for 1-D ``b``)."""
+    with b's second-to-last (last for 1-D ``b``). ``out_sharding``: accepted as in JAX (a
+    layout; kiln's values do not depend on it)."""
     if (type(a) is Array and type(b) is Array and precision is None
             and preferred_element_type is None and _eager.eager()
             and _config.jax_default_matmul_precision is None):
@@ -61,9 +62,10 @@ def dot(a, b, *, precision=None, preferred_element_type=None):
                         preferred_element_type)
 
 
-def matmul(a, b, *, precision=None, preferred_element_type=None):
+def matmul(a, b, *, precision=None, preferred_element_type=None, out_sharding=None):
     """Matrix product with NumPy's rules: 1-D operands are promoted to matrices (and the
-    added axis removed), leading batch axes broadcast."""
+    added axis removed), leading batch axes broadcast. ``out_sharding``: accepted as in JAX
+    (a layout; kiln's values do not depend on it)."""
     a, b = _promote("matmul", a, b)
     sa, sb = get_aval(a).shape, get_aval(b).shape
     if len(sa) == 0 or len(sb) == 0:
@@ -172,8 +174,10 @@ def outer(a, b, out=None):
     return multiply(a, b)
 
 
-def tensordot(a, b, axes=2, *, precision=None, preferred_element_type=None):
-    """Contract ``axes`` (an int: the last/first n axes; or two sequences of axes)."""
+def tensordot(a, b, axes=2, *, precision=None, preferred_element_type=None,
+              out_sharding=None):
+    """Contract ``axes`` (an int: the last/first n axes; or two sequences of axes).
+    ``out_sharding``: accepted as in JAX (a layout; kiln's values do not depend on it)."""
     a, b = _promote("tensordot", a, b)
     na, nb = get_aval(a).ndim, get_aval(b).ndim
     if isinstance(axes, int) or (hasattr(axes, "__index__") and not isinstance(axes, (list,

@@ -9,6 +9,7 @@ What it must not hold: NumPy computation on traced values.
 from __future__ import annotations
 
 import operator
+import sys
 import warnings
 
 import numpy as np
@@ -474,6 +475,22 @@ around = round
 # comparisons, extrema
 
 
+def _is_key(x) -> bool:
+    """Whether ``x`` is a typed PRNG key array (``kiln.random`` loaded lazily)."""
+    keys = sys.modules.get("kiln.random._keys")
+    return keys is not None and isinstance(x, keys.PRNGKeyArray)
+
+
+def _keys_equal(name, a, b):
+    """Elementwise equality of two typed key arrays (whole keys compared); JAX's TypeError
+    when only one operand is a key array."""
+    if not (_is_key(a) and _is_key(b)):
+        def dt(x):
+            return str(x.dtype) if _is_key(x) else str(as_operand(x).dtype)
+        raise TypeError(f"{name} does not accept dtypes {dt(a)}, {dt(b)}.")
+    return a == b
+
+
 def _cmp(name, fn, doc):
     def f(x1, x2, /):
         x1, x2 = promote_args(name, x1, x2)
@@ -700,7 +717,10 @@ def copysign(x1, x2, /):
 
 
 def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
-    """Elementwise ``|a - b| <= atol + rtol * |b|`` (infinities equal when they match)."""
+    """Elementwise ``|a - b| <= atol + rtol * |b|`` (infinities equal when they match);
+    typed keys compare for equality, as in JAX."""
+    if _is_key(a) or _is_key(b):
+        return _keys_equal("isclose", a, b)
     a, b = promote_args("isclose", a, b)
     k = _kind(a)
     if k not in "fc":
@@ -726,13 +746,20 @@ def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
 
 def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     """True when every element is ``isclose``."""
-    check_arraylike("allclose", a, b)
+    if not (_is_key(a) or _is_key(b)):
+        check_arraylike("allclose", a, b)
     from kiln.numpy._reductions import all as _all
     return _all(isclose(a, b, rtol, atol, equal_nan))
 
 
 def array_equal(a1, a2, equal_nan=False):
     """True when the arrays have the same shape and elements."""
+    if _is_key(a1) or _is_key(a2):
+        eq = _keys_equal("equal", a1, a2)       # JAX's TypeError for a non-key operand
+        if a1.shape != a2.shape or a1.dtype != a2.dtype:
+            return make_array(np.bool_(False))
+        from kiln.numpy._reductions import all as _all
+        return _all(eq)
     try:
         a1, a2 = as_operand(a1), as_operand(a2)
     except Exception:
@@ -748,6 +775,15 @@ def array_equal(a1, a2, equal_nan=False):
 
 def array_equiv(a1, a2):
     """True when the arrays broadcast together and are elementwise equal."""
+    if _is_key(a1) or _is_key(a2):
+        if not (_is_key(a1) and _is_key(a2)):
+            _keys_equal("equal", a1, a2)        # JAX's TypeError
+        try:
+            _util.broadcast_shapes(a1.shape, a2.shape)
+        except ValueError:
+            return make_array(np.bool_(False))
+        from kiln.numpy._reductions import all as _all
+        return _all(_keys_equal("equal", a1, a2))
     a1, a2 = as_operand(a1), as_operand(a2)
     try:
         _util.broadcast_shapes(get_aval(a1).shape, get_aval(a2).shape)

@@ -152,15 +152,30 @@ class ShardedJit:
         return place_tree(out, self._out, "jit out_shardings")
 
     def _place_args(self, args) -> tuple:
+        """Lay out the positional arguments that are not static (``in_shardings`` has
+        one entry per such argument, as in JAX)."""
         from kiln.sharding import PartitionSpec, Sharding
+        static = set(getattr(self._jitted, "_static_argnums", ()))
+        n = len(args)
+        dyn = [i for i in range(n) if i not in static and (i - n) not in static]
         ins = self._in
         if isinstance(ins, (Sharding, PartitionSpec)):
-            ins = tuple(ins for _ in args)
-        if not isinstance(ins, tuple) or len(ins) != len(args):
-            raise ValueError(f"jit in_shardings must be a Sharding or a tuple with one "
-                             f"entry per positional argument; got {self._in!r} for "
-                             f"{len(args)} arguments.")
-        return tuple(place_tree(a, s, "jit in_shardings") for a, s in zip(args, ins))
+            ins = tuple(ins for _ in dyn)
+        if isinstance(ins, list):
+            ins = tuple(ins)
+        if not isinstance(ins, tuple) or len(ins) != len(dyn):
+            got = (f"got a tuple or list of length {len(ins)}" if isinstance(ins, tuple)
+                   else f"got {self._in!r}")
+            raise ValueError(
+                "pjit in_shardings specification must be a tree prefix of the positional "
+                "arguments tuple. In particular, pjit in_shardings must either be a "
+                "Sharding, a PartitionSpec, or a tuple of length equal to the number of "
+                f"positional arguments. But pjit in_shardings is the wrong length: {got} "
+                f"for an args tuple of length {len(dyn)}.")
+        out = list(args)
+        for i, s in zip(dyn, ins):
+            out[i] = place_tree(args[i], s, "jit in_shardings")
+        return tuple(out)
 
     def _spmd_call(self, args, kwargs):
         """``(True, outputs)`` when the call runs partitioned over a mesh, else
@@ -201,7 +216,11 @@ class ShardedJit:
         if (config.jax_disable_jit or core.current_trace() is not core.eval_trace
                 or spmd.current_context() is not None):
             return None
-        entry, tconsts, a_flat, _ = self._jitted._trace(args, kwargs)
+        from kiln.api import _HijaxArguments
+        try:
+            entry, tconsts, a_flat, _ = self._jitted._trace(args, kwargs)
+        except _HijaxArguments:
+            return None         # hijax arguments: one program (kiln.api.JitWrapped._call_hi)
         if tconsts or any(isinstance(x, Tracer) for x in a_flat):
             return None
         closed = entry.jaxpr

@@ -832,7 +832,10 @@ def random_split(key: PRNGKeyArray, shape) -> PRNGKeyArray:
 # Public key API.
 
 def canonicalize_shape(shape, context: str = "") -> tuple:
-    """A tuple of non-negative Python ints, or JAX's TypeError."""
+    """A tuple of non-negative Python ints, or JAX's TypeError; a Python int ``n`` is the
+    shape ``(n,)``, as in JAX (``random.normal(key, 4)``)."""
+    if isinstance(shape, int):
+        shape = (shape,)
     try:
         if isinstance(shape, (str, bytes)):
             raise TypeError

@@ -3,11 +3,14 @@ jaxprs with hoisted consts, type checks with JAX's messages, and jaxpr transform
 (jvp / batching / transpose of a jaxpr, produced by tracing its evaluation)."""
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from kiln._physical_tree import tree_flatten, tree_unflatten
 from kiln.core.avals import ShapedArray
 from kiln.core.jaxpr import ClosedJaxpr, Jaxpr, Literal, eval_jaxpr
+from kiln.core.ref import AbstractRef
 from kiln.core.trace import apply_impl, get_aval
 from kiln.interpreters import ad, batching, staging
 from kiln.interpreters.ad import Zero
@@ -20,6 +23,37 @@ def trace_jaxpr(fun, in_avals):
     control-flow bodies."""
     jaxpr, consts = staging.trace_to_jaxpr(fun, list(in_avals))
     return ClosedJaxpr(staging.convert_constvars_jaxpr(jaxpr), ()), list(consts)
+
+
+_trace_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def cached_trace(fun, key, make):
+    """``make()`` (a trace of the body ``fun``: ``(closed, consts, ...)``), cached per
+    ``fun`` object and ``key`` (trees, avals) as JAX caches control-flow bodies: called
+    again with the same function and argument types, ``scan`` does not run the Python body
+    again (also inside another transformation). Only traces whose constants are all
+    concrete are kept (a tracer constant belongs to one trace); the key includes the
+    flags that change tracing and the named axes in scope."""
+    from kiln._compile_log import trace_context
+    from kiln.core.trace import Tracer, eager_folding
+    try:
+        per = _trace_cache.get(fun)
+        full = (key, trace_context(), eager_folding(), tuple(batching.axis_env))
+        hash(full)
+    except TypeError:       # fun not weakly referenceable / hashable, or key unhashable
+        return make()
+    if per is not None:
+        hit = per.get(full)
+        if hit is not None:
+            return hit
+    out = make()
+    if not any(isinstance(c, Tracer) for c in out[1]):
+        try:
+            _trace_cache.setdefault(fun, {})[full] = out
+        except TypeError:
+            pass
+    return out
 
 
 def trace_pytree_fun(fun, in_tree, in_avals):
@@ -95,6 +129,16 @@ def _float0():
     return dtypes.float0
 
 
+def has_ref_operands(avals) -> bool:
+    """Whether any of ``avals`` is a mutable reference type."""
+    return any(type(a) is AbstractRef for a in avals)
+
+
+def state_under_batched_predicate(what: str) -> NotImplementedError:
+    """JAX's error for a vmap whose batched predicate selects code that uses references."""
+    return NotImplementedError(f"State effect not supported in vmap-of-{what}.")
+
+
 def batch_jaxpr(closed: ClosedJaxpr, axis_data, in_dims, force_out):
     """Batch ``closed``: inputs have batch dims ``in_dims`` (None or 0); outputs are
     batched at 0 (or unbatched where possible and not forced). Returns
@@ -117,6 +161,10 @@ def batch_jaxpr(closed: ClosedJaxpr, axis_data, in_dims, force_out):
 
     in_avals = []
     for a, d in zip(closed.in_avals, in_dims):
+        if d is not None and type(a) is AbstractRef:     # a batched reference
+            inner = a.inner_aval
+            a = a.update(inner_aval=inner.update(shape=(axis_data.size,) + inner.shape))
+            d = None
         in_avals.append(a if d is None else ShapedArray((axis_data.size,) + a.shape, a.dtype,
                                                         a.weak_type))
     batching.axis_env.append((axis_data.name, axis_data.size))

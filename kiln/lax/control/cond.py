@@ -11,7 +11,7 @@ import numpy as np
 from kiln._physical_tree import tree_flatten, tree_unflatten
 from kiln._traceback_util import api_boundary
 from kiln.core.avals import ShapedArray
-from kiln.core.jaxpr import ClosedJaxpr
+from kiln.core.jaxpr import ClosedJaxpr, Jaxpr, Var
 from kiln.core.trace import Primitive, Tracer, get_aval, set_current_trace
 from kiln.interpreters import ad, batching, staging
 from kiln.interpreters.ad import Zero, is_undefined_primal
@@ -126,7 +126,39 @@ def _check_branch_outputs(api_name, name1, name2, f1, f2, tree1, avals1, tree2, 
 
 
 def _bind_cond(index, branches, consts, ops):
-    return cond_p.bind(index, *consts, *ops, branches=branches)
+    """Bind ``cond``; an output that every branch returns unchanged from the same operand is
+    that operand, not an output of the primitive (JAX's forwarding: under ``vmap`` with a
+    batched predicate such an output stays unbatched when its operand is)."""
+    args = [*consts, *ops]
+    fwd = _forwarded_outputs(branches)
+    if not any(f is not None for f in fwd):
+        return cond_p.bind(index, *args, branches=branches)
+    keep = [k for k, f in enumerate(fwd) if f is None]
+    new = tuple(ClosedJaxpr(Jaxpr(b.jaxpr.constvars, b.jaxpr.invars,
+                                  [b.jaxpr.outvars[k] for k in keep], b.jaxpr.eqns,
+                                  b.jaxpr.effects, b.jaxpr.debug_info), b.consts)
+                for b in branches)
+    outs = iter(cond_p.bind(index, *args, branches=new) if keep else [])
+    return [next(outs) if f is None else args[f] for f in fwd]
+
+
+def _forwarded_outputs(branches):
+    """Per output: the operand position every branch returns unchanged there, or None."""
+    result = []
+    for k in range(len(branches[0].out_avals)):
+        pos = None
+        for b in branches:
+            v = b.jaxpr.outvars[k]
+            if type(v) is not Var or v not in b.jaxpr.invars:
+                pos = None
+                break
+            j = b.jaxpr.invars.index(v)
+            if pos is not None and j != pos:
+                pos = None
+                break
+            pos = j
+        result.append(pos)
+    return result
 
 
 _no_operand = object()
@@ -346,6 +378,8 @@ def _cond_batch(axis_data, vals, dims, *, branches):
     ops = [x if d is None else batching.moveaxis(x, d, 0) for x, d in zip(ops, odims)]
     in_dims = [None if d is None else 0 for d in odims]
     if idim is not None:
+        if common.has_ref_operands(common.avals_of(ops)):
+            raise common.state_under_batched_predicate("cond")
         # Batched predicate: evaluate every branch, then select per lane.
         index = batching.moveaxis(index, idim, 0)
         outs_per_branch = []

@@ -104,6 +104,18 @@ while_p = Primitive("while")
 while_p.multiple_results = True
 
 
+def _fp_quiet(impl):
+    """Run a loop's impl with NumPy's floating-point warnings off, as the reference backend
+    runs programs (JAX is silent; a warning turned into an error must not abort a loop
+    midway, whose effects could not be rerun)."""
+    def run(*args, **params):
+        with np.errstate(all="ignore"):
+            return impl(*args, **params)
+    run.__name__ = impl.__name__
+    return run
+
+
+@_fp_quiet
 def _while_impl(*args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
     cc = args[:cond_nconsts]
     bc = args[cond_nconsts:cond_nconsts + body_nconsts]
@@ -352,6 +364,8 @@ def _while_batch(axis_data, vals, dims, *, cond_jaxpr, body_jaxpr, cond_nconsts,
         carry_b = new
     pred_batched = common.batch_jaxpr(cond_jaxpr, axis_data,
                                       [0 if x else None for x in cc_b + carry_b], [False])[1][0]
+    if pred_batched and common.has_ref_operands(common.avals_of(vals[:nc + nb])):
+        raise common.state_under_batched_predicate("while")
     init = [batching.broadcast_batched(v, size, 0) if cb and not ob else v
             for v, cb, ob in zip(vals[nc + nb:], carry_b, b[nc + nb:])]
     body_b, _ = common.batch_jaxpr(body_jaxpr, axis_data,
@@ -406,6 +420,7 @@ scan_p = Primitive("scan")
 scan_p.multiple_results = True
 
 
+@_fp_quiet
 def _scan_impl(*args, jaxpr, length, reverse, num_consts, num_carry, linear, unroll,
                _split_transpose=False):
     consts = args[:num_consts]
@@ -477,6 +492,47 @@ def scan(f, init, xs=None, length=None, reverse: bool = False, unroll=1,
         raise ValueError("`unroll` must be a `bool` or a non-negative `int`.")
     if _jit_disabled():
         return _scan_in_python(f, init, xs_flat, xs_tree, length, reverse)
+    from kiln import _hijax
+    try:
+        return _scan_traced(f, init, xs_flat, xs_tree, length, reverse, unroll)
+    except _hijax.CapturedHiWrite as e:
+        return _scan_carrying_hijax(f, init, xs, length, reverse, unroll, e.objs)
+
+
+def _scan_carrying_hijax(f, init, xs, length, reverse, unroll, objs):
+    """``scan`` of a body that writes into hijax values it closed over (Flax NNX's hijax
+    Variables): those values' low-level contents become extra carries, and their final
+    values are written back, as JAX does."""
+    from kiln import _hijax
+    from kiln.core.trace import current_trace
+    lowered = [_hijax.lower(o) for o in objs]
+
+    def body(c2, x):
+        c, caps = c2
+        snaps = [_hijax.snapshot(o) for o in objs]
+        for o, (spec, _), vals in zip(objs, lowered, caps):
+            _hijax.mark_owned(current_trace(), o)
+            _hijax.write_back(spec, o, spec.qdd, list(vals))
+        c_out, y = f(c, x)
+        outs = []
+        for o, (spec, _) in zip(objs, lowered):
+            qdd, vals = _hijax.final(spec, o)
+            if qdd != spec.qdd:
+                raise TypeError("scan body changed the structure of a hijax value it closed "
+                                f"over: {spec.qdd} became {qdd}")
+            outs.append(vals)
+        for o, snap in zip(objs, snaps):
+            _hijax.restore(o, snap)
+        return (c_out, outs), y
+
+    (carry, caps), ys = scan(body, (init, [vals for _, vals in lowered]), xs, length=length,
+                             reverse=reverse, unroll=unroll)
+    for o, (spec, _), vals in zip(objs, lowered, caps):
+        _hijax.write_back(spec, o, spec.qdd, list(vals))
+    return carry, ys
+
+
+def _scan_traced(f, init, xs_flat, xs_tree, length, reverse, unroll):
     init_flat, init_tree = tree_flatten(init)
     carry_avals = common.avals_of(init_flat)
     x_avals = [ShapedArray(get_aval(x).shape[1:], get_aval(x).dtype, get_aval(x).weak_type)
@@ -484,6 +540,11 @@ def scan(f, init, xs=None, length=None, reverse: bool = False, unroll=1,
     n_carry = len(init_flat)
 
     def trace(carry_avals):
+        return common.cached_trace(
+            f, ("scan", init_tree, xs_tree, tuple(carry_avals), tuple(x_avals)),
+            lambda: _trace(carry_avals))
+
+    def _trace(carry_avals):
         store = {}
 
         def body(*args):
