@@ -463,3 +463,15 @@ def test_callbacks_accept_jnp_values():
     seen = []
     kiln.debug.callback(lambda v: seen.append(v.tolist()), jnp.arange(3) * 2)
     assert seen == [[0, 2, 4]]
+
+
+def test_cond_whose_outputs_all_pass_through_still_runs_its_effects(capsys):
+    # Every output of this cond is forwarded from its operand; the print must still run.
+    def f(x):
+        return kiln.lax.cond(x > 0, lambda a: (kiln.debug.print("in cond {}", a), a)[1],
+                             lambda a: a, x)
+    assert "cond" in str(kiln.make_jaxpr(f)(1.0))
+    f(1.0)
+    kiln.jit(f)(2.0)
+    out = capsys.readouterr().out
+    assert "in cond 1.0" in out and "in cond 2.0" in out

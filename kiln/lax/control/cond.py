@@ -138,7 +138,9 @@ def _bind_cond(index, branches, consts, ops):
                                   [b.jaxpr.outvars[k] for k in keep], b.jaxpr.eqns,
                                   b.jaxpr.effects, b.jaxpr.debug_info), b.consts)
                 for b in branches)
-    outs = iter(cond_p.bind(index, *args, branches=new) if keep else [])
+    # With every output forwarded the cond still runs when a branch has effects.
+    effects = any(staging._jaxpr_has_effects(b.jaxpr) for b in branches)
+    outs = iter(cond_p.bind(index, *args, branches=new) if keep or effects else [])
     return [next(outs) if f is None else args[f] for f in fwd]
 
 
