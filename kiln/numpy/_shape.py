@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import operator
+import warnings
 
 import numpy as np
 
@@ -73,15 +74,14 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
         if newshape is None:
             raise TypeError("reshape() missing required argument 'shape'")
         shape = newshape
-    a_np = a if isinstance(a, (np.ndarray, np.generic)) else None
+    _util.check_arraylike("reshape", a)
+    if isinstance(a, (np.ndarray, np.generic)):
+        # As JAX: NumPy input goes to ndarray.reshape (a NumPy result, even under jit;
+        # NumPyro's sample validation relies on it staying concrete).
+        return a.reshape(shape, order=order)
     a = ensure_arraylike("reshape", a)
     aval = get_aval(a)
-    try:
-        new = _compute_newshape(aval.shape, shape)
-    except TypeError:
-        if a_np is not None:  # JAX forwards NumPy input to ndarray.reshape: NumPy's error
-            np.reshape(a_np, shape, order=order)
-        raise
+    new = _compute_newshape(aval.shape, shape)
     if order == "C":
         return lax.reshape(a, new)
     if order == "F":
@@ -698,21 +698,38 @@ def rot90(m, k=1, axes=(0, 1)):
 # shape queries
 
 
+def _check_arraylike_warn(fun_name: str, a) -> None:
+    # JAX deprecates (warns about, rather than refuses) non-array inputs to these queries.
+    if not _util.is_arraylike(a):
+        warnings.warn(f"{fun_name} requires ndarray or scalar arguments, got {type(a)} at "
+                      "position 0. In a future JAX release this will be an error.",
+                      DeprecationWarning, stacklevel=3)
+
+
 def shape(a):
-    """The shape of an array-like."""
-    check_arraylike("shape", a)
-    return tuple(_shape(as_operand(a))) if not isinstance(a, np.ndarray) else a.shape
+    """The shape of an array-like, or of any object with a ``shape`` attribute (a
+    ``scipy.sparse`` matrix, a ``ShapeDtypeStruct``, ...)."""
+    if hasattr(a, "shape"):
+        return tuple(a.shape)
+    _check_arraylike_warn("shape", a)
+    m = getattr(a, "__jax_array__", None)
+    return tuple(_shape(as_operand(m()))) if m is not None else np.shape(a)
 
 
 def ndim(a):
-    """The number of dimensions of an array-like."""
-    check_arraylike("ndim", a)
-    return len(shape(a))
+    """The number of dimensions of an array-like (or of an object with ``ndim``)."""
+    if hasattr(a, "ndim"):
+        return a.ndim
+    _check_arraylike_warn("ndim", a)
+    m = getattr(a, "__jax_array__", None)
+    return len(_shape(as_operand(m()))) if m is not None else np.ndim(a)
 
 
 def size(a, axis=None):
     """The number of elements (along ``axis`` when given)."""
-    check_arraylike("size", a)
+    _check_arraylike_warn("size", a)
+    if axis is None and hasattr(a, "size"):
+        return a.size
     s = shape(a)
     if axis is None:
         return math.prod(s)
