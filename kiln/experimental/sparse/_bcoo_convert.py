@@ -17,7 +17,6 @@ from kiln.experimental.sparse._bcoo_core import (
     BCOO,
     batch_grid,
     full_buffers,
-    sparse_shape,
 )
 from kiln.numpy._util import canonicalize_shape, core_int
 
@@ -214,7 +213,3 @@ def eye_bcoo(N: int, M: int, k: int, *, dtype=None, index_dtype="int32", n_batch
     indices = jnp.asarray(np.where(valid, cols, M)[:, None, None], index_dtype)
     return BCOO((data, indices), shape=(N, M), indices_sorted=True, unique_indices=True)
 
-
-def sparse_fill(mat: BCOO, index_dtype):
-    """The out-of-range coordinate used for padding, as an array of ``index_dtype``."""
-    return np.array(sparse_shape(mat), dtype=index_dtype)
