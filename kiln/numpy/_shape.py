@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import operator
+import warnings
 
 import numpy as np
 
@@ -73,15 +74,14 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
         if newshape is None:
             raise TypeError("reshape() missing required argument 'shape'")
         shape = newshape
-    a_np = a if isinstance(a, (np.ndarray, np.generic)) else None
+    _util.check_arraylike("reshape", a)
+    if isinstance(a, (np.ndarray, np.generic)):
+        # As JAX: NumPy input goes to ndarray.reshape (a NumPy result, even under jit;
+        # NumPyro's sample validation relies on it staying concrete).
+        return a.reshape(shape, order=order)
     a = ensure_arraylike("reshape", a)
     aval = get_aval(a)
-    try:
-        new = _compute_newshape(aval.shape, shape)
-    except TypeError:
-        if a_np is not None:  # JAX forwards NumPy input to ndarray.reshape: NumPy's error
-            np.reshape(a_np, shape, order=order)
-        raise
+    new = _compute_newshape(aval.shape, shape)
     if order == "C":
         return lax.reshape(a, new)
     if order == "F":
@@ -691,6 +691,14 @@ def rot90(m, k=1, axes=(0, 1)):
 
 # ----------------------------------------------------------------------------------------------
 # shape queries
+
+
+def _check_arraylike_warn(fun_name: str, a) -> None:
+    # JAX deprecates (warns about, rather than refuses) non-array inputs to these queries.
+    if not _util.is_arraylike(a):
+        warnings.warn(f"{fun_name} requires ndarray or scalar arguments, got {type(a)} at "
+                      "position 0. In a future JAX release this will be an error.",
+                      DeprecationWarning, stacklevel=3)
 
 
 def shape(a):

@@ -1,7 +1,7 @@
 """``kiln.scipy.stats``: probability distributions and statistics, as ``jax.scipy.stats``.
 
-Each distribution is a module (``norm.logpdf``, ``poisson.pmf``, ...). ``gaussian_kde`` is
-not provided.
+Each distribution is a module (``norm.logpdf``, ``poisson.pmf``, ...); ``gaussian_kde`` is
+the kernel density estimator class.
 """
 from kiln.scipy.stats import (  # noqa: F401
     bernoulli,
@@ -32,3 +32,4 @@ from kiln.scipy.stats import (  # noqa: F401
     wrapcauchy,
 )
 from kiln.scipy.stats._core import ModeResult, mode, rankdata, sem  # noqa: F401
+from kiln.scipy.stats.kde import gaussian_kde  # noqa: F401

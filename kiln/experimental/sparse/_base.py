@@ -1,0 +1,125 @@
+"""``JAXSparse``: the abstract base of kiln's sparse array classes (``BCOO``).
+
+It holds what every format shares: ``shape``/``ndim``/``size``/``len``, the repr, ``T``,
+``block_until_ready`` and the operator slots a format may fill in. Sparse arrays are not
+hashable (their buffers are arrays).
+"""
+from __future__ import annotations
+
+import abc
+import math
+
+from kiln.core.trace import Tracer
+
+__all__ = ["JAXSparse"]
+
+
+class JAXSparse(abc.ABC):
+    """Base class of kiln's sparse arrays (``jax.experimental.sparse.JAXSparse``)."""
+
+    data: object
+    shape: tuple
+
+    __hash__ = None  # type: ignore[assignment]
+    # NumPy arrays defer their operators (``ndarray @ sparse``, ``ndarray * sparse``) to us.
+    __array_ufunc__ = None
+
+    @property
+    @abc.abstractmethod
+    def dtype(self):
+        """The dtype of the stored values."""
+
+    @property
+    @abc.abstractmethod
+    def nse(self) -> int:
+        """The number of specified (stored) elements."""
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    @property
+    def size(self) -> int:
+        """The number of elements of the dense array this one stands for."""
+        return math.prod(self.shape)
+
+    @property
+    def ndim(self) -> int:
+        """The number of dimensions."""
+        return len(self.shape)
+
+    def __repr__(self) -> str:
+        name = type(self).__name__
+        try:
+            text = f"{name}({self.dtype}{list(self.shape)}, nse={self.nse})"
+        except Exception:
+            text = f"{name}(<invalid>)"
+        if isinstance(self.data, Tracer):
+            text = f"{type(self.data).__name__}[{text}]"
+        return text
+
+    @abc.abstractmethod
+    def tree_flatten(self):
+        """The pytree children (buffers) and static auxiliary data."""
+
+    @classmethod
+    @abc.abstractmethod
+    def tree_unflatten(cls, aux_data, children):
+        """Rebuild from ``tree_flatten``'s output."""
+
+    @abc.abstractmethod
+    def transpose(self, axes=None):
+        """The array with its axes permuted."""
+
+    @abc.abstractmethod
+    def todense(self):
+        """The equivalent dense array."""
+
+    @property
+    def T(self):
+        """The transpose (all axes reversed)."""
+        return self.transpose()
+
+    def block_until_ready(self):
+        """Wait for every buffer; returns ``self``."""
+        for buf in self.tree_flatten()[0]:
+            buf.block_until_ready()
+        return self
+
+    def _unsupported(self, what):
+        raise NotImplementedError(f"{type(self).__name__}.{what}")
+
+    def sum(self, *args, **kwargs):
+        self._unsupported("sum")
+
+    def __matmul__(self, other):
+        self._unsupported("__matmul__")
+
+    def __rmatmul__(self, other):
+        self._unsupported("__rmatmul__")
+
+    def __mul__(self, other):
+        self._unsupported("__mul__")
+
+    def __rmul__(self, other):
+        self._unsupported("__rmul__")
+
+    def __add__(self, other):
+        self._unsupported("__add__")
+
+    def __radd__(self, other):
+        self._unsupported("__radd__")
+
+    def __sub__(self, other):
+        self._unsupported("__sub__")
+
+    def __rsub__(self, other):
+        self._unsupported("__rsub__")
+
+    def __neg__(self):
+        self._unsupported("__neg__")
+
+    def __pos__(self):
+        self._unsupported("__pos__")
+
+    def __getitem__(self, item):
+        self._unsupported("__getitem__")
