@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from kiln import dtypes
+from kiln._fp_warnings import as_user
 from kiln._physical_tree import tree_flatten, tree_leaves, tree_map, tree_unflatten
 from kiln.core.avals import ShapedArray
 from kiln.core.trace import Primitive, Tracer, get_aval
@@ -160,7 +161,7 @@ pure_callback_p.multiple_results = True
 
 
 def _pure_callback_impl(*args, callback, result_avals, vmap_method, sharding=None):
-    return check_results(callback(*host_values(args)), result_avals)
+    return check_results(as_user(callback, *host_values(args)), result_avals)
 
 
 def _pure_callback_abstract_eval(*avals, callback, result_avals, vmap_method, sharding=None):

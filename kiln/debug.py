@@ -26,6 +26,7 @@ import sys
 
 import numpy as np
 
+from kiln._fp_warnings import as_user
 from kiln._physical_tree import tree_flatten
 from kiln.callbacks import flatten_callback, host_values
 from kiln.core.trace import Primitive
@@ -37,7 +38,7 @@ __all__ = ["print", "callback", "breakpoint", "debug_callback_p", "debug_print_p
 # Primitives: debug_callback (any function) and debug_print (a format string).
 
 def _impl(*args, callback, ordered, partitioned=False, **_):
-    callback(*host_values(args))
+    as_user(callback, *host_values(args))
     return []
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kiln._fp_warnings import quiet
 from kiln.config import config
 from kiln.core.jaxpr import Jaxpr, Literal
 
@@ -20,8 +21,8 @@ def run_jaxpr(jaxpr: Jaxpr, consts, args):
     """Evaluate ``jaxpr`` on NumPy values; returns a list of NumPy values.
 
     Floating-point warnings are silenced for the whole program (XLA gives inf/nan
-    silently), once per call rather than per operation."""
-    with np.errstate(all="ignore"):
+    silently), once per call rather than per operation (``kiln._fp_warnings.quiet``)."""
+    with quiet():
         return _run(jaxpr, consts, args)
 
 

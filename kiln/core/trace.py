@@ -16,6 +16,9 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from kiln._fp_warnings import IGNORE as _FP_IGNORE
+from kiln._fp_warnings import enter as _fp_enter
+from kiln._fp_warnings import leave as _fp_leave
 from kiln.core.avals import ShapedArray
 from kiln.errors import (
     ConcretizationTypeError,
@@ -167,7 +170,13 @@ class EvalTrace(Trace):
             # Call-like primitives carry jaxprs in their params: don't keep those alive.
             if key is not None and not prim.multiple_results and len(prim._eager_ok) < 4096:
                 prim._eager_ok.add(key)
-        out = prim.impl(*vals, **params)
+        # NumPy's floating-point warnings off for the impl (and the loop bodies, branches
+        # and programs it runs): JAX computes inf/nan silently. See kiln/_fp_warnings.py.
+        tok = _fp_enter(_FP_IGNORE)
+        try:
+            out = prim.impl(*vals, **params)
+        finally:
+            _fp_leave(tok)
         if _debug_checks[0]:
             _check_finite(prim, out)
         rule = prim.weak_type_rule

@@ -7,6 +7,7 @@ io_callback cannot be vmapped. It is not differentiable.
 """
 from __future__ import annotations
 
+from kiln._fp_warnings import as_user
 from kiln.callbacks import (
     check_results,
     flatten_callback,
@@ -24,7 +25,7 @@ staging.always_stage.add(io_callback_p)
 
 
 def _io_callback_impl(*args, callback, result_avals, ordered, sharding=None):
-    return check_results(callback(*host_values(args)), result_avals)
+    return check_results(as_user(callback, *host_values(args)), result_avals)
 
 
 def _io_callback_abstract_eval(*avals, callback, result_avals, ordered, sharding=None):

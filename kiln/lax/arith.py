@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from kiln._fp_warnings import IGNORE as _FP_IGNORE
+from kiln._fp_warnings import enter as _fp_enter
+from kiln._fp_warnings import leave as _fp_leave
 from kiln.core.trace import get_aval
 from kiln.interpreters import ad
 from kiln.interpreters.ad import Zero, is_undefined_primal
@@ -47,8 +50,11 @@ def _same(fn):
 def _quiet(fn):
     """Like ``_same`` but without NumPy's floating-point warnings (JAX gives inf/nan silently)."""
     def impl(*args):
-        with np.errstate(all="ignore"):
+        tok = _fp_enter(_FP_IGNORE)   # np.errstate's effect, ~15x cheaper (_fp_warnings)
+        try:
             return as_dtype(fn(*args), args[0].dtype)
+        finally:
+            _fp_leave(tok)
     return impl
 
 
@@ -74,8 +80,11 @@ def _div_impl(x, y):
         else:
             q = np.where(y == 0, np.iinfo(x.dtype).max, q)
         return np.asarray(q, x.dtype)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+    tok = _fp_enter(_FP_IGNORE)
+    try:
         return as_dtype(np.true_divide(x, y), x.dtype)
+    finally:
+        _fp_leave(tok)
 
 
 div_p = naryop("div", _div_impl, _num)
@@ -303,9 +312,12 @@ def _integer_pow_impl(x, *, y):
         return np.ones_like(x)
     if x.dtype.kind in "iu" and y < 0:
         raise ValueError("Integers to negative integer powers are not allowed.")
-    with np.errstate(over="ignore"):
+    tok = _fp_enter(_FP_IGNORE)
+    try:
         return as_dtype(np.power(x, x.dtype.type(y)) if x.dtype.kind in "iu" else
                         np.power(x, y), x.dtype)
+    finally:
+        _fp_leave(tok)
 
 
 integer_pow_p = unop("integer_pow", _integer_pow_impl, _num)
