@@ -874,11 +874,38 @@ def _trace_caches(fun, options) -> tuple[dict, dict]:
         if per_fun is None:
             per_fun = _FUNCTION_CACHES[fun] = {}
     except TypeError:       # not weakly referenceable (or unhashable): a cache per wrapper
-        return {}, {}
+        caches = (_PrivateCache(), _PrivateCache())
+        _PRIVATE_CACHES.update(caches)
+        return caches
     caches = per_fun.get(options)
     if caches is None:
         caches = per_fun[options] = ({}, {})
     return caches
+
+
+class _PrivateCache(dict):
+    """The trace cache of a jitted function that cannot key ``_FUNCTION_CACHES``; weakly
+    referenceable so that :func:`clear_caches` reaches it."""
+    __slots__ = ("__weakref__",)
+
+
+_PRIVATE_CACHES: weakref.WeakSet = weakref.WeakSet()
+
+
+def clear_caches() -> None:
+    """Clear all compilation and staging caches (JAX's ``jax.clear_caches``): every jitted
+    function's traces and the compiled programs held in memory. The next call of a jitted
+    function traces it again; kiln's on-disk cache of built C libraries is kept (as JAX keeps
+    its persistent compilation cache), so rebuilding a program already built is quick."""
+    for per_fun in list(_FUNCTION_CACHES.values()):
+        for cache, fast in list(per_fun.values()):
+            cache.clear()
+            fast.clear()
+    for cache in list(_PRIVATE_CACHES):
+        cache.clear()
+    from kiln.backends import cpu
+    cpu.clear_cache()
+    _compile_log.reset_counts()
 
 
 def _clear_fast_caches(_value=None):

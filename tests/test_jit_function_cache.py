@@ -64,3 +64,34 @@ def test_clear_cache_retraces():
     g.clear_cache()
     kiln.jit(f)(jnp.ones(1))
     assert n[0] == 2
+
+
+def test_clear_caches_retraces_every_jitted_function():
+    # jax.clear_caches(): all staging and compilation caches (BlackJAX's conftest calls it).
+    n = [0, 0]
+
+    def f(x):
+        n[0] += 1
+        return x * 2.0
+
+    g = kiln.jit(f)
+    h = kiln.jit(abs)                   # unweakrefable: a private cache, cleared too
+    inner = kiln.jit(lambda x: (n.__setitem__(1, n[1] + 1), x + 1)[1])
+    for _ in range(2):
+        g(jnp.ones(2))
+        h(jnp.int32(-2))
+        inner(jnp.ones(2))
+    assert n == [1, 1] and h._cache_size() == 1
+    assert kiln.clear_caches() is None
+    assert h._cache_size() == 0
+    np.testing.assert_array_equal(np.asarray(g(jnp.ones(2))), [2.0, 2.0])
+    inner(jnp.ones(2))
+    assert n == [2, 2]
+    g(jnp.ones(2))
+    assert n[0] == 2
+
+
+def test_clear_caches_matches_jax():
+    import pytest
+    jax = pytest.importorskip("jax")
+    assert callable(jax.clear_caches) and jax.clear_caches() is None

@@ -240,6 +240,13 @@ def executable_for(closed, name: str = "jit"):
     return entry.exe
 
 
+def clear_cache() -> None:
+    """Forget every compiled program (``kiln.clear_caches``); builds still running finish
+    into entries nothing refers to any more."""
+    with _lock:
+        _cache.clear()
+
+
 def wait_for_compiles():
     """Block until every background compilation started so far has finished."""
     for entry in list(_cache.values()):
