@@ -22,4 +22,5 @@ from kiln.lax.sharding_constraint import with_sharding_constraint  # noqa: F401
 from kiln.lax.slicing import *  # noqa: F401,F403
 from kiln.lax.sorting import *  # noqa: F401,F403
 from kiln.lax.structural import *  # noqa: F401,F403
+from kiln.lax.lax_dtype import dtype  # noqa: F401
 from kiln.lax.windowed import *  # noqa: F401,F403
