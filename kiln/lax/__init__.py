@@ -15,6 +15,7 @@ from kiln.lax.elementwise import *  # noqa: F401,F403
 from kiln.lax.extras import *  # noqa: F401,F403
 from kiln.lax.fourier import FftType, fft, fft_p  # noqa: F401
 from kiln.lax.gather_scatter import *  # noqa: F401,F403
+from kiln.lax.lax_dtype import dtype  # noqa: F401
 from kiln.lax.more_reductions import *  # noqa: F401,F403
 from kiln.lax.parallel import *  # noqa: F401,F403
 from kiln.lax.reductions import *  # noqa: F401,F403
@@ -22,5 +23,4 @@ from kiln.lax.sharding_constraint import with_sharding_constraint  # noqa: F401
 from kiln.lax.slicing import *  # noqa: F401,F403
 from kiln.lax.sorting import *  # noqa: F401,F403
 from kiln.lax.structural import *  # noqa: F401,F403
-from kiln.lax.lax_dtype import dtype  # noqa: F401
 from kiln.lax.windowed import *  # noqa: F401,F403
