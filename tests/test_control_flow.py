@@ -379,6 +379,39 @@ def test_weakly_typed_initial_carries_are_promoted():
         lax.scan(lambda c, x: (c + 1.5, c), np.int32(0), None, length=3)
 
 
+def test_weak_strong_carry_difference_traces_the_body_once():
+    # A weak carry the body makes strong (same dtype) is no promotion: JAX traces the body
+    # once (a body that advances state held on an object must see one trace; BlackJAX's
+    # tests split a key stored on the test case inside a scan body).
+    calls = {"scan": 0, "while": 0, "jit": 0}
+    key = [kiln.random.key(0)]
+
+    def body(c, x):
+        calls["scan"] += 1
+        key[0], sub = kiln.random.split(key[0])
+        i, s = c
+        return (i + 1, s + x.astype(np.float32)), s * kiln.random.uniform(sub)
+
+    (i, s), ys = lax.scan(body, (0, 0.0), jnp.arange(3.0, dtype=jnp.float16))
+    assert calls["scan"] == 1 and int(i) == 3 and float(s) == 3.0
+    assert s.dtype == np.float32 and not s.weak_type and i.weak_type
+    assert ys.dtype == np.float32 and ys.shape == (3,)
+
+    def wbody(c):
+        calls["while"] += 1
+        return c[0] + 1, c[1] + F(1)
+    out = lax.while_loop(lambda c: c[0] < 3, wbody, (0, 1.0))
+    assert calls["while"] == 1 and float(out[1]) == 4.0 and not out[1].weak_type
+
+    def jbody(c, x):
+        calls["jit"] += 1
+        key[0], sub = kiln.random.split(key[0])
+        return c + kiln.random.normal(sub), c
+    key[0] = kiln.random.key(1)     # the eager scan's trace left a tracer there (as in JAX)
+    kiln.jit(lambda: lax.scan(jbody, 0.0, None, length=4))()
+    assert calls["jit"] == 1
+
+
 def test_map_and_batch_size():
     xs = np.arange(7, dtype=F)
     for bs in (None, 1, 2, 3, 7, 10):
