@@ -3,6 +3,7 @@ import gc
 import weakref
 
 import numpy as np
+import pytest
 
 import kiln
 import kiln.numpy as jnp
@@ -92,6 +93,33 @@ def test_clear_caches_retraces_every_jitted_function():
 
 
 def test_clear_caches_matches_jax():
-    import pytest
     jax = pytest.importorskip("jax")
     assert callable(jax.clear_caches) and jax.clear_caches() is None
+
+
+def test_inline_jit_under_a_trace_sees_arrays():
+    # jit(inline=True) inside another trace: Python scalars and NumPy values arrive as
+    # arrays (weak for scalars), as in a traced call (BlackJAX's linear_map reads .dtype).
+    import functools
+
+    seen = []
+
+    @functools.partial(kiln.jit, static_argnames=("k",), inline=True)
+    def lin(a, b, *, k=1):
+        seen.append((a.dtype, a.weak_type, b.dtype))
+        return a * b * k
+
+    def outer(b):
+        y = lin(0.5, b, k=2)
+        z = lin(np.float64(2.0), np.ones(2), k=1)
+        assert seen[-2][:2] == (np.float32, True) and seen[-1] == (np.float32, False,
+                                                                    np.float32)
+        assert z.dtype == np.float32
+        return y + z
+
+    assert kiln.vmap(outer)(jnp.ones((3, 2))).shape == (3, 2)
+    np.testing.assert_allclose(np.asarray(kiln.grad(lambda b: outer(b).sum())(jnp.ones(2))),
+                               [1.0, 1.0])
+    np.testing.assert_allclose(np.asarray(kiln.jit(outer)(jnp.ones(2))), [3.0, 3.0])
+    with pytest.raises(TypeError, match="not a valid JAX type"):
+        kiln.jit(lambda b: kiln.jit(lambda x: "s", inline=True)(b))(1.0)
