@@ -41,6 +41,46 @@ def _binargs(x, y):
     return x, y
 
 
+def _bind2(prim, x, y):
+    """Bind a binary elementwise primitive as ``lax``'s function does: Python scalars take
+    the other operand's dtype, and operands of equal rank broadcast their size-1 dimensions
+    (JAX: ``lax.mul(f32[1], f32[2])`` is ``f32[2]``). The primitives keep equal shapes:
+    the size-1 case, found by their shape check, gets explicit ``broadcast_in_dim``s."""
+    tx, ty = type(x), type(y)
+    if tx in _py_scalars:
+        if ty not in _py_scalars:
+            x = _scalar_like(x, y)
+    elif ty in _py_scalars:
+        y = _scalar_like(y, x)
+    try:
+        return prim.bind(x, y)
+    except TypeError:
+        args = _broadcast_size_one(x, y)
+        if args is None:
+            raise
+    return prim.bind(*args)
+
+
+def _broadcast_size_one(*xs):
+    """``xs`` broadcast to one shape when they have equal ranks and every dimension is
+    equal or 1 (rank-0 operands left alone); None when that does not apply."""
+    from kiln.lax.structural import broadcast_in_dim
+    shapes = [tuple(np.shape(x)) if type(x) in _py_scalars else get_aval(x).shape
+              for x in xs]
+    ranked = [s for s in shapes if s]
+    if len(ranked) < 2 or len({len(s) for s in ranked}) != 1 or len(set(ranked)) == 1:
+        return None
+    out = []
+    for dims in zip(*ranked):
+        big = {d for d in dims if d != 1}
+        if len(big) > 1:
+            return None
+        out.append(big.pop() if big else 1)
+    out = tuple(out)
+    return [x if s == out or not s else broadcast_in_dim(x, out, tuple(range(len(out))))
+            for x, s in zip(xs, shapes)]
+
+
 def _same(fn):
     def impl(*args):
         return as_dtype(fn(*args), args[0].dtype)
@@ -186,22 +226,22 @@ ad.defjvp(min_p, _min_jvp_x, _min_jvp_y)
 
 def add(x, y):
     """Elementwise ``x + y`` (operands of equal shape and dtype; Python scalars promote)."""
-    return add_p.bind(*_binargs(x, y))
+    return _bind2(add_p, x, y)
 
 
 def sub(x, y):
     """Elementwise ``x - y``."""
-    return sub_p.bind(*_binargs(x, y))
+    return _bind2(sub_p, x, y)
 
 
 def mul(x, y):
     """Elementwise ``x * y``."""
-    return mul_p.bind(*_binargs(x, y))
+    return _bind2(mul_p, x, y)
 
 
 def div(x, y):
     """Elementwise ``x / y`` (integer division rounds toward zero)."""
-    return div_p.bind(*_binargs(x, y))
+    return _bind2(div_p, x, y)
 
 
 def neg(x):
@@ -211,12 +251,12 @@ def neg(x):
 
 def max(x, y):  # noqa: A001
     """Elementwise maximum (NaN-propagating)."""
-    return max_p.bind(*_binargs(x, y))
+    return _bind2(max_p, x, y)
 
 
 def min(x, y):  # noqa: A001
     """Elementwise minimum (NaN-propagating)."""
-    return min_p.bind(*_binargs(x, y))
+    return _bind2(min_p, x, y)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -238,32 +278,32 @@ ge_p = _cmp("ge", np.greater_equal)
 
 def eq(x, y):
     """Elementwise ``x == y``."""
-    return eq_p.bind(*_binargs(x, y))
+    return _bind2(eq_p, x, y)
 
 
 def ne(x, y):
     """Elementwise ``x != y``."""
-    return ne_p.bind(*_binargs(x, y))
+    return _bind2(ne_p, x, y)
 
 
 def lt(x, y):
     """Elementwise ``x < y``."""
-    return lt_p.bind(*_binargs(x, y))
+    return _bind2(lt_p, x, y)
 
 
 def le(x, y):
     """Elementwise ``x <= y``."""
-    return le_p.bind(*_binargs(x, y))
+    return _bind2(le_p, x, y)
 
 
 def gt(x, y):
     """Elementwise ``x > y``."""
-    return gt_p.bind(*_binargs(x, y))
+    return _bind2(gt_p, x, y)
 
 
 def ge(x, y):
     """Elementwise ``x >= y``."""
-    return ge_p.bind(*_binargs(x, y))
+    return _bind2(ge_p, x, y)
 
 
 # ----------------------------------------------------------------------------------------------
