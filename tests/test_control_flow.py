@@ -98,12 +98,26 @@ def test_cond_branch_type_errors_name_the_functions():
         lax.switch(0, [lambda: F(1), lambda: np.ones(2, F)])
 
 
-def test_cond_weak_types_join_to_strong():
-    # One branch weak, the other strong: the output is strong (as in JAX).
-    out = lax.cond(True, lambda: 1.0, lambda: F(2))
-    assert not out.weak_type and out.dtype == np.float32
-    out = lax.cond(True, lambda: 1.0, lambda: 2.0)
-    assert out.weak_type
+def test_cond_output_weak_types_are_jax_s():
+    # As in JAX: an output takes branch 0's type (cond: false_fun's), weak type included,
+    # whichever branch runs; one that every branch forwards from the same operand is that
+    # operand. Each branch is traced once.
+    for pred in (True, False):
+        out = lax.cond(pred, lambda: 1.0, lambda: F(2))
+        assert not out.weak_type and out.dtype == np.float32
+        out = lax.cond(pred, lambda: F(2), lambda: 1.0)
+        assert out.weak_type and out.dtype == np.float32
+        assert lax.cond(pred, lambda: 1.0, lambda: 2.0).weak_type
+        out = lax.cond(pred, lambda a, b: a, lambda a, b: a, 1.0, F(2))
+        assert out.weak_type
+        out = lax.switch(int(pred), [lambda a: a * 2.0, lambda a: F(3)], 1.0)
+        assert out.weak_type
+        out = kiln.jit(lambda p: lax.cond(p, lambda: F(2), lambda: 1.0))(pred)
+        assert out.weak_type
+    calls = []
+    lax.cond(True, lambda x: calls.append("t") or x, lambda x: calls.append("f") or x * 1.0,
+             F(1))
+    assert sorted(calls) == ["f", "t"]
 
 
 def test_switch_clamps_index_eager_jit_vmap():
@@ -765,6 +779,11 @@ def _programs(jax, jnp_, lax_):
                                               reverse=True), (xs,)),
         "scan_no_xs": (lambda x: lax_.scan(lambda c, _: (c * 2, c), x, None, length=4),
                        (F(1.5),)),
+        "cond_false_branch_weak": (lambda p: lax_.cond(p, lambda: F(2), lambda: 1.0), (True,)),
+        "cond_forwarded_weak": (lambda p: lax_.cond(p, lambda a, b: a, lambda a, b: a, 1.0,
+                                                    F(2)), (False,)),
+        "switch_branch0_weak": (lambda i: lax_.switch(i, [lambda: 1.0, lambda: F(2)]),
+                                (np.int32(1),)),
         "scan_weak_promotion": (lambda: lax_.scan(lambda c, x: (c + 1.5, c), 0, None,
                                                   length=3), ()),
         "scan_grad": (jax.grad(lambda xs: lax_.scan(lambda c, x: (jnp_.sin(c) * x, c * x),
