@@ -214,14 +214,13 @@ def _fast(npfn, name, float_only=False, cmp=False):
                             r = npfn(a, b)
                     except ValueError:  # shapes don't broadcast: the general path raises
                         return general(self, other)  # JAX's error
-                    if cmp:
-                        return make_array(r, False)
+                    # Comparisons too: weak when both operands are (JAX's rule).
                     return make_array(r, self.weak_type and other.weak_type)
             elif _scalar_ok(dt, other) and (not float_only or dt.kind == "f") \
                     and dt.kind != "V":
                 if guard and (_warnings.filters or _NO_FILTER)[0] is not _FILTER:
                     return make_array(call_quietly(npfn, a, dt.type(other)), self.weak_type)
-                return make_array(npfn(a, dt.type(other)), False if cmp else self.weak_type)
+                return make_array(npfn(a, dt.type(other)), self.weak_type)
         return general(self, other)
     op.__name__ = name
     return op

@@ -11,7 +11,6 @@ from kiln.numpy._util import (  # noqa: F401
     promote_dtypes_inexact,
 )
 
-
 _SCALAR_TYPES = {"b": bool, "i": int, "u": int, "f": float, "c": complex}
 
 
