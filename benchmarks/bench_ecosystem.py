@@ -1,10 +1,18 @@
-"""An Optax ``adam`` step on the 784-512-512-10 tanh MLP under ``jit``: kiln (through
-``kiln.as_jax``) against JAX, each in its own process (the alias must own ``import jax``).
+"""Libraries built on JAX, on kiln (through ``kiln.as_jax``) against JAX, each run in its
+own process (the alias must own ``import jax``):
 
-Issue "ecosystem": report the ratio (target: the compiler issue's MLP step, ≤ 1×).
-Run from the repository root::
+* an Optax ``adam`` step on the 784-512-512-10 tanh MLP under ``jit`` (issue 12);
+* a BlackJAX NUTS chain: ``lax.scan`` of 300 NUTS steps on a 5-parameter Bayesian logistic
+  regression (100 points), under ``jit``: the first call (trace, build, run; wall and CPU
+  seconds, the C compiler's child processes included) and the steady state (best of 3
+  later calls). Skipped when BlackJAX is not installed.
 
-    python benchmarks/bench_ecosystem.py [--batch 128]
+Target ≤ 1× JAX. Run from the repository root::
+
+    python benchmarks/bench_ecosystem.py [--batch 128] [--cold]
+
+``--cold`` gives kiln an empty build cache (``KILN_CACHE_DIR``) so the first call includes
+the C compiler, as on a user's first run.
 """
 from __future__ import annotations
 
@@ -57,11 +65,56 @@ print(json.dumps({"ms": statistics.median(ts) * 1e3, "loss": float(l),
 """
 
 
-def run(args: list) -> dict:
+NUTS_CODE = r"""
+import json, os, time
+import numpy as np
+import jax, jax.numpy as jnp
+import blackjax
+
+def cpu():
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+rng = np.random.default_rng(0)
+X = jnp.asarray(rng.normal(size=(100, 5)).astype(np.float32))
+w_true = np.array([1.0, -2.0, 0.5, 0.0, 1.5], np.float32)
+y = jnp.asarray((rng.random(100) < 1 / (1 + np.exp(-(np.asarray(X) @ w_true))))
+                .astype(np.float32))
+
+def logdensity(w):
+    logits = X @ w
+    return jnp.sum(y * logits - jnp.logaddexp(0.0, logits)) - 0.5 * jnp.sum(w ** 2)
+
+nuts = blackjax.nuts(logdensity, step_size=0.1, inverse_mass_matrix=jnp.ones(5))
+
+@jax.jit
+def chain(key, w0):
+    def step(s, k):
+        s, info = nuts.step(k, s)
+        return s, (s.position, info.num_integration_steps)
+    _, (pos, n) = jax.lax.scan(step, nuts.init(w0), jax.random.split(key, 300))
+    return pos, n
+
+t0, c0 = time.perf_counter(), cpu()
+pos, n = chain(jax.random.key(0), jnp.zeros(5))
+jax.block_until_ready(pos)
+first, first_cpu = time.perf_counter() - t0, cpu() - c0
+ts = []
+for i in range(3):
+    t0 = time.perf_counter()
+    p, _ = chain(jax.random.key(i + 1), jnp.zeros(5))
+    jax.block_until_ready(p)
+    ts.append(time.perf_counter() - t0)
+print(json.dumps({"first_s": first, "first_cpu_s": first_cpu, "steady_s": min(ts),
+                  "mean": np.asarray(pos[100:]).mean(0).tolist(), "steps": int(np.sum(n))}))
+"""
+
+
+def run(args: list, extra_env: dict | None = None) -> dict:
     import os
     # kiln compiles before the first call returns (as the other benchmarks), so the timed
     # calls never run on the reference backend while a background build finishes.
-    env = dict(os.environ, KILN_COMPILE="sync")
+    env = {**os.environ, "KILN_COMPILE": "sync", **(extra_env or {})}
     out = subprocess.run(args, capture_output=True, text=True, timeout=900, env=env)
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-2000:])
@@ -71,6 +124,7 @@ def run(args: list) -> dict:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--cold", action="store_true", help="kiln starts with an empty build cache")
     a = ap.parse_args()
     kiln = run([sys.executable, "-m", "kiln.as_jax", "-c", CODE, str(a.batch)])
     jax = run([sys.executable, "-c", CODE, str(a.batch)])
@@ -79,7 +133,36 @@ def main():
     print(f"| Optax adam step, MLP 784-512-512-10, batch {a.batch} | {kiln['ms']:.2f} ms | "
           f"{jax['ms']:.2f} ms | {kiln['ms'] / jax['ms']:.2f} |")
     print(f"(losses after 33 steps: kiln {kiln['loss']:.6f}, JAX {jax['loss']:.6f})")
+    nuts_rows()
+
+
+def nuts_rows(cold: bool | None = None):
+    import importlib.util
+    import tempfile
+    if importlib.util.find_spec("blackjax") is None:
+        print("(BlackJAX not installed: NUTS rows skipped)")
+        return
+    if cold is None:
+        cold = "--cold" in sys.argv
+    with tempfile.TemporaryDirectory() as tmp:
+        # The default async build: the first call is what a user sees.
+        env = {"KILN_COMPILE": "async"} | ({"KILN_CACHE_DIR": tmp} if cold else {})
+        k = run([sys.executable, "-m", "kiln.as_jax", "-c", NUTS_CODE], env)
+    j = run([sys.executable, "-c", NUTS_CODE])
+    what = "cold build cache" if cold else "build cache warm"
+    print(f"| BlackJAX NUTS, scan of 300 steps: first call ({what}), wall | "
+          f"{k['first_s']:.2f} s | {j['first_s']:.2f} s | {k['first_s'] / j['first_s']:.2f} |")
+    print(f"| same, CPU seconds (with the C compiler's) | {k['first_cpu_s']:.2f} s | "
+          f"{j['first_cpu_s']:.2f} s | {k['first_cpu_s'] / max(j['first_cpu_s'], 1e-9):.2f} |")
+    print(f"| same, steady state (best of 3) | {k['steady_s'] * 1e3:.1f} ms | "
+          f"{j['steady_s'] * 1e3:.1f} ms | {k['steady_s'] / j['steady_s']:.2f} |")
+    agree = max(abs(a - b) for a, b in zip(k["mean"], j["mean"]))
+    print(f"(NUTS: integration steps kiln {k['steps']}, JAX {j['steps']}; posterior means "
+          f"differ by {agree:.2g} at most)")
 
 
 if __name__ == "__main__":
-    main()
+    if "--nuts-only" in sys.argv:
+        nuts_rows()
+    else:
+        main()

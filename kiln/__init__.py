@@ -40,6 +40,7 @@ from kiln.api import (  # noqa: F401
     Lowered,
     ShapeDtypeStruct,
     block_until_ready,
+    clear_caches,
     device_get,
     device_put,
     ensure_compile_time_eval,

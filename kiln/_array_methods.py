@@ -7,9 +7,13 @@ jnp broadcasting), which keeps eager small-op overhead near NumPy's own.
 """
 from __future__ import annotations
 
+import warnings as _warnings
+
 import numpy as np
 
-from kiln import _fp_warnings as _fpw
+from kiln._fp_warnings import FILTER as _FILTER
+from kiln._fp_warnings import NO_FILTER as _NO_FILTER
+from kiln._fp_warnings import call_quietly
 from kiln.array import Array, make_array
 from kiln.core import trace as core
 from kiln.core.trace import Tracer
@@ -234,6 +238,10 @@ def _scalar_ok(dt, other) -> bool:
 
 def _fast(npfn, name, float_only=False, cmp=False):
     general = _binop(name)
+    # Arithmetic can raise NumPy's floating-point warnings (comparisons never do): kiln's
+    # filter ignores them while it is the first filter, else NumPy's error state is set
+    # (kiln/_fp_warnings.py). Checking the filter costs less than setting the state.
+    guard = not cmp
 
     def op(self, other):
         if core._state.trace is core.eval_trace and _FAST[0]:
@@ -243,25 +251,19 @@ def _fast(npfn, name, float_only=False, cmp=False):
                 b = other._value
                 if dt is b.dtype and (not float_only or dt.kind == "f"):
                     try:
-                        r = npfn(a, b)
+                        if guard and (_warnings.filters or _NO_FILTER)[0] is not _FILTER:
+                            r = call_quietly(npfn, a, b)
+                        else:
+                            r = npfn(a, b)
                     except ValueError:  # shapes don't broadcast: the general path raises
                         return general(self, other)  # JAX's error
-                    except RuntimeWarning as w:     # warnings are errors (e.g. pytest)
-                        if not _fpw.is_fp_warning(w):
-                            raise
-                        r = _fpw.quietly(npfn, a, b)
-                    if cmp:
-                        return make_array(r, False)
+                    # Comparisons too: weak when both operands are (JAX's rule).
                     return make_array(r, self.weak_type and other.weak_type)
             elif _scalar_ok(dt, other) and (not float_only or dt.kind == "f") \
                     and dt.kind != "V":
-                try:
-                    r = npfn(a, dt.type(other))
-                except RuntimeWarning as w:
-                    if not _fpw.is_fp_warning(w):
-                        raise
-                    r = _fpw.quietly(npfn, a, dt.type(other))
-                return make_array(r, False if cmp else self.weak_type)
+                if guard and (_warnings.filters or _NO_FILTER)[0] is not _FILTER:
+                    return make_array(call_quietly(npfn, a, dt.type(other)), self.weak_type)
+                return make_array(npfn(a, dt.type(other)), self.weak_type)
         return general(self, other)
     op.__name__ = name
     return op
@@ -277,22 +279,18 @@ def _fast_r(npfn, name):
                 a = other._value
                 if a.dtype is b.dtype:
                     try:
-                        r = npfn(a, b)
+                        if (_warnings.filters or _NO_FILTER)[0] is not _FILTER:
+                            r = call_quietly(npfn, a, b)
+                        else:
+                            r = npfn(a, b)
                     except ValueError:  # shapes don't broadcast: the general path raises
                         return general(self, other)  # JAX's error
-                    except RuntimeWarning as w:     # warnings are errors (e.g. pytest)
-                        if not _fpw.is_fp_warning(w):
-                            raise
-                        r = _fpw.quietly(npfn, a, b)
                     return make_array(r, self.weak_type and other.weak_type)
             elif _scalar_ok(b.dtype, other) and b.dtype.kind != "V":
-                try:
-                    r = npfn(b.dtype.type(other), b)
-                except RuntimeWarning as w:
-                    if not _fpw.is_fp_warning(w):
-                        raise
-                    r = _fpw.quietly(npfn, b.dtype.type(other), b)
-                return make_array(r, self.weak_type)
+                if (_warnings.filters or _NO_FILTER)[0] is not _FILTER:
+                    return make_array(call_quietly(npfn, b.dtype.type(other), b),
+                                      self.weak_type)
+                return make_array(npfn(b.dtype.type(other), b), self.weak_type)
         return general(self, other)
     return op
 

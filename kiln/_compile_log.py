@@ -1,5 +1,5 @@
 """Compile visibility: what ``jax_log_compiles``, ``jax_explain_cache_misses`` and
-``kiln_retrace_warning_threshold`` report about ``jit``'s trace cache.
+``kiln_warn_retrace`` report about ``jit``'s trace cache.
 
 * ``log_trace(name, seconds)``: ``Finished tracing f for jit in 0.0012 sec`` on the
   ``kiln`` logger (WARNING under ``jax_log_compiles``, DEBUG otherwise, as JAX's
@@ -11,7 +11,8 @@
   JAX).
 * ``note_trace(wrapped, key)``: counts the traces of each function (by its code, so a
   ``jit(lambda ...)`` re-created in a loop counts too) and warns once, with
-  :class:`RetraceWarning`, when the count passes ``kiln_retrace_warning_threshold``.
+  :class:`RetraceWarning`, when the count passes ``kiln_retrace_warning_threshold``; only
+  with ``kiln_warn_retrace`` on (off by default: JAX emits no such warning).
 
 A ``jit`` cache key is ``(input treedef, avals, static positional args, static keyword
 args, tracing context)`` (``kiln.api.JitWrapped._trace``); everything here is derived from
@@ -257,13 +258,15 @@ def explain_miss(wrapped, key) -> None:
 
 
 # ----------------------------------------------------------------------------------------------
-# kiln_retrace_warning_threshold
+# kiln_warn_retrace / kiln_retrace_warning_threshold
 
 _trace_counts: dict = {}
 
 
 def note_trace(wrapped, key) -> None:
     """Count one more trace of ``wrapped``'s function; past the threshold, warn once."""
+    if not config.kiln_warn_retrace:
+        return
     limit = config.kiln_retrace_warning_threshold
     if limit <= 0:
         return
@@ -301,7 +304,7 @@ def note_trace(wrapped, key) -> None:
         f"kiln: the jitted function {name}{_defined_at(fun)} has been traced {n} times "
         f"(kiln_retrace_warning_threshold={limit}); each trace runs the Python function "
         f"again and compiles a new program. The latest trace happened because {why}\n"
-        "(config.update('kiln_retrace_warning_threshold', 0) turns this warning off.)",
+        "(config.update('kiln_warn_retrace', False) turns this warning off.)",
         RetraceWarning, stacklevel=4)
 
 

@@ -1022,11 +1022,38 @@ def _trace_caches(fun, options) -> tuple[dict, dict]:
         if per_fun is None:
             per_fun = _FUNCTION_CACHES[fun] = {}
     except TypeError:       # not weakly referenceable (or unhashable): a cache per wrapper
-        return {}, {}
+        caches = (_PrivateCache(), _PrivateCache())
+        _PRIVATE_CACHES.update(caches)
+        return caches
     caches = per_fun.get(options)
     if caches is None:
         caches = per_fun[options] = ({}, {})
     return caches
+
+
+class _PrivateCache(dict):
+    """The trace cache of a jitted function that cannot key ``_FUNCTION_CACHES``; weakly
+    referenceable so that :func:`clear_caches` reaches it."""
+    __slots__ = ("__weakref__",)
+
+
+_PRIVATE_CACHES: weakref.WeakSet = weakref.WeakSet()
+
+
+def clear_caches() -> None:
+    """Clear all compilation and staging caches (JAX's ``jax.clear_caches``): every jitted
+    function's traces and the compiled programs held in memory. The next call of a jitted
+    function traces it again; kiln's on-disk cache of built C libraries is kept (as JAX keeps
+    its persistent compilation cache), so rebuilding a program already built is quick."""
+    for per_fun in list(_FUNCTION_CACHES.values()):
+        for cache, fast in list(per_fun.values()):
+            cache.clear()
+            fast.clear()
+    for cache in list(_PRIVATE_CACHES):
+        cache.clear()
+    from kiln.backends import cpu
+    cpu.clear_cache()
+    _compile_log.reset_counts()
 
 
 def _clear_fast_caches(_value=None):
@@ -1226,6 +1253,30 @@ class JitWrapped:
                 _compile_log.note_trace(self, key)
         return entry, tconsts, a_flat, a_tree
 
+    def _call_inline(self, args, kwargs):
+        """``jit(f, inline=True)`` under a jaxpr trace: ``f`` runs on the outer trace, so its
+        equations land in the enclosing jaxpr. Its dynamic arguments are still arrays, as in
+        a traced call (a Python scalar is a weak Array, a NumPy value a canonical one), and
+        its outputs must be JAX types."""
+        static_pos, static_kw, dyn_args, dyn_kw = self._split(args, kwargs)
+        a_flat, a_tree = tree_flatten((tuple(dyn_args), dyn_kw))
+        conv = []
+        for x in a_flat:
+            if type(x) in _inline_convert:
+                _check_arg_jit(x, self._name)
+                x = _to_array(x)
+            conv.append(x)
+        d_args, d_kw = tree_unflatten(a_tree, conv)
+        it = iter(d_args)
+        sp = dict(static_pos)
+        full = [sp[i] if i in sp else next(it) for i in range(len(args))]
+        out = self._fun(*full, **dict(d_kw), **dict(static_kw))
+        for leaf in tree_flatten(out)[0]:
+            if not isinstance(leaf, _array_types):
+                raise TypeError(f"function {self._name} traced for jit returned a value of type "
+                                f"{type(leaf)}, which is not a valid JAX type")
+        return out
+
     def _donated_flags(self, args, kwargs, static_pos, dyn_kw) -> list[bool]:
         """Per flat dynamic argument leaf: whether it is donated."""
         static = {i for i, _ in static_pos}
@@ -1275,7 +1326,7 @@ class JitWrapped:
             else:
                 key = None
             if self._inline and isinstance(_current_trace(), staging.JaxprTrace):
-                return self._fun(*args, **kwargs)
+                return self._call_inline(args, kwargs)
             try:
                 entry, tconsts, a_flat, _ = self._trace(args, kwargs)
             except _HijaxArguments:
@@ -1429,6 +1480,16 @@ def _rerun_deoptimized(wrapped: JitWrapped, err: FloatingPointError, args, kwarg
         raise e2 from None
     err._kiln_deoptimized = True
     raise err
+
+
+# Argument types an inlined jit converts to Arrays (Python scalars weak, NumPy canonical).
+_inline_convert = frozenset([bool, int, float, complex, np.ndarray]) | frozenset(
+    np.sctypeDict.values())
+
+
+def _to_array(x):
+    from kiln.array import to_array
+    return to_array(x)
 
 
 def _check_arg_jit(x, name):

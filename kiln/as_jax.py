@@ -290,18 +290,6 @@ def install() -> None:
                 "kiln.as_jax before anything imports jax or jaxlib.")
         sys.meta_path.insert(0, _finder)
         _forward_logs()
-        _quiet_retrace_warnings()
-
-
-def _quiet_retrace_warnings() -> None:
-    """JAX has no retrace warning: code written for JAX (and test suites that make every
-    warning an error, as Flax's) gets none unless the user asks for it with
-    ``KILN_RETRACE_WARNING_THRESHOLD`` or ``config.update``."""
-    import os
-
-    from kiln.config import config
-    if "KILN_RETRACE_WARNING_THRESHOLD" not in os.environ:
-        config.update("kiln_retrace_warning_threshold", 0)
 
 
 _USAGE = """usage: python -m kiln.as_jax script.py [args ...]

@@ -24,6 +24,7 @@ import traceback
 import numpy as np
 
 from kiln import dtypes
+from kiln._fp_warnings import as_user
 from kiln._physical_tree import tree_flatten, tree_leaves, tree_map, tree_unflatten
 from kiln.core.avals import ShapedArray
 from kiln.core.trace import Primitive, Tracer, get_aval
@@ -70,7 +71,7 @@ def call_user_callback(kind: str, callback, args, *, wrap: bool = True):
     with the traceback) and, when ``wrap``, re-raised as ``JaxRuntimeError`` whose message
     holds the callback's traceback (``INTERNAL: CpuCallback error calling callback: ...``)."""
     try:
-        return callback(*args)
+        return as_user(callback, *args)      # the user's NumPy error state, not kiln's
     except Exception as e:
         _callback_logger().exception("jax.%s failed", kind)
         if not wrap:

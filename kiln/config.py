@@ -157,7 +157,9 @@ _FLAGS: dict[str, tuple[Any, Callable[[Any, str], Any]]] = {
     # env KILN_BACKEND / KILN_COMPILE.
     "kiln_backend": ("cpu", _enum("cpu", "reference")),
     "kiln_compile": ("async", _enum("async", "sync")),
-    # Warn when one jitted function has been traced more than this many times (0: never).
+    # Opt-in (JAX has no such warning): warn when one jitted function has been traced more
+    # than kiln_retrace_warning_threshold times (0: never). env KILN_WARN_RETRACE.
+    "kiln_warn_retrace": (False, _parse_bool),
     "kiln_retrace_warning_threshold": (10, _parse_int),
 }
 
@@ -208,9 +210,12 @@ _HELP: dict[str, str] = {
     "kiln_backend": "Which backend runs jitted programs: 'cpu' (compiled C) or "
                     "'reference' (NumPy).",
     "kiln_compile": "When the C build of a jitted program happens: 'async' or 'sync'.",
-    "kiln_retrace_warning_threshold": "Warn (kiln._compile_log.RetraceWarning) when one "
-                                      "jitted function has been traced more than this many "
-                                      "times, naming it and the argument that changed; 0 "
+    "kiln_warn_retrace": "Warn (kiln._compile_log.RetraceWarning) when one jitted function "
+                         "has been traced more than kiln_retrace_warning_threshold times, "
+                         "naming it and the argument that changed. Off by default (JAX "
+                         "emits no such warning).",
+    "kiln_retrace_warning_threshold": "With kiln_warn_retrace on: how many traces of one "
+                                      "jitted function are allowed before the warning; 0 "
                                       "turns the warning off.",
 }
 

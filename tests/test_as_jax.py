@@ -724,18 +724,18 @@ def test_no_warnings_on_alias_import():
 
 
 def test_no_retrace_warning_under_the_alias():
-    """JAX has no retrace warning: under the alias a function traced again and again (a
-    new jit object each time, as Flax's summary does) warns nothing, even with warnings
-    as errors; KILN_RETRACE_WARNING_THRESHOLD still turns it on."""
+    """JAX has no retrace warning, and kiln's is opt-in: under the alias a function traced
+    again and again (a new jit object each time, as Flax's summary does) warns nothing,
+    even with warnings as errors; KILN_WARN_RETRACE=1 turns it on."""
     code = """
         import warnings
         warnings.simplefilter("error")
         import jax, jax.numpy as jnp
         for i in range(15):
             jax.jit(lambda x: x + 1)(jnp.ones(2))
-        print(jax.config.kiln_retrace_warning_threshold)
+        print(jax.config.kiln_warn_retrace)
     """
-    assert _run_alias(code).strip() == "0"
+    assert _run_alias(code).strip() == "False"
     p = _run(["-m", "kiln.as_jax", "-c", textwrap.dedent(code)],
-             env={"KILN_RETRACE_WARNING_THRESHOLD": "10"})
+             env={"KILN_WARN_RETRACE": "1"})
     assert p.returncode != 0 and "RetraceWarning" in p.stderr

@@ -2,7 +2,9 @@
 wording, compared with JAX's own log records), the retrace warning, and the tracing
 context in jit's cache key."""
 import logging
+import os
 import re
+import subprocess
 import sys
 import warnings
 
@@ -195,7 +197,7 @@ def test_retrace_warning_names_function_and_argument():
         return x * 2
 
     jf = kiln.jit(step)
-    with config_context(kiln_retrace_warning_threshold=3), warnings.catch_warnings(
+    with config_context(kiln_warn_retrace=True, kiln_retrace_warning_threshold=3), warnings.catch_warnings(
             record=True) as w:
         warnings.simplefilter("always")
         for n in range(1, 7):
@@ -211,7 +213,7 @@ def test_retrace_warning_names_function_and_argument():
 def test_retrace_warning_static_argument_and_new_function_objects():
     _compile_log.reset_counts()
     g = kiln.jit(lambda x, n: x * n, static_argnums=1)
-    with config_context(kiln_retrace_warning_threshold=2), warnings.catch_warnings(
+    with config_context(kiln_warn_retrace=True, kiln_retrace_warning_threshold=2), warnings.catch_warnings(
             record=True) as w:
         warnings.simplefilter("always")
         for i in range(4):
@@ -228,7 +230,37 @@ def test_retrace_warning_off_and_default():
     assert kiln.config.kiln_retrace_warning_threshold == 10
     _compile_log.reset_counts()
     f = kiln.jit(lambda x: x)
-    with config_context(kiln_retrace_warning_threshold=0), warnings.catch_warnings():
+    with config_context(kiln_warn_retrace=True, kiln_retrace_warning_threshold=0), \
+            warnings.catch_warnings():
         warnings.simplefilter("error", _compile_log.RetraceWarning)
         for n in range(1, 5):
             f(jnp.ones(n))
+
+
+def test_retrace_warning_is_opt_in():
+    """JAX emits no retrace warning: by default kiln neither (kiln_warn_retrace off), even
+    under ``simplefilter("error")`` and far past the threshold."""
+    assert kiln.config.kiln_warn_retrace is False
+    _compile_log.reset_counts()
+    f = kiln.jit(lambda x: x * 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for n in range(1, 15):
+            f(jnp.ones(n))
+        for _ in range(12):
+            kiln.jit(lambda x: x + 1)(1.0)
+
+
+def test_retrace_warning_env_var():
+    code = ("import warnings, kiln, kiln.numpy as jnp\n"
+            "assert kiln.config.kiln_warn_retrace\n"
+            "with warnings.catch_warnings(record=True) as w:\n"
+            "    warnings.simplefilter('always')\n"
+            "    f = kiln.jit(lambda x: x)\n"
+            "    for n in range(1, 5): f(jnp.ones(n))\n"
+            "print(sum('traced' in str(x.message) for x in w))\n")
+    env = dict(os.environ, KILN_WARN_RETRACE="1", KILN_RETRACE_WARNING_THRESHOLD="2",
+               KILN_BACKEND="reference")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.strip() == "1"

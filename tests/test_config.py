@@ -43,6 +43,7 @@ DEFAULTS = {
     "jax_dynamic_shapes": False,
     "kiln_backend": "cpu",
     "kiln_compile": "async",
+    "kiln_warn_retrace": False,
     "kiln_retrace_warning_threshold": 10,
 }
 

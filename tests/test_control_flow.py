@@ -98,12 +98,26 @@ def test_cond_branch_type_errors_name_the_functions():
         lax.switch(0, [lambda: F(1), lambda: np.ones(2, F)])
 
 
-def test_cond_weak_types_join_to_strong():
-    # One branch weak, the other strong: the output is strong (as in JAX).
-    out = lax.cond(True, lambda: 1.0, lambda: F(2))
-    assert not out.weak_type and out.dtype == np.float32
-    out = lax.cond(True, lambda: 1.0, lambda: 2.0)
-    assert out.weak_type
+def test_cond_output_weak_types_are_jax_s():
+    # As in JAX: an output takes branch 0's type (cond: false_fun's), weak type included,
+    # whichever branch runs; one that every branch forwards from the same operand is that
+    # operand. Each branch is traced once.
+    for pred in (True, False):
+        out = lax.cond(pred, lambda: 1.0, lambda: F(2))
+        assert not out.weak_type and out.dtype == np.float32
+        out = lax.cond(pred, lambda: F(2), lambda: 1.0)
+        assert out.weak_type and out.dtype == np.float32
+        assert lax.cond(pred, lambda: 1.0, lambda: 2.0).weak_type
+        out = lax.cond(pred, lambda a, b: a, lambda a, b: a, 1.0, F(2))
+        assert out.weak_type
+        out = lax.switch(int(pred), [lambda a: a * 2.0, lambda a: F(3)], 1.0)
+        assert out.weak_type
+        out = kiln.jit(lambda p: lax.cond(p, lambda: F(2), lambda: 1.0))(pred)
+        assert out.weak_type
+    calls = []
+    lax.cond(True, lambda x: calls.append("t") or x, lambda x: calls.append("f") or x * 1.0,
+             F(1))
+    assert sorted(calls) == ["f", "t"]
 
 
 def test_switch_clamps_index_eager_jit_vmap():
@@ -377,6 +391,39 @@ def test_weakly_typed_initial_carries_are_promoted():
     # Strongly typed carries are not promoted.
     with pytest.raises(TypeError, match="so the dtypes do not match"):
         lax.scan(lambda c, x: (c + 1.5, c), np.int32(0), None, length=3)
+
+
+def test_weak_strong_carry_difference_traces_the_body_once():
+    # A weak carry the body makes strong (same dtype) is no promotion: JAX traces the body
+    # once (a body that advances state held on an object must see one trace; BlackJAX's
+    # tests split a key stored on the test case inside a scan body).
+    calls = {"scan": 0, "while": 0, "jit": 0}
+    key = [kiln.random.key(0)]
+
+    def body(c, x):
+        calls["scan"] += 1
+        key[0], sub = kiln.random.split(key[0])
+        i, s = c
+        return (i + 1, s + x.astype(np.float32)), s * kiln.random.uniform(sub)
+
+    (i, s), ys = lax.scan(body, (0, 0.0), jnp.arange(3.0, dtype=jnp.float16))
+    assert calls["scan"] == 1 and int(i) == 3 and float(s) == 3.0
+    assert s.dtype == np.float32 and not s.weak_type and i.weak_type
+    assert ys.dtype == np.float32 and ys.shape == (3,)
+
+    def wbody(c):
+        calls["while"] += 1
+        return c[0] + 1, c[1] + F(1)
+    out = lax.while_loop(lambda c: c[0] < 3, wbody, (0, 1.0))
+    assert calls["while"] == 1 and float(out[1]) == 4.0 and not out[1].weak_type
+
+    def jbody(c, x):
+        calls["jit"] += 1
+        key[0], sub = kiln.random.split(key[0])
+        return c + kiln.random.normal(sub), c
+    key[0] = kiln.random.key(1)     # the eager scan's trace left a tracer there (as in JAX)
+    kiln.jit(lambda: lax.scan(jbody, 0.0, None, length=4))()
+    assert calls["jit"] == 1
 
 
 def test_map_and_batch_size():
@@ -732,6 +779,11 @@ def _programs(jax, jnp_, lax_):
                                               reverse=True), (xs,)),
         "scan_no_xs": (lambda x: lax_.scan(lambda c, _: (c * 2, c), x, None, length=4),
                        (F(1.5),)),
+        "cond_false_branch_weak": (lambda p: lax_.cond(p, lambda: F(2), lambda: 1.0), (True,)),
+        "cond_forwarded_weak": (lambda p: lax_.cond(p, lambda a, b: a, lambda a, b: a, 1.0,
+                                                    F(2)), (False,)),
+        "switch_branch0_weak": (lambda i: lax_.switch(i, [lambda: 1.0, lambda: F(2)]),
+                                (np.int32(1),)),
         "scan_weak_promotion": (lambda: lax_.scan(lambda c, x: (c + 1.5, c), 0, None,
                                                   length=3), ()),
         "scan_grad": (jax.grad(lambda xs: lax_.scan(lambda c, x: (jnp_.sin(c) * x, c * x),

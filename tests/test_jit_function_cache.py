@@ -3,6 +3,7 @@ import gc
 import weakref
 
 import numpy as np
+import pytest
 
 import kiln
 import kiln.numpy as jnp
@@ -64,3 +65,61 @@ def test_clear_cache_retraces():
     g.clear_cache()
     kiln.jit(f)(jnp.ones(1))
     assert n[0] == 2
+
+
+def test_clear_caches_retraces_every_jitted_function():
+    # jax.clear_caches(): all staging and compilation caches (BlackJAX's conftest calls it).
+    n = [0, 0]
+
+    def f(x):
+        n[0] += 1
+        return x * 2.0
+
+    g = kiln.jit(f)
+    h = kiln.jit(abs)                   # unweakrefable: a private cache, cleared too
+    inner = kiln.jit(lambda x: (n.__setitem__(1, n[1] + 1), x + 1)[1])
+    for _ in range(2):
+        g(jnp.ones(2))
+        h(jnp.int32(-2))
+        inner(jnp.ones(2))
+    assert n == [1, 1] and h._cache_size() == 1
+    assert kiln.clear_caches() is None
+    assert h._cache_size() == 0
+    np.testing.assert_array_equal(np.asarray(g(jnp.ones(2))), [2.0, 2.0])
+    inner(jnp.ones(2))
+    assert n == [2, 2]
+    g(jnp.ones(2))
+    assert n[0] == 2
+
+
+def test_clear_caches_matches_jax():
+    jax = pytest.importorskip("jax")
+    assert callable(jax.clear_caches) and jax.clear_caches() is None
+
+
+def test_inline_jit_under_a_trace_sees_arrays():
+    # jit(inline=True) inside another trace: Python scalars and NumPy values arrive as
+    # arrays (weak for scalars), as in a traced call (BlackJAX's linear_map reads .dtype).
+    import functools
+
+    seen = []
+
+    @functools.partial(kiln.jit, static_argnames=("k",), inline=True)
+    def lin(a, b, *, k=1):
+        seen.append((a.dtype, a.weak_type, b.dtype))
+        return a * b * k
+
+    def outer(b):
+        y = lin(0.5, b, k=2)
+        z = lin(np.float64(2.0), np.ones(2), k=1)
+        assert seen[-2][:2] == (np.float32, True) and seen[-1] == (np.float32, False,
+                                                                    np.float32)
+        assert z.dtype == np.float32
+        return y + z
+
+    assert kiln.vmap(outer)(jnp.ones((3, 2))).shape == (3, 2)
+    np.testing.assert_allclose(np.asarray(kiln.grad(lambda b: outer(b).sum())(jnp.ones(2))),
+                               [1.0, 1.0])
+    np.testing.assert_allclose(np.asarray(kiln.jit(outer)(jnp.ones(2))), [3.0, 3.0])
+    with pytest.raises(TypeError, match="not a valid JAX type"):
+        kiln.jit(lambda b: kiln.jit(lambda x: "s", inline=True)(b))(1.0)

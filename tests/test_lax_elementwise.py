@@ -623,3 +623,43 @@ def test_parity_jvp_binary_and_complex():
             _, kv = kiln.vjp(getattr(lax, name), c)
             _, jv = jax.vjp(getattr(jlax, name), jnp.asarray(c))
             _compare(kv(r)[0], jv(jnp.asarray(r))[0], 1e-5, name + " vjp")
+
+
+_SIZE_ONE_CASES = [((1,), (2,)), ((3, 1), (1, 4)), ((2, 1), (2, 3)), ((0,), (1,)), ((), (3,)),
+                   ((1, 1), (1, 1))]
+
+
+@pytest.mark.parametrize("sa,sb", _SIZE_ONE_CASES)
+def test_binary_ops_broadcast_size_one_dims_as_jax(sa, sb):
+    # JAX's lax n-ary ops broadcast dimensions of size 1 between operands of equal rank
+    # (BlackJAX's linear_map multiplies a (1,) mass matrix with a (2,) momentum).
+    jax = pytest.importorskip("jax")
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal(sa).astype(np.float32) + 2
+    b = rng.standard_normal(sb).astype(np.float32) + 2
+    for name in ("add", "sub", "mul", "div", "max", "min", "pow", "atan2", "lt", "rem"):
+        want = getattr(jax.lax, name)(a, b)
+        got = getattr(lax, name)(a, b)
+        assert got.shape == want.shape and got.dtype == want.dtype, name
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
+        jitted = kiln.jit(getattr(lax, name))(a, b)
+        np.testing.assert_allclose(np.asarray(jitted), np.asarray(want), rtol=1e-6)
+
+
+def test_size_one_broadcast_under_transformations():
+    a, b = np.array([2.0], np.float32), np.array([1.0, 3.0], np.float32)
+    f = lambda a, b: lax.mul(a, b).sum()        # noqa: E731
+    ga, gb = kiln.grad(f, (0, 1))(a, b)
+    assert ga.shape == (1,) and gb.shape == (2,)
+    np.testing.assert_allclose(np.asarray(ga), [4.0])
+    np.testing.assert_allclose(np.asarray(gb), [2.0, 2.0])
+    out = kiln.vmap(lax.mul, (None, 0))(a, np.ones((3, 2), np.float32))
+    assert out.shape == (3, 2)
+    out = kiln.vmap(lax.mul)(np.ones((3, 1), np.float32), np.ones((3, 2), np.float32))
+    assert out.shape == (3, 2)
+    with pytest.raises(TypeError, match=r"add: arrays must have the same number of "
+                                        r"dimensions, got \{1, 2\}"):
+        lax.add(np.ones(2, np.float32), np.ones((3, 2), np.float32))
+    with pytest.raises(TypeError, match=r"mul got incompatible shapes for broadcasting: "
+                                        r"\(2,\), \(3,\)"):
+        lax.mul(np.ones(2, np.float32), np.ones(3, np.float32))

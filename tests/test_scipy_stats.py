@@ -384,3 +384,34 @@ def test_multivariate_normal_without_lax_linalg(monkeypatch):
     g = kiln.grad(lambda c: kst.multivariate_normal.logpdf(x, mean, c).sum())(cov)
     r = jax.grad(lambda c: jst.multivariate_normal.logpdf(x, mean, c).sum())(cov)
     _cmp(g, r, 1e-4, 1e-5)
+
+
+_WEAK_CASES = {
+    "norm.logpdf": lambda st, x: st.norm.logpdf(x),
+    "norm.pdf": lambda st, x: st.norm.pdf(x),
+    "t.logpdf": lambda st, x: st.t.logpdf(x, 3.0),
+    "gamma.logpdf": lambda st, x: st.gamma.logpdf(x, 2.0),
+    "beta.logpdf": lambda st, x: st.beta.logpdf(x * 0.1, 2.0, 3.0),
+    "cauchy.logpdf": lambda st, x: st.cauchy.logpdf(x),
+    "laplace.logpdf": lambda st, x: st.laplace.logpdf(x),
+    "logistic.logpdf": lambda st, x: st.logistic.logpdf(x),
+    "expon.logpdf": lambda st, x: st.expon.logpdf(x),
+    "poisson.logpmf": lambda st, x: st.poisson.logpmf(x, 2.0),
+    "chi2.logpdf": lambda st, x: st.chi2.logpdf(x, 3.0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_WEAK_CASES))
+def test_weak_scalar_inputs_give_weak_results_as_jax(name):
+    # JAX's constants follow a weakly typed scalar argument (lax._const), so a log-density
+    # of a Python float stays weak: BlackJAX's jitted step then keeps one trace per run.
+    jax = pytest.importorskip("jax")
+    f = _WEAK_CASES[name]
+    for x in (1.0, 2, np.float32(1.5)):
+        want = f(jax.scipy.stats, x)
+        got = f(kiln.scipy.stats, x)
+        assert (got.dtype, got.weak_type) == (want.dtype, want.weak_type), x
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=2e-6, atol=2e-6)
+    g = kiln.value_and_grad(lambda x: f(kiln.scipy.stats, x))(1.0)
+    gj = jax.value_and_grad(lambda x: f(jax.scipy.stats, x))(1.0)
+    assert [v.weak_type for v in g] == [v.weak_type for v in gj]

@@ -3,7 +3,9 @@
 ``run(closed, args)`` is what the ``jit`` primitive's implementation calls. The
 first call of a program starts its compilation (passes, lowering, C rendering,
 the C compiler: ``kiln.compiler``); until the library is ready, calls run on the
-reference backend (same results), so a first call never waits for ``cc``.
+reference backend (same results), so a first call never waits for ``cc``, unless the
+program would run long there (loops whose estimated work passes ``SYNC_BUILD_STEPS``:
+then the first call builds it and waits).
 ``config.kiln_compile = "sync"`` (env ``KILN_COMPILE=sync``) waits instead; the
 test suite uses it. ``config.kiln_backend = "reference"`` (env
 ``KILN_BACKEND=reference``) turns the compiler off.
@@ -119,6 +121,16 @@ def _report_failure(e):
                    "%s: %s", type(e).__name__, e)
 
 
+# Above this many estimated reference steps (~2-5 µs each), a first call waits for the
+# build instead of running on the reference backend meanwhile: a loop-heavy program (an MCMC
+# chain: a scan over a while loop) runs for seconds there, longer than building it.
+SYNC_BUILD_STEPS = 200_000
+
+
+def _long_on_reference(closed) -> bool:
+    return reference.estimated_steps(closed.jaxpr) > SYNC_BUILD_STEPS
+
+
 def _entry_for(closed, name, sync: bool = False) -> _Entry:
     entry = _cache.get(closed)
     if entry is not None:
@@ -131,7 +143,7 @@ def _entry_for(closed, name, sync: bool = False) -> _Entry:
         _cache[closed] = entry
     if _disabled_reason:
         entry.state = "reference"
-    elif sync or config.kiln_compile == "sync":
+    elif sync or config.kiln_compile == "sync" or _long_on_reference(closed):
         try:
             entry.exe = compile_closed(closed, name)
         except Exception as e:
@@ -254,6 +266,13 @@ def executable_for(closed, name: str = "jit"):
             entry.state = "ready" if entry.exe is not None else "reference"
             _cache[closed] = entry
     return entry.exe
+
+
+def clear_cache() -> None:
+    """Forget every compiled program (``kiln.clear_caches``); builds still running finish
+    into entries nothing refers to any more."""
+    with _lock:
+        _cache.clear()
 
 
 def wait_for_compiles():

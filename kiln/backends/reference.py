@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from kiln._extended import EValue, physical_jaxpr
+from kiln._fp_warnings import quiet
 from kiln.config import config
 from kiln.core.jaxpr import Jaxpr, Literal
 from kiln.core.ref import Ref
@@ -25,9 +26,9 @@ def run_jaxpr(jaxpr: Jaxpr, consts, args):
     """Evaluate ``jaxpr`` on NumPy values; returns a list of NumPy values.
 
     Floating-point warnings are silenced for the whole program (XLA gives inf/nan
-    silently), once per call rather than per operation."""
+    silently), once per call rather than per operation (``kiln._fp_warnings.quiet``)."""
     jaxpr = physical_jaxpr(jaxpr)      # extended dtypes run on their storage dtypes
-    with np.errstate(all="ignore"):
+    with quiet():
         return _run(jaxpr, consts, args)
 
 
@@ -79,3 +80,47 @@ def _check_nans(eqn, value):
     if src is not None:
         err.add_note(f"The {kind} was produced by `{eqn.primitive.name}` at {src}.")
     raise err
+
+
+# A while loop's trip count is unknown before it runs: assume this many iterations.
+WHILE_TRIPS_GUESS = 100
+
+
+def estimated_steps(jaxpr: Jaxpr) -> int:
+    """How many equations running ``jaxpr`` here executes, roughly: loop bodies count once
+    per iteration (a scan's ``length``; a while loop's guessed at ``WHILE_TRIPS_GUESS``),
+    a ``cond`` its largest branch. Each step costs a few microseconds of Python, so this
+    is what the cpu backend weighs against waiting for a build (``kiln.backends.cpu``)."""
+    return _steps(jaxpr, {})
+
+
+def _steps(jaxpr, memo) -> int:
+    key = id(jaxpr)
+    hit = memo.get(key)
+    if hit is not None:
+        return hit
+    total = 0
+    for eqn in jaxpr.eqns:
+        subs = [_steps(j.jaxpr if hasattr(j, "consts") else j, memo)
+                for j in _sub_jaxprs(eqn.params)]
+        name = eqn.primitive.name
+        if not subs:
+            total += 1
+        elif name == "scan":
+            total += 1 + int(eqn.params.get("length", 1)) * sum(subs)
+        elif name == "while":
+            total += 1 + WHILE_TRIPS_GUESS * sum(subs)
+        elif name == "cond":
+            total += 1 + max(subs)
+        else:
+            total += 1 + sum(subs)
+    memo[key] = total
+    return total
+
+
+def _sub_jaxprs(params):
+    for p in params.values():
+        for s in (p if isinstance(p, (tuple, list)) else (p,)):
+            if isinstance(s, Jaxpr) or (hasattr(s, "jaxpr") and hasattr(s, "consts")
+                                        and isinstance(s.jaxpr, Jaxpr)):
+                yield s

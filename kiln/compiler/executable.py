@@ -16,6 +16,7 @@ from contextlib import nullcontext
 
 import numpy as np
 
+from kiln import _fp_warnings
 from kiln.compiler.program import Island, Program
 from kiln.compiler.runtime import HUGE_THRESHOLD, alloc, get_run
 from kiln.core.trace import apply_impl
@@ -134,7 +135,7 @@ class Executable:
                 bufs[i] = a
         try:
             if self._has_islands:
-                with np.errstate(all="ignore"):
+                with _fp_warnings.quiet():
                     self._execute(bufs)
             else:
                 run = self._run

@@ -879,7 +879,12 @@ def lower_eqns(ctx: Lowering, jaxpr, env: dict, top: bool) -> None:
         name = eqn.primitive.name
         out_kind = "out" if top and any(v in out_set for v in eqn.outvars) else "tmp"
         if not _is_native(eqn):
-            outs = _island(ctx, eqn, ins)
+            from kiln.compiler import lower_linalg
+            if not top and lower_linalg.expandable(eqn):
+                # In a loop/branch body: native rows instead of an island (lower_linalg).
+                outs = lower_nested(ctx, lower_linalg.expansion(eqn), ins)
+            else:
+                outs = _island(ctx, eqn, ins)
         elif name in lower_control.CONTROL:
             outs = lower_control.lower_eqn(ctx, eqn, ins)
         elif name == "conv_general_dilated":

@@ -57,6 +57,7 @@ def bodies(eqn) -> list:
 def is_native(eqn) -> bool:
     """Whether a control-flow equation compiles natively: every equation of its bodies
     does (recursively) and no value has a dtype the C code lacks."""
+    from kiln.compiler import lower_linalg
     from kiln.compiler.lower import NATIVE_DTYPES, _is_native
     for v in list(eqn.invars) + list(eqn.outvars):
         if np.dtype(v.aval.dtype) not in NATIVE_DTYPES:
@@ -67,7 +68,8 @@ def is_native(eqn) -> bool:
         for v in list(closed.jaxpr.invars) + list(closed.jaxpr.outvars):
             if np.dtype(v.aval.dtype) not in NATIVE_DTYPES:
                 return False
-        if not all(_is_native(e) for e in closed.jaxpr.eqns):
+        # Small cholesky/triangular_solve are expanded in bodies (lower_linalg).
+        if not all(_is_native(e) or lower_linalg.expandable(e) for e in closed.jaxpr.eqns):
             return False
     return True
 

@@ -17,6 +17,9 @@ from contextlib import contextmanager
 import numpy as np
 
 from kiln import _extended
+from kiln._fp_warnings import IGNORE as _FP_IGNORE
+from kiln._fp_warnings import enter as _fp_enter
+from kiln._fp_warnings import leave as _fp_leave
 from kiln.core.avals import ShapedArray
 from kiln.errors import (
     ConcretizationTypeError,
@@ -254,13 +257,13 @@ class EvalTrace(Trace):
             # Call-like primitives carry jaxprs in their params: don't keep those alive.
             if key is not None and not prim.multiple_results and len(prim._eager_ok) < 4096:
                 prim._eager_ok.add(key)
+        # NumPy's floating-point warnings off for the impl (and the loop bodies, branches
+        # and programs it runs): JAX computes inf/nan silently. See kiln/_fp_warnings.py.
+        tok = _fp_enter(_FP_IGNORE)
         try:
             out = prim.impl(*vals, **params)
-        except RuntimeWarning as w:
-            # NumPy's floating-point warning turned into an error (``-W error``, pytest's
-            # ``filterwarnings = error``): JAX computes inf/nan silently, so run the
-            # kernel again without warnings (effectful primitives never raise one here).
-            out = _rerun_quietly(w, prim, vals, params)
+        finally:
+            _fp_leave(tok)
         if _debug_checks[0]:
             _check_finite(prim, out)
         rule = prim.weak_type_rule
@@ -290,14 +293,6 @@ class EvalTrace(Trace):
     def process_custom_vjp_call(self, fun, fwd, bwd, args, out_trees, *, symbolic_zeros=False):
         with set_current_trace(self):
             return fun(*args)
-
-
-def _rerun_quietly(w, prim, vals, params):
-    from kiln import _fp_warnings
-    from kiln.interpreters.staging import always_stage
-    if not _fp_warnings.is_fp_warning(w) or prim in always_stage:
-        raise w
-    return _fp_warnings.quietly(prim.impl, *vals, **params)
 
 
 def raise_ref_operand(prim):

@@ -59,6 +59,10 @@ def check_same_shapes(name: str, avals) -> tuple:
     """Operands of an elementwise op have equal shapes, except that rank-0 operands
     broadcast (as in JAX's jaxprs, e.g. ``mul b 2.0:f32[]``)."""
     shapes = [a.shape for a in avals if a.shape != ()]
+    ranks = {len(s) for s in shapes}
+    if len(ranks) > 1:
+        raise TypeError(f"{name}: arrays must have the same number of dimensions, got "
+                        f"{ranks}")
     if any(s != shapes[0] for s in shapes[1:]):
         raise TypeError(f"{name} got incompatible shapes for broadcasting: "
                         f"{', '.join(str(a.shape) for a in avals)}.")

@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from kiln._fp_warnings import IGNORE as _FP_IGNORE
+from kiln._fp_warnings import enter as _fp_enter
+from kiln._fp_warnings import leave as _fp_leave
 from kiln.core.trace import get_aval
 from kiln.interpreters import ad
 from kiln.interpreters.ad import Zero, is_undefined_primal
@@ -38,6 +41,46 @@ def _binargs(x, y):
     return x, y
 
 
+def _bind2(prim, x, y):
+    """Bind a binary elementwise primitive as ``lax``'s function does: Python scalars take
+    the other operand's dtype, and operands of equal rank broadcast their size-1 dimensions
+    (JAX: ``lax.mul(f32[1], f32[2])`` is ``f32[2]``). The primitives keep equal shapes:
+    the size-1 case, found by their shape check, gets explicit ``broadcast_in_dim``s."""
+    tx, ty = type(x), type(y)
+    if tx in _py_scalars:
+        if ty not in _py_scalars:
+            x = _scalar_like(x, y)
+    elif ty in _py_scalars:
+        y = _scalar_like(y, x)
+    try:
+        return prim.bind(x, y)
+    except TypeError:
+        args = _broadcast_size_one(x, y)
+        if args is None:
+            raise
+    return prim.bind(*args)
+
+
+def _broadcast_size_one(*xs):
+    """``xs`` broadcast to one shape when they have equal ranks and every dimension is
+    equal or 1 (rank-0 operands left alone); None when that does not apply."""
+    from kiln.lax.structural import broadcast_in_dim
+    shapes = [tuple(np.shape(x)) if type(x) in _py_scalars else get_aval(x).shape
+              for x in xs]
+    ranked = [s for s in shapes if s]
+    if len(ranked) < 2 or len({len(s) for s in ranked}) != 1 or len(set(ranked)) == 1:
+        return None
+    out = []
+    for dims in zip(*ranked):
+        big = {d for d in dims if d != 1}
+        if len(big) > 1:
+            return None
+        out.append(big.pop() if big else 1)
+    out = tuple(out)
+    return [x if s == out or not s else broadcast_in_dim(x, out, tuple(range(len(out))))
+            for x, s in zip(xs, shapes)]
+
+
 def _same(fn):
     def impl(*args):
         return as_dtype(fn(*args), args[0].dtype)
@@ -47,8 +90,11 @@ def _same(fn):
 def _quiet(fn):
     """Like ``_same`` but without NumPy's floating-point warnings (JAX gives inf/nan silently)."""
     def impl(*args):
-        with np.errstate(all="ignore"):
+        tok = _fp_enter(_FP_IGNORE)   # np.errstate's effect, ~15x cheaper (_fp_warnings)
+        try:
             return as_dtype(fn(*args), args[0].dtype)
+        finally:
+            _fp_leave(tok)
     return impl
 
 
@@ -74,8 +120,11 @@ def _div_impl(x, y):
         else:
             q = np.where(y == 0, np.iinfo(x.dtype).max, q)
         return np.asarray(q, x.dtype)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+    tok = _fp_enter(_FP_IGNORE)
+    try:
         return as_dtype(np.true_divide(x, y), x.dtype)
+    finally:
+        _fp_leave(tok)
 
 
 div_p = naryop("div", _div_impl, _num)
@@ -177,22 +226,22 @@ ad.defjvp2(min_p, _min_jvp_x, _min_jvp_y)
 
 def add(x, y):
     """Elementwise ``x + y`` (operands of equal shape and dtype; Python scalars promote)."""
-    return add_p.bind(*_binargs(x, y))
+    return _bind2(add_p, x, y)
 
 
 def sub(x, y):
     """Elementwise ``x - y``."""
-    return sub_p.bind(*_binargs(x, y))
+    return _bind2(sub_p, x, y)
 
 
 def mul(x, y):
     """Elementwise ``x * y``."""
-    return mul_p.bind(*_binargs(x, y))
+    return _bind2(mul_p, x, y)
 
 
 def div(x, y):
     """Elementwise ``x / y`` (integer division rounds toward zero)."""
-    return div_p.bind(*_binargs(x, y))
+    return _bind2(div_p, x, y)
 
 
 def neg(x):
@@ -202,12 +251,12 @@ def neg(x):
 
 def max(x, y):  # noqa: A001
     """Elementwise maximum (NaN-propagating)."""
-    return max_p.bind(*_binargs(x, y))
+    return _bind2(max_p, x, y)
 
 
 def min(x, y):  # noqa: A001
     """Elementwise minimum (NaN-propagating)."""
-    return min_p.bind(*_binargs(x, y))
+    return _bind2(min_p, x, y)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -229,32 +278,32 @@ ge_p = _cmp("ge", np.greater_equal)
 
 def eq(x, y):
     """Elementwise ``x == y``."""
-    return eq_p.bind(*_binargs(x, y))
+    return _bind2(eq_p, x, y)
 
 
 def ne(x, y):
     """Elementwise ``x != y``."""
-    return ne_p.bind(*_binargs(x, y))
+    return _bind2(ne_p, x, y)
 
 
 def lt(x, y):
     """Elementwise ``x < y``."""
-    return lt_p.bind(*_binargs(x, y))
+    return _bind2(lt_p, x, y)
 
 
 def le(x, y):
     """Elementwise ``x <= y``."""
-    return le_p.bind(*_binargs(x, y))
+    return _bind2(le_p, x, y)
 
 
 def gt(x, y):
     """Elementwise ``x > y``."""
-    return gt_p.bind(*_binargs(x, y))
+    return _bind2(gt_p, x, y)
 
 
 def ge(x, y):
     """Elementwise ``x >= y``."""
-    return ge_p.bind(*_binargs(x, y))
+    return _bind2(ge_p, x, y)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -303,9 +352,12 @@ def _integer_pow_impl(x, *, y):
         return np.ones_like(x)
     if x.dtype.kind in "iu" and y < 0:
         raise ValueError("Integers to negative integer powers are not allowed.")
-    with np.errstate(over="ignore"):
+    tok = _fp_enter(_FP_IGNORE)
+    try:
         return as_dtype(np.power(x, x.dtype.type(y)) if x.dtype.kind in "iu" else
                         np.power(x, y), x.dtype)
+    finally:
+        _fp_leave(tok)
 
 
 integer_pow_p = unop("integer_pow", _integer_pow_impl, _num)

@@ -3,13 +3,20 @@
 When no transformation is active and every operand is already a ``kiln.Array`` of a
 plain dtype, a few hot functions (``sum``, ``mean``, ``dot``, ``where``) call the same
 NumPy kernels their primitives' impls use, skipping promotion/broadcast bookkeeping.
-The results are identical to the general path (same kernels, same dtypes).
+The results are identical to the general path (same kernels, same dtypes), and NumPy's
+floating-point warnings stay inside kiln (:func:`filtered`, ``kiln/_fp_warnings.py``).
 """
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 
 from kiln._array_methods import _FAST, _scalar_ok
+from kiln._fp_warnings import FILTER, NO_FILTER, call_quietly  # noqa: F401  (used by callers)
+from kiln._fp_warnings import IGNORE as FP_IGNORE  # noqa: F401
+from kiln._fp_warnings import enter as fp_enter  # noqa: F401
+from kiln._fp_warnings import leave as fp_leave  # noqa: F401
 from kiln.array import Array, make_array
 from kiln.core import trace as core
 
@@ -20,6 +27,13 @@ PLAIN = _PLAIN = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.comp
 
 def eager() -> bool:
     return core._state.trace is core.eval_trace and _FAST[0]
+
+
+def filtered() -> bool:
+    """True while kiln's floating-point warnings filter is first in ``warnings.filters``:
+    a NumPy call made directly from a kiln frame then needs no error state (see
+    kiln/_fp_warnings.py); else callers use ``call_quietly``."""
+    return (warnings.filters or NO_FILTER)[0] is FILTER
 
 
 def plain_values(*xs):

@@ -48,7 +48,9 @@ def dot(a, b, *, precision=None, preferred_element_type=None, out_sharding=None)
                 and 0 < bv.ndim < 3 and av.shape[-1] == bv.shape[0]):
             # np.dot: same BLAS calls and bits as the primitive's np.matmul for 1-D/2-D
             # operands (checked over shapes and dtypes), with less fixed cost.
-            return make_array(_eager.as_ndarray(np.dot(av, bv)))
+            if _eager.filtered():
+                return make_array(_eager.as_ndarray(np.dot(av, bv)))
+            return make_array(_eager.as_ndarray(_eager.call_quietly(np.dot, av, bv)))
     a, b = _promote("dot", a, b)
     na, nb = get_aval(a).ndim, get_aval(b).ndim
     if na == 0 or nb == 0:

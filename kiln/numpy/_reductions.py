@@ -166,7 +166,11 @@ def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=
             v = vals[0]
             axes = _eager.axes_of(axis, v.ndim)
             if axes is not None:
-                r = _add_reduce(v, axis=axes, dtype=v.dtype, keepdims=bool(keepdims))
+                if _eager.filtered():
+                    r = _add_reduce(v, axis=axes, dtype=v.dtype, keepdims=bool(keepdims))
+                else:
+                    r = _eager.call_quietly(_add_reduce, v, axis=axes, dtype=v.dtype,
+                                            keepdims=bool(keepdims))
                 return _eager.wrap(_eager.as_ndarray(r))
     return _reduce(a, "sum", lax.reduce_sum, 0, bool_reduce=lambda x, ax: lax.reduce_or(x, ax),
                    upcast_f16=True, axis=axis, dtype=dtype, out=out, keepdims=keepdims,
@@ -241,9 +245,12 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
             axes = _eager.axes_of(axis, v.ndim)
             if axes is not None:
                 n = math.prod(v.shape[d] for d in axes)
-                with np.errstate(all="ignore"):
+                tok = _eager.fp_enter(_eager.FP_IGNORE)
+                try:
                     r = np.true_divide(_add_reduce(v, axis=axes, dtype=v.dtype,
                                                    keepdims=bool(keepdims)), v.dtype.type(n))
+                finally:
+                    _eager.fp_leave(tok)
                 return _eager.wrap(_eager.as_ndarray(r))
     a = ensure_arraylike("mean", a)
     where = _check_where("mean", where)

@@ -68,6 +68,13 @@ def _const(x, value):
     return _util.broadcast_to(make_array(np.asarray(value, a.dtype), a.weak_type), a.shape)
 
 
+def _strong_const(x, value):
+    """A strong scalar of ``x``'s dtype broadcast to ``x``'s shape: JAX's ``_constant_like``
+    (where JAX's function uses it, the result is not weak even for a weak ``x``)."""
+    a = get_aval(x)
+    return _util.broadcast_to(make_array(np.asarray(value, a.dtype), False), a.shape)
+
+
 def _zeros_bool(x):
     return _util.full_const(get_aval(x).shape, False, np.bool_)
 
@@ -343,9 +350,9 @@ exp2 = _unary_inexact("exp2", lambda x: lax.exp2(x), "Elementwise 2**x.")
 expm1 = _unary_inexact("expm1", lambda x: lax.expm1(x), "Elementwise e**x - 1.")
 log = _unary_inexact("log", lambda x: lax.log(x), "Elementwise natural logarithm.")
 log1p = _unary_inexact("log1p", lambda x: lax.log1p(x), "Elementwise log(1 + x).")
-log2 = _unary_inexact("log2", lambda x: lax.div(lax.log(x), lax.log(_const(x, 2))),
+log2 = _unary_inexact("log2", lambda x: lax.div(lax.log(x), lax.log(_strong_const(x, 2))),
                       "Elementwise base-2 logarithm.")
-log10 = _unary_inexact("log10", lambda x: lax.div(lax.log(x), lax.log(_const(x, 10))),
+log10 = _unary_inexact("log10", lambda x: lax.div(lax.log(x), lax.log(_strong_const(x, 10))),
                        "Elementwise base-10 logarithm.")
 sin = _unary_inexact("sin", lambda x: lax.sin(x), "Elementwise sine.")
 cos = _unary_inexact("cos", lambda x: lax.cos(x), "Elementwise cosine.")
@@ -644,9 +651,7 @@ def isnan(x, /):
     if k == "c":
         re, im = lax.real(x), lax.imag(x)
         return lax.bitwise_or(lax.ne(re, re), lax.ne(im, im))
-    if k == "f":
-        return lax.ne(x, x)
-    return _zeros_bool(x)
+    return lax.ne(x, x)     # False for integers, weak like x (as JAX's)
 
 
 def isinf(x, /):
@@ -656,7 +661,7 @@ def isinf(x, /):
     if k == "c":
         return lax.bitwise_or(isinf(lax.real(x)), isinf(lax.imag(x)))
     if k == "f":
-        return lax.eq(lax.abs(x), _const(x, np.inf))
+        return lax.eq(lax.abs(x), _strong_const(x, np.inf))
     return _zeros_bool(x)
 
 
@@ -664,7 +669,7 @@ def isposinf(x, /):
     """Elementwise ``x == +inf``."""
     x = ensure_arraylike("isposinf", x)
     if _kind(x) == "f":
-        return lax.eq(x, _const(x, np.inf))
+        return lax.eq(x, _strong_const(x, np.inf))
     if _kind(x) == "c":
         raise ValueError("isposinf is not defined for complex inputs")
     return _zeros_bool(x)
@@ -674,7 +679,7 @@ def isneginf(x, /):
     """Elementwise ``x == -inf``."""
     x = ensure_arraylike("isneginf", x)
     if _kind(x) == "f":
-        return lax.eq(x, _const(x, -np.inf))
+        return lax.eq(x, _strong_const(x, -np.inf))
     if _kind(x) == "c":
         raise ValueError("isneginf is not defined for complex inputs")
     return _zeros_bool(x)
@@ -816,7 +821,7 @@ def _const_like_value(x, value):
     if isinstance(value, (Tracer, Array)):
         return _util.broadcast_to(lax.convert_element_type(value, get_aval(x).dtype),
                                   get_aval(x).shape)
-    return _const(x, value)
+    return _strong_const(x, value)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -999,7 +1004,8 @@ def spacing(x, /):
     """The distance to the next representable number away from zero."""
     x = ensure_arraylike("spacing", x)
     (x,) = promote_dtypes_inexact(x)
-    toward = lax.select(lax.lt(x, _const(x, 0)), _const(x, -np.inf), _const(x, np.inf))
+    toward = lax.select(lax.lt(x, _const(x, 0)), _strong_const(x, -np.inf),
+                        _strong_const(x, np.inf))
     return lax.sub(lax.nextafter(x, toward), x)
 
 

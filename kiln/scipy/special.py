@@ -50,6 +50,13 @@ def _const(x, value):
     return np.array(value, dtype=dtypes.dtype(x, canonicalize=True))
 
 
+def _lax_const(x, value):
+    """JAX's ``lax._const`` (weak for a weakly typed scalar ``x``), where JAX's function uses
+    it rather than a strong constant (``logit``, ``loggamma``)."""
+    from kiln.scipy.stats._common import _const as lax_const
+    return lax_const(x, value)
+
+
 def _is_complex(x) -> bool:
     return dtypes.issubdtype(x.dtype, np.complexfloating)
 
@@ -95,7 +102,7 @@ def loggamma(x):
     if _is_complex(x):
         from kiln.scipy._special_complex import complex_loggamma
         return complex_loggamma(x)
-    return jnp.where(x > 0, lax.lgamma(x), _const(x, np.nan))
+    return jnp.where(x > 0, lax.lgamma(x), _lax_const(x, np.nan))
 
 
 def gamma(x):
@@ -452,11 +459,11 @@ def log_ndtr(x, series_order: int = 3):
 
 def _logit_impl(x):
     x, = promote_args_inexact("logit", x)
-    return lax.log(lax.div(x, lax.sub(_const(x, 1), x)))
+    return lax.log(lax.div(x, lax.sub(_lax_const(x, 1), x)))
 
 
 logit = custom_jvp(_logit_impl)
-logit.defjvps(lambda g, ans, x: lax.div(g, lax.mul(x, lax.sub(_const(x, 1), x))))
+logit.defjvps(lambda g, ans, x: lax.div(g, lax.mul(x, lax.sub(_lax_const(x, 1), x))))
 logit.__doc__ = "The logit function ``log(x / (1 - x))``."
 
 

@@ -51,23 +51,15 @@ def _trace_branches(funs, ops_tree, op_avals, what):
     for i, j, name1, name2 in pairs:
         _check_branch_outputs(what, name1, name2, funs[i], funs[j], out_trees[i],
                               traced[i][0].out_avals, out_trees[j], traced[j][0].out_avals)
-    avals0 = traced[0][0].out_avals
-    weak_fix = [False] * len(avals0)
-    for closed, _, _ in traced[1:]:
-        for k, (a, b) in enumerate(zip(avals0, closed.out_avals)):
-            if a.weak_type != b.weak_type:
-                weak_fix[k] = True
-    if any(weak_fix):
-        # Outputs that are weakly typed in some branches only become strongly typed.
-        def strong(f):
-            def g(*args):
-                out = f(*args)
-                leaves, tree = tree_flatten(out)
-                leaves = [common.match_aval(x, get_aval(x).update(weak_type=False)) if fix
-                          else x for x, fix in zip(leaves, weak_fix)]
-                return tree_unflatten(tree, leaves)
-            return g
-        traced = [common.trace_pytree_fun(strong(f), ops_tree, op_avals) for f in funs]
+    # Output types as JAX's: an output every branch forwards from the same operand is that
+    # operand; any other takes branch 0's type (cond: false_fun's), weak type included.
+    # Branches whose weak types differ are cast below, from their traced jaxprs: the
+    # user's functions are traced once each, as in JAX.
+    targets = list(traced[0][0].out_avals)
+    for k in range(len(targets)):
+        src = {_forwarded_operand(closed, len(consts), k) for closed, consts, _ in traced}
+        if len(src) == 1 and None not in src:
+            targets[k] = targets[k].update(weak_type=op_avals[src.pop()].weak_type)
     # Hoist all consts (each distinct value once): branch i takes (*all_consts, *ops).
     all_consts, const_ids = [], {}
     const_pos = []
@@ -84,10 +76,21 @@ def _trace_branches(funs, ops_tree, op_avals, what):
     total = len(all_consts)
     for (closed, _, _), pos in zip(traced, const_pos):
         def fun(*args, closed=closed, pos=pos):
-            return common.jaxpr_fun(closed)(*[args[i] for i in pos], *args[total:])
+            outs = common.jaxpr_fun(closed)(*[args[i] for i in pos], *args[total:])
+            return [common.match_aval(o, a) for o, a in zip(outs, targets)]
         jaxpr, jconsts = staging.trace_to_jaxpr(fun, const_avals + list(op_avals))
         branches.append(ClosedJaxpr(jaxpr, jconsts))
     return tuple(branches), all_consts, out_trees[0]
+
+
+def _forwarded_operand(closed, n_consts, k):
+    """The operand index that output ``k`` of ``closed`` (taking ``(*consts, *ops)``) returns
+    unchanged, or None."""
+    v = closed.jaxpr.outvars[k]
+    for i, inv in enumerate(closed.jaxpr.invars[n_consts:]):
+        if v is inv:
+            return i
+    return None
 
 
 def _check_branch_outputs(api_name, name1, name2, f1, f2, tree1, avals1, tree2, avals2):
@@ -141,7 +144,13 @@ def _bind_cond(index, branches, consts, ops):
     # With every output forwarded the cond still runs when a branch has effects.
     effects = any(staging._jaxpr_has_effects(b.jaxpr) for b in branches)
     outs = iter(cond_p.bind(index, *args, branches=new) if keep or effects else [])
-    return [next(outs) if f is None else args[f] for f in fwd]
+    return [next(outs) if f is None else _as_value(args[f]) for f in fwd]
+
+
+def _as_value(x):
+    """A forwarded operand as an array (a Python scalar operand becomes a weak one)."""
+    from kiln.core import trace as core
+    return x if isinstance(x, (core.Array, Tracer)) else core.to_array(x)
 
 
 def _forwarded_outputs(branches):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kiln._fp_warnings import quiet
 from kiln._physical_tree import tree_flatten, tree_unflatten
 from kiln._traceback_util import api_boundary
 from kiln.core.avals import ShapedArray
@@ -96,6 +97,25 @@ def _strengthen(xs, fix):
             for x, f in zip(xs, fix)]
 
 
+def _restage_carry(closed, consts, carry_avals, n_carry):
+    """``closed`` (taking ``(*consts, *carry, *rest)``) staged again with the carry inputs
+    of type ``carry_avals`` and its first ``n_carry`` outputs cast to them, by evaluating
+    the traced jaxpr: the user's function is not called again. (JAX traces a loop body a
+    second time only to promote a weak carry's dtype; a weak/strong difference alone is
+    no retrace, and a body with side effects, e.g. one advancing a key stored on an
+    object, sees one trace.) Returns ``(closed, consts)``."""
+    n = len(consts)
+    in_avals = list(closed.in_avals)
+    in_avals[n:n + n_carry] = carry_avals
+
+    def restaged(*args):
+        outs = common.jaxpr_fun(closed)(*args)
+        return ([common.match_aval(o, a) for o, a in zip(outs[:n_carry], carry_avals)]
+                + list(outs[n_carry:]))
+    new_closed, new_consts = common.trace_jaxpr(restaged, in_avals)
+    return new_closed, [*new_consts, *consts]
+
+
 # ================================================================================================
 # while
 # ================================================================================================
@@ -109,7 +129,7 @@ def _fp_quiet(impl):
     runs programs (JAX is silent; a warning turned into an error must not abort a loop
     midway, whose effects could not be rerun)."""
     def run(*args, **params):
-        with np.errstate(all="ignore"):
+        with quiet():       # remembers the user's error state for callbacks in the body
             return impl(*args, **params)
     run.__name__ = impl.__name__
     return run
@@ -179,13 +199,7 @@ def while_loop(cond_fun, body_fun, init_val):
     if any(fix):
         init_flat = _strengthen(init_flat, fix)
         in_avals = common.avals_of(init_flat)
-        body, body_consts, out_tree = _trace_carry_fun(body_fun, in_tree, in_avals)
-        if any(_weak_fix(in_avals, body.out_avals)):
-            def strong(*args, body=body):
-                outs = common.jaxpr_fun(body)(*args)
-                return [common.match_aval(o, a) for o, a in zip(outs, in_avals)]
-            jx, jc = staging.trace_to_jaxpr(strong, list(body.in_avals))
-            body = ClosedJaxpr(jx, jc)
+        body, body_consts = _restage_carry(body, body_consts, in_avals, len(in_avals))
     cond, cond_consts, _ = _trace_carry_fun(cond_fun, in_tree, in_avals)
     ca = cond.out_avals
     if len(ca) != 1 or ca[0].shape != () or ca[0].dtype != np.bool_:
@@ -577,14 +591,7 @@ def _scan_traced(f, init, xs_flat, xs_tree, length, reverse, unroll):
     if any(fix):
         init_flat = _strengthen(init_flat, fix)
         carry_avals = common.avals_of(init_flat)
-        closed, consts, store = trace(carry_avals)
-        if any(_weak_fix(carry_avals, store["c_avals"])):
-            def fixed(*args, closed=closed):
-                outs = common.jaxpr_fun(closed)(*args)
-                return [common.match_aval(o, a) for o, a in
-                        zip(outs[:n_carry], carry_avals)] + list(outs[n_carry:])
-            jx, jc = staging.trace_to_jaxpr(fixed, list(closed.in_avals))
-            closed = ClosedJaxpr(jx, jc)
+        closed, consts = _restage_carry(closed, consts, carry_avals, n_carry)
     outs = scan_p.bind(*consts, *init_flat, *xs_flat,
                        **_scan_params(closed, length, reverse, len(consts), n_carry, unroll))
     carry = tree_unflatten(init_tree, outs[:n_carry])
