@@ -271,8 +271,8 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic:
     """Returns a function computing ``(fun(*args), grad(fun)(*args))``."""
     argnums_t = _ensure_index_tuple(argnums)
 
-    @_traceback_util.api_boundary
     @functools.wraps(fun)
+    @_traceback_util.api_boundary
     def value_and_grad_f(*args, **kwargs):
         max_arg = max(argnums_t) if argnums_t else -1
         if max_arg >= len(args):
@@ -336,8 +336,8 @@ def grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = Fa
     vg = value_and_grad(fun, argnums, has_aux=has_aux, holomorphic=holomorphic,
                         allow_int=allow_int)
 
-    @_traceback_util.api_boundary
     @functools.wraps(fun)
+    @_traceback_util.api_boundary
     def grad_f(*args, **kwargs):
         if has_aux:
             (_, aux), g = vg(*args, **kwargs)
@@ -379,6 +379,7 @@ def jacfwd(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = 
     """Jacobian of ``fun`` by forward mode (vmap of jvp over a standard basis)."""
     argnums_t = _ensure_index_tuple(argnums)
 
+    @functools.wraps(fun)
     @_traceback_util.api_boundary
     def jacfun(*args, **kwargs):
         dyn = tuple(args[i] for i in argnums_t)
@@ -456,6 +457,7 @@ def jacrev(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = 
     """Jacobian of ``fun`` by reverse mode (vmap of vjp over the output basis)."""
     argnums_t = _ensure_index_tuple(argnums)
 
+    @functools.wraps(fun)
     @_traceback_util.api_boundary
     def jacfun(*args, **kwargs):
         from kiln import lax
@@ -636,8 +638,8 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size=None,
         raise TypeError("vmap in_axes must be an int, None, or a tuple of entries corresponding "
                         f"to the positional arguments passed to the function, but got {in_axes}.")
 
-    @_traceback_util.api_boundary
     @functools.wraps(fun)
+    @_traceback_util.api_boundary
     def vmapped(*args, **kwargs):
         if isinstance(in_axes, tuple) and len(in_axes) != len(args):
             raise ValueError("vmap in_axes must be an int, None, or a tuple of entries "
@@ -1244,8 +1246,8 @@ def make_jaxpr(fun: Callable, static_argnums=(), axis_env=None, return_shape: bo
     """Returns a function that gives the ClosedJaxpr of ``fun`` for given example args."""
     static_argnums = _ensure_index_tuple(static_argnums)
 
-    @_traceback_util.api_boundary
     @functools.wraps(fun)
+    @_traceback_util.api_boundary
     def make(*args, **kwargs):
         dyn = [a for i, a in enumerate(args) if i not in static_argnums]
         a_flat, a_tree = tree_flatten((tuple(dyn), kwargs))
@@ -1278,6 +1280,11 @@ def make_jaxpr(fun: Callable, static_argnums=(), axis_env=None, return_shape: bo
             return closed, shapes
         return closed
 
+    # Named as in JAX: ``make_jaxpr(f)``.
+    if hasattr(fun, "__qualname__"):
+        make.__qualname__ = f"make_jaxpr({fun.__qualname__})"
+    if hasattr(fun, "__name__"):
+        make.__name__ = f"make_jaxpr({fun.__name__})"
     return make
 
 

@@ -743,8 +743,8 @@ def checkpoint(fun=None, *, prevent_cse: bool = True, policy=None, static_argnum
     static_argnums = (static_argnums,) if isinstance(static_argnums, int) else tuple(
         static_argnums)
 
-    @api_boundary
     @functools.wraps(fun)
+    @api_boundary
     def wrapped(*args, **kwargs):
         dyn = [a for i, a in enumerate(args) if i not in static_argnums]
         flat, in_tree = tree_flatten((tuple(dyn), kwargs))

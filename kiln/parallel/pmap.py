@@ -78,8 +78,8 @@ def pmap(fun: Callable, axis_name=None, *, in_axes=0, out_axes=0,
         in_axes = tuple(in_axes)
     cache: dict = {}
 
-    @api_boundary
     @functools.wraps(fun)
+    @api_boundary
     def pmapped(*args, **kwargs):
         n = len(args)
         for i in static:
