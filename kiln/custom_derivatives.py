@@ -5,7 +5,9 @@ A custom-derivative function reaches the current trace through
 
 - ``fun(*args) -> outs``
 - ``jvp(primals, tangents) -> (primals_out, tangents_out)``
-- ``fwd(primals) -> (primals_out, residuals)``; ``bwd(residuals, cts_out) -> cts_in``
+- ``fwd(primals, perturbed=None) -> (primals_out, residuals)``, where ``perturbed`` says
+  which primals carry a (nonzero) tangent (``None``: all of them);
+  ``bwd(residuals, cts_out) -> cts_in``
 
 Eval runs ``fun``; JVP runs the rule; vmap batches all callables; staging records a
 ``custom_jvp_call``/``custom_vjp_call`` equation whose primitive carries the same rules,
@@ -15,8 +17,10 @@ it in forward mode raises JAX's error.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
+from typing import Any
 
 import numpy as np
 
@@ -78,15 +82,53 @@ def _zeros_like(x):
 
 
 class SymbolicZero:
-    """A zero tangent passed to a ``symbolic_zeros=True`` custom rule."""
+    """A zero tangent (or cotangent) that a ``symbolic_zeros=True`` custom rule sees in
+    place of an array; a rule may also return one. Its aval's attributes (``shape``,
+    ``dtype``, ``ndim``, ...) read through, as in JAX. It is a pytree leaf."""
 
     def __init__(self, aval):
         self.aval = aval
-        self.shape = aval.shape
-        self.dtype = aval.dtype
+
+    def __getattr__(self, name):
+        if name == "aval":              # not yet set (copy/pickle)
+            raise AttributeError(name)
+        try:
+            return getattr(self.aval, name)
+        except AttributeError:
+            raise AttributeError(f"SymbolicZero has no attribute {name}") from None
 
     def __repr__(self):
         return f"SymbolicZero({self.aval.str_short()})"
+
+
+def zero_from_primal(val, symbolic_zeros: bool = False):
+    """A zero tangent for every leaf of ``val``: :class:`SymbolicZero` s when
+    ``symbolic_zeros``, else zero arrays of the tangent dtype (``float0`` for integers)."""
+    def zero(x):
+        ta = ad.tangent_aval(get_aval(x))
+        if symbolic_zeros:
+            return SymbolicZero(ta)
+        return make_array(np.zeros(ta.shape, ta.dtype), ta.weak_type)
+    return tree_map(zero, val)
+
+
+@dataclasses.dataclass(slots=True)
+class CustomVJPPrimal:
+    """What a ``custom_vjp`` forward rule defined with ``symbolic_zeros=True`` receives
+    for each leaf of its arguments: the primal ``value`` and whether it is ``perturbed``
+    (differentiated: when False, the rule's Jacobian column for it is zero)."""
+
+    value: Any
+    perturbed: bool
+
+
+def custom_vjp_primal_tree_values(tree):
+    """Replace each :class:`CustomVJPPrimal` leaf of ``tree`` by its ``value``."""
+    def value(leaf):
+        if type(leaf) is not CustomVJPPrimal:
+            raise TypeError(f"unexpected leaf type {type(leaf)}")
+        return leaf.value
+    return tree_map(value, tree)
 
 
 _PY_SCALARS = (int, float, complex, bool)
@@ -254,8 +296,15 @@ class custom_vjp:
             store["tree"] = tree
             return leaves
 
-        def flat_fwd(primals):
-            res = user_fwd(*_merge(nondiff, tree_unflatten(in_tree, list(primals)), n))
+        symbolic = self.symbolic_zeros
+
+        def flat_fwd(primals, perturbed=None):
+            primals = list(primals)
+            if symbolic:
+                if perturbed is None:
+                    perturbed = [True] * len(primals)
+                primals = [CustomVJPPrimal(p, bool(z)) for p, z in zip(primals, perturbed)]
+            res = user_fwd(*_merge(nondiff, tree_unflatten(in_tree, primals), n))
             if not (isinstance(res, (tuple, list)) and len(res) == 2):
                 raise TypeError("Custom VJP fwd rule must produce a pair (list or tuple of length "
                                 f"two) representing primal outputs and residuals, got {res}.")
@@ -273,7 +322,10 @@ class custom_vjp:
 
         def flat_bwd(res_leaves, cts):
             resid = tree_unflatten(store["res_tree"], list(res_leaves))
-            ct_vals = [(_zeros_from_aval(c.aval) if type(c) is Zero else c) for c in cts]
+            if symbolic:
+                ct_vals = [SymbolicZero(c.aval) if type(c) is Zero else c for c in cts]
+            else:
+                ct_vals = [(_zeros_from_aval(c.aval) if type(c) is Zero else c) for c in cts]
             ct = _kb.key_tangents_to_float0(tree_unflatten(store["tree"], ct_vals))
             cts_in = user_bwd(*nd_list, resid, ct)
             if not isinstance(cts_in, (tuple, list)):
@@ -290,13 +342,25 @@ class custom_vjp:
                 if c is None:
                     leaves.extend(Zero(ad.tangent_aval(xa)) for xa in d_avals)
                     continue
-                c_leaves, c_tree = tree_flatten(c, is_leaf=lambda x: x is None)
+                c_leaves, c_tree = tree_flatten(
+                    c, is_leaf=lambda x: x is None or type(x) is SymbolicZero)
                 if c_tree != d_tree and len(c_leaves) != len(d_avals):
                     raise TypeError("Custom VJP bwd rule must produce an output with the same "
                                      "container (pytree) structure as the args tuple of the "
                                      f"primal function: {c_tree} vs {d_tree}.")
                 for xa, cl, xk in zip(d_avals, c_leaves, d_keys):
                     if cl is None or xk:  # keys' cotangents are float0 zeros
+                        leaves.append(Zero(ad.tangent_aval(xa)))
+                    elif type(cl) is SymbolicZero:
+                        if tuple(cl.aval.shape) != tuple(xa.shape) or (
+                                cl.aval.dtype != ad.tangent_aval(xa).dtype):
+                            raise ValueError(
+                                "Custom VJP bwd rule produced a SymbolicZero with a "
+                                "shape/dtype that does not match the corresponding input "
+                                f"tangent shape/dtype: the SymbolicZero had "
+                                f"{cl.aval.str_short()} while the corresponding input had "
+                                f"{xa.str_short()}. Consider just returning a None here "
+                                "instead of a SymbolicZero object.")
                         leaves.append(Zero(ad.tangent_aval(xa)))
                     else:
                         if get_aval(cl).shape != xa.shape:
@@ -530,8 +594,8 @@ def stage_custom_vjp(trace, fun, fwd, bwd, args, out_trees, symbolic_zeros):
         closed, tconsts = _trace_fun(fun, args)
     nc = len(tconsts)
 
-    def fwd_c(primals):
-        return fwd(list(primals[nc:]))
+    def fwd_c(primals, perturbed=None):
+        return fwd(list(primals[nc:]), None if perturbed is None else list(perturbed[nc:]))
     _copy_display(fwd_c, fwd)
 
     def bwd_c(res, cts):
@@ -546,7 +610,8 @@ def stage_custom_vjp(trace, fun, fwd, bwd, args, out_trees, symbolic_zeros):
 def _custom_vjp_call_jvp(primals, tangents, *, call_jaxpr, fwd_jaxpr_thunk, bwd, num_consts,
                          symbolic_zeros):
     nc = num_consts
-    p_out, res = fwd_jaxpr_thunk(list(primals))
+    perturbed = [type(t) is not Zero for t in tangents]
+    p_out, res = fwd_jaxpr_thunk(list(primals), perturbed)
     tangents = [ad.instantiate_zeros(t) for t in tangents[nc:]]
     in_avals = [get_aval(p) for p in primals[nc:]]
     out_avals = [ad.tangent_aval(get_aval(p)) for p in p_out]
@@ -570,11 +635,11 @@ def _batched_vjp_callables(axis_data, fun, fwd, bwd, vals, dims):
         outs, odims = batching.batch_flat(fun, list(xs), bdims, axis_data)
         return [batching.matchaxis(o, d, 0, size) for o, d in zip(outs, odims)]
 
-    def bfwd(primals):
+    def bfwd(primals, perturbed=None):
         cell = {}
 
         def f(*xs):
-            p_out, res = fwd(list(xs))
+            p_out, res = fwd(list(xs), perturbed)
             cell["n"] = len(p_out)
             return list(p_out) + list(res)
         outs, odims = batching.batch_flat(f, list(primals), bdims, axis_data)
@@ -618,7 +683,9 @@ def _custom_vjp_call_batch(axis_data, vals, dims, *, call_jaxpr, fwd_jaxpr_thunk
     nc = len(tconsts)
     outs = custom_vjp_call_p.bind(*tconsts, *bvals, call_jaxpr=closed,
                                   fwd_jaxpr_thunk=_copy_display(
-                                      (lambda p: bfwd(list(p[nc:]))) if nc else bfwd,
+                                      (lambda p, z=None: bfwd(
+                                          list(p[nc:]), None if z is None else list(z[nc:])))
+                                      if nc else bfwd,
                                       fwd_jaxpr_thunk),
                                   bwd=bbwd, num_consts=nc, symbolic_zeros=symbolic_zeros)
     return outs, [0] * len(outs)

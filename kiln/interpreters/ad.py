@@ -209,10 +209,11 @@ class JVPTrace(Trace):
         if all(t is None or type(t) is Zero for t in tangents):
             return self.parent.process_custom_vjp_call(fun, fwd, bwd, list(primals), out_trees,
                                                        symbolic_zeros=symbolic_zeros)
+        perturbed = [t is not None and type(t) is not Zero for t in tangents]
         tangents = [instantiate_zeros(Zero.from_primal_value(p)) if t is None else
                     instantiate_zeros(t) for p, t in zip(primals, tangents)]
         with _set_trace(self.parent):
-            p_out, res = fwd(list(primals))
+            p_out, res = fwd(list(primals), perturbed)
             out_avals = [tangent_aval(get_aval(p)) for p in p_out]
             in_avals = [get_aval(p) for p in primals]
             t_out = custom_lin_p.bind(*res, *tangents, num_res=len(res), bwd=bwd,
