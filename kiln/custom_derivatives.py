@@ -36,7 +36,7 @@ from kiln._physical_tree import (
     tree_unflatten,
 )
 from kiln._traceback_util import api_boundary
-from kiln.array import make_array, to_array
+from kiln.array import Array, make_array, to_array
 from kiln.core.jaxpr import ClosedJaxpr, eval_jaxpr, pp_param_rules
 from kiln.core.trace import Primitive, Tracer, current_trace, get_aval, set_current_trace
 from kiln.interpreters import ad, batching, staging
@@ -342,12 +342,7 @@ class custom_vjp:
                 if c is None:
                     leaves.extend(Zero(ad.tangent_aval(xa)) for xa in d_avals)
                     continue
-                c_leaves, c_tree = tree_flatten(
-                    c, is_leaf=lambda x: x is None or type(x) is SymbolicZero)
-                if c_tree != d_tree and len(c_leaves) != len(d_avals):
-                    raise TypeError("Custom VJP bwd rule must produce an output with the same "
-                                     "container (pytree) structure as the args tuple of the "
-                                     f"primal function: {c_tree} vs {d_tree}.")
+                c_leaves = _cotangent_leaves(c, d_tree, len(d_avals))
                 for xa, cl, xk in zip(d_avals, c_leaves, d_keys):
                     if cl is None or xk:  # keys' cotangents are float0 zeros
                         leaves.append(Zero(ad.tangent_aval(xa)))
@@ -375,6 +370,35 @@ class custom_vjp:
         outs = current_trace().process_custom_vjp_call(flat_fun, flat_fwd, flat_bwd, flat,
                                                        None, symbolic_zeros=self.symbolic_zeros)
         return tree_unflatten(store["tree"], outs)
+
+
+def _cotangent_leaves(c, d_tree, n):
+    """The cotangent leaves a ``custom_vjp`` bwd rule gave for one argument of structure
+    ``d_tree`` (``n`` leaves), as in JAX: ``None`` stands for zeros of a whole subtree
+    (so a ``None`` inside the argument is matched by ``None``), ``SymbolicZero`` for one
+    leaf. Returns ``n`` entries, ``None`` for a zero."""
+    def is_leaf(x):
+        return x is None or type(x) is SymbolicZero
+    c_leaves, c_tree = tree_flatten(c, is_leaf=is_leaf)
+    if c_tree == d_tree:
+        return c_leaves
+    out = []
+
+    def take(x, d):
+        k = len(tree_flatten(d)[0])
+        out.extend([x] * k)
+
+    try:
+        tree_map(take, c, tree_unflatten(d_tree, list(range(n))), is_leaf=is_leaf)
+    except (ValueError, TypeError):
+        out = None
+    if out is None or len(out) != n:
+        if len(c_leaves) == n:        # same leaves in another container: accepted
+            return c_leaves
+        raise TypeError("Custom VJP bwd rule must produce an output with the same "
+                        "container (pytree) structure as the args tuple of the primal "
+                        f"function: {tree_flatten(c)[1]} vs {d_tree}.")
+    return out
 
 
 def _outside_transformations(args) -> bool:
@@ -412,6 +436,31 @@ def _custom_lin_transpose(cts, *args, num_res, bwd, out_avals, in_avals, symboli
 
 
 ad.transpose_rules[custom_lin_p] = _custom_lin_transpose
+
+
+def bind_custom_lin(res, tangents, *, bwd, out_avals, in_avals, symbolic_zeros):
+    """Bind ``custom_lin`` for residuals ``res`` of a forward rule.
+
+    Residuals that are not arrays or tracers (Python scalars and other objects, such as
+    the perturbation flags that Equinox keeps) reach ``bwd`` exactly as ``fwd`` returned
+    them, as in JAX, where the forward rule's outputs are passed on untraced: they are
+    closed over by the rule instead of becoming operands (which would turn them into
+    arrays)."""
+    res = list(res)
+    dyn = [i for i, r in enumerate(res) if isinstance(r, (Tracer, Array))]
+    if len(dyn) != len(res):
+        static = {i: r for i, r in enumerate(res) if not isinstance(r, (Tracer, Array))}
+        n_all = len(res)
+        inner = bwd
+
+        def bwd(dyn_res, cts):
+            it = iter(dyn_res)
+            return inner([static[i] if i in static else next(it) for i in range(n_all)], cts)
+        _copy_display(bwd, inner)
+        res = [res[i] for i in dyn]
+    return custom_lin_p.bind(*res, *tangents, num_res=len(res), bwd=bwd,
+                             out_avals=tuple(out_avals), in_avals=tuple(in_avals),
+                             symbolic_zeros=symbolic_zeros)
 
 
 def _custom_lin_jvp(primals, tangents, **params):
@@ -615,9 +664,8 @@ def _custom_vjp_call_jvp(primals, tangents, *, call_jaxpr, fwd_jaxpr_thunk, bwd,
     tangents = [ad.instantiate_zeros(t) for t in tangents[nc:]]
     in_avals = [get_aval(p) for p in primals[nc:]]
     out_avals = [ad.tangent_aval(get_aval(p)) for p in p_out]
-    t_out = custom_lin_p.bind(*res, *tangents, num_res=len(res), bwd=bwd,
-                              out_avals=tuple(out_avals), in_avals=tuple(in_avals),
-                              symbolic_zeros=symbolic_zeros)
+    t_out = bind_custom_lin(res, tangents, bwd=bwd, out_avals=out_avals, in_avals=in_avals,
+                            symbolic_zeros=symbolic_zeros)
     return p_out, t_out
 
 

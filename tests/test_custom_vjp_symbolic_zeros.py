@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import kiln
+import kiln.numpy as jnp
 import kiln.numpy as kjnp
 
 
@@ -134,3 +135,70 @@ def test_zero_from_primal_and_symbolic_zero_attributes():
     assert dense["b"].dtype == kiln.dtypes.float0
     with pytest.raises(TypeError, match="unexpected leaf type"):
         cd.custom_vjp_primal_tree_values({"a": 1.0})
+
+
+@pytest.mark.parametrize("how", ["grad", "jit_grad", "vmap_grad"])
+def test_non_array_residuals_reach_bwd_unchanged(how):
+    """As in JAX, residuals that are not arrays (here Python bools and a string) are
+    given to ``bwd`` as ``fwd`` returned them."""
+    seen = []
+
+    @kiln.custom_vjp
+    def f(x):
+        return x * 2.0
+
+    def fwd(x):
+        return f(x), (x, True, "tag")
+
+    def bwd(res, ct):
+        x, flag, tag = res
+        seen.append((type(flag), tag))
+        return (ct * 2.0 if flag is True else ct,)
+
+    f.defvjp(fwd, bwd)
+    g = kiln.grad(lambda x: f(x).sum())
+    if how == "jit_grad":
+        g = kiln.jit(g)
+    x = jnp.ones(3)
+    out = kiln.vmap(g)(jnp.ones((2, 3))) if how == "vmap_grad" else g(x)
+    np.testing.assert_allclose(out, np.full(np.shape(out), 2.0))
+    assert seen and all(s == (bool, "tag") for s in seen)
+
+
+@pytest.mark.parametrize("how", ["grad", "jit_grad"])
+def test_bwd_none_matches_none_inside_arguments(how):
+    """A ``None`` in the bwd output stands for a whole subtree of zeros, and matches a
+    ``None`` inside the argument (a pytree with no leaves there), as in JAX."""
+    @kiln.custom_vjp
+    def f(t):
+        a, _, b = t
+        return a * b
+
+    def fwd(t):
+        return f(t), t
+
+    def bwd(t, ct):
+        a, _, b = t
+        return ((ct * b, None, None),)
+
+    f.defvjp(fwd, bwd)
+    g = kiln.grad(lambda a, b: f((a, None, b)), argnums=(0, 1))
+    if how == "jit_grad":
+        g = kiln.jit(g)
+    ga, gb = g(jnp.float32(2.0), jnp.float32(3.0))
+    assert float(ga) == 3.0 and float(gb) == 0.0
+    want = _jax_none_case()
+    assert (float(ga), float(gb)) == want
+
+
+def _jax_none_case():
+    jax = pytest.importorskip("jax")
+
+    @jax.custom_vjp
+    def f(t):
+        a, _, b = t
+        return a * b
+
+    f.defvjp(lambda t: (f(t), t), lambda t, ct: ((ct * t[2], None, None),))
+    ga, gb = jax.grad(lambda a, b: f((a, None, b)), argnums=(0, 1))(2.0, 3.0)
+    return float(ga), float(gb)

@@ -203,7 +203,7 @@ class JVPTrace(Trace):
         return [self.wrap(p, t) for p, t in zip(p_out, t_out)]
 
     def process_custom_vjp_call(self, fun, fwd, bwd, args, out_trees, *, symbolic_zeros=False):
-        from kiln.custom_derivatives import custom_lin_p
+        from kiln.custom_derivatives import bind_custom_lin
         primals, tangents = zip(*(self.to_primal_tangent(x) for x in args)) if args else ((), ())
         primals = _scalars_to_arrays(primals)
         if all(t is None or type(t) is Zero for t in tangents):
@@ -216,9 +216,8 @@ class JVPTrace(Trace):
             p_out, res = fwd(list(primals), perturbed)
             out_avals = [tangent_aval(get_aval(p)) for p in p_out]
             in_avals = [get_aval(p) for p in primals]
-            t_out = custom_lin_p.bind(*res, *tangents, num_res=len(res), bwd=bwd,
-                                      out_avals=tuple(out_avals), in_avals=tuple(in_avals),
-                                      symbolic_zeros=symbolic_zeros)
+            t_out = bind_custom_lin(res, tangents, bwd=bwd, out_avals=out_avals,
+                                    in_avals=in_avals, symbolic_zeros=symbolic_zeros)
         return [self.wrap(p, t) for p, t in zip(p_out, t_out)]
 
 
