@@ -41,6 +41,7 @@ from kiln.api import (  # noqa: F401
     block_until_ready,
     device_get,
     device_put,
+    effects_barrier,
     ensure_compile_time_eval,
     eval_shape,
     grad,

@@ -1354,6 +1354,14 @@ def block_until_ready(x):
     return tree_map(lambda a: a.block_until_ready() if hasattr(a, "block_until_ready") else a, x)
 
 
+def effects_barrier() -> None:
+    """Wait until every effect issued so far (``debug.print``, ``debug.callback``,
+    ``io_callback``, ...) has run, as ``jax.effects_barrier``. kiln runs effects
+    synchronously, in program order, while a computation executes, so none is pending
+    when this is called and it returns at once."""
+    return None
+
+
 def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
     """Put the pytree ``x`` on ``device`` as kiln Arrays.
 
