@@ -177,7 +177,7 @@ def linearize(fun: Callable, *primals, has_aux: bool = False):
 def _vjp_flat(fun, p_flat, p_tree, has_aux):
     aux_cell = []
     flat_fun, out_tree = _flatten_fun(fun, p_tree, has_aux, aux_cell)
-    p_out, lin = ad.linearize_flat(flat_fun, p_flat)
+    p_out, lin = ad.linearize_flat(flat_fun, ad.scalars_to_arrays(p_flat))
     tree = out_tree()
     n = tree.num_leaves
     aux = _finish_aux(aux_cell, p_out[n:]) if has_aux else None

@@ -36,7 +36,7 @@ from kiln._physical_tree import (
     tree_unflatten,
 )
 from kiln._traceback_util import api_boundary
-from kiln.array import Array, make_array, to_array
+from kiln.array import Array, make_array
 from kiln.core.jaxpr import ClosedJaxpr, eval_jaxpr, pp_param_rules
 from kiln.core.trace import Primitive, Tracer, current_trace, get_aval, set_current_trace
 from kiln.interpreters import ad, batching, staging
@@ -131,7 +131,7 @@ def custom_vjp_primal_tree_values(tree):
     return tree_map(value, tree)
 
 
-_PY_SCALARS = (int, float, complex, bool)
+
 
 
 class custom_jvp:
@@ -191,9 +191,8 @@ class custom_jvp:
             return self.fun(*args)
         nondiff, diff = _split_nondiff(args, self.nondiff_argnums)
         flat, in_tree = tree_flatten(tuple(diff))
-        # Python scalars become weakly typed 0-d arrays (JAX hands rules typed scalars with
-        # a dtype), so rules may inspect ``x.dtype`` whatever the caller passed.
-        flat = [to_array(x) if type(x) in _PY_SCALARS else x for x in flat]
+        # Python scalars reach the rule as given (JAX passes them through ``jvp``
+        # unchanged; a library such as Equinox treats them as static values).
         store = {}
         user_fun, user_jvp, symbolic = self.fun, self.jvp, self.symbolic_zeros
 

@@ -190,7 +190,6 @@ class JVPTrace(Trace):
 
     def process_custom_jvp_call(self, fun, jvp, args, *, symbolic_zeros=False):
         primals, tangents = zip(*(self.to_primal_tangent(x) for x in args)) if args else ((), ())
-        primals = _scalars_to_arrays(primals)
         if all(t is None or type(t) is Zero for t in tangents):
             return self.parent.process_custom_jvp_call(fun, jvp, list(primals),
                                                        symbolic_zeros=symbolic_zeros)
@@ -205,7 +204,6 @@ class JVPTrace(Trace):
     def process_custom_vjp_call(self, fun, fwd, bwd, args, out_trees, *, symbolic_zeros=False):
         from kiln.custom_derivatives import bind_custom_lin
         primals, tangents = zip(*(self.to_primal_tangent(x) for x in args)) if args else ((), ())
-        primals = _scalars_to_arrays(primals)
         if all(t is None or type(t) is Zero for t in tangents):
             return self.parent.process_custom_vjp_call(fun, fwd, bwd, list(primals), out_trees,
                                                        symbolic_zeros=symbolic_zeros)
@@ -272,11 +270,13 @@ class LinearFunction:
         return backward_pass(self.jaxpr, self.consts, undefined, cts)
 
 
-def _scalars_to_arrays(primals):
-    """Python-scalar primals (from ``grad(f)(1.0)``) as weakly typed 0-d Arrays, so custom
-    rules see values with a dtype, as JAX's typed scalars have."""
-    return tuple(core.to_array(p) if type(p) in (int, float, complex, bool) else p
-                 for p in primals)
+def scalars_to_arrays(primals):
+    """Python-scalar primals as weakly typed 0-d Arrays. ``vjp``/``grad`` give their
+    inputs this form on entry, as JAX's ``vjp`` makes them typed scalars (values with a
+    dtype); ``jvp`` and ``linearize`` pass Python scalars on unchanged, as JAX does, so a
+    custom rule sees what the caller passed."""
+    return [core.to_array(p) if type(p) in (int, float, complex, bool) else p
+            for p in primals]
 
 
 def linearize_flat(fun, primals):
