@@ -1010,3 +1010,17 @@ def test_shape_dtype_struct():
     assert kiln.ShapeDtypeStruct((1,), np.float64).dtype == np.float32
     out = kiln.jit(lax.sin).eval_shape(s)
     assert out == s
+
+
+def test_jvp_of_python_scalars_gives_array_tangents_from_primitives():
+    """A rule that passes an input tangent straight through (``add``'s) still gives an
+    array when the caller's tangent was a Python scalar, as JAX's primitives do; the
+    identity function hands the scalars back unchanged (no primitive ran)."""
+    p, t = kiln.jvp(lambda x: x + 1, (1.0,), (1.0,))
+    assert isinstance(t, kiln.Array) and t.dtype == np.float32 and t.weak_type
+    assert float(t) == 1.0 and isinstance(p, kiln.Array)
+    p, t = kiln.jvp(lambda x: x, (1.0,), (1.0,))
+    assert type(p) is float and type(t) is float
+    jax = pytest.importorskip("jax")
+    jp, jt = jax.jvp(lambda x: x + 1, (1.0,), (1.0,))
+    assert isinstance(jt, jax.Array)
