@@ -498,7 +498,51 @@ batching.batch_rules[custom_lin_p] = _custom_lin_batch
 # ----------------------------------------------------------------------------------------------
 # Staged custom_jvp_call / custom_vjp_call equations.
 
-custom_jvp_call_p = Primitive("custom_jvp_call")
+class _CustomJVPCallPrimitive(Primitive):
+    """``custom_jvp_call``: also re-bindable as JAX 0.10 re-binds it, from
+    :meth:`get_bind_params`' ``subfuns=(fun, jvp)`` (``lu.WrappedFun`` s: ``fun`` applies
+    the function; ``jvp(*primals, *tangents)`` returns ``(*primals_out, *tangents_out)``,
+    zeros as :class:`SymbolicZero`)."""
+
+    def get_bind_params(self, params):
+        from kiln.extend.linear_util import wrap_init
+        new = dict(params)
+        call_jaxpr = new.pop("call_jaxpr")
+        new.pop("num_consts")
+        jvp_fun = new.pop("jvp_jaxpr_fun")
+
+        def fun(*xs):
+            return eval_jaxpr(call_jaxpr.jaxpr, call_jaxpr.consts, *xs)
+
+        def jvp(*xs):
+            n = len(xs) // 2
+            ts = [Zero(t.aval) if type(t) is SymbolicZero else t for t in xs[n:]]
+            p_out, t_out = jvp_fun(list(xs[:n]), ts)
+            return [*p_out, *[SymbolicZero(t.aval) if type(t) is Zero else t for t in t_out]]
+
+        new["subfuns"] = (wrap_init(fun), wrap_init(jvp))
+        return new
+
+    def bind(self, *args, **params):
+        if "subfuns" not in params:
+            return super().bind(*args, **params)
+        fun, jvp = params.pop("subfuns")
+        symbolic = params.pop("symbolic_zeros", False)
+
+        def flat_fun(*xs):
+            return list(fun.call_wrapped(*xs))
+
+        def flat_jvp(primals, tangents):
+            ts = [SymbolicZero(t.aval) if type(t) is Zero else t for t in tangents]
+            outs = list(jvp.call_wrapped(*primals, *ts))
+            k = len(outs) // 2
+            return outs[:k], [Zero(t.aval) if type(t) is SymbolicZero else t for t in outs[k:]]
+
+        return current_trace().process_custom_jvp_call(flat_fun, flat_jvp, list(args),
+                                                       symbolic_zeros=symbolic)
+
+
+custom_jvp_call_p = _CustomJVPCallPrimitive("custom_jvp_call")
 custom_jvp_call_p.multiple_results = True
 custom_vjp_call_p = Primitive("custom_vjp_call")
 custom_vjp_call_p.multiple_results = True
