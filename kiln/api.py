@@ -783,6 +783,11 @@ class Lowered:
         return pp_jaxpr(self.jaxpr.jaxpr)
 
     def compile(self, compiler_options=None) -> Compiled:
+        """The executable (``jax.stages.Lowered.compile``). ``compiler_options`` are XLA's
+        (``xla_*`` names): kiln runs no XLA, so they are checked for being XLA option
+        names and otherwise ignored; any other name raises ``JaxRuntimeError`` as JAX's
+        "No such compile option"."""
+        _check_compiler_options(compiler_options)
         return Compiled(self)
 
     def compiler_ir(self, dialect: str | None = None):
@@ -816,6 +821,15 @@ class Lowered:
         with XLA's rules on the jaxpr (``kiln._cost_analysis`` documents them)."""
         from kiln._cost_analysis import cost_analysis
         return cost_analysis(self.jaxpr)
+
+
+def _check_compiler_options(options) -> None:
+    if not options:
+        return
+    from kiln.errors import JaxRuntimeError
+    for name in options:
+        if not (isinstance(name, str) and name.startswith("xla_")):
+            raise JaxRuntimeError(f"INVALID_ARGUMENT: No such compile option: '{name}'")
 
 
 class Compiled:
