@@ -28,7 +28,7 @@ from kiln._physical_tree import (
     tree_unflatten,
 )
 from kiln._physical_tree import is_transform_node as _is_key
-from kiln.array import Array, make_array
+from kiln.array import Array, make_array, to_array
 from kiln.backends import cpu as _cpu
 from kiln.config import config
 from kiln.core.avals import ShapedArray
@@ -104,7 +104,7 @@ def jvp(fun: Callable, primals, tangents, has_aux: bool = False):
     tree = out_tree()
     n = tree.num_leaves
     outs = (tree_unflatten(tree, p_out[:n]),
-            _kb.key_tangents_to_float0(tree_unflatten(tree, t_out[:n])))
+            _user_float0_tree(_kb.key_tangents_to_float0(tree_unflatten(tree, t_out[:n]))))
     if has_aux:
         return outs[0], outs[1], _finish_aux(aux_cell, p_out[n:])
     return outs
@@ -166,7 +166,7 @@ def linearize(fun: Callable, *primals, has_aux: bool = False):
         t_flat = [ad.instantiate_zeros(_kb.physical_key_tangent(pk, t, "linearize"))
                   if _is_key(pk) else t for t, pk in zip(t_flat, p_keys)]
         outs = lin(*t_flat)
-        return _kb.key_tangents_to_float0(tree_unflatten(tree, outs[:n]))
+        return _user_float0_tree(_kb.key_tangents_to_float0(tree_unflatten(tree, outs[:n])))
 
     out = tree_unflatten(tree, p_out[:n])
     if has_aux:
@@ -215,10 +215,12 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, reduce_axes=()):
                                  f"function: got {ca.str_short()}, but expected "
                                  f"{ad.tangent_aval(a).str_short()} because the corresponding "
                                  "output of the function had matching shape/dtype")
+            if type(c) in (int, float, complex, bool):
+                c = to_array(c)     # a Python-scalar cotangent comes back as an array
             cts.append(Zero(ca) if ca.dtype == dtypes.float0 else c)
         cts_in = lin.transpose(cts)
         res = [_zeros_for(ct, a) for ct, a in zip(cts_in, in_avals)]
-        return _kb.key_tangents_to_float0(tree_unflatten(p_tree, res))
+        return _user_float0_tree(_kb.key_tangents_to_float0(tree_unflatten(p_tree, res)))
 
     out = tree_unflatten(out_tree, p_out)
     f = Partial(vjp_fun)
@@ -316,7 +318,7 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic:
         # Gradients have their input's type (dtype and weak type), as in JAX.
         g_flat = [_match_input(_zeros_for(ct, get_aval(x)), get_aval(x))
                   for ct, x in zip(cts, d_flat)]
-        g = _kb.key_tangents_to_float0(tree_unflatten(d_tree, g_flat))
+        g = _user_float0_tree(_kb.key_tangents_to_float0(tree_unflatten(d_tree, g_flat)))
         if isinstance(argnums, int):
             g = g[0]
         if has_aux:
@@ -760,11 +762,12 @@ def _donated_reuse(entry, a_flat):
 
 
 class _CacheEntry:
-    __slots__ = ("jaxpr", "out_tree", "explain", "donated", "pairs")
+    __slots__ = ("jaxpr", "out_tree", "explain", "donated", "pairs", "float0_out")
 
     def __init__(self, jaxpr, out_tree):
         self.jaxpr = jaxpr
         self.out_tree = out_tree
+        self.float0_out = any(a.dtype == dtypes.float0 for a in jaxpr.out_avals)
         self.donated = ()           # flat argument indices an output takes (donation)
         self.pairs = ()             # (flat argument, output index) for those
 
@@ -1129,7 +1132,9 @@ class JitWrapped:
                         ready = _cpu.ready_executable(closed)
                         if ready is not None:
                             exe.append(ready)
-                    return tree_unflatten(out_tree, [make_array(o, w) for o, w in zip(outs, weaks)])
+                    return tree_unflatten(out_tree, [make_array(o, w) if w is not None else
+                                                     _float0_value(o)
+                                                     for o, w in zip(outs, weaks)])
             else:
                 key = None
             if self._inline and isinstance(_current_trace(), staging.JaxprTrace):
@@ -1157,7 +1162,10 @@ class JitWrapped:
                     and all(type(a) is Array for a in args) and len(a_flat) == len(args)
                     and len(self._fast) < 64):
                 self._fast[key] = (entry.jaxpr, entry.out_tree,
-                                   [a.weak_type for a in entry.jaxpr.out_avals], [])
+                                   [None if a.dtype == dtypes.float0 else a.weak_type
+                                    for a in entry.jaxpr.out_avals], [])
+            if entry.float0_out and type(_current_trace()) is EvalTrace:
+                outs = user_float0(outs)
             return tree_unflatten(entry.out_tree, outs)
         except Exception as e:
             _traceback_util.filter_exception(e)
@@ -1191,6 +1199,24 @@ class JitWrapped:
 
 
 _traceback_util.register_boundary(JitWrapped.__call__)
+
+
+def _float0_value(v):
+    return np.zeros(np.shape(v), dtypes.float0)
+
+
+def user_float0(leaves):
+    """``float0`` values handed to the user are NumPy arrays, as JAX's (a kiln Array of
+    ``float0`` would take part in ``jnp`` arithmetic, which JAX's cannot)."""
+    return [_float0_value(x) if type(x) is Array and x.dtype == dtypes.float0 else x
+            for x in leaves]
+
+
+def _user_float0_tree(tree):
+    leaves, treedef = tree_flatten(tree)
+    if not any(type(x) is Array and x.dtype == dtypes.float0 for x in leaves):
+        return tree
+    return tree_unflatten(treedef, user_float0(leaves))
 
 
 def _spans_processes(args, kwargs) -> bool:
