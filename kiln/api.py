@@ -28,6 +28,7 @@ from kiln._physical_tree import (
     tree_unflatten,
 )
 from kiln._physical_tree import is_transform_node as _is_key
+from kiln._wraps import wraps as _wraps
 from kiln.array import Array, make_array, to_array
 from kiln.backends import cpu as _cpu
 from kiln.config import config
@@ -273,7 +274,7 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic:
     """Returns a function computing ``(fun(*args), grad(fun)(*args))``."""
     argnums_t = _ensure_index_tuple(argnums)
 
-    @functools.wraps(fun)
+    @_wraps(fun)
     @_traceback_util.api_boundary
     def value_and_grad_f(*args, **kwargs):
         max_arg = max(argnums_t) if argnums_t else -1
@@ -338,7 +339,7 @@ def grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = Fa
     vg = value_and_grad(fun, argnums, has_aux=has_aux, holomorphic=holomorphic,
                         allow_int=allow_int)
 
-    @functools.wraps(fun)
+    @_wraps(fun)
     @_traceback_util.api_boundary
     def grad_f(*args, **kwargs):
         if has_aux:
@@ -381,7 +382,7 @@ def jacfwd(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = 
     """Jacobian of ``fun`` by forward mode (vmap of jvp over a standard basis)."""
     argnums_t = _ensure_index_tuple(argnums)
 
-    @functools.wraps(fun)
+    @_wraps(fun)
     @_traceback_util.api_boundary
     def jacfun(*args, **kwargs):
         dyn = tuple(args[i] for i in argnums_t)
@@ -459,7 +460,7 @@ def jacrev(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = 
     """Jacobian of ``fun`` by reverse mode (vmap of vjp over the output basis)."""
     argnums_t = _ensure_index_tuple(argnums)
 
-    @functools.wraps(fun)
+    @_wraps(fun)
     @_traceback_util.api_boundary
     def jacfun(*args, **kwargs):
         from kiln import lax
@@ -640,7 +641,7 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size=None,
         raise TypeError("vmap in_axes must be an int, None, or a tuple of entries corresponding "
                         f"to the positional arguments passed to the function, but got {in_axes}.")
 
-    @functools.wraps(fun)
+    @_wraps(fun)
     @_traceback_util.api_boundary
     def vmapped(*args, **kwargs):
         if isinstance(in_axes, tuple) and len(in_axes) != len(args):
@@ -1286,7 +1287,7 @@ def make_jaxpr(fun: Callable, static_argnums=(), axis_env=None, return_shape: bo
     """Returns a function that gives the ClosedJaxpr of ``fun`` for given example args."""
     static_argnums = _ensure_index_tuple(static_argnums)
 
-    @functools.wraps(fun)
+    @_wraps(fun)
     @_traceback_util.api_boundary
     def make(*args, **kwargs):
         dyn = [a for i, a in enumerate(args) if i not in static_argnums]
@@ -1485,7 +1486,7 @@ class named_scope:
 
     def __call__(self, fun: Callable) -> Callable:
         """Used as a decorator: ``fun`` runs inside this scope (as JAX allows)."""
-        @functools.wraps(fun)
+        @_wraps(fun)
         def wrapped(*args, **kwargs):
             with self:
                 return fun(*args, **kwargs)

@@ -36,6 +36,7 @@ from kiln._physical_tree import (
     tree_unflatten,
 )
 from kiln._traceback_util import api_boundary
+from kiln._wraps import wraps as _wraps
 from kiln.array import Array, make_array
 from kiln.core.jaxpr import ClosedJaxpr, eval_jaxpr, pp_param_rules
 from kiln.core.trace import Primitive, Tracer, current_trace, get_aval, set_current_trace
@@ -901,7 +902,7 @@ def checkpoint(fun=None, *, prevent_cse: bool = True, policy=None, static_argnum
     static_argnums = (static_argnums,) if isinstance(static_argnums, int) else tuple(
         static_argnums)
 
-    @functools.wraps(fun)
+    @_wraps(fun)
     @api_boundary
     def wrapped(*args, **kwargs):
         dyn = [a for i, a in enumerate(args) if i not in static_argnums]

@@ -53,3 +53,22 @@ def test_transformed_functions_still_compute():
     assert float(jax.grad(lambda y: (y ** 2).sum())(x)[2]) == 4.0
     assert jax.jacfwd(jax.numpy.sin)(x).shape == (3, 3)
     assert jax.hessian(lambda y: (y ** 3).sum())(x).shape == (3, 3)
+
+
+@pytest.mark.parametrize("name", ["grad", "vmap", "jacfwd", "jacrev", "checkpoint",
+                                  "make_jaxpr"])
+def test_callable_with_a_non_string_name_is_wrapped(name):
+    """As JAX's ``wraps``, copying the description never fails: a callable object whose
+    ``__name__`` is not a string (an Equinox module with such a field) is still
+    transformed."""
+    class Odd:
+        __name__ = 42
+
+        def __call__(self, x):
+            return (x * 2.0).sum()
+
+    odd = Odd()
+    t = getattr(jax, name)(odd)
+    assert t.__wrapped__ is odd
+    out = t(jax.numpy.ones(3)) if name != "vmap" else t(jax.numpy.ones((2, 3)))
+    assert out is not None

@@ -13,13 +13,13 @@ give the values JAX defines (JAX 0.10 no longer nests ``pmap``; kiln does).
 """
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 
 import numpy as np
 
 from kiln._physical_tree import tree_flatten, tree_leaves, tree_unflatten
 from kiln._traceback_util import api_boundary
+from kiln._wraps import wraps as _wraps
 from kiln.api import _arg_names, _check_arg, _flatten_axes, vmap
 from kiln.array import Array, make_array, to_array
 from kiln.core import trace as core
@@ -78,7 +78,7 @@ def pmap(fun: Callable, axis_name=None, *, in_axes=0, out_axes=0,
         in_axes = tuple(in_axes)
     cache: dict = {}
 
-    @functools.wraps(fun)
+    @_wraps(fun)
     @api_boundary
     def pmapped(*args, **kwargs):
         n = len(args)
