@@ -1024,3 +1024,25 @@ def test_jvp_of_python_scalars_gives_array_tangents_from_primitives():
     jax = pytest.importorskip("jax")
     jp, jt = jax.jvp(lambda x: x + 1, (1.0,), (1.0,))
     assert isinstance(jt, jax.Array)
+
+
+def _passthrough_jvp(jax_mod, core_mod, ad_mod):
+    p = core_mod.Primitive("passthrough_for_test")
+    p.def_impl(lambda x: x)
+    p.def_abstract_eval(lambda x: x)
+    ad_mod.primitive_jvps[p] = lambda primals, tangents: (p.bind(*primals), tangents[0])
+    return jax_mod.jvp(p.bind, (1.0,), (1.0,))
+
+
+def test_library_rule_passing_a_python_scalar_tangent_keeps_it():
+    """Only kiln's own elementwise rules turn a passed-through scalar tangent into an
+    array; a library's rule returns what it returns (JAX: the same)."""
+    from kiln.extend import core as kcore
+    from kiln.interpreters import ad as kad
+    _, t = _passthrough_jvp(kiln, kcore, kad)
+    assert type(t) is float
+    jax = pytest.importorskip("jax")
+    from jax.extend import core as jcore
+    from jax.interpreters import ad as jad
+    _, jt = _passthrough_jvp(jax, jcore, jad)
+    assert type(jt) is float

@@ -179,11 +179,9 @@ class JVPTrace(Trace):
             primals, tangents = tuple(primals), tuple(tangents)
         with _set_trace(parent):
             p_out, t_out = rule(primals, tangents, **params)
-        # A rule may hand an input tangent straight through (``add``'s); one that the
-        # caller gave as a Python scalar comes out as an array, as from JAX's primitives.
         if prim.multiple_results:
-            return [self.wrap(p, _scalar_tangent(t)) for p, t in zip(p_out, t_out)]
-        return self.wrap(p_out, _scalar_tangent(t_out))
+            return [self.wrap(p, t) for p, t in zip(p_out, t_out)]
+        return self.wrap(p_out, t_out)
 
     def wrap(self, p, t):
         if type(t) is Zero:
@@ -270,10 +268,6 @@ class LinearFunction:
         """Cotangents of the tangent inputs for output cotangents ``cts`` (entries may be Zero)."""
         undefined = [UndefinedPrimal(a) for a in self.in_avals]
         return backward_pass(self.jaxpr, self.consts, undefined, cts)
-
-
-def _scalar_tangent(t):
-    return core.to_array(t) if type(t) in (int, float, complex, bool) else t
 
 
 def scalars_to_arrays(primals):
@@ -437,7 +431,11 @@ def defjvp(prim: Primitive, *jvp_fns):
 
 
 def _broadcast_to_ans(t, ans):
-    # Rank-0 operands broadcast in elementwise primitives; so must their tangents.
+    # Rank-0 operands broadcast in elementwise primitives; so must their tangents. A
+    # tangent passed through as given (``add``'s) that is a Python scalar becomes an
+    # array, as JAX's broadcast of it to the output does.
+    if type(t) in (int, float, complex, bool):
+        t = core.to_array(t)
     ts, shape = get_aval(t).shape, get_aval(ans).shape
     if ts != shape and ts == ():
         from kiln.lax.structural import broadcast_in_dim
