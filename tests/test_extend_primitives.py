@@ -333,3 +333,71 @@ def test_plain_get_bind_params_is_the_params_dict():
     eqn = kiln.make_jaxpr(lambda x: kiln.lax.reduce_sum(x, (0,)))(jnp.ones(3)).jaxpr.eqns[0]
     p = eqn.primitive.get_bind_params(eqn.params)
     assert p == dict(eqn.params) and p is not eqn.params
+
+
+# ----------------------------------------------------------------------------------------------
+# Lowering rules that emit a Python callback (Equinox's noinline): under jit the callback
+# runs (called with NumPy arrays), the rule runs once per equation, eager calls use impl.
+
+def _callback_prim(log):
+    from kiln.extend.core import Primitive
+    p = Primitive("doubled_by_callback")
+    p.def_impl(lambda x: log.append("impl") or x * 2)
+    p.def_abstract_eval(lambda x: x)
+
+    def callback(x):
+        log.append(("callback", type(x).__name__))
+        return (np.asarray(x) * 2,)
+
+    def rule(ctx, x):
+        log.append("lowering")
+        assert [a.shape for a in ctx.avals_in] == [a.shape for a in ctx.avals_out]
+        out, _, keepalive = mlir.emit_python_callback(
+            ctx, callback, None, [x], ctx.avals_in, ctx.avals_out, has_side_effect=False)
+        ctx.module_context.add_keepalive(keepalive)
+        return out
+
+    mlir.register_lowering(p, rule)
+    return p
+
+
+@pytest.mark.parametrize("compile_mode", ["sync", "async"])
+def test_callback_lowering_runs_under_jit(compile_mode):
+    log = []
+    p = _callback_prim(log)
+    x = jnp.arange(3.0)
+    np.testing.assert_allclose(p.bind(x), [0.0, 2.0, 4.0])
+    assert log == ["impl"]
+    log.clear()
+    with _compile_mode(compile_mode):
+        f = kiln.jit(lambda x: p.bind(x) + p.bind(x + 1.0))
+        np.testing.assert_allclose(f(x), [2.0, 6.0, 10.0])
+        np.testing.assert_allclose(f(x), [2.0, 6.0, 10.0])
+    assert "impl" not in log
+    assert log.count("lowering") == 2                    # once per equation
+    assert log.count(("callback", "ndarray")) == 4       # NumPy operands, every call
+
+
+def _compile_mode(mode):
+    from kiln.config import config_context
+    return config_context(kiln_compile=mode)
+
+
+def test_emit_python_callback_outside_a_kiln_rule_says_so():
+    with pytest.raises(NotImplementedError, match="emit_python_callback"):
+        mlir.emit_python_callback(object(), print, None, [], [], [])
+
+
+def test_lower_fun_rule_is_traced_once_per_equation():
+    from kiln.extend.core import Primitive
+    count = []
+    p = Primitive("announced_identity")
+    p.def_impl(lambda x: x)
+    p.def_abstract_eval(lambda x: x)
+    mlir.register_lowering(p, mlir.lower_fun(lambda x: count.append(1) or x,
+                                             multiple_results=False))
+    f = kiln.jit(lambda x: p.bind(x) * 2.0)
+    for _ in range(3):
+        np.testing.assert_allclose(f(jnp.ones(2)), [2.0, 2.0])
+    kiln.block_until_ready(f(jnp.ones(2)))
+    assert len(count) == 1

@@ -75,7 +75,7 @@ class JaxprEqn:
     """``outvars = primitive[params] invars``; ``source_info`` is the user's line that
     staged it (``kiln.core.source_info.SourceInfo``) or ``None``."""
 
-    __slots__ = ("primitive", "invars", "outvars", "params", "source_info")
+    __slots__ = ("primitive", "invars", "outvars", "params", "source_info", "__weakref__")
 
     def __init__(self, primitive, invars, outvars, params, source_info=None):
         self.primitive = primitive
