@@ -1039,7 +1039,7 @@ class JitWrapped:
                 avals.append(ShapedArray(x.shape, dtypes.canonicalize_dtype(x.dtype),
                                          getattr(x, "weak_type", False)))
             else:
-                _check_arg_jit(x, self._name)
+                _check_arg_jit(x, self._name, self._fun, args, kwargs)
                 avals.append(get_aval(x))
         key = (a_tree, tuple(avals), static_pos, static_kw, _compile_log.trace_context())
         entry = self._cache.get(key)
@@ -1248,13 +1248,28 @@ def _rerun_deoptimized(wrapped: JitWrapped, err: FloatingPointError, args, kwarg
     raise err
 
 
-def _check_arg_jit(x, name):
+def _check_arg_jit(x, name, fun=None, args=(), kwargs=None):
     if not isinstance(x, _array_types):
+        path = _arg_path(x, fun, args, kwargs or {}) if fun is not None else repr(x)
         raise TypeError(f"Error interpreting argument to {name} as an abstract array. The "
                         f"problematic value is of type {type(x)} and was passed to the function "
-                        f"at path {x!r}.\nThis typically means that a jit-wrapped function was "
+                        f"at path {path}.\nThis typically means that a jit-wrapped function was "
                         "called with a non-array argument, and this argument was not marked as "
                         "static using the static_argnums or static_argnames parameters of jit.")
+
+
+def _arg_path(leaf, fun, args, kwargs) -> str:
+    """Where ``leaf`` sits in a call's arguments, as JAX names it: the parameter's name
+    followed by the key path inside it (``m.activation``, ``b['k'][1]``)."""
+    from kiln.tree_util import keystr, tree_flatten_with_path
+    names = _arg_names(fun, len(args))
+    for group, tree in ((0, tuple(args)), (1, kwargs)):
+        for path, x in tree_flatten_with_path(tree)[0]:
+            if x is leaf and path:
+                head = path[0]
+                first = (names[head.idx] if group == 0 else str(head.key))
+                return first + keystr(tuple(path[1:]))
+    return repr(leaf)
 
 
 def jit(fun: Callable | None = None, *, in_shardings=None, out_shardings=None,
@@ -1292,6 +1307,9 @@ def make_jaxpr(fun: Callable, static_argnums=(), axis_env=None, return_shape: bo
     def make(*args, **kwargs):
         dyn = [a for i, a in enumerate(args) if i not in static_argnums]
         a_flat, a_tree = tree_flatten((tuple(dyn), kwargs))
+        for x in a_flat:
+            if not isinstance(x, ShapeDtypeStruct):
+                _check_arg_jit(x, repr(fun), fun, args, kwargs)
         avals = [x.aval if isinstance(x, ShapeDtypeStruct) else get_aval(x) for x in a_flat]
         store = {}
 
