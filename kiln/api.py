@@ -31,6 +31,7 @@ from kiln._physical_tree import is_transform_node as _is_key
 from kiln._wraps import wraps as _wraps
 from kiln.array import Array, make_array, to_array
 from kiln.backends import cpu as _cpu
+from kiln.callbacks import program_running
 from kiln.config import config
 from kiln.core.avals import ShapedArray
 from kiln.core.jaxpr import ClosedJaxpr, check_jaxpr, pp_jaxpr
@@ -894,6 +895,10 @@ class Traced:
 _FUNCTION_CACHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
+# First element of the pytree fast path's keys (the flat path's start with a bool).
+_TREE_KEY = object()
+
+
 def _trace_caches(fun, options) -> tuple[dict, dict]:
     try:
         per_fun = _FUNCTION_CACHES.get(fun)
@@ -1122,22 +1127,18 @@ class JitWrapped:
                 hit = self._fast.get(key) if key is not None else None
                 if hit is not None and all(type(a) is Array for a in args):
                     closed, out_tree, weaks, exe = hit
-                    vals = [a._value for a in args]
-                    if exe and _cpu.plain_mode():
-                        outs = exe[0](vals)
-                    else:
-                        try:
-                            outs = _cpu.run(closed, vals, self._name)
-                        except FloatingPointError as e:
-                            _rerun_deoptimized(self, e, args, kwargs)
-                        ready = _cpu.ready_executable(closed)
-                        if ready is not None:
-                            exe.append(ready)
-                    return tree_unflatten(out_tree, [make_array(o, w) if w is not None else
-                                                     _float0_value(o)
-                                                     for o, w in zip(outs, weaks)])
+                    return self._run_hit(hit, [a._value for a in args], args, kwargs)
             else:
                 key = None
+            tree_key = None
+            if key is None and type(_current_trace()) is EvalTrace:
+                # Fast path for pytrees of concrete Arrays (static arguments allowed, no
+                # donated leaves): the same lookup keyed by the tree and leaf types.
+                tree_key, leaves = self._tree_key(args, kwargs)
+                if tree_key is not None:
+                    hit = self._fast.get(tree_key)
+                    if hit is not None:
+                        return self._run_hit(hit, [a._value for a in leaves], args, kwargs)
             if self._inline and isinstance(_current_trace(), staging.JaxprTrace):
                 return self._fun(*args, **kwargs)
             entry, tconsts, a_flat, _ = self._trace(args, kwargs)
@@ -1165,6 +1166,10 @@ class JitWrapped:
                 self._fast[key] = (entry.jaxpr, entry.out_tree,
                                    [None if a.dtype == dtypes.float0 else a.weak_type
                                     for a in entry.jaxpr.out_avals], [])
+            elif tree_key is not None and not tconsts and len(self._fast) < 64:
+                self._fast[tree_key] = (entry.jaxpr, entry.out_tree,
+                                        [None if a.dtype == dtypes.float0 else a.weak_type
+                                         for a in entry.jaxpr.out_avals], [])
             if entry.float0_out and type(_current_trace()) is EvalTrace:
                 outs = user_float0(outs)
             return tree_unflatten(entry.out_tree, outs)
@@ -1173,6 +1178,48 @@ class JitWrapped:
             if _traceback_util._BARE_RAISE_KEEPS_OLD_TB:
                 raise e  # noqa: B904  (Python 3.10)
             raise
+
+    def _run_hit(self, hit, vals, args, kwargs):
+        """Run a fast-path cache entry on the flat argument values."""
+        closed, out_tree, weaks, exe = hit
+        with program_running():
+            if exe and _cpu.plain_mode():
+                outs = exe[0](vals)
+            else:
+                try:
+                    outs = _cpu.run(closed, vals, self._name)
+                except FloatingPointError as e:
+                    _rerun_deoptimized(self, e, args, kwargs)
+                ready = _cpu.ready_executable(closed)
+                if ready is not None:
+                    exe.append(ready)
+        return tree_unflatten(out_tree, [make_array(o, w) if w is not None else
+                                         _float0_value(o) for o, w in zip(outs, weaks)])
+
+    def _tree_key(self, args, kwargs):
+        """``(key, leaves)`` of the pytree fast path, or ``(None, None)`` when the call
+        cannot take it (a leaf that is not a concrete Array, or a donated leaf)."""
+        if self._donating and self._donates_leaves(args, kwargs):
+            return None, None
+        static_pos, static_kw, dyn_args, dyn_kw = self._split(args, kwargs)
+        leaves, a_tree = tree_flatten((tuple(dyn_args), dyn_kw))
+        sig = []
+        for a in leaves:
+            if type(a) is not Array:
+                return None, None
+            v = a._value
+            sig.append((v.shape, v.dtype, a.weak_type))
+        return (_TREE_KEY, config.jax_enable_x64, a_tree, tuple(sig), static_pos,
+                static_kw), leaves
+
+    def _donates_leaves(self, args, kwargs) -> bool:
+        n = len(args)
+        for i, a in enumerate(args):
+            if (i in self._donate_argnums or (i - n) in self._donate_argnums) and \
+                    tree_flatten(a)[0]:
+                return True
+        return any(k in self._donate_argnames and tree_flatten(v)[0]
+                   for k, v in kwargs.items())
 
     @_traceback_util.api_boundary
     def lower(self, *args, **kwargs) -> Lowered:
