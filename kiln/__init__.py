@@ -43,6 +43,7 @@ from kiln.api import (  # noqa: F401
     clear_caches,
     device_get,
     device_put,
+    effects_barrier,
     ensure_compile_time_eval,
     eval_shape,
     grad,

@@ -28,8 +28,10 @@ from kiln._physical_tree import (
     tree_unflatten,
 )
 from kiln._physical_tree import is_transform_node as _is_key
-from kiln.array import Array, make_array
+from kiln._wraps import wraps as _wraps
+from kiln.array import Array, make_array, to_array
 from kiln.backends import cpu as _cpu
+from kiln.callbacks import program_running
 from kiln.config import config
 from kiln.core.avals import ShapedArray
 from kiln.core.jaxpr import ClosedJaxpr, check_jaxpr, pp_jaxpr
@@ -105,7 +107,7 @@ def jvp(fun: Callable, primals, tangents, has_aux: bool = False):
     tree = out_tree()
     n = tree.num_leaves
     outs = (tree_unflatten(tree, p_out[:n]),
-            _kb.key_tangents_to_float0(tree_unflatten(tree, t_out[:n])))
+            _user_float0_tree(_kb.key_tangents_to_float0(tree_unflatten(tree, t_out[:n]))))
     if has_aux:
         return outs[0], outs[1], _finish_aux(aux_cell, p_out[n:])
     return outs
@@ -167,7 +169,7 @@ def linearize(fun: Callable, *primals, has_aux: bool = False):
         t_flat = [ad.instantiate_zeros(_kb.physical_key_tangent(pk, t, "linearize"))
                   if _is_key(pk) else t for t, pk in zip(t_flat, p_keys)]
         outs = lin(*t_flat)
-        return _kb.key_tangents_to_float0(tree_unflatten(tree, outs[:n]))
+        return _user_float0_tree(_kb.key_tangents_to_float0(tree_unflatten(tree, outs[:n])))
 
     out = tree_unflatten(tree, p_out[:n])
     if has_aux:
@@ -178,7 +180,7 @@ def linearize(fun: Callable, *primals, has_aux: bool = False):
 def _vjp_flat(fun, p_flat, p_tree, has_aux):
     aux_cell = []
     flat_fun, out_tree = _flatten_fun(fun, p_tree, has_aux, aux_cell)
-    p_out, lin = ad.linearize_flat(flat_fun, p_flat)
+    p_out, lin = ad.linearize_flat(flat_fun, ad.scalars_to_arrays(p_flat))
     tree = out_tree()
     n = tree.num_leaves
     aux = _finish_aux(aux_cell, p_out[n:]) if has_aux else None
@@ -216,10 +218,12 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, reduce_axes=()):
                                  f"function: got {ca.str_short()}, but expected "
                                  f"{ad.tangent_aval(a).str_short()} because the corresponding "
                                  "output of the function had matching shape/dtype")
+            if type(c) in (int, float, complex, bool):
+                c = to_array(c)     # a Python-scalar cotangent comes back as an array
             cts.append(Zero(ca) if ca.dtype == dtypes.float0 else c)
         cts_in = lin.transpose(cts)
         res = [_zeros_for(ct, a) for ct, a in zip(cts_in, in_avals)]
-        return _kb.key_tangents_to_float0(tree_unflatten(p_tree, res))
+        return _user_float0_tree(_kb.key_tangents_to_float0(tree_unflatten(p_tree, res)))
 
     out = tree_unflatten(out_tree, p_out)
     f = Partial(vjp_fun)
@@ -274,8 +278,8 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic:
     """Returns a function computing ``(fun(*args), grad(fun)(*args))``."""
     argnums_t = _ensure_index_tuple(argnums)
 
+    @_wraps(fun)
     @_traceback_util.api_boundary
-    @functools.wraps(fun)
     def value_and_grad_f(*args, **kwargs):
         max_arg = max(argnums_t) if argnums_t else -1
         if max_arg >= len(args):
@@ -319,7 +323,7 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic:
         # Gradients have their input's type (dtype and weak type), as in JAX.
         g_flat = [_match_input(_zeros_for(ct, get_aval(x)), get_aval(x))
                   for ct, x in zip(cts, d_flat)]
-        g = _kb.key_tangents_to_float0(tree_unflatten(d_tree, g_flat))
+        g = _user_float0_tree(_kb.key_tangents_to_float0(tree_unflatten(d_tree, g_flat)))
         if isinstance(argnums, int):
             g = g[0]
         if has_aux:
@@ -339,8 +343,8 @@ def grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = Fa
     vg = value_and_grad(fun, argnums, has_aux=has_aux, holomorphic=holomorphic,
                         allow_int=allow_int)
 
+    @_wraps(fun)
     @_traceback_util.api_boundary
-    @functools.wraps(fun)
     def grad_f(*args, **kwargs):
         if has_aux:
             (_, aux), g = vg(*args, **kwargs)
@@ -382,6 +386,7 @@ def jacfwd(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = 
     """Jacobian of ``fun`` by forward mode (vmap of jvp over a standard basis)."""
     argnums_t = _ensure_index_tuple(argnums)
 
+    @_wraps(fun)
     @_traceback_util.api_boundary
     def jacfun(*args, **kwargs):
         dyn = tuple(args[i] for i in argnums_t)
@@ -459,6 +464,7 @@ def jacrev(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = 
     """Jacobian of ``fun`` by reverse mode (vmap of vjp over the output basis)."""
     argnums_t = _ensure_index_tuple(argnums)
 
+    @_wraps(fun)
     @_traceback_util.api_boundary
     def jacfun(*args, **kwargs):
         from kiln import lax
@@ -652,8 +658,8 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size=None,
         raise TypeError("vmap in_axes must be an int, None, or a tuple of entries corresponding "
                         f"to the positional arguments passed to the function, but got {in_axes}.")
 
+    @_wraps(fun)
     @_traceback_util.api_boundary
-    @functools.wraps(fun)
     def vmapped(*args, **kwargs):
         if isinstance(in_axes, tuple) and len(in_axes) != len(args):
             raise ValueError("vmap in_axes must be an int, None, or a tuple of entries "
@@ -787,11 +793,13 @@ class _HijaxArguments(Exception):
 
 
 class _CacheEntry:
-    __slots__ = ("jaxpr", "out_tree", "explain", "donated", "pairs", "ref_consts", "hi")
+    __slots__ = ("jaxpr", "out_tree", "explain", "donated", "pairs", "ref_consts", "hi",
+                 "float0_out")
 
     def __init__(self, jaxpr, out_tree):
         self.jaxpr = jaxpr
         self.out_tree = out_tree
+        self.float0_out = any(a.dtype == dtypes.float0 for a in jaxpr.out_avals)
         self.donated = ()           # flat argument indices an output takes (donation)
         self.pairs = ()             # (flat argument, output index) for those
         self.ref_consts = ()        # closed-over mutable references (leading operands)
@@ -897,6 +905,11 @@ class Lowered:
         return tree_unflatten(self.in_tree, infos)
 
     def compile(self, compiler_options=None) -> Compiled:
+        """The executable (``jax.stages.Lowered.compile``). ``compiler_options`` are XLA's
+        (``xla_*`` names): kiln runs no XLA, so they are checked for being XLA option
+        names and otherwise ignored; any other name raises ``JaxRuntimeError`` as JAX's
+        "No such compile option"."""
+        _check_compiler_options(compiler_options)
         return Compiled(self)
 
     def compiler_ir(self, dialect: str | None = None):
@@ -953,6 +966,14 @@ class ArgInfo:
 
     def __repr__(self):
         return f"ArgInfo(_aval={self._aval!r}, donated={self.donated})"
+
+def _check_compiler_options(options) -> None:
+    if not options:
+        return
+    from kiln.errors import JaxRuntimeError
+    for name in options:
+        if not (isinstance(name, str) and name.startswith("xla_")):
+            raise JaxRuntimeError(f"INVALID_ARGUMENT: No such compile option: '{name}'")
 
 
 class Compiled:
@@ -1014,6 +1035,10 @@ class Traced:
 # loop makes a new wrapper each time but traces once. Weak on ``f``, so the caches go
 # when the function does; keyed by the options that change what a trace means.
 _FUNCTION_CACHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+# First element of the pytree fast path's keys (the flat path's start with a bool).
+_TREE_KEY = object()
 
 
 def _trace_caches(fun, options) -> tuple[dict, dict]:
@@ -1193,7 +1218,7 @@ class JitWrapped:
             else:
                 if type(x) in _hijax.hi_types and not abstract:
                     raise _HijaxArguments
-                _check_arg_jit(x, self._name)
+                _check_arg_jit(x, self._name, self._fun, args, kwargs)
                 avals.append(get_aval(x))
         key = (a_tree, tuple(avals), static_pos, static_kw, _compile_log.trace_context())
         entry = self._cache.get(key)
@@ -1311,20 +1336,21 @@ class JitWrapped:
                 hit = self._fast.get(key) if key is not None else None
                 if hit is not None and all(type(a) is Array for a in args):
                     closed, out_tree, weaks, exe = hit
-                    vals = [a._value for a in args]
-                    if exe and _cpu.plain_mode():
-                        outs = exe[0](vals)
-                    else:
-                        try:
-                            outs = _cpu.run(closed, vals, self._name)
-                        except FloatingPointError as e:
-                            _rerun_deoptimized(self, e, args, kwargs)
-                        ready = _cpu.ready_executable(closed)
-                        if ready is not None:
-                            exe.append(ready)
-                    return tree_unflatten(out_tree, [make_array(o, w) for o, w in zip(outs, weaks)])
+                    return self._run_hit(hit, [a._value for a in args], args, kwargs)
             else:
                 key = None
+            tree_key = None
+            if key is None and type(_current_trace()) is EvalTrace:
+                # Fast path for pytrees of concrete Arrays (static arguments allowed, no
+                # donated leaves): the same lookup keyed by the tree and leaf types.
+                tree_key, leaves = self._tree_key(args, kwargs)
+                if tree_key is not None:
+                    try:
+                        hit = self._fast.get(tree_key)
+                    except TypeError:       # an unhashable static: _trace says so
+                        tree_key = hit = None
+                    if hit is not None:
+                        return self._run_hit(hit, [a._value for a in leaves], args, kwargs)
             if self._inline and isinstance(_current_trace(), staging.JaxprTrace):
                 return self._call_inline(args, kwargs)
             try:
@@ -1354,7 +1380,15 @@ class JitWrapped:
                     and all(type(a) is Array for a in args) and len(a_flat) == len(args)
                     and len(self._fast) < 64 and not _extended_io(entry.jaxpr)):
                 self._fast[key] = (entry.jaxpr, entry.out_tree,
-                                   [a.weak_type for a in entry.jaxpr.out_avals], [])
+                                   [None if a.dtype == dtypes.float0 else a.weak_type
+                                    for a in entry.jaxpr.out_avals], [])
+            elif (tree_key is not None and not tconsts and len(self._fast) < 64
+                    and not _extended_io(entry.jaxpr)):
+                self._fast[tree_key] = (entry.jaxpr, entry.out_tree,
+                                        [None if a.dtype == dtypes.float0 else a.weak_type
+                                         for a in entry.jaxpr.out_avals], [])
+            if entry.float0_out and type(_current_trace()) is EvalTrace:
+                outs = user_float0(outs)
             return tree_unflatten(entry.out_tree, outs)
         except Exception as e:
             _traceback_util.filter_exception(e)
@@ -1426,6 +1460,48 @@ class JitWrapped:
                 _hijax.write_back(s, obj, f[0], [next(it) for _ in range(f[1])])
         return tree_unflatten(entry.out_tree, outs[:n_out])
 
+    def _run_hit(self, hit, vals, args, kwargs):
+        """Run a fast-path cache entry on the flat argument values."""
+        closed, out_tree, weaks, exe = hit
+        with program_running():
+            if exe and _cpu.plain_mode():
+                outs = exe[0](vals)
+            else:
+                try:
+                    outs = _cpu.run(closed, vals, self._name)
+                except FloatingPointError as e:
+                    _rerun_deoptimized(self, e, args, kwargs)
+                ready = _cpu.ready_executable(closed)
+                if ready is not None:
+                    exe.append(ready)
+        return tree_unflatten(out_tree, [make_array(o, w) if w is not None else
+                                         _float0_value(o) for o, w in zip(outs, weaks)])
+
+    def _tree_key(self, args, kwargs):
+        """``(key, leaves)`` of the pytree fast path, or ``(None, None)`` when the call
+        cannot take it (a leaf that is not a concrete Array, or a donated leaf)."""
+        if self._donating and self._donates_leaves(args, kwargs):
+            return None, None
+        static_pos, static_kw, dyn_args, dyn_kw = self._split(args, kwargs)
+        leaves, a_tree = tree_flatten((tuple(dyn_args), dyn_kw))
+        sig = []
+        for a in leaves:
+            if type(a) is not Array:
+                return None, None
+            v = a._value
+            sig.append((v.shape, v.dtype, a.weak_type))
+        return (_TREE_KEY, config.jax_enable_x64, a_tree, tuple(sig), static_pos,
+                static_kw), leaves
+
+    def _donates_leaves(self, args, kwargs) -> bool:
+        n = len(args)
+        for i, a in enumerate(args):
+            if (i in self._donate_argnums or (i - n) in self._donate_argnums) and \
+                    tree_flatten(a)[0]:
+                return True
+        return any(k in self._donate_argnames and tree_flatten(v)[0]
+                   for k, v in kwargs.items())
+
     @_traceback_util.api_boundary
     def lower(self, *args, **kwargs) -> Lowered:
         args, kwargs = _kb.specs_to_keys((args, kwargs))
@@ -1452,6 +1528,24 @@ class JitWrapped:
 
 
 _traceback_util.register_boundary(JitWrapped.__call__)
+
+
+def _float0_value(v):
+    return np.zeros(np.shape(v), dtypes.float0)
+
+
+def user_float0(leaves):
+    """``float0`` values handed to the user are NumPy arrays, as JAX's (a kiln Array of
+    ``float0`` would take part in ``jnp`` arithmetic, which JAX's cannot)."""
+    return [_float0_value(x) if type(x) is Array and x.dtype == dtypes.float0 else x
+            for x in leaves]
+
+
+def _user_float0_tree(tree):
+    leaves, treedef = tree_flatten(tree)
+    if not any(type(x) is Array and x.dtype == dtypes.float0 for x in leaves):
+        return tree
+    return tree_unflatten(treedef, user_float0(leaves))
 
 
 def _spans_processes(args, kwargs) -> bool:
@@ -1492,13 +1586,28 @@ def _to_array(x):
     return to_array(x)
 
 
-def _check_arg_jit(x, name):
+def _check_arg_jit(x, name, fun=None, args=(), kwargs=None):
     if not isinstance(x, _array_types):
+        path = _arg_path(x, fun, args, kwargs or {}) if fun is not None else repr(x)
         raise TypeError(f"Error interpreting argument to {name} as an abstract array. The "
                         f"problematic value is of type {type(x)} and was passed to the function "
-                        f"at path {x!r}.\nThis typically means that a jit-wrapped function was "
+                        f"at path {path}.\nThis typically means that a jit-wrapped function was "
                         "called with a non-array argument, and this argument was not marked as "
                         "static using the static_argnums or static_argnames parameters of jit.")
+
+
+def _arg_path(leaf, fun, args, kwargs) -> str:
+    """Where ``leaf`` sits in a call's arguments, as JAX names it: the parameter's name
+    followed by the key path inside it (``m.activation``, ``b['k'][1]``)."""
+    from kiln.tree_util import keystr, tree_flatten_with_path
+    names = _arg_names(fun, len(args))
+    for group, tree in ((0, tuple(args)), (1, kwargs)):
+        for path, x in tree_flatten_with_path(tree)[0]:
+            if x is leaf and path:
+                head = path[0]
+                first = (names[head.idx] if group == 0 else str(head.key))
+                return first + keystr(tuple(path[1:]))
+    return repr(leaf)
 
 
 def jit(fun: Callable | None = None, *, in_shardings=None, out_shardings=None,
@@ -1531,11 +1640,14 @@ def make_jaxpr(fun: Callable, static_argnums=(), axis_env=None, return_shape: bo
     """Returns a function that gives the ClosedJaxpr of ``fun`` for given example args."""
     static_argnums = _ensure_index_tuple(static_argnums)
 
+    @_wraps(fun)
     @_traceback_util.api_boundary
-    @functools.wraps(fun)
     def make(*args, **kwargs):
         dyn = [a for i, a in enumerate(args) if i not in static_argnums]
         a_flat, a_tree = tree_flatten((tuple(dyn), kwargs))
+        for x in a_flat:
+            if not isinstance(x, ShapeDtypeStruct):
+                _check_arg_jit(x, repr(fun), fun, args, kwargs)
         avals = [x.aval if isinstance(x, ShapeDtypeStruct) else get_aval(x) for x in a_flat]
         store = {}
 
@@ -1565,6 +1677,11 @@ def make_jaxpr(fun: Callable, static_argnums=(), axis_env=None, return_shape: bo
             return closed, shapes
         return closed
 
+    # Named as in JAX: ``make_jaxpr(f)``.
+    if hasattr(fun, "__qualname__"):
+        make.__qualname__ = f"make_jaxpr({fun.__qualname__})"
+    if hasattr(fun, "__name__"):
+        make.__name__ = f"make_jaxpr({fun.__name__})"
     return make
 
 
@@ -1641,6 +1758,14 @@ def eval_shape(fun: Callable, *args, **kwargs):
 def block_until_ready(x):
     """Wait for every array in the pytree ``x`` (kiln's CPU arrays are always ready)."""
     return tree_map(lambda a: a.block_until_ready() if hasattr(a, "block_until_ready") else a, x)
+
+
+def effects_barrier() -> None:
+    """Wait until every effect issued so far (``debug.print``, ``debug.callback``,
+    ``io_callback``, ...) has run, as ``jax.effects_barrier``. kiln runs effects
+    synchronously, in program order, while a computation executes, so none is pending
+    when this is called and it returns at once."""
+    return None
 
 
 def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
@@ -1729,7 +1854,7 @@ class named_scope:
 
     def __call__(self, fun: Callable) -> Callable:
         """Used as a decorator: ``fun`` runs inside this scope (as JAX allows)."""
-        @functools.wraps(fun)
+        @_wraps(fun)
         def wrapped(*args, **kwargs):
             with self:
                 return fun(*args, **kwargs)

@@ -135,6 +135,20 @@ class ArrayImpl:
     def copy_to_host_async(self):
         return None
 
+    def unsafe_buffer_pointer(self) -> int:
+        """The address of the array's buffer (as ``jax.Array.unsafe_buffer_pointer``): equal
+        before and after a donation that reused the buffer."""
+        if self.is_deleted():
+            raise RuntimeError("Array has been deleted.")
+        v = self._value
+        if type(v) is np.ndarray and not (v.flags.owndata and v.flags.c_contiguous):
+            # A lazily broadcast value (``zeros``) or a view: give the Array a buffer of
+            # its own first, as a JAX array always has (same values; donation can then
+            # hand this memory on).
+            v = np.array(v, order="C")
+            self._value = v
+        return int(np.asarray(v).__array_interface__["data"][0])
+
     @property
     def is_fully_addressable(self) -> bool:
         """Whether this process holds every device of the array's sharding (False for a

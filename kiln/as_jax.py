@@ -138,7 +138,17 @@ def _make_jax_module() -> types.ModuleType:
     object.__setattr__(mod, "__version__", JAX_VERSION)
     object.__setattr__(mod, "__version_info__", JAX_VERSION_INFO)
     object.__setattr__(mod, "version", version)
+    object.__setattr__(mod, "lib", _make_lib_module())
     object.__setattr__(mod, "__path__", [])
+    return mod
+
+
+def _make_lib_module() -> types.ModuleType:
+    """``jax.lib``: in JAX 0.10 it only reports the jaxlib version."""
+    mod = types.ModuleType("jax.lib", "The jaxlib version kiln's alias reports "
+                           f"({JAX_VERSION}); kiln runs no XLA.")
+    mod.__version__ = JAX_VERSION
+    mod.__path__ = []
     return mod
 
 
@@ -191,6 +201,8 @@ class _JaxFinder(importlib.abc.MetaPathFinder):
                 return module
             if fullname == "jax.version":
                 return sys.modules["jax"].version
+            if fullname == "jax.lib":
+                return sys.modules["jax"].lib
             kname = _kiln_name(fullname)
             try:
                 module = importlib.import_module(kname)

@@ -297,3 +297,38 @@ def pure_callback(callback, result_shape_dtypes, *args, sharding=None, vmap_meth
 
 
 __all__ = ["pure_callback", "pure_callback_p"]
+
+
+# ----------------------------------------------------------------------------------------------
+# Host callbacks emitted by lowering rules (``mlir.emit_python_callback``)
+
+class _LoweringCallback:
+    """A callback emitted by a lowering rule: called with NumPy arrays (``float0``
+    operands as booleans, as XLA passes them), returning a sequence of arrays."""
+
+    __slots__ = ("callback",)
+
+    def __init__(self, callback):
+        self.callback = callback
+
+    def __call__(self, *args):
+        vals = [np.zeros(np.shape(a), bool) if getattr(a, "dtype", None) == dtypes.float0
+                else np.asarray(a) for a in args]
+        return tuple(self.callback(*vals))
+
+
+def _bind_lowering_callback(callback, args, result_avals, has_side_effect):
+    avals = tuple(ShapedArray(a.shape, a.dtype) for a in result_avals)
+    cb = FlatCallback(_LoweringCallback(callback), tree_flatten((tuple(args), {}))[1])
+    if has_side_effect:
+        from kiln.experimental.io_callback import io_callback_p
+        return io_callback_p.bind(*args, callback=cb, result_avals=avals, ordered=False)
+    return pure_callback_p.bind(*args, callback=cb, result_avals=avals, vmap_method=None)
+
+
+def _register_lowering_callbacks():
+    from kiln.interpreters import mlir
+    mlir._callback_binder[:] = [_bind_lowering_callback]
+
+
+_register_lowering_callbacks()

@@ -5,7 +5,9 @@ A custom-derivative function reaches the current trace through
 
 - ``fun(*args) -> outs``
 - ``jvp(primals, tangents) -> (primals_out, tangents_out)``
-- ``fwd(primals) -> (primals_out, residuals)``; ``bwd(residuals, cts_out) -> cts_in``
+- ``fwd(primals, perturbed=None) -> (primals_out, residuals)``, where ``perturbed`` says
+  which primals carry a (nonzero) tangent (``None``: all of them);
+  ``bwd(residuals, cts_out) -> cts_in``
 
 Eval runs ``fun``; JVP runs the rule; vmap batches all callables; staging records a
 ``custom_jvp_call``/``custom_vjp_call`` equation whose primitive carries the same rules,
@@ -15,8 +17,12 @@ it in forward mode raises JAX's error.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
+from typing import Any
+
+import numpy as np
 
 from kiln import _key_boundary as _kb
 from kiln import dtypes
@@ -30,7 +36,8 @@ from kiln._physical_tree import (
     tree_unflatten,
 )
 from kiln._traceback_util import api_boundary
-from kiln.array import to_array
+from kiln._wraps import wraps as _wraps
+from kiln.array import Array, make_array
 from kiln.core.jaxpr import ClosedJaxpr, eval_jaxpr, pp_param_rules
 from kiln.core.trace import Primitive, Tracer, current_trace, get_aval, set_current_trace
 from kiln.interpreters import ad, batching, staging
@@ -95,29 +102,6 @@ def _arg_info(arg):
             [_is_key(x) for x in _public_tree.tree_leaves(arg)])
 
 
-def _bwd_cts_for_arg(c, d_tree):
-    """The cotangent leaves of one differentiable argument from its bwd-rule output ``c``,
-    as JAX reads them: ``c`` may be a prefix of the argument's structure; ``None`` stands
-    for zeros of the subtree it covers and a leaf is used for every leaf of its subtree.
-    ``None`` entries in the result are zeros; ``None`` overall: the structures do not
-    match."""
-    dummy = tree_unflatten(d_tree, [object()] * d_tree.num_leaves)
-    out = []
-
-    def take(x, d):
-        n = len(tree_flatten(d)[0])
-        if x is None:
-            out.extend([None] * n)
-        else:
-            out.extend([x] * n)
-        return x
-    try:
-        _public_tree.tree_map(take, c, dummy, is_leaf=lambda x: x is None)
-    except (ValueError, TypeError):
-        return None
-    return out if len(out) == d_tree.num_leaves else None
-
-
 def diff_trees_example(diff_info):
     """Stand-ins with the structure of the differentiable arguments (for error messages)."""
     return [tree_unflatten(t, [0] * t.num_leaves) for t, _, _ in diff_info]
@@ -135,18 +119,56 @@ def _zeros_like(x):
 
 
 class SymbolicZero:
-    """A zero tangent passed to a ``symbolic_zeros=True`` custom rule."""
+    """A zero tangent (or cotangent) that a ``symbolic_zeros=True`` custom rule sees in
+    place of an array; a rule may also return one. Its aval's attributes (``shape``,
+    ``dtype``, ``ndim``, ...) read through, as in JAX. It is a pytree leaf."""
 
     def __init__(self, aval):
         self.aval = aval
-        self.shape = aval.shape
-        self.dtype = aval.dtype
+
+    def __getattr__(self, name):
+        if name == "aval":              # not yet set (copy/pickle)
+            raise AttributeError(name)
+        try:
+            return getattr(self.aval, name)
+        except AttributeError:
+            raise AttributeError(f"SymbolicZero has no attribute {name}") from None
 
     def __repr__(self):
         return f"SymbolicZero({self.aval.str_short()})"
 
 
-_PY_SCALARS = (int, float, complex, bool)
+def zero_from_primal(val, symbolic_zeros: bool = False):
+    """A zero tangent for every leaf of ``val``: :class:`SymbolicZero` s when
+    ``symbolic_zeros``, else zero arrays of the tangent dtype (``float0`` for integers)."""
+    def zero(x):
+        ta = ad.tangent_aval(get_aval(x))
+        if symbolic_zeros:
+            return SymbolicZero(ta)
+        return make_array(np.zeros(ta.shape, ta.dtype), ta.weak_type)
+    return tree_map(zero, val)
+
+
+@dataclasses.dataclass(slots=True)
+class CustomVJPPrimal:
+    """What a ``custom_vjp`` forward rule defined with ``symbolic_zeros=True`` receives
+    for each leaf of its arguments: the primal ``value`` and whether it is ``perturbed``
+    (differentiated: when False, the rule's Jacobian column for it is zero)."""
+
+    value: Any
+    perturbed: bool
+
+
+def custom_vjp_primal_tree_values(tree):
+    """Replace each :class:`CustomVJPPrimal` leaf of ``tree`` by its ``value``."""
+    def value(leaf):
+        if type(leaf) is not CustomVJPPrimal:
+            raise TypeError(f"unexpected leaf type {type(leaf)}")
+        return leaf.value
+    return tree_map(value, tree)
+
+
+
 
 
 class custom_jvp:
@@ -206,9 +228,8 @@ class custom_jvp:
             return self.fun(*args)
         nondiff, diff = _split_nondiff(args, self.nondiff_argnums)
         flat, in_tree = tree_flatten(tuple(diff))
-        # Python scalars become weakly typed 0-d arrays (JAX hands rules typed scalars with
-        # a dtype), so rules may inspect ``x.dtype`` whatever the caller passed.
-        flat = [to_array(x) if type(x) in _PY_SCALARS else x for x in flat]
+        # Python scalars reach the rule as given (JAX passes them through ``jvp``
+        # unchanged; a library such as Equinox treats them as static values).
         store = {}
         user_fun, user_jvp, symbolic = self.fun, self.jvp, self.symbolic_zeros
 
@@ -311,8 +332,15 @@ class custom_vjp:
             store["tree"] = tree
             return leaves
 
-        def flat_fwd(primals):
-            res = user_fwd(*_merge(nondiff, tree_unflatten(in_tree, list(primals)), n))
+        symbolic = self.symbolic_zeros
+
+        def flat_fwd(primals, perturbed=None):
+            primals = list(primals)
+            if symbolic:
+                if perturbed is None:
+                    perturbed = [True] * len(primals)
+                primals = [CustomVJPPrimal(p, bool(z)) for p, z in zip(primals, perturbed)]
+            res = user_fwd(*_merge(nondiff, tree_unflatten(in_tree, primals), n))
             if not (isinstance(res, (tuple, list)) and len(res) == 2):
                 raise TypeError("Custom VJP fwd rule must produce a pair (list or tuple of length "
                                 f"two) representing primal outputs and residuals, got {res}.")
@@ -330,7 +358,10 @@ class custom_vjp:
 
         def flat_bwd(res_leaves, cts):
             resid = tree_unflatten(store["res_tree"], list(res_leaves))
-            ct_vals = [(_zeros_from_aval(c.aval) if type(c) is Zero else c) for c in cts]
+            if symbolic:
+                ct_vals = [SymbolicZero(c.aval) if type(c) is Zero else c for c in cts]
+            else:
+                ct_vals = [(_zeros_from_aval(c.aval) if type(c) is Zero else c) for c in cts]
             ct = _kb.key_tangents_to_float0(tree_unflatten(store["tree"], ct_vals))
             cts_in = user_bwd(*nd_list, resid, ct)
             if not isinstance(cts_in, (tuple, list)):
@@ -347,7 +378,7 @@ class custom_vjp:
                 if c is None:
                     leaves.extend(Zero(ad.tangent_aval(xa)) for xa in d_avals)
                     continue
-                c_leaves = _bwd_cts_for_arg(c, d_tree)
+                c_leaves = _cotangent_leaves(c, d_tree, len(d_avals))
                 if c_leaves is None:
                     raise TypeError(
                         "Custom VJP bwd rule must produce an output with the same container "
@@ -358,6 +389,17 @@ class custom_vjp:
                         f"{tree_flatten(tuple(diff_trees_example(diff_info)))[1]}.")
                 for xa, cl, xk in zip(d_avals, c_leaves, d_keys):
                     if cl is None or xk:  # keys' cotangents are float0 zeros
+                        leaves.append(Zero(ad.tangent_aval(xa)))
+                    elif type(cl) is SymbolicZero:
+                        if tuple(cl.aval.shape) != tuple(xa.shape) or (
+                                cl.aval.dtype != ad.tangent_aval(xa).dtype):
+                            raise ValueError(
+                                "Custom VJP bwd rule produced a SymbolicZero with a "
+                                "shape/dtype that does not match the corresponding input "
+                                f"tangent shape/dtype: the SymbolicZero had "
+                                f"{cl.aval.str_short()} while the corresponding input had "
+                                f"{xa.str_short()}. Consider just returning a None here "
+                                "instead of a SymbolicZero object.")
                         leaves.append(Zero(ad.tangent_aval(xa)))
                     else:
                         if get_aval(cl).shape != xa.shape:
@@ -372,6 +414,34 @@ class custom_vjp:
         outs = current_trace().process_custom_vjp_call(flat_fun, flat_fwd, flat_bwd, flat,
                                                        None, symbolic_zeros=self.symbolic_zeros)
         return tree_unflatten(store["tree"], outs)
+
+
+def _cotangent_leaves(c, d_tree, n):
+    """The cotangent leaves a ``custom_vjp`` bwd rule gave for one argument of structure
+    ``d_tree`` (``n`` leaves), as in JAX: ``None`` stands for zeros of a whole subtree
+    (so a ``None`` inside the argument is matched by ``None``), ``SymbolicZero`` for one
+    leaf. Returns ``n`` entries, ``None`` for a zero; ``None`` overall when the structures
+    do not match."""
+    def is_leaf(x):
+        return x is None or type(x) is SymbolicZero
+    c_leaves, c_tree = tree_flatten(c, is_leaf=is_leaf)
+    if c_tree == d_tree:
+        return c_leaves
+    out = []
+
+    def take(x, d):
+        k = len(tree_flatten(d)[0])
+        out.extend([x] * k)
+
+    try:
+        tree_map(take, c, tree_unflatten(d_tree, list(range(n))), is_leaf=is_leaf)
+    except (ValueError, TypeError):
+        out = None
+    if out is None or len(out) != n:
+        if len(c_leaves) == n:        # same leaves in another container: accepted
+            return c_leaves
+        return None                   # the caller raises JAX's TypeError
+    return out
 
 
 def _outside_transformations(args) -> bool:
@@ -413,6 +483,31 @@ ad.transpose_rules[custom_lin_p] = _custom_lin_transpose
 ad.zero_cotangent_transposes[custom_lin_p] = lambda eqn: True
 
 
+def bind_custom_lin(res, tangents, *, bwd, out_avals, in_avals, symbolic_zeros):
+    """Bind ``custom_lin`` for residuals ``res`` of a forward rule.
+
+    Residuals that are not arrays or tracers (Python scalars and other objects, such as
+    the perturbation flags that Equinox keeps) reach ``bwd`` exactly as ``fwd`` returned
+    them, as in JAX, where the forward rule's outputs are passed on untraced: they are
+    closed over by the rule instead of becoming operands (which would turn them into
+    arrays)."""
+    res = list(res)
+    dyn = [i for i, r in enumerate(res) if isinstance(r, (Tracer, Array))]
+    if len(dyn) != len(res):
+        static = {i: r for i, r in enumerate(res) if not isinstance(r, (Tracer, Array))}
+        n_all = len(res)
+        inner = bwd
+
+        def bwd(dyn_res, cts):
+            it = iter(dyn_res)
+            return inner([static[i] if i in static else next(it) for i in range(n_all)], cts)
+        _copy_display(bwd, inner)
+        res = [res[i] for i in dyn]
+    return custom_lin_p.bind(*res, *tangents, num_res=len(res), bwd=bwd,
+                             out_avals=tuple(out_avals), in_avals=tuple(in_avals),
+                             symbolic_zeros=symbolic_zeros)
+
+
 def _custom_lin_jvp(primals, tangents, **params):
     raise TypeError("can't apply forward-mode autodiff (jvp) to a custom_vjp function.")
 
@@ -449,7 +544,51 @@ batching.batch_rules[custom_lin_p] = _custom_lin_batch
 # ----------------------------------------------------------------------------------------------
 # Staged custom_jvp_call / custom_vjp_call equations.
 
-custom_jvp_call_p = Primitive("custom_jvp_call")
+class _CustomJVPCallPrimitive(Primitive):
+    """``custom_jvp_call``: also re-bindable as JAX 0.10 re-binds it, from
+    :meth:`get_bind_params`' ``subfuns=(fun, jvp)`` (``lu.WrappedFun`` s: ``fun`` applies
+    the function; ``jvp(*primals, *tangents)`` returns ``(*primals_out, *tangents_out)``,
+    zeros as :class:`SymbolicZero`)."""
+
+    def get_bind_params(self, params):
+        from kiln.extend.linear_util import wrap_init
+        new = dict(params)
+        call_jaxpr = new.pop("call_jaxpr")
+        new.pop("num_consts")
+        jvp_fun = new.pop("jvp_jaxpr_fun")
+
+        def fun(*xs):
+            return eval_jaxpr(call_jaxpr.jaxpr, call_jaxpr.consts, *xs)
+
+        def jvp(*xs):
+            n = len(xs) // 2
+            ts = [Zero(t.aval) if type(t) is SymbolicZero else t for t in xs[n:]]
+            p_out, t_out = jvp_fun(list(xs[:n]), ts)
+            return [*p_out, *[SymbolicZero(t.aval) if type(t) is Zero else t for t in t_out]]
+
+        new["subfuns"] = (wrap_init(fun), wrap_init(jvp))
+        return new
+
+    def bind(self, *args, **params):
+        if "subfuns" not in params:
+            return super().bind(*args, **params)
+        fun, jvp = params.pop("subfuns")
+        symbolic = params.pop("symbolic_zeros", False)
+
+        def flat_fun(*xs):
+            return list(fun.call_wrapped(*xs))
+
+        def flat_jvp(primals, tangents):
+            ts = [SymbolicZero(t.aval) if type(t) is Zero else t for t in tangents]
+            outs = list(jvp.call_wrapped(*primals, *ts))
+            k = len(outs) // 2
+            return outs[:k], [Zero(t.aval) if type(t) is SymbolicZero else t for t in outs[k:]]
+
+        return current_trace().process_custom_jvp_call(flat_fun, flat_jvp, list(args),
+                                                       symbolic_zeros=symbolic)
+
+
+custom_jvp_call_p = _CustomJVPCallPrimitive("custom_jvp_call")
 custom_jvp_call_p.multiple_results = True
 custom_vjp_call_p = Primitive("custom_vjp_call")
 custom_vjp_call_p.multiple_results = True
@@ -593,8 +732,8 @@ def stage_custom_vjp(trace, fun, fwd, bwd, args, out_trees, symbolic_zeros):
         closed, tconsts = _trace_fun(fun, args)
     nc = len(tconsts)
 
-    def fwd_c(primals):
-        return fwd(list(primals[nc:]))
+    def fwd_c(primals, perturbed=None):
+        return fwd(list(primals[nc:]), None if perturbed is None else list(perturbed[nc:]))
     _copy_display(fwd_c, fwd)
 
     def bwd_c(res, cts):
@@ -609,13 +748,13 @@ def stage_custom_vjp(trace, fun, fwd, bwd, args, out_trees, symbolic_zeros):
 def _custom_vjp_call_jvp(primals, tangents, *, call_jaxpr, fwd_jaxpr_thunk, bwd, num_consts,
                          symbolic_zeros):
     nc = num_consts
-    p_out, res = fwd_jaxpr_thunk(list(primals))
+    perturbed = [type(t) is not Zero for t in tangents]
+    p_out, res = fwd_jaxpr_thunk(list(primals), perturbed)
     tangents = [ad.instantiate_zeros(t) for t in tangents[nc:]]
     in_avals = [get_aval(p) for p in primals[nc:]]
     out_avals = [ad.tangent_aval(get_aval(p)) for p in p_out]
-    t_out = custom_lin_p.bind(*res, *tangents, num_res=len(res), bwd=bwd,
-                              out_avals=tuple(out_avals), in_avals=tuple(in_avals),
-                              symbolic_zeros=symbolic_zeros)
+    t_out = bind_custom_lin(res, tangents, bwd=bwd, out_avals=out_avals, in_avals=in_avals,
+                            symbolic_zeros=symbolic_zeros)
     return p_out, t_out
 
 
@@ -633,11 +772,11 @@ def _batched_vjp_callables(axis_data, fun, fwd, bwd, vals, dims):
         outs, odims = batching.batch_flat(fun, list(xs), bdims, axis_data)
         return [batching.matchaxis(o, d, 0, size) for o, d in zip(outs, odims)]
 
-    def bfwd(primals):
+    def bfwd(primals, perturbed=None):
         cell = {}
 
         def f(*xs):
-            p_out, res = fwd(list(xs))
+            p_out, res = fwd(list(xs), perturbed)
             cell["n"] = len(p_out)
             return list(p_out) + list(res)
         outs, odims = batching.batch_flat(f, list(primals), bdims, axis_data)
@@ -681,7 +820,9 @@ def _custom_vjp_call_batch(axis_data, vals, dims, *, call_jaxpr, fwd_jaxpr_thunk
     nc = len(tconsts)
     outs = custom_vjp_call_p.bind(*tconsts, *bvals, call_jaxpr=closed,
                                   fwd_jaxpr_thunk=_copy_display(
-                                      (lambda p: bfwd(list(p[nc:]))) if nc else bfwd,
+                                      (lambda p, z=None: bfwd(
+                                          list(p[nc:]), None if z is None else list(z[nc:])))
+                                      if nc else bfwd,
                                       fwd_jaxpr_thunk),
                                   bwd=bbwd, num_consts=nc, symbolic_zeros=symbolic_zeros)
     return outs, [0] * len(outs)
@@ -806,8 +947,8 @@ def checkpoint(fun=None, *, prevent_cse: bool = True, policy=None, static_argnum
     static_argnums = (static_argnums,) if isinstance(static_argnums, int) else tuple(
         static_argnums)
 
+    @_wraps(fun)
     @api_boundary
-    @functools.wraps(fun)
     def wrapped(*args, **kwargs):
         dyn = [a for i, a in enumerate(args) if i not in static_argnums]
         flat, in_tree = tree_flatten((tuple(dyn), kwargs))

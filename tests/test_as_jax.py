@@ -69,6 +69,8 @@ def test_alias_resolves_jax_to_kiln():
         assert kiln.__version__ != "0.10.2"
         import jaxlib, jaxlib.version
         assert jaxlib.__version__ == "0.10.2" and jaxlib.version.__version__ == "0.10.2"
+        import jax.lib
+        assert jax.lib.__version__ == "0.10.2" and sys.modules["jax.lib"] is jax.lib
         from jax import flatten_util, typing, api_util, extend
         from jax.extend import linear_util, core, source_info_util
         from jax.interpreters import partial_eval as pe

@@ -483,3 +483,34 @@ def test_checkpoint_leaves_tree_structure():
     out = kiln.checkpoint(lambda x: (x, {"s": lax.sin(x)}))(XS)
     leaves, tree = tree_flatten(out)
     assert len(leaves) == 2 and isinstance(out[1], dict)
+
+
+def _scalar_rule_types(jax):
+    seen = []
+
+    @jax.custom_jvp
+    def f(x, y):
+        return x * y
+
+    @f.defjvp
+    def f_jvp(p, t):
+        seen.append(tuple(isinstance(a, float) for a in p) +
+                    tuple(hasattr(a, "dtype") for a in p))
+        return f(*p), t[0] * p[1] + t[1] * p[0]
+
+    out = jax.jvp(f, (2.0, 1.5), (3.0, 4.0))
+    g = jax.grad(f)(2.0, 1.5)
+    return seen, [type(o) is float for o in out], float(g)
+
+
+def test_custom_jvp_rule_sees_python_scalars_under_jvp():
+    """``jvp`` passes Python-scalar primals on unchanged (the rule and the primal output
+    keep them as Python floats, as Equinox's filtered custom rules rely on); ``grad``
+    gives the rule values with a dtype."""
+    seen, out_is_float, g = _scalar_rule_types(kiln)
+    assert seen[0] == (True, True, False, False)
+    assert out_is_float == [True, True] and g == 1.5
+    assert seen[1][2]          # grad: the differentiated input has a dtype
+    jax = pytest.importorskip("jax")
+    j_seen, j_out, j_g = _scalar_rule_types(jax)
+    assert j_seen[0] == seen[0] and j_out == out_is_float and j_g == g

@@ -107,3 +107,35 @@ def test_matches_jax_semantics():
         assert x.is_deleted() and not y.is_deleted()
         with pytest.raises(RuntimeError, match=r"Array has been deleted with shape=float32\[4\]"):
             x + 1
+
+
+def test_unsafe_buffer_pointer_follows_donated_memory():
+    """``Array.unsafe_buffer_pointer()`` is the buffer's address: a donated input whose
+    memory the output took over gives the output the same pointer (JAX's check)."""
+    f = kiln.jit(lambda x: x + 1.0, donate_argnums=0)
+    x = kiln.numpy.arange(100000.0)
+    p = x.unsafe_buffer_pointer()
+    assert isinstance(p, int) and p != 0
+    y = f(x)
+    y.block_until_ready()
+    if x.is_deleted():
+        with pytest.raises(RuntimeError):
+            x.unsafe_buffer_pointer()
+    p2 = y.unsafe_buffer_pointer()
+    z = f(y)
+    assert z.unsafe_buffer_pointer() in (p2, p) or not y.is_deleted()
+
+
+def test_unsafe_buffer_pointer_of_a_lazy_value_gives_it_a_buffer():
+    x = kiln.numpy.zeros(1000)          # stored as a broadcast scalar
+    p = x.unsafe_buffer_pointer()
+    assert p == x.unsafe_buffer_pointer()
+    np.testing.assert_array_equal(np.asarray(x), np.zeros(1000))
+
+
+def test_compile_checks_compiler_option_names():
+    from kiln.errors import JaxRuntimeError
+    lowered = kiln.jit(lambda x: 2 * x).lower(1.0)
+    assert float(lowered.compile(compiler_options={"xla_gpu_autotune_level": "0"})(3.0)) == 6.0
+    with pytest.raises(JaxRuntimeError, match="No such compile option"):
+        lowered.compile(compiler_options={"an option that does not make sense": "bad"})

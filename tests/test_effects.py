@@ -475,3 +475,26 @@ def test_cond_whose_outputs_all_pass_through_still_runs_its_effects(capsys):
     kiln.jit(f)(2.0)
     out = capsys.readouterr().out
     assert "in cond 1.0" in out and "in cond 2.0" in out
+
+
+@pytest.mark.parametrize("how", ["eager", "jit", "vmap", "grad"])
+def test_effects_barrier_finds_every_effect_done(how):
+    """``kiln.effects_barrier()`` (JAX's name) returns once every effect issued before it
+    has run; kiln's effects run synchronously, so they are all done by then."""
+    seen = []
+
+    def f(x):
+        kiln.debug.callback(lambda v: seen.append(np.asarray(v).shape), x)
+        return (x * 2.0).sum()
+
+    x = jnp.ones(3)
+    if how == "jit":
+        kiln.jit(f)(x)
+    elif how == "vmap":
+        kiln.vmap(f)(jnp.ones((2, 3)))
+    elif how == "grad":
+        kiln.grad(f)(x)
+    else:
+        f(x)
+    assert kiln.effects_barrier() is None
+    assert seen and all(s in ((3,), (2, 3)) for s in seen)

@@ -153,3 +153,25 @@ def test_same_exception_class_as_jax(name, f):
         assert ek is not None and type(ej).__name__ in [c.__name__ for c in type(ek).__mro__], (
             f"JAX raises {type(ej).__name__} ({ej}); kiln "
             + ("accepts the call" if ek is None else f"raises {type(ek).__name__}: {ek}"))
+
+
+def _bad_arg_messages(jax):
+    def f(a, b, *, c):
+        return a
+    out = []
+    for args, kw in [((object(), 1.0), {"c": 1}), ((1.0, {"k": [1, object()]}), {"c": 1}),
+                     ((1.0, 2.0), {"c": "text"})]:
+        for t in (jax.make_jaxpr, jax.jit):
+            with pytest.raises(TypeError, match="as an abstract array") as e:
+                t(f)(*args, **kw)
+            out.append(str(e.value).split("\n")[0].rsplit("at path ", 1)[1])
+    return out
+
+
+def test_non_array_arguments_are_rejected_naming_their_path():
+    """``make_jaxpr`` (as ``jit``) rejects arguments that are not arrays with JAX's
+    TypeError, naming where the value was passed (``b['k'][1]``)."""
+    got = _bad_arg_messages(kiln)
+    assert got == ["a.", "a.", "b['k'][1].", "b['k'][1].", "c.", "c."]
+    jax = pytest.importorskip("jax")
+    assert _bad_arg_messages(jax) == got

@@ -236,3 +236,168 @@ def test_call_primitives():
     assert "closed_call" in str(kiln.make_jaxpr(f)(x))
     with pytest.raises(ImportError):
         from kiln.extend.core.primitives import xla_pmap_p  # noqa: F401
+
+
+# ----------------------------------------------------------------------------------------------
+# Equations as JAX 0.10 exposes them: every primitive is a jax.extend.core.Primitive,
+# eqn.effects, get_bind_params (a dict; custom_jvp_call re-binds from subfuns).
+
+def test_every_primitive_is_an_extend_primitive():
+    from kiln.extend.core import Primitive
+    assert isinstance(kiln.lax.add_p, Primitive)
+    assert isinstance(Primitive("mine"), Primitive)
+    assert issubclass(type(kiln.lax.add_p), Primitive)
+    assert not isinstance("add", Primitive) and not issubclass(int, Primitive)
+    for eqn in kiln.make_jaxpr(lambda x: jnp.sin(x) + 1)(1.0).jaxpr.eqns:
+        assert isinstance(eqn.primitive, Primitive)
+
+
+def _effects(jax, jnp_):
+    def f(x):
+        jax.debug.callback(lambda v: None, x)
+        return jnp_.sin(x)
+    eqns = jax.make_jaxpr(f)(1.0).jaxpr.eqns
+    return [(e.primitive.name, bool(e.effects)) for e in eqns]
+
+
+def test_eqn_effects_mark_effectful_equations():
+    got = _effects(kiln, jnp)
+    assert ("sin", False) in got and any(eff for _, eff in got)
+    assert all(isinstance(e, kiln.extend.core.Effect)
+               for eqn in kiln.make_jaxpr(lambda x: kiln.debug.callback(print, x))(1.0).eqns
+               for e in eqn.effects)
+    jax = pytest.importorskip("jax")
+    want = _effects(jax, jax.numpy)
+    assert [e for _, e in want] == [e for _, e in got]
+
+
+def _rebind_eval(jaxpr, consts, *args):
+    """Evaluate a jaxpr by re-binding each equation from ``get_bind_params``, as
+    Equinox's jaxpr finalisation does."""
+    env = {}
+
+    def read(v):
+        return v.val if isinstance(v, kiln.extend.core.Literal) else env[v]
+
+    for v, c in zip(jaxpr.constvars, consts):
+        env[v] = c
+    for v, a in zip(jaxpr.invars, args):
+        env[v] = a
+    for eqn in jaxpr.eqns:
+        params = eqn.primitive.get_bind_params(eqn.params)
+        assert isinstance(params, dict)
+        out = eqn.primitive.bind(*map(read, eqn.invars), **params)
+        outs = out if eqn.primitive.multiple_results else [out]
+        for v, o in zip(eqn.outvars, outs):
+            env[v] = o
+    return [read(v) for v in jaxpr.outvars]
+
+
+@kiln.custom_jvp
+def _twice(x):
+    return 2.0 * x
+
+
+@_twice.defjvp
+def _twice_jvp(primals, tangents):
+    return _twice(primals[0]), 10.0 * tangents[0]
+
+
+@pytest.mark.parametrize("how", ["eval", "jit", "jvp", "grad", "vmap"])
+def test_custom_jvp_call_rebinds_from_subfuns(how):
+    closed = kiln.make_jaxpr(lambda x: jnp.sin(_twice(x)))(1.0)
+    assert [e.primitive.name for e in closed.jaxpr.eqns] == ["custom_jvp_call", "sin"]
+    params = closed.jaxpr.eqns[0].primitive.get_bind_params(closed.jaxpr.eqns[0].params)
+    assert set(params) == {"subfuns", "symbolic_zeros"}
+    assert all(hasattr(f, "call_wrapped") for f in params["subfuns"])
+
+    def f(x):
+        return _rebind_eval(closed.jaxpr, closed.consts, x)[0]
+
+    x = jnp.float32(0.3)
+    if how == "eval":
+        np.testing.assert_allclose(f(x), np.sin(0.6), rtol=1e-6)
+    elif how == "jit":
+        np.testing.assert_allclose(kiln.jit(f)(x), np.sin(0.6), rtol=1e-6)
+    elif how == "jvp":
+        _, t = kiln.jvp(f, (x,), (jnp.float32(1.0),))
+        np.testing.assert_allclose(t, 10.0 * np.cos(0.6), rtol=1e-6)   # the custom rule
+    elif how == "grad":
+        np.testing.assert_allclose(kiln.grad(f)(x), 10.0 * np.cos(0.6), rtol=1e-6)
+    else:
+        out = kiln.vmap(f)(jnp.array([0.3, 0.4]))
+        np.testing.assert_allclose(out, np.sin([0.6, 0.8]), rtol=1e-6)
+
+
+def test_plain_get_bind_params_is_the_params_dict():
+    eqn = kiln.make_jaxpr(lambda x: kiln.lax.reduce_sum(x, (0,)))(jnp.ones(3)).jaxpr.eqns[0]
+    p = eqn.primitive.get_bind_params(eqn.params)
+    assert p == dict(eqn.params) and p is not eqn.params
+
+
+# ----------------------------------------------------------------------------------------------
+# Lowering rules that emit a Python callback (Equinox's noinline): under jit the callback
+# runs (called with NumPy arrays), the rule runs once per equation, eager calls use impl.
+
+def _callback_prim(log):
+    from kiln.extend.core import Primitive
+    p = Primitive("doubled_by_callback")
+    p.def_impl(lambda x: log.append("impl") or x * 2)
+    p.def_abstract_eval(lambda x: x)
+
+    def callback(x):
+        log.append(("callback", type(x).__name__))
+        return (np.asarray(x) * 2,)
+
+    def rule(ctx, x):
+        log.append("lowering")
+        assert [a.shape for a in ctx.avals_in] == [a.shape for a in ctx.avals_out]
+        out, _, keepalive = mlir.emit_python_callback(
+            ctx, callback, None, [x], ctx.avals_in, ctx.avals_out, has_side_effect=False)
+        ctx.module_context.add_keepalive(keepalive)
+        return out
+
+    mlir.register_lowering(p, rule)
+    return p
+
+
+@pytest.mark.parametrize("compile_mode", ["sync", "async"])
+def test_callback_lowering_runs_under_jit(compile_mode):
+    log = []
+    p = _callback_prim(log)
+    x = jnp.arange(3.0)
+    np.testing.assert_allclose(p.bind(x), [0.0, 2.0, 4.0])
+    assert log == ["impl"]
+    log.clear()
+    with _compile_mode(compile_mode):
+        f = kiln.jit(lambda x: p.bind(x) + p.bind(x + 1.0))
+        np.testing.assert_allclose(f(x), [2.0, 6.0, 10.0])
+        np.testing.assert_allclose(f(x), [2.0, 6.0, 10.0])
+    assert "impl" not in log
+    assert log.count("lowering") == 2                    # once per equation
+    assert log.count(("callback", "ndarray")) == 4       # NumPy operands, every call
+
+
+def _compile_mode(mode):
+    from kiln.config import config_context
+    return config_context(kiln_compile=mode)
+
+
+def test_emit_python_callback_outside_a_kiln_rule_says_so():
+    with pytest.raises(NotImplementedError, match="emit_python_callback"):
+        mlir.emit_python_callback(object(), print, None, [], [], [])
+
+
+def test_lower_fun_rule_is_traced_once_per_equation():
+    from kiln.extend.core import Primitive
+    count = []
+    p = Primitive("announced_identity")
+    p.def_impl(lambda x: x)
+    p.def_abstract_eval(lambda x: x)
+    mlir.register_lowering(p, mlir.lower_fun(lambda x: count.append(1) or x,
+                                             multiple_results=False))
+    f = kiln.jit(lambda x: p.bind(x) * 2.0)
+    for _ in range(3):
+        np.testing.assert_allclose(f(jnp.ones(2)), [2.0, 2.0])
+    kiln.block_until_ready(f(jnp.ones(2)))
+    assert len(count) == 1

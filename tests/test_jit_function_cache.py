@@ -123,3 +123,43 @@ def test_inline_jit_under_a_trace_sees_arrays():
     np.testing.assert_allclose(np.asarray(kiln.jit(outer)(jnp.ones(2))), [3.0, 3.0])
     with pytest.raises(TypeError, match="not a valid JAX type"):
         kiln.jit(lambda b: kiln.jit(lambda x: "s", inline=True)(b))(1.0)
+
+
+def test_pytree_fast_path_serves_repeat_calls_without_retracing():
+    """Calls with pytrees of concrete Arrays (and static arguments) hit a cache keyed by
+    the tree, the leaf types and the static values: no retrace, the same results, and a
+    new trace whenever one of those changes."""
+    import numpy as np
+
+    import kiln
+    import kiln.numpy as jnp
+    traces = []
+
+    def f(tree, scale, x):
+        traces.append(1)
+        return {"sum": tree["a"] + tree["b"][0] * scale, "x": x * 2}
+
+    tree = {"a": jnp.ones(3), "b": [jnp.arange(3.0)]}
+    g = kiln.jit(f, static_argnums=1)
+    for _ in range(3):
+        out = g(tree, 2.0, jnp.ones(2))
+    assert len(traces) == 1
+    np.testing.assert_allclose(out["sum"], [1.0, 3.0, 5.0])
+    g(tree, 3.0, jnp.ones(2))                               # a new static value
+    g({"a": jnp.ones(3), "b": [jnp.ones(3), jnp.ones(1)]}, 2.0, jnp.ones(2))   # new tree
+    g(tree, 2.0, jnp.ones(2, jnp.int32))                    # new leaf dtype
+    g(tree, 2.0, 1.0)                                       # a Python scalar: slow path
+    assert len(traces) == 5
+    np.testing.assert_allclose(g(tree, 3.0, jnp.ones(2))["sum"], [1.0, 4.0, 7.0])
+    assert len(traces) == 5
+
+
+def test_pytree_fast_path_still_donates():
+    import kiln
+    import kiln.numpy as jnp
+    jf = kiln.jit(lambda t: {k: v + 1 for k, v in t.items()}, donate_argnums=0)
+    for _ in range(3):
+        t = {"a": jnp.ones(4), "b": jnp.zeros(4)}
+        out = jf(t)
+        assert t["a"].is_deleted() and t["b"].is_deleted()
+        assert float(out["a"][0]) == 2.0

@@ -281,3 +281,27 @@ def test_donate_argnums_deletes_input():
     assert x.is_deleted()
     with pytest.raises(RuntimeError):
         np.asarray(x + 1)
+
+
+def test_pmap_lower_and_compile():
+    """``pmap(f).lower(*args)`` is a ``jax.stages.Lowered`` (as JAX's): ``as_text()``,
+    ``compile()`` (compiler option names checked), and the compiled executable computes
+    what ``pmap(f)`` does and rejects other argument types."""
+    from kiln.errors import JaxRuntimeError
+    from kiln.stages import Compiled, Lowered
+
+    def f(x, y):
+        return 2 * x + y
+
+    x = jnp.arange(2.0)
+    pf = kiln.pmap(f, axis_name="i", in_axes=(0, None))
+    lowered = pf.lower(x, 4.0)
+    assert isinstance(lowered, Lowered) and "mul" in lowered.as_text()
+    compiled = lowered.compile()
+    assert isinstance(compiled, Compiled)
+    np.testing.assert_allclose(compiled(x, 4.0), [4.0, 6.0])
+    np.testing.assert_allclose(compiled(x, 4.0), pf(x, 4.0))
+    with pytest.raises(TypeError, match="Argument types differ"):
+        compiled(jnp.arange(3.0), 4.0)
+    with pytest.raises(JaxRuntimeError, match="No such compile option"):
+        lowered.compile(compiler_options={"not an option": 1})

@@ -1010,3 +1010,39 @@ def test_shape_dtype_struct():
     assert kiln.ShapeDtypeStruct((1,), np.float64).dtype == np.float32
     out = kiln.jit(lax.sin).eval_shape(s)
     assert out == s
+
+
+def test_jvp_of_python_scalars_gives_array_tangents_from_primitives():
+    """A rule that passes an input tangent straight through (``add``'s) still gives an
+    array when the caller's tangent was a Python scalar, as JAX's primitives do; the
+    identity function hands the scalars back unchanged (no primitive ran)."""
+    p, t = kiln.jvp(lambda x: x + 1, (1.0,), (1.0,))
+    assert isinstance(t, kiln.Array) and t.dtype == np.float32 and t.weak_type
+    assert float(t) == 1.0 and isinstance(p, kiln.Array)
+    p, t = kiln.jvp(lambda x: x, (1.0,), (1.0,))
+    assert type(p) is float and type(t) is float
+    jax = pytest.importorskip("jax")
+    jp, jt = jax.jvp(lambda x: x + 1, (1.0,), (1.0,))
+    assert isinstance(jt, jax.Array)
+
+
+def _passthrough_jvp(jax_mod, core_mod, ad_mod):
+    p = core_mod.Primitive("passthrough_for_test")
+    p.def_impl(lambda x: x)
+    p.def_abstract_eval(lambda x: x)
+    ad_mod.primitive_jvps[p] = lambda primals, tangents: (p.bind(*primals), tangents[0])
+    return jax_mod.jvp(p.bind, (1.0,), (1.0,))
+
+
+def test_library_rule_passing_a_python_scalar_tangent_keeps_it():
+    """Only kiln's own elementwise rules turn a passed-through scalar tangent into an
+    array; a library's rule returns what it returns (JAX: the same)."""
+    from kiln.extend import core as kcore
+    from kiln.interpreters import ad as kad
+    _, t = _passthrough_jvp(kiln, kcore, kad)
+    assert type(t) is float
+    jax = pytest.importorskip("jax")
+    from jax.extend import core as jcore
+    from jax.interpreters import ad as jad
+    _, jt = _passthrough_jvp(jax, jcore, jad)
+    assert type(jt) is float

@@ -128,7 +128,8 @@ SYNC_BUILD_STEPS = 200_000
 
 
 def _long_on_reference(closed) -> bool:
-    return reference.estimated_steps(closed.jaxpr) > SYNC_BUILD_STEPS
+    return (_has_long_loop(closed.jaxpr)
+            or reference.estimated_steps(closed.jaxpr) > SYNC_BUILD_STEPS)
 
 
 def _entry_for(closed, name, sync: bool = False) -> _Entry:
@@ -162,6 +163,25 @@ def _entry_for(closed, name, sync: bool = False) -> _Entry:
             _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kiln-compile")
         entry.future = _pool.submit(_compile_into, entry, closed, name)
     return entry
+
+
+# A scan at least this long (or any while loop, whose trip count is unknown) makes the
+# first call wait for the C build: the reference backend runs a loop body equation by
+# equation in Python, which for long loops costs far more than the build.
+LONG_LOOP = 64
+
+
+def _has_long_loop(jaxpr) -> bool:
+    for eqn in jaxpr.eqns:
+        name = eqn.primitive.name
+        if name == "while" or (name == "scan" and eqn.params.get("length", 0) >= LONG_LOOP):
+            return True
+        for p in eqn.params.values():
+            for j in (p if isinstance(p, (tuple, list)) else (p,)):
+                inner = getattr(j, "jaxpr", j)
+                if isinstance(getattr(inner, "eqns", None), list) and _has_long_loop(inner):
+                    return True
+    return False
 
 
 def run(closed, args, name: str = "jit", reuse=None):

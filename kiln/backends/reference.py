@@ -13,6 +13,7 @@ from kiln.config import config
 from kiln.core.jaxpr import Jaxpr, Literal
 from kiln.core.ref import Ref
 from kiln.core.trace import apply_impl
+from kiln.interpreters.mlir import eqn_lowering
 
 
 def _raw(x):
@@ -41,7 +42,15 @@ def _run(jaxpr: Jaxpr, consts, args):
     check = config.jax_debug_nans or config.jax_debug_infs
     for eqn in jaxpr.eqns:
         ins = [v.val._value if type(v) is Literal else env[v] for v in eqn.invars]
-        out = apply_impl(eqn.primitive, ins, eqn.params)
+        body = eqn_lowering(eqn) if eqn.primitive.array_impl else None
+        if body is not None:
+            # A library's primitive inside a program runs as its lowering rule says (as
+            # the compiled program does, and as JAX always does under jit), not its impl.
+            out = _run(body.jaxpr, body.consts, ins)
+            if not eqn.primitive.multiple_results:
+                out = out[0]
+        else:
+            out = apply_impl(eqn.primitive, ins, eqn.params)
         if eqn.primitive.multiple_results:
             for v, o in zip(eqn.outvars, out):
                 env[v] = o

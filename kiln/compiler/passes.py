@@ -43,7 +43,7 @@ from kiln.config import config
 from kiln.core.jaxpr import ClosedJaxpr, DropVar, Jaxpr, Literal, Var, check_jaxpr, pp_jaxpr
 from kiln.custom_derivatives import custom_jvp_call_p, custom_vjp_call_p, remat_p
 from kiln.interpreters.calls import closed_call_p
-from kiln.interpreters.mlir import lowering_jaxpr
+from kiln.interpreters.mlir import eqn_lowering
 from kiln.interpreters.pjit import jit_p
 from kiln.interpreters.staging import dce_jaxpr_consts, has_effects
 from kiln.lax.composite import composite_p
@@ -123,7 +123,7 @@ def _body_of(eqn, invars):
     elif eqn.primitive.array_impl:
         # A primitive defined through JAX's API with an ``mlir.lower_fun`` rule: its body
         # is that function traced at this equation's operands and parameters.
-        body = lowering_jaxpr(eqn.primitive, [v.aval for v in eqn.invars], eqn.params)
+        body = eqn_lowering(eqn)
     else:
         body = None
     if not isinstance(body, ClosedJaxpr):

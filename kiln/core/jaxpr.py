@@ -48,11 +48,34 @@ class Literal:
         return f"Literal({self.val})"
 
 
+class Effect:
+    """Base class of the side effects a jaxpr equation may have (``jax.core.Effect``)."""
+
+
+class _SideEffect(Effect):
+    def __repr__(self):
+        return "SideEffect"
+
+
+#: The effect of kiln's effectful equations (callbacks, ``debug.print``, effectful
+#: primitives of libraries): they run in program order and are never removed.
+side_effect = _SideEffect()
+
+# Whether an equation has effects; the staging interpreter installs its rule (this module
+# knows no primitives).
+_has_effects = [lambda eqn: False]
+
+
+def set_effects_rule(rule) -> None:
+    """Install ``rule(eqn) -> bool`` deciding :attr:`JaxprEqn.effects`."""
+    _has_effects[0] = rule
+
+
 class JaxprEqn:
     """``outvars = primitive[params] invars``; ``source_info`` is the user's line that
     staged it (``kiln.core.source_info.SourceInfo``) or ``None``."""
 
-    __slots__ = ("primitive", "invars", "outvars", "params", "source_info")
+    __slots__ = ("primitive", "invars", "outvars", "params", "source_info", "__weakref__")
 
     def __init__(self, primitive, invars, outvars, params, source_info=None):
         self.primitive = primitive
@@ -60,6 +83,11 @@ class JaxprEqn:
         self.outvars = outvars
         self.params = params
         self.source_info = source_info
+
+    @property
+    def effects(self) -> frozenset:
+        """The equation's effects, as JAX's ``eqn.effects``: empty for a pure equation."""
+        return frozenset((side_effect,)) if _has_effects[0](self) else frozenset()
 
     def replace(self, **kw):
         d = dict(primitive=self.primitive, invars=self.invars, outvars=self.outvars,

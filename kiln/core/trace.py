@@ -91,9 +91,10 @@ class Primitive:
         return trace.process_primitive(self, args, dict(params or {}))
 
     def get_bind_params(self, params):
-        """``(subfuns, params)`` to re-bind an equation of this primitive (JAX's protocol;
-        kiln's call primitives keep their jaxprs in ``params``, so there are no subfuns)."""
-        return [], params
+        """The parameters to re-bind an equation of this primitive with (JAX 0.10's
+        protocol: a dict; primitives whose equations hold functions return them under
+        ``subfuns``). kiln's call primitives keep their jaxprs in ``params``."""
+        return dict(params)
 
     def def_impl(self, impl):
         self.impl = impl

@@ -254,7 +254,6 @@ class JVPTrace(Trace):
 
     def process_custom_jvp_call(self, fun, jvp, args, *, symbolic_zeros=False):
         primals, tangents = zip(*(self.to_primal_tangent(x) for x in args)) if args else ((), ())
-        primals = _scalars_to_arrays(primals)
         if all(t is None or type(t) is Zero for t in tangents):
             return self.parent.process_custom_jvp_call(fun, jvp, list(primals),
                                                        symbolic_zeros=symbolic_zeros)
@@ -267,21 +266,20 @@ class JVPTrace(Trace):
         return [self.wrap(p, t) for p, t in zip(p_out, t_out)]
 
     def process_custom_vjp_call(self, fun, fwd, bwd, args, out_trees, *, symbolic_zeros=False):
-        from kiln.custom_derivatives import custom_lin_p
+        from kiln.custom_derivatives import bind_custom_lin
         primals, tangents = zip(*(self.to_primal_tangent(x) for x in args)) if args else ((), ())
-        primals = _scalars_to_arrays(primals)
         if all(t is None or type(t) is Zero for t in tangents):
             return self.parent.process_custom_vjp_call(fun, fwd, bwd, list(primals), out_trees,
                                                        symbolic_zeros=symbolic_zeros)
+        perturbed = [t is not None and type(t) is not Zero for t in tangents]
         tangents = [instantiate_zeros(Zero.from_primal_value(p)) if t is None else
                     instantiate_zeros(t) for p, t in zip(primals, tangents)]
         with _set_trace(self.parent):
-            p_out, res = fwd(list(primals))
+            p_out, res = fwd(list(primals), perturbed)
             out_avals = [tangent_aval(get_aval(p)) for p in p_out]
             in_avals = [get_aval(p) for p in primals]
-            t_out = custom_lin_p.bind(*res, *tangents, num_res=len(res), bwd=bwd,
-                                      out_avals=tuple(out_avals), in_avals=tuple(in_avals),
-                                      symbolic_zeros=symbolic_zeros)
+            t_out = bind_custom_lin(res, tangents, bwd=bwd, out_avals=out_avals,
+                                    in_avals=in_avals, symbolic_zeros=symbolic_zeros)
         return [self.wrap(p, t) for p, t in zip(p_out, t_out)]
 
 
@@ -345,11 +343,13 @@ class LinearFunction:
                 for a, ct in zip(self.in_avals, out)]
 
 
-def _scalars_to_arrays(primals):
-    """Python-scalar primals (from ``grad(f)(1.0)``) as weakly typed 0-d Arrays, so custom
-    rules see values with a dtype, as JAX's typed scalars have."""
-    return tuple(core.to_array(p) if type(p) in (int, float, complex, bool) else p
-                 for p in primals)
+def scalars_to_arrays(primals):
+    """Python-scalar primals as weakly typed 0-d Arrays. ``vjp``/``grad`` give their
+    inputs this form on entry, as JAX's ``vjp`` makes them typed scalars (values with a
+    dtype); ``jvp`` and ``linearize`` pass Python scalars on unchanged, as JAX does, so a
+    custom rule sees what the caller passed."""
+    return [core.to_array(p) if type(p) in (int, float, complex, bool) else p
+            for p in primals]
 
 
 def linearize_flat(fun, primals):
@@ -598,7 +598,11 @@ def defjvp(prim: Primitive, *jvp_fns):
 
 
 def _broadcast_to_ans(t, ans):
-    # Rank-0 operands broadcast in elementwise primitives; so must their tangents.
+    # Rank-0 operands broadcast in elementwise primitives; so must their tangents. A
+    # tangent passed through as given (``add``'s) that is a Python scalar becomes an
+    # array, as JAX's broadcast of it to the output does.
+    if type(t) in (int, float, complex, bool):
+        t = core.to_array(t)
     ts, shape = get_aval(t).shape, get_aval(ans).shape
     if ts != shape and ts == ():
         from kiln.lax.structural import broadcast_in_dim

@@ -99,10 +99,48 @@ def _jvp_rule(primals, tangents, *, jaxpr: ClosedJaxpr, name: str, **_):
 ad.jvp_rules[jit_p] = _jvp_rule
 
 
-# -- transpose (inline the backward pass of the inner jaxpr) ------------------------------------
+# -- transpose: a jit call of the inner jaxpr's backward pass -----------------------------------
 
 def _transpose_rule(cts, *args, jaxpr: ClosedJaxpr, name: str, **_):
-    return ad.backward_pass(jaxpr.jaxpr, jaxpr.consts, list(args), cts)
+    """As JAX, the transpose of a jit call is a jit call: of the inner jaxpr's backward
+    pass, traced once per (which inputs are linear, which cotangents are zero) and cached
+    with the jaxpr, so ``grad(jit(f))`` runs compiled code and traces ``f``'s custom
+    backward rules once."""
+    lin = tuple(type(a) is ad.UndefinedPrimal for a in args)
+    ct_nz = tuple(type(c) is not Zero for c in cts)
+    in_avals, out_avals = jaxpr.in_avals, jaxpr.out_avals
+
+    def make():
+        flags = []
+
+        def fun(*xs):
+            it = iter(xs)
+            full = [ad.UndefinedPrimal(a) if is_lin else next(it)
+                    for a, is_lin in zip(in_avals, lin)]
+            full_cts = [next(it) if nz else Zero(ad.tangent_aval(a))
+                        for a, nz in zip(out_avals, ct_nz)]
+            outs = ad.backward_pass(jaxpr.jaxpr, jaxpr.consts, full, full_cts)
+            lin_outs = [o for o, is_lin in zip(outs, lin) if is_lin]
+            flags[:] = [o is not None and type(o) is not Zero for o in lin_outs]
+            return [o for o, f in zip(lin_outs, flags) if f]
+
+        avals = ([a for a, is_lin in zip(in_avals, lin) if not is_lin]
+                 + [ad.tangent_aval(a) for a, nz in zip(out_avals, ct_nz) if nz])
+        closed, tconsts = trace_closed(fun, avals)
+        return closed, tconsts, tuple(flags)
+
+    closed, tconsts, flags = _cached("transpose", jaxpr, (lin, ct_nz), make)
+    res = [a for a, is_lin in zip(args, lin) if not is_lin]
+    outs = jit_p.bind(*tconsts, *res, *[c for c in cts if type(c) is not Zero],
+                      jaxpr=closed, name=name)
+    it_out, it_flag = iter(outs), iter(flags)
+    result = []
+    for a, is_lin in zip(args, lin):
+        if not is_lin:
+            result.append(None)
+        else:
+            result.append(next(it_out) if next(it_flag) else Zero(ad.tangent_aval(a.aval)))
+    return result
 
 
 ad.transpose_rules[jit_p] = _transpose_rule

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import weakref
 
+from kiln.core import jaxpr as _jaxpr_module
 from kiln.core import leaks
 from kiln.core import trace as core
 from kiln.core.avals import ShapedArray
@@ -181,6 +182,9 @@ def has_effects(eqn) -> bool:
             if isinstance(inner, Jaxpr) and _jaxpr_has_effects(inner):
                 return True
     return False
+
+
+_jaxpr_module.set_effects_rule(has_effects)
 
 
 def _jaxpr_has_effects(jaxpr: Jaxpr) -> bool:

@@ -75,6 +75,16 @@ def matmul(a, b, *, precision=None, preferred_element_type=None, out_sharding=No
                          "enough dimensions (has 0, gufunc core with signature (n?,k),(k,m?)->"
                          "(n?,m?) requires 1)")
     a_vec, b_vec = len(sa) == 1, len(sb) == 1
+    if a_vec or b_vec:
+        # A vector operand is contracted as is (one dot_general, as JAX stages it): its
+        # axis meets a's last axis / b's second-to-last, and never appears in the result.
+        ka, kb = sa[-1], sb[0] if b_vec else sb[-2]
+        if ka != kb:
+            raise TypeError(f"dot_general requires contracting dimensions to have the same "
+                            f"shape, got {(ka,)} and {(kb,)}.")
+        cb = 0 if b_vec else len(sb) - 2
+        return _dot_general(a, b, ((len(sa) - 1,), (cb,)), ((), ()), precision,
+                            preferred_element_type)
     if a_vec:
         a = lax.reshape(a, (1,) + sa)
         sa = (1,) + sa

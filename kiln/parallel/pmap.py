@@ -13,14 +13,14 @@ give the values JAX defines (JAX 0.10 no longer nests ``pmap``; kiln does).
 """
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 
 import numpy as np
 
 from kiln._physical_tree import tree_flatten, tree_leaves, tree_unflatten
 from kiln._traceback_util import api_boundary
-from kiln.api import _arg_names, _check_arg, _flatten_axes, vmap
+from kiln._wraps import wraps as _wraps
+from kiln.api import Compiled, Lowered, _arg_names, _check_arg, _flatten_axes, vmap
 from kiln.array import Array, make_array, to_array
 from kiln.core import trace as core
 from kiln.core.trace import Tracer
@@ -78,8 +78,8 @@ def pmap(fun: Callable, axis_name=None, *, in_axes=0, out_axes=0,
         in_axes = tuple(in_axes)
     cache: dict = {}
 
+    @_wraps(fun)
     @api_boundary
-    @functools.wraps(fun)
     def pmapped(*args, **kwargs):
         n = len(args)
         for i in static:
@@ -135,7 +135,60 @@ def pmap(fun: Callable, axis_name=None, *, in_axes=0, out_axes=0,
                         leaf.delete()
         return out
 
+    pmapped.lower = lambda *args, **kwargs: PmapLowered(pmapped, args, kwargs)
     return pmapped
+
+
+class PmapLowered(Lowered):
+    """``pmap(f).lower(*args)``: the mapped computation staged for these arguments' types
+    (``jax.stages.Lowered`` for pmap). ``as_text()`` prints kiln's program (a jaxpr of the
+    whole mapped computation; kiln builds no HLO); ``compile()`` gives the executable."""
+
+    def __init__(self, pmapped, args, kwargs):
+        from kiln.api import make_jaxpr
+        leaves, in_tree = tree_flatten((args, kwargs))
+        jaxpr, shapes = make_jaxpr(lambda a, k: pmapped(*a, **k), return_shape=True)(
+            args, kwargs)
+        super().__init__(jaxpr, in_tree, tree_flatten(shapes)[1],
+                         getattr(pmapped, "__name__", "pmap"))
+        self._pmapped = pmapped
+        self.in_avals = [to_array(x).aval if not isinstance(x, Array) else x.aval
+                         for x in leaves]
+        self._jaxpr = jaxpr
+
+    def as_text(self, dialect=None, **_kw) -> str:
+        return str(self._jaxpr)
+
+    def compile(self, compiler_options=None) -> PmapCompiled:
+        from kiln.api import _check_compiler_options
+        _check_compiler_options(compiler_options)
+        return PmapCompiled(self)
+
+
+class PmapCompiled(Compiled):
+    """The executable of a :class:`PmapLowered`: called with arguments of the lowered
+    types (others raise ``TypeError`` as JAX's ``Compiled``)."""
+
+    def __init__(self, lowered: PmapLowered):
+        super().__init__(lowered)
+        self._lowered = lowered
+
+    def as_text(self) -> str:
+        return self._lowered.as_text()
+
+    @api_boundary
+    def __call__(self, *args, **kwargs):
+        leaves, tree = tree_flatten((args, kwargs))
+        lowered = self._lowered
+        if tree != lowered.in_tree:
+            raise TypeError(f"function compiled for {lowered.in_tree}, called with {tree}")
+        for x, a in zip(leaves, lowered.in_avals):
+            xa = x.aval if isinstance(x, (Array, Tracer)) else to_array(x).aval
+            if xa.shape != a.shape or xa.dtype != a.dtype:
+                raise TypeError("Argument types differ from the types for which this "
+                                f"computation was compiled: got {xa.str_short()}, expected "
+                                f"{a.str_short()}")
+        return lowered._pmapped(*args, **kwargs)
 
 
 def _run(call, fun, dyn_args, kwargs, dyn_in_axes, dyn_pos, statics, axis_name, axis_size,

@@ -304,3 +304,34 @@ def test_integer_and_batched_scatter():
     f = kiln.vmap(lambda r, i, v: r.at[i].add(v))
     _check(f, X, np.array([[0, 1], [2, 3], [4, 1], [0, 0], [4, 4], [1, 2]], np.int32),
            R.standard_normal((6, 2)).astype(np.float32))
+
+
+@pytest.mark.parametrize("kind", ["while", "long_scan", "nested_while", "short_scan"])
+def test_first_call_of_a_looping_program_waits_for_its_build(kind):
+    """Under ``kiln_compile="async"`` a program with a while loop (or a scan of 64 steps or
+    more, also inside a cond) is compiled before its first call returns, instead of
+    running its loop on the reference backend; a short scan still runs at once."""
+    from kiln.backends import cpu
+    from kiln.config import config_context
+
+    def f(x):
+        if kind == "while":
+            return lax.while_loop(lambda c: c[0] < 100, lambda c: (c[0] + 1, c[1] * 1.01),
+                                  (0, x))[1]
+        if kind == "nested_while":
+            return lax.cond(x.sum() > 0, lambda y: lax.fori_loop(
+                0, x.shape[0] * 50, lambda i, c: c * 1.01, y), lambda y: y, x)
+        n = 100 if kind == "long_scan" else 3
+        return lax.scan(lambda c, _: (c * 1.01, None), x, None, length=n)[0]
+
+    jf = kiln.jit(f)
+    x = jnp.ones(4)
+    with config_context(kiln_compile="async"):
+        out = jf(x)
+        closed = jf._trace((x,), {})[0].jaxpr
+        exe = cpu.ready_executable(closed)
+    np.testing.assert_allclose(out, f(x), rtol=1e-5)
+    if kind == "short_scan":
+        assert not cpu._has_long_loop(closed.jaxpr)
+    else:
+        assert cpu._has_long_loop(closed.jaxpr) and exe is not None

@@ -565,8 +565,9 @@ def _custom_vjp_rule(error, enabled_errors, eqn, *args, call_jaxpr, fwd_jaxpr_th
                                         _avals([*err_vals, *args]))
     n = len(err_vals)
 
-    def fwd(primals):
-        p_out, res = fwd_jaxpr_thunk(list(primals[n:]))
+    def fwd(primals, perturbed=None):
+        p_out, res = fwd_jaxpr_thunk(list(primals[n:]),
+                                     None if perturbed is None else list(perturbed[n:]))
         return [*primals[:n], *p_out], res
     _copy_display(fwd, fwd_jaxpr_thunk)
 

@@ -18,6 +18,7 @@ from kiln.core.avals import AbstractToken, ShapedArray, abstract_token  # noqa: 
 from kiln.core.jaxpr import (  # noqa: F401
     ClosedJaxpr,
     DropVar,
+    Effect,
     Jaxpr,
     JaxprEqn,
     Literal,
@@ -60,10 +61,6 @@ Value = Any
 ParamDict = dict
 
 
-class Effect:
-    """Base class of side effects a jaxpr equation may have."""
-
-
 Effects = set
 no_effects: frozenset = frozenset()
 
@@ -71,7 +68,23 @@ no_effects: frozenset = frozenset()
 # ----------------------------------------------------------------------------------------------
 # Primitives defined by libraries.
 
-class Primitive(_CorePrimitive):
+class _PrimitiveType(type):
+    """In JAX every primitive (``add_p`` as much as a library's) is an instance of
+    ``jax.extend.core.Primitive``; kiln's own primitives are instances of the core class,
+    so the check looks at that class (Equinox type-checks equations' primitives with it)."""
+
+    def __instancecheck__(cls, obj):
+        if cls is Primitive:
+            return isinstance(obj, _CorePrimitive)
+        return super().__instancecheck__(obj)
+
+    def __subclasscheck__(cls, sub):
+        if cls is Primitive:
+            return isinstance(sub, type) and issubclass(sub, _CorePrimitive)
+        return super().__subclasscheck__(sub)
+
+
+class Primitive(_CorePrimitive, metaclass=_PrimitiveType):
     """A primitive defined through JAX's API (``jax.extend.core.Primitive``).
 
     As in JAX: ``def_impl`` gives the eager implementation, which receives and returns

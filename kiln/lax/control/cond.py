@@ -276,7 +276,14 @@ def switch(index, branches, *operands, operand=_no_operand):
 def _cond_jvp(primals, tangents, *, branches):
     index, *ops = primals
     nz = [type(t) is not Zero for t in tangents[1:]]
-    inst = [ad.is_differentiable_dtype(a.dtype) for a in branches[0].out_avals]
+    # As JAX: an output's tangent is symbolically zero unless some branch makes it
+    # nonzero (then every branch instantiates it), so zeros stay symbolic through a cond
+    # (rules such as ``custom_jvp``s further on see them as ``Zero``).
+    n_out = len(branches[0].out_avals)
+    inst = [False] * n_out
+    for br in branches:
+        _, onz = common.jvp_jaxpr(br, nz, [False] * n_out)
+        inst = [a or b for a, b in zip(inst, onz)]
     new = []
     out_nz = None
     for br in branches:

@@ -634,7 +634,8 @@ def _scan_jvp(primals, tangents, *, jaxpr, length, reverse, num_consts, num_carr
         if new == carry_nz:
             break
         carry_nz = new
-    inst = carry_nz + [ad.is_differentiable_dtype(a.dtype) for a in jaxpr.out_avals[ncar:]]
+    # As JAX: the ys' tangents stay symbolic zeros where the body gives zeros.
+    inst = carry_nz + [False] * (n_out - ncar)
     jvp_j, out_nz = common.jvp_jaxpr(jaxpr, const_nz + carry_nz + xs_nz, inst)
     ys_nz = out_nz[ncar:]
     # jvp_j inputs: (consts, carry, xs, consts_t, carry_t, xs_t); reorder to
