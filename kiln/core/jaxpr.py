@@ -397,7 +397,11 @@ def check_jaxpr(jaxpr: Jaxpr) -> None:
 # Evaluation under the current trace.
 
 def eval_jaxpr(jaxpr: Jaxpr, consts, *args):
-    """Evaluate ``jaxpr`` by binding each equation's primitive under the current trace."""
+    """Evaluate ``jaxpr`` by binding each equation's primitive under the current trace.
+
+    Equations staged meanwhile (when the current trace stages) keep the source position
+    of the equation they come from, as in JAX, not the position of this call."""
+    from kiln.core.source_info import _override
     env = {}
 
     def read(v):
@@ -409,14 +413,20 @@ def eval_jaxpr(jaxpr: Jaxpr, consts, *args):
         raise TypeError(f"jaxpr expects {len(jaxpr.invars)} arguments, got {len(args)}")
     for v, x in zip(jaxpr.invars, args):
         env[v] = x
-    for eqn in jaxpr.eqns:
-        ins = [read(v) for v in eqn.invars]
-        outs = eqn.primitive.bind(*ins, **eqn.params)
-        if eqn.primitive.multiple_results:
-            for v, o in zip(eqn.outvars, outs):
-                env[v] = o
-        else:
-            env[eqn.outvars[0]] = outs
+    prev = _override.value
+    try:
+        for eqn in jaxpr.eqns:
+            ins = [read(v) for v in eqn.invars]
+            src = eqn.source_info
+            _override.value = prev if src is None else src
+            outs = eqn.primitive.bind(*ins, **eqn.params)
+            if eqn.primitive.multiple_results:
+                for v, o in zip(eqn.outvars, outs):
+                    env[v] = o
+            else:
+                env[eqn.outvars[0]] = outs
+    finally:
+        _override.value = prev
     return [read(v) for v in jaxpr.outvars]
 
 

@@ -760,9 +760,9 @@ def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
 def array_equal(a1, a2, equal_nan=False):
     """True when the arrays have the same shape and elements."""
     if _is_key(a1) or _is_key(a2):
-        eq = _keys_equal("equal", a1, a2)       # JAX's TypeError for a non-key operand
-        if a1.shape != a2.shape or a1.dtype != a2.dtype:
+        if _is_key(a1) and _is_key(a2) and (a1.shape != a2.shape or a1.dtype != a2.dtype):
             return make_array(np.bool_(False))
+        eq = _keys_equal("equal", a1, a2)       # JAX's TypeError for a non-key operand
         from kiln.numpy._reductions import all as _all
         return _all(eq)
     try:
