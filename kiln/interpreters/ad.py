@@ -16,6 +16,7 @@ from kiln.core.jaxpr import Jaxpr, Literal, Var
 from kiln.core.source_info import _override as _source_override
 from kiln.core.trace import Primitive, Trace, Tracer, check_foreign_tracer, get_aval
 from kiln.core.trace import set_current_trace as _set_trace
+from kiln.interpreters import jax_protocol
 from kiln.interpreters.staging import JaxprTrace
 
 jvp_rules: dict = {}
@@ -192,8 +193,8 @@ class JVPTrace(Trace):
         primals, tangents = zip(*(self.to_primal_tangent(x) for x in args)) if args else ((), ())
         primals = _scalars_to_arrays(primals)
         if all(t is None or type(t) is Zero for t in tangents):
-            return self.parent.process_custom_jvp_call(fun, jvp, list(primals),
-                                                       symbolic_zeros=symbolic_zeros)
+            return jax_protocol.custom_jvp_call(self.parent, fun, jvp, list(primals),
+                                                symbolic_zeros=symbolic_zeros)
         tangents = [Zero.from_primal_value(p) if t is None else t
                     for p, t in zip(primals, tangents)]
         if not symbolic_zeros:
@@ -207,8 +208,8 @@ class JVPTrace(Trace):
         primals, tangents = zip(*(self.to_primal_tangent(x) for x in args)) if args else ((), ())
         primals = _scalars_to_arrays(primals)
         if all(t is None or type(t) is Zero for t in tangents):
-            return self.parent.process_custom_vjp_call(fun, fwd, bwd, list(primals), out_trees,
-                                                       symbolic_zeros=symbolic_zeros)
+            return jax_protocol.custom_vjp_call(self.parent, fun, fwd, bwd, list(primals), out_trees,
+                                                symbolic_zeros=symbolic_zeros)
         tangents = [instantiate_zeros(Zero.from_primal_value(p)) if t is None else
                     instantiate_zeros(t) for p, t in zip(primals, tangents)]
         with _set_trace(self.parent):

@@ -20,6 +20,7 @@ from kiln.core.avals import ShapedArray
 from kiln.core.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var
 from kiln.core.source_info import current as _source_info
 from kiln.core.trace import Trace, Tracer, check_foreign_tracer, get_aval, set_current_trace
+from kiln.interpreters import jax_protocol
 
 # partial_eval_rules[prim](trace, args, params) -> outputs; used when some inputs are known.
 partial_eval_rules: dict = {}
@@ -122,8 +123,8 @@ class JaxprTrace(Trace):
             return core.eval_trace.process_custom_jvp_call(fun, jvp, args,
                                                            symbolic_zeros=symbolic_zeros)
         if self.forward_known and not any(self.is_own(x) for x in args):
-            return self.parent.process_custom_jvp_call(fun, jvp, args,
-                                                       symbolic_zeros=symbolic_zeros)
+            return jax_protocol.custom_jvp_call(self.parent, fun, jvp, args,
+                                                symbolic_zeros=symbolic_zeros)
         return stage_custom_jvp(self, fun, jvp, args, symbolic_zeros)
 
     def process_custom_vjp_call(self, fun, fwd, bwd, args, out_trees, *, symbolic_zeros=False):
@@ -132,8 +133,8 @@ class JaxprTrace(Trace):
             return core.eval_trace.process_custom_vjp_call(fun, fwd, bwd, args, out_trees,
                                                            symbolic_zeros=symbolic_zeros)
         if self.forward_known and not any(self.is_own(x) for x in args):
-            return self.parent.process_custom_vjp_call(fun, fwd, bwd, args, out_trees,
-                                                       symbolic_zeros=symbolic_zeros)
+            return jax_protocol.custom_vjp_call(self.parent, fun, fwd, bwd, args, out_trees,
+                                                symbolic_zeros=symbolic_zeros)
         return stage_custom_vjp(self, fun, fwd, bwd, args, out_trees, symbolic_zeros)
 
     # -- output -------------------------------------------------------------------------------
