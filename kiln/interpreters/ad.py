@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from kiln import dtypes
+from kiln.core import source_info as _si
 from kiln.core import trace as core
 from kiln.core.avals import ShapedArray
 from kiln.core.jaxpr import Jaxpr, Literal, Var
@@ -241,7 +242,7 @@ def jvp_flat(fun, primals, tangents, *, instantiate=True):
     trace = JVPTrace()
     ins = [p if type(t) is Zero else JVPTracer(trace, p, t) for p, t in zip(primals, tangents)]
     try:
-        with _set_trace(trace):
+        with _set_trace(trace), _si.transform_name_stack("jvp"):
             outs = fun(*ins)
         p_out, t_out = _unzip_outputs(trace, outs)
     finally:
@@ -290,7 +291,7 @@ def linearize_flat(fun, primals):
         t = pe.new_arg(a)
         ins.append(JVPTracer(jt, p, t) if a.dtype != dtypes.float0 else p)
     try:
-        with _set_trace(jt):
+        with _set_trace(jt), _si.transform_name_stack("jvp"):
             outs = fun(*ins)
         p_out, t_out = _unzip_outputs(jt, outs)
     finally:
@@ -340,7 +341,13 @@ def backward_pass(jaxpr: Jaxpr, consts, args, cts_out):
             lin_eqns.append(eqn)
             linear.update(eqn.outvars)
         else:
-            outs = eqn.primitive.bind(*[read_primal(v) for v in eqn.invars], **eqn.params)
+            si = eqn.source_info
+            if si is None or not si.name_stack.stack:
+                outs = eqn.primitive.bind(*[read_primal(v) for v in eqn.invars], **eqn.params)
+            else:
+                with _si.set_name_stack(_si.current_name_stack() + si.name_stack):
+                    outs = eqn.primitive.bind(*[read_primal(v) for v in eqn.invars],
+                                              **eqn.params)
             if not eqn.primitive.multiple_results:
                 outs = [outs]
             for v, o in zip(eqn.outvars, outs):
@@ -357,6 +364,8 @@ def backward_pass(jaxpr: Jaxpr, consts, args, cts_out):
     for v, ct in zip(jaxpr.outvars, cts_out):
         write_ct(v, ct)
 
+    # Equations staged by the transpose rules are named ``transpose(<forward name stack>)``.
+    transposed = _si.current_name_stack().transform("transpose")
     for eqn in reversed(lin_eqns):
         cts = [ct_env.pop(v, None) for v in eqn.outvars]
         if all(c is None for c in cts):
@@ -371,17 +380,18 @@ def backward_pass(jaxpr: Jaxpr, consts, args, cts_out):
                 f"'{eqn.primitive.name}' not implemented")
         ct_arg = cts if eqn.primitive.multiple_results else cts[0]
         si = eqn.source_info
-        if si is None:
-            cts_in = rule(ct_arg, *invals, **eqn.params)
-        else:       # equations the rule stages carry the forward line, as in JAX
-            prev = _source_override.value
+        # Equations the rule stages (and the accumulation of its cotangents) carry the
+        # forward equation's line and transposed name stack, as in JAX.
+        prev = _source_override.value
+        if si is not None:
             _source_override.value = si
-            try:
+        try:
+            with _si.set_name_stack(transposed if si is None else transposed + si.name_stack):
                 cts_in = rule(ct_arg, *invals, **eqn.params)
-            finally:
-                _source_override.value = prev
-        for v, ct in zip(eqn.invars, cts_in):
-            write_ct(v, ct)
+                for v, ct in zip(eqn.invars, cts_in):
+                    write_ct(v, ct)
+        finally:
+            _source_override.value = prev
 
     return [ct_env.get(v, Zero(v.aval)) if v in linear else Zero(v.aval)
             for v in jaxpr.invars]

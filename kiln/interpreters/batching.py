@@ -13,6 +13,7 @@ import threading
 import weakref
 
 from kiln.core import leaks
+from kiln.core.source_info import transform_name_stack
 from kiln.core.trace import Trace, Tracer, aval_str, check_foreign_tracer, get_aval
 from kiln.core.trace import set_current_trace as _set_trace
 from kiln.interpreters import jax_protocol
@@ -246,7 +247,7 @@ def batch_flat(fun, vals, dims, axis_data: AxisData, out_dims_req=None):
     ins = [v if d is None else BatchTracer(trace, v, d) for v, d in zip(vals, dims)]
     axis_env.append((axis_data.name, axis_data.size))
     try:
-        with _set_trace(trace):
+        with _set_trace(trace), transform_name_stack("vmap"):
             outs = fun(*ins)
         res_vals, res_dims = [], []
         for o in outs:
