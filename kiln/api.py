@@ -1839,7 +1839,8 @@ class ensure_compile_time_eval(contextlib.ContextDecorator):
 
 
 class named_scope:
-    """Accepted for compatibility: names a region of the program (no effect on results)."""
+    """Enter a named scope: equations staged inside it carry the name in their name stack
+    (``eqn.source_info.name_stack``, ``outer/inner``), as in JAX. Usable as a decorator."""
 
     def __init__(self, name: str):
         if not isinstance(name, str):
@@ -1847,20 +1848,26 @@ class named_scope:
         self.name = name
 
     def __enter__(self):
-        return self
+        from kiln.core import source_info
+        self._cm = source_info.extend_name_stack(self.name)
+        return self._cm.__enter__()
 
     def __exit__(self, *exc):
-        return False
+        return self._cm.__exit__(*exc)
 
     def __call__(self, fun: Callable) -> Callable:
         """Used as a decorator: ``fun`` runs inside this scope (as JAX allows)."""
         @_wraps(fun)
         def wrapped(*args, **kwargs):
-            with self:
+            with named_scope(self.name):
                 return fun(*args, **kwargs)
         return wrapped
 
 
 def named_call(fun: Callable, *, name: str | None = None) -> Callable:
-    """Accepted for compatibility: returns ``fun`` (kiln keeps no call names yet)."""
-    return fun
+    """``fun`` running inside :class:`named_scope` ``name`` (default: ``fun.__name__``): the
+    equations it stages carry the name, as JAX's ``named_call`` (Haiku names its modules
+    this way)."""
+    if name is None:
+        name = fun.__name__
+    return named_scope(name)(fun)

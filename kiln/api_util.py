@@ -52,7 +52,7 @@ def _flatten_fun(f, store, in_tree, *args_flat):
 def flatten_fun(f: WrappedFun, in_tree) -> tuple[WrappedFun, Callable[[], Any]]:
     """``f`` as a function of the leaves of ``(args, kwargs)`` (structure ``in_tree``)
     returning a flat list; the thunk gives the output treedef after a call."""
-    return transformation_with_aux2(_flatten_fun, f, in_tree)
+    return transformation_with_aux2(_flatten_fun)(f, in_tree)
 
 
 def _flatten_fun_nokwargs(f, store, in_tree, *args_flat):
@@ -66,7 +66,7 @@ def _flatten_fun_nokwargs(f, store, in_tree, *args_flat):
 def flatten_fun_nokwargs(f: WrappedFun, in_tree) -> tuple[WrappedFun, Callable[[], Any]]:
     """:func:`flatten_fun` for positional arguments only (``in_tree`` is the args tuple's
     structure)."""
-    return transformation_with_aux2(_flatten_fun_nokwargs, f, in_tree)
+    return transformation_with_aux2(_flatten_fun_nokwargs)(f, in_tree)
 
 
 def _source_info(fun: Callable) -> str:

@@ -40,7 +40,7 @@ from kiln._wraps import wraps as _wraps
 from kiln.array import Array, make_array
 from kiln.core.jaxpr import ClosedJaxpr, eval_jaxpr, pp_param_rules
 from kiln.core.trace import Primitive, Tracer, current_trace, get_aval, set_current_trace
-from kiln.interpreters import ad, batching, staging
+from kiln.interpreters import ad, batching, jax_protocol, staging
 from kiln.interpreters.ad import Zero
 
 
@@ -284,8 +284,8 @@ class custom_jvp:
             return list(p_leaves), outs_t
 
         _set_display(flat_jvp, name=_fn_name(user_fun), jvp=user_jvp)
-        outs = current_trace().process_custom_jvp_call(flat_fun, flat_jvp, flat,
-                                                       symbolic_zeros=symbolic)
+        outs = jax_protocol.custom_jvp_call(current_trace(), flat_fun, flat_jvp, flat,
+                                            symbolic_zeros=symbolic)
         return tree_unflatten(store["tree"], outs)
 
 
@@ -411,8 +411,8 @@ class custom_vjp:
             return leaves
 
         _set_display(flat_fwd, name=_fn_name(user_fun), bwd=user_bwd, fwd=user_fwd)
-        outs = current_trace().process_custom_vjp_call(flat_fun, flat_fwd, flat_bwd, flat,
-                                                       None, symbolic_zeros=self.symbolic_zeros)
+        outs = jax_protocol.custom_vjp_call(current_trace(), flat_fun, flat_fwd, flat_bwd, flat,
+                                            None, symbolic_zeros=self.symbolic_zeros)
         return tree_unflatten(store["tree"], outs)
 
 
@@ -723,7 +723,7 @@ def _batched_jvp_callables(axis_data, fun, jvp, vals, dims):
 def batch_custom_jvp(trace, fun, jvp, vals, dims, symbolic_zeros):
     bfun, bjvp, bvals = _batched_jvp_callables(trace.axis_data, fun, jvp, vals, dims)
     _copy_display(bjvp, jvp)
-    outs = trace.parent.process_custom_jvp_call(bfun, bjvp, bvals, symbolic_zeros=False)
+    outs = jax_protocol.custom_jvp_call(trace.parent, bfun, bjvp, bvals, symbolic_zeros=False)
     return [batching.BatchTracer(trace, o, 0) for o in outs]
 
 
@@ -806,8 +806,8 @@ def _batched_vjp_callables(axis_data, fun, fwd, bwd, vals, dims):
 def batch_custom_vjp(trace, fun, fwd, bwd, vals, dims, out_trees, symbolic_zeros):
     bfun, bfwd, bbwd, bvals = _batched_vjp_callables(trace.axis_data, fun, fwd, bwd, vals, dims)
     _copy_display(bfwd, fwd)
-    outs = trace.parent.process_custom_vjp_call(bfun, bfwd, bbwd, bvals, out_trees,
-                                                symbolic_zeros=symbolic_zeros)
+    outs = jax_protocol.custom_vjp_call(trace.parent, bfun, bfwd, bbwd, bvals, out_trees,
+                                        symbolic_zeros=symbolic_zeros)
     return [batching.BatchTracer(trace, o, 0) for o in outs]
 
 

@@ -309,15 +309,17 @@ def test_linear_util_transformations():
         return out
 
     f = lu.wrap_init(lambda x, y, *, bias: [x + y + bias], {"bias": 1.0})
-    g = lu.transformation2(scale, f, 10.0)
-    g, n = lu.transformation_with_aux2(record, g)
+    g = lu.transformation2(scale)(f, 10.0)
+    g, n = lu.transformation_with_aux2(record)(g)
     assert g.call_wrapped(1.0, 2.0) == [40.0] and n() == 1
+    # JAX curries them: a call with every argument is still a thunk.
+    assert lu.transformation2(scale, f, 10.0)().call_wrapped(1.0, 2.0) == [40.0]
 
     def gen_double(*args):
         ans = yield args, {}
         yield [2 * a for a in ans]
 
-    h = lu.transformation(gen_double, lu.wrap_init(lambda x: [x + 1]))
+    h = lu.transformation(gen_double)(lu.wrap_init(lambda x: [x + 1]))
     assert h.call_wrapped(3) == [8]
     s = lu.Store()
     with pytest.raises(lu.StoreException):

@@ -17,6 +17,9 @@ jjnp = jax.numpy
 
 
 def _jax_message(fn, *args, flag="jax_debug_nans"):
+    # JAX's message depends on what it compiled before (other tests in this process
+    # jit the same jnp functions): start from empty caches.
+    jax.clear_caches()
     jax.config.update(flag, True)
     try:
         fn(*args)

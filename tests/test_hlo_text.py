@@ -176,3 +176,62 @@ def test_dialects():
     assert h.as_hlo_module() is h and h.as_hlo_module().to_string() == h.as_hlo_text()
     with pytest.raises(ValueError, match="unknown dialect 'mhlo'"):
         lowered.compiler_ir("mhlo")
+
+
+def _op_line(text, marker):
+    """The right-hand side of the first line of ``text`` containing ``marker``."""
+    return next(ln for ln in text.splitlines() if marker in ln).split(" = ", 1)[1]
+
+
+def _texts(lowered):
+    return {"hlo": lowered.compiler_ir(dialect="hlo").as_hlo_text(),
+            "stablehlo": str(lowered.compiler_ir(dialect="stablehlo"))}
+
+
+_PRECISIONS = [None, "DEFAULT", "HIGH", "HIGHEST", ("DEFAULT", "HIGHEST"), "bfloat16",
+               "F32_F32_F32", "BF16_BF16_F32", "BF16_BF16_F32_X3"]
+
+
+def _precision(lax_, p):
+    if isinstance(p, tuple):
+        return tuple(lax_.Precision[q] for q in p)
+    if p in ("DEFAULT", "HIGH", "HIGHEST"):
+        return lax_.Precision[p]
+    if p is not None and p.isupper():
+        return lax_.DotAlgorithmPreset[p]
+    return p
+
+
+def _strip_names(line):
+    return re.sub(r"\((?:Arg_0|a)\.1, (?:Arg_1|b)\.1\)", "(x, y)", line)
+
+
+@pytest.mark.parametrize("p", _PRECISIONS, ids=str)
+def test_dot_precision_text_matches_jax(p):
+    """XLA prints ``operand_precision={high,high}`` (Haiku's tests look for it) or
+    ``algorithm=dot_...``; StableHLO always prints the pair of precisions."""
+    jax = pytest.importorskip("jax")
+
+    def make(lax_):
+        return lambda a, b: lax_.dot(a, b, precision=_precision(lax_, p))
+    ours = _texts(kiln.jit(make(lax)).lower(X23, Y34))
+    theirs = _texts(jax.jit(make(jax.lax)).lower(X23, Y34))
+    for dialect, marker in (("hlo", " dot("), ("stablehlo", "stablehlo.dot_general")):
+        assert (_strip_names(_op_line(ours[dialect], marker))
+                == _strip_names(_op_line(theirs[dialect], marker)))
+
+
+@pytest.mark.parametrize("p", [None, "HIGHEST", ("HIGH", "DEFAULT"), "F32_F32_F32"], ids=str)
+def test_conv_precision_text_matches_jax(p):
+    jax = pytest.importorskip("jax")
+    im, k = np.ones((1, 5, 5, 1), np.float32), np.ones((3, 3, 1, 1), np.float32)
+
+    def make(lax_):
+        return lambda a, b: lax_.conv_general_dilated(
+            a, b, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"),
+            precision=_precision(lax_, p))
+    ours = _texts(kiln.jit(make(lax)).lower(im, k))
+    theirs = _texts(jax.jit(make(jax.lax)).lower(im, k))
+    for dialect, marker in (("hlo", " convolution("), ("stablehlo", "stablehlo.convolution")):
+        assert (_strip_names(_op_line(ours[dialect], marker))
+                == _strip_names(_op_line(theirs[dialect], marker)))

@@ -217,6 +217,21 @@ def _iota(ctx, eqn, xs):
     return [ctx.emit("iota", _out(eqn), [], "iota", iota_dimension=eqn.params["dimension"])]
 
 
+def _precision_attrs(precision, algorithms: bool = True) -> dict:
+    """XLA's attributes for a (canonical) ``precision`` parameter: ``operand_precision``
+    (lower-case names of the two operands' ``Precision``) unless both are ``DEFAULT``, or
+    for a ``DotAlgorithmPreset`` other than ``DEFAULT`` (dots only) ``algorithm``
+    (``dot_bf16_bf16_f32``)."""
+    from kiln.lax.dot import DotAlgorithmPreset
+    if isinstance(precision, tuple) and len(precision) == 2:
+        names = tuple(p.name.lower() for p in precision)
+        return {} if names == ("default", "default") else {"operand_precision": names}
+    if (algorithms and isinstance(precision, DotAlgorithmPreset)
+            and precision is not DotAlgorithmPreset.DEFAULT):
+        return {"algorithm": "dot_" + precision.name.lower()}
+    return {}
+
+
 def _dot_general(ctx, eqn, xs):
     (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
     attrs = {}
@@ -226,6 +241,7 @@ def _dot_general(ctx, eqn, xs):
     if rb:
         attrs["rhs_batch_dims"] = tuple(rb)
     attrs["rhs_contracting_dims"] = tuple(rc)
+    attrs.update(_precision_attrs(eqn.params.get("precision")))
     return [ctx.emit("dot", _out(eqn), xs, "dot_general", **attrs)]
 
 
@@ -375,6 +391,8 @@ def _conv(ctx, eqn, xs):
         attrs["feature_group_count"] = p["feature_group_count"]
     if p["batch_group_count"] != 1:
         attrs["batch_group_count"] = p["batch_group_count"]
+    # XLA keeps no algorithm on a convolution: a DotAlgorithmPreset prints nothing.
+    attrs.update(_precision_attrs(p.get("precision"), algorithms=False))
     return [ctx.emit("convolution", _out(eqn), xs[:2], "conv_general_dilated", **attrs)]
 
 

@@ -133,6 +133,8 @@ def _attr_text(key, value) -> str:
                                      for lo, hi, it in value)
     if key == "window":
         return "window=" + _window_text(value)
+    if key == "operand_precision":
+        return f"{key}={{{','.join(value)}}}"
     if key == "custom_call_target":
         return f'{key}="{value}"'
     if isinstance(value, bool):

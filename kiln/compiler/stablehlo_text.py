@@ -69,6 +69,28 @@ def _ilist(xs) -> str:
     return "[" + ", ".join(str(int(x)) for x in xs) + "]"
 
 
+def _precisions(attrs) -> tuple:
+    """The operands' precisions of a dot or convolution (lower-case names)."""
+    return attrs.get("operand_precision", ("default", "default"))
+
+
+def _algorithm_text(name: str) -> str:
+    """StableHLO's ``#stablehlo.dot_algorithm`` body for XLA's algorithm ``name``
+    (``dot_bf16_bf16_f32_x3``: operand and accumulation types, primitive operations)."""
+    parts = name[len("dot_"):].split("_")
+    ops = 1
+    if parts[-1].startswith("x") and parts[-1][1:].isdigit():
+        ops = int(parts.pop()[1:])
+    if parts[-1] == "accum":      # ..._fast_accum
+        parts = parts[:-2]
+    lhs, rhs, acc = ("_".join(parts[:-2]) if len(parts) > 3 else parts[0]), parts[-2], parts[-1]
+    if len(parts) > 3:              # any_f8_any_f8_<acc>
+        lhs, rhs = "_".join(parts[:2]), "_".join(parts[2:4])
+    return (f"<lhs_precision_type = {lhs}, rhs_precision_type = {rhs}, accumulation_type = "
+            f"{acc}, lhs_component_count = 1, rhs_component_count = 1, "
+            f"num_primitive_operations = {ops}, allow_imprecise_accumulation = false>")
+
+
 def _iarray(xs) -> str:
     return "array<i64" + "".join(f"{', ' if i else ': '}{int(x)}" for i, x in enumerate(xs)) + ">"
 
@@ -304,6 +326,9 @@ class _Printer:
                              f"{_ilist(a['rhs_batch_dims'])}")
             parts.append(f"contracting_dims = {_ilist(a['lhs_contracting_dims'])} x "
                          f"{_ilist(a['rhs_contracting_dims'])}")
+            parts.append("precision = [" + ", ".join(p.upper() for p in _precisions(a)) + "]")
+            if "algorithm" in a:
+                parts.append("algorithm = " + _algorithm_text(a["algorithm"]))
             lines.append(f"{pre}stablehlo.dot_general {ops[0]}, {ops[1]}, "
                          f"{', '.join(parts)} : {sig}")
         elif op == "dynamic-slice":
@@ -437,11 +462,14 @@ class _Printer:
         w = a["window"]
         pads = ", ".join(f"[{lo}, {hi}]" for lo, hi in w["pad"])
         win = (f"stride = {_ilist(w['stride'])}, pad = [{pads}], lhs_dilate = "
-               f"{_ilist(w['lhs_dilate'])}, rhs_dilate = {_ilist(w['rhs_dilate'])}")
+               f"{_ilist(w['lhs_dilate'])}, rhs_dilate = {_ilist(w['rhs_dilate'])}, reverse = ["
+               + ", ".join(["false"] * len(w["stride"])) + "]")
+        prec = ", ".join(f"#stablehlo<precision {p.upper()}>" for p in _precisions(a))
         return (f"stablehlo.convolution({ops[0]}, {ops[1]}) dim_numbers = {fmt(lhs)}x"
                 f"{fmt(rhs)}->{fmt(out)}, window = {{{win}}} {{batch_group_count = "
                 f"{a.get('batch_group_count', 1)} : i64, feature_group_count = "
-                f"{a.get('feature_group_count', 1)} : i64}} : {sig}")
+                f"{a.get('feature_group_count', 1)} : i64, precision_config = [{prec}]}} : "
+                f"{sig}")
 
     # -- the module -----------------------------------------------------------------------
 

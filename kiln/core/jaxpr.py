@@ -413,12 +413,15 @@ def eval_jaxpr(jaxpr: Jaxpr, consts, *args):
         raise TypeError(f"jaxpr expects {len(jaxpr.invars)} arguments, got {len(args)}")
     for v, x in zip(jaxpr.invars, args):
         env[v] = x
-    prev = _override.value
+    prev, prev_ns = _override.value, _override.name_stack
     try:
         for eqn in jaxpr.eqns:
             ins = [read(v) for v in eqn.invars]
             src = eqn.source_info
-            _override.value = prev if src is None else src
+            if src is None:
+                _override.value, _override.name_stack = prev, prev_ns
+            else:    # the equation's position, its name stack under the current one
+                _override.value, _override.name_stack = src, prev_ns + src.name_stack
             outs = eqn.primitive.bind(*ins, **eqn.params)
             if eqn.primitive.multiple_results:
                 for v, o in zip(eqn.outvars, outs):
@@ -426,7 +429,7 @@ def eval_jaxpr(jaxpr: Jaxpr, consts, *args):
             else:
                 env[eqn.outvars[0]] = outs
     finally:
-        _override.value = prev
+        _override.value, _override.name_stack = prev, prev_ns
     return [read(v) for v in jaxpr.outvars]
 
 

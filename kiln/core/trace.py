@@ -158,9 +158,27 @@ def set_current_trace(trace: Trace):
 
 
 class Trace:
-    """A transformation's interpreter for primitive applications."""
+    """A transformation's interpreter for primitive applications.
+
+    kiln's trace classes take custom-derivative calls in kiln's form
+    (``process_custom_jvp_call(fun, jvp, args, *, symbolic_zeros)``); a trace class defined
+    outside kiln (a library's own transformation) follows JAX's protocol (``jax_protocol``
+    is True) and is handed JAX's form, and kiln's classes accept JAX's form from it too
+    (see :mod:`kiln.interpreters.jax_protocol`).
+    """
 
     __slots__ = ("parent", "id", "alive", "__weakref__")
+    jax_protocol = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.jax_protocol = not cls.__module__.startswith("kiln.")
+        if cls.jax_protocol:
+            return
+        for kind in ("jvp", "vjp"):
+            name = f"process_custom_{kind}_call"
+            if name in cls.__dict__:
+                setattr(cls, name, _accepting_jax_form(kind, cls.__dict__[name]))
 
     def __init__(self, parent: Trace | None = None):
         self.parent = _state.trace if parent is None else parent
@@ -192,6 +210,20 @@ class Trace:
 
     def __repr__(self):
         return f"{type(self).__name__}#{self.id}"
+
+
+def _accepting_jax_form(kind: str, method):
+    """``method`` (a kiln trace's ``process_custom_{kind}_call``), also accepting JAX's
+    form of the call, which starts with the primitive (from traces of libraries)."""
+    def process_custom_call(self, *args, **kwargs):
+        if args and isinstance(args[0], Primitive):
+            from kiln.interpreters.jax_protocol import to_kiln_form
+            args, kwargs = to_kiln_form(kind, args, kwargs)
+        return method(self, *args, **kwargs)
+    process_custom_call.__name__ = method.__name__
+    process_custom_call.__qualname__ = method.__qualname__
+    process_custom_call.__doc__ = method.__doc__
+    return process_custom_call
 
 
 def check_foreign_tracer(trace: Trace, x: Tracer) -> None:

@@ -193,24 +193,30 @@ def wrap_init(f: Callable, params=None, *, debug_info: DebugInfo | None = None
     return WrappedFun(f, inner, (), (), params, None, debug_info)
 
 
-def transformation2(gen: Callable, fun: WrappedFun | None = None, *gen_static_args):
-    """Add the transformation ``gen(inner, *gen_static_args, *args, **kwargs)`` to ``fun``.
+def _curried(f: Callable) -> Callable:
+    """``f`` curried as JAX curries its ``lu.transformation*`` functions: a call with any
+    arguments returns ``functools.partial(f, *args, **kwargs)``. So ``@transformation2``
+    makes a generator a function ``(fun, *static_args) -> WrappedFun``, and a direct
+    ``transformation2(gen, fun, *static_args)`` is a thunk that returns it."""
+    @functools.wraps(f)
+    def curried(*args, **kwargs):
+        return functools.partial(f, *args, **kwargs)
+    return curried
 
-    Used as ``transformation2(gen, fun, *static_args)`` or, curried, as a decorator:
-    ``@transformation2`` makes ``gen`` a function ``(fun, *static_args) -> WrappedFun``.
-    """
-    if fun is None:
-        return lambda fun, *static: transformation2(gen, fun, *static)
+
+@_curried
+def transformation2(gen: Callable, fun: WrappedFun, *gen_static_args) -> WrappedFun:
+    """Add the transformation ``gen(inner, *gen_static_args, *args, **kwargs)`` to ``fun``
+    (curried: ``@transformation2`` on ``gen``, then ``gen(fun, *static_args)``)."""
     return fun.wrap(gen, gen_static_args, None)
 
 
-def transformation_with_aux2(gen: Callable, fun: WrappedFun | None = None, *gen_static_args,
+@_curried
+def transformation_with_aux2(gen: Callable, fun: WrappedFun, *gen_static_args,
                              use_eq_store: bool = False):
     """Add ``gen(inner, store, *gen_static_args, *args, **kwargs)``, which writes an
     auxiliary result to ``store``. Returns ``(wrapped, aux_thunk)``; ``aux_thunk()`` reads
     the auxiliary result after a call. Curried as :func:`transformation2`."""
-    if fun is None:
-        return lambda fun, *static, **kw: transformation_with_aux2(gen, fun, *static, **kw)
     store = EqualStore() if use_eq_store else Store()
     return fun.wrap(gen, gen_static_args, store), lambda: store.val
 
@@ -237,21 +243,20 @@ def _generator_aux_adapter(gen):
     return run
 
 
-def transformation(gen: Callable, fun: WrappedFun | None = None, *gen_static_args):
+@_curried
+def transformation(gen: Callable, fun: WrappedFun, *gen_static_args) -> WrappedFun:
     """Generator-style :func:`transformation2`: ``gen(*static_args, *args, **kwargs)``
     yields ``(args, kwargs)`` for the inner call, receives its answer and yields the
     result."""
-    if fun is None:
-        return lambda fun, *static: transformation(gen, fun, *static)
-    return transformation2(_generator_adapter(gen), fun, *gen_static_args)
+    return fun.wrap(_generator_adapter(gen), gen_static_args, None)
 
 
-def transformation_with_aux(gen: Callable, fun: WrappedFun | None = None, *gen_static_args):
+@_curried
+def transformation_with_aux(gen: Callable, fun: WrappedFun, *gen_static_args):
     """Generator-style :func:`transformation_with_aux2`: the generator's final yield is
     ``(answer, aux)``."""
-    if fun is None:
-        return lambda fun, *static: transformation_with_aux(gen, fun, *static)
-    return transformation_with_aux2(_generator_aux_adapter(gen), fun, *gen_static_args)
+    store = Store()
+    return fun.wrap(_generator_aux_adapter(gen), gen_static_args, store), lambda: store.val
 
 
 def merge_linear_aux(aux1: Callable[[], Any], aux2: Callable[[], Any]):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from kiln import _extended, dtypes
+from kiln.core import source_info as _si
 from kiln.core import trace as core
 from kiln.core.avals import ShapedArray
 from kiln.core.jaxpr import Jaxpr, Literal, Var
@@ -17,6 +18,7 @@ from kiln.core.ref import AbstractRef, empty_ref_p, new_ref_p
 from kiln.core.source_info import _override as _source_override
 from kiln.core.trace import Primitive, Trace, Tracer, check_foreign_tracer, get_aval
 from kiln.core.trace import set_current_trace as _set_trace
+from kiln.interpreters import jax_protocol
 from kiln.interpreters.staging import JaxprTrace
 
 jvp_rules: dict = {}
@@ -255,8 +257,8 @@ class JVPTrace(Trace):
     def process_custom_jvp_call(self, fun, jvp, args, *, symbolic_zeros=False):
         primals, tangents = zip(*(self.to_primal_tangent(x) for x in args)) if args else ((), ())
         if all(t is None or type(t) is Zero for t in tangents):
-            return self.parent.process_custom_jvp_call(fun, jvp, list(primals),
-                                                       symbolic_zeros=symbolic_zeros)
+            return jax_protocol.custom_jvp_call(self.parent, fun, jvp, list(primals),
+                                                symbolic_zeros=symbolic_zeros)
         tangents = [Zero.from_primal_value(p) if t is None else t
                     for p, t in zip(primals, tangents)]
         if not symbolic_zeros:
@@ -269,8 +271,8 @@ class JVPTrace(Trace):
         from kiln.custom_derivatives import bind_custom_lin
         primals, tangents = zip(*(self.to_primal_tangent(x) for x in args)) if args else ((), ())
         if all(t is None or type(t) is Zero for t in tangents):
-            return self.parent.process_custom_vjp_call(fun, fwd, bwd, list(primals), out_trees,
-                                                       symbolic_zeros=symbolic_zeros)
+            return jax_protocol.custom_vjp_call(self.parent, fun, fwd, bwd, list(primals),
+                                                out_trees, symbolic_zeros=symbolic_zeros)
         perturbed = [t is not None and type(t) is not Zero for t in tangents]
         tangents = [instantiate_zeros(Zero.from_primal_value(p)) if t is None else
                     instantiate_zeros(t) for p, t in zip(primals, tangents)]
@@ -302,7 +304,7 @@ def jvp_flat(fun, primals, tangents, *, instantiate=True):
     trace = JVPTrace()
     ins = [p if type(t) is Zero else JVPTracer(trace, p, t) for p, t in zip(primals, tangents)]
     try:
-        with _set_trace(trace):
+        with _set_trace(trace), _si.transform_name_stack("jvp"):
             outs = fun(*ins)
         p_out, t_out = _unzip_outputs(trace, outs)
     finally:
@@ -362,7 +364,7 @@ def linearize_flat(fun, primals):
         t = pe.new_arg(a)
         ins.append(JVPTracer(jt, p, t) if a.dtype != dtypes.float0 else p)
     try:
-        with _set_trace(jt):
+        with _set_trace(jt), _si.transform_name_stack("jvp"):
             outs = fun(*ins)
         p_out, t_out = _unzip_outputs(jt, outs)
     finally:
@@ -449,7 +451,13 @@ def backward_pass(jaxpr: Jaxpr, consts, args, cts_out):
             lin_eqns.append(eqn)
             linear.update(eqn.outvars)
         else:
-            outs = eqn.primitive.bind(*[read_primal(v) for v in eqn.invars], **eqn.params)
+            si = eqn.source_info
+            if si is None or not si.name_stack.stack:
+                outs = eqn.primitive.bind(*[read_primal(v) for v in eqn.invars], **eqn.params)
+            else:
+                with _si.set_name_stack(_si.current_name_stack() + si.name_stack):
+                    outs = eqn.primitive.bind(*[read_primal(v) for v in eqn.invars],
+                                              **eqn.params)
             if not eqn.primitive.multiple_results:
                 outs = [outs]
             for v, o in zip(eqn.outvars, outs):
@@ -474,6 +482,8 @@ def backward_pass(jaxpr: Jaxpr, consts, args, cts_out):
     for v, ct in zip(jaxpr.outvars, cts_out):
         write_ct(v, ct)
 
+    # Equations staged by the transpose rules are named ``transpose(<forward name stack>)``.
+    transposed = _si.current_name_stack().transform("transpose")
     for eqn in reversed(lin_eqns):
         uses_ref = any(type(v) is Var and v in linear and type(v.aval) is AbstractRef
                        for v in eqn.invars)
@@ -506,17 +516,18 @@ def backward_pass(jaxpr: Jaxpr, consts, args, cts_out):
                 f"'{eqn.primitive.name}' not implemented")
         ct_arg = cts if eqn.primitive.multiple_results else cts[0]
         si = eqn.source_info
-        if si is None:
-            cts_in = rule(ct_arg, *invals, **eqn.params)
-        else:       # equations the rule stages carry the forward line, as in JAX
-            prev = _source_override.value
+        # Equations the rule stages (and the accumulation of its cotangents) carry the
+        # forward equation's line and transposed name stack, as in JAX.
+        prev = _source_override.value
+        if si is not None:
             _source_override.value = si
-            try:
+        try:
+            with _si.set_name_stack(transposed if si is None else transposed + si.name_stack):
                 cts_in = rule(ct_arg, *invals, **eqn.params)
-            finally:
-                _source_override.value = prev
-        for v, ct in zip(eqn.invars, cts_in):
-            write_ct(v, ct)
+                for v, ct in zip(eqn.invars, cts_in):
+                    write_ct(v, ct)
+        finally:
+            _source_override.value = prev
 
     # A reference input's entry: its CtRef when a cotangent reached it (callers that own the
     # reference read it there), else a Zero.

@@ -14,8 +14,10 @@ import weakref
 
 from kiln.core import leaks
 from kiln.core.ref import AbstractRef
+from kiln.core.source_info import transform_name_stack
 from kiln.core.trace import Trace, Tracer, aval_str, check_foreign_tracer, get_aval
 from kiln.core.trace import set_current_trace as _set_trace
+from kiln.interpreters import jax_protocol
 
 batch_rules: dict = {}
 # Primitives that must reach a BatchTrace even when no operand is batched (collectives).
@@ -126,16 +128,16 @@ class BatchTrace(Trace):
     def process_custom_jvp_call(self, fun, jvp, args, *, symbolic_zeros=False):
         vals, dims = zip(*(self.to_val_dim(x) for x in args)) if args else ((), ())
         if all(d is None for d in dims):
-            return self.parent.process_custom_jvp_call(fun, jvp, list(vals),
-                                                       symbolic_zeros=symbolic_zeros)
+            return jax_protocol.custom_jvp_call(self.parent, fun, jvp, list(vals),
+                                                symbolic_zeros=symbolic_zeros)
         from kiln.custom_derivatives import batch_custom_jvp
         return batch_custom_jvp(self, fun, jvp, list(vals), list(dims), symbolic_zeros)
 
     def process_custom_vjp_call(self, fun, fwd, bwd, args, out_trees, *, symbolic_zeros=False):
         vals, dims = zip(*(self.to_val_dim(x) for x in args)) if args else ((), ())
         if all(d is None for d in dims):
-            return self.parent.process_custom_vjp_call(fun, fwd, bwd, list(vals), out_trees,
-                                                       symbolic_zeros=symbolic_zeros)
+            return jax_protocol.custom_vjp_call(self.parent, fun, fwd, bwd, list(vals), out_trees,
+                                                symbolic_zeros=symbolic_zeros)
         from kiln.custom_derivatives import batch_custom_vjp
         return batch_custom_vjp(self, fun, fwd, bwd, list(vals), list(dims), out_trees,
                                 symbolic_zeros)
@@ -253,7 +255,7 @@ def batch_flat(fun, vals, dims, axis_data: AxisData, out_dims_req=None):
     ins = [v if d is None else BatchTracer(trace, v, d) for v, d in zip(vals, dims)]
     axis_env.append((axis_data.name, axis_data.size))
     try:
-        with _set_trace(trace):
+        with _set_trace(trace), transform_name_stack("vmap"):
             outs = fun(*ins)
         res_vals, res_dims = [], []
         for o in outs:

@@ -21,7 +21,9 @@ from kiln.core.avals import ShapedArray
 from kiln.core.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var
 from kiln.core.ref import AbstractRef, Ref
 from kiln.core.source_info import current as _source_info
+from kiln.core.source_info import current_name_stack as _current_name_stack
 from kiln.core.trace import Trace, Tracer, check_foreign_tracer, get_aval, set_current_trace
+from kiln.interpreters import jax_protocol
 
 # partial_eval_rules[prim](trace, args, params) -> outputs; used when some inputs are known.
 partial_eval_rules: dict = {}
@@ -54,10 +56,12 @@ class JaxprTrace(Trace):
     """Stages primitive applications into a jaxpr."""
 
     __slots__ = ("eqns", "invars", "const_vars", "const_vals", "forward_known", "_lit_ok",
-                 "ref_mirrors", "hi_state")
+                 "ref_mirrors", "hi_state", "name_base")
 
     def __init__(self, parent=None, forward_known: bool = False):
         super().__init__(parent)
+        # Equations record the name stack relative to the one current here (JAX's).
+        self.name_base = _current_name_stack()
         self.eqns = []
         self.invars = []
         self.const_vars = {}   # id(value) -> Var
@@ -117,6 +121,12 @@ class JaxprTrace(Trace):
                 return rule(self, args, params)
         return self.stage(prim, args, params)
 
+    def _name_stack(self):
+        ns, base = _current_name_stack(), self.name_base
+        if base.stack and ns.stack[:len(base.stack)] == base.stack:
+            return ns[len(base.stack):]
+        return ns
+
     def stage(self, prim, args, params, out_avals=None):
         invars = [self.to_atom(x) for x in args]
         if out_avals is None:
@@ -128,7 +138,8 @@ class JaxprTrace(Trace):
             out = prim.abstract_eval(*in_avals, **params)
             out_avals = out if prim.multiple_results else [out]
         outvars = [Var(a) for a in out_avals]
-        self.eqns.append(JaxprEqn(prim, invars, outvars, params, _source_info()))
+        self.eqns.append(JaxprEqn(prim, invars, outvars, params,
+                                  _source_info(name_stack=self._name_stack())))
         tracers = [JaxprTracer(self, v.aval, v) for v in outvars]
         return tracers if prim.multiple_results else tracers[0]
 
@@ -138,8 +149,8 @@ class JaxprTrace(Trace):
             return core.eval_trace.process_custom_jvp_call(fun, jvp, args,
                                                            symbolic_zeros=symbolic_zeros)
         if self.forward_known and not any(self.is_own(x) for x in args):
-            return self.parent.process_custom_jvp_call(fun, jvp, args,
-                                                       symbolic_zeros=symbolic_zeros)
+            return jax_protocol.custom_jvp_call(self.parent, fun, jvp, args,
+                                                symbolic_zeros=symbolic_zeros)
         return stage_custom_jvp(self, fun, jvp, args, symbolic_zeros)
 
     def process_custom_vjp_call(self, fun, fwd, bwd, args, out_trees, *, symbolic_zeros=False):
@@ -148,8 +159,8 @@ class JaxprTrace(Trace):
             return core.eval_trace.process_custom_vjp_call(fun, fwd, bwd, args, out_trees,
                                                            symbolic_zeros=symbolic_zeros)
         if self.forward_known and not any(self.is_own(x) for x in args):
-            return self.parent.process_custom_vjp_call(fun, fwd, bwd, args, out_trees,
-                                                       symbolic_zeros=symbolic_zeros)
+            return jax_protocol.custom_vjp_call(self.parent, fun, fwd, bwd, args, out_trees,
+                                                symbolic_zeros=symbolic_zeros)
         return stage_custom_vjp(self, fun, fwd, bwd, args, out_trees, symbolic_zeros)
 
     # -- output -------------------------------------------------------------------------------
