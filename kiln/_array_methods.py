@@ -180,12 +180,26 @@ _install(Tracer)
 # ----------------------------------------------------------------------------------------------
 # Eager fast paths for Array ∘ Array with equal dtypes. Anything unusual takes the general path.
 
+# Python ints taken by the fast path: those in range of the array's dtype and of int32
+# (the default integer type without x64); the general path handles the rest exactly.
+_INT_BOUNDS = {np.dtype(t): (max(int(np.iinfo(t).min), -2 ** 31),
+                             min(int(np.iinfo(t).max), 2 ** 31 - 1))
+               for t in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
+                         np.uint32, np.uint64)}
+
+
 def _scalar_ok(dt, other) -> bool:
     """A Python scalar that promotes weakly to ``dt`` without changing it (JAX's rule):
-    floats and ints into float arrays, ints into int arrays."""
+    floats and ints into float arrays, ints into int arrays. An int must be in range of
+    ``dt`` and of int32: others wrap or raise on the general path, as in JAX."""
     t = type(other)
     k = dt.kind
-    return (k == "f" and (t is float or t is int)) or (k in "iu" and t is int)
+    if t is int:
+        if k == "f":
+            return -2147483648 <= other <= 2147483647
+        bounds = _INT_BOUNDS.get(dt)
+        return bounds is not None and bounds[0] <= other <= bounds[1]
+    return k == "f" and t is float
 
 
 def _fast(npfn, name, float_only=False, cmp=False):

@@ -190,6 +190,10 @@ def fmod(x1, x2, /):
     x1, x2 = promote_args_numeric("fmod", x1, x2)
     if _kind(x1) == "c":
         raise TypeError("fmod does not support complex-valued inputs")
+    if _kind(x1) in "iu":
+        # As JAX: an integer fmod by zero is 0 (the divisor is replaced by 1), where
+        # lax.rem gives the dividend.
+        x2 = lax.select(lax.eq(x2, _const(x2, 0)), _const(x2, 1), x2)
     return lax.rem(x1, x2)
 
 
