@@ -256,6 +256,43 @@ Array.__truediv__ = _fast(np.true_divide, "true_divide", float_only=True)
 Array.__radd__ = _fast_r(np.add, "add")
 Array.__rmul__ = _fast_r(np.multiply, "multiply")
 Array.__rsub__ = _fast_r(np.subtract, "subtract")
+def _fast_int(npfn, name, zero_ok):
+    """Eager integer ``//``/``%`` straight to NumPy: its integer ``floor_divide`` and
+    ``remainder`` give JAX's values (INT_MIN // -1 wraps to INT_MIN, x % 0 is 0), except
+    ``floor_divide`` by zero (``zero_ok=False``: those take the general path)."""
+    general = _binop(name)
+    rgeneral = _binop(name, reflected=True)
+
+    def op(self, other):
+        if core._state.trace is core.eval_trace and _FAST[0]:
+            a = self._value
+            dt = a.dtype
+            if dt.kind in "iu":
+                if type(other) is Array:
+                    b = other._value
+                    if b.dtype is dt and (zero_ok or b.all()):
+                        try:
+                            r = npfn(a, b)
+                        except ValueError:  # shapes don't broadcast: JAX's error
+                            return general(self, other)
+                        return make_array(r, self.weak_type and other.weak_type)
+                elif _scalar_ok(dt, other) and (zero_ok or other != 0):
+                    return make_array(npfn(a, dt.type(other)), self.weak_type)
+        return general(self, other)
+
+    def rop(self, other):
+        if core._state.trace is core.eval_trace and _FAST[0]:
+            b = self._value
+            dt = b.dtype
+            if dt.kind in "iu" and _scalar_ok(dt, other) and (zero_ok or b.all()):
+                return make_array(npfn(dt.type(other), b), self.weak_type)
+        return rgeneral(self, other)
+    op.__name__, rop.__name__ = name, "r" + name
+    return op, rop
+
+
+Array.__floordiv__, Array.__rfloordiv__ = _fast_int(np.floor_divide, "floor_divide", False)
+Array.__mod__, Array.__rmod__ = _fast_int(np.remainder, "remainder", True)
 for _k, _npf in [("lt", np.less), ("le", np.less_equal), ("gt", np.greater),
                  ("ge", np.greater_equal), ("eq", np.equal), ("ne", np.not_equal)]:
     setattr(Array, f"__{_k}__", _fast(_npf, _CMPOPS[_k], cmp=True))
