@@ -228,12 +228,26 @@ Tracer.addupdate = _tracer_addupdate
 # ----------------------------------------------------------------------------------------------
 # Eager fast paths for Array ∘ Array with equal dtypes. Anything unusual takes the general path.
 
+# Python ints taken by the fast path: those in range of the array's dtype and of int32
+# (the default integer type without x64); the general path handles the rest exactly.
+_INT_BOUNDS = {np.dtype(t): (max(int(np.iinfo(t).min), -2 ** 31),
+                             min(int(np.iinfo(t).max), 2 ** 31 - 1))
+               for t in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
+                         np.uint32, np.uint64)}
+
+
 def _scalar_ok(dt, other) -> bool:
     """A Python scalar that promotes weakly to ``dt`` without changing it (JAX's rule):
-    floats and ints into float arrays, ints into int arrays."""
+    floats and ints into float arrays, ints into int arrays. An int must be in range of
+    ``dt`` and of int32: others wrap or raise on the general path, as in JAX."""
     t = type(other)
     k = dt.kind
-    return (k == "f" and (t is float or t is int)) or (k in "iu" and t is int)
+    if t is int:
+        if k == "f":
+            return -2147483648 <= other <= 2147483647
+        bounds = _INT_BOUNDS.get(dt)
+        return bounds is not None and bounds[0] <= other <= bounds[1]
+    return k == "f" and t is float
 
 
 def _fast(npfn, name, float_only=False, cmp=False):
@@ -304,6 +318,43 @@ Array.__truediv__ = _fast(np.true_divide, "true_divide", float_only=True)
 Array.__radd__ = _fast_r(np.add, "add")
 Array.__rmul__ = _fast_r(np.multiply, "multiply")
 Array.__rsub__ = _fast_r(np.subtract, "subtract")
+def _fast_int(npfn, name, zero_ok):
+    """Eager integer ``//``/``%`` straight to NumPy: its integer ``floor_divide`` and
+    ``remainder`` give JAX's values (INT_MIN // -1 wraps to INT_MIN, x % 0 is 0), except
+    ``floor_divide`` by zero (``zero_ok=False``: those take the general path)."""
+    general = _binop(name)
+    rgeneral = _binop(name, reflected=True)
+
+    def op(self, other):
+        if core._state.trace is core.eval_trace and _FAST[0]:
+            a = self._value
+            dt = a.dtype
+            if dt.kind in "iu":
+                if type(other) is Array:
+                    b = other._value
+                    if b.dtype is dt and (zero_ok or b.all()):
+                        try:
+                            r = npfn(a, b)
+                        except ValueError:  # shapes don't broadcast: JAX's error
+                            return general(self, other)
+                        return make_array(r, self.weak_type and other.weak_type)
+                elif _scalar_ok(dt, other) and (zero_ok or other != 0):
+                    return make_array(npfn(a, dt.type(other)), self.weak_type)
+        return general(self, other)
+
+    def rop(self, other):
+        if core._state.trace is core.eval_trace and _FAST[0]:
+            b = self._value
+            dt = b.dtype
+            if dt.kind in "iu" and _scalar_ok(dt, other) and (zero_ok or b.all()):
+                return make_array(npfn(dt.type(other), b), self.weak_type)
+        return rgeneral(self, other)
+    op.__name__, rop.__name__ = name, "r" + name
+    return op, rop
+
+
+Array.__floordiv__, Array.__rfloordiv__ = _fast_int(np.floor_divide, "floor_divide", False)
+Array.__mod__, Array.__rmod__ = _fast_int(np.remainder, "remainder", True)
 for _k, _npf in [("lt", np.less), ("le", np.less_equal), ("gt", np.greater),
                  ("ge", np.greater_equal), ("eq", np.equal), ("ne", np.not_equal)]:
     setattr(Array, f"__{_k}__", _fast(_npf, _CMPOPS[_k], cmp=True))

@@ -217,16 +217,21 @@ class ArrayImpl:
         return (1, 0)  # (kDLCPU, device 0)
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        """Export the buffer through DLPack (NumPy's exporter). Old consumers
-        (``max_version`` below 1.0) cannot be told the buffer is read-only, so unless
-        ``copy=False`` they get a private writable copy."""
+        """Export the buffer through DLPack (NumPy's exporter). A consumer of DLPack 1.0
+        (``max_version >= (1, 0)``, e.g. ``np.from_dlpack``) is told the buffer is
+        read-only, as JAX's exports are. Old consumers cannot be told: a read-only buffer
+        reaches them as a private writable copy, or with ``copy=False`` as the buffer
+        itself, unflagged, as JAX exports it."""
         v = np.asarray(self._value)
         kw = {"stream": stream, "max_version": max_version, "dl_device": dl_device}
         if copy is not None:
             kw["copy"] = copy
-        if (not v.flags.writeable and copy is not False
-                and (max_version is None or max_version[0] < 1)):
-            v = v.copy()
+        if max_version is None or max_version[0] < 1:
+            if not v.flags.writeable:
+                v = _writable_alias(v) if copy is False else v.copy()
+        elif v.flags.writeable and copy is not True:
+            v = v.view()            # kiln arrays are immutable: the consumer is told
+            v.flags.writeable = False
         return v.__dlpack__(**kw)
 
     def delete(self):
@@ -350,3 +355,17 @@ def to_array(x, dtype=None) -> Array:
 core.Array = Array
 core.make_array = make_array
 core.to_array = to_array
+
+
+def _writable_alias(v: np.ndarray) -> np.ndarray:
+    """A writable view of read-only ``v``'s memory (same address, shape and strides) that
+    keeps ``v`` alive: what a legacy DLPack export of an immutable buffer needs."""
+    import ctypes
+    if v.size == 0:
+        return np.empty(v.shape, v.dtype)
+    lo = sum(min(0, st * (d - 1)) for d, st in zip(v.shape, v.strides))
+    hi = sum(max(0, st * (d - 1)) for d, st in zip(v.shape, v.strides)) + v.itemsize
+    raw = (ctypes.c_char * (hi - lo)).from_address(v.ctypes.data + lo)
+    raw.keep_alive = v
+    first = np.ndarray((1,), v.dtype, buffer=raw, offset=-lo)
+    return np.lib.stride_tricks.as_strided(first, v.shape, v.strides, writeable=True)

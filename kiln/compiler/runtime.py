@@ -18,6 +18,7 @@ What it must not hold: program logic.
 from __future__ import annotations
 
 import ctypes
+import errno
 import mmap
 import threading
 
@@ -192,15 +193,24 @@ def pool_stats() -> dict:
 
 def alloc(shape, dtype) -> np.ndarray:
     """An uninitialized C-contiguous array; huge-page backed when large, and recycled:
-    the memory of dead large arrays is kept (a few blocks) for the next of that size."""
+    the memory of dead large arrays is kept (a few blocks) for the next of that size.
+
+    Raises:
+      MemoryError: the memory cannot be had; the message names the bytes, shape and dtype.
+    """
     dtype = np.dtype(dtype)
     n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     if n < HUGE_THRESHOLD:
         return np.empty(shape, dtype)
     fast = _state.get("alloc_large")
-    if fast is not None and dtype.kind in "biufc":
-        return fast(tuple(shape), dtype)
-    m = mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    try:
+        if fast is not None and dtype.kind in "biufc":
+            return fast(tuple(shape), dtype)
+        m = mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    except (MemoryError, OSError) as e:
+        if isinstance(e, OSError) and e.errno != errno.ENOMEM:
+            raise
+        raise MemoryError(out_of_memory_message(n, shape, dtype)) from None
     advice = getattr(mmap, "MADV_HUGEPAGE", None)
     if advice is not None:
         try:
@@ -208,3 +218,15 @@ def alloc(shape, dtype) -> np.ndarray:
         except OSError:
             pass
     return np.frombuffer(m, dtype, count=n // dtype.itemsize).reshape(shape)
+
+
+def out_of_memory_message(nbytes: int, shape, dtype) -> str:
+    """NumPy's wording for a failed allocation: size (human and in bytes), shape, dtype."""
+    size, unit = float(nbytes), "bytes"
+    for u in ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+        if size < 1024:
+            break
+        size, unit = size / 1024, u
+    human = f"{size:.3g} {unit}" if unit != "bytes" else f"{nbytes} bytes"
+    return (f"Unable to allocate {human} ({nbytes} bytes) for an array with shape "
+            f"{tuple(int(d) for d in shape)} and data type {np.dtype(dtype).name}")

@@ -107,22 +107,29 @@ mul_p = naryop("mul", _same(np.multiply), _num)
 
 
 def _div_impl(x, y):
-    if x.dtype.kind in "iu":
-        # Integer division rounds toward zero (C/XLA semantics), unlike NumPy's floor;
-        # x / 0 is -1 for signed and the maximum value for unsigned types, as in XLA.
-        x, y = np.broadcast_arrays(x, y)
-        safe = np.where(y == 0, 1, y)
-        q = np.abs(x) // np.abs(safe) if x.dtype.kind == "i" else x // safe
-        if x.dtype.kind == "i":
-            with np.errstate(over="ignore"):
-                q = np.where((x < 0) != (safe < 0), -q, q)
-            q = np.where(y == 0, -1, q)
-        else:
-            q = np.where(y == 0, np.iinfo(x.dtype).max, q)
-        return np.asarray(q, x.dtype)
+    dt = x.dtype
+    if dt.kind == "i":
+        # Truncating division (C/XLA), from NumPy's flooring divmod: step the quotient up
+        # when the remainder is nonzero and the operands' signs differ. XLA's special
+        # cases: x / 0 == -1 and x / -1 == -x (so INT_MIN / -1 == INT_MIN, wrapping).
+        zero = y == 0
+        minus_one = y == -1
+        special = (zero | minus_one).any()
+        safe = np.where(zero | minus_one, dt.type(1), y) if special else y
+        q, r = np.divmod(x, safe)
+        q = q + ((r != 0) & ((x ^ safe) < 0)).astype(dt)
+        if special:
+            q = np.where(zero, dt.type(-1), np.where(minus_one, np.negative(q), q))
+        return as_dtype(q, dt)
+    if dt.kind == "u":
+        # x / 0 is the maximum value, as in XLA.
+        if (y == 0).any():
+            return as_dtype(np.where(y == 0, np.iinfo(dt).max,
+                                     x // np.where(y == 0, dt.type(1), y)), dt)
+        return as_dtype(x // y, dt)
     tok = _fp_enter(_FP_IGNORE)
     try:
-        return as_dtype(np.true_divide(x, y), x.dtype)
+        return as_dtype(np.true_divide(x, y), dt)
     finally:
         _fp_leave(tok)
 

@@ -156,8 +156,26 @@ def _float_divmod(x1, x2):
     return lax.round(div, _rounding_nearest_even()), mod
 
 
+def _eager_int(npfn, x1, x2, zero_ok):
+    """NumPy's value of ``npfn`` for eager integer Arrays of one dtype, when it is JAX's:
+    NumPy's integer ``floor_divide``, ``remainder`` and ``fmod`` are, INT_MIN and -1
+    included, except ``floor_divide`` by zero (``zero_ok=False``: then None). Else None."""
+    if type(x1) is Array and type(x2) is Array and _eager.eager():
+        a, b = x1._value, x2._value
+        if a.dtype is b.dtype and a.dtype.kind in "iu" and (zero_ok or b.all()):
+            try:
+                r = npfn(a, b)
+            except ValueError:      # shapes don't broadcast: the general path raises
+                return None
+            return make_array(_eager.as_ndarray(r), x1.weak_type and x2.weak_type)
+    return None
+
+
 def floor_divide(x1, x2, /):
     """Elementwise ``x1 // x2`` (rounding toward minus infinity)."""
+    r = _eager_int(np.floor_divide, x1, x2, False)
+    if r is not None:
+        return r
     x1, x2 = promote_args_numeric("floor_divide", x1, x2)
     k = _kind(x1)
     if k == "i":
@@ -177,6 +195,9 @@ def floor_divide(x1, x2, /):
 
 def remainder(x1, x2, /):
     """Elementwise remainder with the sign of the divisor (Python's ``%``)."""
+    r = _eager_int(np.remainder, x1, x2, True)
+    if r is not None:
+        return r
     x1, x2 = promote_args_numeric("remainder", x1, x2)
     if _kind(x1) == "c":
         raise TypeError("remainder does not support complex-valued inputs")
@@ -197,9 +218,16 @@ mod = remainder
 
 def fmod(x1, x2, /):
     """Elementwise remainder with the sign of the dividend (C's ``fmod``)."""
+    r = _eager_int(np.fmod, x1, x2, True)
+    if r is not None:
+        return r
     x1, x2 = promote_args_numeric("fmod", x1, x2)
     if _kind(x1) == "c":
         raise TypeError("fmod does not support complex-valued inputs")
+    if _kind(x1) in "iu":
+        # As JAX: an integer fmod by zero is 0 (the divisor is replaced by 1), where
+        # lax.rem gives the dividend.
+        x2 = lax.select(lax.eq(x2, _const(x2, 0)), _const(x2, 1), x2)
     return lax.rem(x1, x2)
 
 

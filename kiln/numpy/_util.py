@@ -146,10 +146,29 @@ def zeros_like_op(x):
 # dtype promotion
 
 
+def _python_int(x: int, dtype) -> np.ndarray:
+    """A Python int operand as JAX converts it: it must fit the default integer type
+    (int32, or int64 under ``jax_enable_x64``), else ``OverflowError``; then it converts
+    to ``dtype`` as ``convert_element_type`` does, wrapping around for a narrower
+    integer type (``int8_array + 300`` adds 44, ``uint8_array // -3`` divides by 253)."""
+    default = dtypes.canonicalize_dtype(np.int64)
+    info = np.iinfo(default)
+    if not info.min <= x <= info.max:
+        raise OverflowError(
+            f"Python int {x} is out of bounds for {default.name}, the default integer type "
+            "that JAX gives Python ints (enable jax_enable_x64 for int64, or pass a NumPy "
+            "scalar or array of the intended dtype).")
+    if dtype.kind in "iu" and not np.iinfo(dtype).min <= x <= np.iinfo(dtype).max:
+        return np.asarray(x, default).astype(dtype)
+    return np.asarray(x, dtype)
+
+
 def _convert(x, dtype, weak_type):
     """Convert one operand to (dtype, weak_type); Python scalars and concrete scalars whose
     conversion NumPy does exactly as lax does go straight to ``dtype`` (constant folding)."""
     if type(x) in _py_scalars:
+        if type(x) is int:
+            return make_array(_python_int(x, dtype), weak_type)
         return make_array(np.asarray(x, dtype), weak_type)
     x = as_operand(x)
     if type(x) is Array and x._value.ndim == 0:

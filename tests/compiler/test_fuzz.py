@@ -1,17 +1,35 @@
-"""Differential fuzzing: random programs run compiled and on the reference backend.
+"""Differential fuzzing: random programs on kiln's three paths, checked against JAX.
 
 Hypothesis draws a program (inputs of broadcast-compatible shapes, then a chain of
 elementwise, reduction, layout, gather/scatter, cumulative, matrix-product and integer
 operations, and control flow: ``fori_loop``/``while_loop``/``scan`` with random bodies
 and trip counts (0 included), ``cond``; 1-D convolutions (dilated, depthwise) and
-pooling),
-traces it, and runs the jaxpr through the cpu backend's generated C and through the
-NumPy interpreter. Integer results must be identical; floats agree to a tolerance
-that catches wrong indexing, broadcasting, axes or fusion (errors of order one), not
-last-bit rounding.
+pooling), written once against a namespace (``numpy``/``lax``/``nn`` modules), so the
+same program runs
 
-Deterministic (``derandomize``); ``KILN_FUZZ_EXAMPLES`` sets how many programs
-(default 40; more for a longer local run).
+- on kiln **eagerly**, op by op (each primitive's NumPy ``impl`` through ``EvalTrace``,
+  with the eager fast paths),
+- on kiln's **reference backend** (``run_jaxpr`` of its jaxpr: what
+  ``KILN_BACKEND=reference``, ``jax_debug_nans`` and the no-compiler fallback run),
+- **compiled** by kiln's C backend,
+- and on **JAX** under ``jax.jit`` (the oracle; skipped when JAX is absent).
+
+Integer programs use one integer dtype each (int8 ... uint64; 64-bit ones under x64)
+with edge values among the inputs (INT_MIN, INT_MIN + 1, -1, 0, 1, the maximum, the
+bit width) and raw ``lax.div``/``rem``, ``//``, ``%``, shifts, ``abs``/``neg``, integer
+powers and narrowing conversions; a third of the float programs get NaN, +-inf and -0.0
+among their inputs. Integer results must be identical on every path: kiln's reference
+and compiled paths to each other always, and to JAX unless the value depends on a
+float (a float -> int conversion or a float comparison, where a last-bit rounding
+difference between kiln's and XLA's float math may legitimately flip an integer).
+Floats agree to a tolerance that catches wrong indexing, broadcasting, axes, fusion or
+special-value handling (errors of order one, misplaced NaN/inf), not last-bit rounding.
+
+Two tests: mixed programs, and integer programs (integer inputs only, longer chains).
+Deterministic (``derandomize``). The environment variable ``KILN_FUZZ_EXAMPLES`` sets
+how many programs: that many mixed ones and half as many integer ones (default 40, so
+40 + 20, a few seconds with a warm compile cache; e.g. ``KILN_FUZZ_EXAMPLES=1000`` for
+a long local run).
 """
 import os
 
@@ -26,43 +44,90 @@ import kiln  # noqa: E402
 import kiln.numpy as jnp  # noqa: E402
 from kiln import lax  # noqa: E402
 from kiln.backends import cpu, reference  # noqa: E402
+from kiln.config import config_context  # noqa: E402
 
 EXAMPLES = int(os.environ.get("KILN_FUZZ_EXAMPLES", "40"))
+INT_EXAMPLES = max(1, EXAMPLES // 2)
+
+
+class Namespace:
+    """The modules a program is written against: kiln's or JAX's."""
+
+    def __init__(self, np_mod, lax_mod, nn_mod, bfloat16):
+        self.np, self.lax, self.nn, self.bfloat16 = np_mod, lax_mod, nn_mod, bfloat16
+
+
+KILN = Namespace(jnp, lax, kiln.nn, kiln.dtypes.bfloat16)
+
+
+def _jax_namespace():
+    try:
+        import jax
+    except ImportError:
+        return None
+    return jax, Namespace(jax.numpy, jax.lax, jax.nn, jax.numpy.bfloat16)
+
 
 FLOAT_UNARY = {
-    "neg": lambda u: -u,
-    "abs": jnp.abs,
-    "tanh": jnp.tanh,
-    "sin": jnp.sin,
-    "exp_clip": lambda u: jnp.exp(jnp.clip(u, -4.0, 4.0)),
-    "log1p_abs": lambda u: jnp.log1p(jnp.abs(u)),
-    "sqrt_abs": lambda u: jnp.sqrt(jnp.abs(u)),
-    "floor": jnp.floor,
-    "square": lambda u: u * u,
-    "sigmoid": kiln.nn.sigmoid,
-    "relu": kiln.nn.relu,
+    "neg": lambda N, u: -u,
+    "abs": lambda N, u: N.np.abs(u),
+    "tanh": lambda N, u: N.np.tanh(u),
+    "sin": lambda N, u: N.np.sin(u),
+    "exp_clip": lambda N, u: N.np.exp(N.np.clip(u, -4.0, 4.0)),
+    "log1p_abs": lambda N, u: N.np.log1p(N.np.abs(u)),
+    "sqrt_abs": lambda N, u: N.np.sqrt(N.np.abs(u)),
+    "floor": lambda N, u: N.np.floor(u),
+    "square": lambda N, u: u * u,
+    "sigmoid": lambda N, u: N.nn.sigmoid(u),
+    "relu": lambda N, u: N.nn.relu(u),
 }
 FLOAT_BINARY = {
-    "add": lambda a, b: a + b,
-    "sub": lambda a, b: a - b,
-    "mul": lambda a, b: a * b,
-    "div": lambda a, b: a / (jnp.abs(b) + 1.0),
-    "max": jnp.maximum,
-    "min": jnp.minimum,
-    "where": lambda a, b: jnp.where(a > b, a, b * 0.5),
-    "atan2": jnp.arctan2,
+    "add": lambda N, a, b: a + b,
+    "sub": lambda N, a, b: a - b,
+    "mul": lambda N, a, b: a * b,
+    "div": lambda N, a, b: a / (N.np.abs(b) + 1.0),
+    "max": lambda N, a, b: N.np.maximum(a, b),
+    "min": lambda N, a, b: N.np.minimum(a, b),
+    "where": lambda N, a, b: N.np.where(a > b, a, b * 0.5),
+    "atan2": lambda N, a, b: N.np.arctan2(a, b),
 }
+# Raw integer operations: division by zero, INT_MIN / -1, shifts by negative amounts or
+# by at least the bit width all occur (XLA's values on every path).
 INT_BINARY = {
-    "add": lambda a, b: a + b,
-    "sub": lambda a, b: a - b,
-    "mul": lambda a, b: a * b,
-    "max": jnp.maximum,
-    "and": lambda a, b: a & b,
-    "xor": lambda a, b: a ^ b,
-    "rem": lambda a, b: a % (jnp.abs(b) + 1),
-    "floordiv": lambda a, b: a // (jnp.abs(b) + 1),
+    "add": lambda N, a, b: a + b,
+    "sub": lambda N, a, b: a - b,
+    "mul": lambda N, a, b: a * b,
+    "max": lambda N, a, b: N.np.maximum(a, b),
+    "min": lambda N, a, b: N.lax.min(*N.np.broadcast_arrays(a, b)),
+    "and": lambda N, a, b: a & b,
+    "or": lambda N, a, b: a | b,
+    "xor": lambda N, a, b: a ^ b,
+    "div": lambda N, a, b: N.lax.div(*N.np.broadcast_arrays(a, b)),
+    "rem": lambda N, a, b: N.lax.rem(*N.np.broadcast_arrays(a, b)),
+    "floordiv": lambda N, a, b: a // b,
+    "mod": lambda N, a, b: a % b,
+    "fmod": lambda N, a, b: N.np.fmod(a, b),
+    "shl": lambda N, a, b: a << b,
+    "shr": lambda N, a, b: a >> b,
+    "shrl": lambda N, a, b: N.lax.shift_right_logical(*N.np.broadcast_arrays(a, b)),
+    "clamp": lambda N, a, b: N.np.clip(a, b, None),
 }
-REDUCTIONS = {"sum": jnp.sum, "max": jnp.max, "min": jnp.min, "mean": jnp.mean}
+INT_UNARY = {
+    "neg": lambda N, u: -u,
+    "abs": lambda N, u: N.np.abs(u),
+    "sign": lambda N, u: N.np.sign(u),
+    "not": lambda N, u: ~u,
+    "popcount": lambda N, u: N.lax.population_count(u),
+    "clz": lambda N, u: N.lax.clz(u),
+    "cube": lambda N, u: N.lax.integer_pow(u, 3),
+    "wrap8": lambda N, u: u.astype(N.np.int8).astype(u.dtype),
+    "wrap_u16": lambda N, u: u.astype(N.np.uint16).astype(u.dtype),
+    "scalar_ops": lambda N, u: (u // 3) ^ (u % -1 if u.dtype.kind == "i" else u % 7) ^ (u >> 9),
+}
+REDUCTIONS = {"sum": lambda N, u, **k: N.np.sum(u, **k), "max": lambda N, u, **k: N.np.max(u, **k),
+              "min": lambda N, u, **k: N.np.min(u, **k), "mean": lambda N, u, **k: N.np.mean(u, **k)}
+INT_DTYPES = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32]
+INT_DTYPES_X64 = INT_DTYPES + [np.int64, np.uint64]
 
 
 def _shapes(draw):
@@ -80,42 +145,55 @@ def _shapes(draw):
 
 
 class _Program:
-    """A program drawn step by step: ``ops`` replayed by ``__call__`` on the inputs.
+    """A program drawn step by step: ``ops`` replayed on the inputs by ``bind(N)(*args)``
+    with the modules of namespace ``N`` (kiln's or JAX's).
 
-    Value kinds: "f" float (float32, float64 under x64), "i" int32/int64, "b" bool."""
+    Value kinds: "f" float (float32, float64 under x64), "i" the program's integer dtype
+    ``idt``, "b" bool. ``exact[v]``: value ``v`` depends on no float, so it must equal
+    JAX's bit for bit."""
 
-    def __init__(self, base, kinds, x64):
+    def __init__(self, base, kinds, x64, idt):
         self.base = base
         self.x64 = x64
         self.fdt = np.float64 if x64 else np.float32
-        self.idt = np.int64 if x64 else np.int32
+        self.idt = np.dtype(idt)
         self.kinds = list(kinds)
+        self.exact = [k != "f" for k in kinds]
         self.shapes = []
         self.ops = []       # (kind, name, operand indices, extra)
         self.outputs = []
 
-    def __call__(self, *args):
-        vals = list(args)
-        for kind, name, idx, extra in self.ops:
-            vals.append(self.apply(kind, name, [vals[i] for i in idx], extra))
-        return [vals[i] for i in self.outputs]
+    def bind(self, N):
+        def run(*args):
+            vals = list(args)
+            for kind, name, idx, extra in self.ops:
+                vals.append(self.apply(N, kind, name, [vals[i] for i in idx], extra))
+            return [vals[i] for i in self.outputs]
+        return run
 
-    def apply(self, kind, name, xs, extra):
+    def apply(self, N, kind, name, xs, extra):
         base = self.base
+        np_, lax_ = N.np, N.lax
         if kind == "funary":
-            return FLOAT_UNARY[name](xs[0])
+            return FLOAT_UNARY[name](N, xs[0])
         if kind == "fbinary":
-            return FLOAT_BINARY[name](xs[0], xs[1])
+            return FLOAT_BINARY[name](N, xs[0], xs[1])
         if kind == "ibinary":
-            return INT_BINARY[name](xs[0], xs[1])
+            return INT_BINARY[name](N, xs[0], xs[1])
+        if kind == "iunary":
+            return INT_UNARY[name](N, xs[0])
+        if kind == "ibinary_const":     # with a constant array of edge values
+            const, const_first = extra
+            a, b = (const, xs[0]) if const_first else (xs[0], const)
+            return INT_BINARY[name](N, N.np.asarray(a), N.np.asarray(b))
         if kind == "compare":
-            return {"lt": jnp.less, "ge": jnp.greater_equal, "eq": jnp.equal,
-                    "ne": jnp.not_equal}[name](xs[0], xs[1])
+            return {"lt": np_.less, "ge": np_.greater_equal, "eq": np_.equal,
+                    "ne": np_.not_equal}[name](xs[0], xs[1])
         if kind == "logic":
-            return {"and": jnp.logical_and, "or": jnp.logical_or, "xor": jnp.logical_xor,
-                    "not": lambda a, b: jnp.logical_not(a)}[name](xs[0], xs[1])
+            return {"and": np_.logical_and, "or": np_.logical_or, "xor": np_.logical_xor,
+                    "not": lambda a, b: np_.logical_not(a)}[name](xs[0], xs[1])
         if kind == "select":
-            return jnp.where(xs[0], xs[1], xs[2])
+            return np_.where(xs[0], xs[1], xs[2])
         if kind == "to_float":
             return xs[0].astype(self.fdt) * 0.25
         if kind == "to_int":
@@ -123,76 +201,76 @@ class _Program:
         if kind == "bool_to_float":
             return xs[0].astype(self.fdt)
         if kind == "bf16_round":
-            return xs[0].astype(kiln.dtypes.bfloat16).astype(self.fdt)
+            return xs[0].astype(N.bfloat16).astype(self.fdt)
         if kind == "reduce_keep":
-            return REDUCTIONS[name](xs[0], axis=extra, keepdims=True)
+            return REDUCTIONS[name](N, xs[0], axis=extra, keepdims=True)
         if kind == "broadcast_back":
-            return jnp.broadcast_to(xs[0], base)
+            return np_.broadcast_to(xs[0], base)
         if kind == "rev":
-            return lax.rev(xs[0], (extra,))
+            return lax_.rev(xs[0], (extra,))
         if kind == "roll":
-            return jnp.roll(xs[0], extra[1], axis=extra[0])
+            return np_.roll(xs[0], extra[1], axis=extra[0])
         if kind == "cumsum":
-            return jnp.cumsum(xs[0], axis=extra)
+            return np_.cumsum(xs[0], axis=extra).astype(xs[0].dtype)
         if kind == "at_add":
             axis, idx = extra
             where = (slice(None),) * axis + (idx,)
             return xs[0].at[where].add(xs[0][where] * 0.5 if xs[0].dtype.kind == "f" else 3)
         if kind == "take":
             axis, idx = extra
-            return jnp.take(xs[0], idx, axis=axis)
+            return np_.take(xs[0], idx, axis=axis)
         if kind == "slice_pad":
             axis, lo = extra
-            sl = lax.slice_in_dim(xs[0], lo, base[axis], axis=axis)
+            sl = lax_.slice_in_dim(xs[0], lo, base[axis], axis=axis)
             pad = [(0, 0)] * len(base)
             pad[axis] = (lo, 0)
-            return jnp.pad(sl, pad)
+            return np_.pad(sl, pad)
         if kind == "concat_halves":
             axis, cut = extra
-            a = lax.slice_in_dim(xs[0], cut, base[axis], axis=axis)
-            b = lax.slice_in_dim(xs[0], 0, cut, axis=axis)
-            return jnp.concatenate([a, b], axis=axis)
+            a = lax_.slice_in_dim(xs[0], cut, base[axis], axis=axis)
+            b = lax_.slice_in_dim(xs[0], 0, cut, axis=axis)
+            return np_.concatenate([a, b], axis=axis)
         if kind == "matmul":
             return xs[0] @ extra.astype(self.fdt)
         if kind == "transpose_twice":
             inv = tuple(np.argsort(extra))
-            return jnp.transpose(jnp.transpose(xs[0], extra) * 1.5, inv)
+            return np_.transpose(np_.transpose(xs[0], extra) * 1.5, inv)
         if kind == "full_reduce":
-            return REDUCTIONS[name](xs[0])
+            return REDUCTIONS[name](N, xs[0])
         if kind == "fori":
             n, coef = extra
             f = FLOAT_UNARY[name]
-            return lax.fori_loop(0, n, lambda i, c: c * coef + f(c) * 0.25 + 0.125, xs[0])
+            return lax_.fori_loop(0, n, lambda i, c: c * coef + f(N, c) * 0.25 + 0.125, xs[0])
         if kind == "while":
             n, coef = extra
             f = FLOAT_UNARY[name]
 
             def body(c):
-                return c[0] * coef + jnp.tanh(f(c[0])) * 0.5, c[1] + 1
-            return lax.while_loop(lambda c: c[1] < n, body, (xs[0], 0))[0]
+                return c[0] * coef + np_.tanh(f(N, c[0])) * 0.5, c[1] + 1
+            return lax_.while_loop(lambda c: c[1] < n, body, (xs[0], 0))[0]
         if kind == "scan":
             reverse, coef = extra
             f = FLOAT_UNARY[name]
 
             def step(c, x):
-                c = c * coef + jnp.tanh(x)
-                return c, f(c) + x * 0.5
-            _, ys = lax.scan(step, jnp.zeros(xs[0].shape[1:], xs[0].dtype), xs[0],
-                             reverse=reverse)
+                c = c * coef + np_.tanh(x)
+                return c, f(N, c) + x * 0.5
+            _, ys = lax_.scan(step, np_.zeros(xs[0].shape[1:], xs[0].dtype), xs[0],
+                              reverse=reverse)
             return ys
         if kind == "conv1d":
             w, dil, groups = extra
-            return lax.conv_general_dilated(xs[0], w.astype(self.fdt), (1,), "SAME",
-                                            rhs_dilation=(dil,), feature_group_count=groups)
+            return lax_.conv_general_dilated(xs[0], w.astype(self.fdt), (1,), "SAME",
+                                             rhs_dilation=(dil,), feature_group_count=groups)
         if kind == "pool":
             op, window = extra
-            fn, init = {"max": (lax.max, -jnp.inf), "sum": (lax.add, 0.0)}[op]
-            y = lax.reduce_window(xs[0], init, fn, window, (1,) * len(window), "SAME")
+            fn, init = {"max": (lax_.max, -np.inf), "sum": (lax_.add, 0.0)}[op]
+            y = lax_.reduce_window(xs[0], init, fn, window, (1,) * len(window), "SAME")
             return y if op == "max" else y * 0.25
         if kind == "cond":
             g, h = FLOAT_UNARY[name], FLOAT_UNARY[extra]
-            return lax.cond(jnp.sum(xs[0]) > 0, lambda u: g(u) * 2.0, lambda u: h(u) - 1.0,
-                            xs[0])
+            return lax_.cond(np_.sum(xs[0]) > 0, lambda u: g(N, u) * 2.0,
+                             lambda u: h(N, u) - 1.0, xs[0])
         raise AssertionError(kind)
 
 
@@ -201,18 +279,26 @@ LAYOUTS = ["rev", "roll", "cumsum", "take", "at_add", "slice_pad", "concat_halve
 
 
 @st.composite
-def programs(draw):
+def programs(draw, integer=False):
+    """A program and its inputs; ``integer=True``: integer inputs and more steps."""
     base, shapes = _shapes(draw)
     rank = len(base)
-    kinds = ["i" if draw(st.integers(0, 4)) == 0 else "f" for _ in shapes]
-    prog = _Program(base, kinds, x64=draw(st.integers(0, 3)) == 0)
+    p_int = 1 if integer else draw(st.sampled_from([0, 1, 2, 4]))  # 1/p_int are integers
+    kinds = ["i" if p_int and draw(st.integers(1, p_int)) == 1 else "f" for _ in shapes]
+    x64 = draw(st.integers(0, 3)) == 0
+    prog = _Program(base, kinds, x64, pick_from(draw, INT_DTYPES_X64 if x64 else INT_DTYPES))
     prog.shapes = list(shapes)
+    specials = draw(st.integers(0, 2)) == 0     # NaN/inf/-0.0 among the float inputs
 
-    def push(op, kind, shape):
+    def push(op, kind, shape, exact=False):
         prog.ops.append(op)
         prog.kinds.append(kind)
         prog.shapes.append(tuple(shape))
+        prog.exact.append(exact)
         return len(prog.kinds) - 1
+
+    def exact(*vs):
+        return all(prog.exact[v] for v in vs)
 
     def of(kind, full=False):
         return [v for v, k in enumerate(prog.kinds)
@@ -221,27 +307,44 @@ def programs(draw):
     def pick(pool):
         return draw(st.sampled_from(pool))
 
-    for _ in range(draw(st.integers(1, 8))):
+    for _ in range(draw(st.integers(3, 12) if integer else st.integers(1, 8))):
         floats, ints, bools = of("f"), of("i"), of("b")
-        step = pick(["funary", "fbinary", "ibinary", "convert", "compare", "logic", "select",
-                     "reduce_keep", "layout", "layout", "matmul", "control", "window"])
+        full_f, full_i = of("f", True), of("i", True)
+        able = {"funary": floats, "fbinary": floats, "ibinary": ints, "iunary": ints,
+                "convert": True, "compare": floats or ints, "logic": bools,
+                "select": bools and floats, "reduce_keep": rank >= 1 and full_f,
+                "layout": rank >= 1 and (full_f or full_i), "matmul": rank >= 1 and full_f,
+                "control": floats, "window": rank == 3 and full_f, "ibinary_const": ints}
+        step = pick([k for k, ok in able.items() if ok] + ["ibinary"] * 2 * bool(ints)
+                    + ["layout"] * bool(able["layout"]))
         shape_of = prog.shapes
         if step == "funary" and floats:
             v = pick(floats)
             push(("funary", pick(sorted(FLOAT_UNARY)), [v], None), "f", shape_of[v])
+        elif step == "ibinary_const":
+            v = pick(ints)
+            const = _int_input(np.random.default_rng(draw(st.integers(0, 2 ** 16))),
+                               shape_of[v], prog.idt)
+            push(("ibinary_const", pick(sorted(INT_BINARY)), [v], (const, draw(st.booleans()))),
+                 "i", shape_of[v], exact(v))
+        elif step == "iunary" and ints:
+            v = pick(ints)
+            push(("iunary", pick(sorted(INT_UNARY)), [v], None), "i", shape_of[v], exact(v))
         elif step in ("fbinary", "ibinary", "compare") and (ints if step == "ibinary"
-                                                            else floats):
-            pool = ints if step == "ibinary" else floats
+                                                            else floats or ints):
+            pool = ints if step == "ibinary" else \
+                (ints if ints and (not floats or draw(st.booleans())) else floats)
             a, b = pick(pool), pick(pool)
             table = {"fbinary": FLOAT_BINARY, "ibinary": INT_BINARY,
                      "compare": ["lt", "ge", "eq", "ne"]}[step]
             push((step, pick(sorted(table)), [a, b], None),
                  {"fbinary": "f", "ibinary": "i", "compare": "b"}[step],
-                 np.broadcast_shapes(shape_of[a], shape_of[b]))
+                 np.broadcast_shapes(shape_of[a], shape_of[b]),
+                 step != "fbinary" and exact(a, b))
         elif step == "logic" and bools:
             a, b = pick(bools), pick(bools)
             push(("logic", pick(["and", "or", "xor", "not"]), [a, b], None), "b",
-                 np.broadcast_shapes(shape_of[a], shape_of[b]))
+                 np.broadcast_shapes(shape_of[a], shape_of[b]), exact(a, b))
         elif step == "select" and bools and floats:
             c, a, b = pick(bools), pick(floats), pick(floats)
             push(("select", "", [c, a, b], None), "f",
@@ -280,7 +383,7 @@ def programs(draw):
                 extra = tuple(draw(st.permutations(range(rank))))
             else:
                 sub, extra = ("cumsum" if sub == "cumsum" else "rev"), axis
-            push((sub, "", [v], extra), prog.kinds[v], base)
+            push((sub, "", [v], extra), prog.kinds[v], base, exact(v))
         elif step == "control" and floats:
             v = pick(floats)
             sub = pick(["fori", "while", "scan", "cond"])
@@ -320,10 +423,35 @@ def programs(draw):
     args = []
     for s, k in zip(shapes, kinds):
         if k == "i":
-            args.append(rng.integers(-20, 20, s).astype(prog.idt))
+            args.append(_int_input(rng, s, prog.idt))
         else:
-            args.append(rng.standard_normal(s).astype(prog.fdt))
+            x = rng.standard_normal(s).astype(prog.fdt)
+            if specials:
+                x = np.where(rng.random(s) < 0.2, rng.choice(FLOAT_SPECIALS, s), x)
+            args.append(np.asarray(x, prog.fdt))
     return prog, args
+
+
+FLOAT_SPECIALS = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0])
+
+
+def pick_from(draw, pool):
+    return draw(st.sampled_from(pool))
+
+
+def _int_input(rng, shape, dtype):
+    """Small values, full-range values and edge values (INT_MIN, INT_MIN + 1, -1, 0, 1,
+    the maximum, the bit width and its neighbours), mixed."""
+    info = np.iinfo(dtype)
+    bits = info.bits
+    edge = np.array([e for e in (info.min, info.min + 1, -1, 0, 1, bits - 1, bits, bits + 1,
+                                 info.max - 1, info.max) if info.min <= e <= info.max],
+                    dtype)
+    small = rng.integers(max(info.min, -20), 20, shape).astype(dtype)
+    full = rng.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)
+    which = rng.integers(0, 4, shape)
+    return np.where(which == 0, small, np.where(which == 1, full,
+                                                rng.choice(edge, shape))).astype(dtype)
 
 
 def _close(got, want, what):
@@ -339,23 +467,48 @@ def _close(got, want, what):
                                err_msg=what)
 
 
+JAX = _jax_namespace()
+
+
 @settings(max_examples=EXAMPLES, derandomize=True, deadline=None,
           suppress_health_check=list(HealthCheck))
 @given(programs())
-def test_compiled_matches_reference(case):
+def test_paths_agree_with_each_other_and_with_jax(case):
+    _check_paths(case)
+
+
+@settings(max_examples=INT_EXAMPLES, derandomize=True, deadline=None,
+          suppress_health_check=list(HealthCheck))
+@given(programs(integer=True))
+def test_integer_programs_agree_with_jax(case):
+    _check_paths(case)
+
+
+def _check_paths(case):
     prog, args = case
-    old = kiln.config.jax_enable_x64
-    kiln.config.update("jax_enable_x64", prog.x64)
-    try:
-        closed = kiln.make_jaxpr(prog)(*args)
+    flat = [np.asarray(a) for a in args]
+    with config_context(jax_enable_x64=prog.x64):
+        fn = prog.bind(KILN)
+        closed = kiln.make_jaxpr(fn)(*args)
+        ref = reference.run_jaxpr(closed.jaxpr, closed.consts, flat)
         exe = cpu.executable_for(closed)
-        if exe is None:     # nothing native: the program runs on the reference backend
-            return
-        flat = [np.asarray(a) for a in args]
-        got = exe(flat)
-        want = reference.run_jaxpr(closed.jaxpr, closed.consts, flat)
-    finally:
-        kiln.config.update("jax_enable_x64", old)
-    assert len(got) == len(want)
-    for i, (g, w) in enumerate(zip(got, want)):
-        _close(g, w, f"output {i} of\n{closed}")
+        paths = {"eager": [np.asarray(o) for o in fn(*[jnp.asarray(a) for a in args])]}
+        if exe is not None:     # else nothing native: the program runs on the reference
+            paths["compiled"] = [np.asarray(o) for o in exe(flat)]
+    paths["reference"] = [np.asarray(o) for o in ref]
+    assert all(len(outs) == len(prog.outputs) for outs in paths.values())
+    for path in ("compiled", "eager"):
+        for i, (g, w) in enumerate(zip(paths.get(path, ()), paths["reference"])):
+            _close(g, w, f"{path} vs reference: output {i} of\n{closed}")
+    if JAX is None:
+        return
+    jax, N = JAX
+    with jax.enable_x64(prog.x64):
+        want = [np.asarray(o) for o in jax.jit(prog.bind(N))(*args)]
+    for path, outs in paths.items():
+        for i, (g, w) in enumerate(zip(outs, want)):
+            what = f"{path} vs JAX: output {i} of\n{closed}\ninputs {flat}"
+            if w.dtype.kind in "fc" or prog.exact[prog.outputs[i]]:
+                _close(g, w, what)
+            else:   # an integer that depends on a float: its dtype and shape
+                assert (g.dtype, g.shape) == (w.dtype, w.shape), what
