@@ -140,7 +140,6 @@ def _report_failure(e):
         return
     kind = type(e).__name__
     first = kind not in _warned_faults
-    _warned_faults.add(kind)
     if isinstance(e, CacheError):
         text = f"{e} This program runs on the NumPy reference backend (same results)."
     elif isinstance(e, OSError):
@@ -153,6 +152,7 @@ def _report_failure(e):
                 "with the saved source.")
     if first:
         warnings.warn(text, RuntimeWarning, stacklevel=4)
+        _warned_faults.add(kind)     # after: a test suite's warnings-as-errors see each
     else:
         logger.warning("%s", text)
 
@@ -315,9 +315,16 @@ def executable_for(closed, name: str = "jit"):
     if entry is None or entry.state == "pending":
         if entry is not None and entry.future is not None:
             entry.future.result()
+        elif _disabled_reason:
+            return None
         else:
             entry = _Entry()
-            entry.exe = compile_closed(closed, name)
+            try:
+                entry.exe = compile_closed(closed, name)
+            except Exception as e:
+                if not _is_fault(e):
+                    raise
+                _report_failure(e)
             entry.state = "ready" if entry.exe is not None else "reference"
             _cache[closed] = entry
     return entry.exe
