@@ -11,7 +11,18 @@ bytes, loading them (``ctypes`` or as a CPython extension module), and build sta
   of the library's bytes. A library is returned only when that hash matches the bytes
   on disk and both files are owned by the current user and not writable by group or
   others; anything else (a truncated, tampered or planted file) is rebuilt, never
-  returned.
+  returned. One that matches but does not load is deleted and rebuilt once.
+* The cache root and every directory under it must be owned by the current user and
+  not writable by group or others; when one is not (or cannot be written: read-only,
+  full disk) one warning names it, the cause and the fix, and libraries go to a private
+  ``mkdtemp`` directory removed at exit. Files are opened relative to descriptors of the
+  checked directories (``O_NOFOLLOW``), the compiler writes through them
+  (``/proc/<pid>/fd``) and libraries are loaded through them, so nothing can be
+  swapped between a check and its use (threat model: ``docs/compiler.md``).
+* Compilers run in their own session and are killed with their process group after
+  ``$KILN_BUILD_TIMEOUT`` seconds (default 120; :class:`BuildTimeout`), on Ctrl-C
+  (the exception propagates, nothing half-written stays), and at interpreter exit (a
+  pending background build never delays exit).
 * Builds are atomic: the compiler writes a temporary file in the same directory, which
   is then renamed over the final name. Builders of one key take an ``flock`` on
   ``{name}-{key[:32]}.lock``, so two processes (or threads) needing the same library
