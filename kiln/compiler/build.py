@@ -1007,13 +1007,13 @@ class _Built:
 
 def _build(source: str, *, extra_flags: Sequence[str], include_dirs: Sequence[str],
            libraries: Sequence[str], name: str, suffix: str, key_extra: Sequence[str],
-           ) -> _Built:
+           flags: Sequence[str] | None = None) -> _Built:
     """Build (or find) one library. When the cache cannot be written (read-only, full),
     one warning, then the build is redone in this process's private directory."""
     if not name:
         raise ValueError("build: name must not be empty")
     argv = _compiler_argv()
-    flags = [*default_flags(), *extra_flags]
+    flags = [*default_flags(), *extra_flags] if flags is None else [*flags, *extra_flags]
     include_dirs = [str(d) for d in include_dirs]
     libraries = [str(lib) for lib in libraries]
     key = _key(source, flags, include_dirs, libraries, key_extra)
@@ -1287,7 +1287,10 @@ def load_library(source: str, **kw) -> ctypes.CDLL:
 
     Args:
       source: C source text.
-      **kw: the keyword arguments of :func:`build_shared`.
+      **kw: the keyword arguments of :func:`build_shared`, and ``flags``: when given,
+        the complete flags (``-fPIC -shared`` included) instead of
+        :func:`default_flags`, for code whose bits must not depend on ``-march=native``
+        or ``$KILN_CFLAGS``; ``extra_flags`` still follow them.
 
     Returns:
       The loaded library; the same object for the same source, flags and compiler in one
@@ -1297,9 +1300,11 @@ def load_library(source: str, **kw) -> ctypes.CDLL:
     include_dirs = tuple(str(d) for d in kw.pop("include_dirs", ()))
     libraries = tuple(kw.pop("libraries", ()))
     name = kw.pop("name", "kiln")
+    base = kw.pop("flags", None)
     if kw:
         raise TypeError(f"load_library: unexpected arguments {sorted(kw)}")
-    flags = [*default_flags(), *extra_flags]
+    base = None if base is None else tuple(base)
+    flags = [*default_flags(), *extra_flags] if base is None else [*base, *extra_flags]
     key = _key(source, flags, include_dirs, libraries)
     with _key_lock(key):
         lib = _libraries.get(key)
@@ -1309,7 +1314,8 @@ def load_library(source: str, **kw) -> ctypes.CDLL:
 
         def build():
             return _build(source, extra_flags=extra_flags, include_dirs=include_dirs,
-                          libraries=libraries, name=name, suffix=".so", key_extra=())
+                          libraries=libraries, name=name, suffix=".so", key_extra=(),
+                          flags=base)
 
         def load(built):
             return ctypes.CDLL(built.load_path(), mode=getattr(ctypes, "RTLD_LOCAL", 0))

@@ -205,3 +205,23 @@ def test_private_directory_is_removed_at_exit(tmp_path, fresh):
     private, value = proc.stdout.split()
     assert private != str(root) and not os.path.exists(private)
     assert float(value) == pytest.approx(np.sin(np.float32(0.5)) * 3.5 + 1.0, rel=1e-6)
+
+
+def test_random_kernels_use_the_checked_cache(tmp_path, monkeypatch, fresh):
+    """kiln.random's native kernels are built by the same cache: nothing is written
+    to, or loaded from, a root someone else owns."""
+    from kiln.random import _native
+    root = tmp_path / "theirs"
+    root.mkdir()
+    os.chmod(root, 0o777)
+    _foreign(root, monkeypatch)
+    monkeypatch.setenv("KILN_CACHE_DIR", str(root))
+    monkeypatch.delenv("KILN_DISABLE_NATIVE", raising=False)
+    monkeypatch.setattr(_native, "_state", {})
+    with pytest.warns(RuntimeWarning, match="not using the cache directory"):
+        lib = _native.lib()
+    assert lib is not None and list(root.iterdir()) == []
+    got = np.asarray(kiln.random.normal(kiln.random.PRNGKey(3), (64,)))
+    jax = pytest.importorskip("jax")
+    want = np.asarray(jax.random.normal(jax.random.PRNGKey(3), (64,)))
+    np.testing.assert_array_equal(got, want)
