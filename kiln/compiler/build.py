@@ -822,6 +822,32 @@ def _unlink(path: str | os.PathLike, dir_fd: int | None = None) -> None:
         pass
 
 
+def _rmtree_at(name: str, dir_fd: int) -> None:
+    """Remove the directory ``name`` in ``dir_fd`` and everything in it, never following
+    a link (``shutil.rmtree(dir_fd=...)`` needs Python 3.11); errors are ignored."""
+    try:
+        fd = os.open(name, _O_DIR | _O_NOFOLLOW, dir_fd=dir_fd)
+    except OSError:
+        _unlink(name, dir_fd)
+        return
+    try:
+        with os.scandir(fd) as it:
+            entries = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
+        for entry, is_dir in entries:
+            if is_dir:
+                _rmtree_at(entry, fd)
+            else:
+                _unlink(entry, fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    try:
+        os.rmdir(name, dir_fd=dir_fd)
+    except OSError:
+        pass
+
+
 def _sha256_fd(fd: int) -> str:
     h = hashlib.sha256()
     os.lseek(fd, 0, os.SEEK_SET)
@@ -925,7 +951,7 @@ def _evict(cache: _Cache, protect: str) -> None:
             if name.startswith("."):  # in-progress work of some build
                 if now - st.st_mtime > _STALE_TMP_S:
                     if stat.S_ISDIR(st.st_mode):
-                        shutil.rmtree(name, dir_fd=dfd, ignore_errors=True)
+                        _rmtree_at(name, dfd)
                     else:
                         _unlink(name, dfd)
                     continue
@@ -1151,7 +1177,7 @@ def _compile(cache: _Cache, source: str, argv: list[str], flags: Sequence[str],
     finally:
         if tmp_fd is not None:
             os.close(tmp_fd)
-        shutil.rmtree(tmp, dir_fd=d, ignore_errors=True)
+        _rmtree_at(tmp, d)
 
 
 # A line splitting a source into translation units (kiln.compiler.render_c writes it):
