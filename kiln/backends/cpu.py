@@ -121,7 +121,9 @@ def _is_fault(e: BaseException) -> bool:
 def _report_failure(e):
     """One warning per kind of fault, naming its cause and fix. No compiler, an unusable
     one, or one that hangs turns compilation off for the process."""
-    from kiln.compiler.build import BuildTimeout, CacheError, CompilerNotFound
+    from kiln.compiler.build import BuildCancelled, BuildTimeout, CacheError, CompilerNotFound
+    if isinstance(e, BuildCancelled):      # the interpreter is exiting: nothing to say
+        return
     if isinstance(e, (CompilerNotFound, BuildTimeout)):
         if not _disabled_reason:
             _disabled_reason.append(str(e))

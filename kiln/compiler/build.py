@@ -90,6 +90,7 @@ except ImportError:  # pragma: no cover - not POSIX: builds still atomic, not se
     fcntl = None
 
 __all__ = [
+    "BuildCancelled",
     "BuildError",
     "BuildTimeout",
     "CacheError",
@@ -151,6 +152,10 @@ class BuildTimeout(BuildError):
     killed."""
 
 
+class BuildCancelled(BuildError):
+    """The interpreter is exiting: the build was stopped (or not started)."""
+
+
 class CacheError(BuildError):
     """No directory could take compiled libraries: the cache and the private temporary
     directory used instead were both unwritable (read-only, full disk)."""
@@ -179,7 +184,7 @@ _exiting = False
 
 def _spawn(cmd: list[str]) -> subprocess.Popen:
     if _exiting:
-        raise BuildError("kiln: the interpreter is exiting; build cancelled")
+        raise BuildCancelled("kiln: the interpreter is exiting; build cancelled")
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          start_new_session=True)
     with _state_lock:
@@ -215,7 +220,7 @@ def _finish(p: subprocess.Popen, cmd, deadline: float | None) -> subprocess.Comp
         with _state_lock:
             _live.discard(p)
     if _exiting and p.returncode and p.returncode < 0:
-        raise BuildError("kiln: the interpreter is exiting; build cancelled")
+        raise BuildCancelled("kiln: the interpreter is exiting; build cancelled")
     return subprocess.CompletedProcess(cmd, p.returncode, out, err)
 
 
