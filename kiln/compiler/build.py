@@ -1112,6 +1112,24 @@ def _build_in(cache: _Cache, source: str, argv: list[str], flags: list[str],
     return _Built(cache.so / lib, key, cache.so_fd, stem)
 
 
+def _output_fd(dir_fd: int, name: str) -> int | None:
+    """The compiler's output ``name`` in our private build directory, opened (not a
+    link), a regular file of ours, set to mode 0700 (the compiler follows the umask)."""
+    try:
+        fd = os.open(name, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC, dir_fd=dir_fd)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISREG(st.st_mode) and (not hasattr(os, "getuid") or st.st_uid == os.getuid()):
+            os.fchmod(fd, 0o700)
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
+
+
 def _compile(cache: _Cache, source: str, argv: list[str], flags: Sequence[str],
              include_dirs: list[str], libraries: list[str], stem: str, suffix: str,
              lib: str, meta: str, key: str) -> float:
@@ -1150,11 +1168,13 @@ def _compile(cache: _Cache, source: str, argv: list[str], flags: Sequence[str],
         with _state_lock:
             _stats["seconds"] += seconds
             _stats["last_seconds"] = seconds
-        out_fd = _safe_fd(tmp_fd, out_name) if proc.returncode == 0 else None
+        out_fd = _output_fd(tmp_fd, out_name) if proc.returncode == 0 else None
         if out_fd is None:
             _count("failures")
             saved = _save_failed(cache, source, stem)
-            stderr = (proc.stderr or "").replace(src, str(saved))
+            shown_dir = str(cache.so / tmp)
+            stderr = (proc.stderr or "").replace(src, str(saved)).replace(where, shown_dir)
+            cmd = [c.replace(where, shown_dir) for c in cmd]
             lines = stderr.splitlines()
             shown = "\n".join(lines[:_ERROR_LINES])
             if len(lines) > _ERROR_LINES:
@@ -1164,7 +1184,6 @@ def _compile(cache: _Cache, source: str, argv: list[str], flags: Sequence[str],
                 f"command: {shlex.join(cmd)}\nsource saved at: {saved}\n{shown}",
                 saved, stderr)
         try:
-            os.fchmod(out_fd, 0o700)
             digest = _sha256_fd(out_fd)
             record = {"key": key, "sha256": digest, "size": os.fstat(out_fd).st_size,
                       "compiler": compiler_identity(), "flags": list(flags),
