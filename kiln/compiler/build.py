@@ -1169,6 +1169,9 @@ def _compile(cache: _Cache, source: str, argv: list[str], flags: Sequence[str],
             _stats["seconds"] += seconds
             _stats["last_seconds"] = seconds
         out_fd = _output_fd(tmp_fd, out_name) if proc.returncode == 0 else None
+        if out_fd is None and "No space left on device" in (proc.stderr or ""):
+            # a full disk, not a bad program: the caller retries elsewhere
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(cache.so))
         if out_fd is None:
             _count("failures")
             saved = _save_failed(cache, source, stem)

@@ -333,3 +333,51 @@ while not os.path.exists(sys.argv[1]):
     value = float(proc.stdout.split()[-1])
     assert value == pytest.approx(np.cos(np.float32(0.75)) * 2.0 + 0.25, rel=1e-6)
     assert _gone(int(pidfile.read_text()))
+
+
+def test_compiler_meets_a_full_disk(tmp_path, monkeypatch, fresh, mode):
+    """The compiler itself reports ENOSPC writing into the cache: a disk fault, so the
+    build is redone in the private directory (one warning naming the cause and fix)."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("CC", _fake_cc(tmp_path, f"""{PASS_PROBES}
+out=""; prev=""
+for a in "$@"; do [ "$prev" = "-o" ] && out="$a"; prev="$a"; done
+case "$(readlink -f "$(dirname "$out")")" in
+  {cache}*) echo "cc1: fatal error: error writing to $out: No space left on device" >&2
+            exit 1;;
+esac
+exec {REAL_CC} "$@\""""))
+    f, x, want = _program()
+    out1, out2, msgs = _call(f, x)
+    _check([out1, out2], want)
+    assert len(msgs) == 1, msgs
+    assert "No space left on device" in msgs[0] and "free disk space" in msgs[0]
+    private = build._fallback[str(cache)]
+    assert any(p.suffix == ".so" for p in (private / "so").iterdir())
+
+
+def test_build_timeout_setting(monkeypatch):
+    monkeypatch.delenv("KILN_BUILD_TIMEOUT", raising=False)
+    assert build._build_timeout() == 120.0
+    monkeypatch.setenv("KILN_BUILD_TIMEOUT", "2.5")
+    assert build._build_timeout() == 2.5
+    for bad in ("soon", "0", "-3"):
+        monkeypatch.setenv("KILN_BUILD_TIMEOUT", bad)
+        assert build._build_timeout() == 120.0
+
+
+def test_compiled_as_text_degrades(tmp_path, monkeypatch, fresh):
+    """``lower().compile().as_text()`` with a compiler that fails: the jaxpr's text and
+    one warning, no exception; the call still gives NumPy's values."""
+    monkeypatch.setenv("CC", _fake_cc(tmp_path, f"""case "$*" in *--version*) exec {REAL_CC} "$@";; esac
+exit 1"""))
+    f, x, want = _program()
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        compiled = f.lower(x).compile()
+        text = compiled.as_text()
+        out = np.asarray(compiled(x))
+    msgs = [str(w.message) for w in record if "kiln" in str(w.message)]
+    assert len(msgs) == 1 and "fails to build" in msgs[0], msgs
+    assert "exp" in text
+    _check([out], want)

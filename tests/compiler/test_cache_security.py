@@ -225,3 +225,19 @@ def test_random_kernels_use_the_checked_cache(tmp_path, monkeypatch, fresh):
     jax = pytest.importorskip("jax")
     want = np.asarray(jax.random.normal(jax.random.PRNGKey(3), (64,)))
     np.testing.assert_array_equal(got, want)
+
+
+def test_group_writable_umask_still_caches(tmp_path, monkeypatch, fresh):
+    """The compiler creates its output per the umask (0775 under umask 002): kiln makes
+    it 0700 before recording it, so the entry is kept and found again."""
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path / "cache"))
+    old = os.umask(0o002)
+    try:
+        src = _source(13)
+        path = build.build_shared(src)
+        before = build.stats()["hits"]
+        assert build.build_shared(src) == path
+    finally:
+        os.umask(old)
+    assert build.stats()["hits"] == before + 1
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o700
