@@ -1058,8 +1058,11 @@ def _trace_caches(fun, options) -> tuple[dict, dict]:
 
 class _PrivateCache(dict):
     """The trace cache of a jitted function that cannot key ``_FUNCTION_CACHES``; weakly
-    referenceable so that :func:`clear_caches` reaches it."""
+    referenceable (and hashed by identity, unlike a dict) so that :func:`clear_caches`
+    reaches it through a ``WeakSet``."""
     __slots__ = ("__weakref__",)
+    __hash__ = object.__hash__
+    __eq__ = object.__eq__
 
 
 _PRIVATE_CACHES: weakref.WeakSet = weakref.WeakSet()

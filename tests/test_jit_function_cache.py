@@ -163,3 +163,35 @@ def test_pytree_fast_path_still_donates():
         out = jf(t)
         assert t["a"].is_deleted() and t["b"].is_deleted()
         assert float(out["a"][0]) == 2.0
+
+
+def test_jit_of_an_unhashable_callable_gets_a_private_cache():
+    # A callable object that cannot key the per-function cache (Equinox's Modules hold
+    # arrays and raise TypeError from __hash__): jit keeps a cache per wrapper, and
+    # clear_caches reaches it.
+    import numpy as np
+
+    import kiln
+    import kiln.numpy as jnp
+
+    class Affine:
+        def __init__(self, w):
+            self.w = w
+
+        def __hash__(self):
+            raise TypeError("unhashable: holds arrays")
+
+        def __call__(self, x):
+            return self.w * x + 1.0
+
+    traces = []
+    obj = Affine(jnp.arange(3.0))
+    f = kiln.jit(lambda x: (traces.append(1), obj(x))[1])
+    g = kiln.jit(obj)
+    np.testing.assert_allclose(np.asarray(g(jnp.ones(3))), [1.0, 2.0, 3.0])
+    np.testing.assert_allclose(np.asarray(g(jnp.ones(3))), [1.0, 2.0, 3.0])
+    assert g._cache_size() == 1
+    f(jnp.ones(3))
+    kiln.clear_caches()
+    assert g._cache_size() == 0
+    np.testing.assert_allclose(np.asarray(g(jnp.ones(3))), [1.0, 2.0, 3.0])
