@@ -126,3 +126,13 @@ def test_child_forked_while_a_build_is_pending_gets_its_program(monkeypatch):
     cpu.wait_for_compiles()                 # the parent's own build finishes as before
     assert cpu.ready_executable(closed) is not None
     np.testing.assert_allclose(np.asarray(f(x)), expect, rtol=1e-5, atol=1e-3)
+
+
+def test_child_forked_after_threaded_random_bits_draws_them():
+    key = kiln.random.key(7)
+    bits = np.asarray(kiln.random.bits(key, (1 << 20,)))    # threefry's thread pool ran
+
+    def child():
+        return np.asarray(kiln.random.bits(kiln.random.key(7), (1 << 20,)))
+
+    np.testing.assert_array_equal(_in_child(child), bits)
