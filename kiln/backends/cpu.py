@@ -378,6 +378,9 @@ def clear_cache() -> None:
     into entries nothing refers to any more."""
     with _lock:
         _cache.clear()
+        for entry in _lru:      # entries still held elsewhere (jit fast paths) reload
+            entry.exe = None
+            entry.state = "evicted"
         _lru.clear()
     _loaded.sweep()
 
