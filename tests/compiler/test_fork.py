@@ -136,3 +136,16 @@ def test_child_forked_after_threaded_random_bits_draws_them():
         return np.asarray(kiln.random.bits(kiln.random.key(7), (1 << 20,)))
 
     np.testing.assert_array_equal(_in_child(child), bits)
+
+
+def test_child_forked_after_pmap_runs_pmap():
+    n = kiln.local_device_count()
+    f = kiln.pmap(lambda v: jnp.sin(v) * 2.0 + kiln.lax.psum(v, "i"), axis_name="i")
+    x = np.arange(n * 4, dtype=np.float32).reshape(n, 4)
+    f(x).block_until_ready()            # the device threads now exist
+
+    def child():
+        return np.asarray(f(x + np.float32(1.0)))
+
+    y = (x + np.float32(1.0)).astype(np.float64)
+    np.testing.assert_allclose(_in_child(child), np.sin(y) * 2.0 + y.sum(0), rtol=1e-5)
