@@ -34,7 +34,6 @@ import threading
 _GOMP_NAMES = ("libgomp.so.1", "libgomp.so")
 
 _omp: list = []         # [omp_set_num_threads] once the runtime is found loaded
-_in_child: list = []    # non-empty in a process made by fork
 
 
 def _find_runtime() -> None:
@@ -63,7 +62,6 @@ def _before_fork() -> None:
 
 
 def _after_fork_in_child() -> None:
-    _in_child.append(True)
     if _omp:
         _omp[0](1)
     build = sys.modules.get("kiln.compiler.build")
@@ -73,12 +71,6 @@ def _after_fork_in_child() -> None:
     runtime = sys.modules.get("kiln.compiler.runtime")
     if runtime is not None:
         runtime._lock = threading.Lock()
-
-
-def forked_single_threaded() -> bool:
-    """Whether this process was forked with the OpenMP runtime loaded (its forking
-    thread then runs kernels single-threaded)."""
-    return bool(_in_child) and bool(_omp)
 
 
 os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
