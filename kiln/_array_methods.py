@@ -334,12 +334,12 @@ def _fast_int(npfn, name, zero_ok):
                     b = other._value
                     if b.dtype is dt and (zero_ok or b.all()):
                         try:
-                            r = npfn(a, b)
+                            r = call_quietly(npfn, a, b)    # x % 0: NumPy would warn
                         except ValueError:  # shapes don't broadcast: JAX's error
                             return general(self, other)
                         return make_array(r, self.weak_type and other.weak_type)
                 elif _scalar_ok(dt, other) and (zero_ok or other != 0):
-                    return make_array(npfn(a, dt.type(other)), self.weak_type)
+                    return make_array(call_quietly(npfn, a, dt.type(other)), self.weak_type)
         return general(self, other)
 
     def rop(self, other):
@@ -347,7 +347,7 @@ def _fast_int(npfn, name, zero_ok):
             b = self._value
             dt = b.dtype
             if dt.kind in "iu" and _scalar_ok(dt, other) and (zero_ok or b.all()):
-                return make_array(npfn(dt.type(other), b), self.weak_type)
+                return make_array(call_quietly(npfn, dt.type(other), b), self.weak_type)
         return rgeneral(self, other)
     op.__name__, rop.__name__ = name, "r" + name
     return op, rop

@@ -156,7 +156,7 @@ _FLAGS: dict[str, tuple[Any, Callable[[Any, str], Any]]] = {
     # kiln's own: which backend runs jitted programs, and when the C build happens.
     # env KILN_BACKEND / KILN_COMPILE.
     "kiln_backend": ("cpu", _enum("cpu", "reference")),
-    "kiln_compile": ("async", _enum("async", "sync")),
+    "kiln_compile": ("sync", _enum("sync", "async")),
     # Opt-in (JAX has no such warning): warn when one jitted function has been traced more
     # than kiln_retrace_warning_threshold times (0: never). env KILN_WARN_RETRACE.
     "kiln_warn_retrace": (False, _parse_bool),
@@ -209,7 +209,9 @@ _HELP: dict[str, str] = {
                           "with dynamic shapes.",
     "kiln_backend": "Which backend runs jitted programs: 'cpu' (compiled C) or "
                     "'reference' (NumPy).",
-    "kiln_compile": "When the C build of a jitted program happens: 'async' or 'sync'.",
+    "kiln_compile": "When the C build of a jitted program happens: 'sync' (the default: "
+                    "the first call waits for it, as JAX's compiles) or 'async' (tiered: "
+                    "calls run on the reference backend until the build is ready).",
     "kiln_warn_retrace": "Warn (kiln._compile_log.RetraceWarning) when one jitted function "
                          "has been traced more than kiln_retrace_warning_threshold times, "
                          "naming it and the argument that changed. Off by default (JAX "

@@ -185,3 +185,20 @@ def test_callbacks_run_user_code_with_users_warnings(backend):
 def test_bfloat16_eager():
     x = jnp.ones(2, ml_dtypes.bfloat16)
     assert _run_all({"bf16": lambda: x / jnp.zeros_like(x)}, "error") == []
+
+
+def test_eager_integer_remainder_and_fmod_by_zero_do_not_warn():
+    # The integer fast paths call NumPy's remainder/fmod directly: x % 0 is 0 as in JAX,
+    # and NumPy's "divide by zero" RuntimeWarning must not reach the user.
+    import warnings
+
+    import kiln.numpy as jnp
+    a = jnp.array([5, -7, 3], jnp.int32)
+    b = jnp.array([0, 2, 0], jnp.int32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert (a % b).tolist() == [0, 1, 0]
+        assert jnp.fmod(a, b).tolist() == [0, -1, 0]
+        assert jnp.remainder(a, b).tolist() == [0, 1, 0]
+        assert (a % 0).tolist() == [0, 0, 0]
+        assert (7 % b).tolist() == [0, 1, 0]

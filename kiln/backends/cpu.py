@@ -85,9 +85,11 @@ def _reload(entry: _Entry, closed, name):
     """Load an evicted program again (its library is normally in the disk cache)."""
     try:
         exe = compile_closed(closed, name)
-    except Exception as e:           # noqa: BLE001 - reported, then the reference runs
+    except BaseException as e:
+        if not _is_fault(e):    # Ctrl-C, or a kiln bug: still evicted, the next call retries
+            raise
         entry.error = e
-        entry.state = "failed"
+        entry.state = "failed"  # a machine fault: reported, then the reference runs
         _report_failure(e)
         return None
     entry.exe = exe
@@ -167,17 +169,55 @@ def _compile_into(entry: _Entry, closed, name):
         _admit(entry)
 
 
+_warned_faults: set = set()
+
+
+def _is_fault(e: BaseException) -> bool:
+    """Whether ``e`` is a fault of the machine (compiler, cache, disk) rather than of
+    kiln: those degrade to the reference backend in every compile mode."""
+    from kiln.compiler.build import BuildError, CompilerNotFound
+    return isinstance(e, (BuildError, CompilerNotFound, OSError))
+
+
 def _report_failure(e):
-    from kiln.compiler.build import CompilerNotFound
-    if isinstance(e, CompilerNotFound):
+    """One warning per kind of fault, naming its cause and fix. No compiler, an unusable
+    one, or one that hangs turns compilation off for the process."""
+    from kiln.compiler.build import BuildCancelled, BuildTimeout, CacheError, CompilerNotFound
+    if isinstance(e, BuildCancelled):      # the interpreter is exiting: nothing to say
+        return
+    if isinstance(e, (CompilerNotFound, BuildTimeout)):
         if not _disabled_reason:
             _disabled_reason.append(str(e))
-            warnings.warn(f"kiln: no C compiler found ({e}); jitted code runs on the NumPy "
-                          "reference backend. Install gcc or clang (or set CC) for compiled "
-                          "kernels.", RuntimeWarning, stacklevel=4)
+            if isinstance(e, BuildTimeout):
+                msg = (f"{e} jitted code runs on the NumPy reference backend from now on "
+                       "(same results, slower).")
+            else:
+                msg = (f"kiln: no usable C compiler ({e}); jitted code runs on the NumPy "
+                       "reference backend. Install gcc or clang (or set CC) for compiled "
+                       "kernels.")
+            warnings.warn(msg, RuntimeWarning, stacklevel=4)
         return
-    logger.warning("kiln: compiling a program failed, running it on the reference backend: "
-                   "%s: %s", type(e).__name__, e)
+    if not _is_fault(e):        # a kiln bug, met on the background thread
+        logger.warning("kiln: compiling a program failed, running it on the reference "
+                       "backend: %s: %s", type(e).__name__, e)
+        return
+    kind = type(e).__name__
+    first = kind not in _warned_faults
+    if isinstance(e, CacheError):
+        text = f"{e} This program runs on the NumPy reference backend (same results)."
+    elif isinstance(e, OSError):
+        text = (f"kiln: compiling a program failed ({kind}: {e}); it runs on the NumPy "
+                "reference backend (same results). Fix: check that the cache directory "
+                "(KILN_CACHE_DIR) is writable and the disk has room.")
+    else:
+        text = (f"{e}\nThis program runs on the NumPy reference backend (same results). "
+                "Fix: check that $CC works; if it does, please report this as a kiln bug "
+                "with the saved source.")
+    if first:
+        warnings.warn(text, RuntimeWarning, stacklevel=4)
+        _warned_faults.add(kind)     # after: a test suite's warnings-as-errors see each
+    else:
+        logger.warning("%s", text)
 
 
 # Above this many estimated reference steps (~2-5 µs each), a first call waits for the
@@ -206,9 +246,8 @@ def _entry_for(closed, name, sync: bool = False) -> _Entry:
     elif sync or config.kiln_compile == "sync" or _long_on_reference(closed):
         try:
             entry.exe = compile_closed(closed, name)
-        except Exception as e:
-            from kiln.compiler.build import CompilerNotFound
-            if not isinstance(e, CompilerNotFound):
+        except BaseException as e:
+            if not _is_fault(e):    # Ctrl-C, or a kiln bug: the next call builds again
                 with _lock:
                     _cache.pop(closed, None)
                 raise
@@ -363,9 +402,16 @@ def executable_for(closed, name: str = "jit"):
     if entry is None or entry.state == "pending":
         if entry is not None and entry.future is not None:
             entry.future.result()
+        elif _disabled_reason:
+            return None
         else:
             entry = _Entry()
-            entry.exe = compile_closed(closed, name)
+            try:
+                entry.exe = compile_closed(closed, name)
+            except Exception as e:
+                if not _is_fault(e):
+                    raise
+                _report_failure(e)
             entry.state = "ready" if entry.exe is not None else "reference"
             _cache[closed] = entry
             if entry.exe is not None:

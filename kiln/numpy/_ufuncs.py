@@ -15,6 +15,7 @@ import warnings
 import numpy as np
 
 from kiln import dtypes, lax
+from kiln._fp_warnings import call_quietly
 from kiln.array import Array, make_array
 from kiln.core.trace import Tracer, get_aval
 from kiln.custom_derivatives import custom_jvp
@@ -164,7 +165,7 @@ def _eager_int(npfn, x1, x2, zero_ok):
         a, b = x1._value, x2._value
         if a.dtype is b.dtype and a.dtype.kind in "iu" and (zero_ok or b.all()):
             try:
-                r = npfn(a, b)
+                r = call_quietly(npfn, a, b)    # x % 0, fmod(x, 0): NumPy would warn
             except ValueError:      # shapes don't broadcast: the general path raises
                 return None
             return make_array(_eager.as_ndarray(r), x1.weak_type and x2.weak_type)

@@ -1,7 +1,8 @@
 """Optional native kernels for kiln.random, built with the system C compiler.
 
 Two small C functions, compiled once per (source, compiler, flags, CPU) and cached
-on disk (``$KILN_CACHE_DIR`` or ``~/.cache/kiln``), loaded with ``ctypes``:
+on disk by ``kiln.compiler.build`` (its checked cache, ``$KILN_CACHE_DIR/so``), loaded
+with ``ctypes``:
 
 * ``threefry2x32``: the Threefry-2x32 hash, vectorized by the C compiler. The
   NumPy implementation in ``_threefry`` computes the same bits; this one is faster.
@@ -450,12 +451,6 @@ _lock = threading.Lock()
 _state: dict = {}
 
 
-def _cache_dir() -> str:
-    d = os.environ.get("KILN_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache",
-                                                         "kiln")
-    return os.path.join(d, "random")
-
-
 def _cpu_id() -> str:
     try:
         with open("/proc/cpuinfo") as f:
@@ -471,42 +466,25 @@ def _build():
     if os.environ.get("KILN_DISABLE_NATIVE", "").lower() in ("1", "true", "yes"):
         return None
     # Imported here, on the first use of the kernels: ``import kiln`` need not pay for them.
-    import hashlib
     import platform
-    import subprocess
-    import tempfile
 
-    cc = os.environ.get("CC", "cc")
+    from kiln.compiler import build
+
     flags = ["-O3", "-fPIC", "-shared", "-ffp-contract=off", "-fno-math-errno",
              "-fno-trapping-math"]
     if platform.machine() in ("x86_64", "AMD64", "i686", "i386"):
         flags += ["-mavx2", "-mfma"] if "avx2" in _cpu_id() and " fma" in _cpu_id() else []
+    # Built and cached by kiln's compiler (kiln.compiler.build): its cache checks who
+    # owns every directory and file and hashes what it loads; a fault of the machine
+    # (no compiler, a failing one, an unusable cache) means the NumPy implementations.
     try:
-        version = subprocess.run([cc, "--version"], capture_output=True, text=True,
-                                 timeout=30).stdout
-    except (OSError, subprocess.SubprocessError):
+        lib = build.load_library(_SOURCE, flags=flags, name="kiln_random")
+    except build.CompilerNotFound:
         return None
-    key = hashlib.sha256("\0".join([_SOURCE, cc, version, " ".join(flags), _cpu_id(),
-                                    platform.machine()]).encode()).hexdigest()[:20]
-    path = os.path.join(_cache_dir(), f"kiln_random_{key}.so")
-    if not os.path.exists(path):
-        os.makedirs(_cache_dir(), exist_ok=True)
-        with tempfile.TemporaryDirectory() as tmp:
-            src = os.path.join(tmp, "kiln_random.c")
-            with open(src, "w") as fh:
-                fh.write(_SOURCE)
-            out = os.path.join(tmp, "kiln_random.so")
-            proc = subprocess.run([cc, *flags, src, "-o", out, "-lm"], capture_output=True,
-                                  text=True, timeout=120)
-            if proc.returncode != 0:
-                warnings.warn("kiln.random: building the native kernels failed; using the "
-                              f"NumPy implementations.\n{proc.stderr[-2000:]}",
-                              RuntimeWarning, stacklevel=3)
-                return None
-            tmp_final = path + f".{os.getpid()}.tmp"
-            os.replace(out, tmp_final)
-            os.replace(tmp_final, path)
-    lib = ctypes.CDLL(path)
+    except (build.BuildError, OSError) as e:
+        warnings.warn("kiln.random: building the native kernels failed; using the NumPy "
+                      f"implementations.\n{str(e)[-2000:]}", RuntimeWarning, stacklevel=3)
+        return None
     p = ctypes.c_void_p
     i64 = ctypes.c_int64
     lib.kiln_threefry2x32.argtypes = [p, p, i64, p, p, p, p, i64]
