@@ -1468,14 +1468,15 @@ class JitWrapped:
         closed, out_tree, weaks, exe = hit
         with program_running():
             if exe and _cpu.plain_mode():
-                outs = exe[0](vals)
+                # the cache entry, not the executable: an evicted one reloads (cpu LRU)
+                outs = _cpu.run_ready(exe[0], closed, vals, self._name)
             else:
                 try:
                     outs = _cpu.run(closed, vals, self._name)
                 except FloatingPointError as e:
                     _rerun_deoptimized(self, e, args, kwargs)
-                ready = _cpu.ready_executable(closed)
-                if ready is not None:
+                ready = _cpu.ready_entry(closed)
+                if ready is not None and not exe:
                     exe.append(ready)
         return tree_unflatten(out_tree, [make_array(o, w) if w is not None else
                                          _float0_value(o) for o, w in zip(outs, weaks)])

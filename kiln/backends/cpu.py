@@ -13,18 +13,28 @@ test suite uses it. ``config.kiln_backend = "reference"`` (env
 With no C compiler on the machine, one warning says what to install and every
 program runs on the reference backend.
 
+At most ``kiln.compiler.loaded.max_loaded()`` programs stay loaded (env
+``KILN_MAX_LOADED_PROGRAMS``, default 256): an LRU of the cache entries drops the
+executable of the least recently called one (state ``evicted``), whose library is closed
+once nothing refers to it; its next call loads it again (a disk cache hit). In a child
+made by ``fork``, builds the parent had pending start again on the child's own pool.
+
 What it must not hold: compiler internals (``kiln/compiler/``).
 """
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 import warnings
 import weakref
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 
 from kiln.backends import reference
+from kiln.compiler import fork as _fork  # noqa: F401 - its at-fork hooks
+from kiln.compiler import loaded as _loaded
 from kiln.config import config
 from kiln.core.trace import _debug_checks
 from kiln.profiler import _recorder as _profiler
@@ -35,6 +45,8 @@ _cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
 _disabled_reason: list = []
+# Entries whose executable is loaded, least recently called first (the LRU bound).
+_lru: OrderedDict = OrderedDict()
 
 
 class _Entry:
@@ -42,9 +54,49 @@ class _Entry:
 
     def __init__(self):
         self.exe = None
-        self.state = "pending"      # pending | ready | reference | failed
+        self.state = "pending"      # pending | ready | reference | failed | evicted
         self.error = None
         self.future = None
+
+
+def _admit(entry: _Entry) -> None:
+    """``entry`` has a loaded executable: make it the most recent, evict the oldest
+    above the bound, and close the libraries nothing uses any more."""
+    limit = _loaded.max_loaded()
+    with _lock:
+        _lru[entry] = None
+        _lru.move_to_end(entry)
+        while len(_lru) > limit:
+            old, _ = _lru.popitem(last=False)
+            if old.exe is not None:
+                old.exe = None
+                old.state = "evicted"
+    _loaded.sweep()
+
+
+def _touch(entry: _Entry) -> None:
+    try:
+        _lru.move_to_end(entry)
+    except KeyError:        # evicted meanwhile (its caller still holds the executable)
+        pass
+
+
+def _reload(entry: _Entry, closed, name):
+    """Load an evicted program again (its library is normally in the disk cache)."""
+    try:
+        exe = compile_closed(closed, name)
+    except BaseException as e:
+        if not _is_fault(e):    # Ctrl-C, or a kiln bug: still evicted, the next call retries
+            raise
+        entry.error = e
+        entry.state = "failed"  # a machine fault: reported, then the reference runs
+        _report_failure(e)
+        return None
+    entry.exe = exe
+    entry.state = "ready" if exe is not None else "reference"
+    if exe is not None:
+        _admit(entry)
+    return exe
 
 
 @_profiler.compile_span
@@ -81,9 +133,16 @@ def compile_closed(closed, name: str = "jit"):
     t1 = time.perf_counter()
     with _profiler.span("build", "compile", program=name):
         lib = load_library(source, extra_flags=["-fwrapv"], name="kiln")
+        while not _loaded.hold(lib):    # closed meanwhile: open it again
+            lib = load_library(source, extra_flags=["-fwrapv"], name="kiln")
     t2 = time.perf_counter()
-    blas_support.init(lib)
-    exe = Executable(prog, lib, segments, source, build_seconds=t2 - t1)
+    try:
+        blas_support.init(lib)
+        exe = Executable(prog, lib, segments, source, build_seconds=t2 - t1)
+    except BaseException:
+        _loaded.release(lib)
+        raise
+    _loaded.release_when_dead(exe, lib)
     exe.name, exe.where = name, _profiler.source_of(closed, name)
     if prog.guards:
         exe.fallback = lambda args: reference.run_jaxpr(closed.jaxpr, closed.consts, args)
@@ -106,6 +165,8 @@ def _compile_into(entry: _Entry, closed, name):
         return
     entry.exe = exe
     entry.state = "ready" if exe is not None else "reference"
+    if exe is not None:
+        _admit(entry)
 
 
 _warned_faults: set = set()
@@ -194,6 +255,8 @@ def _entry_for(closed, name, sync: bool = False) -> _Entry:
             entry.state = "reference"
             return entry
         entry.state = "ready" if entry.exe is not None else "reference"
+        if entry.exe is not None:
+            _admit(entry)
     else:
         global _pool
         if _pool is None:
@@ -254,7 +317,10 @@ def _run_pure(closed, args, name: str = "jit", reuse=None):
         if entry is None:
             entry = _entry_for(closed, name)
         exe = entry.exe
+        if exe is None and entry.state == "evicted":
+            exe = _reload(entry, closed, name)
         if exe is not None:
+            _touch(entry)
             outs = exe(args, reuse) if reuse else exe(args)
         else:
             outs = (_profiler.run_reference(reference.run_jaxpr, closed, args, name)
@@ -311,9 +377,28 @@ def ready_executable(closed):
     return entry.exe if entry is not None else None
 
 
+def ready_entry(closed):
+    """The cache entry of ``closed`` if its executable is loaded, else None: what a caller
+    keeps to call it again through :func:`run_ready` (holding the executable itself
+    would keep its library loaded past the LRU bound)."""
+    entry = _cache.get(closed)
+    return entry if entry is not None and entry.exe is not None else None
+
+
+def run_ready(entry, closed, args, name: str = "jit"):
+    """Run ``closed`` through the entry from :func:`ready_entry` (plain mode only)."""
+    exe = entry.exe
+    if exe is None:
+        return _run_pure(closed, args, name)
+    _touch(entry)
+    return exe(args)
+
+
 def executable_for(closed, name: str = "jit"):
     """The compiled executable of ``closed`` (compiling now if needed), or None."""
     entry = _cache.get(closed)
+    if entry is not None and entry.state == "evicted":
+        return _reload(entry, closed, name)
     if entry is None or entry.state == "pending":
         if entry is not None and entry.future is not None:
             entry.future.result()
@@ -329,6 +414,8 @@ def executable_for(closed, name: str = "jit"):
                 _report_failure(e)
             entry.state = "ready" if entry.exe is not None else "reference"
             _cache[closed] = entry
+            if entry.exe is not None:
+                _admit(entry)
     return entry.exe
 
 
@@ -337,6 +424,11 @@ def clear_cache() -> None:
     into entries nothing refers to any more."""
     with _lock:
         _cache.clear()
+        for entry in _lru:      # entries still held elsewhere (jit fast paths) reload
+            entry.exe = None
+            entry.state = "evicted"
+        _lru.clear()
+    _loaded.sweep()
 
 
 def wait_for_compiles():
@@ -344,3 +436,21 @@ def wait_for_compiles():
     for entry in list(_cache.values()):
         if entry.future is not None:
             entry.future.result()
+
+
+def _after_fork_in_child() -> None:
+    """In a child made by ``fork``: a fresh lock and build pool (the parent's threads do
+    not exist here); builds the parent had pending are forgotten, so their programs
+    build again on their next call and ``wait_for_compiles`` does not wait for them."""
+    global _pool, _lock
+    _lock = threading.Lock()
+    _pool = None
+    for closed, entry in list(_cache.items()):
+        future = entry.future
+        if future is not None and not future.done():
+            entry.future = None
+            if entry.state == "pending":
+                _cache.pop(closed, None)
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

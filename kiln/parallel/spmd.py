@@ -338,6 +338,16 @@ class _Worker:
         return fut
 
 
+def _forget_workers_in_child() -> None:
+    # a child made by fork has none of the parent's device threads: start them afresh
+    global _workers_lock
+    _workers.clear()
+    _workers_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_workers_in_child)
+
+
 def worker(device) -> _Worker:
     w = _workers.get(device.id)
     if w is None:

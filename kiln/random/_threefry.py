@@ -49,6 +49,15 @@ def _get_pool():
     return _pool
 
 
+def _forget_pool_in_child():
+    # a child made by fork has none of the parent's worker threads: start a fresh pool
+    global _pool
+    _pool = None
+
+
+os.register_at_fork(after_in_child=_forget_pool_in_child)
+
+
 def _rounds(x0, x1, tmp, rotations):
     for r in rotations:
         left, right = _SHIFTS[r]

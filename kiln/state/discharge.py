@@ -91,7 +91,7 @@ def jaxpr_has_refs(jaxpr: Jaxpr) -> bool:
               or any(eqn.primitive in ref_primitives
                      or any(jaxpr_has_refs(s) for s in _sub_jaxprs(eqn.params))
                      for eqn in jaxpr.eqns))
-    if len(_has_refs_cache) > 20000:
+    if len(_has_refs_cache) > 1024:    # it holds the jaxprs: keep distinct programs bounded
         _has_refs_cache.clear()
     _has_refs_cache[id(jaxpr)] = (jaxpr, result)
     return result
