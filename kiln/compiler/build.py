@@ -189,6 +189,14 @@ def _spawn(cmd: list[str]) -> subprocess.Popen:
                          start_new_session=True)
     with _state_lock:
         _live.add(p)
+        # The exit hook sets _exiting before it snapshots _live under this lock: a process
+        # added after that snapshot sees _exiting here and is killed by us.
+        late = _exiting
+    if late:
+        _kill(p)
+        with _state_lock:
+            _live.discard(p)
+        raise BuildCancelled("kiln: the interpreter is exiting; build cancelled")
     return p
 
 
