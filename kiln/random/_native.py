@@ -326,6 +326,22 @@ static inline double xtanh64(double x) {
   double r = (c * p) / q;
   return sel64(fabs(x) >= 20.0, copysign(1.0, x), r);
 }
+
+/* expm1 as XLA's CPU backend expands it: tanh(x/2) * (exp(x) + 1) for |x| <= 0.5 (no
+   cancellation there), exp(x) - 1 above, and x itself when x/2 flushes to zero. */
+static inline float xexpm132(float x) {
+  float h = ftz32(x * 0.5f);
+  float e = xexp32(x);
+  float r = sel32(fabsf(x) > 0.5f, e - 1.0f, xtanh32(h) * (e + 1.0f));
+  return sel32(h == 0.0f, x, r);
+}
+
+static inline double xexpm164(double x) {
+  double h = ftz64(x * 0.5);
+  double e = xexp64(x);
+  double r = sel64(fabs(x) > 0.5, e - 1.0, xtanh64(h) * (e + 1.0));
+  return sel64(h == 0.0, x, r);
+}
 """
 
 _SOURCE = r"""
@@ -364,6 +380,52 @@ UNARY(kiln_log_f64, double, xlog64)
    glibc's, bit for bit); NumPy's SIMD versions differ in the last bit. */
 UNARY(kiln_tan_f32, float, tanf)
 UNARY(kiln_tan_f64, double, tan)
+
+/* ---- Eager math with JAX's bits (kiln/lax/_xla_eager.py). XLA's CPU kernels run with
+   denormals flushed: subnormal inputs read as zero (DAZ) and subnormal results become zero
+   (FTZ), which changes what the C library's sinf/powf/erf/... return for such operands.
+   These loops set the same MXCSR bits while they run and restore the caller's. */
+#if defined(__x86_64__) || defined(__i386__)
+#define KILN_FTZ_ON unsigned kiln_csr_ = _mm_getcsr(); _mm_setcsr(kiln_csr_ | 0x8040u);
+#define KILN_FTZ_OFF _mm_setcsr(kiln_csr_);
+#else
+#define KILN_FTZ_ON
+#define KILN_FTZ_OFF
+#endif
+static inline float xlogistic32(float x) { return ftz32(1.0f / (1.0f + xexp32(-x))); }
+static inline double xlogistic64(double x) { return ftz64(1.0 / (1.0 + xexp64(-x))); }
+#define EAGER1(name, T, fn) void name(const T *x, T *y, int64_t n) { \
+  KILN_FTZ_ON for (int64_t i = 0; i < n; i++) y[i] = fn(x[i]); KILN_FTZ_OFF }
+EAGER1(kiln_eager_exp_f32, float, xexp32)
+EAGER1(kiln_eager_exp_f64, double, xexp64)
+EAGER1(kiln_eager_expm1_f32, float, xexpm132)
+EAGER1(kiln_eager_expm1_f64, double, xexpm164)
+EAGER1(kiln_eager_log_f32, float, xlog32)
+EAGER1(kiln_eager_log_f64, double, xlog64)
+EAGER1(kiln_eager_log1p_f32, float, xlog1p32)
+EAGER1(kiln_eager_log1p_f64, double, xlog1p64)
+EAGER1(kiln_eager_sin_f32, float, sinf)
+EAGER1(kiln_eager_sin_f64, double, sin)
+EAGER1(kiln_eager_cos_f32, float, cosf)
+EAGER1(kiln_eager_cos_f64, double, cos)
+EAGER1(kiln_eager_tan_f32, float, tanf)
+EAGER1(kiln_eager_tan_f64, double, tan)
+EAGER1(kiln_eager_tanh_f32, float, xtanh32)
+EAGER1(kiln_eager_tanh_f64, double, xtanh64)
+EAGER1(kiln_eager_logistic_f32, float, xlogistic32)
+EAGER1(kiln_eager_logistic_f64, double, xlogistic64)
+EAGER1(kiln_eager_erf_f32, float, xerf32)
+EAGER1(kiln_eager_erf_f64, double, erf)
+
+/* y = pow(a, b) under XLA's flushing; an operand with stride 0 is a scalar. */
+void kiln_eager_pow_f32(const float *a, int64_t sa, const float *b, int64_t sb, float *y,
+                        int64_t n) {
+  KILN_FTZ_ON for (int64_t i = 0; i < n; i++) y[i] = powf(a[i * sa], b[i * sb]); KILN_FTZ_OFF
+}
+void kiln_eager_pow_f64(const double *a, int64_t sa, const double *b, int64_t sb, double *y,
+                        int64_t n) {
+  KILN_FTZ_ON for (int64_t i = 0; i < n; i++) y[i] = pow(a[i * sa], b[i * sb]); KILN_FTZ_OFF
+}
 
 /* y = pow(a, b); an operand with stride 0 is a scalar. */
 void kiln_pow_f32(const float *a, int64_t sa, const float *b, int64_t sb, float *y, int64_t n) {
@@ -446,6 +508,9 @@ UNARY_FUNCS = ("kiln_log_f32", "kiln_log1p_f32", "kiln_exp_f32", "kiln_erf_inv_f
                "kiln_erf_f32", "kiln_log1p_f64", "kiln_exp_f64", "kiln_erf_inv_f64",
                "kiln_log_f64", "kiln_tan_f32", "kiln_tan_f64")
 
+#: The eager-math ops with JAX's bits (``kiln_eager_<op>_<f32|f64>``, x -> y, n).
+EAGER_UNARY = ("exp", "expm1", "log", "log1p", "sin", "cos", "tan", "tanh", "logistic", "erf")
+
 _lock = threading.Lock()
 _state: dict = {}
 
@@ -521,7 +586,12 @@ def _build():
         fn = getattr(lib, name)
         fn.argtypes = [p, p, i64]
         fn.restype = None
-    for name in ("kiln_pow_f32", "kiln_pow_f64"):
+    for op in EAGER_UNARY:
+        for w in ("f32", "f64"):
+            fn = getattr(lib, f"kiln_eager_{op}_{w}")
+            fn.argtypes = [p, p, i64]
+            fn.restype = None
+    for name in ("kiln_pow_f32", "kiln_pow_f64", "kiln_eager_pow_f32", "kiln_eager_pow_f64"):
         fn = getattr(lib, name)
         fn.argtypes = [p, i64, p, i64, p, i64]
         fn.restype = None
