@@ -302,6 +302,7 @@ static inline float xtanh32(float x) {
 
 static inline double xtanh64(double x) {
   const double lim = 17.714196154005176;
+  x = ftz64(x);                       /* XLA's denormals-are-zero: tanh(subnormal) = +-0 */
   double c = sel64(x < -lim, -lim, x);
   c = sel64(c > lim, lim, c);
   double s = c * c;
@@ -326,6 +327,9 @@ static inline double xtanh64(double x) {
   double r = (c * p) / q;
   return sel64(fabs(x) >= 20.0, copysign(1.0, x), r);
 }
+
+/* float64 erf is the C library's, on an input flushed as XLA's CPU code reads it. */
+static inline double xerf64(double x) { return erf(ftz64(x)); }
 
 /* expm1 as XLA's CPU backend expands it: tanh(x/2) * (exp(x) + 1) for |x| <= 0.5 (no
    cancellation there), exp(x) - 1 above, and x itself when x/2 flushes to zero. */
@@ -415,7 +419,7 @@ EAGER1(kiln_eager_tanh_f64, double, xtanh64)
 EAGER1(kiln_eager_logistic_f32, float, xlogistic32)
 EAGER1(kiln_eager_logistic_f64, double, xlogistic64)
 EAGER1(kiln_eager_erf_f32, float, xerf32)
-EAGER1(kiln_eager_erf_f64, double, erf)
+EAGER1(kiln_eager_erf_f64, double, xerf64)
 
 /* y = pow(a, b) under XLA's flushing; an operand with stride 0 is a scalar. */
 void kiln_eager_pow_f32(const float *a, int64_t sa, const float *b, int64_t sb, float *y,
