@@ -51,27 +51,94 @@ def _fn(op, width):
     return fn
 
 
+def _by_address_ok(lib) -> bool:
+    """Whether the ``*_obj`` entry points read an ndarray's data pointer correctly here
+    (CPython's ``id`` is the object's address; NumPy's data pointer follows the header)."""
+    import sys
+    if sys.implementation.name != "cpython":
+        return False
+    for off in (16, 24, 32):
+        lib.kiln_set_data_offset(off)
+        probes = [np.empty(3, np.float32), np.zeros((2, 2)), np.empty((), np.float64)]
+        if all(lib.kiln_array_data(id(a)) == a.ctypes.data for a in probes):
+            return True
+    return False
+
+
+def _obj_fn(op, width):
+    """The by-address entry point of ``op`` (None when unusable here)."""
+    key = (op, width, "obj")
+    fn = _fns.get(key, _UNSET)
+    if fn is _UNSET:
+        lib = _library()
+        ok = _fns.get("obj-ok", _UNSET)
+        if ok is _UNSET and lib is not None:
+            ok = _fns["obj-ok"] = _by_address_ok(lib)
+        fn = _fns[key] = getattr(lib, f"kiln_eager_{op}_{width}_obj") if lib and ok else None
+    return fn
+
+
+def _entry(op, dt):
+    """``(fn, by_address_fn or None)`` for ``op`` on dtype ``dt``, or None."""
+    key = (op, dt)
+    e = _entries.get(key, _UNSET)
+    if e is _UNSET:
+        width = _WIDTH.get(dt)
+        fn = None if width is None else _fn(op, width)
+        e = _entries[key] = None if fn is None else (fn, _obj_fn(op, width))
+    return e
+
+
+_entries: dict = {}
+
+
 def unary(op: str, x):
     """JAX's ``op(x)`` for a float32/float64 array ``x``; None for another dtype or when
     the native library is unavailable."""
-    width = _WIDTH.get(x.dtype)
-    if width is None:
+    e = _entries.get((op, x.dtype), _UNSET)
+    if e is _UNSET:
+        e = _entry(op, x.dtype)
+    if e is None:
         return None
-    fn = _fn(op, width)
-    if fn is None:
-        return None
-    if type(x) is not np.ndarray:
-        x = np.asarray(x)
-    if not x.flags.c_contiguous:
-        x = x.copy()
-    y = np.empty(x.shape, x.dtype)
+    if type(x) is not np.ndarray or not x.flags.c_contiguous:
+        x = np.array(x, order="C")
+    y = np.empty_like(x)
     n = x.size
     if n < _PARALLEL_MIN:
-        fn(x.ctypes.data, y.ctypes.data, n)
+        if e[1] is not None:
+            e[1](id(x), id(y), n)     # x and y stay referenced during the call
+        else:
+            e[0](x.ctypes.data, y.ctypes.data, n)
         return y
+    fn = e[0]
     xa, ya, isz = x.ctypes.data, y.ctypes.data, x.itemsize
     from kiln.random._native import _parallel
     _parallel(lambda s, e: fn(xa + s * isz, ya + s * isz, e - s), n)
+    return y
+
+
+def integer_pow(x, k: int):
+    """JAX's ``integer_pow(x, k)`` (``k != 0``) for a float32/float64 array ``x``: XLA's
+    binary exponentiation with flushed subnormals; None where not applicable."""
+    e = _entries.get(("ipow", x.dtype), _UNSET)
+    if e is _UNSET:
+        e = _entry("ipow", x.dtype)
+    if e is None:
+        return None
+    if type(x) is not np.ndarray or not x.flags.c_contiguous:
+        x = np.array(x, order="C")
+    y = np.empty_like(x)
+    n = x.size
+    if n < _PARALLEL_MIN:
+        if e[1] is not None:
+            e[1](id(x), id(y), n, k)
+        else:
+            e[0](x.ctypes.data, y.ctypes.data, n, k)
+        return y
+    fn = e[0]
+    xa, ya, isz = x.ctypes.data, y.ctypes.data, x.itemsize
+    from kiln.random._native import _parallel
+    _parallel(lambda s, e: fn(xa + s * isz, ya + s * isz, e - s, k), n)
     return y
 
 

@@ -19,6 +19,7 @@ from kiln.lax._factory import (
     naryop,
     unop,
 )
+from kiln.lax._xla_eager import integer_pow as _xla_integer_pow
 from kiln.lax._xla_eager import unary as _xla_unary
 
 
@@ -317,9 +318,6 @@ def ge(x, y):
 # ----------------------------------------------------------------------------------------------
 # transcendental basics (the rest live in kiln.lax.elementwise)
 
-_F32_F64 = (np.dtype(np.float32), np.dtype(np.float64))
-
-
 def xla_math(op, fallback):
     """An impl with JAX's bits for float32/float64 (XLA's formulas, ``_xla_eager``) that
     calls ``fallback`` (NumPy) for other dtypes or when the native library is missing."""
@@ -368,45 +366,14 @@ def tanh(x):
     return tanh_p.bind(x)
 
 
-def _ftz(v):
-    """``v`` with subnormals flushed to (signed) zero, as XLA's CPU arithmetic does."""
-    tiny = np.finfo(v.dtype).tiny
-    small = np.abs(v) < tiny
-    if small.any():
-        v = np.where(small & (v != 0), v * v.dtype.type(0), v)
-    return v
-
-
-def _integer_pow_xla(x, y):
-    """XLA's ``integer_pow`` of a float32/float64 array: JAX lowers it to binary
-    exponentiation (``acc * x`` for each set bit, ``x * x`` between), then ``1 / acc`` for
-    a negative power; each product is flushed to zero when subnormal (XLA's FTZ/DAZ)."""
-    x = _ftz(np.asarray(x))
-    neg = y < 0
-    y = -y if neg else y
-    acc = None
-    while y > 0:
-        if y & 1:
-            acc = x if acc is None else _ftz(acc * x)
-        y >>= 1
-        if y > 0:
-            x = _ftz(x * x)
-    if neg:
-        acc = _ftz(np.true_divide(acc.dtype.type(1), acc))
-    return np.asarray(acc)
-
-
 def _integer_pow_impl(x, *, y):
     if y == 0:
         return np.ones_like(x)
     if x.dtype.kind in "iu" and y < 0:
         raise ValueError("Integers to negative integer powers are not allowed.")
-    if x.dtype in _F32_F64:
-        tok = _fp_enter(_FP_IGNORE)
-        try:
-            return _integer_pow_xla(x, y)
-        finally:
-            _fp_leave(tok)
+    out = _xla_integer_pow(x, y)    # JAX's bits for float32/float64 (_xla_eager)
+    if out is not None:
+        return out
     tok = _fp_enter(_FP_IGNORE)
     try:
         return as_dtype(np.power(x, x.dtype.type(y)) if x.dtype.kind in "iu" else

@@ -398,8 +398,17 @@ UNARY(kiln_tan_f64, double, tan)
 #endif
 static inline float xlogistic32(float x) { return ftz32(1.0f / (1.0f + xexp32(-x))); }
 static inline double xlogistic64(double x) { return ftz64(1.0 / (1.0 + xexp64(-x))); }
+/* Small arrays: the caller passes the ndarray objects' addresses (CPython's id()) and the
+   data pointer is read from the object (NumPy's PyArrayObject: the pointer follows the
+   object header), which costs far less than ctypes' pointer extraction. kiln checks
+   the offset once against ndarray.ctypes.data before it uses these entry points. */
+static int64_t kiln_data_off = 16;
+void kiln_set_data_offset(int64_t off) { kiln_data_off = off; }
+void *kiln_array_data(const void *o) { return *(void *const *)((const char *)o + kiln_data_off); }
 #define EAGER1(name, T, fn) void name(const T *x, T *y, int64_t n) { \
-  KILN_FTZ_ON for (int64_t i = 0; i < n; i++) y[i] = fn(x[i]); KILN_FTZ_OFF }
+  KILN_FTZ_ON for (int64_t i = 0; i < n; i++) y[i] = fn(x[i]); KILN_FTZ_OFF } \
+  void name##_obj(const void *xo, const void *yo, int64_t n) { \
+    name((const T *)kiln_array_data(xo), (T *)kiln_array_data(yo), n); }
 EAGER1(kiln_eager_exp_f32, float, xexp32)
 EAGER1(kiln_eager_exp_f64, double, xexp64)
 EAGER1(kiln_eager_expm1_f32, float, xexpm132)
@@ -420,6 +429,26 @@ EAGER1(kiln_eager_logistic_f32, float, xlogistic32)
 EAGER1(kiln_eager_logistic_f64, double, xlogistic64)
 EAGER1(kiln_eager_erf_f32, float, xerf32)
 EAGER1(kiln_eager_erf_f64, double, xerf64)
+
+/* integer_pow as JAX lowers it (binary exponentiation: acc * x for each set bit of |k|,
+   x * x between; 1 / acc for k < 0), under XLA's flushing. */
+#define EAGER_IPOW(name, T) void name(const T *x, T *y, int64_t n, int64_t k) { \
+  KILN_FTZ_ON \
+  int64_t m = k < 0 ? -k : k; \
+  for (int64_t i = 0; i < n; i++) { \
+    T b = x[i], acc = 0; int first = 1; \
+    for (int64_t e = m; e > 0; ) { \
+      if (e & 1) { acc = first ? b : acc * b; first = 0; } \
+      e >>= 1; \
+      if (e > 0) b = b * b; \
+    } \
+    y[i] = k < 0 ? (T)1 / acc : acc; \
+  } \
+  KILN_FTZ_OFF } \
+  void name##_obj(const void *xo, const void *yo, int64_t n, int64_t k) { \
+    name((const T *)kiln_array_data(xo), (T *)kiln_array_data(yo), n, k); }
+EAGER_IPOW(kiln_eager_ipow_f32, float)
+EAGER_IPOW(kiln_eager_ipow_f64, double)
 
 /* y = pow(a, b) under XLA's flushing; an operand with stride 0 is a scalar. */
 void kiln_eager_pow_f32(const float *a, int64_t sa, const float *b, int64_t sb, float *y,
@@ -592,9 +621,19 @@ def _build():
         fn.restype = None
     for op in EAGER_UNARY:
         for w in ("f32", "f64"):
-            fn = getattr(lib, f"kiln_eager_{op}_{w}")
-            fn.argtypes = [p, p, i64]
+            for suffix in ("", "_obj"):
+                fn = getattr(lib, f"kiln_eager_{op}_{w}{suffix}")
+                fn.argtypes = [p, p, i64]
+                fn.restype = None
+    for w in ("f32", "f64"):
+        for suffix in ("", "_obj"):
+            fn = getattr(lib, f"kiln_eager_ipow_{w}{suffix}")
+            fn.argtypes = [p, p, i64, i64]
             fn.restype = None
+    lib.kiln_array_data.argtypes = [p]
+    lib.kiln_array_data.restype = p
+    lib.kiln_set_data_offset.argtypes = [i64]
+    lib.kiln_set_data_offset.restype = None
     for name in ("kiln_pow_f32", "kiln_pow_f64", "kiln_eager_pow_f32", "kiln_eager_pow_f64"):
         fn = getattr(lib, name)
         fn.argtypes = [p, i64, p, i64, p, i64]
