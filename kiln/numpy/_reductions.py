@@ -264,7 +264,6 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
     else:
         result_dtype = user_dtype(dtype, "mean")
     comp = _upcast_f16(result_dtype) if _kind(result_dtype) in "fc" else result_dtype
-    normalizer = _count(a, axis, keepdims, where, comp)
     total = sum(a, axis, dtype=comp, keepdims=keepdims, where=where)
     if where is None and _kind(comp) == "f" and _mean_eager():
         # JAX's mean divides by a constant count inside a jit, and XLA rewrites a division
@@ -273,10 +272,10 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
         # same; traced, the jaxpr keeps JAX's ``div`` (docs/compatibility.md).
         t = np.dtype(comp).type
         n = _count_n(a, axis)
-        with np.errstate(divide="ignore"):
-            recip = t(1) / t(n)
+        recip = t(1) / t(n) if n else t(np.inf)
         scale = _util.full_const(get_aval(total).shape, recip, comp)
         return lax.convert_element_type(lax.mul(total, scale), result_dtype)
+    normalizer = _count(a, axis, keepdims, where, comp)
     return lax.convert_element_type(lax.div(total, normalizer), result_dtype)
 
 
