@@ -145,12 +145,12 @@ def integer_pow(x, k: int):
 def power(x, y):
     """JAX's ``pow(x, y)`` for float32/float64 ``x`` (``y`` converted to its dtype), the
     operands of one shape or one of them a single element; None where not applicable."""
-    x = np.asarray(x)
-    width = _WIDTH.get(x.dtype)
-    if width is None:
-        return None
-    fn = _fn("pow", width)
-    if fn is None:
+    if type(x) is not np.ndarray:
+        x = np.asarray(x)
+    e = _entries.get(("pow", x.dtype), _UNSET)
+    if e is _UNSET:
+        e = _entry("pow", x.dtype)
+    if e is None:
         return None
     y = np.asarray(y, x.dtype)
     shape = x.shape if x.size != 1 else y.shape
@@ -164,8 +164,12 @@ def power(x, y):
             return None
     out = np.empty(shape, x.dtype)
     n = out.size
-    isz = out.itemsize
     (a, sa), (b, sb) = ops
+    if n < _PARALLEL_MIN and e[1] is not None:
+        e[1](id(a), sa, id(b), sb, id(out), n)     # a, b, out stay referenced
+        return out
+    fn = e[0]
+    isz = out.itemsize
     pa, pb, po = a.ctypes.data, b.ctypes.data, out.ctypes.data
     if n < _PARALLEL_MIN:
         fn(pa, sa, pb, sb, po, n)

@@ -459,6 +459,16 @@ void kiln_eager_pow_f64(const double *a, int64_t sa, const double *b, int64_t sb
                         int64_t n) {
   KILN_FTZ_ON for (int64_t i = 0; i < n; i++) y[i] = pow(a[i * sa], b[i * sb]); KILN_FTZ_OFF
 }
+void kiln_eager_pow_f32_obj(const void *ao, int64_t sa, const void *bo, int64_t sb,
+                            const void *yo, int64_t n) {
+  kiln_eager_pow_f32((const float *)kiln_array_data(ao), sa,
+                     (const float *)kiln_array_data(bo), sb, (float *)kiln_array_data(yo), n);
+}
+void kiln_eager_pow_f64_obj(const void *ao, int64_t sa, const void *bo, int64_t sb,
+                            const void *yo, int64_t n) {
+  kiln_eager_pow_f64((const double *)kiln_array_data(ao), sa,
+                     (const double *)kiln_array_data(bo), sb, (double *)kiln_array_data(yo), n);
+}
 
 /* y = pow(a, b); an operand with stride 0 is a scalar. */
 void kiln_pow_f32(const float *a, int64_t sa, const float *b, int64_t sb, float *y, int64_t n) {
@@ -634,7 +644,8 @@ def _build():
     lib.kiln_array_data.restype = p
     lib.kiln_set_data_offset.argtypes = [i64]
     lib.kiln_set_data_offset.restype = None
-    for name in ("kiln_pow_f32", "kiln_pow_f64", "kiln_eager_pow_f32", "kiln_eager_pow_f64"):
+    for name in ("kiln_pow_f32", "kiln_pow_f64", "kiln_eager_pow_f32", "kiln_eager_pow_f64",
+                 "kiln_eager_pow_f32_obj", "kiln_eager_pow_f64_obj"):
         fn = getattr(lib, name)
         fn.argtypes = [p, i64, p, i64, p, i64]
         fn.restype = None
