@@ -108,8 +108,11 @@ def test_pow_every_exponent(wide):
             assert_same_bits(knp.power(base, y), want, base, f"pow {dtype.__name__}")
         # An integer exponent array and a scalar exponent.
         xs = np.abs(x[: x.size // 4])
-        assert_same_bits(knp.power(xs, np.int32(3)), np.asarray(jnp.power(xs, np.int32(3))),
-                         xs, "pow int")
+        for k in (2, 3, -2, 5, -7):   # integer_pow: XLA's binary exponentiation
+            assert_same_bits(knp.power(x, np.int32(k)), np.asarray(jnp.power(x, np.int32(k))),
+                             x, f"pow int {k}")
+            assert_same_bits(knp.asarray(x) ** k, np.asarray(jnp.asarray(x) ** k), x,
+                             f"x ** {k}")
         assert_same_bits(knp.power(xs, dtype(0.37)), np.asarray(jnp.power(xs, dtype(0.37))),
                          xs, "pow scalar")
 

@@ -435,6 +435,8 @@ EAGER1(kiln_eager_erf_f64, double, xerf64)
 #define EAGER_IPOW(name, T) void name(const T *x, T *y, int64_t n, int64_t k) { \
   KILN_FTZ_ON \
   int64_t m = k < 0 ? -k : k; \
+  if (k == 2) { for (int64_t i = 0; i < n; i++) y[i] = x[i] * x[i]; n = 0; } \
+  else if (k == 3) { for (int64_t i = 0; i < n; i++) y[i] = x[i] * (x[i] * x[i]); n = 0; } \
   for (int64_t i = 0; i < n; i++) { \
     T b = x[i], acc = 0; int first = 1; \
     for (int64_t e = m; e > 0; ) { \
