@@ -165,8 +165,6 @@ def render_op(name: str, params: dict, args: list[str], dt) -> str | None:
     if name in ("xla_log", "xla_log1p", "xla_exp", "xla_erf_inv", "xla_erf"):
         base = {"xla_log": "xlog", "xla_log1p": "xlog1p", "xla_exp": "xexp",
                 "xla_erf_inv": "xerfinv", "xla_erf": "xerf"}[name]
-        if not f32 and name == "xla_erf":
-            return f"erf({args[0]})"
         return f"{base}{32 if f32 else 64}({args[0]})"
     return None
 
@@ -178,7 +176,7 @@ def preludes(source_text: str) -> list[str]:
     if "kiln_tf_" in source_text:
         out += [THREEFRY_C, THREEFRY_OPS_C]
     logistic = "kiln_logistic_xla" in source_text
-    xla_names = ("xlog", "xlog1p", "xexp", "xerfinv", "xerf", "xtanh")
+    xla_names = ("xlog", "xlog1p", "xexp", "xexpm1", "xerfinv", "xerf", "xtanh")
     fast_exp = "fexp32" in source_text
     if logistic or fast_exp or any(f"{b}{w}(" in source_text
                                    for b in xla_names for w in (32, 64)):

@@ -1047,12 +1047,14 @@ class CRenderer(ControlMixin, ConvMixin):
         cmp = ">" if op == "max" else "<"
         return f"({v} {cmp} {acc} ? {v} : {acc})"
 
-    # XLA's own float32 exp/log/log1p/tanh/erf (and float64 exp/log1p/tanh), reproduced bit for bit in
-    # kiln.random._native.XLA_MATH_C: vectorizable, and JAX's exact results. They win
-    # over the generic math library for these names.
+    # XLA's own float32 exp/log/log1p/expm1/tanh/erf (and float64's), reproduced bit for
+    # bit in kiln.random._native.XLA_MATH_C: vectorizable, and JAX's exact results. They
+    # win over the generic math library for these names.
     xla_math = {("exp", "f"): "xexp32", ("log", "f"): "xlog32", ("log1p", "f"): "xlog1p32",
                 ("exp", "d"): "xexp64", ("log1p", "d"): "xlog1p64",
-                ("tanh", "f"): "xtanh32", ("tanh", "d"): "xtanh64", ("erf", "f"): "xerf32"}
+                ("tanh", "f"): "xtanh32", ("tanh", "d"): "xtanh64", ("erf", "f"): "xerf32",
+                ("expm1", "f"): "xexpm132", ("expm1", "d"): "xexpm164", ("log", "d"): "xlog64",
+                ("erf", "d"): "xerf64"}
 
     def math_fn(self, name, dt) -> str:
         xla = self.xla_math.get((name, "f" if dt == F32 else "d")) if dt in (F32, F64) \

@@ -19,6 +19,8 @@ from kiln.lax._factory import (
     naryop,
     unop,
 )
+from kiln.lax._xla_eager import integer_pow as _xla_integer_pow
+from kiln.lax._xla_eager import unary as _xla_unary
 
 
 def _scalar_like(x, ref):
@@ -316,11 +318,21 @@ def ge(x, y):
 # ----------------------------------------------------------------------------------------------
 # transcendental basics (the rest live in kiln.lax.elementwise)
 
-exp_p = unop("exp", _quiet(np.exp), _inexact)
-log_p = unop("log", _quiet(np.log), _inexact)
-sin_p = unop("sin", _same(np.sin), _inexact)
-cos_p = unop("cos", _same(np.cos), _inexact)
-tanh_p = unop("tanh", _same(np.tanh), _inexact)
+def xla_math(op, fallback):
+    """An impl with JAX's bits for float32/float64 (XLA's formulas, ``_xla_eager``) that
+    calls ``fallback`` (NumPy) for other dtypes or when the native library is missing."""
+    def impl(x):
+        out = _xla_unary(op, x)
+        return fallback(x) if out is None else out
+    impl.__name__ = f"{op}_impl"
+    return impl
+
+
+exp_p = unop("exp", xla_math("exp", _quiet(np.exp)), _inexact)
+log_p = unop("log", xla_math("log", _quiet(np.log)), _inexact)
+sin_p = unop("sin", xla_math("sin", _same(np.sin)), _inexact)
+cos_p = unop("cos", xla_math("cos", _same(np.cos)), _inexact)
+tanh_p = unop("tanh", xla_math("tanh", _same(np.tanh)), _inexact)
 
 ad.defjvp2(exp_p, lambda g, ans, x: mul(g, ans))
 ad.defjvp2(log_p, lambda g, ans, x: div(g, x))
@@ -359,6 +371,9 @@ def _integer_pow_impl(x, *, y):
         return np.ones_like(x)
     if x.dtype.kind in "iu" and y < 0:
         raise ValueError("Integers to negative integer powers are not allowed.")
+    out = _xla_integer_pow(x, y)    # JAX's bits for float32/float64 (_xla_eager)
+    if out is not None:
+        return out
     tok = _fp_enter(_FP_IGNORE)
     try:
         return as_dtype(np.power(x, x.dtype.type(y)) if x.dtype.kind in "iu" else

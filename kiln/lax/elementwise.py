@@ -45,6 +45,7 @@ from kiln.lax._factory import (
     standard_primitive,
     unop,
 )
+from kiln.lax._xla_eager import power as _xla_power
 from kiln.lax.arith import (
     _binargs,
     _bind2,
@@ -63,6 +64,7 @@ from kiln.lax.arith import (
     neg,
     square,
     sub,
+    xla_math,
 )
 from kiln.lax.structural import broadcast_in_dim, convert_element_type, select
 
@@ -289,9 +291,9 @@ def _logistic(x):
 
 
 exp2_p = unop("exp2", _math(_exp2), _inexact)
-log1p_p = unop("log1p", _math(np.log1p), _inexact)
-expm1_p = unop("expm1", _math(_expm1), _inexact)
-logistic_p = unop("logistic", _math(_logistic), _inexact)
+log1p_p = unop("log1p", xla_math("log1p", _math(np.log1p)), _inexact)
+expm1_p = unop("expm1", xla_math("expm1", _math(_expm1)), _inexact)
+logistic_p = unop("logistic", xla_math("logistic", _math(_logistic)), _inexact)
 
 ad.defjvp2(exp2_p, lambda g, ans, x: mul(mul(g, ans), _const(x, np.log(2.0))))
 ad.defjvp2(log1p_p, lambda g, ans, x: div(g, add(x, _const(x, 1))))
@@ -323,7 +325,7 @@ def logistic(x, *, accuracy=None):
 # ----------------------------------------------------------------------------------------------
 # trigonometric and hyperbolic functions
 
-tan_p = unop("tan", _math(np.tan), _inexact)
+tan_p = unop("tan", xla_math("tan", _math(np.tan)), _inexact)
 asin_p = unop("asin", _math(np.arcsin), _inexact)
 acos_p = unop("acos", _math(np.arccos), _inexact)
 atan_p = unop("atan", _math(np.arctan), _inexact)
@@ -486,6 +488,9 @@ def _pow_abstract_eval(x, y):
 
 def _pow_impl(x, y):
     dt = x.dtype
+    out = _xla_power(x, y)     # JAX's bits for float32/float64 (kiln/lax/_xla_eager.py)
+    if out is not None:
+        return out
     # An integer exponent is converted to the base's dtype first (as XLA does).
     if _is_half(dt):
         x, y = np.asarray(x, np.float32), np.asarray(y, np.float32)
@@ -860,7 +865,7 @@ def _igammac(a, x):
     return _nan_where(np.isinf(a), sps.gammaincc(a, x))
 
 
-erf_p = unop("erf", _math("erf"), _float)
+erf_p = unop("erf", xla_math("erf", _math("erf")), _float)
 erfc_p = unop("erfc", _math("erfc"), _float)
 erf_inv_p = unop("erf_inv", _math("erfinv"), _float)
 lgamma_p = unop("lgamma", _math(_lgamma), _float)

@@ -514,7 +514,13 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     out_shape = tuple(out_shape)
     bdims = tuple(i for i in range(nd + 1) if i != axis)
     div = (num - 1) if endpoint else num
-    if num > 1:
+    eager = _linspace_eager(start, stop, num, endpoint, axis, cdt) if num > 1 else None
+    if eager is not None:
+        out = make_array(eager)
+        # JAX's delta divides by a constant too: XLA multiplies by its reciprocal.
+        step = lax.mul(lax.sub(stop, start), _util.full_const(
+            bshape, np.asarray(1, cdt) / np.asarray(div, cdt), cdt))
+    elif num > 1:
         real = dtypes.finfo(cdt).dtype
         it = lax.convert_element_type(lax.iota(np.int32, num), real)
         t = lax.div(it, make_array(np.asarray(div, real)))
@@ -541,6 +547,47 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
         out = lax.floor(out)
     out = lax.convert_element_type(out, dtype)
     return (out, step) if retstep else out
+
+
+def _linspace_eager(start, stop, num, endpoint, axis, cdt):
+    """Eager float32/float64 ``linspace`` samples with JAX's bits, or None (traced bounds,
+    another dtype, no native FMA).
+
+    JAX computes ``start * (1 - iota / div) + stop * (iota / div)`` in one jitted program,
+    and XLA rewrites it before it runs: the division by the constant ``div`` becomes a
+    multiplication by its reciprocal ``r``, ``stop * (iota * r)`` is reassociated to
+    ``iota * (stop * r)``, and the CPU code contracts both multiply-adds, so each sample is
+    ``fma(iota, stop * r, start * fma(-iota, r, 1))`` and the endpoint is ``stop``.
+
+    Exact for scalar bounds (checked against JAX in tests/test_eager_jax_bits.py). With
+    array bounds XLA's fusion can contract a different multiply-add (it depends on how
+    the bounds broadcast), so some samples may differ by 1 ulp; in float64 a few of the
+    last samples (those of XLA's scalar remainder loop after its vector loop, seen at up
+    to 2 in 12,345) can differ by 1 ulp too."""
+    from kiln.core import trace as core
+    if (core._state.trace is not core.eval_trace or type(start) is not Array
+            or type(stop) is not Array or np.dtype(cdt) not in (np.dtype(np.float32),
+                                                                 np.dtype(np.float64))):
+        return None
+    from kiln.random import _native
+    if _native.lib() is None:
+        return None
+    dt = np.dtype(cdt)
+    t = dt.type
+    s0, e0 = np.asarray(start._value, dt), np.asarray(stop._value, dt)
+    nd = s0.ndim
+    div = num - 1 if endpoint else num
+    shape = [1] * (nd + 1)
+    shape[axis] = div
+    it = np.arange(div, dtype=dt).reshape(shape)
+    s1, e1 = np.expand_dims(s0, axis), np.expand_dims(e0, axis)
+    r = t(1) / t(div)
+    with np.errstate(all="ignore"):
+        one_minus = _native.fma(-it, r, t(1), dt)
+        out = _native.fma(it, e1 * r, s1 * one_minus, dt)
+    if endpoint:
+        out = np.concatenate([out, e1], axis=axis)
+    return out
 
 
 def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):

@@ -247,8 +247,11 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
                 n = math.prod(v.shape[d] for d in axes)
                 tok = _eager.fp_enter(_eager.FP_IGNORE)
                 try:
-                    r = np.true_divide(_add_reduce(v, axis=axes, dtype=v.dtype,
-                                                   keepdims=bool(keepdims)), v.dtype.type(n))
+                    total = _add_reduce(v, axis=axes, dtype=v.dtype, keepdims=bool(keepdims))
+                    t = v.dtype.type
+                    # XLA multiplies by the reciprocal of a constant divisor (_mean_eager).
+                    r = (np.multiply(total, t(1) / t(n)) if v.dtype.kind == "f" else
+                         np.true_divide(total, t(n)))
                 finally:
                     _eager.fp_leave(tok)
                 return _eager.wrap(_eager.as_ndarray(r))
@@ -261,9 +264,30 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
     else:
         result_dtype = user_dtype(dtype, "mean")
     comp = _upcast_f16(result_dtype) if _kind(result_dtype) in "fc" else result_dtype
-    normalizer = _count(a, axis, keepdims, where, comp)
     total = sum(a, axis, dtype=comp, keepdims=keepdims, where=where)
+    if where is None and _kind(comp) == "f" and _mean_eager():
+        # JAX's mean divides by a constant count inside a jit, and XLA rewrites a division
+        # by a constant into a multiplication by its (correctly rounded) reciprocal: so
+        # ``mean(arange(63) * 3)`` is 93.00001 in JAX, eager or jit. Eagerly kiln does the
+        # same; traced, the jaxpr keeps JAX's ``div`` (docs/compatibility.md).
+        t = np.dtype(comp).type
+        n = _count_n(a, axis)
+        recip = t(1) / t(n) if n else t(np.inf)
+        scale = _util.full_const(get_aval(total).shape, recip, comp)
+        return lax.convert_element_type(lax.mul(total, scale), result_dtype)
+    normalizer = _count(a, axis, keepdims, where, comp)
     return lax.convert_element_type(lax.div(total, normalizer), result_dtype)
+
+
+def _mean_eager() -> bool:
+    """No transformation is active (eager values): mean multiplies by the reciprocal."""
+    from kiln.core import trace as core
+    return core._state.trace is core.eval_trace
+
+
+def _count_n(a, axis) -> int:
+    aval = get_aval(a)
+    return math.prod(aval.shape[d] for d in canonicalize_axes(axis, aval.ndim))
 
 
 def _var_promote(a_dtype, dtype):

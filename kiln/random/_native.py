@@ -303,6 +303,7 @@ static inline float xtanh32(float x) {
 
 static inline double xtanh64(double x) {
   const double lim = 17.714196154005176;
+  x = ftz64(x);                       /* XLA's denormals-are-zero: tanh(subnormal) = +-0 */
   double c = sel64(x < -lim, -lim, x);
   c = sel64(c > lim, lim, c);
   double s = c * c;
@@ -326,6 +327,25 @@ static inline double xtanh64(double x) {
   q = fma(s, q, 1.0);
   double r = (c * p) / q;
   return sel64(fabs(x) >= 20.0, copysign(1.0, x), r);
+}
+
+/* float64 erf is the C library's, on an input flushed as XLA's CPU code reads it. */
+static inline double xerf64(double x) { return erf(ftz64(x)); }
+
+/* expm1 as XLA's CPU backend expands it: tanh(x/2) * (exp(x) + 1) for |x| <= 0.5 (no
+   cancellation there), exp(x) - 1 above, and x itself when x/2 flushes to zero. */
+static inline float xexpm132(float x) {
+  float h = ftz32(x * 0.5f);
+  float e = xexp32(x);
+  float r = sel32(fabsf(x) > 0.5f, e - 1.0f, xtanh32(h) * (e + 1.0f));
+  return sel32(h == 0.0f, x, r);
+}
+
+static inline double xexpm164(double x) {
+  double h = ftz64(x * 0.5);
+  double e = xexp64(x);
+  double r = sel64(fabs(x) > 0.5, e - 1.0, xtanh64(h) * (e + 1.0));
+  return sel64(h == 0.0, x, r);
 }
 """
 
@@ -365,6 +385,93 @@ UNARY(kiln_log_f64, double, xlog64)
    glibc's, bit for bit); NumPy's SIMD versions differ in the last bit. */
 UNARY(kiln_tan_f32, float, tanf)
 UNARY(kiln_tan_f64, double, tan)
+
+/* ---- Eager math with JAX's bits (kiln/lax/_xla_eager.py). XLA's CPU kernels run with
+   denormals flushed: subnormal inputs read as zero (DAZ) and subnormal results become zero
+   (FTZ), which changes what the C library's sinf/powf/erf/... return for such operands.
+   These loops set the same MXCSR bits while they run and restore the caller's. */
+#if defined(__x86_64__) || defined(__i386__)
+#define KILN_FTZ_ON unsigned kiln_csr_ = _mm_getcsr(); _mm_setcsr(kiln_csr_ | 0x8040u);
+#define KILN_FTZ_OFF _mm_setcsr(kiln_csr_);
+#else
+#define KILN_FTZ_ON
+#define KILN_FTZ_OFF
+#endif
+static inline float xlogistic32(float x) { return ftz32(1.0f / (1.0f + xexp32(-x))); }
+static inline double xlogistic64(double x) { return ftz64(1.0 / (1.0 + xexp64(-x))); }
+/* Small arrays: the caller passes the ndarray objects' addresses (CPython's id()) and the
+   data pointer is read from the object (NumPy's PyArrayObject: the pointer follows the
+   object header), which costs far less than ctypes' pointer extraction. kiln checks
+   the offset once against ndarray.ctypes.data before it uses these entry points. */
+static int64_t kiln_data_off = 16;
+void kiln_set_data_offset(int64_t off) { kiln_data_off = off; }
+void *kiln_array_data(const void *o) { return *(void *const *)((const char *)o + kiln_data_off); }
+#define EAGER1(name, T, fn) void name(const T *x, T *y, int64_t n) { \
+  KILN_FTZ_ON for (int64_t i = 0; i < n; i++) y[i] = fn(x[i]); KILN_FTZ_OFF } \
+  void name##_obj(const void *xo, const void *yo, int64_t n) { \
+    name((const T *)kiln_array_data(xo), (T *)kiln_array_data(yo), n); }
+EAGER1(kiln_eager_exp_f32, float, xexp32)
+EAGER1(kiln_eager_exp_f64, double, xexp64)
+EAGER1(kiln_eager_expm1_f32, float, xexpm132)
+EAGER1(kiln_eager_expm1_f64, double, xexpm164)
+EAGER1(kiln_eager_log_f32, float, xlog32)
+EAGER1(kiln_eager_log_f64, double, xlog64)
+EAGER1(kiln_eager_log1p_f32, float, xlog1p32)
+EAGER1(kiln_eager_log1p_f64, double, xlog1p64)
+EAGER1(kiln_eager_sin_f32, float, sinf)
+EAGER1(kiln_eager_sin_f64, double, sin)
+EAGER1(kiln_eager_cos_f32, float, cosf)
+EAGER1(kiln_eager_cos_f64, double, cos)
+EAGER1(kiln_eager_tan_f32, float, tanf)
+EAGER1(kiln_eager_tan_f64, double, tan)
+EAGER1(kiln_eager_tanh_f32, float, xtanh32)
+EAGER1(kiln_eager_tanh_f64, double, xtanh64)
+EAGER1(kiln_eager_logistic_f32, float, xlogistic32)
+EAGER1(kiln_eager_logistic_f64, double, xlogistic64)
+EAGER1(kiln_eager_erf_f32, float, xerf32)
+EAGER1(kiln_eager_erf_f64, double, xerf64)
+
+/* integer_pow as JAX lowers it (binary exponentiation: acc * x for each set bit of |k|,
+   x * x between; 1 / acc for k < 0), under XLA's flushing. */
+#define EAGER_IPOW(name, T) void name(const T *x, T *y, int64_t n, int64_t k) { \
+  KILN_FTZ_ON \
+  int64_t m = k < 0 ? -k : k; \
+  if (k == 2) { for (int64_t i = 0; i < n; i++) y[i] = x[i] * x[i]; n = 0; } \
+  else if (k == 3) { for (int64_t i = 0; i < n; i++) y[i] = x[i] * (x[i] * x[i]); n = 0; } \
+  for (int64_t i = 0; i < n; i++) { \
+    T b = x[i], acc = 0; int first = 1; \
+    for (int64_t e = m; e > 0; ) { \
+      if (e & 1) { acc = first ? b : acc * b; first = 0; } \
+      e >>= 1; \
+      if (e > 0) b = b * b; \
+    } \
+    y[i] = k < 0 ? (T)1 / acc : acc; \
+  } \
+  KILN_FTZ_OFF } \
+  void name##_obj(const void *xo, const void *yo, int64_t n, int64_t k) { \
+    name((const T *)kiln_array_data(xo), (T *)kiln_array_data(yo), n, k); }
+EAGER_IPOW(kiln_eager_ipow_f32, float)
+EAGER_IPOW(kiln_eager_ipow_f64, double)
+
+/* y = pow(a, b) under XLA's flushing; an operand with stride 0 is a scalar. */
+void kiln_eager_pow_f32(const float *a, int64_t sa, const float *b, int64_t sb, float *y,
+                        int64_t n) {
+  KILN_FTZ_ON for (int64_t i = 0; i < n; i++) y[i] = powf(a[i * sa], b[i * sb]); KILN_FTZ_OFF
+}
+void kiln_eager_pow_f64(const double *a, int64_t sa, const double *b, int64_t sb, double *y,
+                        int64_t n) {
+  KILN_FTZ_ON for (int64_t i = 0; i < n; i++) y[i] = pow(a[i * sa], b[i * sb]); KILN_FTZ_OFF
+}
+void kiln_eager_pow_f32_obj(const void *ao, int64_t sa, const void *bo, int64_t sb,
+                            const void *yo, int64_t n) {
+  kiln_eager_pow_f32((const float *)kiln_array_data(ao), sa,
+                     (const float *)kiln_array_data(bo), sb, (float *)kiln_array_data(yo), n);
+}
+void kiln_eager_pow_f64_obj(const void *ao, int64_t sa, const void *bo, int64_t sb,
+                            const void *yo, int64_t n) {
+  kiln_eager_pow_f64((const double *)kiln_array_data(ao), sa,
+                     (const double *)kiln_array_data(bo), sb, (double *)kiln_array_data(yo), n);
+}
 
 /* y = pow(a, b); an operand with stride 0 is a scalar. */
 void kiln_pow_f32(const float *a, int64_t sa, const float *b, int64_t sb, float *y, int64_t n) {
@@ -447,6 +554,9 @@ UNARY_FUNCS = ("kiln_log_f32", "kiln_log1p_f32", "kiln_exp_f32", "kiln_erf_inv_f
                "kiln_erf_f32", "kiln_log1p_f64", "kiln_exp_f64", "kiln_erf_inv_f64",
                "kiln_log_f64", "kiln_tan_f32", "kiln_tan_f64")
 
+#: The eager-math ops with JAX's bits (``kiln_eager_<op>_<f32|f64>``, x -> y, n).
+EAGER_UNARY = ("exp", "expm1", "log", "log1p", "sin", "cos", "tan", "tanh", "logistic", "erf")
+
 _lock = threading.Lock()
 _state: dict = {}
 
@@ -499,7 +609,23 @@ def _build():
         fn = getattr(lib, name)
         fn.argtypes = [p, p, i64]
         fn.restype = None
-    for name in ("kiln_pow_f32", "kiln_pow_f64"):
+    for op in EAGER_UNARY:
+        for w in ("f32", "f64"):
+            for suffix in ("", "_obj"):
+                fn = getattr(lib, f"kiln_eager_{op}_{w}{suffix}")
+                fn.argtypes = [p, p, i64]
+                fn.restype = None
+    for w in ("f32", "f64"):
+        for suffix in ("", "_obj"):
+            fn = getattr(lib, f"kiln_eager_ipow_{w}{suffix}")
+            fn.argtypes = [p, p, i64, i64]
+            fn.restype = None
+    lib.kiln_array_data.argtypes = [p]
+    lib.kiln_array_data.restype = p
+    lib.kiln_set_data_offset.argtypes = [i64]
+    lib.kiln_set_data_offset.restype = None
+    for name in ("kiln_pow_f32", "kiln_pow_f64", "kiln_eager_pow_f32", "kiln_eager_pow_f64",
+                 "kiln_eager_pow_f32_obj", "kiln_eager_pow_f64_obj"):
         fn = getattr(lib, name)
         fn.argtypes = [p, i64, p, i64, p, i64]
         fn.restype = None

@@ -1,6 +1,6 @@
 """Compiled transcendental functions that reproduce XLA's CPU formulas bit for bit.
 
-The compiler emits XLA's own exp/log/log1p/tanh/logistic (``kiln.random._native``'s
+The compiler emits XLA's own exp/expm1/log/log1p/tanh/logistic/erf (``kiln.random._native``'s
 XLA_MATH_C) rather than the C library's, so a jitted kiln program gives JAX's bits.
 Checked against live JAX where it is installed, and always against the C source
 (the function really is XLA's) and NumPy (to a few ulps).
@@ -21,9 +21,10 @@ except ImportError:  # pragma: no cover
     jax = None
 
 F32_FUNCS = {"exp": "xexp32", "log": "xlog32", "log1p": "xlog1p32", "tanh": "xtanh32",
-             "sigmoid": "kiln_logistic_xla32", "erf": "xerf32"}
+             "sigmoid": "kiln_logistic_xla32", "erf": "xerf32", "expm1": "xexpm132"}
 F64_FUNCS = {"exp": "xexp64", "log1p": "xlog1p64", "tanh": "xtanh64",
-             "sigmoid": "kiln_logistic_xla64"}
+             "sigmoid": "kiln_logistic_xla64", "expm1": "xexpm164", "log": "xlog64",
+             "erf": "xerf64"}
 
 
 def _kiln_fn(name):
