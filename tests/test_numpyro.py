@@ -145,3 +145,13 @@ def test_numpyro_eight_schools_example():
 def _has_jax():
     import importlib.util
     return importlib.util.find_spec("jax") is not None
+
+
+def test_special_functions_carry_jax_names():
+    """pytest names parametrized cases by ``__name__`` (NumPyro's ``[xlogy]`` ids)."""
+    import kiln.scipy.special as sp
+    for name in ("xlogy", "xlog1py", "logit", "zeta"):
+        f = getattr(sp, name)
+        assert f.__name__ == name and f.__qualname__ == name
+    np.testing.assert_allclose(sp.xlogy(2.0, 3.0), 2 * np.log(3.0), rtol=1e-6)
+    assert float(jax.grad(sp.xlogy, argnums=1)(2.0, 4.0)) == 0.5
