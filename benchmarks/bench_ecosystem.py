@@ -6,12 +6,15 @@ own process (the alias must own ``import jax``):
   regression (100 points), under ``jit``: the first call (trace, build, run; wall and CPU
   seconds, the C compiler's child processes included) and the steady state (best of 3
   later calls). Skipped when BlackJAX is not installed;
+* a NumPyro ``MCMC.run``: NUTS on the eight-schools model (non-centered, 1000 warmup +
+  1000 samples, one chain): the first run (trace, build, run) and the steady state (best
+  of 2 later runs of the same ``MCMC`` object, new keys). Skipped without NumPyro;
 * an Equinox MLP training loop (``eqx.nn.MLP`` 8-64-64-1, ``eqx.filter_jit`` +
   ``optax.adam``, 50 steps; steps 1..49 timed, wall and CPU). Skipped without Equinox.
 
 Target ≤ 1× JAX. Run from the repository root::
 
-    python benchmarks/bench_ecosystem.py [--batch 128] [--cold]
+    python benchmarks/bench_ecosystem.py [--batch 128] [--cold] [--nuts-only|--numpyro-only]
 
 ``--cold`` gives kiln an empty build cache (``KILN_CACHE_DIR``) so the first call includes
 the C compiler, as on a user's first run.
@@ -146,6 +149,35 @@ print(json.dumps({"first_s": first, "first_cpu_s": first_cpu, "steady_s": min(ts
 """
 
 
+NUMPYRO_CODE = r"""
+import json, os, sys, time
+import numpy as np
+import jax
+sys.path.insert(0, "examples")
+from numpyro_eight_schools import J, eight_schools_noncentered, sigma, y
+from numpyro.infer import MCMC, NUTS
+
+def cpu():
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+mcmc = MCMC(NUTS(eight_schools_noncentered), num_warmup=1000, num_samples=1000,
+            progress_bar=False)
+t0, c0 = time.perf_counter(), cpu()
+mcmc.run(jax.random.PRNGKey(0), J, sigma, y=y)
+mu = float(np.mean(np.asarray(mcmc.get_samples()["mu"])))
+first, first_cpu = time.perf_counter() - t0, cpu() - c0
+ts = []
+for i in range(2):
+    t0 = time.perf_counter()
+    mcmc.run(jax.random.PRNGKey(i + 1), J, sigma, y=y)
+    jax.block_until_ready(mcmc.get_samples())
+    ts.append(time.perf_counter() - t0)
+print(json.dumps({"first_s": first, "first_cpu_s": first_cpu, "steady_s": min(ts),
+                  "mu": mu}))
+"""
+
+
 def run(args: list, extra_env: dict | None = None) -> dict:
     import os
     # kiln compiles before the first call returns (as the other benchmarks), so the timed
@@ -170,6 +202,7 @@ def main():
           f"{jax['ms']:.2f} ms | {kiln['ms'] / jax['ms']:.2f} |")
     print(f"(losses after 33 steps: kiln {kiln['loss']:.6f}, JAX {jax['loss']:.6f})")
     nuts_rows()
+    numpyro_rows()
     equinox_rows()
 
 
@@ -198,6 +231,28 @@ def nuts_rows(cold: bool | None = None):
           f"differ by {agree:.2g} at most)")
 
 
+def numpyro_rows(cold: bool | None = None):
+    import importlib.util
+    import tempfile
+    if importlib.util.find_spec("numpyro") is None:
+        print("(NumPyro not installed: MCMC rows skipped)")
+        return
+    if cold is None:
+        cold = "--cold" in sys.argv
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {"KILN_COMPILE": "async"} | ({"KILN_CACHE_DIR": tmp} if cold else {})
+        k = run([sys.executable, "-m", "kiln.as_jax", "-c", NUMPYRO_CODE], env)
+    j = run([sys.executable, "-c", NUMPYRO_CODE])
+    what = "cold build cache" if cold else "build cache warm"
+    print(f"| NumPyro NUTS, eight schools, 1000+1000: first MCMC.run ({what}), wall | "
+          f"{k['first_s']:.2f} s | {j['first_s']:.2f} s | {k['first_s'] / j['first_s']:.2f} |")
+    print(f"| same, CPU seconds (with the C compiler's) | {k['first_cpu_s']:.2f} s | "
+          f"{j['first_cpu_s']:.2f} s | {k['first_cpu_s'] / max(j['first_cpu_s'], 1e-9):.2f} |")
+    print(f"| same, steady state (best of 2 runs) | {k['steady_s']:.2f} s | "
+          f"{j['steady_s']:.2f} s | {k['steady_s'] / j['steady_s']:.2f} |")
+    print(f"(NumPyro: posterior mean of mu, key 0: kiln {k['mu']:.4f}, JAX {j['mu']:.4f})")
+
+
 def equinox_rows():
     eqx_rows = [("kiln, default (async build)", run([sys.executable, "-m", "kiln.as_jax",
                                                       "-c", EQX_CODE], {"KILN_COMPILE": "async"})),
@@ -223,5 +278,7 @@ def equinox_rows():
 if __name__ == "__main__":
     if "--nuts-only" in sys.argv:
         nuts_rows()
+    elif "--numpyro-only" in sys.argv:
+        numpyro_rows()
     else:
         main()

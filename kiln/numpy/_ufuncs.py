@@ -131,10 +131,38 @@ def subtract(x1, x2, /):
     return lax.sub(x1, x2)
 
 
+def _bool_array(x) -> bool:
+    """Whether ``x`` is a boolean array operand (not a Python or NumPy scalar constant)."""
+    return isinstance(x, (Array, Tracer, np.ndarray)) and get_aval(x).dtype == np.bool_
+
+
 def multiply(x1, x2, /):
-    """Elementwise ``x1 * x2`` (logical and on booleans)."""
+    """Elementwise ``x1 * x2`` (logical and on booleans).
+
+    A number times a boolean array of the result's shape is ``where(b, x, 0)``, as JAX
+    computes it: XLA rewrites ``x * convert(b)`` into a select, so ``inf * False`` and
+    ``nan * False`` are ``0`` (NumPyro's ``binary_cross_entropy_with_logits`` relies on
+    it). A Python or NumPy ``bool`` scalar is a constant and multiplies (``inf * 0`` is
+    NaN), and so does a boolean array that must broadcast, as on JAX.
+    """
+    b1, b2 = _bool_array(x1), _bool_array(x2)
+    p1, p2 = x1, x2
     x1, x2 = promote_args("multiply", x1, x2)
-    return lax.bitwise_and(x1, x2) if _kind(x1) == "b" else lax.mul(x1, x2)
+    kind = _kind(x1)
+    if kind == "b":
+        return lax.bitwise_and(x1, x2)
+    if b1 != b2 and kind in "fc":
+        pred, other = (p1, x2) if b1 else (p2, x1)
+        dt = get_aval(other).dtype
+        shape = np.broadcast_shapes(np.shape(x1), np.shape(x2))
+        # XLA's CPU code computes bfloat16 in float32 (a second convert hides the pattern).
+        if np.shape(pred) == shape and dt != dtypes.bfloat16:
+            if np.shape(other) != shape:
+                nd = np.ndim(other)
+                other = lax.broadcast_in_dim(other, shape,
+                                             tuple(range(len(shape) - nd, len(shape))))
+            return lax.select(pred, other, lax.full_like(other, 0))
+    return lax.mul(x1, x2)
 
 
 def true_divide(x1, x2, /):

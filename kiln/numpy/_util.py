@@ -408,7 +408,10 @@ def canonicalize_shape(shape, context: str = "") -> tuple:
     if isinstance(shape, (Array, np.ndarray)) and np.ndim(shape) == 0:
         shape = int(shape)
     if not isinstance(shape, (tuple, list, np.ndarray, Array)):
-        shape = (shape,)
+        # Any other iterable is a sequence of dimensions (as JAX: TensorFlow Probability
+        # passes its ``TensorShape``); a non-iterable is one dimension.
+        shape = tuple(shape) if hasattr(shape, "__iter__") and not isinstance(
+            shape, (str, bytes)) else (shape,)
     out = []
     for d in shape:
         d = concretize(d)

@@ -463,6 +463,7 @@ def _logit_impl(x):
 
 
 logit = custom_jvp(_logit_impl)
+logit.__name__ = logit.__qualname__ = "logit"  # JAX's name (pytest ids)
 logit.defjvps(lambda g, ans, x: lax.div(g, lax.mul(x, lax.sub(_lax_const(x, 1), x))))
 logit.__doc__ = "The logit function ``log(x / (1 - x))``."
 
@@ -517,6 +518,7 @@ def _xlogy_jvp(primals, tangents):
 
 
 xlogy = custom_jvp(_xlogy_impl)
+xlogy.__name__ = xlogy.__qualname__ = "xlogy"  # JAX's name (pytest ids)
 xlogy.defjvp(_xlogy_jvp)
 xlogy.__doc__ = "``x * log(y)``, defined as 0 where ``x == 0`` (and its gradient there too)."
 
@@ -535,6 +537,7 @@ def _xlog1py_jvp(primals, tangents):
 
 
 xlog1py = custom_jvp(_xlog1py_impl)
+xlog1py.__name__ = xlog1py.__qualname__ = "xlog1py"  # JAX's name (pytest ids)
 xlog1py.defjvp(_xlog1py_jvp)
 xlog1py.__doc__ = "``x * log1p(y)``, defined as 0 where ``x == 0``."
 
@@ -640,6 +643,7 @@ def _zeta_series_expansion(x, q=None):
 
 
 zeta = custom_jvp(_zeta_impl)
+zeta.__name__ = zeta.__qualname__ = "zeta"  # JAX's name (pytest ids)
 zeta.defjvp(lambda primals, tangents: _jvp(_zeta_series_expansion, primals, tangents))
 zeta.__doc__ = "The Hurwitz zeta function ``sum_k (k + q) ** -x`` (``q`` is required)."
 
