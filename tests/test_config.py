@@ -42,7 +42,7 @@ DEFAULTS = {
     "jax_traceback_filtering": "auto",
     "jax_dynamic_shapes": False,
     "kiln_backend": "cpu",
-    "kiln_compile": "async",
+    "kiln_compile": "sync",
     "kiln_warn_retrace": False,
     "kiln_retrace_warning_threshold": 10,
 }

@@ -376,19 +376,20 @@ def test_accuracy_against_scipy():
             out, ref = out[mask], ref[mask]
         np.testing.assert_allclose(out, ref, rtol=rtol, atol=0)
 
+    # float64 exp/log are XLA's formulas (JAX's bits, within ~1 ulp of libm): 3e-14.
     with kiln.enable_x64(True):
         check(ks.dawsn(x), ss.dawsn(x), 1e-13)
         big = ss.exp1(xp) > 1e-300
-        check(ks.exp1(xp), ss.exp1(xp), 1e-14, big)
-        check(ks.expi(x), ss.expi(x), 1e-14)
-        check(ks.expn(n, xp), ss.expn(n, xp), 1e-14, ss.expn(n, xp) > 1e-300)
+        check(ks.exp1(xp), ss.exp1(xp), 3e-14, big)
+        check(ks.expi(x), ss.expi(x), 3e-14)
+        check(ks.expn(n, xp), ss.expn(n, xp), 3e-14, ss.expn(n, xp) > 1e-300)
         si, ci = ss.sici(x)
-        check(ks.sici(x)[0], si, 1e-14)
+        check(ks.sici(x)[0], si, 3e-14)
         check(ks.sici(x)[1], ci.real, 1e-12, np.abs(ci) > 1e-3)
         fs, fc = ss.fresnel(x)
         check(ks.fresnel(x)[0], fs, 1e-13)
         check(ks.fresnel(x)[1], fc, 1e-13)
-        check(ks.spence(xp), ss.spence(xp), 1e-14)
+        check(ks.spence(xp), ss.spence(xp), 3e-14)
         check(ks.wofz(z), ss.wofz(z), 1e-12)
         check(ks.hyp1f1(a, b, x1), ss.hyp1f1(a, b, x1), 1e-10)
         check(ks.hyp2f1(a, b, c, xh), ss.hyp2f1(a, b, c, xh), 1e-12)

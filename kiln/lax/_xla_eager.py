@@ -125,6 +125,7 @@ def integer_pow(x, k: int):
         e = _entry("ipow", x.dtype)
     if e is None:
         return None
+    k = int(k)          # a NumPy integer from a jaxpr's params: ctypes wants an int
     if type(x) is not np.ndarray or not x.flags.c_contiguous:
         x = np.array(x, order="C")
     y = np.empty_like(x)
