@@ -10,7 +10,7 @@ uses the same functions) for exp/expm1/log/log1p/tanh/logistic/float32 erf, and 
 library for sin/cos/tan/pow/float64 erf, which is what XLA's CPU code calls. Each loop
 runs with denormals flushed (MXCSR DAZ+FTZ on x86, as XLA's CPU runtime does), which
 decides what ``powf``/``erf``/``tanh``/... return for subnormal operands. Checked bit for
-bit against JAX over every float32 exponent by ``tests/test_eager_jax_bits.py``.
+bit against JAX over every float32 exponent by ``tests/parity/test_eager_jax_bits.py``.
 
 The impls serve the eager ``EvalTrace`` and the reference backend alike (one impl per
 primitive), so a jitted program's reference tier gives the compiled tier's bits too.

@@ -559,7 +559,7 @@ def _linspace_eager(start, stop, num, endpoint, axis, cdt):
     ``iota * (stop * r)``, and the CPU code contracts both multiply-adds, so each sample is
     ``fma(iota, stop * r, start * fma(-iota, r, 1))`` and the endpoint is ``stop``.
 
-    Exact for scalar bounds (checked against JAX in tests/test_eager_jax_bits.py). With
+    Exact for scalar bounds (checked against JAX in tests/parity/test_eager_jax_bits.py). With
     array bounds XLA's fusion can contract a different multiply-add (it depends on how
     the bounds broadcast), so some samples may differ by 1 ulp; in float64 a few of the
     last samples (those of XLA's scalar remainder loop after its vector loop, seen at up

@@ -8,7 +8,7 @@ are fused (FMA), and denormals are flushed to zero. To give JAX's bits, not
 merely JAX's distribution, the samplers use these NumPy re-derivations of the
 same formulas (FMA emulated exactly enough: float32 FMAs in float64 arithmetic,
 float64 FMAs with error-free transformations), checked bit for bit against
-``jax`` in ``tests/test_random_xla_math.py``.
+``jax`` in ``tests/random/test_random_xla_math.py``.
 
 What this module holds: the NumPy functions (``log``, ``log1p``, ``exp``,
 ``erf_inv`` for float16/bfloat16/float32/float64; narrow floats are computed in

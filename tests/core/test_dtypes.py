@@ -1,7 +1,7 @@
 """Tests of kiln.dtypes: the promotion lattice (against JAX and a frozen copy of
 JAX's tables), canonicalization, dtype predicates and coerce_to_array.
 
-Regenerate the frozen tables (needs jax) with:  python tests/test_dtypes.py --regen
+Regenerate the frozen tables (needs jax) with:  python tests/core/test_dtypes.py --regen
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pytest
 from kiln import dtypes
 from kiln.config import config, config_context, enable_x64
 
-TABLES_PATH = pathlib.Path(__file__).parent / "data" / "promotion_tables.py"
+TABLES_PATH = pathlib.Path(__file__).resolve().parents[1] / "data" / "promotion_tables.py"
 
 # ---------------------------------------------------------------------------
 # Argument labels shared by the live JAX comparison and the frozen tables.
@@ -684,10 +684,10 @@ def test_results_follow_x64_changes_through_update():
 def _regenerate():
     lines = [
         '"""Frozen type-promotion tables generated from JAX '
-        f"{__import__('jax').__version__} by `python tests/test_dtypes.py --regen`.",
+        f"{__import__('jax').__version__} by `python tests/core/test_dtypes.py --regen`.",
         "",
         "TABLES[mode][row][k] is result_type(row, col_k) for the row/column labels of",
-        "tests/test_dtypes.py: a short dtype name, 'w' suffix when weakly typed, 'E' for",
+        "tests/core/test_dtypes.py: a short dtype name, 'w' suffix when weakly typed, 'E' for",
         "TypePromotionError, 'V' for another ValueError.",
         '"""',
         "",

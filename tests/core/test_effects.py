@@ -180,7 +180,7 @@ def test_print_inside_control_flow_with_unused_result_under_jit(capsys):
 
 
 def test_breakpoint_runs_the_debugger(monkeypatch, capsys):
-    # Full coverage (jit/vmap/grad, against JAX) is in tests/test_breakpoint.py.
+    # Full coverage (jit/vmap/grad, against JAX) is in tests/core/test_breakpoint.py.
     monkeypatch.setattr(sys, "stdin", io.StringIO("c\n"))
     kiln.debug.breakpoint()
     assert capsys.readouterr().out.startswith("Entering jdb:")

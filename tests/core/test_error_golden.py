@@ -3,7 +3,7 @@ explanation, so that any change to them is deliberate.
 
 The expected texts live in ``tests/data/golden_errors/<name>.txt``, with this file's path
 written ``<TEST>`` and object ids ``ID``. After an intended change of a message, rewrite
-them with ``KILN_UPDATE_GOLDEN=1 python -m pytest tests/test_error_golden.py`` and review
+them with ``KILN_UPDATE_GOLDEN=1 python -m pytest tests/core/test_error_golden.py`` and review
 the diff. Where kiln's text is JAX's (FloatingPointError, the cache-miss explanation), the
 test also compares with JAX 0.10.
 """
@@ -17,7 +17,8 @@ import pytest
 import kiln
 import kiln.numpy as jnp
 
-GOLDEN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "golden_errors")
+GOLDEN_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data",
+                          "golden_errors")
 UPDATE = os.environ.get("KILN_UPDATE_GOLDEN") == "1"
 
 

@@ -1,7 +1,7 @@
-"""Frozen type-promotion tables generated from JAX 0.10.2 by `python tests/test_dtypes.py --regen`.
+"""Frozen type-promotion tables generated from JAX 0.10.2 by `python tests/core/test_dtypes.py --regen`.
 
 TABLES[mode][row][k] is result_type(row, col_k) for the row/column labels of
-tests/test_dtypes.py: a short dtype name, 'w' suffix when weakly typed, 'E' for
+tests/core/test_dtypes.py: a short dtype name, 'w' suffix when weakly typed, 'E' for
 TypePromotionError, 'V' for another ValueError.
 """
 

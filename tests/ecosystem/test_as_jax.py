@@ -35,7 +35,7 @@ from kiln.extend import linear_util as lu
 from kiln.interpreters import partial_eval as pe
 from kiln.tree_util import tree_flatten, tree_structure
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _run(args, env=None, cwd=None, timeout=240):
@@ -712,7 +712,7 @@ def test_lowered_compiler_ir_and_backends():
         [e.primitive.name for e in ir.jaxpr.eqns] == ["integer_pow"]
     np.testing.assert_allclose(kiln.core.eval_jaxpr(ir.jaxpr, ir.consts, 3.0)[0], 9.0)
     hlo = kiln.jit(jnp.sin).lower(1.0).compiler_ir(dialect="hlo").as_hlo_text()
-    assert "ROOT sin.1 = f32[] sine(Arg_0.1)" in hlo       # tests/test_hlo_text.py
+    assert "ROOT sin.1 = f32[] sine(Arg_0.1)" in hlo       # tests/compiler/test_hlo_text.py
     from kiln._src import xla_bridge
     kiln.devices()
     assert xla_bridge._backends["cpu"].platform == "cpu"

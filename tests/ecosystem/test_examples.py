@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
 
 
 def _load(path, source=None, name="example"):

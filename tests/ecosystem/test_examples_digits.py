@@ -20,7 +20,7 @@ import pytest
 
 import kiln
 
-EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
 DEVICE_LINE = re.compile(r'^jax\.config\.update\("jax_num_cpu_devices", 4\).*$', re.M)
 
 
@@ -131,7 +131,7 @@ def test_mnist_mlp_matches_jax():
 
 
 def test_stax_convnet_matches_jax():
-    # (stax's initializers against JAX's: tests/test_example_libraries.py; here JAX runs
+    # (stax's initializers against JAX's: tests/ecosystem/test_example_libraries.py; here JAX runs
     # the example's network on kiln's parameters)
     pytest.importorskip("jax")
     k, j = _load("stax_convnet"), _load("stax_convnet", use_jax=True)

@@ -12,7 +12,7 @@ import textwrap
 import numpy as np
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 pytest.importorskip("jax")
 pytest.importorskip("flax")

@@ -12,7 +12,7 @@ import pytest
 import kiln as jax
 import kiln.numpy as jnp
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 INF, NAN = np.inf, np.nan
 

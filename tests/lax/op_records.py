@@ -1,8 +1,8 @@
 """Op records: one entry per operation drives value, jit, jvp/vjp and vmap tests.
 
 An ``OpRecord`` names a kiln function, how to sample its array arguments, a NumPy
-(or SciPy) reference, and tolerances. ``tests/test_op_records.py`` turns every record
-in ``tests/records/*.py`` (each module exports ``RECORDS``) into generic tests:
+(or SciPy) reference, and tolerances. ``tests/lax/test_op_records.py`` turns every record
+in ``tests/lax/records/*.py`` (each module exports ``RECORDS``) into generic tests:
 
 - value: kiln result equals the reference (values and dtype);
 - jit: ``jit(fun)`` equals eager;

@@ -326,7 +326,7 @@ def test_reduce_window_traced_init():
 
 def test_reduce_window_general_reducers():
     """Python reducers and pytrees of operands bind the generic ``reduce_window`` primitive
-    (tests/test_reduce_window_primitive.py has the details); bad trees raise JAX's errors."""
+    (tests/lax/test_reduce_window_primitive.py has the details); bad trees raise JAX's errors."""
     x = np.arange(4, dtype=np.float32)
     _close(lax.reduce_window(x, np.float32(0), lambda a, b: a + b, (2,)),
            jlax.reduce_window(x, np.float32(0), lambda a, b: a + b, (2,)))

@@ -3,7 +3,7 @@
 incomplete-gamma derivatives, and parity with JAX (skipped when jax is absent).
 
 The generic value/jit/jvp/vjp/vmap tests of every elementwise primitive come from
-``tests/records/elementwise.py`` via ``tests/test_op_records.py``; here a quick eager
+``tests/lax/records/elementwise.py`` via ``tests/lax/test_op_records.py``; here a quick eager
 check of each record against its reference keeps this file self-contained.
 """
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Tests for the structural lax primitives (slicing, padding, dot_general, cumulative
-reductions, more reductions) driven by ``tests/records/structural.py``, plus error
+reductions, more reductions) driven by ``tests/lax/records/structural.py``, plus error
 classes and jaxpr parameters compared with JAX where it is installed."""
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The generic op-record driver (DESIGN.md §6).
 
-Every module in ``tests/records/`` exports ``RECORDS`` (a list of ``op_records.OpRecord``).
+Every module in ``tests/lax/records/`` exports ``RECORDS`` (a list of ``op_records.OpRecord``).
 Each record becomes these tests, with the record's name as the test id:
 
 - ``test_value``: eager result vs the NumPy/SciPy ``ref`` (values; dtypes when ``check_dtype``);
@@ -98,7 +98,7 @@ def _params(pred=None):
                          [pytest.param(None, marks=pytest.mark.skip(reason="all imported"))])
 def test_record_module_imports(module):
     err = RECORD_ERRORS[module]
-    raise AssertionError(f"tests/records/{module}.py failed to import: "
+    raise AssertionError(f"tests/lax/records/{module}.py failed to import: "
                          f"{type(err).__name__}: {err}") from err
 
 
@@ -572,5 +572,5 @@ def _coverage_params():
 def test_primitive_covered_by_a_record(prim_name):
     covered, _ = _record_coverage()
     assert prim_name in covered, (
-        f"primitive {prim_name!r} is exercised by no op record in tests/records/ "
+        f"primitive {prim_name!r} is exercised by no op record in tests/lax/records/ "
         "(add a record, or an entry with a reason to RECORD_EXEMPT)")

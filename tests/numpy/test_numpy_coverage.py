@@ -52,7 +52,7 @@ def test_numpy_names_are_usable():
 def test_report_renders():
     import pathlib
     import sys
-    root = pathlib.Path(__file__).resolve().parent.parent
+    root = pathlib.Path(__file__).resolve().parents[2]
     sys.path.insert(0, str(root / "tools"))
     try:
         compat_report = importlib.import_module("compat_report")

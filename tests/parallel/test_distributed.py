@@ -1,4 +1,4 @@
-"""Multi-process kiln over MPI: a 2-process `mpiexec` run of tests/mpi/prog_pmap.py."""
+"""Multi-process kiln over MPI: a 2-process `mpiexec` run of tests/parallel/mpi/prog_pmap.py."""
 import ast
 import os
 import shutil

@@ -1,5 +1,5 @@
 """Every collective on pmap's device threads (kiln.parallel.collectives) against the same
-collective's vmap batching rule (tested against JAX in tests/test_collectives.py)."""
+collective's vmap batching rule (tested against JAX in tests/parallel/test_collectives.py)."""
 import functools
 
 import numpy as np

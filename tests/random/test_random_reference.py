@@ -16,10 +16,10 @@ import kiln
 import kiln.random as kr
 from kiln.random import _native
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data"))
 from random_reference_cases import CASES, CONFIGS, SEED, config_name  # noqa: E402
 
-_REF_PATH = os.path.join(os.path.dirname(__file__), "data", "random_reference.npz")
+_REF_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "random_reference.npz")
 _REF = np.load(_REF_PATH) if os.path.exists(_REF_PATH) else None
 
 
@@ -143,7 +143,7 @@ _RSQRT_REPRODUCED: list = []
 
 def _xla_rsqrt_reproduced() -> bool:
     """Whether kiln's emulation of XLA's rsqrt (the processor's estimate plus two Newton
-    steps; tests/test_random_xla_math.py) gives this machine's jax bits. Verified on
+    steps; tests/random/test_random_xla_math.py) gives this machine's jax bits. Verified on
     Intel Sapphire Rapids; where it does not hold, the "hw" cases are held to "close"
     (the rsqrt test itself reports the difference)."""
     if not _RSQRT_REPRODUCED:

@@ -11,7 +11,7 @@ import pytest
 import kiln
 import kiln.random as kr
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "data"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data"))
 from random_reference_cases import CASES  # noqa: E402
 
 try:

@@ -1,4 +1,4 @@
-"""Run by tests/test_distributed.py under `mpiexec -n 2`: pmap across two processes."""
+"""Run by tests/parallel/test_distributed.py under `mpiexec -n 2`: pmap across two processes."""
 import os
 
 import numpy as np

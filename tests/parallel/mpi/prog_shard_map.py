@@ -1,4 +1,4 @@
-"""Run by tests/test_distributed.py under `mpiexec -n 2`: global arrays, shard_map and a
+"""Run by tests/parallel/test_distributed.py under `mpiexec -n 2`: global arrays, shard_map and a
 sharded jit over a mesh of 2 processes x 2 local devices."""
 import os
 
