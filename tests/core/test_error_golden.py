@@ -17,8 +17,7 @@ import pytest
 import kiln
 import kiln.numpy as jnp
 
-GOLDEN_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data",
-                          "golden_errors")
+GOLDEN_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "golden_errors")
 UPDATE = os.environ.get("KILN_UPDATE_GOLDEN") == "1"
 
 
