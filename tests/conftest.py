@@ -1,6 +1,9 @@
-"""Test configuration: every staged jaxpr is type-checked (``jax_enable_checks``)."""
+"""Test configuration: every staged jaxpr is type-checked (``jax_enable_checks``); the
+test tiers (docs/testing.md): tests marked ``slow`` run only in the full tier
+(``KILN_TEST_TIER=full``), when a ``-m`` expression is given, or when named by node id."""
 import numpy as np
 import pytest
+from _sampling import TIER
 
 import kiln
 
@@ -30,3 +33,15 @@ def jax8():
     if jax.device_count() < 8:
         pytest.skip("jax was initialised with fewer than 8 CPU devices")
     return jax
+
+
+def pytest_collection_modifyitems(config, items):
+    """The default tier leaves out the tests marked ``slow`` (docs/testing.md)."""
+    if TIER == "full" or config.getoption("markexpr", ""):
+        return
+    if any("::" in str(a) for a in config.args):   # a test asked for by its node id runs
+        return
+    slow = [it for it in items if it.get_closest_marker("slow") is not None]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [it for it in items if it.get_closest_marker("slow") is None]

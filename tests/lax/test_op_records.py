@@ -50,6 +50,8 @@ for _p in (str(TESTS_DIR), str(TESTS_DIR.parent)):
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
+from _sampling import sample_cases  # noqa: E402 - tests/ is on sys.path from here on
+
 RECORDS_DIR = pathlib.Path(os.environ.get("KILN_RECORDS_DIR", TESTS_DIR / "records"))
 
 
@@ -85,8 +87,47 @@ def _load_record_modules():
 RECORDS, RECORD_ERRORS = _load_record_modules()
 
 
-def _params(pred=None):
-    ps = [pytest.param(r, id=r.name) for r in RECORDS if pred is None or pred(r)]
+def _jaxpr_primitives(jaxpr: Jaxpr, acc: set):
+    for eqn in jaxpr.eqns:
+        acc.add(eqn.primitive.name)
+        for p in eqn.params.values():
+            subs = p if isinstance(p, (tuple, list)) else [p]
+            for s in subs:
+                if isinstance(s, ClosedJaxpr):
+                    _jaxpr_primitives(s.jaxpr, acc)
+                elif isinstance(s, Jaxpr):
+                    _jaxpr_primitives(s, acc)
+    return acc
+
+
+_PRIMITIVES: dict = {}
+
+
+def _record_primitives(rec) -> frozenset | None:
+    """The primitives in ``rec``'s jaxpr (None when it cannot be staged: test_jit says why)."""
+    if rec.name not in _PRIMITIVES:
+        try:
+            jaxpr = kiln.make_jaxpr(rec.fun)(*_sample(rec)).jaxpr
+            _PRIMITIVES[rec.name] = frozenset(_jaxpr_primitives(jaxpr, set()))
+        except Exception:  # noqa: BLE001 - reported by test_jit for that record
+            _PRIMITIVES[rec.name] = None
+    return _PRIMITIVES[rec.name]
+
+
+def _op_of(rec) -> str:
+    """The operation a record tests: the primitives it stages (records that differ only in
+    dtypes, shapes or parameters of the same primitives are cases of one operation)."""
+    prims = _record_primitives(rec)
+    return f"record:{rec.name}" if prims is None else ",".join(sorted(prims))
+
+
+def _params(test: str, pred=None):
+    """One ``pytest.param`` per record satisfying ``pred`` for the test function ``test``,
+    sampled per operation by ``KILN_NUM_GENERATED_CASES`` (tests/_sampling.py): every
+    operation keeps at least one case in every test function."""
+    recs = [r for r in RECORDS if pred is None or pred(r)]
+    recs = sample_cases(recs, _op_of, salt=f"op_records.{test}")
+    ps = [pytest.param(r, id=r.name) for r in recs]
     if not ps:
         ps = [pytest.param(None, id="no-records",
                            marks=pytest.mark.skip(reason="no op records found in "
@@ -229,7 +270,7 @@ def _skip_without_derivatives(rec, args):
 # (a) values, (b) jit
 # ================================================================================================
 
-@pytest.mark.parametrize("rec", _params(lambda r: r.ref is not None))
+@pytest.mark.parametrize("rec", _params("value", lambda r: r.ref is not None))
 def test_value(rec):
     args = _sample(rec)
     out = _leaves(rec.fun(*args))
@@ -243,7 +284,7 @@ def test_value(rec):
         _assert_close(o, r, rec.tol, rec.tol, f"output {i} vs reference")
 
 
-@pytest.mark.parametrize("rec", _params(lambda r: r.jit))
+@pytest.mark.parametrize("rec", _params("jit", lambda r: r.jit))
 def test_jit(rec):
     args = _sample(rec)
     eager = _leaves(rec.fun(*args))
@@ -268,7 +309,7 @@ def test_jit(rec):
 # (c) jvp, (d) second order, (e) vjp vs jvp
 # ================================================================================================
 
-@pytest.mark.parametrize("rec", _params(lambda r: r.diff_argnums and r.grad_order >= 1))
+@pytest.mark.parametrize("rec", _params("jvp_fd", lambda r: r.diff_argnums and r.grad_order >= 1))
 def test_jvp_fd(rec):
     args = _sample(rec)
     argnums, g, primals = _skip_without_derivatives(rec, args)
@@ -283,7 +324,7 @@ def test_jvp_fd(rec):
         _assert_close(t, f, rec.grad_tol, rec.grad_tol, f"jvp output {i} vs finite differences")
 
 
-@pytest.mark.parametrize("rec", _params(lambda r: r.diff_argnums and r.grad_order >= 2))
+@pytest.mark.parametrize("rec", _params("jvp2_fd", lambda r: r.diff_argnums and r.grad_order >= 2))
 def test_jvp2_fd(rec):
     args = _sample(rec)
     argnums, g, primals = _skip_without_derivatives(rec, args)
@@ -305,7 +346,7 @@ def _reverse_ok(r):
     return r.diff_argnums and r.grad_order >= 1 and "fwd_only" not in r.tags
 
 
-@pytest.mark.parametrize("rec", _params(_reverse_ok))
+@pytest.mark.parametrize("rec", _params("vjp_vs_jvp", _reverse_ok))
 def test_vjp_vs_jvp(rec):
     args = _sample(rec)
     argnums, g, primals = _skip_without_derivatives(rec, args)
@@ -352,14 +393,14 @@ def _check_batched(rec, got, expected, what, out_axis=0):
         _assert_close(g, e, rec.tol, rec.tol, f"{what} output {i} vs Python loop")
 
 
-@pytest.mark.parametrize("rec", _params(lambda r: r.vmap))
+@pytest.mark.parametrize("rec", _params("vmap", lambda r: r.vmap))
 def test_vmap(rec):
     samples = _samples(rec)
     stacked = [np.stack(col) for col in zip(*samples)]
     _check_batched(rec, kiln.vmap(rec.fun)(*stacked), _loop(rec.fun, samples), "vmap")
 
 
-@pytest.mark.parametrize("rec", _params(lambda r: r.vmap))
+@pytest.mark.parametrize("rec", _params("vmap_unmapped_args", lambda r: r.vmap))
 def test_vmap_unmapped_args(rec):
     samples = _samples(rec)
     nargs = len(samples[0])
@@ -375,7 +416,7 @@ def test_vmap_unmapped_args(rec):
         _check_batched(rec, got, _loop(rec.fun, per_call), f"vmap in_axes={in_axes}")
 
 
-@pytest.mark.parametrize("rec", _params(lambda r: r.vmap))
+@pytest.mark.parametrize("rec", _params("vmap_axis1", lambda r: r.vmap))
 def test_vmap_axis1(rec):
     samples = _samples(rec)
     ranks = [np.ndim(a) for a in samples[0]]
@@ -388,7 +429,7 @@ def test_vmap_axis1(rec):
                    out_axis=-1)
 
 
-@pytest.mark.parametrize("rec", _params(lambda r: r.vmap and r.jit))
+@pytest.mark.parametrize("rec", _params("jit_of_vmap", lambda r: r.vmap and r.jit))
 def test_jit_of_vmap(rec):
     samples = _samples(rec)
     stacked = [np.stack(col) for col in zip(*samples)]
@@ -415,7 +456,7 @@ def _scalarized(rec, args, argnums):
     return s
 
 
-@pytest.mark.parametrize("rec", _params(lambda r: r.vmap and _reverse_ok(r)))
+@pytest.mark.parametrize("rec", _params("vmap_of_grad", lambda r: r.vmap and _reverse_ok(r)))
 def test_vmap_of_grad(rec):
     samples = _samples(rec)
     argnums, _, _ = _skip_without_derivatives(rec, samples[0])
@@ -531,29 +572,15 @@ def test_lax_exports_primitives():
     assert {"add", "mul", "sin", "reduce_sum", "broadcast_in_dim", "psum"} <= names
 
 
-def _jaxpr_primitives(jaxpr: Jaxpr, acc: set):
-    for eqn in jaxpr.eqns:
-        acc.add(eqn.primitive.name)
-        for p in eqn.params.values():
-            subs = p if isinstance(p, (tuple, list)) else [p]
-            for s in subs:
-                if isinstance(s, ClosedJaxpr):
-                    _jaxpr_primitives(s.jaxpr, acc)
-                elif isinstance(s, Jaxpr):
-                    _jaxpr_primitives(s, acc)
-    return acc
-
-
 @functools.cache
 def _record_coverage():
     covered, failures = {}, {}
     for r in RECORDS:
-        try:
-            jaxpr = kiln.make_jaxpr(r.fun)(*_sample(r)).jaxpr
-        except Exception as e:  # noqa: BLE001 - reported by test_jit for that record
-            failures[r.name] = f"{type(e).__name__}: {e}"
+        prims = _record_primitives(r)
+        if prims is None:
+            failures[r.name] = "cannot be staged (see its test_jit)"
             continue
-        for name in _jaxpr_primitives(jaxpr, set()):
+        for name in sorted(prims):
             covered.setdefault(name, r.name)
     return covered, failures
 
