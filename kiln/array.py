@@ -210,7 +210,7 @@ class ArrayImpl:
 
     def to_device(self, device, *, stream=None):
         """The array on ``device`` (array API); kiln has one memory space, so ``self``."""
-        from kiln.api import device_put
+        from kiln.transfer import device_put
         return device_put(self, device)
 
     def __dlpack_device__(self):

@@ -924,7 +924,7 @@ def map(f, xs, *, batch_size=None):  # noqa: A001
     if batch_size is not None:
         from kiln import lax
         from kiln._physical_tree import tree_map
-        from kiln.api import vmap
+        from kiln.transformations import vmap
         xs_flat, _ = tree_flatten(xs)
         n = get_aval(xs_flat[0]).shape[0]
         bs = int(batch_size)
