@@ -326,6 +326,7 @@ def test_sigint_during_a_build_exits_promptly(tmp_path):
             child.wait()
 
 
+@pytest.mark.slow  # ~60 s: waits out a pending build; test_hanging_cc_is_killed stays
 def test_pending_background_build_does_not_delay_exit(tmp_path):
     pidfile = tmp_path / "pid"
     cc = _fake_cc(tmp_path, PASS_PROBES + f"\nsleep 300 & echo $! > {pidfile}; wait")

@@ -27,9 +27,9 @@ special-value handling (errors of order one, misplaced NaN/inf), not last-bit ro
 
 Two tests: mixed programs, and integer programs (integer inputs only, longer chains).
 Deterministic (``derandomize``). The environment variable ``KILN_FUZZ_EXAMPLES`` sets
-how many programs: that many mixed ones and half as many integer ones (default 40, so
-40 + 20, a few seconds with a warm compile cache; e.g. ``KILN_FUZZ_EXAMPLES=1000`` for
-a long local run).
+how many programs: that many mixed ones and half as many integer ones (default 20 + 10 in
+the default test tier, 40 + 20 in the full tier ``KILN_TEST_TIER=full``, docs/testing.md;
+e.g. ``KILN_FUZZ_EXAMPLES=1000`` for a long local run).
 """
 import os
 
@@ -37,6 +37,7 @@ import numpy as np
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
+from _sampling import TIER  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
@@ -46,7 +47,7 @@ from kiln import lax  # noqa: E402
 from kiln.backends import cpu, reference  # noqa: E402
 from kiln.config import config_context  # noqa: E402
 
-EXAMPLES = int(os.environ.get("KILN_FUZZ_EXAMPLES", "40"))
+EXAMPLES = int(os.environ.get("KILN_FUZZ_EXAMPLES", "40" if TIER == "full" else "20"))
 INT_EXAMPLES = max(1, EXAMPLES // 2)
 
 

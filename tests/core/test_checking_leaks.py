@@ -83,6 +83,7 @@ def test_off_by_default():
             kiln.jit(lambda x: _leaky(x) * 3)(np.float32(1.0))
 
 
+@pytest.mark.slow  # ~20 s of JAX compilations; the kiln-only tests above stay
 def test_matches_jax():
     jax = pytest.importorskip("jax")
     seen = []

@@ -5,6 +5,7 @@ must follow JAX's update formulas step for step.
 """
 import numpy as np
 import pytest
+from _sampling import sample_cases
 
 import kiln
 import kiln.numpy as knp
@@ -113,8 +114,11 @@ def _check_layer(jlayer, klayer, in_shape, x, seed=3, apply_kwargs=None, jit_ora
     return kparams, kx
 
 
-@pytest.mark.parametrize("name,args,kwargs,shape", LAYERS,
-                         ids=[f"{n}-{i}" for i, (n, *_) in enumerate(LAYERS)])
+# One case per layer kind in the default tier, all of them with KILN_NUM_GENERATED_CASES=all
+# (tests/_sampling.py): each case runs JAX's layer op by op, ~1-10 s.
+@pytest.mark.parametrize("name,args,kwargs,shape", sample_cases(
+    [pytest.param(*c, id=f"{c[0]}-{i}") for i, c in enumerate(LAYERS)],
+    lambda p: p.values[0], salt="stax.layers"))
 def test_layer_matches_jax(name, args, kwargs, shape):
     x = _inputs(name, shape)
     in_shape = [a.shape for a in x] if isinstance(x, list) else x.shape
@@ -329,8 +333,9 @@ def _run_optimizer(mod, lib, lib_np, tree_map, name, args, kwargs, steps=5, jit=
     return trajectory, state
 
 
-@pytest.mark.parametrize("name,args,kwargs", OPTIMIZERS,
-                         ids=[f"{n}-{i}" for i, (n, *_) in enumerate(OPTIMIZERS)])
+@pytest.mark.parametrize("name,args,kwargs", sample_cases(
+    [pytest.param(*c, id=f"{c[0]}-{i}") for i, c in enumerate(OPTIMIZERS)],
+    lambda p: p.values[0], salt="optimizers"))
 def test_optimizer_matches_jax(name, args, kwargs):
     jtraj, jstate = _run_optimizer(jo, jax, jnp, jax.tree.map, name, args, kwargs)
     ktraj, kstate = _run_optimizer(ko, kiln, knp, kiln.tree.map, name, args, kwargs)

@@ -32,6 +32,7 @@ def _losses(mod, steps=4):
     return np.array(out)
 
 
+@pytest.mark.slow  # ~30 s; the digits examples (test_examples_digits.py) stay in the default tier
 def test_cnn_example_matches_jax():
     pytest.importorskip("jax")
     path = EXAMPLES / "cnn.py"

@@ -99,6 +99,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow  # ~17 s; test_nnx_readme_mlp_same_losses_as_jax stays
 def test_nnx_variables_as_refs_match_jax():
     pj = _run(["-c", textwrap.dedent(_REFS_PROBE)])
     assert pj.returncode == 0, pj.stderr
@@ -144,6 +145,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow  # ~15 s; tests/core/test_hijax.py covers hijax without Flax
 def test_nnx_hijax_variables_match_jax():
     pj = _run(["-c", textwrap.dedent(_HIJAX_PROBE)])
     assert pj.returncode == 0, pj.stderr

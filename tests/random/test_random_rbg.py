@@ -156,7 +156,7 @@ def _norm(ns, r):
 _CLOSE = {"gamma", "vmap_gamma"}
 
 
-@pytest.mark.parametrize("impl", ["rbg", "unsafe_rbg"])
+@pytest.mark.parametrize("impl", ["rbg", pytest.param("unsafe_rbg", marks=pytest.mark.slow)])
 def test_rbg_keys_are_jax(impl):
     kc = _cases((kiln, kjnp, krandom), impl)
     jc = _cases((jax, jjnp, jrandom), impl)

@@ -260,7 +260,8 @@ _DEFAULT_CALLS = [
 
 @pytest.mark.parity
 @pytest.mark.skipif(jax is None, reason="jax is not installed")
-@pytest.mark.parametrize("x64", [False, True], ids=["x32", "x64"])
+@pytest.mark.parametrize("x64", [False, pytest.param(True, marks=pytest.mark.slow)],
+                         ids=["x32", "x64"])
 def test_defaults_match_jax(x64):
     old = (kiln.config.jax_enable_x64, jax.config.jax_enable_x64)
     kiln.config.update("jax_enable_x64", x64)

@@ -172,6 +172,7 @@ def test_closure_over_integer_tracer():
     np.testing.assert_allclose(g, -2 * 2 * 1. * np.exp(-0.5 * 2), rtol=1e-5)
 
 
+@pytest.mark.slow  # ~13 s; test_grads_match_jax and the vmap-free tests stay
 def test_vmap_matches_jax_and_per_lane():
     ts = np.linspace(0., 2., 5).astype(np.float32)
     def f(y, t, a):
