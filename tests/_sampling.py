@@ -78,3 +78,39 @@ def sample_cases(cases: Sequence, group: Callable[[object], Hashable], salt: str
         start = _crc(f"{salt}|{key!r}") % len(idx)
         keep.update(idx[(start + j) % len(idx)] for j in range(n))
     return [c for i, c in enumerate(cases) if i in keep]
+
+
+
+def sample_cover(cases: Sequence, keys: Callable[[object], tuple], salt: str,
+                 n: int | None = None) -> list:
+    """Cases of a table with several axes (e.g. index expression x update op), kept until
+    every value of every axis appears in at least ``n`` of them (default ``NUM_CASES``; the
+    whole table when that is ``None``), in the original order.
+
+    Args:
+      cases: the table (values or ``pytest.param`` objects), e.g. only the valid pairs.
+      keys: maps a case to its coordinates, one hashable per axis, e.g. ``(index, op)``.
+      salt: names the test function; it rotates where the scan starts.
+      n: cases per axis value.
+
+    Returns:
+      The kept cases: about ``n`` times the longest axis instead of the product.
+    """
+    n = NUM_CASES if n is None else n
+    if n is None or not cases:
+        return list(cases)
+    start = _crc(salt) % len(cases)
+    order = [(start + k) % len(cases) for k in range(len(cases))]
+    count: dict = {}
+    keep = set()
+    for need_all in (True, False):      # first cases that add to every axis, then any
+        for i in order:
+            if i in keep:
+                continue
+            ks = [(axis, key) for axis, key in enumerate(keys(cases[i]))]
+            under = [count.get(k, 0) < n for k in ks]
+            if all(under) if need_all else any(under):
+                keep.add(i)
+                for k in ks:
+                    count[k] = count.get(k, 0) + 1
+    return [c for i, c in enumerate(cases) if i in keep]

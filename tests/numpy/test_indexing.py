@@ -13,6 +13,7 @@ import warnings
 
 import numpy as np
 import pytest
+from _sampling import sample_cover
 
 import kiln
 import kiln.numpy as knp
@@ -206,8 +207,15 @@ def _values(k, dtype=np.float32, positive=False):
     return v.astype(dtype)
 
 
-@pytest.mark.parametrize("op", AT_OPS)
-@pytest.mark.parametrize("k", range(len(AT_INDEX)), ids=[c[0] for c in AT_INDEX])
+def _at_cases(ops, salt, valid=lambda name, op: True):
+    """(index kind, op) pairs, sampled by KILN_NUM_GENERATED_CASES (tests/_sampling.py) so
+    that every index kind and every op keeps a case; ids as ``kind-op``."""
+    cases = [pytest.param(k, op, id=f"{AT_INDEX[k][0]}-{op}")
+             for k in range(len(AT_INDEX)) for op in ops if valid(AT_INDEX[k][0], op)]
+    return sample_cover(cases, lambda p: p.values, salt=salt)
+
+
+@pytest.mark.parametrize("k,op", _at_cases(AT_OPS, "indexing.at"))
 def test_at(k, op):
     name, index, idx = AT_INDEX[k]
     f = _at_fun(index, len(idx), op)
@@ -238,12 +246,16 @@ def test_at(k, op):
 GRAD_OPS = ["set", "add", "subtract", "min", "max", "get"]
 
 
-@pytest.mark.parametrize("op", GRAD_OPS + ["multiply", "divide"])
-@pytest.mark.parametrize("k", range(len(AT_INDEX)), ids=[c[0] for c in AT_INDEX])
+def _grad_valid(name, op):
+    # scatter_mul value gradients need unique indices (as in JAX)
+    return op not in ("multiply", "divide") or name in ("unique", "int_array", "oob",
+                                                       "separated")
+
+
+@pytest.mark.parametrize("k,op", _at_cases(GRAD_OPS + ["multiply", "divide"],
+                                           "indexing.at_grad", _grad_valid))
 def test_at_grad(k, op):
     name, index, idx = AT_INDEX[k]
-    if op in ("multiply", "divide") and name not in ("unique", "int_array", "oob", "separated"):
-        pytest.skip("scatter_mul value gradients need unique indices (as in JAX)")
     if op == "get":
         f = eval(f"lambda x, v, {', '.join('abc'[:len(idx)])}: x.at[{index}].get() * v")
     else:
@@ -284,9 +296,11 @@ def test_at_grad(k, op):
 MODES_INDEX = [("oob", "a", (OOB,)), ("oob_2d", "a, b", (OOB, np.array([1, 9, -9, 0, 4])))]
 
 
-@pytest.mark.parametrize("mode", [None, "clip", "drop", "fill", "promise_in_bounds"])
-@pytest.mark.parametrize("op", ["set", "add", "min", "get"])
-@pytest.mark.parametrize("k", range(len(MODES_INDEX)), ids=[c[0] for c in MODES_INDEX])
+@pytest.mark.parametrize("k,op,mode", sample_cover(
+    [pytest.param(k, op, mode, id=f"{MODES_INDEX[k][0]}-{op}-{mode}")
+     for k in range(len(MODES_INDEX)) for op in ["set", "add", "min", "get"]
+     for mode in [None, "clip", "drop", "fill", "promise_in_bounds"]],
+    lambda p: p.values, salt="indexing.modes"))
 def test_modes(k, op, mode):
     name, index, idx = MODES_INDEX[k]
     names = ", ".join("abc"[:len(idx)])
