@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _sampling import NUM_CASES, sample_cases
 
 import kiln
 from kiln import lax
@@ -77,7 +78,11 @@ def _operands(lhs_shape, filter_shape, feats, kw, dtype=np.float32):
     return x, w
 
 
-@pytest.mark.parametrize("name, lhs_shape, filt, feats, kw", CASES, ids=IDS)
+# Sampled by KILN_NUM_GENERATED_CASES (tests/_sampling.py): two configurations per rank in
+# the default tier (each runs JAX's value, grads and jit, ~3 s), all in the full tier.
+@pytest.mark.parametrize("name, lhs_shape, filt, feats, kw", sample_cases(
+    [pytest.param(*c, id=c[0]) for c in CASES], lambda p: p.values[0].split("_")[0],
+    salt="conv_local.value_and_grads", n=None if NUM_CASES is None else 2 * NUM_CASES))
 def test_value_and_grads_match_jax(name, lhs_shape, filt, feats, kw):
     x, w = _operands(lhs_shape, filt, feats, kw)
 

@@ -11,6 +11,7 @@ import zlib
 
 import numpy as np
 import pytest
+from _sampling import NUM_CASES, sample_cases
 
 import kiln
 from kiln import lax
@@ -155,7 +156,14 @@ def _jax_reference(jf, x, w, tx, tw, ct, xb, wb):
     return jax.jit(run)(x, w, tx, tw, ct, xb, wb)
 
 
-@pytest.mark.parametrize("case", ALL_CASES)
+def _sampled(salt):
+    """ALL_CASES sampled by KILN_NUM_GENERATED_CASES (tests/_sampling.py): two layouts per
+    rank in the default tier (rotating between the tests), all in the full tier."""
+    return sample_cases(ALL_CASES, lambda p: p.values[0][0].split("_")[0], salt=salt,
+                        n=None if NUM_CASES is None else 2 * NUM_CASES)
+
+
+@pytest.mark.parametrize("case", _sampled("conv.against_jax"))
 def test_against_jax(case):
     _, ls, rs, kw = case
     rng = np.random.default_rng(zlib.crc32(case[0].encode()))
@@ -195,7 +203,7 @@ def test_against_jax(case):
     _close(kiln.vmap(kf, (0, None), out_axes=1)(xb, w), np.moveaxis(np.asarray(vl), 0, 1))
 
 
-@pytest.mark.parametrize("case", ALL_CASES)
+@pytest.mark.parametrize("case", _sampled("conv.adjoint_fd"))
 def test_adjoint_and_finite_differences(case):
     """Transposes are adjoints of the JVP, and the JVP matches central differences
     (exact for a bilinear map, up to rounding), in float64."""
@@ -389,9 +397,10 @@ DTYPE_CASES = [
 ]
 
 
-@pytest.mark.parametrize("dtype,pref,tol", DTYPE_CASES,
-                         ids=[f"{np.dtype(d).name}-{np.dtype(p).name if p else 'none'}"
-                              for d, p, _ in DTYPE_CASES])
+# One case per input dtype in the default tier (tests/_sampling.py), all in the full tier.
+@pytest.mark.parametrize("dtype,pref,tol", sample_cases(
+    [pytest.param(d, p, tol, id=f"{np.dtype(d).name}-{np.dtype(p).name if p else 'none'}")
+     for d, p, tol in DTYPE_CASES], lambda c: np.dtype(c.values[0]).name, salt="conv.dtypes"))
 def test_dtypes(dtype, pref, tol):
     rng = np.random.default_rng(3)
     if np.dtype(dtype).kind in "iub":

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _sampling import NUM_CASES, sample_cases
 
 import kiln
 from kiln import lax
@@ -86,7 +87,17 @@ def _jax_reference(jf, x, w, ct, xb, wb):
     return jax.jit(run)(x, w, ct, xb, wb)
 
 
-@pytest.mark.parametrize("case", CONV_CASES, ids=[c[0] for c in CONV_CASES])
+def _sampled(cases, salt):
+    """A case table sampled by KILN_NUM_GENERATED_CASES (tests/_sampling.py): two cases per
+    group (the id's first word: rank or monoid) in the default tier, all in the full tier
+    (tests/lax/test_conv_primitive.py and test_reduce_window_primitive.py cover the same
+    primitives against JAX in more detail)."""
+    return sample_cases([pytest.param(c, id=c[0]) for c in cases],
+                        lambda p: p.values[0][0].split("_")[0], salt=salt,
+                        n=None if NUM_CASES is None else 2 * NUM_CASES)
+
+
+@pytest.mark.parametrize("case", _sampled(CONV_CASES, "lax_conv.conv"))
 def test_conv_general_dilated(case):
     _, ls, rs, kw = case
     rng = np.random.default_rng(0)
@@ -191,7 +202,7 @@ TRANSPOSE_CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", TRANSPOSE_CASES, ids=[c[0] for c in TRANSPOSE_CASES])
+@pytest.mark.parametrize("case", _sampled(TRANSPOSE_CASES, "lax_conv.transpose"))
 def test_conv_transpose(case):
     _, ls, rs, kw = case
     rng = np.random.default_rng(4)
@@ -245,7 +256,7 @@ WINDOW_CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", WINDOW_CASES, ids=[c[0] for c in WINDOW_CASES])
+@pytest.mark.parametrize("case", _sampled(WINDOW_CASES, "lax_conv.window"))
 def test_reduce_window(case):
     _, shape, op, init, kw = case
     rng = np.random.default_rng(5)

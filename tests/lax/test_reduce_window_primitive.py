@@ -8,6 +8,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
+from _sampling import sample_cover
 
 import kiln
 from kiln import lax
@@ -239,6 +240,25 @@ def test_values_f32(case, op, rng):
 DTYPES = [np.float16, BF16, np.float64, np.int32, np.int8, np.uint8, np.int64, np.bool_]
 
 
+def _covered(salt, *axes):
+    """The product of ``axes`` (lists of pytest.params or values) sampled by
+    KILN_NUM_GENERATED_CASES so that every value of every axis keeps a case
+    (tests/_sampling.py); ids joined with ``-`` as stacked parametrize would."""
+    import itertools
+
+    def as_param(v):
+        return v if hasattr(v, "values") else pytest.param(v, id=str(v))
+    cases = []
+    for combo in itertools.product(*[[as_param(v) for v in ax] for ax in axes]):
+        marks = [m for c in combo for m in c.marks]
+        cases.append(pytest.param(*[x for c in combo for x in c.values], marks=marks,
+                                  id="-".join(c.id for c in combo)))
+    slow = {i for i, c in enumerate(cases) if any(m.name == "slow" for m in c.marks)}
+    kept = sample_cover([c for i, c in enumerate(cases) if i not in slow],
+                        lambda c: tuple(c.id.split("-")), salt=salt)
+    return kept + [c for i, c in enumerate(cases) if i in slow]
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize("op", ["add", "max", "min"])
 @pytest.mark.parametrize("case", _cases(fast_only=True,
@@ -423,8 +443,7 @@ def _vjp_oracle(jf, x, ct):
     return np.array(cols, np.float32).reshape(x.shape)
 
 
-@pytest.mark.parametrize("op", ["add", "max", "min"])
-@pytest.mark.parametrize("case", _cases())
+@pytest.mark.parametrize("case,op", _covered("rw.grad_and_jvp", _cases(), ["add", "max", "min"]))
 def test_grad_and_jvp(case, op, rng):
     _, shape, kw = case
     x = _distinct(rng, shape)
@@ -467,8 +486,8 @@ def test_finite_differences(case, op, rng):
     np.testing.assert_allclose((g * t).sum(), fd, rtol=1e-7, atol=1e-7)
 
 
-@pytest.mark.parametrize("op", ["add", "max", "min"])
-@pytest.mark.parametrize("case", _cases(fast_only=True))
+@pytest.mark.parametrize("case,op", _covered("rw.second_order", _cases(fast_only=True),
+                                             ["add", "max", "min"]))
 def test_second_order(case, op, rng):
     _, shape, kw = case
     x = _distinct(rng, shape)
@@ -557,8 +576,8 @@ def _gather_oracle(x, t, op, kw):
     return out
 
 
-@pytest.mark.parametrize("op", ["max", "min"])
-@pytest.mark.parametrize("kw,row_major", TIE_KWS, ids=[str(i) for i in range(len(TIE_KWS))])
+@pytest.mark.parametrize("kw,row_major,op", _covered(
+    "rw.ties", [pytest.param(*t, id=str(i)) for i, t in enumerate(TIE_KWS)], ["max", "min"]))
 def test_ties_nans_infs_match_jax(kw, row_major, op):
     """The element whose gradient/tangent is taken on ties, NaNs and -inf/inf (incl. against
     padding) is JAX's: select_and_scatter_add for grad, select_and_gather_add for jvp."""
