@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _sampling import sample_cover
 
 import kiln
 import kiln.numpy as jnp
@@ -110,9 +111,12 @@ def test_from_dlpack_jax_interop(jjnp):
 
 # -- statistical functions ----------------------------------------------------------------
 
-@pytest.mark.parametrize("x64", [False, True])
-@pytest.mark.parametrize("dtype", ["bool", "uint8", "int8", "int16", "uint16", "int32",
-                                   "uint32", "float16", "float32"])
+# Every dtype and both x64 settings keep a case (tests/_sampling.py; the product in the full
+# tier): each case compiles four programs.
+@pytest.mark.parametrize("dtype,x64", sample_cover(
+    [pytest.param(d, x, id=f"{d}-{x}") for x in (False, True)
+     for d in ["bool", "uint8", "int8", "int16", "uint16", "int32", "uint32", "float16",
+               "float32"]], lambda p: p.values, salt="array_api.cumulative_sum"))
 def test_cumulative_sum_promotes_small_integers(jjnp, x64, dtype):
     """``cumulative_sum`` accumulates small ints in the default int/uint (like ``sum``,
     unlike ``cumsum`` and ``cumulative_prod``)."""
