@@ -1,6 +1,8 @@
 """Test configuration: every staged jaxpr is type-checked (``jax_enable_checks``); the
 test tiers (docs/testing.md): tests marked ``slow`` run only in the full tier
 (``KILN_TEST_TIER=full``), when a ``-m`` expression is given, or when named by node id."""
+import os
+
 import numpy as np
 import pytest
 from _sampling import TIER
@@ -39,9 +41,20 @@ def pytest_collection_modifyitems(config, items):
     """The default tier leaves out the tests marked ``slow`` (docs/testing.md)."""
     if TIER == "full" or config.getoption("markexpr", ""):
         return
-    if any("::" in str(a) for a in config.args):   # a test asked for by its node id runs
-        return
-    slow = [it for it in items if it.get_closest_marker("slow") is not None]
+    # A test asked for by its node id (``path::name[...]``) runs even when it is slow.
+    named = []
+    for a in config.args:
+        path, sep, rest = str(a).partition("::")
+        if sep:
+            named.append((os.path.abspath(path), rest))
+
+    def asked_for(it):
+        name = it.nodeid.partition("::")[2]
+        return any(str(it.path) == p and name.startswith(r) for p, r in named)
+
+    slow = [it for it in items if it.get_closest_marker("slow") is not None
+            and not asked_for(it)]
     if slow:
+        drop = set(map(id, slow))
         config.hook.pytest_deselected(items=slow)
-        items[:] = [it for it in items if it.get_closest_marker("slow") is None]
+        items[:] = [it for it in items if id(it) not in drop]
