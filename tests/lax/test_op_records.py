@@ -143,6 +143,22 @@ def test_record_module_imports(module):
                          f"{type(err).__name__}: {err}") from err
 
 
+def test_sampling_keeps_every_operation_under_every_transformation():
+    """KILN_NUM_GENERATED_CASES may drop cases, never an operation: for each test function
+    below, the sampled records stage the same primitive sets as all eligible records."""
+    preds = {"value": lambda r: r.ref is not None, "jit": lambda r: r.jit,
+             "jvp_fd": lambda r: r.diff_argnums and r.grad_order >= 1,
+             "jvp2_fd": lambda r: r.diff_argnums and r.grad_order >= 2,
+             "vjp_vs_jvp": _reverse_ok, "vmap": lambda r: r.vmap,
+             "vmap_unmapped_args": lambda r: r.vmap, "vmap_axis1": lambda r: r.vmap,
+             "jit_of_vmap": lambda r: r.vmap and r.jit,
+             "vmap_of_grad": lambda r: r.vmap and _reverse_ok(r)}
+    for test, pred in preds.items():
+        every = {_op_of(r) for r in RECORDS if pred(r)}
+        kept = {_op_of(p.values[0]) for p in _params(test, pred) if p.values[0] is not None}
+        assert kept == every, f"test_{test} lost operations: {sorted(every - kept)}"
+
+
 def test_record_names_unique():
     seen = {}
     for r in RECORDS:
