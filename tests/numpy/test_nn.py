@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _sampling import sample_cover
 
 import kiln
 import kiln.nn as knn
@@ -319,8 +320,11 @@ INITS = [
 SHAPES = [(4, 3), (3, 5), (2, 3, 4, 5)]
 
 
-@pytest.mark.parametrize("shape", SHAPES, ids=str)
-@pytest.mark.parametrize("name,args", INITS, ids=[f"{n}{i}" for i, (n, _) in enumerate(INITS)])
+# Every initializer and every shape keep a case (tests/_sampling.py; the product in the
+# full tier).
+@pytest.mark.parametrize("name,args,shape", sample_cover(
+    [pytest.param(n, a, s, id=f"{n}{i}-{s}") for s in SHAPES for i, (n, a) in enumerate(INITS)],
+    lambda p: (p.id.split("-")[0], p.values[2]), salt="nn.initializer_bits"))
 def test_initializer_bits(name, args, shape):
     kinit, jinit = getattr(KI, name), getattr(JI, name)
     if args is not None:
