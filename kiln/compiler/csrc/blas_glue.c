@@ -3,7 +3,7 @@
    once per machine, through kiln/compiler/build.py, and defines KILN_PARALLEL_MIN_MACS,
    its blas.PARALLEL_MIN_MACS, in a line before this text). */
 #ifndef KILN_PARALLEL_MIN_MACS
-#error "KILN_PARALLEL_MIN_MACS (multiply-adds from which a GEMM is split over threads) must be defined"
+#error "define KILN_PARALLEL_MIN_MACS (kiln/compiler/blas.py does)"
 #endif
 #include <stdint.h>
 typedef void (*kiln_sgemm_t)(const char*, const char*, const int*, const int*, const int*,
