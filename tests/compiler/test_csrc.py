@@ -45,6 +45,15 @@ def test_every_file_reads_and_is_package_data():
         csrc.text("no_such_file.h")
 
 
+def test_python_constants_match_their_c():
+    """Values Python keeps beside a C file agree with it: fexp32's overflow bound, the
+    BLAS split mark, the parameter blas.py defines for the glue library."""
+    from kiln.compiler import blas, fast_math
+    assert f"!(x <= {fast_math.FIN_MAX})" in csrc.text("fast_exp.h")
+    assert csrc.text("blas_program.h").count(blas.DEFINITIONS_MARK) == 1
+    assert "KILN_PARALLEL_MIN_MACS" in csrc.text("blas_glue.c")
+
+
 def test_includes_are_expanded_into_the_source():
     src = csrc.source("kiln_random.c")
     assert '#include "' not in src
