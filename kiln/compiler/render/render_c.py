@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from kiln.compiler import csrc
 from kiln.compiler.build.blas import DEFINITIONS_MARK as BLAS_DEFINITIONS_MARK
 from kiln.compiler.build.build import UNIT_MARK
 from kiln.compiler.lower import random as lower_random
@@ -62,105 +63,15 @@ F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
 
 
-STREAM_C = r"""
-#if defined(__AVX__)
-#include <immintrin.h>
-#endif
-/* Copy n bytes to dst with non-temporal (streaming) stores where the processor has
-   them: a large output then costs one write instead of a read-for-ownership plus a
-   write, and does not evict the inputs from the cache. kiln_stream_fence follows. */
-static inline void kiln_stream(void *dst, const void *src, int64_t n) {
-#if defined(__AVX__)
-  char *d = (char *)dst;
-  const char *s = (const char *)src;
-  int64_t head = (int64_t)((32 - ((uintptr_t)d & 31)) & 31);
-  if (head > n) head = n;
-  memcpy(d, s, (size_t)head);
-  int64_t i = head;
-  for (; i + 32 <= n; i += 32)
-    _mm256_stream_si256((__m256i *)(d + i), _mm256_loadu_si256((const __m256i *)(s + i)));
-  memcpy(d + i, s + i, (size_t)(n - i));
-#else
-  memcpy(dst, src, (size_t)n);
-#endif
-}
-/* Orders this thread's streaming stores before what follows (each thread, once, after
-   its last kiln_stream: a fence per tile would drain the write-combining buffers
-   every 4 KB and halve the bandwidth). */
-static inline void kiln_stream_fence(void) {
-#if defined(__AVX__)
-  _mm_sfence();
-#endif
-}
-"""
-
-PRELUDE = r"""
-#include <stdint.h>
-#include <stddef.h>
-#include <math.h>
-#include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-/* Functions holding only small loops (SMALL_ELEMENTS): gcc's loop vectorizer, peeling and
-   unrolling cost compile time there that the run never earns back. `omp simd` loops still
-   vectorize (OpenMP forces them), so reductions sum in the same order as elsewhere. */
-#if defined(__GNUC__) && !defined(__clang__)
-#define KILN_SMALL __attribute__((optimize("no-tree-loop-vectorize", "no-tree-slp-vectorize", \
-                                           "no-peel-loops", "no-unroll-loops")))
-#else
-#define KILN_SMALL
-#endif
-static inline int64_t kiln_floordiv(int64_t a, int64_t b) {
-  int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
-static inline int64_t kiln_floormod(int64_t a, int64_t b) {
-  int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
-static inline int64_t kiln_clampi(int64_t v, int64_t lo, int64_t hi) {
-  return v < lo ? lo : (v > hi ? hi : v); }
-static inline float kiln_maxf(float a, float b) { return (a != a || a > b) ? a : b; }
-static inline float kiln_minf(float a, float b) { return (a != a || a < b) ? a : b; }
-static inline double kiln_maxd(double a, double b) { return (a != a || a > b) ? a : b; }
-static inline double kiln_mind(double a, double b) { return (a != a || a < b) ? a : b; }
-static inline float kiln_signf(float a) { return a > 0.0f ? 1.0f : (a < 0.0f ? -1.0f : a); }
-static inline double kiln_signd(double a) { return a > 0.0 ? 1.0 : (a < 0.0 ? -1.0 : a); }
-static inline float kiln_logistic_f32(float x) { return 1.0f / (1.0f + expf(-x)); }
-static inline double kiln_logistic_f64(double x) { return 1.0 / (1.0 + exp(-x)); }
-static inline float kiln_rsqrtf(float x) { return 1.0f / sqrtf(x); }
-static inline double kiln_rsqrtd(double x) { return 1.0 / sqrt(x); }
-"""
-
-_INT_HELPERS_TEMPLATE = r"""
-static inline {T} kiln_div_{S}({T} a, {T} b) {{
-  return b == 0 ? ({T})-1 : (b == -1 ? ({T})(({U})0 - ({U})a) : ({T})(a / b)); }}
-static inline {T} kiln_rem_{S}({T} a, {T} b) {{
-  return b == 0 ? a : (b == -1 ? ({T})0 : ({T})(a % b)); }}
-static inline {T} kiln_shl_{S}({T} a, {T} b) {{
-  return ({U})b < {N} ? ({T})(({U})a << ({U})b) : ({T})0; }}
-static inline {T} kiln_shrl_{S}({T} a, {T} b) {{
-  return ({U})b < {N} ? ({T})(({U})a >> ({U})b) : ({T})0; }}
-static inline {T} kiln_shra_{S}({T} a, {T} b) {{
-  return ({T})(({I})a >> (({U})b < {N} ? ({U})b : {N} - 1)); }}
-"""
-_UINT_HELPERS_TEMPLATE = r"""
-static inline {T} kiln_div_{S}({T} a, {T} b) {{ return b == 0 ? ({T})~({T})0 : ({T})(a / b); }}
-static inline {T} kiln_rem_{S}({T} a, {T} b) {{ return b == 0 ? a : ({T})(a % b); }}
-static inline {T} kiln_shl_{S}({T} a, {T} b) {{
-  return b < {N} ? ({T})(a << b) : ({T})0; }}
-static inline {T} kiln_shrl_{S}({T} a, {T} b) {{
-  return b < {N} ? ({T})(a >> b) : ({T})0; }}
-static inline {T} kiln_shra_{S}({T} a, {T} b) {{
-  return ({T})(({I})a >> (b < {N} ? b : {N} - 1)); }}
-"""
+#: Non-temporal stores (``kiln_stream``), for programs that stream large outputs.
+STREAM_C = csrc.text("stream.h")
+#: Every program's includes and small helpers (index arithmetic, XLA's min/max/sign).
+PRELUDE = csrc.text("prelude.h")
 
 
 def _int_helpers() -> str:
-    out = []
-    for bits in (8, 16, 32, 64):
-        out.append(_INT_HELPERS_TEMPLATE.format(T=f"int{bits}_t", U=f"uint{bits}_t",
-                                                S=f"i{bits}", N=bits, I=f"int{bits}_t"))
-        out.append(_UINT_HELPERS_TEMPLATE.format(T=f"uint{bits}_t", S=f"u{bits}", N=bits,
-                                                 I=f"int{bits}_t"))
-    return "".join(out)
+    """XLA's integer division, remainder and shifts for each integer type (every program)."""
+    return csrc.text("int_helpers.h")
 
 
 def _short(dt: np.dtype) -> str:
@@ -1048,7 +959,7 @@ class CRenderer(ControlMixin, ConvMixin):
         return f"({v} {cmp} {acc} ? {v} : {acc})"
 
     # XLA's own float32 exp/log/log1p/expm1/tanh/erf (and float64's), reproduced bit for
-    # bit in kiln.random._native.XLA_MATH_C: vectorizable, and JAX's exact results. They
+    # bit in kiln/compiler/csrc/xla_math.h: vectorizable, and JAX's exact results. They
     # win over the generic math library for these names.
     xla_math = {("exp", "f"): "xexp32", ("log", "f"): "xlog32", ("log1p", "f"): "xlog1p32",
                 ("exp", "d"): "xexp64", ("log1p", "d"): "xlog1p64",
