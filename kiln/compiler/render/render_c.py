@@ -1,0 +1,348 @@
+"""The C renderer: a :class:`~.program.Program`'s native steps become C functions.
+
+One renderer, driven by attributes (tinygrad's ``CStyleLanguage`` idea): a dialect
+for another C-like target (CUDA) subclasses :class:`CRenderer` and changes the
+attributes and the few methods that differ.
+
+Each run of native steps between two islands is one *segment*: a C function
+``void segN(void **b)`` whose argument array holds the data pointers of the buffers
+it touches, in the order of ``Segment.buffers``.
+
+Loops: a kernel is a loop nest over its shape, innermost loop contiguous; large
+loops get ``#pragma omp parallel for`` (static schedule) over the outermost dimension.
+Reductions keep a scalar accumulator when the reduced dimensions are innermost
+(long sums are accumulated in chunks, for accuracy and vectorization), or
+accumulate into the output buffer when a reduced dimension is outer (column sums).
+
+Semantics follow XLA on the CPU: NaN-propagating ``max``/``min``, saturating
+float->int conversion, integer division by zero, out-of-range shifts. Signed
+integer arithmetic wraps (compiled with ``-fwrapv``).
+
+The renderer is split by subject: ``c_expr.py`` (expressions and :class:`Body`),
+``kernels.py`` (loop nests), ``rows.py`` (row groups), ``reductions.py``, ``control.py``
+(loops, branches, convolutions); :class:`CRenderer` combines their mixins and assembles
+segments and translation units. What it must not hold: fusion decisions (``lower/``),
+building (``build/``).
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import dataclass, field
+
+from kiln.compiler import csrc
+from kiln.compiler.build.blas import DEFINITIONS_MARK as BLAS_DEFINITIONS_MARK
+from kiln.compiler.build.build import UNIT_MARK
+from kiln.compiler.lower import random as lower_random
+from kiln.compiler.lower.index import Sym
+from kiln.compiler.lower.program import (
+    Branch,
+    Conv,
+    Gemm,
+    Island,
+    Kernel,
+    Loop,
+    Program,
+    Reduce,
+    Scan,
+    Scatter,
+    walk_steps,
+)
+from kiln.compiler.lower.walk import step_buffers
+from kiln.compiler.render.c_expr import C_TYPES, ExprMixin, c_literal  # noqa: F401 - c_literal: public here
+from kiln.compiler.render.control import ControlMixin, ConvMixin
+from kiln.compiler.render.kernels import KernelMixin
+from kiln.compiler.render.reductions import ReduceMixin
+from kiln.compiler.render.row_groups import row_groups
+from kiln.compiler.render.rows import RowsMixin
+
+#: Non-temporal stores (``kiln_stream``), for programs that stream large outputs.
+STREAM_C = csrc.text("stream.h")
+#: Every program's includes and small helpers (index arithmetic, XLA's min/max/sign).
+PRELUDE = csrc.text("prelude.h")
+
+
+def _int_helpers() -> str:
+    """XLA's integer division, remainder and shifts for each integer type (every program)."""
+    return csrc.text("int_helpers.h")
+
+
+
+
+
+
+@dataclass
+class Segment:
+    """A C function running consecutive native steps."""
+
+    name: str
+    steps: list
+    buffers: list = field(default_factory=list)   # Buffer objects, argument order
+
+
+class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, ExprMixin):
+    """Renders programs as C. Attributes describe the dialect."""
+
+    restrict = "restrict"
+    parallel_for = "#pragma omp parallel for schedule(static)"
+    parallel_region = "#pragma omp parallel"
+    for_in_region = "#pragma omp for schedule(static)"
+    simd_reduce = "#pragma omp simd reduction({op}:{acc})"
+    simd = "#pragma omp simd"
+    parallel_reduce = "#pragma omp parallel for schedule(static) reduction({op}:{acc})"
+    # Elements of work above which a loop runs on all cores.
+    parallel_threshold = 1 << 17
+    # One C function per step (for timing each step; see Executable.profile).
+    segment_per_step = False
+    # Programs whose steps render to at least this many characters are split into
+    # `build_units` translation units that the build compiles in parallel (the
+    # MLP-gradient program: one gcc of 0.28 s, or two of ~0.15 s side by side).
+    build_units = max(1, min(2, os.cpu_count() or 1))
+    split_min_chars = 6000
+    # Reductions longer than this accumulate in chunks of this many elements.
+    chunk = 1024
+    # Kernels writing at least this many bytes store through a small tile copied out
+    # with streaming stores (kiln_stream); None disables. Below it, outputs are likely
+    # read again while still in cache.
+    stream_min_bytes = 1 << 24
+    stream_tile = 1024      # elements per tile
+    # Software prefetch for the streams of expensive chunked loops: `{addr}` is read
+    # soon. Compute-heavy loops (an exp per element) keep too few loads in flight for
+    # the hardware to stream memory: prefetching two chunks ahead halved logsumexp's
+    # time on 100 MB inputs (benchmarks/NOTES.md). None disables.
+    prefetch = "__builtin_prefetch({addr}, 0, 0)"
+    prefetch_min_cost = 8
+    prefetch_row = "__builtin_prefetch({addr}, 0, 3)"
+    prefetch_ahead = 2048       # elements
+
+    def __init__(self, math_source: str | None = None, math_functions: dict | None = None,
+                 blas_declarations: str | None = None):
+        self.math_source = math_source
+        self.math_functions = math_functions or {}
+        self.blas_declarations = blas_declarations
+
+    # ---- program ------------------------------------------------------------------------
+    def render(self, prog: Program) -> tuple[str, list[Segment]]:
+        self._shared = getattr(prog, "slots", {}) or {}
+        segments: list[Segment] = []
+        cur: list = []
+        for step in prog.steps:
+            if isinstance(step, Island):
+                if cur:
+                    segments.append(Segment(f"seg{len(segments)}", cur))
+                    cur = []
+            else:
+                cur.append(step)
+                if self.segment_per_step:
+                    segments.append(Segment(f"seg{len(segments)}", cur))
+                    cur = []
+        if cur:
+            segments.append(Segment(f"seg{len(segments)}", cur))
+        rendered = [self._render_steps(prog, seg) for seg in segments]
+        total = sum(len(t) for r in rendered for _, t in r)
+        units = self.build_units if total >= self.split_min_chars else 1
+        if units > 1:
+            return self._render_units(prog, segments, rendered, units)
+        bodies = [self._segment_function(seg, [t for _, t in r],
+                                         small=all(_is_small(st) for st, _ in r))
+                  for seg, r in zip(segments, rendered)]
+        return self._assemble(prog, [bodies]), segments
+
+    def _assemble(self, prog: Program, units: list[list[str]]) -> str:
+        """Preludes, then each unit's functions after a ``UNIT_MARK`` line when there
+        are several (the build compiles them in parallel); BLAS glue in the first."""
+        bodies = [t for unit in units for t in unit]
+        parts = [PRELUDE, _int_helpers()]
+        if self.math_source:
+            parts.append(self.math_source)
+        parts += lower_random.preludes("\n".join(bodies))
+        if any("malloc(" in b for b in bodies):
+            parts.append("#include <stdlib.h>")
+        if any("kiln_stream(" in b for b in bodies):
+            # Only then: <immintrin.h> alone takes 0.1 s to compile.
+            parts.append(STREAM_C)
+        blas = self.blas_declarations and any(isinstance(s, (Gemm, Conv))
+                                              for s in walk_steps(prog.steps))
+        if len(units) == 1:
+            if blas:
+                parts.append(self.blas_declarations)
+            parts += units[0]
+            return "\n".join(parts)
+        # Prototypes shared, so any unit may call a GEMM; the definitions in the first.
+        protos, _, defs = (self.blas_declarations or "").partition(BLAS_DEFINITIONS_MARK)
+        if blas:
+            parts.append(protos)
+        for k, unit in enumerate(units):
+            parts.append(UNIT_MARK)
+            if k == 0 and blas:
+                parts.append(defs)
+            parts += unit
+        return "\n".join(parts)
+
+    def _render_steps(self, prog: Program, seg: Segment) -> list[tuple[object, str]]:
+        used = {}
+        for step in seg.steps:
+            for b in step_buffers(prog, step):
+                used.setdefault(b.id, b)
+        seg.buffers = [used[k] for k in sorted(used)]
+        return self.render_step_list(prog, seg.steps)
+
+    def render_step_list(self, prog: Program, steps: list) -> list[tuple[object, str]]:
+        """(step or row group, C text) for consecutive native steps, in order."""
+        out = []
+        for group in row_groups(prog, steps):
+            if len(group) > 1:
+                names = "+".join(st.name for st in group)
+                out.append((group, f"  /* {names}: one loop over rows */\n" +
+                            self.render_row_group(prog, group)))
+                continue
+            (step,) = group
+            if isinstance(step, Kernel):
+                text = self.render_kernel(prog, step)
+            elif isinstance(step, Reduce):
+                text = self.render_reduce(prog, step)
+            elif isinstance(step, Scan):
+                text = self.render_scan(prog, step)
+            elif isinstance(step, Scatter):
+                text = self.render_scatter(prog, step)
+            elif isinstance(step, Loop):
+                text = self.render_loop(prog, step)
+            elif isinstance(step, Branch):
+                text = self.render_branch(prog, step)
+            elif isinstance(step, Conv):
+                text = self.render_conv(prog, step)
+            else:
+                text = self.render_gemm(step)
+            out.append((step, f"  /* {step.name} */\n" + text))
+        return out
+
+    def _segment_function(self, seg: Segment, texts: list[str], name: str | None = None,
+                          small: bool = False) -> str:
+        lines = [f"{'KILN_SMALL ' if small else ''}void {name or seg.name}(void **b) {{"]
+        shared = getattr(self, "_shared", {})
+        for j, b in enumerate(seg.buffers):
+            # Buffers sharing memory with another (plan_buffers) may alias: no restrict.
+            qual = "" if b.id in shared else f"{self.restrict} "
+            lines.append(f"  {C_TYPES[b.dtype]} *{qual}b{b.id} = "
+                         f"({C_TYPES[b.dtype]} *)b[{j}];")
+        lines += texts
+        lines.append("}")
+        return "\n".join(lines)
+
+    def _render_units(self, prog: Program, segments, rendered, n_units: int):
+        """Spread the steps over ``n_units`` translation units, balanced by size. Each run
+        of consecutive steps in one unit (split where ``KILN_SMALL`` starts or stops)
+        becomes a function ``segN_pK``; ``segN`` (first unit) calls them in order."""
+        units: list[list[str]] = [[] for _ in range(n_units)]
+        size = [0] * n_units
+        for seg, steps in zip(segments, rendered):
+            runs: list[tuple[int, bool, list[str]]] = []
+            for step, text in steps:
+                k = min(range(n_units), key=size.__getitem__)
+                small = _is_small(step)
+                size[k] += _compile_weight(text, small)
+                if runs and runs[-1][:2] == (k, small):
+                    runs[-1][2].append(text)
+                else:
+                    runs.append((k, small, [text]))
+            calls = []
+            for j, (k, small, texts) in enumerate(runs):
+                part = f"{seg.name}_p{j}"
+                units[k].append(self._segment_function(seg, texts, part, small))
+                calls.append(part)
+            units[0].append("\n".join(f"void {c}(void **b);" for c in calls) + "\n" +
+                            f"void {seg.name}(void **b) {{\n" +
+                            "".join(f"  {c}(b);\n" for c in calls) + "}")
+        return self._assemble(prog, units), segments
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+    # XLA's own float32 exp/log/log1p/expm1/tanh/erf (and float64's), reproduced bit for
+    # bit in kiln/compiler/csrc/xla_math.h: vectorizable, and JAX's exact results. They
+    # win over the generic math library for these names.
+    xla_math = {("exp", "f"): "xexp32", ("log", "f"): "xlog32", ("log1p", "f"): "xlog1p32",
+                ("exp", "d"): "xexp64", ("log1p", "d"): "xlog1p64",
+                ("tanh", "f"): "xtanh32", ("tanh", "d"): "xtanh64", ("erf", "f"): "xerf32",
+                ("expm1", "f"): "xexpm132", ("expm1", "d"): "xexpm164", ("log", "d"): "xlog64",
+                ("erf", "d"): "xerf64"}
+
+
+
+
+
+
+def _compile_weight(text: str, small: bool = False) -> int:
+    """A step's share of its unit's compile time, to balance units: its length, plus a
+    lump per OpenMP region (an outlined function) and per vectorized math call (the
+    inlined polynomial is vectorized again; not in a ``KILN_SMALL`` function). By length
+    alone the MLP gradient's units compiled in 0.20 and 0.15 s; by this, 0.15 and 0.15
+    (gcc 12, -O3)."""
+    lumps = text.count("omp parallel") + (0 if small else len(_MATH_CALL.findall(text)))
+    return len(text) + 2500 * lumps
+
+
+# A kernel or reduction over at most this many elements is compiled without gcc's loop
+# vectorizer, peeling and unrolling (KILN_SMALL): they cost ~10-30 ms of build per
+# function, and such a loop runs in microseconds either way.
+SMALL_ELEMENTS = 4096
+
+
+def _is_small(step) -> bool:
+    """Whether a step (or row group) has only loops over at most SMALL_ELEMENTS elements."""
+    if isinstance(step, list):
+        return all(_is_small(s) for s in step)
+    if isinstance(step, Kernel):
+        shape = step.shape
+    elif isinstance(step, Reduce):
+        shape = step.in_shape
+    else:
+        return False
+    return math.prod(shape) <= SMALL_ELEMENTS
+
+
+_MATH_CALL = re.compile(r"\bx[a-z0-9]+(?:32|64)\(|\bkiln_[a-z]+_xla(?:32|64)\(")
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+__all__ = ["CRenderer", "Segment", "c_literal", "Sym"]
