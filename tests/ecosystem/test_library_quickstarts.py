@@ -40,7 +40,11 @@ def _run(example: str, on_kiln: bool) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("example,modules,rtol,atol", CASES, ids=[c[0] for c in CASES])
+# Equinox in the default tier; the other libraries (two library imports in two fresh
+# processes each) in the full tier (docs/testing.md).
+@pytest.mark.parametrize("example,modules,rtol,atol", [
+    pytest.param(*c, id=c[0], marks=() if c[0] == "equinox_regression" else pytest.mark.slow)
+    for c in CASES])
 def test_library_example_gives_jax_numbers(example, modules, rtol, atol):
     pytest.importorskip("jax")
     for m in modules:
@@ -53,6 +57,7 @@ def test_library_example_gives_jax_numbers(example, modules, rtol, atol):
                                    rtol=rtol, atol=atol, err_msg=f"{example}: {k}")
 
 
+@pytest.mark.slow
 def test_distrax_agrees_with_tfp_on_kiln():
     """Within one kiln run, Distrax's and TFP's log-probabilities of the same draws agree
     (both libraries run on kiln through the alias)."""
