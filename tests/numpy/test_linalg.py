@@ -9,6 +9,7 @@ import zlib
 
 import numpy as np
 import pytest
+from _sampling import sample_cases
 
 import kiln
 import kiln.numpy as knp
@@ -308,8 +309,11 @@ def test_jit_matches_eager(name, f, args, check_grad):
     _assert_same(jitted, eager, name, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("name,f,args,check_grad", [c for c in CASES if c[3]],
-                         ids=_ids([c for c in CASES if c[3]]))
+# One case per function in the default tier (the names the case's lambda uses, e.g.
+# linalg.inv; tests/_sampling.py), every case in the full tier; values cover every case.
+@pytest.mark.parametrize("name,f,args,check_grad", sample_cases(
+    [pytest.param(*c, id=c[0]) for c in CASES if c[3]],
+    lambda p: ".".join(p.values[1].__code__.co_names), salt="linalg.grad_parity"))
 def test_grad_parity(name, f, args, check_grad):
     argnums = _inexact_argnums(args)
     gk = _grads(knp, kiln.grad, f, args, name, argnums)
