@@ -271,18 +271,20 @@ def min(x, y):  # noqa: A001
 # ----------------------------------------------------------------------------------------------
 # comparisons
 
-def _cmp(name, fn):
-    prim = naryop(name, lambda x, y: np.asarray(fn(x, y)), _any, result_dtype=bool_result)
+def _cmp(name, fn, kinds=_any):
+    prim = naryop(name, lambda x, y: np.asarray(fn(x, y)), kinds, result_dtype=bool_result)
     ad.defjvp_zero(prim)
     return prim
 
 
+# Ordered comparisons reject complex operands (JAX: TypeError naming the dtype).
+_ordered = ("signedinteger", "unsignedinteger", "floating", "bool")
 eq_p = _cmp("eq", np.equal)
 ne_p = _cmp("ne", np.not_equal)
-lt_p = _cmp("lt", np.less)
-le_p = _cmp("le", np.less_equal)
-gt_p = _cmp("gt", np.greater)
-ge_p = _cmp("ge", np.greater_equal)
+lt_p = _cmp("lt", np.less, _ordered)
+le_p = _cmp("le", np.less_equal, _ordered)
+gt_p = _cmp("gt", np.greater, _ordered)
+ge_p = _cmp("ge", np.greater_equal, _ordered)
 
 
 def eq(x, y):

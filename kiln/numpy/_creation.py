@@ -468,7 +468,9 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None):
     _util.check_arraylike_or_none("arange", start, stop, step)
     dtype = user_dtype(dtype, "arange")
     args = [a for a in (start, stop, step) if a is not None]
-    vals = [_concrete_scalar(a, n) for a, n in zip((start, stop, step), ("start", "stop", "step"))
+    # A lone argument is the range's end: JAX names it 'stop' in the error.
+    names = ("stop" if stop is None and step is None else "start", "stop", "step")
+    vals = [_concrete_scalar(a, n) for a, n in zip((start, stop, step), names)
             if a is not None]
     for v in vals:
         if np.ndim(v) != 0:

@@ -566,10 +566,24 @@ def _cmp(name, fn, doc):
 
 equal = _cmp("equal", lambda a, b: lax.eq(a, b), "Elementwise ``x1 == x2``.")
 not_equal = _cmp("not_equal", lambda a, b: lax.ne(a, b), "Elementwise ``x1 != x2``.")
-less = _cmp("less", lambda a, b: lax.lt(a, b), "Elementwise ``x1 < x2``.")
-less_equal = _cmp("less_equal", lambda a, b: lax.le(a, b), "Elementwise ``x1 <= x2``.")
-greater = _cmp("greater", lambda a, b: lax.gt(a, b), "Elementwise ``x1 > x2``.")
-greater_equal = _cmp("greater_equal", lambda a, b: lax.ge(a, b), "Elementwise ``x1 >= x2``.")
+
+
+def _ordered(op):
+    """An ordered comparison that, like JAX's ``jnp.less`` & co., compares complex
+    operands lexicographically (real parts, then imaginary parts on ties); ``lax.lt`` and
+    its siblings reject complex dtypes."""
+    def f(a, b):
+        if dtypes.issubdtype(get_aval(a).dtype, np.complexfloating):
+            ra, rb = lax.real(a), lax.real(b)
+            return lax.select(lax.eq(ra, rb), op(lax.imag(a), lax.imag(b)), op(ra, rb))
+        return op(a, b)
+    return f
+
+
+less = _cmp("less", _ordered(lax.lt), "Elementwise ``x1 < x2``.")
+less_equal = _cmp("less_equal", _ordered(lax.le), "Elementwise ``x1 <= x2``.")
+greater = _cmp("greater", _ordered(lax.gt), "Elementwise ``x1 > x2``.")
+greater_equal = _cmp("greater_equal", _ordered(lax.ge), "Elementwise ``x1 >= x2``.")
 maximum = _cmp("maximum", lambda a, b: lax.max(a, b), "Elementwise maximum (NaNs propagate).")
 minimum = _cmp("minimum", lambda a, b: lax.min(a, b), "Elementwise minimum (NaNs propagate).")
 
@@ -577,13 +591,13 @@ minimum = _cmp("minimum", lambda a, b: lax.min(a, b), "Elementwise minimum (NaNs
 def fmax(x1, x2, /):
     """Elementwise maximum ignoring NaNs."""
     x1, x2 = promote_args("fmax", x1, x2)
-    return _where_op(lax.bitwise_or(lax.gt(x1, x2), isnan(x2)), x1, x2)
+    return _where_op(lax.bitwise_or(_ordered(lax.gt)(x1, x2), isnan(x2)), x1, x2)
 
 
 def fmin(x1, x2, /):
     """Elementwise minimum ignoring NaNs."""
     x1, x2 = promote_args("fmin", x1, x2)
-    return _where_op(lax.bitwise_or(lax.lt(x1, x2), isnan(x2)), x1, x2)
+    return _where_op(lax.bitwise_or(_ordered(lax.lt)(x1, x2), isnan(x2)), x1, x2)
 
 
 def clip(arr=None, /, min=None, max=None, *, a=None, a_min=None, a_max=None):  # noqa: A002
