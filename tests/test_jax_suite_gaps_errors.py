@@ -105,3 +105,45 @@ def test_messages_match_jax():
             == msg(lambda: jax.vmap(lambda x: "hello")(jjnp.ones(3))))
     assert (msg(lambda: kiln.jit(_gen))[1].split(":")[0]
             == msg(lambda: jax.jit(_gen))[1].split(":")[0])
+
+
+def test_scatter_apply_has_no_derivative():
+    f = lambda x: x.at[1].apply(jnp.sin)   # noqa: E731
+    g = lambda x: x.at[jnp.array([1, 1])].apply(jnp.sin).sum()   # noqa: E731
+    for t in (kiln.jacfwd(f), kiln.jacrev(f), kiln.grad(g), kiln.grad(kiln.jit(g))):
+        with pytest.raises(NotImplementedError, match="scatter_apply JVP not implemented"):
+            t(jnp.ones(3))
+    # evaluation, jit and vmap are unaffected
+    np.testing.assert_allclose(kiln.jit(f)(jnp.ones(3)), [1, np.sin(1), 1], rtol=1e-6)
+    out = kiln.vmap(lambda x, i: x.at[i].apply(jnp.sin))(jnp.ones((2, 3)), jnp.array([0, 2]))
+    np.testing.assert_allclose(out, [[np.sin(1), 1, 1], [1, 1, np.sin(1)]], rtol=1e-6)
+    # a constant operand is not differentiated: grad with respect to something else works
+    assert kiln.grad(lambda y: jnp.ones(3).at[1].apply(jnp.sin).sum() * y)(1.0) == \
+        pytest.approx(2 + np.sin(1))
+
+
+_MASKED = np.ma.array([1.0, 2.0], mask=[0, 1])
+
+
+@pytest.mark.parametrize("convert", [
+    lambda m: kiln.jit(jnp.asarray)(m), jnp.asarray, lambda m: jnp.add(m, 1), jnp.sin,
+    lax.sin, kiln.device_put, kiln.grad(jnp.sum), kiln.vmap(jnp.sin)])
+def test_masked_arrays_rejected(convert):
+    with pytest.raises(ValueError, match="numpy masked arrays are not supported"):
+        convert(_MASKED)
+
+
+def test_jnp_array_of_masked_array_takes_data():
+    out = jnp.array(_MASKED)     # as JAX: jnp.array reads the data, the mask is dropped
+    np.testing.assert_array_equal(out, [1.0, 2.0])
+    assert type(out._value) is np.ndarray
+
+
+def test_array_from_bytearray():
+    for conv in (jnp.array, jnp.asarray):
+        out = conv(bytearray(b"\x01\x02"))
+        assert out.dtype == np.uint8
+        np.testing.assert_array_equal(out, [1, 2])
+    np.testing.assert_array_equal(jnp.array(memoryview(b"\x01\x02")), [1, 2])
+    with pytest.raises(TypeError):
+        jnp.array(b"\x01\x02")

@@ -14,7 +14,7 @@ import numpy as np
 
 from kiln import dtypes, lax
 from kiln.array import Array, PublicArray, make_array
-from kiln.core.trace import Tracer, get_aval
+from kiln.core.trace import Tracer, get_aval, masked_array_error
 from kiln.errors import ConcretizationTypeError
 from kiln.numpy import _util
 from kiln.numpy._util import as_operand, canonicalize_shape, user_dtype
@@ -77,7 +77,7 @@ def _leaf_for_dtype(x):
 
 
 def _has_buffer(obj) -> bool:
-    if isinstance(obj, (bytes, bytearray, str)):
+    if isinstance(obj, (bytes, str)):      # (a bytearray is read as uint8, as in JAX)
         return False
     try:
         memoryview(obj)
@@ -124,6 +124,8 @@ def array(object, dtype=None, copy=True, order="K", ndmin=0, *, device=None):  #
         out = make_array(dtypes.coerce_to_array(object, dtype), dtype is None
                          and type(object) is not bool)
     elif isinstance(object, (np.ndarray, np.generic)):
+        if isinstance(object, np.ma.MaskedArray):
+            object = object.data             # as JAX's jnp.array: the mask is dropped
         if object.dtype == object_dtype:
             raise TypeError("JAX only supports number and bool dtypes, got dtype object in array")
         # Always copy: the caller may later mutate its NumPy array, ours must not change.
@@ -165,6 +167,8 @@ def asarray(a, dtype=None, order=None, *, copy=None, device=None):
     """Convert to an array without copying when possible (``jnp.asarray``)."""
     if dtype is None and (isinstance(a, (Array, Tracer)) or _is_key_array(a)):
         return a
+    if isinstance(a, np.ma.MaskedArray):     # as JAX (jnp.array takes the data)
+        masked_array_error()
     if copy is False and dtype is not None and isinstance(a, (Array, Tracer)) \
             and get_aval(a).dtype != dtypes.canonicalize_dtype(dtype):
         raise ValueError("jnp.asarray: cannot avoid a copy when converting the dtype and "
