@@ -1064,11 +1064,24 @@ def ldexp(x1, x2, /):
     """``x1 * 2**x2`` (``x2`` integer)."""
     check_arraylike("ldexp", x1, x2)
     x2 = as_operand(x2)
-    if _kind(x2) not in "iub":
-        raise TypeError(f"ldexp requires integer exponents, got {get_aval(x2).dtype.name}")
+    x1_dt = get_aval(as_operand(x1)).dtype
+    if _kind(x2) not in "iub" or dtypes.issubdtype(x1_dt, np.complexfloating):
+        raise ValueError("ldexp not supported for input types "
+                         f"{(np.dtype(x1_dt), np.dtype(get_aval(x2).dtype))}")
     (x1,) = promote_dtypes_inexact(x1)
     x1, x2 = promote_shapes("ldexp", x1, x2)
-    return lax.mul(x1, lax.exp2(lax.convert_element_type(x2, get_aval(x1).dtype)))
+    from kiln.numpy._number_parts import frexp
+    dt = get_aval(x1).dtype
+    # As JAX: split x1 into mantissa and exponent first, so that a tiny x1 with a large x2
+    # (or a huge x1 with a negative x2) does not overflow/underflow 2**x2 on its own.
+    m, e = frexp(x1)
+    e = lax.add(lax.convert_element_type(e, dt), lax.convert_element_type(x2, dt))
+    pos = lax.gt(e, _const(e, 0))    # the exponent may exceed the range by one: move it to m
+    m = lax.select(pos, lax.mul(m, _const(m, 2)), m)
+    e = lax.select(pos, lax.sub(e, _const(e, 1)), e)
+    x = lax.mul(m, power(_const(m, 2), e))
+    keep = lax.bitwise_or(isinf(x1), lax.eq(x1, _const(x1, 0)))
+    return lax.select(keep, x1, x)
 
 
 def spacing(x, /):
