@@ -5,7 +5,6 @@ import pytest
 
 import kiln
 import kiln.numpy as jnp
-from kiln import lax
 
 _XS = np.array([1e-30, 3.4e38, 1.0, -2.5, 0.0, -0.0, np.inf, -np.inf, np.nan, 1.2e-38, 7.0,
                 1e30, -3e-20], np.float32)
