@@ -10,6 +10,7 @@ from kiln.lax.composite import composite  # noqa: F401
 from kiln.lax.control import *  # noqa: F401,F403
 from kiln.lax.conv_local import *  # noqa: F401,F403
 from kiln.lax.convolution import *  # noqa: F401,F403
+from kiln.lax.copying import copy_p  # noqa: F401
 from kiln.lax.cumulative import *  # noqa: F401,F403
 from kiln.lax.derived import *  # noqa: F401,F403
 from kiln.lax.dot import *  # noqa: F401,F403

@@ -103,6 +103,9 @@ def array(object, dtype=None, copy=True, order="K", ndmin=0, *, device=None):  #
         out = object if dtype is None else lax._convert_element_type(object, dtype, False)
         if type(out) is Array and out is object:
             out = make_array(out._value, out.weak_type)
+        elif out is object and copy:    # a traced copy (JAX's ``copy`` primitive)
+            from kiln.lax.copying import array_copy
+            out = array_copy(out)
     elif isinstance(object, (list, tuple)):
         leaves = [_leaf_for_dtype(x) for x in _flatten_leaves(object, [])]
         if dtype is None:
@@ -165,7 +168,7 @@ def _key_array_copy(keys, dtype):
 
 def asarray(a, dtype=None, order=None, *, copy=None, device=None):
     """Convert to an array without copying when possible (``jnp.asarray``)."""
-    if dtype is None and (isinstance(a, (Array, Tracer)) or _is_key_array(a)):
+    if dtype is None and not copy and (isinstance(a, (Array, Tracer)) or _is_key_array(a)):
         return a
     if isinstance(a, np.ma.MaskedArray):     # as JAX (jnp.array takes the data)
         masked_array_error()
