@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kiln import dtypes
 from kiln._fp_warnings import IGNORE as _FP_IGNORE
 from kiln._fp_warnings import enter as _fp_enter
 from kiln._fp_warnings import leave as _fp_leave
@@ -243,8 +244,26 @@ def sub(x, y):
     return _bind2(sub_p, x, y)
 
 
-def mul(x, y):
-    """Elementwise ``x * y``."""
+def mul(x, y, *, out_dtype=None):
+    """Elementwise ``x * y``.
+
+    Args:
+      x, y: arrays of equal numeric dtypes (any numeric dtypes when ``out_dtype`` is
+        given); Python scalars take the other operand's dtype.
+      out_dtype: optional dtype of the result. As JAX describes it, the operands are
+        cast to ``out_dtype`` and then multiplied (kiln stages it as two
+        ``convert_element_type`` and a ``mul``; JAX keeps one ``mul[out_dtype=...]``
+        equation). Gradients come back in each operand's own dtype.
+
+    Returns:
+      The elementwise product.
+    """
+    if out_dtype is not None:
+        from kiln.lax.structural import convert_element_type
+        dt = dtypes.canonicalize_dtype(out_dtype)
+        x, y = _binargs(x, y)
+        x = convert_element_type(x, dt) if type(x) not in _py_scalars else x
+        y = convert_element_type(y, dt) if type(y) not in _py_scalars else y
     return _bind2(mul_p, x, y)
 
 
