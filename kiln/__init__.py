@@ -69,7 +69,9 @@ from kiln.config import (  # noqa: F401  # noqa: F401
     checking_leaks,
     config,
     debug_infs,
+    debug_key_reuse,
     debug_nans,
+    default_device,
     default_matmul_precision,
     default_prng_impl,
     disable_jit,
@@ -82,6 +84,10 @@ from kiln.config import (  # noqa: F401  # noqa: F401
     numpy_dtype_promotion,
     numpy_rank_promotion,
     threefry_partitionable,
+    transfer_guard,
+    transfer_guard_device_to_device,
+    transfer_guard_device_to_host,
+    transfer_guard_host_to_device,
 )
 from kiln.core.ref import Ref  # noqa: F401,E402
 from kiln.core.trace import Tracer as _Tracer  # noqa: F401

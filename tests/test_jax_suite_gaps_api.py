@@ -70,3 +70,87 @@ def test_ravel_multi_index_matches_jax():
         out = jnp.ravel_multi_index((_A, _B), (3, 4), **kw)
         assert out.dtype == ref.dtype
         np.testing.assert_array_equal(out, ref)
+
+
+def test_random_seed_offset():
+    base = np.asarray(kiln.random.key_data(kiln.random.key(3)))
+    kiln.config.update("jax_random_seed_offset", 3)
+    try:
+        assert kiln.config.jax_random_seed_offset == 3
+        np.testing.assert_array_equal(kiln.random.key_data(kiln.random.key(0)), base)
+        np.testing.assert_array_equal(kiln.random.PRNGKey(0), base)
+        f = kiln.jit(lambda s: kiln.random.key_data(kiln.random.key(s)))
+        np.testing.assert_array_equal(f(0), base)
+    finally:
+        kiln.config.update("jax_random_seed_offset", 0)
+    # the offset is part of jit's cache key: the same function retraces without it
+    np.testing.assert_array_equal(f(0), kiln.random.key_data(kiln.random.key(0)))
+
+
+def test_random_seed_offset_matches_jax():
+    jax = pytest.importorskip("jax")
+    with _offset(jax, 5), _offset(kiln, 5):
+        np.testing.assert_array_equal(kiln.random.key_data(kiln.random.key(1)),
+                                      jax.random.key_data(jax.random.key(1)))
+
+
+class _offset:
+    def __init__(self, mod, n):
+        self.mod, self.n = mod, n
+
+    def __enter__(self):
+        self.mod.config.update("jax_random_seed_offset", self.n)
+
+    def __exit__(self, *exc):
+        self.mod.config.update("jax_random_seed_offset", 0)
+
+
+def test_default_device():
+    assert kiln.config.jax_default_device is None
+    dev = kiln.devices()[0]
+    with kiln.default_device(dev):
+        assert kiln.config.jax_default_device == dev
+        assert jnp.ones(2).devices() == {dev}
+    with kiln.default_device("cpu"):
+        assert kiln.jit(lambda x: x + 1)(jnp.ones(2)).devices() == {dev}
+    assert kiln.config.jax_default_device is None
+    with pytest.raises(ValueError, match="unknown platform"):
+        kiln.config.update("jax_default_device", "tpu")
+
+
+def test_transfer_guard():
+    with kiln.transfer_guard("allow"):
+        assert kiln.config.jax_transfer_guard_host_to_device == "allow"
+        np.testing.assert_array_equal(kiln.jit(lambda x: x + 1)(np.ones(2)), [2, 2])
+    assert kiln.config.jax_transfer_guard_host_to_device is None
+    for cm in (kiln.transfer_guard, kiln.transfer_guard_host_to_device,
+               kiln.transfer_guard_device_to_host, kiln.transfer_guard_device_to_device):
+        with pytest.raises(NotImplementedError, match="does not track transfers"):
+            with cm("disallow"):
+                pass
+    assert kiln.config.jax_transfer_guard_device_to_host is None
+    with pytest.raises(ValueError, match="Invalid value"):
+        kiln.transfer_guard("forbid").__enter__()
+
+
+def test_debug_key_reuse_flag():
+    assert kiln.config.jax_debug_key_reuse is False
+    with kiln.debug_key_reuse(False):
+        kiln.random.normal(kiln.random.key(0))
+    with pytest.raises(NotImplementedError, match="key-reuse checker"):
+        with kiln.debug_key_reuse(True):
+            pass
+    assert kiln.config.jax_debug_key_reuse is False
+
+
+def test_svd_divide_and_conquer():
+    from kiln.lax import linalg
+    x = np.random.default_rng(0).random((2, 4, 3)).astype(np.float32)
+    alg = linalg.SvdAlgorithm.DIVIDE_AND_CONQUER
+    assert alg.value == "divide_and_conquer"
+    s = linalg.svd(x, compute_uv=False, algorithm=alg)
+    np.testing.assert_allclose(s, np.linalg.svd(x, compute_uv=False), rtol=1e-5)
+    s_jit = kiln.jit(lambda a: linalg.svd(a, compute_uv=False, algorithm=alg))(x)
+    np.testing.assert_allclose(s_jit, s, rtol=1e-5)
+    g = kiln.grad(lambda a: linalg.svd(a, compute_uv=False, algorithm=alg).sum())(x[0])
+    assert g.shape == (4, 3)
