@@ -13,6 +13,7 @@ _os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 from kiln import (
     _array_methods,  # noqa: F401  (installs operators)
     _fp_warnings,  # noqa: F401  (silences NumPy inf/nan warnings raised inside kiln)
+    ad_checkpoint,  # noqa: F401
     api_util,  # noqa: F401
     debug,  # noqa: F401
     distributed,  # noqa: F401
@@ -35,6 +36,8 @@ from kiln import (
     typing,  # noqa: F401
 )
 from kiln import config as _config_module
+from kiln._fwd_and_bwd import fwd_and_bwd  # noqa: F401
+from kiln.ad_checkpoint import checkpoint_policies  # noqa: F401
 from kiln.api import (  # noqa: F401
     Compiled,
     Lowered,

@@ -154,3 +154,66 @@ def test_svd_divide_and_conquer():
     np.testing.assert_allclose(s_jit, s, rtol=1e-5)
     g = kiln.grad(lambda a: linalg.svd(a, compute_uv=False, algorithm=alg).sum())(x[0])
     assert g.shape == (4, 3)
+
+
+def test_checkpoint_policies_answer_as_jax():
+    from kiln.ad_checkpoint import Offloadable, Recompute, Saveable, checkpoint_name
+    cp = kiln.checkpoint_policies
+    dot_b = dict(dimension_numbers=(((1,), (0,)), ((0,), (0,))))
+    dot = dict(dimension_numbers=(((1,), (0,)), ((), ())))
+    dot_p, sin_p = lax.dot_general_p, lax.sin_p
+    assert cp.everything_saveable(sin_p) and not cp.nothing_saveable(dot_p, **dot)
+    assert cp.dots_saveable(dot_p, **dot_b) and not cp.dots_saveable(sin_p)
+    assert cp.dots_with_no_batch_dims_saveable(dot_p, **dot)
+    assert not cp.dots_with_no_batch_dims_saveable(dot_p, **dot_b)
+    name_p = type("P", (), {"name": "name"})()
+    assert cp.save_only_these_names("a")(name_p, name="a")
+    assert not cp.save_only_these_names("a")(name_p, name="b")
+    assert cp.save_any_names_but_these("a")(name_p, name="b")
+    both = cp.save_from_both_policies(cp.dots_saveable, cp.save_only_these_names("a"))
+    assert both(dot_p, **dot) and both(name_p, name="a") and not both(sin_p)
+    off = cp.offload_dot_with_no_batch_dims("device", "pinned_host")
+    assert off(dot_p, **dot) == Offloadable("device", "pinned_host") and off(sin_p) is Recompute
+    so = cp.save_and_offload_only_these_names(names_which_can_be_saved=["a"],
+                                              names_which_can_be_offloaded=["b"],
+                                              offload_src="device", offload_dst="pinned_host")
+    assert so(name_p, name="a") is Saveable and so(sin_p) is Recompute
+    with pytest.raises(ValueError):
+        cp.save_and_offload_only_these_names(names_which_can_be_saved=["a"],
+                                             names_which_can_be_offloaded=["a"],
+                                             offload_src="device", offload_dst="pinned_host")
+    # under checkpoint with any policy the gradient is unchanged
+    f = lambda x: jnp.sin(checkpoint_name(jnp.sin(x), "a")).sum()   # noqa: E731
+    x = jnp.arange(3.0)
+    for pol in (cp.dots_saveable, cp.save_only_these_names("a"), None):
+        g = kiln.grad(kiln.ad_checkpoint.checkpoint(f, policy=pol))(x)
+        np.testing.assert_allclose(g, np.cos(np.sin(x)) * np.cos(x), rtol=1e-6)
+
+
+def test_checkpoint_policies_names_match_jax():
+    jax = pytest.importorskip("jax")
+    names = {n for n in vars(jax.checkpoint_policies) if not n.startswith("_")}
+    assert names == {n for n in vars(kiln.checkpoint_policies) if not n.startswith("_")}
+
+
+@pytest.mark.parametrize("jitted", [True, False])
+def test_fwd_and_bwd(jitted):
+    x, w = jnp.arange(4.0).reshape(2, 2), jnp.full((2, 2), 2.0)
+    ct = jnp.ones((2, 2))
+    fwd, bwd = kiln.fwd_and_bwd(lambda a, b: a @ b, argnums=(0, 1), jitted=jitted)
+    y, res = fwd(x, w)
+    np.testing.assert_allclose(y, x @ w)
+    gx, gw = bwd(res, ct)
+    np.testing.assert_allclose(gx, ct @ w.T)
+    np.testing.assert_allclose(gw, x.T @ ct)
+    fwd, bwd = kiln.fwd_and_bwd(lambda a, b: (a @ b, a.sum()), argnums=1, has_aux=True,
+                                jitted=jitted)
+    y, res, aux = fwd(x, w)
+    assert aux == 6.0
+    np.testing.assert_allclose(bwd(res, ct), x.T @ ct)
+    with pytest.raises(TypeError, match="generator"):
+        kiln.fwd_and_bwd(_gen_fn, argnums=0)
+
+
+def _gen_fn(x):
+    yield x
