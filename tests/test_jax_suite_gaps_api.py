@@ -217,3 +217,40 @@ def test_fwd_and_bwd(jitted):
 
 def _gen_fn(x):
     yield x
+
+
+_ACC_OPS = ["exp", "exp2", "expm1", "log", "log1p", "tanh", "logistic", "sin", "cos",
+            "sqrt", "rsqrt", "cbrt", "tan"]
+
+
+@pytest.mark.parametrize("name", _ACC_OPS)
+def test_accuracy_argument(name):
+    x = np.random.default_rng(0).uniform(0.1, 3, 50).astype(np.float32)
+    op = getattr(lax, name)
+    ref = op(x)
+    for acc in (lax.AccuracyMode.HIGHEST, lax.AccuracyMode.DEFAULT,
+                lax.Tolerance(atol=1e-3, rtol=1e-3), None):
+        np.testing.assert_array_equal(op(x, accuracy=acc), ref)
+        np.testing.assert_array_equal(kiln.jit(lambda v: op(v, accuracy=acc))(x), ref)
+    g = kiln.grad(lambda v: op(v, accuracy=lax.AccuracyMode.HIGHEST).sum())(x)
+    np.testing.assert_allclose(g, kiln.grad(lambda v: op(v).sum())(x))
+    v = kiln.vmap(lambda v: op(v, accuracy=lax.AccuracyMode.HIGHEST))(x.reshape(5, 10))
+    np.testing.assert_array_equal(v, np.asarray(ref).reshape(5, 10))
+    with pytest.raises(TypeError, match="accuracy"):
+        op(x, accuracy="high")
+
+
+def test_tolerance_validation():
+    with pytest.raises(ValueError, match="non-negative"):
+        lax.Tolerance(atol=-1.0)
+    with pytest.raises(ValueError, match="At least one"):
+        lax.Tolerance()
+
+
+def test_accuracy_matches_jax_on_cpu():
+    jax = pytest.importorskip("jax")
+    x = np.random.default_rng(1).uniform(0.1, 3, 50).astype(np.float32)
+    for name in _ACC_OPS:
+        ref = getattr(jax.lax, name)(x, accuracy=jax.lax.AccuracyMode.HIGHEST)
+        out = getattr(lax, name)(x, accuracy=lax.AccuracyMode.HIGHEST)
+        np.testing.assert_allclose(out, ref, rtol=2e-6, err_msg=name)

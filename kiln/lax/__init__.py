@@ -4,6 +4,7 @@ Each module defines primitives together with all of their rules; this package
 re-exports the public functions.
 """
 from kiln.lax import edtype, linalg  # noqa: F401
+from kiln.lax.accuracy import AccuracyMode, Tolerance  # noqa: F401
 from kiln.lax.arith import *  # noqa: F401,F403
 from kiln.lax.autodiff_ops import *  # noqa: F401,F403
 from kiln.lax.composite import composite  # noqa: F401

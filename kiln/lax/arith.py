@@ -22,6 +22,7 @@ from kiln.lax._factory import (
 )
 from kiln.lax._xla_eager import integer_pow as _xla_integer_pow
 from kiln.lax._xla_eager import unary as _xla_unary
+from kiln.lax.accuracy import check_accuracy as _check_accuracy
 
 
 def _scalar_like(x, ref):
@@ -362,28 +363,33 @@ ad.defjvp2(cos_p, lambda g, ans, x: neg(mul(g, sin(x))))
 ad.defjvp2(tanh_p, lambda g, ans, x: mul(g, sub(_scalar_like(1, ans), mul(ans, ans))))
 
 
-def exp(x):
-    """Elementwise e**x."""
+def exp(x, *, accuracy=None):
+    """Elementwise e**x. (``accuracy``: see :mod:`kiln.lax.accuracy`.)"""
+    _check_accuracy("exp", accuracy)
     return exp_p.bind(x)
 
 
-def log(x):
-    """Elementwise natural logarithm."""
+def log(x, *, accuracy=None):
+    """Elementwise natural logarithm. (``accuracy``: see :mod:`kiln.lax.accuracy`.)"""
+    _check_accuracy("log", accuracy)
     return log_p.bind(x)
 
 
-def sin(x):
-    """Elementwise sine."""
+def sin(x, *, accuracy=None):
+    """Elementwise sine. (``accuracy``: see :mod:`kiln.lax.accuracy`.)"""
+    _check_accuracy("sin", accuracy)
     return sin_p.bind(x)
 
 
-def cos(x):
-    """Elementwise cosine."""
+def cos(x, *, accuracy=None):
+    """Elementwise cosine. (``accuracy``: see :mod:`kiln.lax.accuracy`.)"""
+    _check_accuracy("cos", accuracy)
     return cos_p.bind(x)
 
 
-def tanh(x):
-    """Elementwise hyperbolic tangent."""
+def tanh(x, *, accuracy=None):
+    """Elementwise hyperbolic tangent. (``accuracy``: see :mod:`kiln.lax.accuracy`.)"""
+    _check_accuracy("tanh", accuracy)
     return tanh_p.bind(x)
 
 
