@@ -254,3 +254,15 @@ def test_accuracy_matches_jax_on_cpu():
         ref = getattr(jax.lax, name)(x, accuracy=jax.lax.AccuracyMode.HIGHEST)
         out = getattr(lax, name)(x, accuracy=lax.AccuracyMode.HIGHEST)
         np.testing.assert_allclose(out, ref, rtol=2e-6, err_msg=name)
+
+
+def test_traced_lower_lowering_platforms():
+    traced = kiln.jit(jnp.sin).trace(1.0)
+    low = traced.lower(lowering_platforms=("cpu",))
+    assert low.compile()(1.0) == pytest.approx(np.sin(1.0))
+    assert traced.lower(lowering_platforms=("cpu", "cuda")).compile()(2.0) == \
+        pytest.approx(np.sin(2.0))
+    with pytest.raises(NotImplementedError, match="only for its CPU"):
+        traced.lower(lowering_platforms=("tpu",))
+    with pytest.raises(TypeError):
+        traced.lower(lowering_platforms="cpu")
