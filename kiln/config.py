@@ -422,14 +422,15 @@ class Config:
         for name, (_, parser) in _FLAGS.items():
             value = getattr(self, name)
             help_text = _HELP.get(name, name)
-            if parser is _parse_bool:
+            if parser is _parse_bool or parser is _parse_key_reuse:
                 absl_flags.DEFINE_bool(name, value, help_text)
             elif parser is _parse_int:
                 absl_flags.DEFINE_integer(name, value, help_text)
             elif hasattr(parser, "choices"):
                 absl_flags.DEFINE_enum(name, value, list(parser.choices), help_text)
-            else:
-                absl_flags.DEFINE_string(name, value, help_text)
+            else:    # (a Device as jax_default_device is given by its name)
+                absl_flags.DEFINE_string(name, value if value is None or isinstance(
+                    value, str) else str(value), help_text)
         app.call_after_init(lambda: self.complete_absl_config(absl_flags))
 
     def complete_absl_config(self, absl_flags: Any) -> None:
