@@ -50,7 +50,10 @@ def check_dtype(name: str, dtype, kinds) -> None:
 def check_dtype_at(name: str, dtype, kinds, pos: int) -> None:
     """``check_dtype`` for operand ``pos`` of an n-ary op, naming the position as JAX does."""
     if not dtype_in(dtype, kinds):
-        accepted = ", ".join(_KIND_WORDS.get(k, k) for k in kinds)
+        words = [_KIND_WORDS.get(k, k) for k in kinds]
+        if "signedinteger" in kinds and "unsignedinteger" in kinds:   # JAX: "integer"
+            words.remove("unsigned integer")
+        accepted = ", ".join(words)
         raise TypeError(f"{name} does not accept dtype {np.dtype(dtype).name} at position "
                         f"{pos}. Accepted dtypes at position {pos} are subtypes of {accepted}.")
 
