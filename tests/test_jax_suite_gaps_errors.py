@@ -99,7 +99,7 @@ def test_messages_match_jax():
 
     z, jz = jnp.ones(2, jnp.complex64), jjnp.ones(2, jjnp.complex64)
     assert msg(lambda: lax.ge(z, z)) == msg(lambda: jax.lax.ge(jz, jz))
-    f = jnp.ones(2)
+    f = np.ones(2, np.float32)
     assert msg(lambda: lax.shift_left(f, f)) == msg(lambda: jax.lax.shift_left(f, f))
     assert (msg(lambda: lax.squeeze(jnp.ones((1, 2, 3)), (-4,)))
             == msg(lambda: jax.lax.squeeze(jjnp.ones((1, 2, 3)), (-4,))))
