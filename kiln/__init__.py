@@ -13,6 +13,7 @@ _os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 from kiln import (
     _array_methods,  # noqa: F401  (installs operators)
     _fp_warnings,  # noqa: F401  (silences NumPy inf/nan warnings raised inside kiln)
+    ad_checkpoint,  # noqa: F401
     api_util,  # noqa: F401
     debug,  # noqa: F401
     distributed,  # noqa: F401
@@ -35,6 +36,8 @@ from kiln import (
     typing,  # noqa: F401
 )
 from kiln import config as _config_module
+from kiln._fwd_and_bwd import fwd_and_bwd  # noqa: F401
+from kiln.ad_checkpoint import checkpoint_policies  # noqa: F401
 from kiln.api import (  # noqa: F401
     Compiled,
     Lowered,
@@ -69,7 +72,9 @@ from kiln.config import (  # noqa: F401  # noqa: F401
     checking_leaks,
     config,
     debug_infs,
+    debug_key_reuse,
     debug_nans,
+    default_device,
     default_matmul_precision,
     default_prng_impl,
     disable_jit,
@@ -82,6 +87,10 @@ from kiln.config import (  # noqa: F401  # noqa: F401
     numpy_dtype_promotion,
     numpy_rank_promotion,
     threefry_partitionable,
+    transfer_guard,
+    transfer_guard_device_to_device,
+    transfer_guard_device_to_host,
+    transfer_guard_host_to_device,
 )
 from kiln.core.ref import Ref  # noqa: F401,E402
 from kiln.core.trace import Tracer as _Tracer  # noqa: F401

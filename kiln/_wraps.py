@@ -34,3 +34,14 @@ def wraps(wrapped: Callable) -> Callable[[F], F]:
         fun.__wrapped__ = wrapped
         return fun
     return deco
+
+
+def check_callable(fun) -> None:
+    """JAX's argument check for transformations (``jit``, ``grad``, ``vmap``, ...):
+    ``fun`` must be callable and not a generator function (whose body would never run
+    under the trace: calling it only makes a generator object)."""
+    import inspect
+    if not callable(fun):
+        raise TypeError(f"Expected a callable value, got {fun}")
+    if inspect.isgeneratorfunction(fun):
+        raise TypeError(f"Expected a function, got a generator function: {fun}")

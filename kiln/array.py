@@ -346,6 +346,8 @@ def to_array(x, dtype=None) -> Array:
         return x
     if isinstance(x, Tracer):
         raise TypeError(f"to_array got a tracer {x}")
+    if isinstance(x, np.ma.MaskedArray):
+        core.masked_array_error()
     weak = dtype is None and type(x) in _scalar_types
     if type(x) is Array:
         x = x._value

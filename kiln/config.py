@@ -127,6 +127,51 @@ def _parse_precision(value: Any, name: str) -> Any:
     raise TypeError(f"config option {name!r} expects a string or None, got {value!r}")
 
 
+def _parse_key_reuse(value: Any, name: str) -> bool:
+    on = _parse_bool(value, name)
+    if on:
+        raise NotImplementedError(
+            f"{name}=True: kiln does not implement JAX's key-reuse checker (tracking the "
+            "consumption of typed PRNG keys through jaxprs and raising KeyReuseError); "
+            "only False is supported")
+    return on
+
+
+_TRANSFER_LEVELS = ("allow", "log", "disallow", "log_explicit", "disallow_explicit")
+
+
+def _parse_transfer_guard(value: Any, name: str) -> str | None:
+    if value is not None and value not in _TRANSFER_LEVELS:
+        raise ValueError(f"Invalid value '{value}' for {name}; expected one of "
+                         f"{', '.join(_TRANSFER_LEVELS)} or None")
+    if value not in (None, "allow"):
+        raise NotImplementedError(
+            f"{name}={value!r}: kiln does not track transfers between the host and its "
+            "CPU device (its arrays live in host memory), so it cannot log or disallow "
+            "them; only 'allow' (the default) is supported")
+    return value
+
+
+def _parse_default_device(value: Any, name: str) -> Any:
+    """None, a platform name, or a Device; kiln puts new arrays on its first CPU device,
+    so another device is refused rather than ignored."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if value.lower() != "cpu":
+            raise ValueError(f"{name}: unknown platform {value!r}; kiln has only 'cpu'")
+        return value
+    from kiln.devices import Device, devices
+    if not isinstance(value, Device):
+        raise TypeError(f"{name} expects a Device, a platform name or None, got {value!r}")
+    if value != devices()[0]:
+        raise NotImplementedError(
+            f"{name}={value}: kiln places uncommitted arrays on its first device "
+            f"({devices()[0]}); another default device is not supported (use "
+            "jax.device_put(x, device) to place an array)")
+    return value
+
+
 # name -> (default, parser). The order is the order of `config.values`.
 _FLAGS: dict[str, tuple[Any, Callable[[Any, str], Any]]] = {
     "jax_enable_x64": (False, _parse_bool),
@@ -153,6 +198,13 @@ _FLAGS: dict[str, tuple[Any, Callable[[Any, str], Any]]] = {
         _enum("off", "tracebackhide", "remove_frames", "quiet_remove_frames", "auto"),
     ),
     "jax_dynamic_shapes": (False, _parse_bool),
+    "jax_random_seed_offset": (0, _parse_int),
+    "jax_debug_key_reuse": (False, _parse_key_reuse),
+    "jax_default_device": (None, _parse_default_device),
+    "jax_transfer_guard": (None, _parse_transfer_guard),
+    "jax_transfer_guard_host_to_device": (None, _parse_transfer_guard),
+    "jax_transfer_guard_device_to_device": (None, _parse_transfer_guard),
+    "jax_transfer_guard_device_to_host": (None, _parse_transfer_guard),
     # kiln's own: which backend runs jitted programs, and when the C build happens.
     # env KILN_BACKEND / KILN_COMPILE.
     "kiln_backend": ("cpu", _enum("cpu", "reference")),
@@ -207,6 +259,19 @@ _HELP: dict[str, str] = {
                                "tracebacks.",
     "jax_dynamic_shapes": "Enables experimental features for staging out computations "
                           "with dynamic shapes.",
+    "jax_random_seed_offset": "Offset added to every random seed (the argument of "
+                              "jax.random.key() and PRNGKey()).",
+    "jax_debug_key_reuse": "Key-reuse checking of typed PRNG keys (kiln: only False).",
+    "jax_default_device": "The device new uncommitted arrays are placed on (kiln: None, "
+                          "'cpu' or its first device).",
+    "jax_transfer_guard": "The transfer guard level for all transfers (kiln: only "
+                          "'allow').",
+    "jax_transfer_guard_host_to_device": "The transfer guard level for host-to-device "
+                                         "transfers (kiln: only 'allow').",
+    "jax_transfer_guard_device_to_device": "The transfer guard level for device-to-device "
+                                           "transfers (kiln: only 'allow').",
+    "jax_transfer_guard_device_to_host": "The transfer guard level for device-to-host "
+                                         "transfers (kiln: only 'allow').",
     "kiln_backend": "Which backend runs jitted programs: 'cpu' (compiled C) or "
                     "'reference' (NumPy).",
     "kiln_compile": "When the C build of a jitted program happens: 'sync' (the default: "
@@ -357,14 +422,15 @@ class Config:
         for name, (_, parser) in _FLAGS.items():
             value = getattr(self, name)
             help_text = _HELP.get(name, name)
-            if parser is _parse_bool:
+            if parser is _parse_bool or parser is _parse_key_reuse:
                 absl_flags.DEFINE_bool(name, value, help_text)
             elif parser is _parse_int:
                 absl_flags.DEFINE_integer(name, value, help_text)
             elif hasattr(parser, "choices"):
                 absl_flags.DEFINE_enum(name, value, list(parser.choices), help_text)
-            else:
-                absl_flags.DEFINE_string(name, value, help_text)
+            else:    # (a Device as jax_default_device is given by its name)
+                absl_flags.DEFINE_string(name, value if value is None or isinstance(
+                    value, str) else str(value), help_text)
         app.call_after_init(lambda: self.complete_absl_config(absl_flags))
 
     def complete_absl_config(self, absl_flags: Any) -> None:
@@ -542,3 +608,40 @@ def checking_leaks() -> config_context:
 def enable_checks(new_val: bool = True) -> config_context:
     """Type-check every staged jaxpr inside the block (``jax.enable_checks``)."""
     return config_context(jax_enable_checks=new_val)
+
+
+def default_device(new_val: Any) -> config_context:
+    """The device new uncommitted arrays go to inside the block (``jax.default_device``):
+    ``None``, ``'cpu'`` or kiln's first device (``jax.devices()[0]``); another device
+    raises ``NotImplementedError``."""
+    return config_context(jax_default_device=new_val)
+
+
+def debug_key_reuse(new_val: bool = True) -> config_context:
+    """``jax_debug_key_reuse`` inside the block (``jax.debug_key_reuse``). kiln has no
+    key-reuse checker: ``True`` raises ``NotImplementedError``."""
+    return config_context(jax_debug_key_reuse=new_val)
+
+
+def transfer_guard(new_val: str) -> config_context:
+    """The transfer guard level of every direction inside the block
+    (``jax.transfer_guard``). kiln's arrays live in host memory and it does not track
+    transfers: only ``'allow'`` is supported, other levels raise ``NotImplementedError``."""
+    return config_context(jax_transfer_guard_host_to_device=new_val,
+                          jax_transfer_guard_device_to_device=new_val,
+                          jax_transfer_guard_device_to_host=new_val)
+
+
+def transfer_guard_host_to_device(new_val: str) -> config_context:
+    """``jax.transfer_guard_host_to_device``: see :func:`transfer_guard`."""
+    return config_context(jax_transfer_guard_host_to_device=new_val)
+
+
+def transfer_guard_device_to_device(new_val: str) -> config_context:
+    """``jax.transfer_guard_device_to_device``: see :func:`transfer_guard`."""
+    return config_context(jax_transfer_guard_device_to_device=new_val)
+
+
+def transfer_guard_device_to_host(new_val: str) -> config_context:
+    """``jax.transfer_guard_device_to_host``: see :func:`transfer_guard`."""
+    return config_context(jax_transfer_guard_device_to_host=new_val)

@@ -19,6 +19,7 @@ from kiln._physical_tree import (
     tree_flatten,
     tree_unflatten,
 )
+from kiln._wraps import check_callable as _check_callable
 from kiln._wraps import wraps as _wraps
 from kiln.array import Array, make_array, to_array
 from kiln.backends import cpu as _cpu
@@ -751,8 +752,7 @@ def jit(fun: Callable | None = None, *, in_shardings=None, out_shardings=None,
                              static_argnums=static_argnums, static_argnames=static_argnames,
                              donate_argnums=donate_argnums, donate_argnames=donate_argnames,
                              keep_unused=keep_unused, inline=inline)
-    if not callable(fun):
-        raise TypeError(f"Expected a callable value, got {fun}")
+    _check_callable(fun)
     jitted = JitWrapped(fun, static_argnums, static_argnames, donate_argnums, donate_argnames,
                         inline, keep_unused)
     if in_shardings is not None or out_shardings is not None:

@@ -170,7 +170,29 @@ class Traced:
         self.jaxpr = jaxpr
         self._lowered = lowered
 
-    def lower(self):
+    def lower(self, *, lowering_platforms: tuple[str, ...] | None = None,
+              _private_parameters=None):
+        """The ``Lowered`` program (``jax.stages.Traced.lower``).
+
+        Args:
+          lowering_platforms: optional platform names to lower for. kiln compiles for
+            its CPU only: the tuple must include ``'cpu'`` (lowering for several
+            platforms, as JAX's multi-platform export, is the CPU lowering here); a tuple
+            without it raises ``NotImplementedError``.
+        """
+        del _private_parameters
+        if lowering_platforms is not None:
+            if isinstance(lowering_platforms, str) or not all(
+                    isinstance(p, str) for p in lowering_platforms):
+                raise TypeError("lowering_platforms must be a tuple of platform names, got "
+                                f"{lowering_platforms!r}")
+            plats = tuple(p.lower() for p in lowering_platforms)
+            if not plats:
+                raise ValueError("lowering_platforms must name at least one platform")
+            if "cpu" not in plats and "host" not in plats:
+                raise NotImplementedError(
+                    f"lowering for {plats}: kiln compiles only for its CPU; include 'cpu' "
+                    "in lowering_platforms")
         return self._lowered
 
 

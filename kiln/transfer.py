@@ -9,7 +9,7 @@ from kiln._physical_tree import (
     tree_map,
 )
 from kiln.array import Array, to_array
-from kiln.core.trace import Tracer
+from kiln.core.trace import Tracer, masked_array_error
 
 
 def block_until_ready(x):
@@ -39,6 +39,8 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
             return a
         if type(a) is Array:
             return a
+        if isinstance(a, np.ma.MaskedArray):
+            masked_array_error()
         return to_array(np.asarray(a)) if not isinstance(a, (int, float, complex, bool)) \
             else to_array(a)
     return tree_map(put, x)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import sys
 from collections.abc import Callable
 
 import numpy as np
@@ -22,6 +23,7 @@ from kiln._physical_tree import (
     tree_unflatten,
 )
 from kiln._physical_tree import is_transform_node as _is_key
+from kiln._wraps import check_callable as _check_callable
 from kiln._wraps import wraps as _wraps
 from kiln.array import Array, make_array, to_array
 from kiln.core.avals import ShapedArray
@@ -34,6 +36,16 @@ from kiln.shape_eval import ShapeDtypeStruct
 logger = logging.getLogger("kiln")
 
 _array_types = (Array, Tracer, np.ndarray, np.generic, int, float, complex, bool, Ref)
+
+
+def _is_jax_value(x) -> bool:
+    """Whether ``x`` can be a transformed function's output leaf: an array, a tracer, a
+    scalar, a typed key array, or an object with ``__jax_array__``."""
+    if isinstance(x, _array_types) and not isinstance(x, (np.str_, np.bytes_)):
+        return True
+    keys = sys.modules.get("kiln.random._keys")
+    return ((keys is not None and isinstance(x, keys.PRNGKeyArray)) or _is_key(x)
+            or hasattr(x, "__jax_array__"))
 
 
 def _check_arg(x, what: str):
@@ -109,8 +121,8 @@ def _flatten_fun(fun, in_tree, has_aux, aux_cell, kwargs=None):
         out = fun(*py_args, **(kwargs or {}))
         if has_aux:
             if not (isinstance(out, (tuple, list)) and len(out) == 2):
-                raise TypeError("has_aux=True requires the function to return a pair "
-                                f"(output, aux); got {type(out).__name__}.")
+                raise TypeError("expected function with aux output to return a two-element "
+                                f"tuple, but got type {type(out)} with value {out!r}")
             out, aux = out
             aux_leaves, aux_tree = tree_flatten(aux)
             arr = [isinstance(a, _array_types) for a in aux_leaves]
@@ -263,6 +275,7 @@ def _check_grad_input(x, holomorphic, allow_int, name="grad"):
 def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False,
                    allow_int: bool = False, reduce_axes=()) -> Callable:
     """Returns a function computing ``(fun(*args), grad(fun)(*args))``."""
+    _check_callable(fun)
     argnums_t = _ensure_index_tuple(argnums)
 
     @_wraps(fun)
@@ -327,6 +340,7 @@ def grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = Fa
 
     Example: ``grad(jnp.tanh)(1.0)`` is ``0.4199743``.
     """
+    _check_callable(fun)
     vg = value_and_grad(fun, argnums, has_aux=has_aux, holomorphic=holomorphic,
                         allow_int=allow_int)
 
@@ -371,6 +385,7 @@ def _basis_for(avals, sizes, n, holomorphic=False):
 @_traceback_util.api_boundary
 def jacfwd(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False) -> Callable:
     """Jacobian of ``fun`` by forward mode (vmap of jvp over a standard basis)."""
+    _check_callable(fun)
     argnums_t = _ensure_index_tuple(argnums)
 
     @_wraps(fun)
@@ -449,6 +464,7 @@ def _split_in(blocks, d_tree, argnums):
 def jacrev(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = False,
            allow_int: bool = False) -> Callable:
     """Jacobian of ``fun`` by reverse mode (vmap of vjp over the output basis)."""
+    _check_callable(fun)
     argnums_t = _ensure_index_tuple(argnums)
 
     @_wraps(fun)
@@ -638,6 +654,7 @@ def _flatten_axes(what, tree, axes_prefix, leaves_count):
 def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size=None,
          spmd_axis_name=None) -> Callable:
     """Vectorizing map: ``fun`` mapped over array axes ``in_axes`` of its arguments."""
+    _check_callable(fun)
     if isinstance(in_axes, list):
         in_axes = tuple(in_axes)
     if not (in_axes is None or isinstance(in_axes, (int, tuple, dict)) or
@@ -708,6 +725,10 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size=None,
             a, k = tree_unflatten(a_tree, list(xs))
             out = fun(*a, **k)
             leaves, tree = tree_flatten(out)
+            for leaf in leaves:
+                if not _is_jax_value(leaf):
+                    raise TypeError(f"Output from batched function {leaf!r} with type "
+                                    f"{type(leaf)} is not a valid JAX type")
             store["tree"] = tree
             return leaves
 

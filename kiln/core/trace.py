@@ -638,12 +638,21 @@ def _aval_of_array_like(x) -> ShapedArray:
 
 _BUILTIN_ARRAY_TYPES = frozenset({np.ndarray, bool, int, float, complex})
 
+
+def masked_array_error(*_args, **_kwargs):
+    """JAX's ValueError for a NumPy masked array given where an array is expected (its
+    mask would be silently dropped)."""
+    raise ValueError("numpy masked arrays are not supported as direct inputs to JAX "
+                     "functions. Use arr.filled() to convert the value to a standard numpy "
+                     "array.")
+
 #: ``jax.core.pytype_aval_mappings``: the abstract value of a value of each Python type.
 #: kiln's arrays, NumPy arrays and scalars are built in; libraries register their own
 #: array-like types (usually with the ``np.ndarray`` entry), which kiln then accepts.
 pytype_aval_mappings: dict = {
     np.ndarray: _aval_of_array_like, bool: _aval_of_array_like, int: _aval_of_array_like,
     float: _aval_of_array_like, complex: _aval_of_array_like,
+    np.ma.MaskedArray: masked_array_error,
 }
 
 

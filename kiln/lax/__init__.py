@@ -4,12 +4,14 @@ Each module defines primitives together with all of their rules; this package
 re-exports the public functions.
 """
 from kiln.lax import edtype, linalg  # noqa: F401
+from kiln.lax.accuracy import AccuracyMode, Tolerance  # noqa: F401
 from kiln.lax.arith import *  # noqa: F401,F403
 from kiln.lax.autodiff_ops import *  # noqa: F401,F403
 from kiln.lax.composite import composite  # noqa: F401
 from kiln.lax.control import *  # noqa: F401,F403
 from kiln.lax.conv_local import *  # noqa: F401,F403
 from kiln.lax.convolution import *  # noqa: F401,F403
+from kiln.lax.copying import copy_p  # noqa: F401
 from kiln.lax.cumulative import *  # noqa: F401,F403
 from kiln.lax.derived import *  # noqa: F401,F403
 from kiln.lax.dot import *  # noqa: F401,F403

@@ -47,6 +47,20 @@ def check_dtype(name: str, dtype, kinds) -> None:
                         f"Accepted dtypes are subtypes of {accepted}.")
 
 
+def check_dtype_at(name: str, dtype, kinds, pos: int) -> None:
+    """``check_dtype`` for operand ``pos`` of an n-ary op, naming the position as JAX does."""
+    if not dtype_in(dtype, kinds):
+        words = [_KIND_WORDS.get(k, k) for k in kinds]
+        if "signedinteger" in kinds and "unsignedinteger" in kinds:   # JAX: "integer"
+            words.remove("unsigned integer")
+        accepted = ", ".join(words)
+        raise TypeError(f"{name} does not accept dtype {np.dtype(dtype).name} at position "
+                        f"{pos}. Accepted dtypes at position {pos} are subtypes of {accepted}.")
+
+
+_KIND_WORDS = {"signedinteger": "integer", "unsignedinteger": "unsigned integer"}
+
+
 def check_same_dtypes(name: str, avals) -> None:
     dts = [a.dtype for a in avals]
     if any(d != dts[0] for d in dts[1:]):
@@ -95,8 +109,8 @@ def naryop(name, impl, kinds, *, result_dtype=None, weak_type_rule=standard_weak
            same_dtypes=True):
     """Elementwise n-ary primitive: operands of equal shape (and dtype, unless told)."""
     def abstract_eval(*avals, **params):
-        for a in avals:
-            check_dtype(name, a.dtype, kinds)
+        for i, a in enumerate(avals):
+            check_dtype_at(name, a.dtype, kinds, i)
         if same_dtypes:
             check_same_dtypes(name, avals)
         shape = check_same_shapes(name, avals)

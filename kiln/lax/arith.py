@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kiln import dtypes
 from kiln._fp_warnings import IGNORE as _FP_IGNORE
 from kiln._fp_warnings import enter as _fp_enter
 from kiln._fp_warnings import leave as _fp_leave
@@ -21,6 +22,7 @@ from kiln.lax._factory import (
 )
 from kiln.lax._xla_eager import integer_pow as _xla_integer_pow
 from kiln.lax._xla_eager import unary as _xla_unary
+from kiln.lax.accuracy import check_accuracy as _check_accuracy
 
 
 def _scalar_like(x, ref):
@@ -243,8 +245,26 @@ def sub(x, y):
     return _bind2(sub_p, x, y)
 
 
-def mul(x, y):
-    """Elementwise ``x * y``."""
+def mul(x, y, *, out_dtype=None):
+    """Elementwise ``x * y``.
+
+    Args:
+      x, y: arrays of equal numeric dtypes (any numeric dtypes when ``out_dtype`` is
+        given); Python scalars take the other operand's dtype.
+      out_dtype: optional dtype of the result. As JAX describes it, the operands are
+        cast to ``out_dtype`` and then multiplied (kiln stages it as two
+        ``convert_element_type`` and a ``mul``; JAX keeps one ``mul[out_dtype=...]``
+        equation). Gradients come back in each operand's own dtype.
+
+    Returns:
+      The elementwise product.
+    """
+    if out_dtype is not None:
+        from kiln.lax.structural import convert_element_type
+        dt = dtypes.canonicalize_dtype(out_dtype)
+        x, y = _binargs(x, y)
+        x = convert_element_type(x, dt) if type(x) not in _py_scalars else x
+        y = convert_element_type(y, dt) if type(y) not in _py_scalars else y
     return _bind2(mul_p, x, y)
 
 
@@ -271,18 +291,20 @@ def min(x, y):  # noqa: A001
 # ----------------------------------------------------------------------------------------------
 # comparisons
 
-def _cmp(name, fn):
-    prim = naryop(name, lambda x, y: np.asarray(fn(x, y)), _any, result_dtype=bool_result)
+def _cmp(name, fn, kinds=_any):
+    prim = naryop(name, lambda x, y: np.asarray(fn(x, y)), kinds, result_dtype=bool_result)
     ad.defjvp_zero(prim)
     return prim
 
 
+# Ordered comparisons reject complex operands (JAX: TypeError naming the dtype).
+_ordered = ("signedinteger", "unsignedinteger", "floating", "bool")
 eq_p = _cmp("eq", np.equal)
 ne_p = _cmp("ne", np.not_equal)
-lt_p = _cmp("lt", np.less)
-le_p = _cmp("le", np.less_equal)
-gt_p = _cmp("gt", np.greater)
-ge_p = _cmp("ge", np.greater_equal)
+lt_p = _cmp("lt", np.less, _ordered)
+le_p = _cmp("le", np.less_equal, _ordered)
+gt_p = _cmp("gt", np.greater, _ordered)
+ge_p = _cmp("ge", np.greater_equal, _ordered)
 
 
 def eq(x, y):
@@ -341,28 +363,33 @@ ad.defjvp2(cos_p, lambda g, ans, x: neg(mul(g, sin(x))))
 ad.defjvp2(tanh_p, lambda g, ans, x: mul(g, sub(_scalar_like(1, ans), mul(ans, ans))))
 
 
-def exp(x):
-    """Elementwise e**x."""
+def exp(x, *, accuracy=None):
+    """Elementwise e**x. (``accuracy``: see :mod:`kiln.lax.accuracy`.)"""
+    _check_accuracy("exp", accuracy)
     return exp_p.bind(x)
 
 
-def log(x):
-    """Elementwise natural logarithm."""
+def log(x, *, accuracy=None):
+    """Elementwise natural logarithm. (``accuracy``: see :mod:`kiln.lax.accuracy`.)"""
+    _check_accuracy("log", accuracy)
     return log_p.bind(x)
 
 
-def sin(x):
-    """Elementwise sine."""
+def sin(x, *, accuracy=None):
+    """Elementwise sine. (``accuracy``: see :mod:`kiln.lax.accuracy`.)"""
+    _check_accuracy("sin", accuracy)
     return sin_p.bind(x)
 
 
-def cos(x):
-    """Elementwise cosine."""
+def cos(x, *, accuracy=None):
+    """Elementwise cosine. (``accuracy``: see :mod:`kiln.lax.accuracy`.)"""
+    _check_accuracy("cos", accuracy)
     return cos_p.bind(x)
 
 
-def tanh(x):
-    """Elementwise hyperbolic tangent."""
+def tanh(x, *, accuracy=None):
+    """Elementwise hyperbolic tangent. (``accuracy``: see :mod:`kiln.lax.accuracy`.)"""
+    _check_accuracy("tanh", accuracy)
     return tanh_p.bind(x)
 
 

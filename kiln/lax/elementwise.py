@@ -46,6 +46,7 @@ from kiln.lax._factory import (
     unop,
 )
 from kiln.lax._xla_eager import power as _xla_power
+from kiln.lax.accuracy import check_accuracy as _check_accuracy
 from kiln.lax.arith import (
     _binargs,
     _bind2,
@@ -302,23 +303,27 @@ ad.defjvp2(logistic_p, lambda g, ans, x: mul(g, mul(ans, sub(_const(ans, 1), ans
 
 
 def exp2(x, *, accuracy=None):
-    """Elementwise base-2 exponential ``2**x``. (``accuracy`` is accepted for JAX
-    compatibility; kiln always computes at full precision.)"""
+    """Elementwise base-2 exponential ``2**x``. (``accuracy``: see
+    :mod:`kiln.lax.accuracy`.)"""
+    _check_accuracy("exp2", accuracy)
     return exp2_p.bind(x)
 
 
 def log1p(x, *, accuracy=None):
     """Elementwise ``log(1 + x)``, accurate for small ``x``."""
+    _check_accuracy("log1p", accuracy)
     return log1p_p.bind(x)
 
 
 def expm1(x, *, accuracy=None):
     """Elementwise ``exp(x) - 1``, accurate for small ``x``."""
+    _check_accuracy("expm1", accuracy)
     return expm1_p.bind(x)
 
 
 def logistic(x, *, accuracy=None):
     """Elementwise logistic sigmoid ``1 / (1 + exp(-x))``."""
+    _check_accuracy("logistic", accuracy)
     return logistic_p.bind(x)
 
 
@@ -350,6 +355,7 @@ ad.defjvp2(atanh_p, lambda g, ans, x: mul(reciprocal(add(_const(x, 1), x)),
 
 def tan(x, *, accuracy=None):
     """Elementwise tangent."""
+    _check_accuracy("tan", accuracy)
     return tan_p.bind(x)
 
 
@@ -429,16 +435,19 @@ ad.defjvp2(cbrt_p, lambda g, ans, x: mul(g, mul(_const(x, 1 / 3), integer_pow(an
 
 def sqrt(x, *, accuracy=None):
     """Elementwise square root."""
+    _check_accuracy("sqrt", accuracy)
     return sqrt_p.bind(x)
 
 
 def rsqrt(x, *, accuracy=None):
     """Elementwise reciprocal square root ``1 / sqrt(x)``."""
+    _check_accuracy("rsqrt", accuracy)
     return rsqrt_p.bind(x)
 
 
 def cbrt(x, *, accuracy=None):
     """Elementwise real cube root (negative for negative ``x``)."""
+    _check_accuracy("cbrt", accuracy)
     return cbrt_p.bind(x)
 
 

@@ -1079,9 +1079,38 @@ def scatter_apply(operand, scatter_indices, func, dimension_numbers, *, update_s
     position hit k times gets ``func`` applied k times.
 
     Built as a count scatter plus ``func`` applied where the count exceeds the round: the
-    rounds are unrolled when the indices are concrete, else a ``while_loop``. Unlike JAX,
-    this is differentiable (forward mode always; reverse mode with concrete indices).
+    rounds are unrolled when the indices are concrete, else a ``while_loop``. As in JAX,
+    it has no derivative: ``jvp``/``grad``/``jacfwd`` raise ``NotImplementedError`` (also
+    when it is staged under ``jit``: the result goes through a ``custom_jvp`` whose rule
+    raises).
     """
+    out = _scatter_apply(operand, scatter_indices, func, dimension_numbers, update_shape,
+                         indices_are_sorted, unique_indices, mode)
+    return scatter_apply_no_jvp(out)
+
+
+def _raise_no_jvp(primals, tangents):
+    raise NotImplementedError("scatter_apply JVP not implemented")
+
+
+@functools.cache
+def _no_jvp_marker():
+    from kiln.custom_derivatives import custom_jvp
+    marker = custom_jvp(lambda x: x)
+    marker.defjvp(_raise_no_jvp)
+    return marker
+
+
+def scatter_apply_no_jvp(x):
+    """``x`` unchanged, through a ``custom_jvp`` whose rule raises JAX's
+    ``NotImplementedError`` (``scatter_apply`` has no derivative in JAX); kept when staged
+    under ``jit``, so a later ``jvp``/``grad`` of the jaxpr raises too."""
+    return _no_jvp_marker()(x)
+
+
+def _scatter_apply(operand, scatter_indices, func, dimension_numbers, update_shape,
+                   indices_are_sorted, unique_indices, mode):
+    """``scatter_apply``'s evaluation (see there)."""
     operand = _as_operand(operand)
     aval = get_aval(operand)
     update_shape = _ints(update_shape)

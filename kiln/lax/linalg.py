@@ -68,11 +68,13 @@ class EigImplementation(enum.Enum):
 
 
 class SvdAlgorithm(enum.Enum):
-    """Algorithm choice for ``svd`` (accepted; CPU always uses LAPACK ``gesdd``)."""
+    """Algorithm choice for ``svd`` (accepted; CPU always uses LAPACK ``gesdd``, itself
+    the divide-and-conquer algorithm, as JAX's CPU default)."""
     DEFAULT = "default"
     QR = "QR"
     JACOBI = "Jacobi"
     POLAR = "polar"
+    DIVIDE_AND_CONQUER = "divide_and_conquer"
 
 
 # ================================================================================================

@@ -342,7 +342,15 @@ batching.batch_rules[squeeze_p] = _squeeze_batch
 def squeeze(array, dimensions):
     """Remove the size-1 axes ``dimensions``."""
     nd = get_aval(array).ndim
-    dims = tuple(sorted(int(d) % nd if nd else int(d) for d in dimensions))
+    canon = []
+    for d in dimensions:
+        d = int(d)
+        if not -nd <= d < nd:
+            raise ValueError(f"axis {d} is out of bounds for array of dimension {nd}")
+        canon.append(d % nd)
+    if len(set(canon)) != len(canon):
+        raise ValueError(f"dimensions are not unique: {tuple(dimensions)}")
+    dims = tuple(sorted(canon))
     if not dims:
         return array
     return squeeze_p.bind(array, dimensions=dims)

@@ -14,7 +14,7 @@ import numpy as np
 
 from kiln import dtypes, lax
 from kiln.array import Array, PublicArray, make_array
-from kiln.core.trace import Tracer, get_aval
+from kiln.core.trace import Tracer, get_aval, masked_array_error
 from kiln.errors import ConcretizationTypeError
 from kiln.numpy import _util
 from kiln.numpy._util import as_operand, canonicalize_shape, user_dtype
@@ -77,7 +77,7 @@ def _leaf_for_dtype(x):
 
 
 def _has_buffer(obj) -> bool:
-    if isinstance(obj, (bytes, bytearray, str)):
+    if isinstance(obj, (bytes, str)):      # (a bytearray is read as uint8, as in JAX)
         return False
     try:
         memoryview(obj)
@@ -103,6 +103,9 @@ def array(object, dtype=None, copy=True, order="K", ndmin=0, *, device=None):  #
         out = object if dtype is None else lax._convert_element_type(object, dtype, False)
         if type(out) is Array and out is object:
             out = make_array(out._value, out.weak_type)
+        elif out is object and copy:    # a traced copy (JAX's ``copy`` primitive)
+            from kiln.lax.copying import array_copy
+            out = array_copy(out)
     elif isinstance(object, (list, tuple)):
         leaves = [_leaf_for_dtype(x) for x in _flatten_leaves(object, [])]
         if dtype is None:
@@ -124,6 +127,8 @@ def array(object, dtype=None, copy=True, order="K", ndmin=0, *, device=None):  #
         out = make_array(dtypes.coerce_to_array(object, dtype), dtype is None
                          and type(object) is not bool)
     elif isinstance(object, (np.ndarray, np.generic)):
+        if isinstance(object, np.ma.MaskedArray):
+            object = object.data             # as JAX's jnp.array: the mask is dropped
         if object.dtype == object_dtype:
             raise TypeError("JAX only supports number and bool dtypes, got dtype object in array")
         # Always copy: the caller may later mutate its NumPy array, ours must not change.
@@ -163,8 +168,10 @@ def _key_array_copy(keys, dtype):
 
 def asarray(a, dtype=None, order=None, *, copy=None, device=None):
     """Convert to an array without copying when possible (``jnp.asarray``)."""
-    if dtype is None and (isinstance(a, (Array, Tracer)) or _is_key_array(a)):
+    if dtype is None and not copy and (isinstance(a, (Array, Tracer)) or _is_key_array(a)):
         return a
+    if isinstance(a, np.ma.MaskedArray):     # as JAX (jnp.array takes the data)
+        masked_array_error()
     if copy is False and dtype is not None and isinstance(a, (Array, Tracer)) \
             and get_aval(a).dtype != dtypes.canonicalize_dtype(dtype):
         raise ValueError("jnp.asarray: cannot avoid a copy when converting the dtype and "
@@ -468,7 +475,9 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None):
     _util.check_arraylike_or_none("arange", start, stop, step)
     dtype = user_dtype(dtype, "arange")
     args = [a for a in (start, stop, step) if a is not None]
-    vals = [_concrete_scalar(a, n) for a, n in zip((start, stop, step), ("start", "stop", "step"))
+    # A lone argument is the range's end: JAX names it 'stop' in the error.
+    names = ("stop" if stop is None and step is None else "start", "stop", "step")
+    vals = [_concrete_scalar(a, n) for a, n in zip((start, stop, step), names)
             if a is not None]
     for v in vals:
         if np.ndim(v) != 0:

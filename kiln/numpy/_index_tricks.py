@@ -29,16 +29,44 @@ def _shape(x):
     return get_aval(x).shape
 
 
-def ravel_multi_index(multi_index, dims, mode="raise", order="C"):
-    """Flat indices of coordinate arrays (``mode`` 'clip', 'wrap' or 'raise' if concrete)."""
+def ravel_multi_index(multi_index, dims, mode="raise", order="C", *, dtype=None):
+    """Flat indices of coordinate arrays (``jnp.ravel_multi_index``).
+
+    Args:
+      multi_index: a sequence of integer index arrays, one per dimension.
+      dims: the static sizes of the dimensions.
+      mode: ``'raise'`` (concrete indices only: ValueError when one is out of bounds),
+        ``'clip'``, ``'wrap'`` or ``'ignore'`` (no check; out-of-bounds results are
+        unspecified).
+      order: ``'C'`` (row-major) or ``'F'`` (column-major).
+      dtype: the integer dtype of the result; by default the promoted dtype of the
+        indices with a Python int (so int8 indices give int8, as in JAX). ValueError
+        when ``prod(dims) - 1`` does not fit in it.
+
+    Returns:
+      The flat indices, broadcast over the index arrays.
+    """
     check_arraylike("ravel_multi_index", *multi_index)
-    dims = tuple(_util.core_int(d, "dims must be static") for d in dims)
     if len(multi_index) != len(dims):
         raise ValueError(f"parameter multi_index must be a sequence of length {len(dims)}")
+    dims = tuple(_util.core_int(d, "dims must be static") for d in dims)
     from kiln import dtypes
     from kiln.numpy._ufuncs import add, clip, multiply, remainder
-    idx = [lax.convert_element_type(as_operand(i), dtypes.default_int_dtype())
-           for i in multi_index]
+    idx = [as_operand(i) for i in multi_index]
+    if dtype is None:
+        dtype = dtypes.canonicalize_dtype(dtypes.result_type(int, *idx))
+    else:
+        dtype = dtypes.canonicalize_dtype(_util.user_dtype(dtype, "ravel_multi_index"))
+    if not dtypes.issubdtype(dtype, np.integer):
+        raise ValueError(f"dtype={np.dtype(dtype)!r} is not an integer type.")
+    if int(np.prod(dims, dtype=object)) - 1 > dtypes.iinfo(dtype).max:
+        raise ValueError(
+            f"jnp.ravel_multi_index: dtype={np.dtype(dtype)!r} not large enough to hold the "
+            f"flattened index for dims={dims}. Pass a larger integer dtype with the dtype "
+            "argument (e.g. dtype=np.min_scalar_type(prod(dims))).")
+    for i in idx:
+        if not dtypes.issubdtype(get_aval(i).dtype, np.integer):
+            raise TypeError("only int indices permitted")
     if mode == "raise":
         for i, d in zip(idx, dims):
             if isinstance(i, Tracer):
@@ -51,13 +79,17 @@ def ravel_multi_index(multi_index, dims, mode="raise", order="C"):
         idx = [clip(i, 0, d - 1) for i, d in zip(idx, dims)]
     elif mode == "wrap":
         idx = [remainder(i, d) for i, d in zip(idx, dims)]
-    else:
-        raise ValueError(f"invalid mode={mode!r}. Expected 'raise', 'wrap', or 'clip'")
+    elif mode != "ignore":
+        raise ValueError(f"invalid mode={mode!r}. Expected 'raise', 'wrap', 'clip', or "
+                         "'ignore'.")
+    if order not in ("C", "F"):
+        raise ValueError(f"invalid order={order!r}. Expected 'C' or 'F'")
     order_dims = range(len(dims)) if order == "C" else range(len(dims) - 1, -1, -1)
-    out = 0
+    out = make_array(np.zeros((), dtype))
     stride = 1
     for k in reversed(list(order_dims)):
-        out = add(out, multiply(idx[k], stride))
+        out = add(out, multiply(lax.convert_element_type(idx[k], dtype),
+                                make_array(np.asarray(stride, dtype))))
         stride *= dims[k]
     return as_operand(out)
 

@@ -124,6 +124,8 @@ def _basic_update(x, parsed, values, op, mode, func):
         region = lax.slice(x, tuple(starts), tuple(limits),
                            None if all(s == 1 for s in strides) else tuple(strides))
         new = _combine(op, region, vals, func)
+        if op == "apply":    # no derivative, as lax.scatter_apply
+            new = lax.gather_scatter.scatter_apply_no_jvp(new)
     return _write_region(x, new, starts, counts, strides)
 
 

@@ -566,10 +566,24 @@ def _cmp(name, fn, doc):
 
 equal = _cmp("equal", lambda a, b: lax.eq(a, b), "Elementwise ``x1 == x2``.")
 not_equal = _cmp("not_equal", lambda a, b: lax.ne(a, b), "Elementwise ``x1 != x2``.")
-less = _cmp("less", lambda a, b: lax.lt(a, b), "Elementwise ``x1 < x2``.")
-less_equal = _cmp("less_equal", lambda a, b: lax.le(a, b), "Elementwise ``x1 <= x2``.")
-greater = _cmp("greater", lambda a, b: lax.gt(a, b), "Elementwise ``x1 > x2``.")
-greater_equal = _cmp("greater_equal", lambda a, b: lax.ge(a, b), "Elementwise ``x1 >= x2``.")
+
+
+def _ordered(op):
+    """An ordered comparison that, like JAX's ``jnp.less`` & co., compares complex
+    operands lexicographically (real parts, then imaginary parts on ties); ``lax.lt`` and
+    its siblings reject complex dtypes."""
+    def f(a, b):
+        if dtypes.issubdtype(get_aval(a).dtype, np.complexfloating):
+            ra, rb = lax.real(a), lax.real(b)
+            return lax.select(lax.eq(ra, rb), op(lax.imag(a), lax.imag(b)), op(ra, rb))
+        return op(a, b)
+    return f
+
+
+less = _cmp("less", _ordered(lax.lt), "Elementwise ``x1 < x2``.")
+less_equal = _cmp("less_equal", _ordered(lax.le), "Elementwise ``x1 <= x2``.")
+greater = _cmp("greater", _ordered(lax.gt), "Elementwise ``x1 > x2``.")
+greater_equal = _cmp("greater_equal", _ordered(lax.ge), "Elementwise ``x1 >= x2``.")
 maximum = _cmp("maximum", lambda a, b: lax.max(a, b), "Elementwise maximum (NaNs propagate).")
 minimum = _cmp("minimum", lambda a, b: lax.min(a, b), "Elementwise minimum (NaNs propagate).")
 
@@ -577,13 +591,13 @@ minimum = _cmp("minimum", lambda a, b: lax.min(a, b), "Elementwise minimum (NaNs
 def fmax(x1, x2, /):
     """Elementwise maximum ignoring NaNs."""
     x1, x2 = promote_args("fmax", x1, x2)
-    return _where_op(lax.bitwise_or(lax.gt(x1, x2), isnan(x2)), x1, x2)
+    return _where_op(lax.bitwise_or(_ordered(lax.gt)(x1, x2), isnan(x2)), x1, x2)
 
 
 def fmin(x1, x2, /):
     """Elementwise minimum ignoring NaNs."""
     x1, x2 = promote_args("fmin", x1, x2)
-    return _where_op(lax.bitwise_or(lax.lt(x1, x2), isnan(x2)), x1, x2)
+    return _where_op(lax.bitwise_or(_ordered(lax.lt)(x1, x2), isnan(x2)), x1, x2)
 
 
 def clip(arr=None, /, min=None, max=None, *, a=None, a_min=None, a_max=None):  # noqa: A002
@@ -1050,11 +1064,24 @@ def ldexp(x1, x2, /):
     """``x1 * 2**x2`` (``x2`` integer)."""
     check_arraylike("ldexp", x1, x2)
     x2 = as_operand(x2)
-    if _kind(x2) not in "iub":
-        raise TypeError(f"ldexp requires integer exponents, got {get_aval(x2).dtype.name}")
+    x1_dt = get_aval(as_operand(x1)).dtype
+    if _kind(x2) not in "iub" or dtypes.issubdtype(x1_dt, np.complexfloating):
+        raise ValueError("ldexp not supported for input types "
+                         f"{(np.dtype(x1_dt), np.dtype(get_aval(x2).dtype))}")
     (x1,) = promote_dtypes_inexact(x1)
     x1, x2 = promote_shapes("ldexp", x1, x2)
-    return lax.mul(x1, lax.exp2(lax.convert_element_type(x2, get_aval(x1).dtype)))
+    from kiln.numpy._number_parts import frexp
+    dt = get_aval(x1).dtype
+    # As JAX: split x1 into mantissa and exponent first, so that a tiny x1 with a large x2
+    # (or a huge x1 with a negative x2) does not overflow/underflow 2**x2 on its own.
+    m, e = frexp(x1)
+    e = lax.add(lax.convert_element_type(e, dt), lax.convert_element_type(x2, dt))
+    pos = lax.gt(e, _const(e, 0))    # the exponent may exceed the range by one: move it to m
+    m = lax.select(pos, lax.mul(m, _const(m, 2)), m)
+    e = lax.select(pos, lax.sub(e, _const(e, 1)), e)
+    x = lax.mul(m, power(_const(m, 2), e))
+    keep = lax.bitwise_or(isinf(x1), lax.eq(x1, _const(x1, 0)))
+    return lax.select(keep, x1, x)
 
 
 def spacing(x, /):

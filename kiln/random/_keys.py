@@ -34,6 +34,7 @@ from typing import NamedTuple
 import numpy as np
 
 from kiln import dtypes
+from kiln._compile_log import register_trace_context as _register_trace_context
 from kiln.array import Array, make_array
 from kiln.config import config
 from kiln.core.avals import ShapedArray
@@ -868,6 +869,10 @@ def _seed_array(seed):
 
 def random_seed(seeds, impl: PRNGImpl) -> PRNGKeyArray:
     arr = _seed_array(seeds)
+    offset = config.jax_random_seed_offset
+    if offset:      # as JAX: every seed is shifted (jax_random_seed_offset)
+        from kiln.lax import add, convert_element_type
+        arr = add(arr, convert_element_type(offset, get_aval(arr).dtype))
     return PRNGKeyArray(impl, random_seed_p.bind(arr, impl=impl))
 
 
@@ -961,3 +966,10 @@ def wrap_key_data(key_bits_array, *, impl=None, dtype=None) -> PRNGKeyArray:
                              "jax.random.wrap_key_data")
         impl = dtype
     return random_wrap(key_bits_array, impl=resolve_prng_impl(impl))
+
+
+def _seed_offset_context():
+    return config.jax_random_seed_offset
+
+
+_register_trace_context("jax_random_seed_offset", _seed_offset_context)

@@ -459,7 +459,7 @@ def test_argument_errors():
         kiln.vmap(lax.sin, in_axes="a")(_A)
     with pytest.raises(ValueError, match="out_axes"):
         kiln.vmap(lambda x: (x, x), out_axes=(0, 0, 0))(_A)
-    with pytest.raises(TypeError, match="pair"):
+    with pytest.raises(TypeError, match="two-element tuple"):
         kiln.grad(lambda x: lax.sin(x), has_aux=True)(np.float32(1.0))
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kiln import dtypes
 from kiln._physical_tree import tree_flatten, tree_unflatten
 from kiln._traceback_util import api_boundary
 from kiln.core.avals import ShapedArray
@@ -389,6 +390,15 @@ ad.transpose_rules[cond_p] = _cond_transpose
 
 # -- batching -------------------------------------------------------------------------------------
 
+def _select_lanes(pred, x, y):
+    """``select(pred, x, y)`` with the per-lane ``pred`` (batch axis 0) broadcast to x."""
+    from kiln import lax
+    shape = get_aval(x).shape
+    if len(shape) > 1:
+        pred = lax.broadcast_in_dim(pred, shape, (0,))
+    return lax.select(pred, x, y)
+
+
 def _cond_batch(axis_data, vals, dims, *, branches):
     from kiln import lax
     index, *ops = vals
@@ -400,11 +410,21 @@ def _cond_batch(axis_data, vals, dims, *, branches):
             raise common.state_under_batched_predicate("cond")
         # Batched predicate: evaluate every branch, then select per lane.
         index = batching.moveaxis(index, idim, 0)
-        outs_per_branch = []
-        for br in branches:
-            bb, _ = common.batch_jaxpr(br, axis_data, in_dims, [True] * len(br.out_avals))
-            outs_per_branch.append(common.jaxpr_fun(bb)(*ops))
         index = lax.max(lax.min(index, np.int32(len(branches) - 1)), np.int32(0))
+        # As JAX: each branch sees its inexact operands through select(taken, x,
+        # stop_gradient(x)), so that reverse mode sends no cotangent into the lanes a
+        # branch does not take (else 0 * inf = NaN from e.g. sqrt's derivative at 0).
+        inexact = [dtypes.issubdtype(get_aval(x).dtype, np.inexact) for x in ops]
+        b_ops = [batching.broadcast(x, axis_data.size, 0) if d is None and f else x
+                 for x, d, f in zip(ops, in_dims, inexact)]
+        b_dims = [0 if f else d for d, f in zip(in_dims, inexact)]
+        outs_per_branch = []
+        for i, br in enumerate(branches):
+            taken = lax.eq(index, np.int32(i))
+            br_ops = [_select_lanes(taken, x, lax.stop_gradient(x)) if f else x
+                      for x, f in zip(b_ops, inexact)]
+            bb, _ = common.batch_jaxpr(br, axis_data, b_dims, [True] * len(br.out_avals))
+            outs_per_branch.append(common.jaxpr_fun(bb)(*br_ops))
         res = []
         for outs in zip(*outs_per_branch):
             shape = get_aval(outs[0]).shape

@@ -266,6 +266,7 @@ rec("div", lax.div, args_of(f32(3, 4), away32(3, 4)), w64(np.divide), diff_argnu
 rec("div_int", lax.div, args_of(i32(12), int_choice([-7, -3, -1, 1, 2, 5], 12)),
     lambda x, y: np.trunc(x / y).astype(np.int32), **NODIFF)
 rec("neg", lax.neg, args_of(f32(3, 4)), np.negative)
+rec("copy", lax.copy_p.bind, args_of(f32(3, 4)), np.copy)   # jnp.array(tracer) binds it
 rec("max", lax.max, apart_pair(3, 4), np.maximum, diff_argnums=(0, 1))
 rec("min", lax.min, apart_pair(3, 4), np.minimum, diff_argnums=(0, 1))
 rec("max_int", lax.max, args_of(i32(8), i32(8)), np.maximum, **NODIFF)

@@ -262,7 +262,7 @@ rec("scatter_apply",
                                    SDN((), (0,), (0,)), update_shape=(5,)),
     args_of(f32(6), ints(5, 1, low=-1, high=7)),
     lambda x, i: np_scatter(x, i, np.full(5, 2.0, np.float32), SDN((), (0,), (0,)), "mul"),
-    tags=("fwd_only",))   # traced indices (vmap) loop with a while_loop
+    diff_argnums=())   # as in JAX, scatter_apply has no derivative (NotImplementedError)
 
 
 # -- sort / top_k ------------------------------------------------------------------------------------

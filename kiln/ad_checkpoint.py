@@ -1,0 +1,194 @@
+"""``jax.ad_checkpoint``: ``checkpoint``/``remat``, ``checkpoint_name`` and the
+``checkpoint_policies`` namespace.
+
+A policy is a predicate ``policy(prim, *avals, **params)`` saying whether the output of an
+equation may be saved as a residual for the backward pass (``True``), or must be
+recomputed (``False``). The policies here answer exactly as JAX's do, so a user's policy
+combinators (``save_from_both_policies``) and hand-written policies work unchanged.
+
+kiln's ``checkpoint`` accepts a policy but does not consult it yet: it recomputes every
+intermediate in the backward pass (JAX's ``nothing_saveable``). Values and gradients are
+the same under every policy; only the memory/compute trade-off differs from JAX's.
+``checkpoint_name`` is therefore the identity on values (as in JAX, where it only marks
+the value for policies). Offloading policies (``offload_dot_with_no_batch_dims``,
+``save_and_offload_only_these_names``) name memory spaces that kiln's single CPU device
+does not have; their predicates answer as JAX's, returning :data:`Recompute`,
+:data:`Saveable` or an :class:`Offloadable`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import types
+from typing import Any
+
+from kiln._physical_tree import tree_map
+from kiln.custom_derivatives import checkpoint, remat
+
+__all__ = ["checkpoint", "remat", "checkpoint_name", "checkpoint_policies", "Recompute",
+           "Saveable", "Offloadable"]
+
+
+class _Marker:
+    """A named singleton answer of a policy (``Recompute``/``Saveable``)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __repr__(self) -> str:
+        return self._name
+
+
+#: A policy's answer: recompute this value in the backward pass.
+Recompute = _Marker("Recompute")
+#: A policy's answer: save this value as a residual.
+Saveable = _Marker("Saveable")
+
+
+@dataclasses.dataclass(frozen=True)
+class Offloadable:
+    """A policy's answer: save this value in memory space ``dst`` (moved from ``src``)."""
+    src: str
+    dst: str
+
+
+def checkpoint_name(x: Any, name: str) -> Any:
+    """Name the value(s) ``x`` for checkpoint policies (``save_only_these_names`` ...).
+
+    Args:
+      x: an array or a pytree of arrays.
+      name: the name policies see.
+
+    Returns:
+      ``x`` unchanged (kiln's ``checkpoint`` recomputes every intermediate, so the name
+      does not change what is saved).
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"checkpoint_name expects a string name, got {name!r}")
+    return tree_map(lambda v: v, x)
+
+
+def _is_prim(prim, name: str) -> bool:
+    return getattr(prim, "name", None) == name
+
+
+def everything_saveable(*_args, **_params) -> bool:
+    """Save every intermediate (no recomputation)."""
+    return True
+
+
+def nothing_saveable(*_args, **_params) -> bool:
+    """Save nothing: recompute every intermediate."""
+    return False
+
+
+def _no_batch_dims(params) -> bool:
+    (_, _), (lhs_b, rhs_b) = params["dimension_numbers"]
+    return not lhs_b and not rhs_b
+
+
+@dataclasses.dataclass(frozen=True)
+class DotsSaveable:
+    """Save the outputs of matrix multiplications (``dot_general``, and convolutions
+    unless ``only_if_no_batch_dims``); with ``only_if_no_batch_dims`` only the
+    ``dot_general`` s without batch dimensions."""
+    only_if_no_batch_dims: bool
+
+    def __call__(self, prim, *args, **params) -> bool:
+        if self.only_if_no_batch_dims:
+            return _is_prim(prim, "dot_general") and _no_batch_dims(params)
+        return _is_prim(prim, "dot_general") or _is_prim(prim, "conv_general_dilated")
+
+
+dots_saveable = DotsSaveable(False)
+dots_with_no_batch_dims_saveable = DotsSaveable(True)
+
+
+def offload_dot_with_no_batch_dims(offload_src: str, offload_dst: str):
+    """Offload the outputs of batch-free ``dot_general`` s from ``offload_src`` to
+    ``offload_dst``; recompute everything else."""
+    def policy(prim, *_args, **params):
+        if _is_prim(prim, "dot_general") and _no_batch_dims(params):
+            return Offloadable(src=offload_src, dst=offload_dst)
+        return Recompute
+    return policy
+
+
+@dataclasses.dataclass(frozen=True)
+class SaveOnlyTheseNames:
+    """Save only the values named (``checkpoint_name``) with one of ``saveable_names``."""
+    saveable_names: frozenset
+
+    def __call__(self, prim, *_args, **params) -> bool:
+        return _is_prim(prim, "name") and params["name"] in self.saveable_names
+
+
+@dataclasses.dataclass(frozen=True)
+class SaveAnyNamesButThese:
+    """Save every named value except those named with one of ``names``."""
+    names: frozenset
+
+    def __call__(self, prim, *_args, **params) -> bool:
+        return _is_prim(prim, "name") and params["name"] not in self.names
+
+
+def save_only_these_names(*names_which_can_be_saved: str) -> SaveOnlyTheseNames:
+    """Policy: save only values named with one of these names."""
+    return SaveOnlyTheseNames(frozenset(names_which_can_be_saved))
+
+
+def save_any_names_but_these(*names_not_to_save: str) -> SaveAnyNamesButThese:
+    """Policy: save the named values, except those with one of these names."""
+    return SaveAnyNamesButThese(frozenset(names_not_to_save))
+
+
+def save_anything_except_these_names(*names_not_to_save: str):
+    """Policy as JAX 0.10.2 defines it: save everything (the names are not consulted)."""
+    del names_not_to_save
+    return everything_saveable
+
+
+def save_and_offload_only_these_names(*, names_which_can_be_saved,
+                                      names_which_can_be_offloaded, offload_src, offload_dst):
+    """Policy: save the values with the first names, offload those with the second,
+    recompute the rest. The two name sets must not intersect (ValueError)."""
+    saved, offloaded = set(names_which_can_be_saved), set(names_which_can_be_offloaded)
+    both = saved & offloaded
+    if both:
+        raise ValueError("names_which_can_be_saved and names_which_can_be_offloaded must "
+                         f"not intersect; both contain {both}")
+
+    def policy(prim, *_args, **params):
+        if _is_prim(prim, "name") and params["name"] in saved:
+            return Saveable
+        if _is_prim(prim, "name") and params["name"] in offloaded:
+            return Offloadable(src=offload_src, dst=offload_dst)
+        return Recompute
+    return policy
+
+
+def save_from_both_policies(policy_1, policy_2):
+    """Policy: save what either boolean policy saves (ValueError if one answers other
+    than a bool)."""
+    def policy(prim, *args, **params):
+        a, b = policy_1(prim, *args, **params), policy_2(prim, *args, **params)
+        if not (isinstance(a, bool) and isinstance(b, bool)):
+            raise ValueError(f"save_from_both_policies needs policies that return booleans; "
+                             f"got {a} and {b}. Write a custom policy function instead.")
+        return a or b
+    return policy
+
+
+checkpoint_policies = types.SimpleNamespace(
+    everything_saveable=everything_saveable,
+    nothing_saveable=nothing_saveable,
+    dots_saveable=dots_saveable,
+    checkpoint_dots=dots_saveable,
+    dots_with_no_batch_dims_saveable=dots_with_no_batch_dims_saveable,
+    checkpoint_dots_with_no_batch_dims=dots_with_no_batch_dims_saveable,
+    offload_dot_with_no_batch_dims=offload_dot_with_no_batch_dims,
+    save_anything_except_these_names=save_anything_except_these_names,
+    save_any_names_but_these=save_any_names_but_these,
+    save_only_these_names=save_only_these_names,
+    save_from_both_policies=save_from_both_policies,
+    save_and_offload_only_these_names=save_and_offload_only_these_names,
+)

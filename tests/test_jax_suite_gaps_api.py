@@ -1,0 +1,268 @@
+"""Public JAX names and arguments kiln lacked (issue 26): ``lax.mul(out_dtype=)``,
+``jnp.ravel_multi_index(dtype=)``, config flags, ``jax.default_device``,
+``jax.transfer_guard``, ``checkpoint_policies``, ``fwd_and_bwd``, ``AccuracyMode``."""
+import numpy as np
+import pytest
+
+import kiln
+import kiln.numpy as jnp
+from kiln import lax
+
+
+def test_mul_out_dtype():
+    x = jnp.full(3, 100, jnp.int8)
+    y = jnp.full(3, 3, jnp.int8)
+    out = lax.mul(x, y, out_dtype=jnp.int32)
+    assert out.dtype == np.int32
+    np.testing.assert_array_equal(out, [300, 300, 300])
+    assert lax.mul(x, jnp.full(3, 3, jnp.int16), out_dtype=jnp.int32).dtype == np.int32
+    assert kiln.jit(lambda a, b: lax.mul(a, b, out_dtype=jnp.int32))(x, y).dtype == np.int32
+    out = kiln.vmap(lambda a, b: lax.mul(a, b, out_dtype=jnp.int32))(
+        jnp.full((2, 3), 100, jnp.int8), jnp.full((2, 3), 3, jnp.int16))
+    np.testing.assert_array_equal(out, np.full((2, 3), 300))
+    g = kiln.grad(lambda a: lax.mul(a, jnp.float32(2), out_dtype=jnp.float32))(jnp.float16(1))
+    assert g.dtype == np.float16 and g == 2
+    with pytest.raises(TypeError):
+        lax.mul(x, jnp.ones(3, jnp.int16))    # mixed dtypes need out_dtype
+
+
+def test_mul_out_dtype_matches_jax():
+    jax = pytest.importorskip("jax")
+    x, y = np.full(3, 100, np.int8), np.full(3, 3, np.int16)
+    ref = jax.lax.mul(x, y, out_dtype=np.int32)
+    out = lax.mul(x, y, out_dtype=np.int32)
+    assert out.dtype == ref.dtype
+    np.testing.assert_array_equal(out, ref)
+
+
+_A, _B = np.array([1, 2, 0], np.int8), np.array([3, 0, 1], np.int8)
+
+
+def test_ravel_multi_index_dtype():
+    assert jnp.ravel_multi_index((_A, _B), (3, 4)).dtype == np.int8
+    out = jnp.ravel_multi_index((_A, _B), (3, 4), dtype=jnp.int16)
+    assert out.dtype == np.int16
+    np.testing.assert_array_equal(out, np.ravel_multi_index((_A, _B), (3, 4)))
+    out = jnp.ravel_multi_index((_A, _B), (3, 4), order="F", dtype=np.uint8)
+    np.testing.assert_array_equal(out, np.ravel_multi_index((_A, _B), (3, 4), order="F"))
+    with pytest.raises(ValueError, match="not large enough"):
+        jnp.ravel_multi_index((_A, _B), (300, 4))
+    with pytest.raises(ValueError, match="not an integer type"):
+        jnp.ravel_multi_index((_A, _B), (3, 4), dtype=float)
+    with pytest.raises(ValueError, match="not an integer type"):   # float promotes: as JAX
+        jnp.ravel_multi_index((_A.astype(float), _B), (3, 4))
+    with pytest.raises(TypeError, match="only int indices"):
+        jnp.ravel_multi_index((_A.astype(float), _B), (3, 4), dtype=np.int32)
+    f = kiln.jit(lambda a, b: jnp.ravel_multi_index((a, b), (3, 4), mode="wrap",
+                                                    dtype=jnp.int16))
+    assert f(_A, _B).dtype == np.int16
+    g = kiln.vmap(lambda a, b: jnp.ravel_multi_index((a, b), (3, 4), mode="clip",
+                                                     dtype=jnp.int16))
+    np.testing.assert_array_equal(g(_A, _B), np.ravel_multi_index((_A, _B), (3, 4)))
+    np.testing.assert_array_equal(jnp.ravel_multi_index((_A, _B), (3, 4), mode="ignore"),
+                                  np.ravel_multi_index((_A, _B), (3, 4)))
+
+
+def test_ravel_multi_index_matches_jax():
+    jax = pytest.importorskip("jax")
+    for kw in ({}, {"dtype": np.int16}, {"order": "F"}):
+        ref = jax.numpy.ravel_multi_index((_A, _B), (3, 4), **kw)
+        out = jnp.ravel_multi_index((_A, _B), (3, 4), **kw)
+        assert out.dtype == ref.dtype
+        np.testing.assert_array_equal(out, ref)
+
+
+def test_random_seed_offset():
+    base = np.asarray(kiln.random.key_data(kiln.random.key(3)))
+    kiln.config.update("jax_random_seed_offset", 3)
+    try:
+        assert kiln.config.jax_random_seed_offset == 3
+        np.testing.assert_array_equal(kiln.random.key_data(kiln.random.key(0)), base)
+        np.testing.assert_array_equal(kiln.random.PRNGKey(0), base)
+        f = kiln.jit(lambda s: kiln.random.key_data(kiln.random.key(s)))
+        np.testing.assert_array_equal(f(0), base)
+    finally:
+        kiln.config.update("jax_random_seed_offset", 0)
+    # the offset is part of jit's cache key: the same function retraces without it
+    np.testing.assert_array_equal(f(0), kiln.random.key_data(kiln.random.key(0)))
+
+
+def test_random_seed_offset_matches_jax():
+    jax = pytest.importorskip("jax")
+    with _offset(jax, 5), _offset(kiln, 5):
+        np.testing.assert_array_equal(kiln.random.key_data(kiln.random.key(1)),
+                                      jax.random.key_data(jax.random.key(1)))
+
+
+class _offset:
+    def __init__(self, mod, n):
+        self.mod, self.n = mod, n
+
+    def __enter__(self):
+        self.mod.config.update("jax_random_seed_offset", self.n)
+
+    def __exit__(self, *exc):
+        self.mod.config.update("jax_random_seed_offset", 0)
+
+
+def test_default_device():
+    assert kiln.config.jax_default_device is None
+    dev = kiln.devices()[0]
+    with kiln.default_device(dev):
+        assert kiln.config.jax_default_device == dev
+        assert jnp.ones(2).devices() == {dev}
+    with kiln.default_device("cpu"):
+        assert kiln.jit(lambda x: x + 1)(jnp.ones(2)).devices() == {dev}
+    assert kiln.config.jax_default_device is None
+    with pytest.raises(ValueError, match="unknown platform"):
+        kiln.config.update("jax_default_device", "tpu")
+
+
+def test_transfer_guard():
+    with kiln.transfer_guard("allow"):
+        assert kiln.config.jax_transfer_guard_host_to_device == "allow"
+        np.testing.assert_array_equal(kiln.jit(lambda x: x + 1)(np.ones(2)), [2, 2])
+    assert kiln.config.jax_transfer_guard_host_to_device is None
+    for cm in (kiln.transfer_guard, kiln.transfer_guard_host_to_device,
+               kiln.transfer_guard_device_to_host, kiln.transfer_guard_device_to_device):
+        with pytest.raises(NotImplementedError, match="does not track transfers"):
+            with cm("disallow"):
+                pass
+    assert kiln.config.jax_transfer_guard_device_to_host is None
+    with pytest.raises(ValueError, match="Invalid value"):
+        kiln.transfer_guard("forbid").__enter__()
+
+
+def test_debug_key_reuse_flag():
+    assert kiln.config.jax_debug_key_reuse is False
+    with kiln.debug_key_reuse(False):
+        kiln.random.normal(kiln.random.key(0))
+    with pytest.raises(NotImplementedError, match="key-reuse checker"):
+        with kiln.debug_key_reuse(True):
+            pass
+    assert kiln.config.jax_debug_key_reuse is False
+
+
+def test_svd_divide_and_conquer():
+    from kiln.lax import linalg
+    x = np.random.default_rng(0).random((2, 4, 3)).astype(np.float32)
+    alg = linalg.SvdAlgorithm.DIVIDE_AND_CONQUER
+    assert alg.value == "divide_and_conquer"
+    s = linalg.svd(x, compute_uv=False, algorithm=alg)
+    np.testing.assert_allclose(s, np.linalg.svd(x, compute_uv=False), rtol=1e-5)
+    s_jit = kiln.jit(lambda a: linalg.svd(a, compute_uv=False, algorithm=alg))(x)
+    np.testing.assert_allclose(s_jit, s, rtol=1e-5)
+    g = kiln.grad(lambda a: linalg.svd(a, compute_uv=False, algorithm=alg).sum())(x[0])
+    assert g.shape == (4, 3)
+
+
+def test_checkpoint_policies_answer_as_jax():
+    from kiln.ad_checkpoint import Offloadable, Recompute, Saveable, checkpoint_name
+    cp = kiln.checkpoint_policies
+    dot_b = dict(dimension_numbers=(((1,), (0,)), ((0,), (0,))))
+    dot = dict(dimension_numbers=(((1,), (0,)), ((), ())))
+    dot_p, sin_p = lax.dot_general_p, lax.sin_p
+    assert cp.everything_saveable(sin_p) and not cp.nothing_saveable(dot_p, **dot)
+    assert cp.dots_saveable(dot_p, **dot_b) and not cp.dots_saveable(sin_p)
+    assert cp.dots_with_no_batch_dims_saveable(dot_p, **dot)
+    assert not cp.dots_with_no_batch_dims_saveable(dot_p, **dot_b)
+    name_p = type("P", (), {"name": "name"})()
+    assert cp.save_only_these_names("a")(name_p, name="a")
+    assert not cp.save_only_these_names("a")(name_p, name="b")
+    assert cp.save_any_names_but_these("a")(name_p, name="b")
+    both = cp.save_from_both_policies(cp.dots_saveable, cp.save_only_these_names("a"))
+    assert both(dot_p, **dot) and both(name_p, name="a") and not both(sin_p)
+    off = cp.offload_dot_with_no_batch_dims("device", "pinned_host")
+    assert off(dot_p, **dot) == Offloadable("device", "pinned_host") and off(sin_p) is Recompute
+    so = cp.save_and_offload_only_these_names(names_which_can_be_saved=["a"],
+                                              names_which_can_be_offloaded=["b"],
+                                              offload_src="device", offload_dst="pinned_host")
+    assert so(name_p, name="a") is Saveable and so(sin_p) is Recompute
+    with pytest.raises(ValueError):
+        cp.save_and_offload_only_these_names(names_which_can_be_saved=["a"],
+                                             names_which_can_be_offloaded=["a"],
+                                             offload_src="device", offload_dst="pinned_host")
+    # under checkpoint with any policy the gradient is unchanged
+    f = lambda x: jnp.sin(checkpoint_name(jnp.sin(x), "a")).sum()   # noqa: E731
+    x = jnp.arange(3.0)
+    for pol in (cp.dots_saveable, cp.save_only_these_names("a"), None):
+        g = kiln.grad(kiln.ad_checkpoint.checkpoint(f, policy=pol))(x)
+        np.testing.assert_allclose(g, np.cos(np.sin(x)) * np.cos(x), rtol=1e-6)
+
+
+def test_checkpoint_policies_names_match_jax():
+    jax = pytest.importorskip("jax")
+    names = {n for n in vars(jax.checkpoint_policies) if not n.startswith("_")}
+    assert names == {n for n in vars(kiln.checkpoint_policies) if not n.startswith("_")}
+
+
+@pytest.mark.parametrize("jitted", [True, False])
+def test_fwd_and_bwd(jitted):
+    x, w = jnp.arange(4.0).reshape(2, 2), jnp.full((2, 2), 2.0)
+    ct = jnp.ones((2, 2))
+    fwd, bwd = kiln.fwd_and_bwd(lambda a, b: a @ b, argnums=(0, 1), jitted=jitted)
+    y, res = fwd(x, w)
+    np.testing.assert_allclose(y, x @ w)
+    gx, gw = bwd(res, ct)
+    np.testing.assert_allclose(gx, ct @ w.T)
+    np.testing.assert_allclose(gw, x.T @ ct)
+    fwd, bwd = kiln.fwd_and_bwd(lambda a, b: (a @ b, a.sum()), argnums=1, has_aux=True,
+                                jitted=jitted)
+    y, res, aux = fwd(x, w)
+    assert aux == 6.0
+    np.testing.assert_allclose(bwd(res, ct), x.T @ ct)
+    with pytest.raises(TypeError, match="generator"):
+        kiln.fwd_and_bwd(_gen_fn, argnums=0)
+
+
+def _gen_fn(x):
+    yield x
+
+
+_ACC_OPS = ["exp", "exp2", "expm1", "log", "log1p", "tanh", "logistic", "sin", "cos",
+            "sqrt", "rsqrt", "cbrt", "tan"]
+
+
+@pytest.mark.parametrize("name", _ACC_OPS)
+def test_accuracy_argument(name):
+    x = np.random.default_rng(0).uniform(0.1, 3, 50).astype(np.float32)
+    op = getattr(lax, name)
+    ref = op(x)
+    for acc in (lax.AccuracyMode.HIGHEST, lax.AccuracyMode.DEFAULT,
+                lax.Tolerance(atol=1e-3, rtol=1e-3), None):
+        np.testing.assert_array_equal(op(x, accuracy=acc), ref)
+        np.testing.assert_array_equal(kiln.jit(lambda v: op(v, accuracy=acc))(x), ref)
+    g = kiln.grad(lambda v: op(v, accuracy=lax.AccuracyMode.HIGHEST).sum())(x)
+    np.testing.assert_allclose(g, kiln.grad(lambda v: op(v).sum())(x))
+    v = kiln.vmap(lambda v: op(v, accuracy=lax.AccuracyMode.HIGHEST))(x.reshape(5, 10))
+    np.testing.assert_array_equal(v, np.asarray(ref).reshape(5, 10))
+    with pytest.raises(TypeError, match="accuracy"):
+        op(x, accuracy="high")
+
+
+def test_tolerance_validation():
+    with pytest.raises(ValueError, match="non-negative"):
+        lax.Tolerance(atol=-1.0)
+    with pytest.raises(ValueError, match="At least one"):
+        lax.Tolerance()
+
+
+def test_accuracy_matches_jax_on_cpu():
+    jax = pytest.importorskip("jax")
+    x = np.random.default_rng(1).uniform(0.1, 3, 50).astype(np.float32)
+    for name in _ACC_OPS:
+        ref = getattr(jax.lax, name)(x, accuracy=jax.lax.AccuracyMode.HIGHEST)
+        out = getattr(lax, name)(x, accuracy=lax.AccuracyMode.HIGHEST)
+        np.testing.assert_allclose(out, ref, rtol=2e-6, err_msg=name)
+
+
+def test_traced_lower_lowering_platforms():
+    traced = kiln.jit(jnp.sin).trace(1.0)
+    low = traced.lower(lowering_platforms=("cpu",))
+    assert low.compile()(1.0) == pytest.approx(np.sin(1.0))
+    assert traced.lower(lowering_platforms=("cpu", "cuda")).compile()(2.0) == \
+        pytest.approx(np.sin(2.0))
+    with pytest.raises(NotImplementedError, match="only for its CPU"):
+        traced.lower(lowering_platforms=("tpu",))
+    with pytest.raises(TypeError):
+        traced.lower(lowering_platforms="cpu")
