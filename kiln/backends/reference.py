@@ -13,6 +13,7 @@ from kiln.config import config
 from kiln.core.jaxpr import Jaxpr, Literal
 from kiln.core.ref import Ref
 from kiln.core.trace import apply_impl
+from kiln.interpreters import custom_calls as _custom_calls
 from kiln.interpreters.mlir import eqn_lowering
 
 
@@ -133,3 +134,7 @@ def _sub_jaxprs(params):
             if isinstance(s, Jaxpr) or (hasattr(s, "jaxpr") and hasattr(s, "consts")
                                         and isinstance(s.jaxpr, Jaxpr)):
                 yield s
+
+
+# The eager impls of the custom-call and checkpoint primitives evaluate their jaxpr here.
+_custom_calls.set_jaxpr_runner(lambda jaxpr, consts, args: run_jaxpr(jaxpr, consts, args))
