@@ -29,7 +29,7 @@ from kiln._physical_tree import (
 )
 from kiln._physical_tree import is_transform_node as _is_key
 from kiln._wraps import wraps as _wraps
-from kiln.array import Array, make_array, to_array
+from kiln.array import Array, make_array, set_device_put, to_array
 from kiln.backends import cpu as _cpu
 from kiln.callbacks import program_running
 from kiln.config import config
@@ -1875,3 +1875,6 @@ def named_call(fun: Callable, *, name: str | None = None) -> Callable:
     if name is None:
         name = fun.__name__
     return named_scope(name)(fun)
+
+
+set_device_put(lambda x, device: device_put(x, device))      # Array.to_device

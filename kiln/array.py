@@ -22,10 +22,21 @@ import sys as _sys
 import numpy as np
 
 from kiln import dtypes
+from kiln import sharding as _sharding
 from kiln._extended import EValue as _EValue
 from kiln.core import trace as core
 from kiln.core.avals import ShapedArray
 from kiln.core.trace import Tracer
+
+# ``Array.to_device`` places through ``kiln.device_put``, which ``kiln.api`` installs here
+# when it is imported (placement sits above the array type, which does not import it).
+_device_put = None
+
+
+def set_device_put(device_put) -> None:
+    """Install ``device_put(x, device)``, the placement ``Array.to_device`` uses."""
+    global _device_put
+    _device_put = device_put
 
 
 class ArrayImpl:
@@ -210,8 +221,9 @@ class ArrayImpl:
 
     def to_device(self, device, *, stream=None):
         """The array on ``device`` (array API); kiln has one memory space, so ``self``."""
-        from kiln.api import device_put
-        return device_put(self, device)
+        if _device_put is None:
+            raise RuntimeError("Array.to_device needs kiln.device_put: import kiln")
+        return _device_put(self, device)
 
     def __dlpack_device__(self):
         return (1, 0)  # (kDLCPU, device 0)
@@ -369,3 +381,6 @@ def _writable_alias(v: np.ndarray) -> np.ndarray:
     raw.keep_alive = v
     first = np.ndarray((1,), v.dtype, buffer=raw, offset=-lo)
     return np.lib.stride_tricks.as_strided(first, v.shape, v.strides, writeable=True)
+
+
+_sharding.set_array_maker(make_array)       # Shard.data

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kiln import sharding as _sharding
 from kiln._physical_tree import tree_flatten, tree_unflatten
 from kiln._traceback_util import api_boundary
 from kiln.array import Array, make_array, to_array
@@ -543,3 +544,6 @@ class ShardedShapedArray(ShapedArray):
 
     def __hash__(self):
         return hash((self.shape, self.dtype, self.weak_type, self._type_sharding))
+
+
+_sharding.set_reshard(lambda x, out_shardings: reshard(x, out_shardings))  # kiln.sharding's

@@ -551,6 +551,8 @@ def _register_transform_node():
     _physical_tree.register_transform_node(PRNGKeyArray, _flatten_keys, _unflatten_keys)
     _core.extended_types.add(PRNGKeyArray)
     _core.pytype_aval_mappings[PRNGKeyArray] = _key_rules.key_aval
+    from kiln.interpreters import partial_eval
+    partial_eval.register_key_types(KeyTy, PRNGKeyArray)
 
 
 _register_transform_node()
