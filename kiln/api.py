@@ -42,6 +42,7 @@ from kiln.distributed import _state as _dist_state
 from kiln.interpreters import ad, batching, staging
 from kiln.interpreters.ad import Zero
 from kiln.interpreters.pjit import jit_p
+from kiln.lax.control import loops as _loops
 from kiln.profiler import _recorder as _profiler
 
 logger = logging.getLogger("kiln")
@@ -1878,3 +1879,4 @@ def named_call(fun: Callable, *, name: str | None = None) -> Callable:
 
 
 set_device_put(lambda x, device: device_put(x, device))      # Array.to_device
+_loops.set_vmap(lambda f: vmap(f))                           # lax.map(batch_size=...)

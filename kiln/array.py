@@ -248,13 +248,13 @@ class ArrayImpl:
 
     def delete(self):
         """Free the buffer (as buffer donation does): later reads raise ``RuntimeError``."""
-        from kiln.donation import Deleted
+        from kiln._unreadable import Deleted
         v = self._value
         if type(v) is not Deleted:
             self._value = Deleted(v.shape, v.dtype)
 
     def is_deleted(self):
-        from kiln.donation import Deleted
+        from kiln._unreadable import Deleted
         return type(self._value) is Deleted
 
     # -- printing -------------------------------------------------------------------------

@@ -10,10 +10,9 @@ import numpy as np
 from kiln._extended import EValue, physical_jaxpr
 from kiln._fp_warnings import quiet
 from kiln.config import config
-from kiln.core.jaxpr import Jaxpr, Literal
+from kiln.core.jaxpr import Jaxpr, Literal, set_reference_runner
 from kiln.core.ref import Ref
 from kiln.core.trace import apply_impl
-from kiln.interpreters import custom_calls as _custom_calls
 from kiln.interpreters.mlir import eqn_lowering
 
 
@@ -136,5 +135,5 @@ def _sub_jaxprs(params):
                 yield s
 
 
-# The eager impls of the custom-call and checkpoint primitives evaluate their jaxpr here.
-_custom_calls.set_jaxpr_runner(lambda jaxpr, consts, args: run_jaxpr(jaxpr, consts, args))
+# The eager impls of primitives with sub-jaxprs (cond, custom calls, checkpoint) run here.
+set_reference_runner(lambda jaxpr, consts, args: run_jaxpr(jaxpr, consts, args))

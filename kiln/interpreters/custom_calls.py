@@ -18,14 +18,14 @@ from __future__ import annotations
 import functools
 
 from kiln.array import Array
-from kiln.core.jaxpr import ClosedJaxpr, eval_jaxpr, pp_param_rules
+from kiln.core.jaxpr import ClosedJaxpr, eval_jaxpr, pp_param_rules, run_reference
 from kiln.core.trace import Primitive, Tracer, current_trace, get_aval, set_current_trace
 from kiln.interpreters import ad, batching, jax_protocol, staging
 from kiln.interpreters.ad import Zero
 
 __all__ = ["SymbolicZero", "batch_custom_jvp", "batch_custom_vjp", "bind_custom_lin",
-           "custom_jvp_call_p", "custom_lin_p", "custom_vjp_call_p", "set_jaxpr_runner",
-           "stage_custom_jvp", "stage_custom_vjp"]
+           "custom_jvp_call_p", "custom_lin_p", "custom_vjp_call_p", "stage_custom_jvp",
+           "stage_custom_vjp"]
 
 
 class SymbolicZero:
@@ -227,23 +227,8 @@ pp_param_rules["custom_jvp_call"] = _pp_custom_jvp
 pp_param_rules["custom_vjp_call"] = _pp_custom_vjp
 
 
-# How an eager custom call (or checkpoint) runs its jaxpr on NumPy values: the reference
-# backend's evaluator, which ``kiln.backends.reference`` installs here when it is imported
-# (the backends sit above the interpreters).
-_run_jaxpr = None
-
-
-def set_jaxpr_runner(run) -> None:
-    """Install ``run(jaxpr, consts, args) -> outs``, the evaluator of the eager impls."""
-    global _run_jaxpr
-    _run_jaxpr = run
-
-
 def _call_impl(*args, call_jaxpr: ClosedJaxpr, **_):
-    if _run_jaxpr is None:
-        raise RuntimeError("no jaxpr evaluator is installed: import kiln (kiln.backends."
-                           "reference installs it)")
-    return _run_jaxpr(call_jaxpr.jaxpr, call_jaxpr.consts, args)
+    return run_reference(call_jaxpr.jaxpr, call_jaxpr.consts, args)
 
 
 for _p in (custom_jvp_call_p, custom_vjp_call_p):

@@ -22,6 +22,7 @@ from kiln._traceback_util import api_boundary
 from kiln.array import Array, make_array, to_array
 from kiln.core.avals import ShapedArray, short_dtype_name
 from kiln.core.trace import Tracer
+from kiln.lax import sharding_constraint as _lax_sc
 from kiln.parallel import global_array
 from kiln.sharding import NamedSharding
 
@@ -547,3 +548,4 @@ class ShardedShapedArray(ShapedArray):
 
 
 _sharding.set_reshard(lambda x, out_shardings: reshard(x, out_shardings))  # kiln.sharding's
+_lax_sc.set_placement(lambda x, shardings: with_sharding_constraint(x, shardings))

@@ -24,8 +24,6 @@ import warnings
 
 import numpy as np
 
-from kiln.compiler import lower_random as _lower_random
-
 # The Threefry-2x32 block function (static, so the compiler can inline and vectorize it);
 # the compiler's generated code includes it too (kiln/compiler/render_c.py).
 THREEFRY_C = r"""static inline uint32_t rotl(uint32_t v, int r) { return (v << r) | (v >> (32 - r)); }
@@ -775,6 +773,12 @@ def has_rsqrt_estimate() -> bool:
     return lb is not None and bool(lb.kiln_have_rsqrtps())
 
 
-# The compiled programs include the same Threefry and XLA-math C (the compiler sits
-# below this package, so it is handed the text here).
-_lower_random.register_c_sources(threefry=THREEFRY_C, xla_math=XLA_MATH_C)
+def _install() -> None:
+    """lax's eager XLA-math impls run this module's kernels (lax sits below kiln.random)."""
+    import sys
+
+    from kiln.lax._xla_eager import set_native
+    set_native(sys.modules[__name__])
+
+
+_install()
