@@ -15,7 +15,7 @@
   with ``kiln_warn_retrace`` on (off by default: JAX emits no such warning).
 
 A ``jit`` cache key is ``(input treedef, avals, static positional args, static keyword
-args, tracing context)`` (``kiln.api.JitWrapped._trace``); everything here is derived from
+args, tracing context)`` (``kiln.jitting.JitWrapped._trace``); everything here is derived from
 keys, so nothing is recorded while the flags are off.
 """
 from __future__ import annotations

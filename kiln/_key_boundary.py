@@ -82,7 +82,7 @@ def specs_to_keys(tree: Any) -> Any:
     leaves = _public.tree_leaves(tree)
     if not any(_is_key_spec(x) for x in leaves):
         return tree
-    from kiln.api import ShapeDtypeStruct
+    from kiln.shape_eval import ShapeDtypeStruct
     keys = _keys()
 
     def conv(x):
@@ -97,7 +97,7 @@ def specs_to_keys(tree: Any) -> Any:
 
 def keys_to_specs(tree: Any) -> Any:
     """``tree`` with every key leaf made a ``ShapeDtypeStruct`` of the key dtype."""
-    from kiln.api import ShapeDtypeStruct
+    from kiln.shape_eval import ShapeDtypeStruct
 
     def conv(x):
         if is_transform_node(x):

@@ -31,7 +31,7 @@ from kiln._unreadable import Deleted, _short  # noqa: F401  (Deleted re-exported
 def resolve_donation(params, donate_argnums, donate_argnames, static_argnums):
     """(positional indices, keyword names) donated, each inferred from the other through
     the signature as JAX does; static arguments cannot be donated."""
-    from kiln.api import _ensure_index_tuple
+    from kiln.transformations import _ensure_index_tuple
     nums = set(_ensure_index_tuple(donate_argnums) if donate_argnums is not None else ())
     if isinstance(donate_argnames, str):
         donate_argnames = (donate_argnames,)

@@ -3,7 +3,8 @@
 Every module of the ``kiln`` package is parsed with ``ast``, function bodies included (a
 function-local import is an import), relative imports resolved. The low layers
 (``kiln/core/``, ``kiln/interpreters/``, ``kiln/compiler/``, ``kiln/array.py``,
-``kiln/sharding.py``) must not import the high modules (``kiln.api``, ``kiln.numpy``,
+``kiln/sharding.py``) must not import the high modules (``kiln.api`` and the modules it
+gathers (``kiln.transformations``, ``kiln.jitting``, ...), ``kiln.numpy``,
 ``kiln.parallel``, ``kiln.random``, ``kiln.backends``, ``kiln.custom_derivatives``): a
 high layer that a low one needs installs a hook when it is imported. And no import cycle
 may pass through a low module and a high one.
@@ -18,7 +19,10 @@ import kiln
 
 PKG = pathlib.Path(kiln.__file__).resolve().parent
 LOW = ("kiln.core", "kiln.interpreters", "kiln.compiler", "kiln.array", "kiln.sharding")
-HIGH = ("kiln.api", "kiln.numpy", "kiln.parallel", "kiln.random", "kiln.backends",
+# ``kiln.api`` gathers the public transformations from the modules named by subject.
+API = ("kiln.api", "kiln.transformations", "kiln.jitting", "kiln.stages", "kiln.shape_eval",
+       "kiln.transfer", "kiln.scopes")
+HIGH = (*API, "kiln.numpy", "kiln.parallel", "kiln.random", "kiln.backends",
         "kiln.custom_derivatives")
 
 

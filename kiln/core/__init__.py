@@ -12,7 +12,7 @@ _PUBLIC = {
     "Trace": ("kiln.core.trace", "Trace"),
     "Tracer": ("kiln.core.trace", "Tracer"),
     "eval_jaxpr": ("kiln.core.jaxpr", "eval_jaxpr"),
-    "ensure_compile_time_eval": ("kiln.api", "ensure_compile_time_eval"),
+    "ensure_compile_time_eval": ("kiln.scopes", "ensure_compile_time_eval"),
     "eval_context": ("kiln.extend.core", "eval_context"),
     "Atom": ("kiln.extend.core", "Atom"),
     "Value": ("kiln.extend.core", "Value"),

@@ -27,11 +27,12 @@ import numpy as np
 from kiln import dtypes, lax
 from kiln import numpy as jnp
 from kiln._physical_tree import tree_flatten, tree_leaves, tree_map, tree_unflatten
-from kiln.api import jit, vjp, vmap
 from kiln.core.jaxpr import eval_jaxpr
 from kiln.core.trace import Tracer, get_aval
 from kiln.custom_derivatives import custom_vjp
 from kiln.interpreters import staging
+from kiln.jitting import jit
+from kiln.transformations import vjp, vmap
 
 __all__ = ["odeint"]
 

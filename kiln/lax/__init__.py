@@ -11,13 +11,13 @@ from kiln.lax.control import *  # noqa: F401,F403
 from kiln.lax.conv_local import *  # noqa: F401,F403
 from kiln.lax.convolution import *  # noqa: F401,F403
 from kiln.lax.cumulative import *  # noqa: F401,F403
+from kiln.lax.derived import *  # noqa: F401,F403
 from kiln.lax.dot import *  # noqa: F401,F403
 from kiln.lax.dtype_of import dtype  # noqa: F401
 from kiln.lax.elementwise import *  # noqa: F401,F403
-from kiln.lax.extras import *  # noqa: F401,F403
 from kiln.lax.fourier import FftType, fft, fft_p  # noqa: F401
 from kiln.lax.gather_scatter import *  # noqa: F401,F403
-from kiln.lax.more_reductions import *  # noqa: F401,F403
+from kiln.lax.monoid_reductions import *  # noqa: F401,F403
 from kiln.lax.parallel import *  # noqa: F401,F403
 from kiln.lax.reductions import *  # noqa: F401,F403
 from kiln.lax.rng_bit_generator import *  # noqa: F401,F403

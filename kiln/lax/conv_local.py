@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from kiln.lax.convolution import conv_dimension_numbers
+from kiln.lax.derived import _asarray, conv_general_dilated_patches
 from kiln.lax.dot import canonicalize_precision, dot_general
-from kiln.lax.extras import _asarray, conv_general_dilated_patches
 from kiln.lax.structural import transpose
 from kiln.typing import ArrayLike
 

@@ -31,7 +31,7 @@ from kiln.lax.arith import add, div, eq, mul, neg, sub
 from kiln.lax.dot import dot_general
 from kiln.lax.elementwise import complex as _complex
 from kiln.lax.elementwise import conj, imag, integer_pow, real
-from kiln.lax.more_reductions import argmax
+from kiln.lax.monoid_reductions import argmax
 from kiln.lax.reductions import reduce_sum
 from kiln.lax.slicing import broadcasted_iota, concatenate, full, full_like, pad
 from kiln.lax.slicing import slice as _slice

@@ -408,7 +408,7 @@ def piecewise(x, condlist, funclist, *args, **kw):
 
 def apply_along_axis(func1d, axis, arr, *args, **kwargs):
     """``func1d`` applied to every 1-D slice of ``arr`` along ``axis`` (via ``vmap``)."""
-    from kiln.api import vmap
+    from kiln.transformations import vmap
     _util.check_arraylike("apply_along_axis", arr)
     nd = np.ndim(arr) if not isinstance(arr, (Array, Tracer)) else get_aval(arr).ndim
     axis = _util.canonicalize_axis(axis, nd)
@@ -441,7 +441,7 @@ def apply_over_axes(func, a, axes):
 def fromfunction(function, shape, *, dtype=float, **kwargs):
     """``function(i0, i1, ...)`` evaluated on the index grids of ``shape`` (via ``vmap``,
     so ``function`` sees scalar indices)."""
-    from kiln.api import vmap
+    from kiln.transformations import vmap
     jnp = _jnp()
     shape = _util.canonicalize_shape(shape, "shape argument of jnp.fromfunction()")
     f = function

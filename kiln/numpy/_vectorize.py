@@ -101,8 +101,8 @@ def vectorize(pyfunc, *, excluded=frozenset(), signature=None):
 
     @functools.wraps(pyfunc)
     def wrapped(*args, **kwargs):
-        from kiln.api import vmap
         from kiln.config import config
+        from kiln.transformations import vmap
         jnp = _jnp()
         context = f"on vectorized function with excluded={excluded!r} and " \
                   f"signature={signature!r}"
@@ -248,7 +248,7 @@ class ufunc:  # noqa: N801  (NumPy/JAX name)
             raise ValueError(f"{what} only supported for functions returning a single value")
 
     def _result_dtype(self, *args):
-        from kiln.api import eval_shape
+        from kiln.shape_eval import eval_shape
         ones = [_jnp().ones((), _util.dtype_of(a)) for a in args]
         return eval_shape(self._func, *ones).dtype
 
@@ -456,7 +456,7 @@ class ufunc:  # noqa: N801  (NumPy/JAX name)
 
     def outer(self, A, B, /):
         """``self(A[..., None...], B)``: the function on every pair of elements."""
-        from kiln.api import vmap
+        from kiln.transformations import vmap
         self._binary_only("outer")
         _util.check_arraylike(f"{self.__name__}.outer", A, B)
         jnp = _jnp()

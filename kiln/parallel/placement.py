@@ -80,7 +80,7 @@ def _per_leaf(treedef, n_leaves: int, shardings, what: str) -> list:
         return [None] * n_leaves
     if isinstance(shardings, (Sharding, PartitionSpec)):
         return [shardings] * n_leaves
-    from kiln.api import _flatten_axes
+    from kiln.transformations import _flatten_axes
 
     def is_leaf(s):
         return isinstance(s, (Sharding, PartitionSpec)) or s is None
@@ -218,11 +218,11 @@ class ShardedJit:
         if (config.jax_disable_jit or core.current_trace() is not core.eval_trace
                 or spmd.current_context() is not None):
             return None
-        from kiln.api import _HijaxArguments
+        from kiln.jitting import _HijaxArguments
         try:
             entry, tconsts, a_flat, _ = self._jitted._trace(args, kwargs)
         except _HijaxArguments:
-            return None         # hijax arguments: one program (kiln.api.JitWrapped._call_hi)
+            return None         # hijax arguments: one program (kiln.jitting.JitWrapped._call_hi)
         if tconsts or any(isinstance(x, Tracer) for x in a_flat):
             return None
         closed = entry.jaxpr

@@ -20,12 +20,13 @@ import numpy as np
 from kiln._physical_tree import tree_flatten, tree_leaves, tree_unflatten
 from kiln._traceback_util import api_boundary
 from kiln._wraps import wraps as _wraps
-from kiln.api import Compiled, Lowered, _arg_names, _check_arg, _flatten_axes, vmap
 from kiln.array import Array, make_array, to_array
 from kiln.core import trace as core
 from kiln.core.trace import Tracer
 from kiln.interpreters import batching
 from kiln.parallel import spmd
+from kiln.stages import Compiled, Lowered
+from kiln.transformations import _arg_names, _check_arg, _flatten_axes, vmap
 
 _DEFAULT_AXIS = "_internal_pmap_axis_name"
 
@@ -145,7 +146,7 @@ class PmapLowered(Lowered):
     whole mapped computation; kiln builds no HLO); ``compile()`` gives the executable."""
 
     def __init__(self, pmapped, args, kwargs):
-        from kiln.api import make_jaxpr
+        from kiln.jitting import make_jaxpr
         leaves, in_tree = tree_flatten((args, kwargs))
         jaxpr, shapes = make_jaxpr(lambda a, k: pmapped(*a, **k), return_shape=True)(
             args, kwargs)
@@ -160,7 +161,7 @@ class PmapLowered(Lowered):
         return str(self._jaxpr)
 
     def compile(self, compiler_options=None) -> PmapCompiled:
-        from kiln.api import _check_compiler_options
+        from kiln.stages import _check_compiler_options
         _check_compiler_options(compiler_options)
         return PmapCompiled(self)
 

@@ -18,7 +18,6 @@ import numpy as np
 
 from kiln._physical_tree import tree_flatten, tree_unflatten
 from kiln._traceback_util import api_boundary
-from kiln.api import _check_arg
 from kiln.array import Array, make_array, to_array
 from kiln.core import trace as core
 from kiln.core.trace import Tracer, get_aval
@@ -32,11 +31,12 @@ from kiln.sharding import (
     concrete_named_sharding,
     context_mesh,
 )
+from kiln.transformations import _check_arg
 
 
 def _specs_for(what: str, tree, specs, n_leaves: int) -> list:
     """Broadcast a tree prefix of PartitionSpecs (``P`` leaves) to one per leaf."""
-    from kiln.api import _flatten_axes
+    from kiln.transformations import _flatten_axes
     def is_spec(s):
         return isinstance(s, PartitionSpec) or s is None
     s_leaves, s_tree = tree_flatten(specs, is_leaf=is_spec)

@@ -269,7 +269,7 @@ def _install() -> None:
                 raise TypeError(f"{prim.name} does not accept dtypes "
                                 f"{_dtype_name(x)}, {_dtype_name(y)}.")
             _same_impl(prim.name, [x, y])
-            from kiln.lax import more_reductions as mr
+            from kiln.lax import monoid_reductions as mr
             dx, dy = x._base_array, y._base_array
             if x.shape != y.shape:      # rank-0 operands broadcast, as for lax.eq
                 if x.shape and y.shape:

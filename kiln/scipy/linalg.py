@@ -453,7 +453,7 @@ def expm(A, *, upper_triangular: bool = False, max_squarings: int = 16):
     if len(s) < 2 or s[-1] != s[-2]:
         raise ValueError(f"Expected A to be a (batched) square matrix, got A.shape={s}.")
     if len(s) > 2:
-        from kiln.api import vmap
+        from kiln.transformations import vmap
         flat = jnp.reshape(A, (-1,) + s[-2:])
         out = vmap(lambda x: _expm_2d(x, upper_triangular, max_squarings))(flat)
         return jnp.reshape(out, s)
@@ -463,7 +463,7 @@ def expm(A, *, upper_triangular: bool = False, max_squarings: int = 16):
 def expm_frechet(A, E, *, method=None, compute_expm: bool = True):
     """Fréchet derivative of ``expm`` at ``A`` in direction ``E`` (with ``expm(A)`` unless
     ``compute_expm=False``)."""
-    from kiln.api import jvp
+    from kiln.transformations import jvp
     A_arr, E_arr = jnp.asarray(A), jnp.asarray(E)
     if _ndim(A_arr) < 2 or _shape(A_arr)[-2] != _shape(A_arr)[-1]:
         raise ValueError(f"expected A to be a (batched) square matrix, got "
@@ -680,7 +680,7 @@ def solve_sylvester(A, B, C, *, method: str = "schur", tol: float = 1e-8):
     """
     global _solve_sylvester_jit
     if _solve_sylvester_jit is None:
-        from kiln.api import jit
+        from kiln.jitting import jit
         _solve_sylvester.__name__ = _solve_sylvester.__qualname__ = "solve_sylvester"
         _solve_sylvester_jit = jit(_solve_sylvester, static_argnames=("method",))
     return _solve_sylvester_jit(A, B, C, tol, method=method)

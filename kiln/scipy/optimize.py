@@ -17,8 +17,8 @@ import numpy as np
 
 import kiln.numpy as jnp
 from kiln import dtypes, lax
-from kiln.api import value_and_grad
 from kiln.numpy._util import promote_dtypes_inexact
+from kiln.transformations import value_and_grad
 
 __all__ = ["OptimizeResults", "minimize"]
 

@@ -25,7 +25,6 @@ import numpy as np
 
 import kiln.numpy as jnp
 from kiln import dtypes, lax
-from kiln.api import jvp as _jvp
 from kiln.custom_derivatives import custom_jvp
 from kiln.numpy._util import (
     canonicalize_axes,
@@ -33,6 +32,7 @@ from kiln.numpy._util import (
     promote_args_inexact,
     promote_dtypes_inexact,
 )
+from kiln.transformations import jvp as _jvp
 
 __all__ = [
     "bernoulli", "bessel_jn", "beta", "betainc", "betaln", "boxcox", "boxcox1p", "comb",
@@ -694,7 +694,7 @@ def bessel_jn(z, *, v: int, n_iter: int = 50):
         raise ValueError("complex input not supported.")
     v = operator.index(v)
     n_iter = int(n_iter)
-    from kiln.api import vmap
+    from kiln.transformations import vmap
     fun = lambda t: _bessel_jn_scalar(t, v=v, n_iter=n_iter)  # noqa: E731
     for _ in range(z.ndim):
         fun = vmap(fun)

@@ -62,7 +62,7 @@ class ErrorEffect:
 
 
 def _sds(shape, dtype):
-    from kiln.api import ShapeDtypeStruct
+    from kiln.shape_eval import ShapeDtypeStruct
     return ShapeDtypeStruct(tuple(shape), np.dtype(dtype))
 
 

@@ -32,7 +32,7 @@ def _jnp():
 
 
 def _nfold_vmap(fun, n: int):
-    from kiln.api import vmap
+    from kiln.transformations import vmap
     for _ in range(n):
         fun = vmap(fun)
     return fun

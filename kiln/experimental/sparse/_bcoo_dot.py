@@ -43,7 +43,7 @@ def _dims(dimension_numbers):
 def _dense_result_aval(lhs_shape, lhs_dtype, rhs_shape, rhs_dtype, dims, preferred):
     """The shape/dtype ``lax.dot_general`` gives (and its errors for bad arguments)."""
     from kiln import lax
-    from kiln.api import ShapeDtypeStruct, eval_shape
+    from kiln.shape_eval import ShapeDtypeStruct, eval_shape
     f = partial(lax.dot_general, dimension_numbers=dims, preferred_element_type=preferred)
     return eval_shape(f, ShapeDtypeStruct(tuple(lhs_shape), lhs_dtype),
                       ShapeDtypeStruct(tuple(rhs_shape), rhs_dtype))
@@ -153,7 +153,7 @@ def _sparse_sparse(lhs: BCOO, rhs: BCOO, dims, preferred):
         idx = jnp.concatenate(parts, axis=-1)
         return vals.reshape(n1 * n2), idx.reshape(n1 * n2, len(l_keep) + len(r_keep))
     fn = pair
-    from kiln.api import vmap
+    from kiln.transformations import vmap
     for _ in range(k):
         fn = vmap(fn)
     l_data, l_idx = full_buffers(lhs)

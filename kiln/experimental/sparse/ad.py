@@ -67,7 +67,7 @@ def _prepare(fun, argnums, args):
     diff = [s[1] for a in nums for s in slots[a]]        # the values buffer of sparse leaves
 
     def rebuild(flat_grads):
-        from kiln.api import vmap
+        from kiln.transformations import vmap
         grads = iter(flat_grads)
         out = []
         for a in nums:

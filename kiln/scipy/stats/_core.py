@@ -14,9 +14,9 @@ from typing import NamedTuple
 import numpy as np
 
 from kiln import dtypes, lax
-from kiln.api import vmap
 from kiln.numpy._util import canonicalize_axis, check_arraylike, promote_args_inexact
 from kiln.scipy.stats._common import jnp
+from kiln.transformations import vmap
 
 
 class ModeResult(NamedTuple):

@@ -21,10 +21,11 @@ import numpy as np
 
 from kiln import dtypes, random
 from kiln import numpy as jnp
-from kiln.api import jit, vmap
 from kiln.core.trace import get_aval
+from kiln.jitting import jit
 from kiln.numpy._util import check_arraylike, promote_dtypes_inexact
 from kiln.scipy import linalg, special
+from kiln.transformations import vmap
 from kiln.tree_util import register_pytree_node_class
 
 __all__ = ["gaussian_kde"]

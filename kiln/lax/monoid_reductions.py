@@ -1,5 +1,5 @@
-"""More reductions: reduce_prod, reduce_and/or/xor, argmax/argmin, and ``lax.reduce``
-for the common monoids (add, mul, max, min, and, or, xor).
+"""Reductions beyond sums and extrema: reduce_prod, reduce_and/or/xor, argmax/argmin,
+and ``lax.reduce`` for the common monoids (add, mul, max, min, and, or, xor).
 
 reduce_prod's JVP uses exclusive prefix/suffix products (``sum_i t_i * prod_{j<i} x_j *
 prod_{j>i} x_j``), which stays exact when some factors are zero.

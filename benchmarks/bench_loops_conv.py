@@ -18,7 +18,7 @@ Workloads (issue "compiler part 2") and targets (kiln time ÷ JAX time):
 Same timing rules as ``bench_compiler.py`` (interleaved batches, medians; kiln compiles
 synchronously). Run from the repository root::
 
-    python benchmarks/bench_part2.py [--quick] [--only NAME]
+    python benchmarks/bench_loops_conv.py [--quick] [--only NAME]
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Parity of the composite functions of ``kiln.lax.extras`` with ``jax.lax``: values,
+"""Parity of the composite functions of ``kiln.lax.derived`` with ``jax.lax``: values,
 shapes, dtypes, errors, and behaviour under jit / grad / vmap."""
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ X = np.arange(24, dtype=np.float32).reshape(2, 3, 4) - 7.5
 
 def test_signatures_match():
     import inspect
-    for n in lax.extras.__all__:
+    for n in lax.derived.__all__:
         kp = list(inspect.signature(getattr(lax, n)).parameters.values())
         jp = list(inspect.signature(getattr(jlax, n)).parameters.values())
         assert [(p.name, p.kind, p.default) for p in kp] == \

@@ -1,0 +1,87 @@
+"""``ShapeDtypeStruct`` and ``eval_shape``: shapes and dtypes of arrays and of a
+function's outputs, without computing anything.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from kiln import _hijax, _traceback_util, dtypes
+from kiln import _key_boundary as _kb
+from kiln._physical_tree import (
+    tree_flatten,
+    tree_unflatten,
+)
+from kiln.array import Array
+from kiln.core.avals import ShapedArray
+from kiln.core.trace import Tracer, get_aval
+from kiln.interpreters import staging
+
+
+class ShapeDtypeStruct:
+    """A shape/dtype description usable in place of an array for tracing."""
+
+    __slots__ = ("shape", "dtype", "sharding", "weak_type")
+
+    def __init__(self, shape, dtype, *, sharding=None, weak_type=False):
+        self.shape = tuple(shape)
+        self.dtype = (dtypes.canonicalize_dtype(dtype, allow_extended_dtype=True)
+                      if dtype != dtypes.float0 else dtype)
+        self.sharding = sharding
+        self.weak_type = weak_type
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def aval(self):
+        return ShapedArray(self.shape, self.dtype, self.weak_type)
+
+    def __repr__(self):
+        w = ", weak_type=True" if self.weak_type else ""
+        return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}{w})"
+
+    def __eq__(self, other):
+        return (isinstance(other, ShapeDtypeStruct) and self.shape == other.shape
+                and self.dtype == other.dtype and self.weak_type == other.weak_type)
+
+    def __hash__(self):
+        return hash((self.shape, self.dtype, self.weak_type))
+
+
+@_traceback_util.api_boundary
+def eval_shape(fun: Callable, *args, **kwargs):
+    """Output shapes/dtypes of ``fun`` (as ShapeDtypeStructs) without computing anything."""
+    a_flat, a_tree = tree_flatten(_kb.specs_to_keys((args, kwargs)))
+    avals = [ShapedArray(x.shape, x.dtype, getattr(x, "weak_type", False))
+             if hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, Tracer)
+             and not isinstance(x, Array) else get_aval(x) for x in a_flat]
+    store = {}
+
+    def flat_fun(*xs):
+        a, k = tree_unflatten(a_tree, list(xs))
+        out = fun(*a, **k)
+        leaves, tree = tree_flatten(out)
+        store["tree"] = tree
+        return leaves
+
+    if _hijax.any_hi(a_flat):       # hijax arguments: their low-level values are traced
+        specs, lo_vals = _hijax.lower_args(a_flat)
+        a_flat, lo_tree = tree_flatten(lo_vals)
+        avals = [get_aval(x) for x in a_flat]
+        plain_fun = flat_fun
+
+        def flat_fun(*xs):
+            return plain_fun(*_hijax.raise_args(specs, tree_unflatten(lo_tree, list(xs))))
+
+    jaxpr, _ = staging.trace_to_jaxpr(flat_fun, avals)
+    return _kb.keys_to_specs(tree_unflatten(store["tree"], [
+        ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type) for a in jaxpr.out_avals]))
+
+
