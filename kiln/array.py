@@ -2,7 +2,7 @@
 
 ``ArrayImpl`` is an immutable array backed by a NumPy buffer on a CPU device (JAX's
 concrete class has the same name). Operators and methods are shared with tracers
-(``kiln._array_methods``); ``ArrayImpl`` adds the concrete behaviours (repr, conversion
+(``kiln.numpy._array_methods``); ``ArrayImpl`` adds the concrete behaviours (repr, conversion
 to NumPy and Python scalars) and fast eager paths for the commonest operators.
 
 Inside the library the module-level name ``Array`` is an alias of ``ArrayImpl``: every

@@ -484,7 +484,7 @@ def _install_array_methods() -> None:
     """JAX gives key arrays the ``jnp`` methods that move keys around (``at``, ``reshape``,
     ``ravel``, ``flatten``, ``squeeze``, ``swapaxes``, ``take``, ``transpose``, ``T``); every
     other array method raises ``NotImplementedError`` (they are abstract for keys)."""
-    from kiln import _array_methods as am
+    from kiln.numpy import _array_methods as am
     for name in ("flatten", "ravel", "squeeze", "swapaxes", "take"):
         setattr(PRNGKeyArray, name, am._method(name))
     PRNGKeyArray.reshape = am._reshape
