@@ -185,6 +185,6 @@ def power(x, y):
     if n < _PARALLEL_MIN:
         fn(pa, sa, pb, sb, po, n)
         return out
-    _native._parallel(lambda s, e: fn(pa + s * isz * sa, sa, pb + s * isz * sb, sb, po + s * isz,
-                              e - s), n)
+    _native._parallel(lambda s, e: fn(pa + s * isz * sa, sa, pb + s * isz * sb, sb,
+                                      po + s * isz, e - s), n)
     return out
