@@ -113,9 +113,9 @@ def wait_for_kiln_compiles():
 
 
 def kiln_build_stats():
-    """``kiln.compiler.build.stats()`` when kiln has it, else None (never raises)."""
+    """``kiln.compiler.build.build.stats()`` when kiln has it, else None (never raises)."""
     try:
-        from kiln.compiler import build
+        from kiln.compiler.build import build
         stats = getattr(build, "stats", None)
         return stats() if stats is not None else None
     except Exception:     # noqa: BLE001 - optional, guarded
@@ -610,7 +610,7 @@ def run_first_call(args):
             cold.notes.append(f"kiln build stats ({label} cache, per run): "
                               + "; ".join(json.dumps(s, default=str) for s in stats))
     if tc and not any(s is not None for s in builds_cold):
-        cold.notes.append("kiln.compiler.build.stats() not available: C build time not split out")
+        cold.notes.append("kiln.compiler.build.build.stats() not available: C build time not split out")
     return [tiered, cold, warm]
 
 

@@ -139,7 +139,7 @@ def compile_times(libs, trips=(10, 10**4, 10**6)):
         for n in trips:
             f = fori_fn(L, n, coef=0.98)     # not the program the fori workload built
             if L.name == "kiln":
-                from kiln.compiler import build
+                from kiln.compiler.build import build
                 before = build.stats()["seconds"]
                 t0 = time.perf_counter()
                 f(x).block_until_ready()

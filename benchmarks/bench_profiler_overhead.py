@@ -40,7 +40,7 @@ def best_ns(fn, number, repeat=7):
 
 def unhooked_call():
     """``Executable.__call__`` without the profiler's test, compiled in its module."""
-    from kiln.compiler import executable
+    from kiln.compiler.build import executable
     src = textwrap.dedent(inspect.getsource(executable.Executable.__call__))
     lines = src.splitlines()
     out, skip = [], False
@@ -83,7 +83,7 @@ def main():
     args = ap.parse_args()
     n = args.n
     config.update("kiln_compile", "sync")
-    from kiln.compiler.executable import Executable
+    from kiln.compiler.build.executable import Executable
 
     f = kiln.jit(lambda x: x * 2.0 + 1.0)
     x = jnp.ones((8,), jnp.float32)

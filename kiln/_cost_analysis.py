@@ -409,7 +409,7 @@ def _eqn_cost(acc: _Acc, eqn) -> None:
 
 def cost_analysis(closed: ClosedJaxpr) -> dict:
     """XLA-style cost properties of a closed jaxpr (see the module docstring)."""
-    from kiln.compiler import passes
+    from kiln.compiler.passes import passes
     # As XLA simplifies before counting (``x * 1``, ``x + 0`` and unused results vanish;
     # broadcasts and iotas are not folded), count after kiln's local algebraic rewrites
     # and dead-code elimination.

@@ -11,7 +11,7 @@ transformations are never deleted.
 On the compiled backend an output is written into its donated input's memory when that
 is safe (``reusable`` here checks at run time that nothing else holds the input's buffer:
 a kiln Array that owns its NumPy buffer, referenced by nothing but the Array, passed
-once; ``kiln.compiler.plan_buffers.writes_into_input`` checks at compile time that the
+once; ``kiln.compiler.lower.plan_buffers.writes_into_input`` checks at compile time that the
 program's first step writing the output reads the input only element for element and
 nothing reads the input afterwards). Otherwise the output gets fresh memory and the
 donated input is still deleted, as JAX does.

@@ -64,17 +64,17 @@ class Lowered:
         program printed in XLA's HLO syntax (an object with ``as_hlo_text()``, as JAX's
         ``XlaComputation``) and ``"stablehlo"`` in StableHLO MLIR syntax (an object whose
         ``str()`` and ``operation.get_asm()`` give the text, as JAX's ``ir.Module``); see
-        ``kiln.compiler.hlo_text``. They are renderings of kiln's program, not XLA's
+        ``kiln.compiler.hlo.text``. They are renderings of kiln's program, not XLA's
         output (XLA's passes never run).
         """
-        from kiln.compiler.passes import optimize
+        from kiln.compiler.passes.passes import optimize
         if dialect in (None, "kiln", "jaxpr"):
             return optimize(self.jaxpr)
         if dialect == "hlo":
-            from kiln.compiler.hlo_text import lower_to_hlo
+            from kiln.compiler.hlo.text import lower_to_hlo
             return lower_to_hlo(optimize(self.jaxpr), self.name)
         if dialect == "stablehlo":
-            from kiln.compiler.stablehlo_text import lower_to_stablehlo
+            from kiln.compiler.hlo.stablehlo_text import lower_to_stablehlo
             return lower_to_stablehlo(optimize(self.jaxpr), self.name, self.out_tree)
         raise ValueError(
             f"Lowered.compiler_ir: unknown dialect {dialect!r}; kiln renders None (its "

@@ -1,5 +1,6 @@
 """The rest of ``jax.numpy``: statistics, set operations, polynomials, ufunc objects,
-``vectorize``, index grids, einsum paths and the assorted functions of ``_misc``.
+``vectorize``, index grids, einsum paths and the functions of ``_signal``,
+``_differences``, ``_number_parts``, ``_functional`` and ``_editing``.
 
 Each table entry is a string evaluated twice, with ``jnp``/``jit``/``vmap``/``grad`` bound
 to kiln and to JAX, over the same NumPy inputs; values, shapes, dtypes and weak types must

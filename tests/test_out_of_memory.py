@@ -3,7 +3,7 @@ import pytest
 
 import kiln
 import kiln.numpy as jnp
-from kiln.compiler import runtime
+from kiln.compiler.build import runtime
 
 SHAPE = (1 << 25, 1 << 25)      # 4 PiB of float32: past any address space
 

@@ -16,7 +16,7 @@ import pytest
 import kiln
 import kiln.numpy as jnp
 import kiln.profiler as prof
-from kiln.compiler import executable
+from kiln.compiler.build import executable
 from kiln.profiler import _kernels
 
 # ---- a minimal protobuf decoder of the test's own (independent of kiln's) ------------

@@ -13,7 +13,7 @@ test suite uses it. ``config.kiln_backend = "reference"`` (env
 With no C compiler on the machine, one warning says what to install and every
 program runs on the reference backend.
 
-At most ``kiln.compiler.loaded.max_loaded()`` programs stay loaded (env
+At most ``kiln.compiler.build.loaded.max_loaded()`` programs stay loaded (env
 ``KILN_MAX_LOADED_PROGRAMS``, default 256): an LRU of the cache entries drops the
 executable of the least recently called one (state ``evicted``), whose library is closed
 once nothing refers to it; its next call loads it again (a disk cache hit). In a child
@@ -26,15 +26,14 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
 import warnings
 import weakref
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 
 from kiln.backends import reference
-from kiln.compiler import fork as _fork  # noqa: F401 - its at-fork hooks
-from kiln.compiler import loaded as _loaded
+from kiln.compiler.build import fork as _fork  # noqa: F401 - its at-fork hooks
+from kiln.compiler.build import loaded as _loaded
 from kiln.config import config
 from kiln.core.trace import _debug_checks
 from kiln.interpreters import pjit as _pjit
@@ -102,60 +101,20 @@ def _reload(entry: _Entry, closed, name):
 
 @_profiler.compile_span
 def compile_closed(closed, name: str = "jit"):
-    """Compile a ClosedJaxpr; returns an Executable, or None when nothing in it is native."""
-    from kiln.compiler import blas_support, cmath_support
-    from kiln.compiler.build import load_library
-    from kiln.compiler.executable import Executable
-    from kiln.compiler.lower import lower
-    from kiln.compiler.passes import optimize
-    from kiln.compiler.render_c import CRenderer
-
-    if config.jax_log_compiles:
-        logger.warning("Compiling jit(%s) with global shapes and types %s.", name,
-                       tuple(closed.in_avals))
-    t0 = time.perf_counter()
-    from kiln._extended import physical_closed
-    closed = physical_closed(closed)    # extended dtypes compile as their storage dtypes
-    opt = optimize(closed)
-    with _profiler.span("lower", "compile"):
-        prog = lower(opt)
-    if prog.native_steps == 0:
-        if config.jax_log_compiles:
-            logger.warning("Finished jaxpr to C conversion jit(%s) in %s sec: nothing to "
-                           "compile natively, it runs on the reference backend", name,
-                           time.perf_counter() - t0)
-        return None
-    from kiln.compiler.plan_buffers import plan
-    plan(prog)
-    src_math, fns = cmath_support.math()
-    renderer = CRenderer(src_math, fns, blas_support.declarations())
-    with _profiler.span("render_c", "compile"):
-        source, segments = renderer.render(prog)
-    t1 = time.perf_counter()
-    with _profiler.span("build", "compile", program=name):
-        lib = load_library(source, extra_flags=["-fwrapv"], name="kiln")
-        while not _loaded.hold(lib):    # closed meanwhile: open it again
-            lib = load_library(source, extra_flags=["-fwrapv"], name="kiln")
-    t2 = time.perf_counter()
-    try:
-        blas_support.init(lib)
-        exe = Executable(prog, lib, segments, source, build_seconds=t2 - t1)
-    except BaseException:
-        _loaded.release(lib)
-        raise
-    _loaded.release_when_dead(exe, lib)
-    exe.name, exe.where = name, _profiler.source_of(closed, name)
-    if prog.guards:
-        exe.fallback = lambda args: reference.run_jaxpr(closed.jaxpr, closed.consts, args)
-    if config.jax_log_compiles:
-        logger.warning("Finished jaxpr to C conversion jit(%s) in %s sec (%d native steps)",
-                       name, t1 - t0, prog.native_steps)
-        logger.warning("Finished C compilation of jit(%s) in %s sec", name, t2 - t1)
+    """Compile a ClosedJaxpr (``kiln.compiler.pipeline``); returns an Executable, or None
+    when nothing in it is native. A program with guards falls back to the reference
+    backend when a guard has changed."""
+    from kiln.compiler.pipeline import compile_program
+    exe = compile_program(closed, name)
+    if exe is not None and exe.prog.guards:
+        from kiln._extended import physical_closed
+        phys = physical_closed(closed)  # the executable's arguments are storage arrays
+        exe.fallback = lambda args: reference.run_jaxpr(phys.jaxpr, phys.consts, args)
     return exe
 
 
 def _compile_into(entry: _Entry, closed, name):
-    from kiln.compiler.build import serial_units
+    from kiln.compiler.build.build import serial_units
     try:
         with serial_units():    # in the background: leave a core to the caller
             exe = compile_closed(closed, name)
@@ -176,14 +135,14 @@ _warned_faults: set = set()
 def _is_fault(e: BaseException) -> bool:
     """Whether ``e`` is a fault of the machine (compiler, cache, disk) rather than of
     kiln: those degrade to the reference backend in every compile mode."""
-    from kiln.compiler.build import BuildError, CompilerNotFound
+    from kiln.compiler.build.build import BuildError, CompilerNotFound
     return isinstance(e, (BuildError, CompilerNotFound, OSError))
 
 
 def _report_failure(e):
     """One warning per kind of fault, naming its cause and fix. No compiler, an unusable
     one, or one that hangs turns compilation off for the process."""
-    from kiln.compiler.build import BuildCancelled, BuildTimeout, CacheError, CompilerNotFound
+    from kiln.compiler.build.build import BuildCancelled, BuildTimeout, CacheError, CompilerNotFound
     if isinstance(e, BuildCancelled):      # the interpreter is exiting: nothing to say
         return
     if isinstance(e, (CompilerNotFound, BuildTimeout)):

@@ -19,8 +19,12 @@ static shape arithmetic. The modules:
 * ``_statistics``: ``quantile``/``percentile``/``median`` (and ``nan*``), ``cov``,
   ``corrcoef``, ``bincount``, ``histogram*``;
 * ``_setops``: ``nonzero``/``where``/``argwhere`` with ``size=``, ``unique*``, ``*1d`` set ops;
-* ``_polynomial``: ``poly*``, ``roots``; ``_misc``: ``convolve``, ``interp``, ``gradient``,
-  ``gcd``, ``frexp``, ``packbits``, ``insert``/``delete``, windows, ...; ``_put``: ``put``, ``put_along_axis``;
+* ``_polynomial``: ``poly*``, ``roots``; ``_put``: ``put``, ``put_along_axis``;
+* ``_signal``: ``convolve``/``correlate``, window functions; ``_differences``: ``interp``,
+  ``gradient``, ``ediff1d``, ``trapezoid``, ``unwrap``, ``vander``; ``_number_parts``:
+  ``gcd``/``lcm``, ``frexp``/``modf``, ``packbits``; ``_functional``: ``piecewise``,
+  ``apply_along_axis``, ``fromfunction``, ``fill_diagonal``; ``_editing``: ``geomspace``,
+  ``insert``/``delete``, ``trim_zeros``;
 * ``_vectorize``: ``vectorize``, the ``ufunc`` class and objects (``jnp.add.reduce``);
 * ``_index_grids``: ``mgrid``, ``ogrid``, ``r_``, ``c_``; ``_einsum_path``: ``einsum_path``
   and the contraction order of ``einsum``; ``_io``: ``load``, ``frombuffer``, ....;
@@ -51,13 +55,17 @@ from kiln.numpy._ufuncs import *  # noqa: F401,F403
 # ``flatnonzero`` gain traced ``size=`` support, ``einsum`` gains contraction-path
 # optimization, and ``add``, ``multiply``, ... become ``ufunc`` objects (as in JAX).
 _late = None  # a statement: import sorting must keep the block below after the one above
+from kiln.numpy._differences import *  # noqa: E402,F401,F403
+from kiln.numpy._editing import *  # noqa: E402,F401,F403
 from kiln.numpy._einsum_path import *  # noqa: E402,F401,F403
+from kiln.numpy._functional import *  # noqa: E402,F401,F403
 from kiln.numpy._index_grids import *  # noqa: E402,F401,F403
 from kiln.numpy._io import *  # noqa: E402,F401,F403
-from kiln.numpy._misc import *  # noqa: E402,F401,F403
+from kiln.numpy._number_parts import *  # noqa: E402,F401,F403
 from kiln.numpy._polynomial import *  # noqa: E402,F401,F403
 from kiln.numpy._put import *  # noqa: E402,F401,F403
 from kiln.numpy._setops import *  # noqa: E402,F401,F403
+from kiln.numpy._signal import *  # noqa: E402,F401,F403
 from kiln.numpy._statistics import *  # noqa: E402,F401,F403
 from kiln.numpy._vectorize import *  # noqa: E402,F401,F403
 from kiln.numpy._vectorize import UFUNCS as _UFUNCS  # noqa: E402

@@ -301,7 +301,7 @@ def _pad_stats(x, widths, stat_length, mode):
 
 
 def _pad_func(x, widths, func, kwargs):
-    from kiln.numpy._misc import apply_along_axis
+    from kiln.numpy._functional import apply_along_axis
     nd = get_aval(x).ndim
     if nd == 0:
         # as JAX (which re-normalizes the already normalized, empty, pad widths)

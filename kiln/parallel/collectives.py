@@ -33,7 +33,7 @@ def _install(prim, fn):
     impl.__name__ = f"{prim.name}_spmd_impl"
     prim.impl = impl
     # Results are new arrays (shared by the devices, never views of the operands): a
-    # compiled program's island need not copy them (kiln.compiler.executable).
+    # compiled program's island need not copy them (kiln.compiler.build.executable).
     prim.island_result_fresh = True
 
 

@@ -124,7 +124,7 @@ def _load():
             try:
                 import platform
 
-                from kiln.compiler.build import load_library
+                from kiln.compiler.build.build import load_library
                 if platform.machine() in ("x86_64", "AMD64") and \
                         platform.system() == "Linux":
                     lib = load_library(_SOURCE, name="kiln_spmd")

@@ -1,6 +1,6 @@
 """Names and timing plans for the kernels of compiled programs.
 
-A compiled program (``kiln.compiler.executable.Executable``) runs native *segments* (C
+A compiled program (``kiln.compiler.build.executable.Executable``) runs native *segments* (C
 functions; consecutive native steps share one) and *islands* (a primitive's NumPy
 ``impl``) in order. While a trace records, the executable times each entry of the plan
 that :func:`timed_plan` gives it:
@@ -78,10 +78,11 @@ def _swap_in_per_step(exe) -> None:
 
 def _per_step_build(exe):
     """The same program with one C function per step (None when that build fails)."""
-    from kiln.compiler import blas_support, cmath_support
-    from kiln.compiler.build import load_library
-    from kiln.compiler.executable import Executable
-    from kiln.compiler.render_c import CRenderer
+    from kiln.compiler.build.build import load_library
+    from kiln.compiler.build.executable import Executable
+    from kiln.compiler.lower import blas_support
+    from kiln.compiler.render import cmath_support
+    from kiln.compiler.render.render_c import CRenderer
     try:
         with _recorder.span(f"per-kernel build of jit({exe.name}) for the profiler", "build",
                             program=exe.name):
@@ -115,8 +116,8 @@ def _eqn_source(eqn) -> str | None:
 def step_sources(prog, step) -> list:
     """The source_infos of the equations behind a native step, first made first (the
     step's own equation, then those of the fused expression nodes it evaluates)."""
-    from kiln.compiler import program as P
-    from kiln.compiler.render_c import _walk
+    from kiln.compiler.lower import program as P
+    from kiln.compiler.render.render_c import _walk
     found = {}
     own = prog.step_source.get(id(step))
     if own is not None and not isinstance(step, P.Kernel):
@@ -239,7 +240,7 @@ def _expr_ops(exprs) -> list[str]:
 
 def describe_step(step) -> tuple[str, str, list[str]]:
     """``(kind, shape text, primitive names)`` of one native step."""
-    from kiln.compiler import program as P
+    from kiln.compiler.lower import program as P
     if isinstance(step, P.Gemm):
         batch = f"{step.batch}x" if step.batch > 1 else ""
         return "gemm", f"{batch}{step.m}x{step.k}@{step.k}x{step.n}", ["dot_general"]

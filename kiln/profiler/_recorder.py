@@ -6,7 +6,7 @@ session: ``(thread ident, start_ns, end_ns, name, category, args)`` with times f
 CPython, so threads need no lock). When no trace is active the hooks cost one boolean
 test: :func:`span` returns a shared do-nothing context manager, and the executable's
 call path reads a module-level flag that :func:`set_active` flips
-(``kiln.compiler.executable.PROFILING``).
+(``kiln.compiler.build.executable.PROFILING``).
 
 It also remembers where each traced program came from (:func:`note_source`): the user's
 function, its file and first line, so that kernels can be attributed to source lines.
@@ -25,7 +25,7 @@ from contextlib import nullcontext
 active = False
 
 # Modules whose own ``PROFILING`` global mirrors ``active`` (hot paths read a global).
-_FLAG_MODULES = ("kiln.compiler.executable",)
+_FLAG_MODULES = ("kiln.compiler.build.executable",)
 
 _perf_ns = perf_ns = time.perf_counter_ns
 _get_ident = threading.get_ident

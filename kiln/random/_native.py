@@ -1,7 +1,7 @@
 """Optional native kernels for kiln.random, built with the system C compiler.
 
 Two small C functions, compiled once per (source, compiler, flags, CPU) and cached
-on disk by ``kiln.compiler.build`` (its checked cache, ``$KILN_CACHE_DIR/so``), loaded
+on disk by ``kiln.compiler.build.build`` (its checked cache, ``$KILN_CACHE_DIR/so``), loaded
 with ``ctypes``:
 
 * ``threefry2x32``: the Threefry-2x32 hash, vectorized by the C compiler. The
@@ -25,7 +25,7 @@ import warnings
 import numpy as np
 
 # The Threefry-2x32 block function (static, so the compiler can inline and vectorize it);
-# the compiler's generated code includes it too (kiln/compiler/render_c.py).
+# the compiler's generated code includes it too (kiln/compiler/render/render_c.py).
 THREEFRY_C = r"""static inline uint32_t rotl(uint32_t v, int r) { return (v << r) | (v >> (32 - r)); }
 
 #define ROUND(a, b, r) do { a += b; b = rotl(b, r); b ^= a; } while (0)
@@ -578,13 +578,13 @@ def _build():
     # Imported here, on the first use of the kernels: ``import kiln`` need not pay for them.
     import platform
 
-    from kiln.compiler import build
+    from kiln.compiler.build import build
 
     flags = ["-O3", "-fPIC", "-shared", "-ffp-contract=off", "-fno-math-errno",
              "-fno-trapping-math"]
     if platform.machine() in ("x86_64", "AMD64", "i686", "i386"):
         flags += ["-mavx2", "-mfma"] if "avx2" in _cpu_id() and " fma" in _cpu_id() else []
-    # Built and cached by kiln's compiler (kiln.compiler.build): its cache checks who
+    # Built and cached by kiln's compiler (kiln.compiler.build.build): its cache checks who
     # owns every directory and file and hashes what it loads; a fault of the machine
     # (no compiler, a failing one, an unusable cache) means the NumPy implementations.
     try:

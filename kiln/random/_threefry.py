@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from kiln.compiler import lower_random as _lower_random
+from kiln.compiler.lower import random as _lower_random
 from kiln.core.avals import ShapedArray
 from kiln.interpreters import ad, batching
 from kiln.lax._factory import standard_primitive

@@ -1,4 +1,4 @@
-"""kiln/compiler/blas.py: finding SciPy's BLAS, the thread rule, and GEMMs from generated C."""
+"""kiln/compiler/build/blas.py: finding SciPy's BLAS, the thread rule, and GEMMs from generated C."""
 import ctypes
 import os
 
@@ -8,8 +8,9 @@ import pytest
 import kiln
 import kiln.numpy as jnp
 from kiln.backends import cpu
-from kiln.compiler import blas, blas_support
-from kiln.compiler.program import Gemm
+from kiln.compiler.build import blas
+from kiln.compiler.lower import blas_support
+from kiln.compiler.lower.program import Gemm
 
 pytestmark = pytest.mark.skipif(not blas_support.available(), reason="no BLAS found")
 
@@ -58,7 +59,7 @@ def test_scipy_blas_fallback_multiplies(monkeypatch):
     import subprocess
     import sys
     code = ("import numpy as np, kiln, kiln.numpy as jnp\n"
-            "from kiln.compiler import blas\n"
+            "from kiln.compiler.build import blas\n"
             "assert 'scipy_openblas32' not in blas.blas_info().library\n"
             "a = np.arange(600 * 500, dtype=np.float32).reshape(600, 500) % 7\n"
             "b = np.arange(500 * 300, dtype=np.float32).reshape(500, 300) % 5\n"
@@ -142,7 +143,7 @@ def test_disable_blas_falls_back_to_reductions(monkeypatch):
 
 
 def _driver():
-    from kiln.compiler.build import load_library
+    from kiln.compiler.build.build import load_library
     src = ("#include <stdint.h>\n" + blas.c_declarations(blas.blas_info()) +
            "void run(int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,"
            " int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc, float beta)"
@@ -185,8 +186,8 @@ def test_c_wrapper_edge_cases():
 def test_programs_call_the_glue_library_from_every_unit():
     """The GEMM wrappers are compiled once, in the ``kiln_blas`` glue library: a program
     holds only two pointers to them, and any of its translation units may call a GEMM."""
-    from kiln.compiler import build
-    from kiln.compiler.render_c import CRenderer
+    from kiln.compiler.build import build
+    from kiln.compiler.render.render_c import CRenderer
     ws = [R.standard_normal((48, 48)).astype(np.float32) for _ in range(12)]
     x = R.standard_normal((32, 48)).astype(np.float32)
 
@@ -213,7 +214,7 @@ def test_programs_call_the_glue_library_from_every_unit():
 def test_a_value_feeding_two_gemms_is_written_once():
     """An MLP's output cotangent feeds the weight gradient and the input gradient: one
     kernel writes it, both GEMMs read that buffer."""
-    from kiln.compiler.program import Kernel
+    from kiln.compiler.lower.program import Kernel
     a = R.standard_normal((64, 48)).astype(np.float32)
     w1 = R.standard_normal((48, 40)).astype(np.float32)
     w2 = R.standard_normal((64, 40)).astype(np.float32)

@@ -1,4 +1,4 @@
-"""Tests of kiln.compiler.build: the C build, its disk cache, integrity checks and loading.
+"""Tests of kiln.compiler.build.build: the C build, its disk cache, integrity checks and loading.
 
 Every test gets its own cache directory (``KILN_CACHE_DIR`` under ``tmp_path``). Sources
 are tiny (a compile costs ~30 ms); those that go through an in-process cache
@@ -23,7 +23,7 @@ import uuid
 
 import pytest
 
-from kiln.compiler import build
+from kiln.compiler.build import build
 
 pytestmark = pytest.mark.skipif(build.find_compiler() is None, reason="no C compiler")
 
@@ -372,7 +372,7 @@ def test_large_programs_render_as_units():
             x = jnp.sum(jnp.tanh(x * (k + 1.0)), axis=0, keepdims=True) + x
         return x
     text = kiln.jit(f).lower(x).compile().as_text()
-    from kiln.compiler.render_c import CRenderer
+    from kiln.compiler.render.render_c import CRenderer
     if CRenderer.build_units > 1:
         assert text.count(build.UNIT_MARK) == CRenderer.build_units
     np.testing.assert_allclose(np.asarray(kiln.jit(f)(x)), np.asarray(f(x)), rtol=1e-5)
@@ -395,7 +395,7 @@ def test_small_loops_compile_without_the_vectorizer():
 
     import kiln
     import kiln.numpy as jnp
-    from kiln.compiler.render_c import SMALL_ELEMENTS
+    from kiln.compiler.render.render_c import SMALL_ELEMENTS
 
     def f(x):
         return jnp.exp(x) * 2.0 + jnp.sum(jnp.tanh(x), axis=-1, keepdims=True)

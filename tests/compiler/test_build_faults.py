@@ -22,7 +22,7 @@ import pytest
 import kiln
 import kiln.numpy as jnp
 from kiln.backends import cpu
-from kiln.compiler import build
+from kiln.compiler.build import build
 from kiln.config import config
 
 REAL_CC = build.find_compiler()
@@ -34,7 +34,7 @@ jnp.sin(jnp.exp(jnp.ones(3)))
 jnp.sin(jnp.exp(jnp.ones(3, np.float64))) if config.jax_enable_x64 else None
 pytestmark = pytest.mark.skipif(not hasattr(os, "killpg") or REAL_CC is None,
                                 reason="needs POSIX and a C compiler")
-ROOT = str(pathlib.Path(build.__file__).parents[2])
+ROOT = str(pathlib.Path(build.__file__).parents[3])
 
 
 def _gone(pid: int) -> bool:

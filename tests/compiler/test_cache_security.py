@@ -22,7 +22,7 @@ import pytest
 import kiln
 import kiln.numpy as jnp
 from kiln.backends import cpu
-from kiln.compiler import build
+from kiln.compiler.build import build
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "getuid") or build.find_compiler() is None,
                                 reason="needs POSIX and a C compiler")
@@ -185,7 +185,7 @@ _EXIT_CHILD = r"""
 import os, sys, warnings
 import numpy as np
 import kiln, kiln.numpy as jnp
-from kiln.compiler import build
+from kiln.compiler.build import build
 warnings.simplefilter("ignore")
 print(build.cache_dir(), flush=True)
 f = kiln.jit(lambda v: jnp.sin(v) * 3.5 + 1.0)
@@ -198,7 +198,7 @@ def test_private_directory_is_removed_at_exit(tmp_path, fresh):
     root.mkdir()
     os.chmod(root, 0o777)
     env = {**os.environ, "KILN_CACHE_DIR": str(root), "KILN_COMPILE": "sync",
-           "PYTHONPATH": str(pathlib.Path(build.__file__).parents[2])}
+           "PYTHONPATH": str(pathlib.Path(build.__file__).parents[3])}
     proc = subprocess.run([sys.executable, "-c", _EXIT_CHILD], env=env, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

@@ -6,7 +6,7 @@ import pytest
 
 import kiln
 import kiln.numpy as jnp
-from kiln.compiler.render_c import CRenderer
+from kiln.compiler.render.render_c import CRenderer
 
 R = np.random.default_rng(3)
 

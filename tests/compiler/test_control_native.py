@@ -7,7 +7,7 @@ import kiln
 import kiln.numpy as jnp
 from kiln import lax
 from kiln.backends import cpu, reference
-from kiln.compiler.program import Branch, Island, Loop, Scatter, walk_steps
+from kiln.compiler.lower.program import Branch, Island, Loop, Scatter, walk_steps
 
 R = np.random.default_rng(0)
 V = np.linspace(-1, 1, 16).astype(np.float32)

@@ -7,7 +7,7 @@ import kiln
 import kiln.numpy as jnp
 from kiln import lax
 from kiln.backends import cpu, reference
-from kiln.compiler.program import Conv, walk_steps
+from kiln.compiler.lower.program import Conv, walk_steps
 
 R = np.random.default_rng(0)
 

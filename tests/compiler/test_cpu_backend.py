@@ -10,9 +10,9 @@ import kiln
 import kiln.numpy as jnp
 from kiln import lax
 from kiln.backends import cpu, reference
-from kiln.compiler.lower import lower
-from kiln.compiler.passes import optimize
-from kiln.compiler.program import Gemm, Island, Kernel, Reduce
+from kiln.compiler.lower.lower import lower
+from kiln.compiler.lower.program import Gemm, Island, Kernel, Reduce
+from kiln.compiler.passes.passes import optimize
 
 
 def _both(f, *args):
@@ -164,7 +164,7 @@ def test_cost_rule_materializes_shared_expensive_value():
 
 
 def test_large_matmul_uses_blas_with_fused_epilogue():
-    from kiln.compiler import blas_support
+    from kiln.compiler.lower import blas_support
     if not blas_support.available():
         pytest.skip("no BLAS")
     a = R.standard_normal((64, 48)).astype(np.float32)

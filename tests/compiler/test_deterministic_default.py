@@ -35,7 +35,7 @@ def _run(cache_dir, **extra):
 
 
 def test_default_first_call_is_compiled_and_bits_never_change(tmp_path):
-    from kiln.compiler.build import find_compiler
+    from kiln.compiler.build.build import find_compiler
     if find_compiler() is None:
         pytest.skip("no C compiler")
     cold = _run(tmp_path / "cache")            # the program is built in this process

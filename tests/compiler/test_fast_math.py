@@ -1,4 +1,4 @@
-"""``fexp32`` (``kiln.compiler.fast_math``), the exp used inside float sum reductions.
+"""``fexp32`` (``kiln.compiler.render.fast_math``), the exp used inside float sum reductions.
 
 Its accuracy in ulps against the correctly rounded exp (float64, rounded), its special
 values against XLA's (``xexp32``), and where the renderer uses it: sums only, so
@@ -14,8 +14,8 @@ import kiln
 import kiln.numpy as knp
 import kiln.scipy.special
 from kiln import nn as knn
-from kiln.compiler import build
-from kiln.compiler.fast_math import FAST_EXP_C, FIN_MAX
+from kiln.compiler.build import build
+from kiln.compiler.render.fast_math import FAST_EXP_C, FIN_MAX
 from kiln.random._native import XLA_MATH_C
 
 pytestmark = pytest.mark.skipif(build.find_compiler() is None, reason="no C compiler")

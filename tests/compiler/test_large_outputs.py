@@ -6,8 +6,8 @@ import numpy as np
 
 import kiln
 import kiln.numpy as jnp
-from kiln.compiler import runtime
-from kiln.compiler.render_c import CRenderer
+from kiln.compiler.build import runtime
+from kiln.compiler.render.render_c import CRenderer
 
 
 def _source(f, *args):

@@ -1,5 +1,5 @@
 """Small ``cholesky``/``triangular_solve`` in loop and branch bodies compile natively
-(``kiln/compiler/lower_linalg.py``) instead of keeping the loop on the host: checked
+(``kiln/compiler/lower/linalg.py``) instead of keeping the loop on the host: checked
 against the reference backend (LAPACK) over every parameter, with batch dimensions,
 failed factorizations (all NaN) and singular triangles, and under jit/grad/vmap."""
 import itertools
@@ -11,8 +11,8 @@ import kiln
 import kiln.numpy as jnp
 from kiln import lax
 from kiln.backends import cpu, reference
-from kiln.compiler import lower_linalg
-from kiln.compiler.program import Island, Loop, walk_steps
+from kiln.compiler.lower import linalg as lower_linalg
+from kiln.compiler.lower.program import Island, Loop, walk_steps
 from kiln.lax import linalg
 
 R = np.random.default_rng(0)

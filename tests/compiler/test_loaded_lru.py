@@ -1,5 +1,5 @@
 """The bound on loaded programs: an LRU of compiled programs whose evicted libraries are
-closed once nothing uses them (``KILN_MAX_LOADED_PROGRAMS``, ``kiln.compiler.loaded``).
+closed once nothing uses them (``KILN_MAX_LOADED_PROGRAMS``, ``kiln.compiler.build.loaded``).
 
 Many distinct programs keep the process's memory mappings bounded, every result stays
 right, and an evicted program runs again (reloaded from the disk cache)."""
@@ -12,7 +12,7 @@ import pytest
 import kiln
 import kiln.numpy as jnp
 from kiln.backends import cpu
-from kiln.compiler import loaded
+from kiln.compiler.build import loaded
 
 LIMIT = 8
 PROGRAMS = 40       # distinct C sources (built once per machine, then disk cache hits)

@@ -1,12 +1,12 @@
 """Consecutive elementwise kernels over one loop become one multi-output kernel
-(kiln.compiler.merge_kernels): Adam's three updates read and write memory once."""
+(kiln.compiler.lower.merge_kernels): Adam's three updates read and write memory once."""
 import numpy as np
 import pytest
 
 import kiln
 import kiln.numpy as jnp
 from kiln.backends import cpu
-from kiln.compiler.program import Kernel
+from kiln.compiler.lower.program import Kernel
 from kiln.config import config
 
 pytestmark = pytest.mark.skipif(config.kiln_backend == "reference",

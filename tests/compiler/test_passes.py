@@ -1,4 +1,4 @@
-"""The jaxpr optimisation passes of ``kiln.compiler.passes``: structure of the result
+"""The jaxpr optimisation passes of ``kiln.compiler.passes.passes``: structure of the result
 (which equations remain) and values (the reference backend before vs after)."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import kiln as jax
 import kiln.lax as lax
 import kiln.numpy as jnp
 from kiln.backends.reference import run_jaxpr
-from kiln.compiler import passes as P
+from kiln.compiler.passes import passes as P
 from kiln.core.jaxpr import ClosedJaxpr, Jaxpr, Literal, check_jaxpr, pp_jaxpr
 
 X23 = np.arange(6, dtype=np.float32).reshape(2, 3) - 2.5

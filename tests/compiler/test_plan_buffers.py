@@ -6,7 +6,7 @@ import kiln
 import kiln.numpy as jnp
 from kiln import lax
 from kiln.backends import cpu, reference
-from kiln.compiler.plan_buffers import _buffers_of
+from kiln.compiler.lower.plan_buffers import _buffers_of
 
 R = np.random.default_rng(0)
 

@@ -7,7 +7,8 @@ import importlib
 import pkgutil
 
 import kiln
-from kiln.compiler import lower, lower_random
+from kiln.compiler.lower import lower
+from kiln.compiler.lower import random as lower_random
 from kiln.core.trace import Primitive
 
 

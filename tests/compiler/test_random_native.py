@@ -10,7 +10,7 @@ import kiln
 import kiln.numpy as jnp
 import kiln.random as kr
 from kiln.backends import cpu, reference
-from kiln.compiler.program import Island, Kernel
+from kiln.compiler.lower.program import Island, Kernel
 
 
 def _both(f, *args):

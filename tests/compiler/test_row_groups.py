@@ -1,5 +1,5 @@
 """Row groups: reductions over trailing axes and their per-row consumers share one loop
-over rows (``kiln/compiler/row_groups.py``). Each program is checked against the
+over rows (``kiln/compiler/render/row_groups.py``). Each program is checked against the
 reference backend, and for whether it was grouped."""
 import numpy as np
 import pytest
@@ -7,8 +7,8 @@ import pytest
 import kiln
 import kiln.numpy as jnp
 from kiln.backends import cpu, reference
-from kiln.compiler.program import Island
-from kiln.compiler.row_groups import row_groups
+from kiln.compiler.lower.program import Island
+from kiln.compiler.render.row_groups import row_groups
 
 R = np.random.default_rng(0)
 X = R.standard_normal((64, 300)).astype(np.float32)
@@ -190,7 +190,7 @@ def test_skewed_softmax_into_its_donated_input():
 
 def test_skewed_rows_match_the_unskewed_bits(monkeypatch):
     # Each reduction folds in the same order as alone: the skew changes no bits.
-    from kiln.compiler import render_c
+    from kiln.compiler.render import render_c
     x = _rows(50, 3000)
     x[7, 5] = np.nan
     fns = [lambda x: kiln.nn.logsumexp(x, axis=1), lambda x: kiln.nn.softmax(x, axis=-1),
@@ -228,7 +228,7 @@ def test_exp_of_x_minus_its_row_max_takes_the_short_loop(monkeypatch):
     # row runs fexp32_fin / xexp32_fin (no overflow/NaN select; softmax's elementwise exp
     # too) when its guard holds, the general
     # loop otherwise (an infinity or NaN in the row, or a shift that may overflow).
-    from kiln.compiler import render_c
+    from kiln.compiler.render import render_c
     x = _rows(30, 2000)
     x[2, 7] = np.nan
     x[3, 11] = np.inf
@@ -266,7 +266,7 @@ def test_short_loop_only_for_a_max_and_a_row_constant():
 def test_short_loop_under_vmap(monkeypatch):
     # vmap(logsumexp) over [3, 40, n]: the max may see the rows as [120, n] and the
     # exp-sum as [3, 40, n]; both read x at each row-major position, so the guard holds.
-    from kiln.compiler import render_c
+    from kiln.compiler.render import render_c
     x = _rows(120, 700).reshape(3, 40, 700)
     x[0, 5, 9], x[1, 7, 3], x[2, 39, :] = np.nan, np.inf, -np.inf
     f = kiln.jit(kiln.vmap(lambda x: kiln.nn.logsumexp(x, axis=-1)))

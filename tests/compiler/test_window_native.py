@@ -7,7 +7,7 @@ import kiln
 import kiln.numpy as jnp
 from kiln import lax
 from kiln.backends import cpu, reference
-from kiln.compiler.program import Island, Reduce, walk_steps
+from kiln.compiler.lower.program import Island, Reduce, walk_steps
 
 R = np.random.default_rng(0)
 X = R.standard_normal((2, 9, 8, 3)).astype(np.float32)

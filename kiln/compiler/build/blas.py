@@ -1,0 +1,396 @@
+"""The BLAS that generated code calls for matrix products, and how many threads it gets.
+
+Where the functions come from: the ``scipy-openblas32`` wheel (a kiln dependency: the
+OpenBLAS SciPy's own wheels are built from, a newer release, with LP64 integers and
+``scipy_``-prefixed symbols, so it coexists with NumPy's and SciPy's copies), loaded
+with ``dlopen`` and used by kiln alone: its global thread count is set to one once.
+Measured on a 2-core Zen 3 VM, OpenBLAS 0.3.34 from the wheel ran the MLP's GEMMs
+5-9% faster than the 0.3.30 inside SciPy (benchmarks/NOTES.md, session 9).
+``KILN_BLAS=scipy`` (or the wheel missing) uses SciPy's BLAS instead: SciPy exports its
+BLAS as Cython capsules, ``scipy.linalg.cython_blas.__pyx_capi__``; each holds the address of a function
+with the Fortran LP64 ABI (every argument a pointer, ``int`` dimensions, no hidden string
+lengths). That works for any SciPy build, whichever BLAS it was linked against. The
+row-major wrappers ``kiln_gemm_f32/f64`` live in a small glue library (built once per
+machine, :func:`glue_library`) that gets the addresses of ``sgemm``/``dgemm``; each compiled
+program gets the wrappers' addresses (``kiln_blas_init``) and calls them directly: no
+Python, no ctypes on the hot path.
+
+Threads: on a small shared machine a multi-threaded GEMM of modest size is *slower* than a
+single-threaded one (spinning worker threads fight for the cores; measured 31 ms vs 3.2 ms
+for 128x1024 @ 1024x1024 f32 under load), and BLAS worker threads that spin after a call
+slow the OpenMP kernels that follow (measured: a 0.1 ms kernel took 8 ms after a
+2-thread OpenBLAS call). So every BLAS call is single-threaded, and a large product
+(``threads_for``) is split into row or column blocks over OpenMP threads, one BLAS call
+each: one thread pool for everything. How "single-threaded" is made: the wheel's copy
+is kiln's alone, so its one global thread count is set to 1 once, at load. SciPy's
+copy (the fallback) is shared with the user's own SciPy calls, so each GEMM sets
+``openblas_set_num_threads_local(1)`` (OpenBLAS's per-calling-thread setting, exported
+by SciPy's wheels; it returns the previous setting, which is put back after the GEMM).
+With another BLAS (no such symbol) the library's own setting stands.
+
+Row-major to column-major: BLAS is column-major and a row-major ``X`` (r x c, leading
+dimension ``ld``) is the column-major ``X^T``. So ``C = op(A) @ op(B)`` in row-major is
+``C^T = op(B)^T @ op(A)^T`` in column-major: swap the operands and M with N; each
+operand's transpose flag stays as is.
+
+What it must not hold: when to use a GEMM (``lower.py``), rendering (``render_c.py``).
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import threading
+from dataclasses import dataclass
+
+# A GEMM with fewer multiply-adds than this runs on one thread. The split runs on the
+# OpenMP threads the kernels already use (each block a single-threaded BLAS call), so
+# waking them costs microseconds; the MLP step at batch 128 (GEMMs of 2**25-2**26 MACs)
+# went from 3.9 to 2.2 ms when the bar came down from 2**27 to 2**24, and at batch 1024
+# its three products with a side of 10 (2**22.3 MACs: OpenBLAS is slow on such skinny
+# shapes) from ~285 to ~150 us each at 2**22 (benchmarks/NOTES.md, "BLAS threads").
+PARALLEL_MIN_MACS = 1 << 22
+
+
+@dataclass(frozen=True)
+class BlasInfo:
+    """Addresses of the BLAS functions generated code calls, and what library they are."""
+
+    sgemm: int
+    dgemm: int
+    set_threads_local: int      # 0 when the library has no per-thread setter
+    library: str                # path of the shared object that holds sgemm
+    max_threads: int            # threads a large GEMM may use
+
+
+def _capsule_address(capsule) -> int:
+    get_name = ctypes.pythonapi.PyCapsule_GetName
+    get_name.restype = ctypes.c_char_p
+    get_name.argtypes = [ctypes.py_object]
+    get_ptr = ctypes.pythonapi.PyCapsule_GetPointer
+    get_ptr.restype = ctypes.c_void_p
+    get_ptr.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    return int(get_ptr(capsule, get_name(capsule)))
+
+
+class _DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+
+
+def _library_of(address: int) -> str | None:
+    """The shared object holding ``address`` (the BLAS SciPy's capsule wraps)."""
+    try:
+        libc = ctypes.CDLL(None)
+        dladdr = libc.dladdr
+    except (OSError, AttributeError):  # pragma: no cover - non-glibc platforms
+        return None
+    dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
+    dladdr.restype = ctypes.c_int
+    info = _DlInfo()
+    if not dladdr(ctypes.c_void_p(address), ctypes.byref(info)) or not info.dli_fname:
+        return None
+    return os.fsdecode(info.dli_fname)
+
+
+def _thread_setter(module_path: str) -> int:
+    """Address of ``openblas_set_num_threads_local`` in the BLAS behind ``module_path``.
+
+    ``dlsym`` on a library's handle searches that library and then its dependencies, so
+    this finds the symbol in the BLAS SciPy's Cython module links against, not in another
+    BLAS the process also loaded (NumPy's ILP64 OpenBLAS has the same symbol name).
+    """
+    try:
+        lib = ctypes.CDLL(module_path)
+        fn = lib.openblas_set_num_threads_local
+    except (OSError, AttributeError):
+        return 0
+    return ctypes.cast(fn, ctypes.c_void_p).value or 0
+
+
+# The wheel's library, kept loaded for the life of the process.
+_wheel_lib: list = []
+
+
+def _wheel_blas() -> tuple[int, int, str] | None:
+    """``(sgemm, dgemm, path)`` of the ``scipy-openblas32`` wheel's OpenBLAS, set to one
+    thread, or None (not installed, or ``KILN_BLAS=scipy``). Found without importing the
+    package (its ``__init__`` reads package metadata: milliseconds of a first call)."""
+    choice = os.environ.get("KILN_BLAS", "").strip().lower()
+    if choice == "scipy":
+        return None
+    if choice not in ("", "openblas32"):
+        raise ValueError(f"KILN_BLAS must be 'openblas32' or 'scipy', got {choice!r}")
+    import glob
+    import importlib.util
+    try:
+        spec = importlib.util.find_spec("scipy_openblas32")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    here = list(spec.submodule_search_locations)[0]
+    found = sorted(p for pattern in ("libscipy_openblas*.so*", "libscipy_openblas*.dylib",
+                                     "libscipy_openblas*.dll")
+                   for p in glob.glob(os.path.join(here, "lib", pattern)))
+    if not found:
+        return None
+    # OpenBLAS reads its thread count when it is loaded and starts that many workers,
+    # which spin for ~0.1 s of CPU after loading (measured): beside the tiered first
+    # call's reference run and the gcc build on two cores that tripled the first call.
+    # One thread from the start: no workers at all.
+    old = os.environ.get("OPENBLAS_NUM_THREADS")
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    try:
+        lib = ctypes.CDLL(found[0])
+        sgemm, dgemm = lib.scipy_sgemm_, lib.scipy_dgemm_
+        set_threads = lib.scipy_openblas_set_num_threads
+    except (OSError, AttributeError):
+        return None
+    finally:
+        if old is None:
+            os.environ.pop("OPENBLAS_NUM_THREADS", None)
+        else:
+            os.environ["OPENBLAS_NUM_THREADS"] = old
+    # kiln splits large products over its own OpenMP threads, one BLAS call each; the
+    # library's workers would spin against them (module docstring). Nobody else calls
+    # this copy, so its one global setting is ours.
+    set_threads.argtypes = [ctypes.c_int]
+    set_threads.restype = None
+    set_threads(1)
+    _wheel_lib.append(lib)
+    return (ctypes.cast(sgemm, ctypes.c_void_p).value,
+            ctypes.cast(dgemm, ctypes.c_void_p).value, found[0])
+
+
+def _cpu_count() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # pragma: no cover
+        return max(1, os.cpu_count() or 1)
+
+
+def _max_threads() -> int:
+    env = os.environ.get("KILN_BLAS_THREADS")
+    if env:
+        try:
+            return max(1, int(env))
+        except ValueError:
+            raise ValueError(f"KILN_BLAS_THREADS must be a positive integer, got {env!r}") \
+                from None
+    return _cpu_count()
+
+
+def _cython_blas_module():
+    """``scipy.linalg.cython_blas``, loaded from its file when ``scipy.linalg`` is not yet
+    imported: importing that package costs ~50 ms (docstring processing), a large part
+    of a first ``jit`` call; the extension module alone needs nothing from it."""
+    import sys
+    mod = sys.modules.get("scipy.linalg.cython_blas")
+    if mod is not None:
+        return mod
+    try:
+        import glob
+        import importlib.machinery
+        import importlib.util
+
+        import scipy
+        here = os.path.join(os.path.dirname(scipy.__file__), "linalg")
+        suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
+        files = [f for f in glob.glob(os.path.join(here, "cython_blas*"))
+                 if f.endswith(suffixes)]
+        if files:
+            name = "scipy.linalg.cython_blas"
+            loader = importlib.machinery.ExtensionFileLoader(name, files[0])
+            spec = importlib.util.spec_from_file_location(name, files[0], loader=loader)
+            mod = importlib.util.module_from_spec(spec)
+            loader.exec_module(mod)
+            return mod
+    except Exception:  # noqa: BLE001 - an unusual layout: the normal import below
+        pass
+    from scipy.linalg import cython_blas
+    return cython_blas
+
+
+@functools.cache
+def blas_info() -> BlasInfo:
+    """Find the BLAS: the ``scipy-openblas32`` wheel's ``sgemm``/``dgemm``, else SciPy's
+    with its per-thread thread setter.
+
+    Raises:
+      ImportError: when neither the wheel nor SciPy's Cython BLAS is importable.
+    """
+    wheel = _wheel_blas()
+    if wheel is not None:
+        return BlasInfo(sgemm=wheel[0], dgemm=wheel[1], set_threads_local=0,
+                        library=wheel[2], max_threads=_max_threads())
+    cython_blas = _cython_blas_module()
+    caps = cython_blas.__pyx_capi__
+    sgemm = _capsule_address(caps["sgemm"])
+    dgemm = _capsule_address(caps["dgemm"])
+    module_path = _library_of(sgemm) or getattr(cython_blas, "__file__", "")
+    setter = _thread_setter(module_path)
+    return BlasInfo(sgemm=sgemm, dgemm=dgemm, set_threads_local=setter,
+                    library=module_path, max_threads=_max_threads())
+
+
+def threads_for(m: int, n: int, k: int, max_threads: int | None = None) -> int:
+    """Threads one ``m x k @ k x n`` GEMM gets: one unless it is large (``PARALLEL_MIN_MACS``)."""
+    top = _max_threads() if max_threads is None else max_threads
+    return top if m * n * k >= PARALLEL_MIN_MACS else 1
+
+
+def c_declarations(info: BlasInfo | None = None) -> str:
+    """C text a generated library includes to call ``kiln_gemm_f32/f64`` (row-major).
+
+    They are pointers into the BLAS glue library (:func:`glue_library`), set by
+    ``kiln_blas_init`` (:func:`init_library`). The text before ``DEFINITIONS_MARK``
+    declares them; the text after it defines them and ``kiln_blas_init``."""
+    return _PROGRAM_C
+
+
+def init_library(lib: ctypes.CDLL, info: BlasInfo) -> None:
+    """Point a compiled library's ``kiln_gemm_f32/f64`` at the BLAS glue."""
+    glue = glue_library(info)
+    fn = lib.kiln_blas_init
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    fn.restype = None
+    fn(ctypes.cast(glue.kiln_gemm_f32, ctypes.c_void_p),
+       ctypes.cast(glue.kiln_gemm_f64, ctypes.c_void_p))
+
+
+_glue_lock = threading.Lock()
+_glue: dict = {}
+
+
+def glue_library(info: BlasInfo) -> ctypes.CDLL:
+    """The shared library holding the GEMM wrappers, built once per machine (disk cache)
+    and loaded once per process, with the BLAS addresses and thread budget handed in.
+
+    The wrappers live here rather than in each program: compiled into every program they
+    cost ~110 ms of gcc time (their OpenMP regions and zero-fill loops), a third of the
+    build of an MLP's gradient."""
+    with _glue_lock:
+        lib = _glue.get(info)
+        if lib is None:
+            from kiln.compiler.build.build import load_library
+            src = _GLUE_C.replace("@PARALLEL_MIN_MACS@", str(PARALLEL_MIN_MACS))
+            lib = load_library(src, name="kiln_blas")
+            fn = lib.kiln_blas_init
+            fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+            fn.restype = None
+            fn(info.sgemm, info.dgemm, info.set_threads_local or None, info.max_threads)
+            _glue[info] = lib
+        return lib
+
+
+# Between the declarations and the definitions: a source split into translation units
+# (render_c) puts the declarations in the shared part, so every unit may call a GEMM, and
+# the definitions in the first unit only.
+DEFINITIONS_MARK = "/* @kiln-blas-definitions */"
+
+_PROGRAM_C = r"""
+typedef void (*kiln_gemm_f32_t)(int, int, int64_t, int64_t, int64_t, const float *, int64_t,
+                                const float *, int64_t, float *, int64_t, float);
+typedef void (*kiln_gemm_f64_t)(int, int, int64_t, int64_t, int64_t, const double *,
+                                int64_t, const double *, int64_t, double *, int64_t, double);
+extern __attribute__((visibility("hidden"))) kiln_gemm_f32_t kiln_gemm_f32;
+extern __attribute__((visibility("hidden"))) kiln_gemm_f64_t kiln_gemm_f64;
+""" + DEFINITIONS_MARK + r"""
+__attribute__((visibility("hidden"))) kiln_gemm_f32_t kiln_gemm_f32;
+__attribute__((visibility("hidden"))) kiln_gemm_f64_t kiln_gemm_f64;
+void kiln_blas_init(void *f32, void *f64) {
+  kiln_gemm_f32 = (kiln_gemm_f32_t)f32;
+  kiln_gemm_f64 = (kiln_gemm_f64_t)f64;
+}
+"""
+
+# The glue library: row-major GEMM wrappers over the Fortran BLAS.
+_GLUE_C = r"""
+#include <stdint.h>
+typedef void (*kiln_sgemm_t)(const char*, const char*, const int*, const int*, const int*,
+                             const float*, const float*, const int*, const float*, const int*,
+                             const float*, float*, const int*);
+typedef void (*kiln_dgemm_t)(const char*, const char*, const int*, const int*, const int*,
+                             const double*, const double*, const int*, const double*,
+                             const int*, const double*, double*, const int*);
+typedef int (*kiln_set_threads_t)(int);
+static kiln_sgemm_t kiln_sgemm_ptr;
+static kiln_dgemm_t kiln_dgemm_ptr;
+static kiln_set_threads_t kiln_set_threads_ptr;
+static int kiln_blas_max_threads = 1;
+
+void kiln_blas_init(void *s, void *d, void *t, int max_threads) {
+  kiln_sgemm_ptr = (kiln_sgemm_t)s;
+  kiln_dgemm_ptr = (kiln_dgemm_t)d;
+  kiln_set_threads_ptr = (kiln_set_threads_t)t;
+  kiln_blas_max_threads = max_threads > 0 ? max_threads : 1;
+}
+
+/* One single-threaded BLAS call on the calling thread; the thread's own setting is put
+   back afterwards (the setter returns it), so the user's SciPy calls on this thread keep
+   their threads. */
+#define KILN_GEMM_CALL(T, PTR, M_, N_, A_, B_, C_)                                        \
+  do {                                                                                 \
+    const int kiln_prev = kiln_set_threads_ptr ? kiln_set_threads_ptr(1) : 0;          \
+    const char ta = transB ? 'T' : 'N', tb = transA ? 'T' : 'N';                      \
+    const int m = (int)(N_), n = (int)(M_), k = (int)K;                                \
+    const int la = (int)(ldb > 0 ? ldb : 1), lb = (int)(lda > 0 ? lda : 1);            \
+    const int lc = (int)(ldc > 0 ? ldc : 1);                                           \
+    const T one = 1;                                                                   \
+    PTR(&ta, &tb, &m, &n, &k, &one, (B_), &la, (A_), &lb, &beta, (C_), &lc);           \
+    if (kiln_set_threads_ptr && kiln_prev > 0) kiln_set_threads_ptr(kiln_prev);        \
+  } while (0)
+
+/* Row-major C[MxN] = op(A) @ op(B) (+ beta*C): column-major C^T = op(B)^T op(A)^T.
+   Large products (>= @PARALLEL_MIN_MACS@ multiply-adds) are split into row (or column)
+   blocks, one per OpenMP thread, each a single-threaded BLAS call: the same thread pool
+   as the kernels, so BLAS's own workers never spin against OpenMP's (blas.threads_for). */
+#ifdef _OPENMP
+/* The calling thread's OpenMP budget: a device thread of pmap/shard_map has a share. */
+int omp_get_max_threads(void);
+#define KILN_GEMM_PARALLEL(T, PTR)                                                     \
+  if (kiln_blas_max_threads > 1 && M * N * K >= (int64_t)@PARALLEL_MIN_MACS@         \
+      && omp_get_max_threads() > 1) {                                                  \
+    const int nt = kiln_blas_max_threads < omp_get_max_threads()                        \
+                   ? kiln_blas_max_threads : omp_get_max_threads();                     \
+    if (M >= N) {                                                                      \
+      _Pragma("omp parallel for num_threads(nt) schedule(static)")                     \
+      for (int t = 0; t < nt; t++) {                                                   \
+        const int64_t r0 = M * t / nt, r1 = M * (t + 1) / nt;                          \
+        if (r1 > r0) KILN_GEMM_CALL(T, PTR, r1 - r0, N, A + (transA ? r0 : r0 * lda),  \
+                                    B, C + r0 * ldc);                                  \
+      }                                                                                \
+    } else {                                                                           \
+      _Pragma("omp parallel for num_threads(nt) schedule(static)")                     \
+      for (int t = 0; t < nt; t++) {                                                   \
+        const int64_t c0 = N * t / nt, c1 = N * (t + 1) / nt;                          \
+        if (c1 > c0) KILN_GEMM_CALL(T, PTR, M, c1 - c0, A,                             \
+                                    B + (transB ? c0 * ldb : c0), C + c0);             \
+      }                                                                                \
+    }                                                                                  \
+    return;                                                                            \
+  }
+#else
+#define KILN_GEMM_PARALLEL(T, PTR)
+#endif
+
+#define KILN_GEMM_BODY(T, PTR)                                                        \
+  if (M <= 0 || N <= 0) return;                                                        \
+  if (K <= 0) { for (int64_t i = 0; i < M; i++) for (int64_t j = 0; j < N; j++)        \
+      C[i * ldc + j] = beta == 0 ? (T)0 : beta * C[i * ldc + j]; return; }            \
+  KILN_GEMM_PARALLEL(T, PTR)                                                           \
+  KILN_GEMM_CALL(T, PTR, M, N, A, B, C);
+
+void kiln_gemm_f32(int transA, int transB, int64_t M, int64_t N, int64_t K,
+                   const float *A, int64_t lda, const float *B, int64_t ldb, float *C,
+                   int64_t ldc, float beta) {
+  KILN_GEMM_BODY(float, kiln_sgemm_ptr)
+}
+
+void kiln_gemm_f64(int transA, int transB, int64_t M, int64_t N, int64_t K,
+                   const double *A, int64_t lda, const double *B, int64_t ldb, double *C,
+                   int64_t ldc, double beta) {
+  KILN_GEMM_BODY(double, kiln_dgemm_ptr)
+}
+"""

@@ -1,0 +1,295 @@
+"""A compiled program ready to call: buffers in, buffers out.
+
+An :class:`Executable` owns the loaded shared library and a plan: the native
+segments (function address + the buffers it reads and writes, in argument order)
+and the islands between them. Calling it allocates outputs (huge pages when
+large), takes temporaries from a pool kept across calls, runs the plan and returns
+the output arrays.
+
+What it must not hold: lowering or rendering decisions.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+from contextlib import nullcontext
+
+import numpy as np
+
+from kiln import _fp_warnings
+from kiln.compiler.build.runtime import HUGE_THRESHOLD, alloc, get_run
+from kiln.compiler.lower.program import Island, Program
+from kiln.core.trace import apply_impl
+from kiln.profiler import _kernels as _profiled_kernels
+from kiln.profiler import _recorder as _profiler
+
+# True while a ``kiln.profiler`` trace records (the profiler flips it): calls then go
+# through ``Executable._call_timed``, which times each native segment and island. Off,
+# the call path pays this one global test.
+PROFILING = _profiler.active
+_NO_CONTEXT = nullcontext()
+
+
+class Executable:
+    """Native code for one jaxpr (see the module docstring)."""
+
+    # For profiles: the jit function's name and (file, line, function) where it was
+    # defined (set by the cpu backend), and the timed plan (kiln.profiler._kernels).
+    name = "jit"
+    where = None
+    _timed = None
+
+    def __init__(self, prog: Program, lib, segments, source: str, build_seconds: float = 0.0):
+        self.prog = prog
+        self.source = source
+        self.lib = lib
+        self.build_seconds = build_seconds
+        # Runs the program another way (the reference backend) when a guard has changed.
+        self.fallback = None
+        self._run = get_run()
+        nbuf = len(prog.buffers)
+        seg_by_first = {}
+        for seg in segments:
+            seg_by_first[id(seg.steps[0])] = seg
+        plan = []
+        for step in prog.steps:
+            if isinstance(step, Island):
+                # The island's result may be a view of a pooled temporary input: copy it,
+                # unless the primitive promises fresh results (collectives, whose results
+                # are shared by the devices and never written in place: plan_buffers).
+                copy = (any(not isinstance(x[0], str) and x[0].kind == "tmp" for x in step.ins)
+                        and not getattr(step.eqn.primitive, "island_result_fresh", False))
+                plan.append(("island", step, copy))
+            elif id(step) in seg_by_first:
+                seg = seg_by_first[id(step)]
+                fn = getattr(lib, seg.name)
+                addr = ctypes.cast(fn, ctypes.c_void_p).value
+                plan.append(("seg", addr, tuple(b.id for b in seg.buffers)))
+        self._plan = plan
+        self._segments = segments
+        self._has_islands = any(p[0] == "island" for p in plan)
+        self._in_ids = [b.id for b in prog.inputs]
+        self._in_dtypes = [b.dtype for b in prog.inputs]
+        self._outs_alloc = [(b.id, b.shape, b.dtype, np.empty if b.nbytes < HUGE_THRESHOLD
+                             else alloc) for b in prog.buffers if b.kind == "out"]
+        self._tmps = [b for b in prog.buffers if b.kind == "tmp"]
+        template = [None] * nbuf
+        for buf, val in prog.consts:
+            template[buf.id] = val
+        self._template = template
+        self._pool = None
+        self._pool_lock = threading.Lock()
+        self._outputs = prog.outputs
+
+    def _temps(self):
+        slots = self.prog.slots
+        if not slots:
+            return [(b.id, alloc(b.shape, b.dtype)) for b in self._tmps]
+        # One block per slot, sized for its largest member, viewed by each member.
+        size: dict = {}
+        for b in self._tmps:
+            if b.id in slots:
+                k = slots[b.id]
+                size[k] = max(size.get(k, 0), b.nbytes)
+        blocks = {k: alloc((n,), np.uint8) for k, n in size.items()}
+        pool = []
+        for b in self._tmps:
+            if b.id in slots:
+                raw = blocks[slots[b.id]][:b.nbytes]
+                pool.append((b.id, raw.view(b.dtype).reshape(b.shape)))
+            else:
+                pool.append((b.id, alloc(b.shape, b.dtype)))
+        return pool
+
+    def _stale(self) -> bool:
+        from kiln.config import config
+        return any(getattr(config, k) != v for k, v in self.prog.guards.items())
+
+    def __call__(self, args, reuse=()):
+        if PROFILING:
+            return self._call_timed(args)
+        if self.prog.guards and self.fallback is not None and self._stale():
+            return self.fallback(args)
+        bufs = list(self._template)
+        for i, x, dt in zip(self._in_ids, args, self._in_dtypes):
+            if type(x) is not np.ndarray or not x.flags.c_contiguous or x.dtype != dt:
+                x = np.ascontiguousarray(x, dt)
+            bufs[i] = x
+        if reuse:
+            taken = self._take_donated(args, bufs, reuse)
+            for i, shape, dt, make in self._outs_alloc:
+                bufs[i] = taken[i] if i in taken else make(shape, dt)
+        else:
+            for i, shape, dt, make in self._outs_alloc:
+                bufs[i] = make(shape, dt)
+        pool = None
+        if self._tmps:
+            locked = self._pool_lock.acquire(blocking=False)
+            if locked:
+                if self._pool is None:
+                    self._pool = self._temps()
+                pool = self._pool
+            else:
+                pool = self._temps()
+            for i, a in pool:
+                bufs[i] = a
+        try:
+            if self._has_islands:
+                with _fp_warnings.quiet():
+                    self._execute(bufs)
+            else:
+                run = self._run
+                for _, addr, ids in self._plan:
+                    run(addr, *[bufs[i] for i in ids])
+        finally:
+            if self._tmps and locked:
+                self._pool_lock.release()
+        out = []
+        for o in self._outputs:
+            if o[0] == "buf":
+                a = bufs[o[1].id]
+                out.append(a if a.shape == o[2] else a.reshape(o[2]))
+            elif o[0] == "in":
+                out.append(args[o[1]])
+            else:
+                out.append(np.array(o[1]))
+        return out
+
+    def _take_donated(self, args, bufs, reuse) -> dict:
+        """``{output buffer id: donated input array}`` for the pairs of ``reuse`` the
+        program can write in place (``plan_buffers.writes_into_input``, decided once per
+        pair) whose argument reached the program without a conversion copy."""
+        from kiln.compiler.lower.plan_buffers import writes_into_input
+        cache = self.__dict__.setdefault("_into_input", {})
+        taken = {}
+        for k, j in reuse:
+            bid = cache.get((k, j), False)
+            if bid is False:
+                bid = cache[(k, j)] = writes_into_input(self.prog, k, j)
+            x = args[k]
+            if bid is not None and bufs[self._in_ids[k]] is x and bid not in taken:
+                shape = self.prog.buffers[bid].shape
+                taken[bid] = x if x.shape == shape else x.reshape(shape)
+        return taken
+
+    def profile(self, args, repeat: int = 5) -> list[tuple[str, float]]:
+        """Seconds per plan entry (best of ``repeat`` runs): segments and islands, named.
+        Compile with ``CRenderer.segment_per_step = True`` to time each kernel alone."""
+        import time
+        best: dict = {}
+        names = []
+        for p in self._plan:
+            if p[0] == "seg":
+                names.append("seg@" + hex(p[1]))
+            else:
+                names.append("island:" + p[1].eqn.primitive.name)
+        for _ in range(repeat):
+            bufs = list(self._template)
+            for i, x, dt in zip(self._in_ids, args, self._in_dtypes):
+                bufs[i] = np.ascontiguousarray(x, dt)
+            for i, shape, dt, make in self._outs_alloc:
+                bufs[i] = make(shape, dt)
+            for i, a in self._temps():
+                bufs[i] = a
+            plan = self._plan
+            for k in range(len(plan)):
+                t0 = time.perf_counter()
+                self._plan = [plan[k]]
+                try:
+                    with np.errstate(all="ignore"):
+                        self._execute(bufs)
+                finally:
+                    self._plan = plan
+                dt_ = time.perf_counter() - t0
+                best[k] = min(best.get(k, dt_), dt_)
+        return [(names[k], best[k]) for k in range(len(self._plan))]
+
+    def _call_timed(self, args):
+        """``__call__`` while a profiler trace records: the same work, with one event per
+        native segment and island (named by ``kiln.profiler._kernels``, which may swap in
+        a build of the same program with one C function per step) inside one event for
+        the whole call."""
+        record = _profiler.record
+        clock = _profiler.perf_ns
+        t_start = clock()
+        if self.prog.guards and self.fallback is not None and self._stale():
+            out = self.fallback(args)
+            record(f"jit({self.name}) on the reference backend", "reference", t_start,
+                   clock())
+            return out
+        plan, labels, whole = _profiled_kernels.timed_plan(self)
+        t_ready = clock()
+        bufs = list(self._template)
+        for i, x, dt in zip(self._in_ids, args, self._in_dtypes):
+            if type(x) is not np.ndarray or not x.flags.c_contiguous or x.dtype != dt:
+                x = np.ascontiguousarray(x, dt)
+            bufs[i] = x
+        for i, shape, dt, make in self._outs_alloc:
+            bufs[i] = make(shape, dt)
+        locked = False
+        if self._tmps:
+            locked = self._pool_lock.acquire(blocking=False)
+            if locked:
+                if self._pool is None:
+                    self._pool = self._temps()
+                pool = self._pool
+            else:
+                pool = self._temps()
+            for i, a in pool:
+                bufs[i] = a
+        times = []
+        run = self._run
+        try:
+            with np.errstate(all="ignore") if self._has_islands else _NO_CONTEXT:
+                for p in plan:
+                    t0 = clock()
+                    if p[0] == "seg":
+                        run(p[1], *[bufs[i] for i in p[2]])
+                    else:
+                        self._run_island(bufs, p[1], p[2])
+                    times.append((t0, clock()))
+        finally:
+            if locked:
+                self._pool_lock.release()
+        out = []
+        for o in self._outputs:
+            if o[0] == "buf":
+                a = bufs[o[1].id]
+                out.append(a if a.shape == o[2] else a.reshape(o[2]))
+            elif o[0] == "in":
+                out.append(args[o[1]])
+            else:
+                out.append(np.array(o[1]))
+        record(whole[0], "execute", t_ready, clock(), whole[1])
+        for (t0, t1), (name, cat, info) in zip(times, labels):
+            record(name, cat, t0, t1, info)
+        return out
+
+    def _execute(self, bufs):
+        run = self._run
+        for p in self._plan:
+            if p[0] == "seg":
+                run(p[1], *[bufs[i] for i in p[2]])
+                continue
+            self._run_island(bufs, p[1], p[2])
+
+    def _run_island(self, bufs, step, copy):
+        ins = []
+        for x in step.ins:
+            if x[0] == "lit":
+                ins.append(x[1])
+            else:
+                buf, shape = x
+                a = bufs[buf.id]
+                ins.append(a if a.shape == shape else a.reshape(shape))
+        eqn = step.eqn
+        res = apply_impl(eqn.primitive, ins, eqn.params)
+        if not eqn.primitive.multiple_results:
+            res = [res]
+        for b, r in zip(step.outs, res):
+            r = np.asarray(r)
+            if r.dtype != b.dtype:
+                r = r.astype(b.dtype)
+            if copy or not r.flags.c_contiguous:
+                r = np.array(r, order="C", copy=True)
+            bufs[b.id] = r

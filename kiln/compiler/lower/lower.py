@@ -1,0 +1,1007 @@
+"""Lowering: a jaxpr becomes a :class:`~.program.Program` of fused kernels.
+
+Fusion by index propagation. Each jaxpr variable gets a *node*:
+
+* :class:`BufNode`: the value lives in a buffer (argument, constant, or the output
+  of a kernel, reduction, matrix product or island);
+* :class:`ConstNode`: a scalar literal, broadcast to any shape for free;
+* :class:`LazyNode`: the value is not stored; a consumer asks it for the scalar
+  expression at an index (``read``). Elementwise ops and movement ops
+  (``broadcast_in_dim``, ``reshape``, ``squeeze``, ``transpose``, ``slice``, ``pad``,
+  ``rev``, ``concatenate``, ``iota``, ``dynamic_slice``) make lazy nodes, so their
+  work happens inside whichever kernel reads them, with index arithmetic instead
+  of data movement.
+
+A lazy node is *materialized* (a :class:`~.program.Kernel` writes it to a buffer)
+when it is a program output, when a non-fusible consumer needs it (matrix
+product, island), or by the cost rule (:func:`_should_materialize`): a value whose
+recomputation costs more than ``CHEAP`` and that would be recomputed (more than one
+consumer, or a broadcast that reads each element many times).
+
+Reductions consume lazy operands (elementwise producers fuse into them) and write
+a buffer. ``dot_general`` goes to BLAS (:class:`~.program.Gemm`) when large and
+floating, otherwise becomes a reduction over the contracting dimensions.
+
+What it must not hold: C text (``render_c.py``), execution (``executable.py``).
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+
+import numpy as np
+
+from kiln.compiler.lower import random as lower_random
+from kiln.compiler.lower.expr import ExprTable, SExpr
+from kiln.compiler.lower.index import Cond, Idx, Sym, flat_index, row_major_strides
+from kiln.compiler.lower.program import Buffer, Gemm, Island, Kernel, Program, Reduce, Scan, Scatter
+from kiln.core.jaxpr import ClosedJaxpr, Literal
+
+# Recomputing a value cheaper than this (in ExprTable cost units) beats storing it.
+CHEAP = 4
+# dot_general with fewer multiply-adds than this is a fused reduction, not a BLAS call.
+GEMM_MIN_FLOPS = 4096
+
+NATIVE_DTYPES = frozenset(np.dtype(t) for t in (
+    np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
+    np.uint64, np.float32, np.float64))
+FLOAT_DTYPES = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
+
+# Elementwise primitives the renderer knows (see render_c.py), and the params they keep.
+ELEMENTWISE = {
+    "add": (), "sub": (), "mul": (), "div": (), "neg": (), "max": (), "min": (), "abs": (),
+    "sign": (), "floor": (), "ceil": (), "round": ("rounding_method",), "exp": (),
+    "exp2": (), "log": (), "log1p": (), "expm1": (), "tanh": (), "logistic": (), "sin": (),
+    "cos": (), "tan": (), "asin": (), "acos": (), "atan": (), "sinh": (), "cosh": (),
+    "asinh": (), "acosh": (), "atanh": (), "atan2": (), "sqrt": (), "rsqrt": (), "cbrt": (),
+    "pow": (), "integer_pow": ("y",), "square": (), "rem": (), "eq": (), "ne": (),
+    "lt": (), "le": (), "gt": (), "ge": (), "and": (), "or": (), "xor": (), "not": (),
+    "shift_left": (), "shift_right_logical": (), "shift_right_arithmetic": (),
+    "select_n": (), "convert_element_type": (), "clamp": (), "is_finite": (), "erf": (),
+    "erfc": (), "nextafter": (), "population_count": (), "clz": (), "bitcast_convert_type": (),
+    "add_any": (), "erf_inv": (), "lgamma": (),
+}
+# Primitives rendered as another one's scalar op (add_any is the gradient's add).
+OP_ALIASES = {"add_any": "add", "erf_inv": "xla_erf_inv"}
+IDENTITY = frozenset(("stop_gradient", "copy", "copy_p", "optimization_barrier_1",
+                      "sharding_constraint"))
+REDUCTIONS = {"reduce_sum": "sum", "reduce_max": "max", "reduce_min": "min",
+              "reduce_prod": "prod", "reduce_and": "and", "reduce_or": "or",
+              "reduce_xor": "xor", "argmax": "argmax", "argmin": "argmin"}
+
+
+class Node:
+    shape: tuple
+    dtype: np.dtype
+    cost: int
+
+    def read(self, idxs) -> SExpr:
+        raise NotImplementedError
+
+    def read_flat(self, flat: Idx):
+        """The element at row-major offset ``flat``, or None if that is not cheap to express."""
+        return None
+
+
+class BufNode(Node):
+    """A value stored in ``buf`` (viewed with ``shape``: a reshape of a buffer is free)."""
+
+    def __init__(self, ctx, buf: Buffer, shape=None):
+        self.ctx = ctx
+        self.buf = buf
+        self.shape = tuple(buf.shape if shape is None else shape)
+        self.dtype = buf.dtype
+        self.cost = 1
+
+    def read(self, idxs):
+        return self.read_flat(flat_index(idxs, self.shape))
+
+    def read_flat(self, flat):
+        return self.ctx.table.load(self.buf, flat)
+
+
+class ConstNode(Node):
+    def __init__(self, ctx, value, dtype, shape=()):
+        self.ctx = ctx
+        self.value = np.asarray(value, dtype)[()]
+        self.dtype = np.dtype(dtype)
+        self.shape = tuple(shape)
+        self.cost = 0
+
+    def read(self, idxs):
+        return self.ctx.table.const(self.value, self.dtype)
+
+    def read_flat(self, flat):
+        return self.read(())
+
+
+class LazyNode(Node):
+    def __init__(self, shape, dtype, read, read_flat=None, cost=1):
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+        self._read = read
+        self._read_flat = read_flat
+        self.cost = cost
+
+    def read(self, idxs):
+        return self._read(list(idxs))
+
+    def read_flat(self, flat):
+        return None if self._read_flat is None else self._read_flat(flat)
+
+
+def _size(shape) -> int:
+    return int(np.prod(shape, dtype=np.int64))
+
+
+class Lowering:
+    """State of lowering one closed jaxpr."""
+
+    def __init__(self):
+        self.prog = Program()
+        self.table = ExprTable()
+        self.prog.expr_source = self.table.source
+        self.prog.table = self.table
+        self._nsym = 0
+        self._nkernel = 0
+        # materialize_shared: (id(node), id(step list)) -> (node, steps, BufNode)
+        self._shared_bufs: dict = {}
+
+    # -- helpers -------------------------------------------------------------------------------
+    def syms(self, shape, prefix="i"):
+        return [Sym(f"{prefix}{d}", 0, max(int(n) - 1, 0)) for d, n in enumerate(shape)]
+
+    def new_sym(self, lo, hi, definition: SExpr) -> Sym:
+        self._nsym += 1
+        s = Sym(f"s{self._nsym}", lo, hi)
+        self.prog.sym_defs[s.name] = (s, definition, lo, hi)
+        return s
+
+    def kernel_name(self, kind):
+        self._nkernel += 1
+        return f"{kind}{self._nkernel}"
+
+    def materialize(self, node: Node, kind="tmp") -> BufNode:
+        """Write a lazy node to a fresh buffer with a Kernel; return the buffer node."""
+        buf = self.prog.new_buffer(node.shape, node.dtype, kind)
+        n = _size(node.shape)
+        flat_sym = Sym("i0", 0, max(n - 1, 0))
+        e = node.read_flat(Idx.sym(flat_sym)) if n > 0 else None
+        if e is not None:
+            k = Kernel((n,), [flat_sym], [(buf, e)], self.kernel_name("k"))
+        else:
+            syms = self.syms(node.shape)
+            e = node.read([Idx.sym(s) for s in syms])
+            k = Kernel(tuple(node.shape), syms, [(buf, e)], self.kernel_name("k"))
+        self.prog.steps.append(k)
+        return BufNode(self, buf)
+
+    def materialize_shared(self, node: Node) -> BufNode:
+        """``materialize``, once per node and step list, for consumers that only read the
+        buffer (GEMM operands): a value feeding two matrix products (an MLP's output
+        cotangent feeds the weight and the input gradients) is written once."""
+        key = (id(node), id(self.prog.steps))
+        hit = self._shared_bufs.get(key)
+        if hit is not None:
+            return hit[2]
+        out = self.materialize(node)
+        self._shared_bufs[key] = (node, self.prog.steps, out)
+        return out
+
+    def write_into(self, node: Node, buf: Buffer, offset: Idx | None = None) -> Kernel:
+        """A Kernel storing ``node`` into the existing ``buf`` (at ``offset``, an Idx
+        added to each row-major position, when given)."""
+        n = _size(node.shape)
+        flat_sym = Sym("i0", 0, max(n - 1, 0))
+        e = node.read_flat(Idx.sym(flat_sym)) if n > 0 else None
+        if e is not None:
+            k = Kernel((n,), [flat_sym], [(buf, e)], self.kernel_name("k"), offset)
+        else:
+            syms = self.syms(node.shape)
+            e = node.read([Idx.sym(s) for s in syms])
+            k = Kernel(tuple(node.shape), syms, [(buf, e)], self.kernel_name("k"), offset)
+        self.prog.steps.append(k)
+        return k
+
+    @contextlib.contextmanager
+    def capture(self):
+        """Steps lowered inside the ``with`` go to the yielded list, not the program's."""
+        saved = self.prog.steps
+        self.prog.steps = []
+        try:
+            yield self.prog.steps
+        finally:
+            self.prog.steps = saved
+
+    def new_loop_sym(self, length: int) -> Sym:
+        """A loop counter symbol (a C loop variable of a Loop) over ``[0, length)``."""
+        self._nsym += 1
+        return Sym(f"L{self._nsym}", 0, max(int(length) - 1, 0))
+
+    def as_buffer(self, node: Node, kind="tmp") -> BufNode:
+        if isinstance(node, BufNode):
+            return node
+        return self.materialize(node, kind)
+
+
+# ------------------------------------------------------------------------------------------
+# Elementwise and movement rules: (ctx, eqn, in_nodes) -> Node
+
+def _ew_rule(ctx: Lowering, eqn, ins):
+    name = eqn.primitive.name
+    out = eqn.outvars[0].aval
+    params = {k: eqn.params[k] for k in ELEMENTWISE[name] if k in eqn.params}
+    name = OP_ALIASES.get(name, name)
+    if "rounding_method" in params:
+        params["rounding_method"] = int(params["rounding_method"])
+    shape = out.shape
+    dtype = out.dtype
+    table = ctx.table
+
+    def read(idxs):
+        args = [x.read(idxs if x.shape else []) for x in ins]
+        return table.op(name, dtype, *args, **params)
+
+    flat_ok = all(isinstance(x, (BufNode, ConstNode)) or x.shape == () or
+                  x._read_flat is not None for x in ins)
+
+    def read_flat(flat):
+        args = []
+        for x in ins:
+            a = x.read([]) if x.shape == () else x.read_flat(flat)
+            if a is None:
+                return None
+            args.append(a)
+        return table.op(name, dtype, *args, **params)
+
+    from kiln.compiler.lower.expr import EXPENSIVE
+    cost = EXPENSIVE.get(name, 1) + sum(x.cost for x in ins if isinstance(x, LazyNode))
+    return LazyNode(shape, dtype, read, read_flat if flat_ok else None, cost)
+
+
+def _broadcast_in_dim(ctx, eqn, ins):
+    (x,) = ins[:1]
+    shape = tuple(eqn.params["shape"])
+    bdims = eqn.params["broadcast_dimensions"]
+    if x.shape == ():
+        if isinstance(x, ConstNode):
+            return ConstNode(ctx, x.value, x.dtype, shape)
+        return LazyNode(shape, x.dtype, lambda idxs: x.read([]), lambda f: x.read([]), x.cost)
+
+    def read(idxs):
+        return x.read([idxs[d] if x.shape[i] != 1 else Idx.lit(0)
+                       for i, d in enumerate(bdims)])
+
+    read_flat = None
+    if _size(x.shape) == _size(shape):          # only inserts unit dims
+        read_flat = x.read_flat if (isinstance(x, BufNode) or x.read_flat is not None
+                                    and getattr(x, "_read_flat", True) is not None) else None
+    return LazyNode(shape, x.dtype, read, read_flat, x.cost)
+
+
+def _flat_capable(x: Node) -> bool:
+    if isinstance(x, (BufNode, ConstNode)):
+        return True
+    return getattr(x, "_read_flat", None) is not None
+
+
+def _reshape_node(ctx, x: Node, shape):
+    shape = tuple(int(s) for s in shape)
+    if isinstance(x, BufNode):
+        return BufNode(ctx, x.buf, shape)
+    if isinstance(x, ConstNode):
+        return ConstNode(ctx, x.value, x.dtype, shape)
+    if _flat_capable(x):
+        return LazyNode(shape, x.dtype, lambda idxs: x.read_flat(flat_index(idxs, shape)),
+                        x.read_flat, x.cost)
+    groups = _reshape_groups(x.shape, shape)
+
+    def read(idxs):
+        in_idx = []
+        for in_dims, out_dims in groups:
+            f = flat_index([idxs[d] for d in out_dims], [shape[d] for d in out_dims])
+            in_shape = [x.shape[d] for d in in_dims]
+            strides = row_major_strides(in_shape)
+            for j, s in enumerate(strides):
+                e = f.floordiv(s)
+                if j > 0:
+                    e = e.mod(in_shape[j])
+                in_idx.append(e)
+        return x.read(in_idx)
+
+    return LazyNode(shape, x.dtype, read, None, x.cost)
+
+
+def _reshape_groups(in_shape, out_shape):
+    """Pair up runs of input and output dims with equal products (row-major reshape)."""
+    groups = []
+    i = j = 0
+    while i < len(in_shape) or j < len(out_shape):
+        gi, gj = [], []
+        pi = pj = 1
+        while True:
+            if i < len(in_shape) and (pi <= pj or j >= len(out_shape)):
+                gi.append(i)
+                pi *= in_shape[i]
+                i += 1
+            elif j < len(out_shape):
+                gj.append(j)
+                pj *= out_shape[j]
+                j += 1
+            else:
+                break
+            if pi == pj and gi and gj:
+                # absorb trailing unit dims on either side into this group
+                while i < len(in_shape) and in_shape[i] == 1 and (
+                        j >= len(out_shape) or out_shape[j] != 1):
+                    gi.append(i)
+                    i += 1
+                while j < len(out_shape) and out_shape[j] == 1 and (
+                        i >= len(in_shape) or in_shape[i] != 1):
+                    gj.append(j)
+                    j += 1
+                break
+        groups.append((gi, gj))
+    return groups
+
+
+def _reshape(ctx, eqn, ins):
+    (x,) = ins
+    if eqn.params.get("dimensions") is not None:
+        x = _transpose_node(x, tuple(eqn.params["dimensions"]))
+    return _reshape_node(ctx, x, eqn.outvars[0].aval.shape)
+
+
+def _squeeze(ctx, eqn, ins):
+    return _reshape_node(ctx, ins[0], eqn.outvars[0].aval.shape)
+
+
+def _transpose_node(x: Node, perm):
+    shape = tuple(x.shape[p] for p in perm)
+    inv = [0] * len(perm)
+    for j, p in enumerate(perm):
+        inv[p] = j
+    if list(perm) == sorted(perm):
+        return x
+
+    def read(idxs):
+        return x.read([idxs[inv[d]] for d in range(len(perm))])
+
+    node = LazyNode(shape, x.dtype, read, None, x.cost)
+    # A permuted view of a stored buffer: GEMM operands use the buffer directly (a
+    # computed one is stored in its own layout first, see _gemm_operand).
+    if getattr(x, "view_of", None) is not None:
+        base, p0 = x.view_of
+        node.view_of = (base, tuple(p0[p] for p in perm))
+    else:
+        node.view_of = (x, tuple(perm))
+    return node
+
+
+def _transpose(ctx, eqn, ins):
+    return _transpose_node(ins[0], tuple(eqn.params["permutation"]))
+
+
+def _slice(ctx, eqn, ins):
+    (x,) = ins
+    start = eqn.params["start_indices"]
+    strides = eqn.params.get("strides") or (1,) * len(start)
+    shape = eqn.outvars[0].aval.shape
+
+    def read(idxs):
+        return x.read([e * st + s for e, s, st in zip(idxs, start, strides)])
+
+    return LazyNode(shape, x.dtype, read, None, x.cost)
+
+
+def _rev(ctx, eqn, ins):
+    (x,) = ins
+    dims = set(eqn.params["dimensions"])
+
+    def read(idxs):
+        return x.read([(-e + (x.shape[d] - 1)) if d in dims else e for d, e in enumerate(idxs)])
+
+    return LazyNode(x.shape, x.dtype, read, None, x.cost)
+
+
+def _pad(ctx, eqn, ins):
+    x, pv = ins
+    config = eqn.params["padding_config"]
+    shape = eqn.outvars[0].aval.shape
+    table = ctx.table
+
+    def read(idxs):
+        cond = Cond()
+        in_idx = []
+        for e, (lo, _hi, interior), n in zip(idxs, config, x.shape):
+            t = e - lo
+            step = interior + 1
+            cond = cond & Cond.in_range(t, 0, (n - 1) * step + 1) & Cond.divisible(t, step)
+            in_idx.append(t.floordiv(step) if step > 1 else t)
+        if any(n == 0 for n in x.shape):
+            return pv.read([])
+        return table.where(cond, x.read(in_idx), pv.read([]))
+
+    return LazyNode(shape, x.dtype, read, None, x.cost + 1)
+
+
+def _concatenate(ctx, eqn, ins):
+    dim = eqn.params["dimension"]
+    shape = eqn.outvars[0].aval.shape
+    table = ctx.table
+    offsets = []
+    off = 0
+    for x in ins:
+        offsets.append(off)
+        off += x.shape[dim]
+
+    def read(idxs):
+        parts = [(x, o) for x, o in zip(ins, offsets) if x.shape[dim] > 0]
+        x, o = parts[-1]
+        expr = x.read([e - o if d == dim else e for d, e in enumerate(idxs)])
+        for x, o in reversed(parts[:-1]):
+            cond = Cond.in_range(idxs[dim], o, o + x.shape[dim])
+            sub = [e - o if d == dim else e for d, e in enumerate(idxs)]
+            expr = table.where(cond, x.read(sub), expr)
+        return expr
+
+    return LazyNode(shape, eqn.outvars[0].aval.dtype, read, None,
+                    max(x.cost for x in ins) + len(ins))
+
+
+def _iota(ctx, eqn, ins):
+    p = eqn.params
+    shape = tuple(p["shape"])
+    dim = p["dimension"]
+    dtype = np.dtype(p["dtype"])
+    read_flat = (lambda f: ctx.table.index(f, dtype)) if len(shape) == 1 else None
+    return LazyNode(shape, dtype, lambda idxs: ctx.table.index(idxs[dim], dtype), read_flat, 1)
+
+
+def _dynamic_slice(ctx, eqn, ins):
+    x, starts = ins[0], ins[1:]
+    sizes = eqn.params["slice_sizes"]
+    syms = []
+    for d, (s, k) in enumerate(zip(starts, sizes)):
+        hi = x.shape[d] - k
+        if isinstance(s, ConstNode):
+            syms.append(Idx.lit(min(max(int(s.value), 0), hi)))
+        else:
+            syms.append(Idx.sym(ctx.new_sym(0, hi, s.read([]))))
+
+    def read(idxs):
+        return x.read([e + s for e, s in zip(idxs, syms)])
+
+    return LazyNode(tuple(sizes), x.dtype, read, None, x.cost + 1)
+
+
+def _window_coords(ctx, shape, ind, bidx, widx, sizes, window_axes, collapsed, start_map,
+                   op_bdims, idx_bdims, check_bounds):
+    """Operand coordinates (Idx per axis of ``shape``) of one gather/scatter window
+    element: the start read from ``ind`` at batch position ``bidx`` (a per-element
+    dynamic symbol, clamped so the window fits) plus the window offset ``widx``, and,
+    with ``check_bounds``, the condition that every unclamped start keeps the window
+    in bounds. As ``_window_coords`` in ``kiln.lax.gather_scatter``."""
+    info = np.iinfo(ind.dtype)
+    win_dims = [d for d in range(len(shape)) if d not in collapsed and d not in op_bdims]
+    cond = Cond()
+    coords = []
+    for d, n in enumerate(shape):
+        c = Idx.lit(0)
+        if d in start_map:
+            start = ind.read(bidx + [Idx.lit(start_map.index(d))])
+            c = Idx.sym(ctx.new_sym(0, max(n - sizes[d], 0), start))
+            if check_bounds:
+                raw = ctx.new_sym(int(info.min), int(info.max), start)
+                cond = cond & Cond.in_range(Idx.sym(raw), 0, n - sizes[d] + 1)
+        elif d in op_bdims:
+            c = bidx[idx_bdims[op_bdims.index(d)]]
+        if d in win_dims:
+            c = c + widx[window_axes[win_dims.index(d)]]
+        coords.append(c)
+    return coords, cond
+
+
+def _gather(ctx, eqn, ins):
+    """``lax.gather`` as index arithmetic: each output element reads the operand at
+    (clamped start from ``indices``) + (window offset), as ``_window_coords`` in
+    ``kiln.lax.gather_scatter`` defines it. The starts are per-element dynamic indices
+    (read from the index array inside the loop); FILL_OR_DROP selects the fill value
+    where a window is not entirely in bounds."""
+    from kiln.lax.gather_scatter import GatherScatterMode, _default_fill_value
+    x, ind = ins
+    p = eqn.params
+    dn = p["dimension_numbers"]
+    sizes = tuple(p["slice_sizes"])
+    out = eqn.outvars[0].aval
+    out_rank = len(out.shape)
+    window_axes = tuple(dn.offset_dims)
+    batch_axes = [a for a in range(out_rank) if a not in set(window_axes)]
+    fill = p["mode"] == GatherScatterMode.FILL_OR_DROP
+    fv = p.get("fill_value")
+    fill_const = np.asarray(_default_fill_value(x.dtype) if fv is None else fv)
+    with np.errstate(invalid="ignore", over="ignore"):
+        fill_const = fill_const.astype(x.dtype)
+    table = ctx.table
+
+    def read(idxs):
+        coords, cond = _window_coords(
+            ctx, x.shape, ind, [idxs[a] for a in batch_axes], idxs, sizes, window_axes,
+            tuple(dn.collapsed_slice_dims), tuple(dn.start_index_map),
+            tuple(dn.operand_batching_dims), tuple(dn.start_indices_batching_dims), fill)
+        val = x.read(coords)
+        if fill and cond.clauses:
+            val = table.where(cond, val, table.const(fill_const[()], x.dtype))
+        return val
+
+    return LazyNode(out.shape, x.dtype, read, None, x.cost + 2)
+
+
+def _identity(ctx, eqn, ins):
+    return ins[0]
+
+
+MOVEMENT = {
+    "broadcast_in_dim": _broadcast_in_dim, "reshape": _reshape, "squeeze": _squeeze,
+    "transpose": _transpose, "slice": _slice, "rev": _rev, "pad": _pad,
+    "concatenate": _concatenate, "iota": _iota, "dynamic_slice": _dynamic_slice,
+    "gather": _gather,
+}
+
+
+# ------------------------------------------------------------------------------------------
+# Reductions and dot_general: they write buffers.
+
+def _reduce(ctx: Lowering, eqn, ins, kind):
+    (x,) = ins
+    op = REDUCTIONS[eqn.primitive.name]
+    axes = tuple(sorted(eqn.params["axes"]))
+    out_aval = eqn.outvars[0].aval
+    if not axes:
+        return LazyNode(x.shape, out_aval.dtype,
+                        lambda idxs: ctx.table.op("convert_element_type", out_aval.dtype,
+                                                  x.read(idxs)), None, x.cost)
+    in_shape = tuple(x.shape)
+    if _flat_capable(x) and op not in ("argmax", "argmin"):
+        # Merge runs of adjacent dims that are all reduced or all kept: the loops get
+        # longer (vectorizable, parallel) and the row-major offsets are unchanged.
+        groups: list = []
+        for d, n in enumerate(in_shape):
+            red = d in axes
+            if groups and groups[-1][0] == red:
+                groups[-1][1] *= n
+            else:
+                groups.append([red, n])
+        in_shape = tuple(n for _, n in groups)
+        axes = tuple(j for j, (red, _) in enumerate(groups) if red)
+        syms = ctx.syms(in_shape)
+        body = x.read_flat(flat_index([Idx.sym(s) for s in syms], in_shape))
+    else:
+        syms = ctx.syms(in_shape)
+        body = x.read([Idx.sym(s) for s in syms])
+    buf = ctx.prog.new_buffer(out_aval.shape, out_aval.dtype, kind)
+    ctx.prog.steps.append(Reduce(in_shape, syms, axes, op, buf, body,
+                                 name=ctx.kernel_name("r")))
+    return BufNode(ctx, buf)
+
+
+SCANS = {"cumsum": "sum", "cumprod": "prod", "cummax": "max", "cummin": "min"}
+
+
+def _scan(ctx: Lowering, eqn, ins, kind):
+    """cumsum/cumprod/cummax/cummin: a :class:`Scan` over the (fused) input."""
+    (x,) = ins
+    out = eqn.outvars[0].aval
+    shape = tuple(x.shape)
+    syms = ctx.syms(shape)
+    body = x.read([Idx.sym(s) for s in syms])
+    buf = ctx.prog.new_buffer(out.shape, out.dtype, kind)
+    ctx.prog.steps.append(Scan(shape, syms, int(eqn.params["axis"]), SCANS[eqn.primitive.name],
+                               bool(eqn.params["reverse"]), buf, body,
+                               name=ctx.kernel_name("c")))
+    return BufNode(ctx, buf)
+
+
+SCATTERS = {"scatter": "set", "scatter-add": "sum", "scatter-sub": "sub",
+            "scatter-mul": "prod", "scatter-min": "min", "scatter-max": "max"}
+
+
+def _scatter(ctx: Lowering, eqn, ins, kind):
+    """A scatter: the operand written to the output buffer (a fused kernel), then a
+    :class:`Scatter` step combining the updates in, as ``_scatter_impl_for`` in
+    ``kiln.lax.gather_scatter`` defines it (CLIP clamps the starts; the other modes drop
+    windows not entirely in bounds)."""
+    from kiln.lax.gather_scatter import GatherScatterMode, _scatter_slice_sizes
+    x, ind, upd = ins
+    p = eqn.params
+    dn = p["dimension_numbers"]
+    out = eqn.outvars[0].aval
+    buf = _operand_copy(ctx, x, out, kind)
+    if _size(upd.shape) == 0 or _size(out.shape) == 0:
+        return BufNode(ctx, buf)
+    window_axes = tuple(dn.update_window_dims)
+    batch_axes = [a for a in range(len(upd.shape)) if a not in set(window_axes)]
+    usyms = ctx.syms(upd.shape, prefix="u")
+    uidx = [Idx.sym(s) for s in usyms]
+    coords, cond = _window_coords(
+        ctx, out.shape, ind, [uidx[a] for a in batch_axes], uidx,
+        _scatter_slice_sizes(out.shape, upd.shape, dn), window_axes,
+        tuple(dn.inserted_window_dims), tuple(dn.scatter_dims_to_operand_dims),
+        tuple(dn.operand_batching_dims), tuple(dn.scatter_indices_batching_dims),
+        p["mode"] != GatherScatterMode.CLIP)
+    target = Idx.lit(0)
+    for c, st in zip(coords, row_major_strides(out.shape)):
+        target = target + c * st
+    body = upd.read(uidx)
+    if body.dtype != np.dtype(out.dtype):
+        body = ctx.table.op("convert_element_type", out.dtype, body)
+    ctx.prog.steps.append(Scatter(tuple(upd.shape), usyms, buf, target, cond,
+                                  SCATTERS[eqn.primitive.name], body,
+                                  name=ctx.kernel_name("s")))
+    return BufNode(ctx, buf)
+
+
+def _operand_copy(ctx: Lowering, x: Node, out, kind) -> Buffer:
+    """A new buffer for an update's result, holding the operand ``x`` (a kernel); the
+    updates are then stored into it (``plan_buffers`` may drop this copy)."""
+    buf = ctx.prog.new_buffer(out.shape, out.dtype, kind)
+    syms = ctx.syms(out.shape)
+    ctx.prog.steps.append(Kernel(tuple(out.shape), syms,
+                                 [(buf, x.read([Idx.sym(s) for s in syms]))],
+                                 ctx.kernel_name("k")))
+    return buf
+
+
+def _dynamic_update_slice(ctx: Lowering, eqn, ins, kind):
+    """``dynamic_update_slice``: the operand written to the output buffer, then the update
+    stored over the window at the clamped starts (a ``set`` Scatter; in a loop whose
+    carry it updates, ``lower_control`` turns this into an update in place)."""
+    x, upd, starts = ins[0], ins[1], ins[2:]
+    out = eqn.outvars[0].aval
+    buf = _operand_copy(ctx, x, out, kind)
+    if _size(upd.shape) == 0 or _size(out.shape) == 0:
+        return BufNode(ctx, buf)
+    usyms = ctx.syms(upd.shape, prefix="u")
+    coords = []
+    for d, (s, k) in enumerate(zip(starts, upd.shape)):
+        hi = out.shape[d] - k
+        if isinstance(s, ConstNode):
+            st = Idx.lit(min(max(int(s.value), 0), hi))
+        else:
+            st = Idx.sym(ctx.new_sym(0, hi, s.read([])))
+        coords.append(st + Idx.sym(usyms[d]))
+    body = upd.read([Idx.sym(u) for u in usyms])
+    if body.dtype != np.dtype(out.dtype):
+        body = ctx.table.op("convert_element_type", out.dtype, body)
+    ctx.prog.steps.append(Scatter(tuple(upd.shape), usyms, buf,
+                                  flat_index(coords, out.shape), Cond(), "set", body,
+                                  name=ctx.kernel_name("s")))
+    return BufNode(ctx, buf)
+
+
+def _dot_general(ctx: Lowering, eqn, ins, kind):
+    lhs, rhs = ins
+    (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
+    lc, rc, lb, rb = map(tuple, (lc, rc, lb, rb))
+    out = eqn.outvars[0].aval
+    lf = tuple(d for d in range(len(lhs.shape)) if d not in lc and d not in lb)
+    rf = tuple(d for d in range(len(rhs.shape)) if d not in rc and d not in rb)
+    B = _size([lhs.shape[d] for d in lb])
+    M = _size([lhs.shape[d] for d in lf])
+    N = _size([rhs.shape[d] for d in rf])
+    K = _size([lhs.shape[d] for d in lc])
+    from kiln.compiler.lower import blas_support
+    use_blas = (out.dtype in FLOAT_DTYPES and lhs.dtype == out.dtype and
+                rhs.dtype == out.dtype and M * N * K >= GEMM_MIN_FLOPS and K > 1 and
+                blas_support.available())
+    if not use_blas:
+        return _dot_as_reduce(ctx, lhs, rhs, lc, rc, lb, rb, lf, rf, out, kind)
+    a, ta = _gemm_operand(ctx, lhs, lb, lf, lc)
+    b, tb = _gemm_operand(ctx, rhs, rb, rc, rf)
+    buf = ctx.prog.new_buffer(out.shape, out.dtype, kind)
+    ctx.prog.steps.append(Gemm(a, ta, b, tb, buf, B, M, N, K, name=ctx.kernel_name("g")))
+    return BufNode(ctx, buf)
+
+
+def _gemm_operand(ctx, x: Node, batch, first, second):
+    """A buffer holding ``x`` as [batch, first, second] (returns trans=False) or
+    [batch, second, first] (trans=True), packing it with a kernel if needed."""
+    nd = len(x.shape)
+    view = getattr(x, "view_of", None)
+    natural = tuple(range(nd))
+    if view is None and not isinstance(x, BufNode) and natural in (
+            tuple(batch) + tuple(first) + tuple(second),
+            tuple(batch) + tuple(second) + tuple(first)):
+        # A computed operand is stored in its own layout; the transpose flag does the rest
+        # (packing it transposed would read its inputs with a stride).
+        x = ctx.materialize_shared(x)
+    if view is not None:            # x[..] = base[perm-view]: map the dims to base's
+        base, perm = view
+        batch, first, second = ([perm[d] for d in ds] for ds in (batch, first, second))
+        x = base
+        if not isinstance(x, BufNode) and natural in (
+                tuple(batch) + tuple(first) + tuple(second),
+                tuple(batch) + tuple(second) + tuple(first)):
+            # A transposed view of a computed value (``h.T @ w`` beside ``h @ v``): store
+            # the value in its own layout, once, and pass the transpose flag.
+            x = ctx.materialize_shared(x)
+    if isinstance(x, BufNode):
+        if tuple(batch) + tuple(first) + tuple(second) == tuple(range(nd)):
+            return x.buf, False
+        if tuple(batch) + tuple(second) + tuple(first) == tuple(range(nd)):
+            return x.buf, True
+    perm = tuple(batch) + tuple(first) + tuple(second)
+    packed = ctx.materialize(_transpose_node(x, perm))
+    return packed.buf, False
+
+
+def _dot_as_reduce(ctx, lhs, rhs, lc, rc, lb, rb, lf, rf, out, kind):
+    """Small or integer dots: a reduction over the contracting dims of a fused product."""
+    dt = out.dtype
+    in_shape = ([lhs.shape[d] for d in lb] + [lhs.shape[d] for d in lf] +
+                [rhs.shape[d] for d in rf] + [lhs.shape[d] for d in lc])
+    syms = ctx.syms(in_shape)
+    nb, nf, nr = len(lb), len(lf), len(rf)
+    table = ctx.table
+
+    lidx = [None] * len(lhs.shape)
+    ridx = [None] * len(rhs.shape)
+    for p, (dl, dr) in enumerate(zip(lb, rb)):
+        lidx[dl] = ridx[dr] = Idx.sym(syms[p])
+    for q, d in enumerate(lf):
+        lidx[d] = Idx.sym(syms[nb + q])
+    for q, d in enumerate(rf):
+        ridx[d] = Idx.sym(syms[nb + nf + q])
+    for r, (dl, dr) in enumerate(zip(lc, rc)):
+        lidx[dl] = ridx[dr] = Idx.sym(syms[nb + nf + nr + r])
+    a = lhs.read(lidx)
+    b = rhs.read(ridx)
+    if a.dtype != dt:
+        a = table.op("convert_element_type", dt, a)
+    if b.dtype != dt:
+        b = table.op("convert_element_type", dt, b)
+    body = table.op("and" if dt == np.bool_ else "mul", dt, a, b)
+    axes = tuple(range(nb + nf + nr, len(in_shape)))
+    buf = ctx.prog.new_buffer(out.shape, dt, kind)
+    op = "or" if dt == np.bool_ else "sum"
+    if not axes:
+        k = Kernel(tuple(in_shape), syms, [(buf, body)], ctx.kernel_name("k"))
+        ctx.prog.steps.append(k)
+    else:
+        ctx.prog.steps.append(Reduce(tuple(in_shape), syms, axes, op, buf, body,
+                                     name=ctx.kernel_name("r")))
+    return BufNode(ctx, buf)
+
+
+# ------------------------------------------------------------------------------------------
+
+def _is_native(eqn) -> bool:
+    name = eqn.primitive.name
+    if name in ("while", "scan", "cond"):
+        from kiln.compiler.lower import control as lower_control
+        return lower_control.is_native(eqn)
+    if name == "conv_general_dilated":
+        from kiln.compiler.lower import conv as lower_conv
+        return lower_conv.is_native(eqn)
+    if name in ("reduce_window_sum", "reduce_window_max", "reduce_window_min",
+                "select_and_scatter_add"):
+        from kiln.compiler.lower import window as lower_window
+        return lower_window.is_native(eqn)
+    if name in lower_random.XLA_MATH or name in lower_random.RANDOM:
+        return lower_random.is_native(eqn)
+    if name == "bitcast_convert_type" and (
+            np.dtype(eqn.invars[0].aval.dtype).itemsize !=
+            np.dtype(eqn.outvars[0].aval.dtype).itemsize):
+        return False            # width changes add or drop a dimension: host island
+    if name not in ELEMENTWISE and name not in MOVEMENT and name not in REDUCTIONS \
+            and name != "dot_general" and name not in IDENTITY and name not in SCANS \
+            and name not in SCATTERS and name != "dynamic_update_slice":
+        return False
+    for v in list(eqn.invars) + list(eqn.outvars):
+        if np.dtype(v.aval.dtype) not in NATIVE_DTYPES:
+            return False
+    if name == "dot_general" and eqn.outvars[0].aval.dtype == np.bool_:
+        return False
+    if name == "dot_general":
+        from kiln.lax.dot import algorithm_changes_types
+        if algorithm_changes_types(eqn.params["precision"], eqn.invars[0].aval.dtype,
+                                   eqn.invars[1].aval.dtype, eqn.outvars[0].aval.dtype):
+            return False        # a dot algorithm's casts (or its CPU error): host island
+    if name in SCATTERS:
+        idt = np.dtype(eqn.invars[1].aval.dtype)
+        return idt.kind in "iu" and idt != np.uint64
+    if name == "gather":
+        from kiln.lax.gather_scatter import GatherScatterMode
+        idt = np.dtype(eqn.invars[1].aval.dtype)
+        # uint64 starts beyond int64 would wrap in C; the host island clamps them.
+        return idt.kind in "iu" and idt != np.uint64 and eqn.params["mode"] in (
+            GatherScatterMode.CLIP, GatherScatterMode.FILL_OR_DROP,
+            GatherScatterMode.PROMISE_IN_BOUNDS)
+    if name == "argmax" or name == "argmin":
+        return eqn.invars[0].aval.dtype != np.bool_
+    if name == "dynamic_update_slice":
+        return all(np.dtype(v.aval.dtype) != np.uint64 for v in eqn.invars[2:])
+    return True
+
+
+def _should_materialize(var, node: Node, consumers) -> bool:
+    """The fusion cost rule (see the module docstring)."""
+    if not isinstance(node, LazyNode) or node.cost <= CHEAP:
+        return False
+    if len(consumers) > 1:
+        return True
+    if consumers:
+        c = consumers[0]
+        if c.primitive.name == "broadcast_in_dim":
+            return _size(c.outvars[0].aval.shape) > _size(var.aval.shape)
+        if c.primitive.name in ("pad", "concatenate", "dynamic_slice", "slice"):
+            return False
+    return False
+
+
+def _bind_consts(ctx: Lowering, jaxpr, consts, env: dict, out_set) -> None:
+    for v, c in zip(jaxpr.constvars, consts):
+        val = np.asarray(getattr(c, "_value", c))
+        if val.shape == () and val.dtype in NATIVE_DTYPES and v not in out_set:
+            env[v] = ConstNode(ctx, val, val.dtype)
+            continue
+        buf = ctx.prog.new_buffer(val.shape, val.dtype, "const")
+        ctx.prog.consts.append((buf, np.ascontiguousarray(val)))
+        env[v] = BufNode(ctx, buf)
+
+
+def _node_of(ctx: Lowering, env: dict, v) -> Node:
+    if type(v) is Literal:
+        val = np.asarray(getattr(v.val, "_value", v.val))
+        return ConstNode(ctx, val, v.aval.dtype, np.shape(val))
+    return env[v]
+
+
+def lower_eqns(ctx: Lowering, jaxpr, env: dict, top: bool) -> None:
+    """Lower ``jaxpr``'s equations, binding their outputs in ``env``. At the top level
+    (``top``) lazy results that are program outputs are written to ``out`` buffers;
+    in a loop or branch body they are left to the caller."""
+    from kiln.compiler.lower import control as lower_control
+    consumers: dict = {}
+    for eqn in jaxpr.eqns:
+        for v in eqn.invars:
+            if type(v) is not Literal:
+                consumers.setdefault(v, []).append(eqn)
+    out_set = {v for v in jaxpr.outvars if type(v) is not Literal}
+    steps = ctx.prog.steps
+    step_source = ctx.prog.step_source
+    outer_source = ctx.table.current
+    for eqn in jaxpr.eqns:
+        si = eqn.source_info
+        ctx.table.current = si
+        n_steps = len(steps)
+        ins = [_node_of(ctx, env, v) for v in eqn.invars]
+        name = eqn.primitive.name
+        out_kind = "out" if top and any(v in out_set for v in eqn.outvars) else "tmp"
+        if not _is_native(eqn):
+            from kiln.compiler.lower import linalg as lower_linalg
+            if not top and lower_linalg.expandable(eqn):
+                # In a loop/branch body: native rows instead of an island (lower_linalg).
+                outs = lower_nested(ctx, lower_linalg.expansion(eqn), ins)
+            else:
+                outs = _island(ctx, eqn, ins)
+        elif name in lower_control.CONTROL:
+            outs = lower_control.lower_eqn(ctx, eqn, ins)
+        elif name == "conv_general_dilated":
+            from kiln.compiler.lower.conv import lower_conv
+            outs = [lower_conv(ctx, eqn, ins, out_kind)]
+        elif name.startswith("reduce_window_") or name == "select_and_scatter_add":
+            from kiln.compiler.lower import window as lower_window
+            outs = [lower_window.lower_eqn(ctx, eqn, ins, out_kind)]
+        elif name in IDENTITY:
+            outs = [ins[0]]
+        elif name in ELEMENTWISE:
+            outs = [_ew_rule(ctx, eqn, ins)]
+        elif name in MOVEMENT:
+            outs = [MOVEMENT[name](ctx, eqn, ins)]
+        elif name in REDUCTIONS:
+            outs = [_reduce(ctx, eqn, ins, out_kind)]
+        elif name in SCANS:
+            outs = [_scan(ctx, eqn, ins, out_kind)]
+        elif name in SCATTERS:
+            outs = [_scatter(ctx, eqn, ins, out_kind)]
+        elif name == "dynamic_update_slice":
+            outs = [_dynamic_update_slice(ctx, eqn, ins, out_kind)]
+        elif name in lower_random.XLA_MATH or name in lower_random.RANDOM:
+            outs = [lower_random.lower_eqn(ctx, eqn, ins)]
+        else:
+            outs = [_dot_general(ctx, eqn, ins, out_kind)]
+        for v, node in zip(eqn.outvars, outs):
+            if top and isinstance(node, ConstNode) and node.shape != () and v in out_set:
+                node = ctx.materialize(LazyNode(node.shape, node.dtype, node.read,
+                                                node.read_flat, 0), "out")
+            elif isinstance(node, LazyNode):
+                if top and v in out_set:
+                    node = ctx.materialize(node, "out")
+                elif _should_materialize(v, node, consumers.get(v, [])):
+                    node = ctx.materialize(node, "tmp")
+            env[v] = node
+        if si is not None:
+            for step in steps[n_steps:]:
+                step_source.setdefault(id(step), si)
+    ctx.table.current = outer_source
+
+
+def lower_nested(ctx: Lowering, closed: ClosedJaxpr, in_nodes: list) -> list:
+    """Lower a loop or branch body (already optimised) with ``in_nodes`` bound to its
+    invars; its steps go to ``ctx.prog.steps``. Returns its output nodes."""
+    jaxpr = closed.jaxpr
+    env: dict = {}
+    _bind_consts(ctx, jaxpr, closed.consts, env, set())
+    for v, n in zip(jaxpr.invars, in_nodes):
+        env[v] = n
+    lower_eqns(ctx, jaxpr, env, top=False)
+    return [_node_of(ctx, env, v) for v in jaxpr.outvars]
+
+
+def lower(closed: ClosedJaxpr) -> Program:
+    """Lower a closed jaxpr (nested calls already inlined) to a :class:`Program`."""
+    jaxpr = closed.jaxpr
+    ctx = Lowering()
+    prog = ctx.prog
+    out_set = {v for v in jaxpr.outvars if type(v) is not Literal}
+    env: dict = {}
+    _bind_consts(ctx, jaxpr, closed.consts, env, out_set)
+    for v in jaxpr.invars:
+        buf = prog.new_buffer(v.aval.shape, v.aval.dtype, "in")
+        prog.inputs.append(buf)
+        env[v] = BufNode(ctx, buf)
+    lower_eqns(ctx, jaxpr, env, top=True)
+
+    for v in jaxpr.outvars:
+        if type(v) is Literal:
+            prog.outputs.append(("lit", np.asarray(getattr(v.val, "_value", v.val),
+                                                   v.aval.dtype)))
+            continue
+        if v in jaxpr.invars:
+            prog.outputs.append(("in", jaxpr.invars.index(v)))
+            continue
+        node = env[v]
+        if isinstance(node, ConstNode):
+            prog.outputs.append(("lit", np.full(v.aval.shape, node.value, v.aval.dtype)))
+            continue
+        if isinstance(node, BufNode) and node.buf.kind == "tmp":
+            node = ctx.materialize(LazyNode(node.shape, node.dtype, node.read,
+                                            node.read_flat, 1), "out")
+        prog.outputs.append(("buf", node.buf, tuple(v.aval.shape)))
+    return prog
+
+
+def _island(ctx: Lowering, eqn, ins):
+    prog = ctx.prog
+    args = []
+    for x, v in zip(ins, eqn.invars):
+        if type(v) is Literal:
+            args.append(("lit", np.asarray(getattr(v.val, "_value", v.val), v.aval.dtype)))
+        elif isinstance(x, ConstNode):
+            args.append(("lit", np.full(x.shape, x.value, x.dtype)))
+        else:
+            b = ctx.as_buffer(x)
+            args.append((b.buf, b.shape))
+    outs = [prog.new_buffer(v.aval.shape, v.aval.dtype, "host") for v in eqn.outvars]
+    prog.steps.append(Island(eqn, args, outs))
+    return [BufNode(ctx, b) for b in outs]
+
+
+def flops_of(step) -> float:
+    from kiln.compiler.lower.program import Loop, nested_steps
+    inner = nested_steps(step)
+    if inner:
+        total = sum(flops_of(s) for steps in inner for s in steps)
+        return total * max(1, step.length) if isinstance(step, Loop) else total
+    if isinstance(step, Gemm):
+        return 2.0 * step.batch * step.m * step.n * step.k
+    from kiln.compiler.lower.program import Conv
+    if isinstance(step, Conv):
+        return 2.0 * step.n * math.prod(step.out_sp) * math.prod(step.k_sp) * step.cg \
+            * step.og * step.groups
+    if isinstance(step, (Kernel, Scan, Scatter)):
+        return float(math.prod(step.shape))
+    if isinstance(step, Reduce):
+        return float(math.prod(step.in_shape))
+    return 0.0

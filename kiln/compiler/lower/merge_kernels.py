@@ -1,0 +1,134 @@
+"""Merging elementwise kernels over the same loop into one multi-output kernel.
+
+An optimizer's update is several outputs of one shape computed from the same inputs:
+Adam's ``m' = b1*m + (1-b1)*g``, ``v' = b2*v + (1-b2)*g*g`` and ``p' = p - lr*m'/(sqrt(v')+eps)``.
+The lowering materializes each program output with its own kernel, and the last one
+reads ``m'`` and ``v'`` back from memory: three passes reading 7 arrays and writing 3.
+Merged, one loop reads ``p, m, v, g`` once and writes ``p', m', v'``: 7 array passes
+instead of 10 on a memory-bound step.
+
+Two top-level :class:`Kernel` steps A, B (B later, with no step between them that
+B depends on or that touches what B writes; see :func:`merge_kernels`) merge when they
+run the same loop
+(same shape and symbols, no offset), B writes nothing A reads or writes, every read of
+an A output in B is of the element being written (B's read is replaced by A's
+expression for it, computed once per element in the merged body), and neither reads
+through a dynamic index (gather-style indices are defined program-wide, so a read
+inside one could not be replaced). At most ``MAX_OUTPUTS`` outputs per kernel.
+
+What it must not hold: C text, buffer planning (``plan_buffers.py`` runs after this).
+"""
+from __future__ import annotations
+
+from kiln.compiler.lower.program import Kernel, Program
+from kiln.compiler.render.render_c import _walk
+
+MAX_OUTPUTS = 8
+LOOK_BACK = 24
+
+
+def _same_loop(a: Kernel, b: Kernel) -> bool:
+    return (a.offset is None and b.offset is None and tuple(a.shape) == tuple(b.shape)
+            and [(s.name, s.lo, s.hi) for s in a.syms] == [(s.name, s.lo, s.hi) for s in b.syms])
+
+
+def _dynamic(prog: Program, nodes) -> bool:
+    """Whether any node indexes through a symbol defined by an expression."""
+    from kiln.compiler.render.render_c import _idx_of, idx_deps
+    return any(s.name in prog.sym_defs for e in nodes for idx in _idx_of(e)
+               for s in idx_deps(idx))
+
+
+def _rebuild(table, e, subst: dict, memo: dict):
+    """``e`` with the nodes in ``subst`` (uid -> node) replaced, re-interned in ``table``."""
+    hit = memo.get(e.uid)
+    if hit is not None:
+        return hit
+    if e.uid in subst:
+        out = subst[e.uid]
+    elif not e.args:
+        out = e
+    else:
+        args = tuple(_rebuild(table, a, subst, memo) for a in e.args)
+        if all(x is y for x, y in zip(args, e.args)):
+            out = e
+        else:
+            out = table._make(e.kind, e.dtype, args, e.params, e.cost)
+            src = table.source.get(e.uid)
+            if src is not None:
+                table.source.setdefault(out.uid, src)
+    memo[e.uid] = out
+    return out
+
+
+def _try_merge(prog: Program, table, a: Kernel, b: Kernel) -> Kernel | None:
+    from kiln.compiler.lower.plan_buffers import _same_element
+    if not _same_loop(a, b) or len(a.outs) + len(b.outs) > MAX_OUTPUTS:
+        return None
+    a_nodes = _walk(prog, [e for _, e in a.outs])
+    b_nodes = _walk(prog, [e for _, e in b.outs])
+    if _dynamic(prog, a_nodes) or _dynamic(prog, b_nodes):
+        return None
+    a_writes = {buf.id: e for buf, e in a.outs}
+    b_writes = {buf.id for buf, _ in b.outs}
+    a_reads = {e.params[0] for e in a_nodes if e.kind == "load"}
+    if b_writes & a_reads or b_writes & set(a_writes):
+        return None
+    subst = {}
+    for e in b_nodes:
+        if e.kind == "load" and e.params[0] in a_writes:
+            if not _same_element(b, e):
+                return None
+            subst[e.uid] = a_writes[e.params[0]]
+    memo: dict = {}
+    outs = list(a.outs) + [(buf, _rebuild(table, e, subst, memo)) for buf, e in b.outs]
+    return Kernel(tuple(a.shape), list(a.syms), outs, f"{a.name}+{b.name}")
+
+
+def _reads_writes(prog: Program, k: Kernel) -> tuple[set, set]:
+    reads = {e.params[0] for e in _walk(prog, [e for _, e in k.outs]) if e.kind == "load"}
+    return reads, {buf.id for buf, _ in k.outs}
+
+
+def merge_kernels(prog: Program, table) -> int:
+    """Merge kernels of ``prog``'s top level in place (see the module doc); ``table`` is
+    the program's :class:`~.expr.ExprTable`. Returns the merges made.
+
+    A kernel B merges into the nearest earlier kernel A (at most ``LOOK_BACK`` steps back)
+    it can merge with, taking A's place, when no step between them touches a buffer B
+    writes or writes one B reads (temporaries and outputs: inputs and constants are
+    never written). Optax updates a pytree leaf by leaf (all ``m``, then all ``v``, then
+    the parameters), so one parameter's kernels are several steps apart."""
+    from kiln.compiler.lower.plan_buffers import _buffers_of
+    if table is None:
+        return 0
+    steps = prog.steps
+    fixed = {b.id for b in prog.inputs} | {b.id for b, _ in prog.consts}
+    merged = 0
+    j = 1
+    while j < len(steps):
+        b = steps[j]
+        if not isinstance(b, Kernel) or b.offset is not None:
+            j += 1
+            continue
+        b_reads, b_writes = _reads_writes(prog, b)
+        touchy = (b_reads | b_writes) - fixed
+        done = False
+        for i in range(j - 1, max(-1, j - 1 - LOOK_BACK), -1):
+            a = steps[i]
+            if isinstance(a, Kernel):
+                m = _try_merge(prog, table, a, b)
+                if m is not None:
+                    src = prog.step_source.get(id(a)) or prog.step_source.get(id(b))
+                    if src is not None:
+                        prog.step_source[id(m)] = src
+                    steps[i] = m
+                    del steps[j]
+                    merged += 1
+                    done = True
+                    break
+            if _buffers_of(prog, a) & touchy:
+                break
+        if not done:
+            j += 1
+    return merged
