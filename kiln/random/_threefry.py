@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from kiln.compiler.lower import random as _lower_random
+from kiln.compiler import register_c_source as _register_c_source
 from kiln.core.avals import ShapedArray
 from kiln.interpreters import ad, batching
 from kiln.lax._factory import standard_primitive
@@ -128,7 +128,8 @@ def threefry2x32_np(k0, k1, x0, x1):
 # threefry2x32_np, and the compiled programs include the same Threefry and XLA-math C as
 # this package's native kernels.
 _set_rbg_threefry(lambda k0, k1, x0, x1: threefry2x32_np(k0, k1, x0, x1))
-_lower_random.register_c_sources(threefry=_native.THREEFRY_C, xla_math=_native.XLA_MATH_C)
+_register_c_source("threefry", _native.THREEFRY_C)
+_register_c_source("xla_math", _native.XLA_MATH_C)
 
 
 def _run_spans(work, n, chunk):

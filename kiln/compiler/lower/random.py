@@ -169,24 +169,15 @@ def render_op(name: str, params: dict, args: list[str], dt) -> str | None:
     return None
 
 
-# The Threefry and XLA-math C of kiln.random's native kernels (the eager samplers run the
-# same functions): ``kiln.random._native`` registers it here when imported, as the random
-# package sits above the compiler.
-_c_sources: dict[str, str] = {}
-
-
-def register_c_sources(*, threefry: str, xla_math: str) -> None:
-    """Install the C text of the Threefry hash (``threefry``) and of XLA's CPU math
-    (``xla_math``) that the rendered programs include."""
-    _c_sources.update(threefry=threefry, xla_math=xla_math)
-
-
 def preludes(source_text: str) -> list[str]:
     """The C definitions the rendered segments in ``source_text`` need."""
-    if not _c_sources:
+    # The Threefry and XLA-math C are kiln.random's native kernels (the eager samplers run
+    # the same functions), registered in ``kiln.compiler.c_sources`` by kiln.random.
+    from kiln.compiler import c_sources
+    if "threefry" not in c_sources or "xla_math" not in c_sources:
         raise RuntimeError("the PRNG/XLA-math C sources are not registered: import kiln "
-                           "(kiln.random._native registers them)")
-    THREEFRY_C, XLA_MATH_C = _c_sources["threefry"], _c_sources["xla_math"]  # noqa: N806
+                           "(kiln.random._threefry registers them)")
+    THREEFRY_C, XLA_MATH_C = c_sources["threefry"], c_sources["xla_math"]  # noqa: N806
     out = []
     if "kiln_tf_" in source_text:
         out += [THREEFRY_C, THREEFRY_OPS_C]
