@@ -117,7 +117,7 @@ def step_sources(prog, step) -> list:
     """The source_infos of the equations behind a native step, first made first (the
     step's own equation, then those of the fused expression nodes it evaluates)."""
     from kiln.compiler.lower import program as P
-    from kiln.compiler.render.render_c import _walk
+    from kiln.compiler.lower.walk import walk
     found = {}
     own = prog.step_source.get(id(step))
     if own is not None and not isinstance(step, P.Kernel):
@@ -130,7 +130,7 @@ def step_sources(prog, step) -> list:
     elif isinstance(step, P.Conv):
         roots = [step.col]
     if roots and prog.expr_source:
-        for e in _walk(prog, roots):
+        for e in walk(prog, roots):
             si = prog.expr_source.get(e.uid)
             if si is not None and e.kind != "load":
                 found[e.uid] = si

@@ -24,6 +24,7 @@ import numpy as np
 
 from kiln.compiler.lower.index import Idx
 from kiln.compiler.lower.program import Branch, Island, Loop
+from kiln.compiler.lower.walk import idx_of, step_buffers, walk
 
 CONTROL = ("while", "scan", "cond")
 
@@ -198,8 +199,7 @@ def _reader_first_order(cand: dict) -> list:
 
 
 def _reads_of(prog, step) -> set:
-    from kiln.compiler.render.render_c import _step_buffers
-    return {b.id for b in _step_buffers(prog, step)}
+    return {b.id for b in step_buffers(prog, step)}
 
 
 def _scatter_of_copy(prog, steps: list, tmp, carry_buf):
@@ -227,8 +227,7 @@ def _scatter_of_copy(prog, steps: list, tmp, carry_buf):
 
 def _loads(prog, kern) -> list:
     """(buffer id, index key) of every load of a kernel, index definitions included."""
-    from kiln.compiler.render.render_c import _walk
-    return [(e.params[0], e.params[1]) for e in _walk(prog, [e for _, e in kern.outs])
+    return [(e.params[0], e.params[1]) for e in walk(prog, [e for _, e in kern.outs])
             if e.kind == "load"]
 
 
@@ -328,22 +327,21 @@ def _loop_invariant(ctx, node, body: list, carry: list, counter) -> bool:
     from kiln.compiler.lower.index import Sym
     from kiln.compiler.lower.lower import BufNode, ConstNode
     from kiln.compiler.lower.program import walk_steps
-    from kiln.compiler.render.render_c import _idx_of, _step_buffers, _walk
     if isinstance(node, ConstNode):
         return True
     changing = {b.id for b in carry}
     for s in walk_steps(body):
         if not isinstance(s, Island):
-            changing |= {b.id for b in _step_buffers(ctx.prog, s)
+            changing |= {b.id for b in step_buffers(ctx.prog, s)
                          if _writes(s, b)}
     if isinstance(node, BufNode):
         return node.buf.id not in changing
     syms = [Sym(f"v{d}", 0, max(int(n) - 1, 0)) for d, n in enumerate(node.shape)]
     expr = node.read([Idx.sym(q) for q in syms])
-    for e in _walk(ctx.prog, [expr]):
+    for e in walk(ctx.prog, [expr]):
         if e.kind == "load" and e.params[0] in changing:
             return False
-        for idx in _idx_of(e):
+        for idx in idx_of(e):
             if counter in idx.deps:
                 return False
     return True

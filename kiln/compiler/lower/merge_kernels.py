@@ -21,7 +21,7 @@ What it must not hold: C text, buffer planning (``plan_buffers.py`` runs after t
 from __future__ import annotations
 
 from kiln.compiler.lower.program import Kernel, Program
-from kiln.compiler.render.render_c import _walk
+from kiln.compiler.lower.walk import idx_deps, idx_of, walk
 
 MAX_OUTPUTS = 8
 LOOK_BACK = 24
@@ -34,8 +34,7 @@ def _same_loop(a: Kernel, b: Kernel) -> bool:
 
 def _dynamic(prog: Program, nodes) -> bool:
     """Whether any node indexes through a symbol defined by an expression."""
-    from kiln.compiler.render.render_c import _idx_of, idx_deps
-    return any(s.name in prog.sym_defs for e in nodes for idx in _idx_of(e)
+    return any(s.name in prog.sym_defs for e in nodes for idx in idx_of(e)
                for s in idx_deps(idx))
 
 
@@ -65,8 +64,8 @@ def _try_merge(prog: Program, table, a: Kernel, b: Kernel) -> Kernel | None:
     from kiln.compiler.lower.plan_buffers import _same_element
     if not _same_loop(a, b) or len(a.outs) + len(b.outs) > MAX_OUTPUTS:
         return None
-    a_nodes = _walk(prog, [e for _, e in a.outs])
-    b_nodes = _walk(prog, [e for _, e in b.outs])
+    a_nodes = walk(prog, [e for _, e in a.outs])
+    b_nodes = walk(prog, [e for _, e in b.outs])
     if _dynamic(prog, a_nodes) or _dynamic(prog, b_nodes):
         return None
     a_writes = {buf.id: e for buf, e in a.outs}
@@ -86,7 +85,7 @@ def _try_merge(prog: Program, table, a: Kernel, b: Kernel) -> Kernel | None:
 
 
 def _reads_writes(prog: Program, k: Kernel) -> tuple[set, set]:
-    reads = {e.params[0] for e in _walk(prog, [e for _, e in k.outs]) if e.kind == "load"}
+    reads = {e.params[0] for e in walk(prog, [e for _, e in k.outs]) if e.kind == "load"}
     return reads, {buf.id for buf, _ in k.outs}
 
 

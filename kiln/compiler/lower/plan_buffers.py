@@ -22,17 +22,17 @@ What it must not hold: C text, allocation (``executable.py``).
 from __future__ import annotations
 
 from kiln.compiler.lower.program import Island, Program
+from kiln.compiler.lower.walk import step_buffers, walk
 
 MIN_SHARED_BYTES = 1 << 16
 
 
 def _buffers_of(prog: Program, step) -> set:
-    from kiln.compiler.render.render_c import _step_buffers
     if isinstance(step, Island):
         ids = {b.id for b in step.outs}
         ids |= {x[0].id for x in step.ins if not isinstance(x[0], str)}
         return ids
-    return {b.id for b in _step_buffers(prog, step)}
+    return {b.id for b in step_buffers(prog, step)}
 
 
 def alias_dead_operands(prog: Program) -> dict:
@@ -142,7 +142,6 @@ def writes_into_input(prog: Program, k: int, j: int):
     nodes: each element is read once, before it is overwritten, whatever the loop order
     or threads), the input is not itself returned, and no later step reads the input."""
     from kiln.compiler.lower.program import Kernel
-    from kiln.compiler.render.render_c import _walk
     if j >= len(prog.outputs) or k >= len(prog.inputs):
         return None
     o = prog.outputs[j]
@@ -161,9 +160,9 @@ def writes_into_input(prog: Program, k: int, j: int):
     if not isinstance(kern, Kernel) or kern.offset is not None:
         return None
     own = next(e for buf, e in kern.outs if buf is out)
-    own_nodes = {n.uid for n in _walk(prog, [own])}
+    own_nodes = {n.uid for n in walk(prog, [own])}
     for _buf, e in kern.outs:
-        for n in _walk(prog, [e]):
+        for n in walk(prog, [e]):
             if n.kind != "load" or n.params[0] != x.id:
                 continue
             # Another output may read the input only through a node of this output's

@@ -45,9 +45,9 @@ from kiln.compiler.lower.program import (
     Reduce,
     Scan,
     Scatter,
-    nested_steps,
     walk_steps,
 )
+from kiln.compiler.lower.walk import idx_of, loop_dependent, step_buffers, walk
 from kiln.compiler.render.control import ControlMixin, ConvMixin
 from kiln.compiler.render.row_groups import lead_dims, loop_shape, row_count, row_groups
 
@@ -302,7 +302,7 @@ class CRenderer(ControlMixin, ConvMixin):
     def _render_steps(self, prog: Program, seg: Segment) -> list[tuple[object, str]]:
         used = {}
         for step in seg.steps:
-            for b in _step_buffers(prog, step):
+            for b in step_buffers(prog, step):
                 used.setdefault(b.id, b)
         seg.buffers = [used[k] for k in sorted(used)]
         return self.render_step_list(prog, seg.steps)
@@ -1322,7 +1322,7 @@ def _bounded_exps(second: _RowStep, r0: Reduce) -> dict:
     inner = {s.name for s in st.syms[second.m:]}
     in_loop = {m.group(1) for m in map(_DECLARED.match, body.lines) if m}
     out = {}
-    for e in _walk(body.prog, roots):
+    for e in walk(body.prog, roots):
         if not (e.kind == "op" and e.params[0] == "exp" and e.dtype == F32):
             continue
         a = e.args[0]
@@ -1392,87 +1392,6 @@ def _plain_copy_source(prog: Program, k: Kernel):
     return src.id if _same_element(k, e) else None
 
 
-def _step_buffers(prog: Program, step):
-    if isinstance(step, Gemm):
-        return [step.a, step.b, step.out]
-    if isinstance(step, Conv):
-        bufs = {step.w.id: step.w, step.out.id: step.out}
-        for e in _walk(prog, [step.col]):
-            if e.kind == "load":
-                bufs.setdefault(e.params[0], prog.buffers[e.params[0]])
-        return list(bufs.values())
-    if isinstance(step, (Loop, Branch)):
-        bufs = {}
-        roots = [step.pred] if isinstance(step, Loop) and step.pred is not None else []
-        if isinstance(step, Branch):
-            roots = [step.index]
-        for e in _walk(prog, roots):
-            if e.kind == "load":
-                bufs.setdefault(e.params[0], prog.buffers[e.params[0]])
-        for steps in nested_steps(step):
-            for s in steps:
-                for b in _step_buffers(prog, s):
-                    bufs.setdefault(b.id, b)
-        return list(bufs.values())
-    bufs = {}
-    roots = [e for _, e in step.outs] if isinstance(step, Kernel) else [step.body]
-    outs = [b for b, _ in step.outs] if isinstance(step, Kernel) else [step.out]
-    if isinstance(step, Scatter):     # the index arrays behind the target position
-        idxs = [step.target] + [cl[1] for cl in step.cond.clauses if len(cl) > 1]
-        roots += [prog.sym_defs[s.name][1] for i in idxs for s in idx_deps(i)
-                  if s.name in prog.sym_defs]
-    for b in outs:
-        bufs[b.id] = b
-    for e in _walk(prog, roots):
-        if e.kind == "load":
-            bufs.setdefault(e.params[0], prog.buffers[e.params[0]])
-    return list(bufs.values())
-
-
-def _walk(prog: Program, roots):
-    """All nodes reachable from ``roots``, including dynamic-index definitions."""
-    seen = set()
-    stack = list(roots)
-    out = []
-    while stack:
-        e = stack.pop()
-        if e.uid in seen:
-            continue
-        seen.add(e.uid)
-        out.append(e)
-        stack.extend(e.args)
-        for idx in _idx_of(e):
-            for s in idx_deps(idx):
-                d = prog.sym_defs.get(s.name)
-                if d is not None:
-                    stack.append(d[1])
-    return out
-
-
-def _idx_of(e: SExpr):
-    if e.kind == "load":
-        return [e.params[2].v]
-    if e.kind == "index":
-        return [e.params[1].v]
-    if e.kind == "where":
-        return [x for cl in e.params[1].v.clauses for x in cl[1:2]]
-    return []
-
-
-def _loop_dependent(prog: Program, defn: SExpr) -> bool:
-    """Whether a dynamic index's definition reads at positions that vary with the loop
-    (a loop symbol, i.e. one without a definition of its own, among its index deps)."""
-    for e in _walk(prog, [defn]):
-        for idx in _idx_of(e):
-            if any(s.name not in prog.sym_defs for s in idx_deps(idx)):
-                return True
-    return False
-
-
-def idx_deps(idx) -> frozenset:
-    return idx.deps
-
-
 class _Body:
     """Statements computing scalar expressions, one temporary per node."""
 
@@ -1511,7 +1430,7 @@ class _Body:
             out = set()
             for a in e.args:
                 out |= self.loop_deps(a)
-            for idx in _idx_of(e):
+            for idx in idx_of(e):
                 out |= self._idx_loop_deps(idx)
             hit = self._deps[e.uid] = frozenset(out)
         return hit
@@ -1540,7 +1459,7 @@ class _Body:
             self._syms_done.add(s.name)
             sym, defn, lo, hi = d
             line = f"const int64_t {sym.name} = kiln_clampi((int64_t)({{}}), {lo}, {hi});"
-            if self._is_prelude or _loop_dependent(self.prog, defn):
+            if self._is_prelude or loop_dependent(self.prog, defn):
                 # In the prelude body itself, or a per-element index (gather): computed
                 # here, in order, sharing this body's temporaries.
                 self.lines.append(line.format(self.value(defn)))

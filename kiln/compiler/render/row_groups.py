@@ -20,6 +20,7 @@ import math
 
 from kiln.compiler.lower.index import row_major_strides
 from kiln.compiler.lower.program import Kernel, Program, Reduce
+from kiln.compiler.lower.walk import walk
 
 # A group needs at least this many rows (its outer loop is the parallel one) and rows
 # this long on average (shorter ones gain nothing from staying in cache).
@@ -68,9 +69,8 @@ def lead_dims(step, n_rows: int) -> int | None:
 
 def _steps_loads(prog: Program, step):
     """(buffer id, Idx) of every load in the step, dynamic-index definitions included."""
-    from kiln.compiler.render.render_c import _walk
     roots = [e for _, e in step.outs] if isinstance(step, Kernel) else [step.body]
-    for e in _walk(prog, roots):
+    for e in walk(prog, roots):
         if e.kind == "load":
             yield e.params[0], e.params[2].v
 
