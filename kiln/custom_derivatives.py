@@ -169,9 +169,6 @@ def custom_vjp_primal_tree_values(tree):
     return tree_map(value, tree)
 
 
-
-
-
 class custom_jvp:
     """A function with a custom JVP rule (``defjvp``/``defjvps``), as ``jax.custom_jvp``."""
 
@@ -451,8 +448,6 @@ def _outside_transformations(args) -> bool:
     if core.current_trace() is not core.eval_trace:
         return False
     return not any(isinstance(x, Tracer) for x in tree_flatten(args)[0])
-
-
 
 
 @api_boundary

@@ -48,10 +48,8 @@ class SymbolicZero:
         return f"SymbolicZero({self.aval.str_short()})"
 
 
-
 def _zeros_from_aval(aval):
     return ad.zeros_like_aval(aval)     # an extended dtype's zero is its rules' zero
-
 
 
 # ----------------------------------------------------------------------------------------------

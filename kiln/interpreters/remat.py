@@ -16,6 +16,7 @@ from kiln.interpreters.custom_calls import _call_impl, _trace_fun
 
 __all__ = ["remat_p"]
 
+
 remat_p = Primitive("checkpoint")
 remat_p.multiple_results = True
 remat_p.impl = lambda *args, jaxpr, prevent_cse, differentiated, policy: _call_impl(
