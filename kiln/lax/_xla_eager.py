@@ -5,12 +5,12 @@ Why: NumPy's ``np.exp``/``np.sin``/... are accurate but not XLA's, so an eager k
 differed from JAX's (eager or jit) in the last bit of a few percent of values, and a
 program's bits depended on whether a step ran eagerly, on the reference backend or
 compiled. These impls run the C kernels of ``kiln.random._native`` (one cached shared
-library, loaded with ``ctypes``): XLA's own formulas (``XLA_MATH_C``: the compiled code
-uses the same functions) for exp/expm1/log/log1p/tanh/logistic/float32 erf, and the C
-library for sin/cos/tan/pow/float64 erf, which is what XLA's CPU code calls. Each loop
-runs with denormals flushed (MXCSR DAZ+FTZ on x86, as XLA's CPU runtime does), which
-decides what ``powf``/``erf``/``tanh``/... return for subnormal operands. Checked bit for
-bit against JAX over every float32 exponent by ``tests/test_eager_jax_bits.py``.
+library, loaded with ``ctypes``): XLA's own formulas (``kiln/compiler/csrc/xla_math.h``:
+the compiled code uses the same functions) for exp/expm1/log/log1p/tanh/logistic/float32
+erf, and the C library for sin/cos/tan/pow/float64 erf, which is what XLA's CPU code
+calls. Each loop runs with denormals flushed (MXCSR DAZ+FTZ on x86, as XLA's CPU
+runtime does), which decides what ``powf``/``erf``/``tanh``/... return for subnormal
+operands. Checked bit for bit against JAX over every float32 exponent by ``tests/test_eager_jax_bits.py``.
 
 The impls serve the eager ``EvalTrace`` and the reference backend alike (one impl per
 primitive), so a jitted program's reference tier gives the compiled tier's bits too.

@@ -25,7 +25,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from kiln.compiler import register_c_source as _register_c_source
 from kiln.core.avals import ShapedArray
 from kiln.interpreters import ad, batching
 from kiln.lax._factory import standard_primitive
@@ -124,12 +123,9 @@ def threefry2x32_np(k0, k1, x0, x1):
     return y0, y1
 
 
-# Installed below (kiln.random sits above both): lax's eager rng_bit_generator hashes with
-# threefry2x32_np, and the compiled programs include the same Threefry and XLA-math C as
-# this package's native kernels.
+# Installed below (kiln.random sits above lax): lax's eager rng_bit_generator hashes with
+# threefry2x32_np.
 _set_rbg_threefry(lambda k0, k1, x0, x1: threefry2x32_np(k0, k1, x0, x1))
-_register_c_source("threefry", _native.THREEFRY_C)
-_register_c_source("xla_math", _native.XLA_MATH_C)
 
 
 def _run_spans(work, n, chunk):

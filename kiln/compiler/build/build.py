@@ -82,6 +82,7 @@ import types
 import warnings
 from collections.abc import Sequence
 
+from kiln.compiler import csrc
 from kiln.profiler._recorder import span as _profile_span
 
 try:
@@ -116,16 +117,6 @@ _DEFAULT_MAX_BYTES = 1 << 30
 _DEFAULT_TIMEOUT_S = 120.0
 _STALE_TMP_S = 3600.0
 _ERROR_LINES = 40
-
-_PROBE_SOURCE = r"""
-#include <math.h>
-double kiln_probe(const double *x, int n) {
-  double s = 0.0;
-#pragma omp parallel for reduction(+:s)
-  for (int i = 0; i < n; i++) s += sqrt(x[i]);
-  return s;
-}
-"""
 
 
 class CompilerNotFound(RuntimeError):
@@ -439,7 +430,7 @@ def _probe_detail(argv: list[str], flags: Sequence[str]) -> tuple[bool, str]:
     with tempfile.TemporaryDirectory(prefix="kiln-probe-") as tmp:
         src = os.path.join(tmp, "probe.c")
         with open(src, "w") as f:
-            f.write(_PROBE_SOURCE)
+            f.write(csrc.text("probe.c"))
         try:
             proc = _run([*argv, *flags, src, "-o", os.path.join(tmp, "probe.so"), "-lm"])
         except subprocess.TimeoutExpired as e:

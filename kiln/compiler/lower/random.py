@@ -10,7 +10,8 @@ old non-partitionable scheme these primitives stay host islands (the NumPy impl)
 
 ``xla_log``/``xla_log1p``/``xla_exp``/``xla_erf_inv``/``xla_erf``/``xla_fma`` are the
 samplers' private primitives computing XLA's CPU formulas bit for bit; their C is
-``kiln.random._native.XLA_MATH_C`` (the same functions the eager samplers run).
+``kiln/compiler/csrc/xla_math.h`` (the same functions the eager samplers run); the
+hash's C is ``csrc/threefry.h`` and ``csrc/threefry_ops.h``.
 ``xla_tan``/``xla_pow`` render as the C library's ``tan``/``pow`` (what XLA calls),
 whatever the compiler's own math library replaces for the generic ops.
 
@@ -35,20 +36,6 @@ RANDOM = ("random_bits", "random_split", "random_fold_in")
 # Cost units (an add is 1) for the fusion cost rule: a hash is ~60 integer ops.
 COSTS = {"threefry": 40, "xla_log": 10, "xla_log1p": 14, "xla_exp": 10,
          "xla_erf_inv": 30, "xla_erf": 12, "xla_fma": 1, "xla_tan": 16, "xla_pow": 20}
-
-# C for the hash ops (needs THREEFRY_C from kiln.random._native before it).
-THREEFRY_OPS_C = r"""
-static inline void kiln_tf(uint32_t k0, uint32_t k1, uint64_t c, uint32_t *a, uint32_t *b) {
-  tf(k0, k1, (uint32_t)(c >> 32), (uint32_t)c, a, b);
-}
-static inline uint32_t kiln_tf_xor(uint32_t k0, uint32_t k1, uint64_t c) {
-  uint32_t a, b; kiln_tf(k0, k1, c, &a, &b); return a ^ b; }
-static inline uint64_t kiln_tf_cat(uint32_t k0, uint32_t k1, uint64_t c) {
-  uint32_t a, b; kiln_tf(k0, k1, c, &a, &b); return ((uint64_t)a << 32) | b; }
-static inline uint32_t kiln_tf_pick(uint32_t k0, uint32_t k1, uint64_t c, int64_t w) {
-  uint32_t a, b; kiln_tf(k0, k1, c, &a, &b); return w ? b : a; }
-"""
-
 
 def _threefry_impl(eqn) -> bool:
     impl = eqn.params.get("impl")
@@ -171,28 +158,18 @@ def render_op(name: str, params: dict, args: list[str], dt) -> str | None:
 
 def preludes(source_text: str) -> list[str]:
     """The C definitions the rendered segments in ``source_text`` need."""
-    # The Threefry and XLA-math C are kiln.random's native kernels (the eager samplers run
-    # the same functions), registered in ``kiln.compiler.c_sources`` by kiln.random.
-    from kiln.compiler import c_sources
-    if "threefry" not in c_sources or "xla_math" not in c_sources:
-        raise RuntimeError("the PRNG/XLA-math C sources are not registered: import kiln "
-                           "(kiln.random._threefry registers them)")
-    THREEFRY_C, XLA_MATH_C = c_sources["threefry"], c_sources["xla_math"]  # noqa: N806
+    from kiln.compiler import csrc
     out = []
     if "kiln_tf_" in source_text:
-        out += [THREEFRY_C, THREEFRY_OPS_C]
+        out += [csrc.text("threefry.h"), csrc.text("threefry_ops.h")]
     logistic = "kiln_logistic_xla" in source_text
     xla_names = ("xlog", "xlog1p", "xexp", "xexpm1", "xerfinv", "xerf", "xtanh")
     fast_exp = "fexp32" in source_text
     if logistic or fast_exp or any(f"{b}{w}(" in source_text
                                    for b in xla_names for w in (32, 64)):
-        out.append("#include <float.h>\n" + XLA_MATH_C)
+        out.append("#include <float.h>\n" + csrc.text("xla_math.h"))
     if fast_exp:
-        from kiln.compiler.render.fast_math import FAST_EXP_C
-        out.append(FAST_EXP_C)
+        out.append(csrc.text("fast_exp.h"))
     if logistic:    # XLA expands logistic(x) as 1 / (1 + exp(-x)) with its own exp
-        out.append("static inline float kiln_logistic_xla32(float x) "
-                   "{ return ftz32(1.0f / (1.0f + xexp32(-x))); }\n"
-                   "static inline double kiln_logistic_xla64(double x) "
-                   "{ return ftz64(1.0 / (1.0 + xexp64(-x))); }\n")
+        out.append(csrc.text("xla_logistic.h"))
     return out

@@ -14,6 +14,8 @@ import os
 
 import numpy as np
 
+from kiln.compiler.render.c_expr import C_TYPES, Body
+
 
 def _indented(texts, by: str = "  ") -> list[str]:
     return [by + line for _, text in texts for line in text.split("\n")]
@@ -23,7 +25,6 @@ class ControlMixin:
     """Rendering of loops and branches for :class:`~.render_c.CRenderer`."""
 
     def render_loop(self, prog, loop) -> str:
-        from kiln.compiler.render.render_c import _Body
         lines = ["  {"]
         if loop.kind == "scan":
             c, n = loop.counter.name, loop.length
@@ -34,7 +35,7 @@ class ControlMixin:
         else:
             lines.append("  for (;;) {")
             lines += _indented(self.render_step_list(prog, loop.cond_steps))
-            body = _Body(self, prog)
+            body = Body(self, prog)
             v = body.value(loop.pred)
             lines.append("    {")
             lines += ["      " + x for x in body.prelude_lines() + body.lines]
@@ -46,8 +47,7 @@ class ControlMixin:
         return "\n".join(lines)
 
     def render_branch(self, prog, branch) -> str:
-        from kiln.compiler.render.render_c import _Body
-        body = _Body(self, prog)
+        body = Body(self, prog)
         v = body.value(branch.index)
         n = len(branch.branches)
         lines = ["  {"] + ["    " + x for x in body.prelude_lines() + body.lines]
@@ -75,9 +75,8 @@ class ConvMixin:
     def render_conv(self, prog, cv) -> str:
         import math
 
-        from kiln.compiler.render.render_c import C_TYPES, _Body
         t = C_TYPES[cv.out.dtype]
-        body = _Body(self, prog)
+        body = Body(self, prog)
         val = body.value(cv.col)
         nsp = len(cv.out_sp)
         kdim = math.prod(cv.k_sp) * cv.cg

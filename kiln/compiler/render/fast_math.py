@@ -1,6 +1,6 @@
 """Fast float32 math for values that are summed: ``fexp32``.
 
-Elementwise results use XLA's own formulas (``kiln.random._native.XLA_MATH_C``), so
+Elementwise results use XLA's own formulas (``kiln/compiler/csrc/xla_math.h``), so
 ``jit`` gives JAX's bits. A float sum reduction does not: its order of additions
 differs from XLA's (which also differs between XLA's own CPU and GPU backends), so the
 bits of ``sum(exp(x - m))`` are not JAX's whatever exp it uses. Inside float sum
@@ -22,36 +22,14 @@ other input.
 """
 from __future__ import annotations
 
+from kiln.compiler import csrc
+
 #: The largest float32 ``fexp32`` maps to a finite value (``88.72283f`` as C reads it;
 #: ``fexp32_fin`` equals ``fexp32`` at and below it).
 FIN_MAX = "88.72283f"
 
-_EXP_TEMPLATE = r"""
-static inline float NAME(float x) {
-  const float shifter = 12582912.0f;           /* 1.5 * 2^23 */
-  float t = fmaf(x, 1.44269504088896341f, shifter);
-  float n = t - shifter;                       /* rint(x / ln 2) */
-  float r = fmaf(n, -0.693359375f, x);
-  r = fmaf(n, 2.12194440e-4f, r);
-  float p = fmaf(1.3836537e-3f, r, 8.3750607e-3f);
-  p = fmaf(p, r, 4.1668244e-2f);
-  p = fmaf(p, r, 1.6666417e-1f);
-  p = fmaf(p, r, 4.9999991e-1f);
-  p = fmaf(p, r, 1.0f);
-  p = fmaf(p, r, 1.0f);
-  uint32_t ti, pi; memcpy(&ti, &t, 4); memcpy(&pi, &p, 4);
-  pi += ti << 23;                              /* p * 2^n */
-  float out; memcpy(&out, &pi, 4);OVERFLOW
-  return sel32(x < -87.33654f, 0.0f, out);     /* below FLT_MIN: 0, as XLA */
-}
-"""
-
-_OVERFLOW = f"""
-  out = sel32(!(x <= {FIN_MAX}), x + INFINITY, out);   /* overflow: inf; NaN: NaN */"""
-
 #: C definitions of ``fexp32`` and ``fexp32_fin`` (the same without the overflow and NaN
 #: select, for arguments known to be at most ``FIN_MAX`` and not NaN: three vector
-#: instructions fewer, ~10% of a logsumexp); needs ``sel32`` (``XLA_MATH_C``),
-#: <string.h>, <stdint.h>, <math.h>.
-FAST_EXP_C = (_EXP_TEMPLATE.replace("NAME", "fexp32").replace("OVERFLOW", _OVERFLOW)
-              + _EXP_TEMPLATE.replace("NAME", "fexp32_fin").replace("OVERFLOW", ""))
+#: instructions fewer, ~10% of a logsumexp), in ``kiln/compiler/csrc/fast_exp.h``; needs
+#: ``sel32`` (``xla_math.h``), <string.h>, <stdint.h>, <math.h>.
+FAST_EXP_C = csrc.text("fast_exp.h")

@@ -1,0 +1,56 @@
+"""kiln's hand-written C, kept in the ``.c``/``.h`` files of this package (package data).
+
+What it holds: :func:`text` (a file's exact text) and :func:`source` (a file with its
+quoted ``#include "x.h"`` lines replaced by those files' text), both read once per
+process through ``importlib.resources`` (so they are found wherever kiln is installed).
+
+The files, and who uses them:
+
+* Preludes of every generated program (``kiln.compiler.render.render_c``): ``prelude.h``
+  (includes, index and min/max helpers), ``int_helpers.h`` (XLA's integer division,
+  remainder and shifts per integer type), ``stream.h`` (non-temporal stores),
+  ``blas_program.h`` (the GEMM function pointers; ``blas.DEFINITIONS_MARK`` splits it).
+* Included by generated code when it uses them (``kiln.compiler.lower.random``):
+  ``threefry.h``/``threefry_ops.h`` (the Threefry-2x32 hash), ``xla_math.h`` (XLA's CPU
+  float formulas), ``xla_logistic.h``, ``fast_exp.h`` (``fexp32``,
+  ``kiln.compiler.render.fast_math``).
+* Libraries built once per machine by ``kiln.compiler.build.build``: ``runtime.c`` (the
+  ``kiln_rt`` extension), ``blas_glue.c`` (the row-major GEMM wrappers), ``kiln_random.c``
+  (kiln.random's and eager math's kernels), ``spmd.c`` (the device threads' barrier and
+  all-reduce), ``probe.c`` (the flag probe).
+
+The text of a prelude goes into generated programs verbatim (byte for byte what the
+renderer printed when it held these as Python strings), so the preludes carry no file
+header: any change to one changes every program's source, and so its cache key
+(everything rebuilds once). The libraries' files start with a comment saying what they
+are.
+
+What it must not hold: C generated per program (``render_c.py`` and friends), building.
+"""
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import re
+
+__all__ = ["source", "text"]
+
+_INCLUDE = re.compile(r'^#include "([A-Za-z0-9_.]+)"\n', re.MULTILINE)
+
+
+@functools.cache
+def text(name: str) -> str:
+    """The exact text of the C file ``name`` of this package (read once per process).
+
+    Raises:
+      FileNotFoundError: when there is no such file (a broken installation).
+    """
+    return importlib.resources.files(__name__).joinpath(name).read_text(encoding="utf-8")
+
+
+@functools.cache
+def source(name: str) -> str:
+    """The C file ``name`` with each line ``#include "x.h"`` replaced by ``x.h``'s own
+    :func:`source`: one self-contained text, so a build's cache key (a hash of the
+    source) changes when any file it includes changes."""
+    return _INCLUDE.sub(lambda m: source(m.group(1)), text(name))

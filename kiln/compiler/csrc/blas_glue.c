@@ -1,0 +1,94 @@
+/* kiln's BLAS glue library: row-major GEMM wrappers kiln_gemm_f32/f64 over the Fortran
+   sgemm/dgemm whose addresses kiln_blas_init hands in (kiln/compiler/blas.py builds it
+   once per machine, through kiln/compiler/build.py, and defines KILN_PARALLEL_MIN_MACS,
+   its blas.PARALLEL_MIN_MACS, in a line before this text). */
+#ifndef KILN_PARALLEL_MIN_MACS
+#error "define KILN_PARALLEL_MIN_MACS (kiln/compiler/blas.py does)"
+#endif
+#include <stdint.h>
+typedef void (*kiln_sgemm_t)(const char*, const char*, const int*, const int*, const int*,
+                             const float*, const float*, const int*, const float*, const int*,
+                             const float*, float*, const int*);
+typedef void (*kiln_dgemm_t)(const char*, const char*, const int*, const int*, const int*,
+                             const double*, const double*, const int*, const double*,
+                             const int*, const double*, double*, const int*);
+typedef int (*kiln_set_threads_t)(int);
+static kiln_sgemm_t kiln_sgemm_ptr;
+static kiln_dgemm_t kiln_dgemm_ptr;
+static kiln_set_threads_t kiln_set_threads_ptr;
+static int kiln_blas_max_threads = 1;
+
+void kiln_blas_init(void *s, void *d, void *t, int max_threads) {
+  kiln_sgemm_ptr = (kiln_sgemm_t)s;
+  kiln_dgemm_ptr = (kiln_dgemm_t)d;
+  kiln_set_threads_ptr = (kiln_set_threads_t)t;
+  kiln_blas_max_threads = max_threads > 0 ? max_threads : 1;
+}
+
+/* One single-threaded BLAS call on the calling thread; the thread's own setting is put
+   back afterwards (the setter returns it), so the user's SciPy calls on this thread keep
+   their threads. */
+#define KILN_GEMM_CALL(T, PTR, M_, N_, A_, B_, C_)                                        \
+  do {                                                                                 \
+    const int kiln_prev = kiln_set_threads_ptr ? kiln_set_threads_ptr(1) : 0;          \
+    const char ta = transB ? 'T' : 'N', tb = transA ? 'T' : 'N';                      \
+    const int m = (int)(N_), n = (int)(M_), k = (int)K;                                \
+    const int la = (int)(ldb > 0 ? ldb : 1), lb = (int)(lda > 0 ? lda : 1);            \
+    const int lc = (int)(ldc > 0 ? ldc : 1);                                           \
+    const T one = 1;                                                                   \
+    PTR(&ta, &tb, &m, &n, &k, &one, (B_), &la, (A_), &lb, &beta, (C_), &lc);           \
+    if (kiln_set_threads_ptr && kiln_prev > 0) kiln_set_threads_ptr(kiln_prev);        \
+  } while (0)
+
+/* Row-major C[MxN] = op(A) @ op(B) (+ beta*C): column-major C^T = op(B)^T op(A)^T.
+   Large products (>= KILN_PARALLEL_MIN_MACS multiply-adds) are split into row (or
+   column) blocks, one per OpenMP thread, each a single-threaded BLAS call: the same
+   thread pool as the kernels, so BLAS's own workers never spin against OpenMP's
+   (blas.threads_for). */
+#ifdef _OPENMP
+/* The calling thread's OpenMP budget: a device thread of pmap/shard_map has a share. */
+int omp_get_max_threads(void);
+#define KILN_GEMM_PARALLEL(T, PTR)                                                     \
+  if (kiln_blas_max_threads > 1 && M * N * K >= (int64_t)KILN_PARALLEL_MIN_MACS      \
+      && omp_get_max_threads() > 1) {                                                  \
+    const int nt = kiln_blas_max_threads < omp_get_max_threads()                        \
+                   ? kiln_blas_max_threads : omp_get_max_threads();                     \
+    if (M >= N) {                                                                      \
+      _Pragma("omp parallel for num_threads(nt) schedule(static)")                     \
+      for (int t = 0; t < nt; t++) {                                                   \
+        const int64_t r0 = M * t / nt, r1 = M * (t + 1) / nt;                          \
+        if (r1 > r0) KILN_GEMM_CALL(T, PTR, r1 - r0, N, A + (transA ? r0 : r0 * lda),  \
+                                    B, C + r0 * ldc);                                  \
+      }                                                                                \
+    } else {                                                                           \
+      _Pragma("omp parallel for num_threads(nt) schedule(static)")                     \
+      for (int t = 0; t < nt; t++) {                                                   \
+        const int64_t c0 = N * t / nt, c1 = N * (t + 1) / nt;                          \
+        if (c1 > c0) KILN_GEMM_CALL(T, PTR, M, c1 - c0, A,                             \
+                                    B + (transB ? c0 * ldb : c0), C + c0);             \
+      }                                                                                \
+    }                                                                                  \
+    return;                                                                            \
+  }
+#else
+#define KILN_GEMM_PARALLEL(T, PTR)
+#endif
+
+#define KILN_GEMM_BODY(T, PTR)                                                        \
+  if (M <= 0 || N <= 0) return;                                                        \
+  if (K <= 0) { for (int64_t i = 0; i < M; i++) for (int64_t j = 0; j < N; j++)        \
+      C[i * ldc + j] = beta == 0 ? (T)0 : beta * C[i * ldc + j]; return; }            \
+  KILN_GEMM_PARALLEL(T, PTR)                                                           \
+  KILN_GEMM_CALL(T, PTR, M, N, A, B, C);
+
+void kiln_gemm_f32(int transA, int transB, int64_t M, int64_t N, int64_t K,
+                   const float *A, int64_t lda, const float *B, int64_t ldb, float *C,
+                   int64_t ldc, float beta) {
+  KILN_GEMM_BODY(float, kiln_sgemm_ptr)
+}
+
+void kiln_gemm_f64(int transA, int transB, int64_t M, int64_t N, int64_t K,
+                   const double *A, int64_t lda, const double *B, int64_t ldb, double *C,
+                   int64_t ldc, double beta) {
+  KILN_GEMM_BODY(double, kiln_dgemm_ptr)
+}

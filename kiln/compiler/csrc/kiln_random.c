@@ -1,0 +1,205 @@
+/* kiln_random: the native kernels of kiln.random and of eager math with XLA's bits
+   (kiln/random/_native.py, kiln/lax/_xla_eager.py): Threefry-2x32, XLA's float
+   formulas, the C library's tan/pow, fma, XLA's rsqrt. The quoted includes are
+   expanded in place by kiln.compiler.csrc.source (so the build's cache key holds
+   their text); the file also compiles as is with -I on this directory. */
+#include <stdint.h>
+#include <math.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define KILN_HAVE_RSQRTPS 1
+#endif
+
+#include "threefry.h"
+/* Threefry-2x32 (20 rounds) of n contiguous counter pairs. Keys are scalars when
+   kstride == 0, else contiguous per element. */
+void kiln_threefry2x32(const uint32_t *k0, const uint32_t *k1, int64_t kstride,
+                       const uint32_t *x0, const uint32_t *x1,
+                       uint32_t *y0, uint32_t *y1, int64_t n) {
+  if (kstride == 0) {
+    const uint32_t a = k0[0], b = k1[0];
+    for (int64_t i = 0; i < n; i++) tf(a, b, x0[i], x1[i], y0 + i, y1 + i);
+  } else {
+    for (int64_t i = 0; i < n; i++) tf(k0[i], k1[i], x0[i], x1[i], y0 + i, y1 + i);
+  }
+}
+
+#include "xla_math.h"
+#define UNARY(name, T, fn) \
+  void name(const T *x, T *y, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = fn(x[i]); }
+UNARY(kiln_log_f32, float, xlog32)
+UNARY(kiln_log1p_f32, float, xlog1p32)
+UNARY(kiln_exp_f32, float, xexp32)
+UNARY(kiln_erf_inv_f32, float, xerfinv32)
+UNARY(kiln_erf_f32, float, xerf32)
+UNARY(kiln_log1p_f64, double, xlog1p64)
+UNARY(kiln_exp_f64, double, xexp64)
+UNARY(kiln_erf_inv_f64, double, xerfinv64)
+UNARY(kiln_log_f64, double, xlog64)
+/* XLA's CPU code calls the C library for these (JAX's tan, pow and float64 log are
+   glibc's, bit for bit); NumPy's SIMD versions differ in the last bit. */
+UNARY(kiln_tan_f32, float, tanf)
+UNARY(kiln_tan_f64, double, tan)
+
+/* ---- Eager math with JAX's bits (kiln/lax/_xla_eager.py). XLA's CPU kernels run with
+   denormals flushed: subnormal inputs read as zero (DAZ) and subnormal results become zero
+   (FTZ), which changes what the C library's sinf/powf/erf/... return for such operands.
+   These loops set the same MXCSR bits while they run and restore the caller's. */
+#if defined(__x86_64__) || defined(__i386__)
+#define KILN_FTZ_ON unsigned kiln_csr_ = _mm_getcsr(); _mm_setcsr(kiln_csr_ | 0x8040u);
+#define KILN_FTZ_OFF _mm_setcsr(kiln_csr_);
+#else
+#define KILN_FTZ_ON
+#define KILN_FTZ_OFF
+#endif
+static inline float xlogistic32(float x) { return ftz32(1.0f / (1.0f + xexp32(-x))); }
+static inline double xlogistic64(double x) { return ftz64(1.0 / (1.0 + xexp64(-x))); }
+/* Small arrays: the caller passes the ndarray objects' addresses (CPython's id()) and the
+   data pointer is read from the object (NumPy's PyArrayObject: the pointer follows the
+   object header), which costs far less than ctypes' pointer extraction. kiln checks
+   the offset once against ndarray.ctypes.data before it uses these entry points. */
+static int64_t kiln_data_off = 16;
+void kiln_set_data_offset(int64_t off) { kiln_data_off = off; }
+void *kiln_array_data(const void *o) { return *(void *const *)((const char *)o + kiln_data_off); }
+#define EAGER1(name, T, fn) void name(const T *x, T *y, int64_t n) { \
+  KILN_FTZ_ON for (int64_t i = 0; i < n; i++) y[i] = fn(x[i]); KILN_FTZ_OFF } \
+  void name##_obj(const void *xo, const void *yo, int64_t n) { \
+    name((const T *)kiln_array_data(xo), (T *)kiln_array_data(yo), n); }
+EAGER1(kiln_eager_exp_f32, float, xexp32)
+EAGER1(kiln_eager_exp_f64, double, xexp64)
+EAGER1(kiln_eager_expm1_f32, float, xexpm132)
+EAGER1(kiln_eager_expm1_f64, double, xexpm164)
+EAGER1(kiln_eager_log_f32, float, xlog32)
+EAGER1(kiln_eager_log_f64, double, xlog64)
+EAGER1(kiln_eager_log1p_f32, float, xlog1p32)
+EAGER1(kiln_eager_log1p_f64, double, xlog1p64)
+EAGER1(kiln_eager_sin_f32, float, sinf)
+EAGER1(kiln_eager_sin_f64, double, sin)
+EAGER1(kiln_eager_cos_f32, float, cosf)
+EAGER1(kiln_eager_cos_f64, double, cos)
+EAGER1(kiln_eager_tan_f32, float, tanf)
+EAGER1(kiln_eager_tan_f64, double, tan)
+EAGER1(kiln_eager_tanh_f32, float, xtanh32)
+EAGER1(kiln_eager_tanh_f64, double, xtanh64)
+EAGER1(kiln_eager_logistic_f32, float, xlogistic32)
+EAGER1(kiln_eager_logistic_f64, double, xlogistic64)
+EAGER1(kiln_eager_erf_f32, float, xerf32)
+EAGER1(kiln_eager_erf_f64, double, xerf64)
+
+/* integer_pow as JAX lowers it (binary exponentiation: acc * x for each set bit of |k|,
+   x * x between; 1 / acc for k < 0), under XLA's flushing. */
+#define EAGER_IPOW(name, T) void name(const T *x, T *y, int64_t n, int64_t k) { \
+  KILN_FTZ_ON \
+  int64_t m = k < 0 ? -k : k; \
+  if (k == 2) { for (int64_t i = 0; i < n; i++) y[i] = x[i] * x[i]; n = 0; } \
+  else if (k == 3) { for (int64_t i = 0; i < n; i++) y[i] = x[i] * (x[i] * x[i]); n = 0; } \
+  for (int64_t i = 0; i < n; i++) { \
+    T b = x[i], acc = 0; int first = 1; \
+    for (int64_t e = m; e > 0; ) { \
+      if (e & 1) { acc = first ? b : acc * b; first = 0; } \
+      e >>= 1; \
+      if (e > 0) b = b * b; \
+    } \
+    y[i] = k < 0 ? (T)1 / acc : acc; \
+  } \
+  KILN_FTZ_OFF } \
+  void name##_obj(const void *xo, const void *yo, int64_t n, int64_t k) { \
+    name((const T *)kiln_array_data(xo), (T *)kiln_array_data(yo), n, k); }
+EAGER_IPOW(kiln_eager_ipow_f32, float)
+EAGER_IPOW(kiln_eager_ipow_f64, double)
+
+/* y = pow(a, b) under XLA's flushing; an operand with stride 0 is a scalar. */
+void kiln_eager_pow_f32(const float *a, int64_t sa, const float *b, int64_t sb, float *y,
+                        int64_t n) {
+  KILN_FTZ_ON for (int64_t i = 0; i < n; i++) y[i] = powf(a[i * sa], b[i * sb]); KILN_FTZ_OFF
+}
+void kiln_eager_pow_f64(const double *a, int64_t sa, const double *b, int64_t sb, double *y,
+                        int64_t n) {
+  KILN_FTZ_ON for (int64_t i = 0; i < n; i++) y[i] = pow(a[i * sa], b[i * sb]); KILN_FTZ_OFF
+}
+void kiln_eager_pow_f32_obj(const void *ao, int64_t sa, const void *bo, int64_t sb,
+                            const void *yo, int64_t n) {
+  kiln_eager_pow_f32((const float *)kiln_array_data(ao), sa,
+                     (const float *)kiln_array_data(bo), sb, (float *)kiln_array_data(yo), n);
+}
+void kiln_eager_pow_f64_obj(const void *ao, int64_t sa, const void *bo, int64_t sb,
+                            const void *yo, int64_t n) {
+  kiln_eager_pow_f64((const double *)kiln_array_data(ao), sa,
+                     (const double *)kiln_array_data(bo), sb, (double *)kiln_array_data(yo), n);
+}
+
+/* y = pow(a, b); an operand with stride 0 is a scalar. */
+void kiln_pow_f32(const float *a, int64_t sa, const float *b, int64_t sb, float *y, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = powf(a[i * sa], b[i * sb]);
+}
+void kiln_pow_f64(const double *a, int64_t sa, const double *b, int64_t sb, double *y,
+                  int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = pow(a[i * sa], b[i * sb]);
+}
+
+/* y = fma(a, b, c); an operand with stride 0 is a scalar. */
+void kiln_fma_f32(const float *a, int64_t sa, const float *b, int64_t sb, const float *c,
+                  int64_t sc, float *y, int64_t n) {
+  if (sa && !sb && !sc) {
+    const float bb = b[0], cc = c[0];
+    for (int64_t i = 0; i < n; i++) y[i] = fmaf(a[i], bb, cc);
+  } else {
+    for (int64_t i = 0; i < n; i++) y[i] = fmaf(a[i * sa], b[i * sb], c[i * sc]);
+  }
+}
+void kiln_fma_f64(const double *a, int64_t sa, const double *b, int64_t sb, const double *c,
+                  int64_t sc, double *y, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = fma(a[i * sa], b[i * sb], c[i * sc]);
+}
+
+int kiln_have_rsqrtps(void) {
+#ifdef KILN_HAVE_RSQRTPS
+  return 1;
+#else
+  return 0;
+#endif
+}
+
+/* XLA's CPU rsqrt: the processor's estimate (rsqrtss for a float32 scalar, AVX-512's
+   rsqrt14 for float64) refined by two Newton steps
+       h = (x * r) * r - 1;  r = (r * -0.5) * h + r
+   with both multiply-adds fused (XLA's LLVM contracts them). Below the smallest
+   normal number (zero, negatives, subnormals) and at +inf the raw estimate is returned. */
+void kiln_rsqrt_f32(const float *x, float *y, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+#ifdef KILN_HAVE_RSQRTPS
+    float e = _mm_cvtss_f32(_mm_rsqrt_ss(_mm_set_ss(x[i])));
+    float r = e;
+    for (int k = 0; k < 2; k++) r = fmaf(r * -0.5f, fmaf(x[i] * r, r, -1.0f), r);
+    y[i] = (x[i] < 1.17549435e-38f || x[i] == INFINITY) ? e : r;
+#else
+    y[i] = 1.0f / sqrtf(x[i]);
+#endif
+  }
+}
+
+int kiln_have_rsqrt14(void) {
+#ifdef KILN_HAVE_RSQRTPS
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
+#else
+  return 0;
+#endif
+}
+
+#ifdef KILN_HAVE_RSQRTPS
+__attribute__((target("avx512f,avx512vl,fma")))
+void kiln_rsqrt_f64(const double *x, double *y, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    /* XLA runs with denormals-are-zero: a subnormal input is a signed zero. */
+    double xi = fabs(x[i]) < 2.2250738585072014e-308 ? copysign(0.0, x[i]) : x[i];
+    double e = _mm_cvtsd_f64(_mm_rsqrt14_pd(_mm_set1_pd(xi)));
+    double r = e;
+    for (int k = 0; k < 2; k++) r = fma(r * -0.5, fma(x[i] * r, r, -1.0), r);
+    y[i] = (x[i] < 2.2250738585072014e-308 || x[i] == INFINITY) ? e : r;
+  }
+}
+#else
+void kiln_rsqrt_f64(const double *x, double *y, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] = 1.0 / sqrt(x[i]);
+}
+#endif

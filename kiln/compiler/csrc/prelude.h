@@ -1,0 +1,33 @@
+
+#include <stdint.h>
+#include <stddef.h>
+#include <math.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+/* Functions holding only small loops (SMALL_ELEMENTS): gcc's loop vectorizer, peeling and
+   unrolling cost compile time there that the run never earns back. `omp simd` loops still
+   vectorize (OpenMP forces them), so reductions sum in the same order as elsewhere. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define KILN_SMALL __attribute__((optimize("no-tree-loop-vectorize", "no-tree-slp-vectorize", \
+                                           "no-peel-loops", "no-unroll-loops")))
+#else
+#define KILN_SMALL
+#endif
+static inline int64_t kiln_floordiv(int64_t a, int64_t b) {
+  int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
+static inline int64_t kiln_floormod(int64_t a, int64_t b) {
+  int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
+static inline int64_t kiln_clampi(int64_t v, int64_t lo, int64_t hi) {
+  return v < lo ? lo : (v > hi ? hi : v); }
+static inline float kiln_maxf(float a, float b) { return (a != a || a > b) ? a : b; }
+static inline float kiln_minf(float a, float b) { return (a != a || a < b) ? a : b; }
+static inline double kiln_maxd(double a, double b) { return (a != a || a > b) ? a : b; }
+static inline double kiln_mind(double a, double b) { return (a != a || a < b) ? a : b; }
+static inline float kiln_signf(float a) { return a > 0.0f ? 1.0f : (a < 0.0f ? -1.0f : a); }
+static inline double kiln_signd(double a) { return a > 0.0 ? 1.0 : (a < 0.0 ? -1.0 : a); }
+static inline float kiln_logistic_f32(float x) { return 1.0f / (1.0f + expf(-x)); }
+static inline double kiln_logistic_f64(double x) { return 1.0 / (1.0 + exp(-x)); }
+static inline float kiln_rsqrtf(float x) { return 1.0f / sqrtf(x); }
+static inline double kiln_rsqrtd(double x) { return 1.0 / sqrt(x); }

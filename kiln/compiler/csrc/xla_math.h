@@ -1,0 +1,296 @@
+/* ---- XLA's CPU math (see _xla_math.py for the derivations); fmaf/fma are exact. ---- */
+#include <float.h>
+#include <string.h>
+
+/* Selects as bit masks rather than `c ? a : b`: with Intel tunings gcc threads the
+   jumps of chained conditionals into one many-way PHI that its if-conversion refuses,
+   and the loops calling these functions stay scalar (4x slower). */
+static inline float sel32(int c, float a, float b) {
+  uint32_t ai, bi, m = (uint32_t)0 - (uint32_t)(c != 0);
+  memcpy(&ai, &a, 4); memcpy(&bi, &b, 4);
+  ai = (ai & m) | (bi & ~m);
+  float r; memcpy(&r, &ai, 4); return r;
+}
+static inline double sel64(int c, double a, double b) {
+  uint64_t ai, bi, m = (uint64_t)0 - (uint64_t)(c != 0);
+  memcpy(&ai, &a, 8); memcpy(&bi, &b, 8);
+  ai = (ai & m) | (bi & ~m);
+  double r; memcpy(&r, &ai, 8); return r;
+}
+#define MINF(a, b) sel32((a) < (b), (a), (b))
+#define MAXF(a, b) sel32((a) > (b), (a), (b))
+static inline float ftz32(float x) { return sel32(fabsf(x) < FLT_MIN, x * 0.0f, x); }
+static inline double ftz64(double x) { return sel64(fabs(x) < DBL_MIN, x * 0.0, x); }
+
+static const float LOGP[9] = {7.0376836292e-2f, -1.1514610310e-1f, 1.1676998740e-1f,
+  -1.2420140846e-1f, 1.4249322787e-1f, -1.6668057665e-1f, 2.0000714765e-1f,
+  -2.4999993993e-1f, 3.3333331174e-1f};
+
+static inline float xlog32(float x) {
+  x = ftz32(x);
+  float xs = MAXF(x, FLT_MIN);
+  uint32_t bits; memcpy(&bits, &xs, 4);
+  int32_t emm0 = (int32_t)(bits >> 23) - 0x7f;
+  bits = (bits & 0x807FFFFFu) | 0x3F000000u;
+  float t; memcpy(&t, &bits, 4);
+  float e = 1.0f + (float)emm0;
+  int mask = t < 0.707106781186547524f;
+  float tmp1 = sel32(mask, t, 0.0f);
+  t = t - 1.0f;
+  e = e - sel32(mask, 1.0f, 0.0f);
+  t = t + tmp1;
+  float x2 = t * t, x3 = x2 * t;
+  float y = fmaf(t, LOGP[0], LOGP[1]), y1 = fmaf(t, LOGP[3], LOGP[4]);
+  float y2 = fmaf(t, LOGP[6], LOGP[7]);
+  y = fmaf(y, t, LOGP[2]); y1 = fmaf(y1, t, LOGP[5]); y2 = fmaf(y2, t, LOGP[8]);
+  y = fmaf(y, x3, y1); y = fmaf(y, x3, y2);
+  float q1e = -2.12194440e-4f * e;
+  y = fmaf(y, x3, q1e);
+  float q2e = 0.693359375f * e;
+  float r = (fmaf(-0.5f, x2, t) + y) + q2e;
+  r = sel32(x > 0.0f, r, NAN);
+  r = sel32(x == INFINITY, INFINITY, r);
+  return sel32(x == 0.0f, -INFINITY, r);
+}
+
+static const double L1P_NUM[7] = {4.5270000862445199635215e-5, 4.9854102823193375972212e-1,
+  6.5787325942061044846969e0, 2.9911919328553073277375e1, 6.0949667980987787057556e1,
+  5.7112963590585538103336e1, 2.0039553499201281259648e1};
+static const double L1P_DEN[7] = {1., 1.5062909083469192043167e1, 8.3047565967967209469434e1,
+  2.2176239823732856465394e2, 3.0909872225312059774938e2, 2.1642788614495947685003e2,
+  6.0118660497603843919306e1};
+
+static inline float xlog1p32(float x) {
+  x = ftz32(x);
+  float large = xlog32(x + 1.0f);
+  float x2 = x * x;
+  float num = (float)L1P_NUM[0], den = (float)L1P_DEN[0];
+  _Pragma("GCC unroll 32")
+  for (int i = 1; i < 7; i++) { num = fmaf(num, x, (float)L1P_NUM[i]);
+                                den = fmaf(den, x, (float)L1P_DEN[i]); }
+  float small = (x * x2) * (num / den);
+  small = fmaf(-0.5f, x2, small);
+  small = x + small;
+  return ftz32(sel32(fabsf(x) < 0.41421356237309504880f, small, large));
+}
+
+static double xlog64(double x) { return log(ftz64(x)); }
+
+static double xlog1p64(double x) {
+  x = ftz64(x);
+  double large = xlog64(x + 1.0);
+  double x2 = x * x;
+  double num = L1P_NUM[0], den = L1P_DEN[0];
+  _Pragma("GCC unroll 32")
+  for (int i = 1; i < 7; i++) { num = fma(num, x, L1P_NUM[i]); den = fma(den, x, L1P_DEN[i]); }
+  double small = (x * x2) * (num / den);
+  small = fma(-0.5, x2, small);
+  small = x + small;
+  return ftz64(sel64(fabs(x) < 0.41421356237309504880, small, large));
+}
+
+static const float EXPP[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+  4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
+
+/* exp of x clamped to [-104, 88.8]; NaN not handled (xexp32 below). */
+static inline float xexp32_clamped(float xc) {
+  float n = floorf(fmaf(xc, 1.44269504088896341f, 0.5f));
+  n = MINF(MAXF(n, -126.0f), 127.0f);
+  float r = fmaf(-0.693359375f, n, xc);
+  r = fmaf(2.12194440e-4f, n, r);
+  float z = fmaf(r, EXPP[0], EXPP[1]);
+  /* written out: an inner loop, even with an unroll pragma, stops gcc vectorizing
+     the loops that call this */
+  z = fmaf(z, r, EXPP[2]); z = fmaf(z, r, EXPP[3]);
+  z = fmaf(z, r, EXPP[4]); z = fmaf(z, r, EXPP[5]);
+  z = fmaf(z, r * r, r);
+  z = 1.0f + z;
+  uint32_t tb = (uint32_t)(((int32_t)n + 127) << 23);
+  float two; memcpy(&two, &tb, 4);
+  float out = z * two;
+  return sel32(out < FLT_MIN, 0.0f, out);
+}
+static inline float xexp32(float x) {
+  /* XLA flushes a denormal x to zero first; left out, since exp of a denormal (or of
+     zero) comes out 1.0f either way: checked for all 2^32 inputs. 15% fewer
+     instructions in exp-bound loops (logsumexp). */
+  return sel32(x != x, x, xexp32_clamped(MINF(MAXF(x, -104.0f), 88.8f)));
+}
+/* xexp32 of an x known to be at most 88.8 and not NaN (exp(x - max(x)): the renderer
+   checks it per row): the same bits, without the upper clamp and the NaN select. */
+static inline float xexp32_fin(float x) { return xexp32_clamped(MAXF(x, -104.0f)); }
+
+static double xexp64(double x0) {
+  x0 = ftz64(x0);
+  if (isnan(x0)) return x0;
+  int zero = x0 < -745.1;
+  double xc = x0 < 709.784 ? x0 : 709.784;
+  double fx = floor(fma(1.4426950408889634073599, xc, 0.5));
+  double r = fma(-fx, 0.693145751953125, xc);
+  r = fma(-fx, 1.42860682030941723212e-6, r);
+  double r2 = r * r;
+  double px = fma(fma(1.26177193074810590878e-4, r2, 3.02994407707441961300e-2), r2,
+                  9.99999999999999999910e-1) * r;
+  double qx = fma(fma(fma(3.00198505138664455042e-6, r2, 2.52448340349684104192e-3), r2,
+                      2.27265548208155028766e-1), r2, 2.00000000000000000009e0);
+  r = fma(2.0, px / (qx - px), 1.0);
+  double n = fx;
+  if (n > 2000.0) n = 2000.0;
+  if (n < -2000.0) n = -2000.0;
+  double out = ldexp(r, (int)n);
+  if (!(out >= x0)) out = (out > x0) ? out : x0;  /* max(out, x0) */
+  if (zero) out = 0.0;
+  return ftz64(out);
+}
+
+static const float EI_LT5[9] = {2.81022636e-08f, 3.43273939e-07f, -3.5233877e-06f,
+  -4.39150654e-06f, 0.00021858087f, -0.00125372503f, -0.00417768164f, 0.246640727f,
+  1.50140941f};
+static const float EI_GT5[9] = {-0.000200214257f, 0.000100950558f, 0.00134934322f,
+  -0.00367342844f, 0.00573950773f, -0.0076224613f, 0.00943887047f, 1.00167406f,
+  2.83297682f};
+
+static inline float xerfinv32(float x) {
+  x = ftz32(x);
+  float w = -xlog1p32(-(x * x));
+  int lt = w < 5.0f;
+  w = sel32(lt, w - 2.5f, sqrtf(w) - 3.0f);
+  float p = sel32(lt, EI_LT5[0], EI_GT5[0]);
+  _Pragma("GCC unroll 32")
+  for (int i = 1; i < 9; i++) p = fmaf(p, w, sel32(lt, EI_LT5[i], EI_GT5[i]));
+  float r = p * x;
+  r = sel32(fabsf(x) == 1.0f, x * INFINITY, r);
+  return ftz32(r);
+}
+
+static const double EIA[23] = {-3.6444120640178196996e-21, -1.685059138182016589e-19,
+  1.2858480715256400167e-18, 1.115787767802518096e-17, -1.333171662854620906e-16,
+  2.0972767875968561637e-17, 6.6376381343583238325e-15, -4.0545662729752068639e-14,
+  -8.1519341976054721522e-14, 2.6335093153082322977e-12, -1.2975133253453532498e-11,
+  -5.4154120542946279317e-11, 1.051212273321532285e-09, -4.1126339803469836976e-09,
+  -2.9070369957882005086e-08, 4.2347877827932403518e-07, -1.3654692000834678645e-06,
+  -1.3882523362786468719e-05, 0.0001867342080340571352, -0.00074070253416626697512,
+  -0.0060336708714301490533, 0.24015818242558961693, 1.6536545626831027356};
+static const double EIB[19] = {2.2137376921775787049e-09, 9.0756561938885390979e-08,
+  -2.7517406297064545428e-07, 1.8239629214389227755e-08, 1.5027403968909827627e-06,
+  -4.013867526981545969e-06, 2.9234449089955446044e-06, 1.2475304481671778723e-05,
+  -4.7318229009055733981e-05, 6.8284851459573175448e-05, 2.4031110387097893999e-05,
+  -0.0003550375203628474796, 0.00095328937973738049703, -0.0016882755560235047313,
+  0.0024914420961078508066, -0.0037512085075692412107, 0.005370914553590063617,
+  1.0052589676941592334, 3.0838856104922207635};
+static const double EIC[17] = {-2.7109920616438573243e-11, -2.5556418169965252055e-10,
+  1.5076572693500548083e-09, -3.7894654401267369937e-09, 7.6157012080783393804e-09,
+  -1.4960026627149240478e-08, 2.9147953450901080826e-08, -6.7711997758452339498e-08,
+  2.2900482228026654717e-07, -9.9298272942317002539e-07, 4.5260625972231537039e-06,
+  -1.9681778105531670567e-05, 7.5995277030017761139e-05, -0.00021503011930044477347,
+  -0.00013871931833623122026, 1.0103004648645343977, 4.8499064014085844221};
+
+static double xerfinv64(double x) {
+  x = ftz64(x);
+  double w = -xlog1p64(-(x * x));
+  int lt625 = w < 6.25, lt16 = w < 16.0;
+  double sw = sqrt(w);
+  w = lt625 ? w - 3.125 : sw - (lt16 ? 3.25 : 5.0);
+#define COEF(i) (lt625 ? EIA[i] : (lt16 ? EIB[i] : EIC[i]))
+  double p = COEF(0);
+  _Pragma("GCC unroll 32")
+  for (int i = 1; i < 17; i++) p = fma(p, w, COEF(i));
+#undef COEF
+  _Pragma("GCC unroll 32")
+  for (int i = 17; i < 19; i++) if (lt16) p = fma(p, w, lt625 ? EIA[i] : EIB[i]);
+  _Pragma("GCC unroll 32")
+  for (int i = 19; i < 23; i++) if (lt625) p = fma(p, w, EIA[i]);
+  double r = p * x;
+  if (fabs(x) == 1.0) r = x * INFINITY;
+  return ftz64(r);
+}
+
+static const float ERFA[5] = {0.00022905065861350646f, 0.0034082910107109506f,
+  0.050955695062380861f, 0.18520832239976145f, 1.128379143519084f};
+static const float ERFB[7] = {-1.1791602954361697e-7f, 0.000023547966471313185f,
+  0.0010179625278914885f, 0.014070470171167667f, 0.11098505178285362f,
+  0.49746925110067538f, 1.0f};
+
+static inline float xerf32(float x) {
+  x = ftz32(x);
+  float x2 = MINF(16.0f, x * x);
+  float p = ERFA[0], q = ERFB[0];
+  _Pragma("GCC unroll 32")
+  for (int i = 1; i < 5; i++) p = fmaf(p, x2, ERFA[i]);
+  _Pragma("GCC unroll 32")
+  for (int i = 1; i < 7; i++) q = fmaf(q, x2, ERFB[i]);
+  float r = (x * p) / q;
+  float sgn = sel32(x > 0, 1.0f, sel32(x < 0, -1.0f, 0.0f));
+  r = sel32(fabsf(x) > 3.832506856900711f, sgn, r);
+  return ftz32(r);
+}
+
+
+/* tanh as XLA's CPU backend computes it: a rational function of x (odd numerator of
+   degree 13 over an even denominator of degree 6 in float32; 19 over 18 in float64)
+   evaluated by fused Horner steps on x clamped where the quotient reaches +-1.
+   float32 returns x itself below |x| < 4e-4; float64 returns +-1 from |x| >= 20. */
+static inline float xtanh32(float x) {
+  const float lim = 7.99881172180175781f;
+  float c = sel32(x < -lim, -lim, x);
+  c = sel32(c > lim, lim, c);
+  float s = c * c;
+  float p = fmaf(s, -2.76076847742355e-16f, 2.00018790482477e-13f);
+  p = fmaf(s, p, -8.60467152213735e-11f);
+  p = fmaf(s, p, 5.12229709037114e-08f);
+  p = fmaf(s, p, 1.48572235717979e-05f);
+  p = fmaf(s, p, 6.37261928875436e-04f);
+  p = fmaf(s, p, 4.89352455891786e-03f);
+  float q = fmaf(s, 1.19825839466702e-06f, 1.18534705686654e-04f);
+  q = fmaf(s, q, 2.26843463243900e-03f);
+  q = fmaf(s, q, 4.89352518554385e-03f);
+  float r = (c * p) / q;
+  return sel32(fabsf(x) < 0.0004f, x, r);
+}
+
+static inline double xtanh64(double x) {
+  const double lim = 17.714196154005176;
+  x = ftz64(x);                       /* XLA's denormals-are-zero: tanh(subnormal) = +-0 */
+  double c = sel64(x < -lim, -lim, x);
+  c = sel64(c > lim, lim, c);
+  double s = c * c;
+  double p = fma(s, 2.6158007860482230e-23, 7.6534862268749319e-19);
+  p = fma(s, p, 3.1309488231386680e-15);
+  p = fma(s, p, 4.2303918148209176e-12);
+  p = fma(s, p, 2.4618379131293676e-09);
+  p = fma(s, p, 6.8644367682497074e-07);
+  p = fma(s, p, 9.3839087674268880e-05);
+  p = fma(s, p, 5.9809711724441161e-03);
+  p = fma(s, p, 1.5184719640284322e-01);
+  p = fma(s, p, 1.0);
+  double q = fma(s, 6.463747022670968018e-21, 5.782506856739003571e-17);
+  q = fma(s, q, 1.293019623712687916e-13);
+  q = fma(s, q, 1.123643448069621992e-10);
+  q = fma(s, q, 4.492975677839633985e-08);
+  q = fma(s, q, 8.785185266237658698e-06);
+  q = fma(s, q, 8.295161192716231542e-04);
+  q = fma(s, q, 3.437448108450402717e-02);
+  q = fma(s, q, 4.851805297361760360e-01);
+  q = fma(s, q, 1.0);
+  double r = (c * p) / q;
+  return sel64(fabs(x) >= 20.0, copysign(1.0, x), r);
+}
+
+/* float64 erf is the C library's, on an input flushed as XLA's CPU code reads it. */
+static inline double xerf64(double x) { return erf(ftz64(x)); }
+
+/* expm1 as XLA's CPU backend expands it: tanh(x/2) * (exp(x) + 1) for |x| <= 0.5 (no
+   cancellation there), exp(x) - 1 above, and x itself when x/2 flushes to zero. */
+static inline float xexpm132(float x) {
+  float h = ftz32(x * 0.5f);
+  float e = xexp32(x);
+  float r = sel32(fabsf(x) > 0.5f, e - 1.0f, xtanh32(h) * (e + 1.0f));
+  return sel32(h == 0.0f, x, r);
+}
+
+static inline double xexpm164(double x) {
+  double h = ftz64(x * 0.5);
+  double e = xexp64(x);
+  double r = sel64(fabs(x) > 0.5, e - 1.0, xtanh64(h) * (e + 1.0));
+  return sel64(h == 0.0, x, r);
+}
