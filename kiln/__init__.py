@@ -10,8 +10,8 @@ import os as _os
 # net trained 3x slower. 10000 costs nothing measurable on a quiet machine
 # (benchmarks/NOTES.md, "OpenMP spin-wait"). A value the user set is kept.
 _os.environ.setdefault("GOMP_SPINCOUNT", "10000")
+from kiln.numpy import _array_methods  # noqa: F401,I001  (installs operators)
 from kiln import (
-    _array_methods,  # noqa: F401  (installs operators)
     _fp_warnings,  # noqa: F401  (silences NumPy inf/nan warnings raised inside kiln)
     ad_checkpoint,  # noqa: F401
     api_util,  # noqa: F401
@@ -130,8 +130,8 @@ __version__ = "0.1.0"
 
 
 def _on_debug_flags(_value):
-    from kiln._array_methods import _FAST
     from kiln.core.trace import _debug_checks
+    from kiln.numpy._array_methods import _FAST
     on = bool(config.jax_debug_nans or config.jax_debug_infs)
     # The eager operator fast path skips NaN checks and rank-promotion checks.
     _FAST[0] = not on and config.jax_numpy_rank_promotion == "allow"

@@ -4,6 +4,8 @@ A donated (deleted) Array and a global Array of a multi-process run whose value 
 process does not hold keep their shape and dtype; anything that would read the data
 raises the ``RuntimeError`` of the subclass's ``_error``.
 
+``Deleted`` is what a deleted (donated) Array holds (``Array.delete``, ``kiln.donation``).
+
 What it must not hold: when an Array becomes unreadable (``donation``,
 ``parallel.global_array``).
 """
@@ -59,3 +61,18 @@ class UnreadableValue:
 
     def __bool__(self):
         raise self._error()
+
+
+class Deleted(UnreadableValue):
+    """What a deleted Array holds instead of its buffer: its shape and dtype remain;
+    reading the data raises JAX's ``RuntimeError``."""
+
+    __slots__ = ()
+
+    def _error(self):
+        return RuntimeError(f"Array has been deleted with shape={_short(self.shape, self.dtype)}.")
+
+
+def _short(shape, dtype) -> str:
+    """JAX's spelling in these messages: ``float32[2,3]``."""
+    return f"{np.dtype(dtype).name}[{','.join(str(int(d)) for d in shape)}]"

@@ -2,7 +2,7 @@
 
 ``ArrayImpl`` is an immutable array backed by a NumPy buffer on a CPU device (JAX's
 concrete class has the same name). Operators and methods are shared with tracers
-(``kiln._array_methods``); ``ArrayImpl`` adds the concrete behaviours (repr, conversion
+(``kiln.numpy._array_methods``); ``ArrayImpl`` adds the concrete behaviours (repr, conversion
 to NumPy and Python scalars) and fast eager paths for the commonest operators.
 
 Inside the library the module-level name ``Array`` is an alias of ``ArrayImpl``: every
@@ -22,10 +22,21 @@ import sys as _sys
 import numpy as np
 
 from kiln import dtypes
+from kiln import sharding as _sharding
 from kiln._extended import EValue as _EValue
 from kiln.core import trace as core
 from kiln.core.avals import ShapedArray
 from kiln.core.trace import Tracer
+
+# ``Array.to_device`` places through ``kiln.device_put``, which ``kiln.api`` installs here
+# when it is imported (placement sits above the array type, which does not import it).
+_device_put = None
+
+
+def set_device_put(device_put) -> None:
+    """Install ``device_put(x, device)``, the placement ``Array.to_device`` uses."""
+    global _device_put
+    _device_put = device_put
 
 
 class ArrayImpl:
@@ -210,8 +221,9 @@ class ArrayImpl:
 
     def to_device(self, device, *, stream=None):
         """The array on ``device`` (array API); kiln has one memory space, so ``self``."""
-        from kiln.transfer import device_put
-        return device_put(self, device)
+        if _device_put is None:
+            raise RuntimeError("Array.to_device needs kiln.device_put: import kiln")
+        return _device_put(self, device)
 
     def __dlpack_device__(self):
         return (1, 0)  # (kDLCPU, device 0)
@@ -236,13 +248,13 @@ class ArrayImpl:
 
     def delete(self):
         """Free the buffer (as buffer donation does): later reads raise ``RuntimeError``."""
-        from kiln.donation import Deleted
+        from kiln._unreadable import Deleted
         v = self._value
         if type(v) is not Deleted:
             self._value = Deleted(v.shape, v.dtype)
 
     def is_deleted(self):
-        from kiln.donation import Deleted
+        from kiln._unreadable import Deleted
         return type(self._value) is Deleted
 
     # -- printing -------------------------------------------------------------------------
@@ -371,3 +383,6 @@ def _writable_alias(v: np.ndarray) -> np.ndarray:
     raw.keep_alive = v
     first = np.ndarray((1,), v.dtype, buffer=raw, offset=-lo)
     return np.lib.stride_tricks.as_strided(first, v.shape, v.strides, writeable=True)
+
+
+_sharding.set_array_maker(make_array)       # Shard.data

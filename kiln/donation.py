@@ -25,22 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kiln._unreadable import UnreadableValue
-
-
-class Deleted(UnreadableValue):
-    """What a deleted Array holds instead of its buffer: its shape and dtype remain;
-    reading the data raises JAX's ``RuntimeError``."""
-
-    __slots__ = ()
-
-    def _error(self):
-        return RuntimeError(f"Array has been deleted with shape={_short(self.shape, self.dtype)}.")
-
-
-def _short(shape, dtype) -> str:
-    """JAX's spelling in these messages: ``float32[2,3]``."""
-    return f"{np.dtype(dtype).name}[{','.join(str(int(d)) for d in shape)}]"
+from kiln._unreadable import Deleted, _short  # noqa: F401  (Deleted re-exported)
 
 
 def resolve_donation(params, donate_argnums, donate_argnames, static_argnums):

@@ -359,6 +359,24 @@ def _process_index() -> int:
     return distributed.process_index()
 
 
+# ``Shard.data`` is a ``kiln.Array``: ``kiln.array`` installs ``make_array`` here, and a
+# value type that holds only some blocks (``kiln.parallel.global_array``'s multi-process
+# values) registers how to read a device's block. Both sit above these data types.
+_make_array = None
+_block_readers: dict = {}
+
+
+def set_array_maker(make_array) -> None:
+    """Install ``make_array(numpy_block)``, what ``Shard.data`` returns."""
+    global _make_array
+    _make_array = make_array
+
+
+def register_block_reader(value_type: type, read) -> None:
+    """``Shard.data`` of an array holding a ``value_type`` reads ``read(value, device)``."""
+    _block_readers[value_type] = read
+
+
 class Shard:
     """One device's block of a sharded array."""
 
@@ -372,11 +390,10 @@ class Shard:
 
     @property
     def data(self):
-        from kiln.array import make_array
-        from kiln.parallel.global_array import ProcessLocalValue
-        if type(self._array) is ProcessLocalValue:     # a multi-process global array
-            return make_array(self._array.blocks[self.device.id])
-        return make_array(np.asarray(self._array)[self.index])
+        read = _block_readers.get(type(self._array))
+        if read is not None:          # e.g. a multi-process global array's local block
+            return _make_array(read(self._array, self.device))
+        return _make_array(np.asarray(self._array)[self.index])
 
     def __repr__(self):
         return (f"Shard(device={self.device!r}, index={self.index}, "
@@ -680,7 +697,19 @@ def make_single_device_sharding(device) -> SingleDeviceSharding:
     return SingleDeviceSharding(device)
 
 
+# ``reshard`` runs in the SPMD runtime, which installs it here when imported
+# (``kiln.parallel.placement``; this module holds only data types).
+_reshard = None
+
+
+def set_reshard(fn) -> None:
+    """Install ``reshard(x, out_shardings)`` (``kiln.parallel.placement``'s)."""
+    global _reshard
+    _reshard = fn
+
+
 def reshard(x, out_shardings):
     """``x`` laid out as ``out_shardings`` (values unchanged); see ``kiln.reshard``."""
-    from kiln.parallel.placement import reshard as _reshard
+    if _reshard is None:
+        raise RuntimeError("kiln.sharding.reshard needs kiln.parallel: import kiln")
     return _reshard(x, out_shardings)

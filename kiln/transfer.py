@@ -8,7 +8,7 @@ import numpy as np
 from kiln._physical_tree import (
     tree_map,
 )
-from kiln.array import Array, to_array
+from kiln.array import Array, set_device_put, to_array
 from kiln.core.trace import Tracer, masked_array_error
 
 
@@ -59,3 +59,4 @@ def device_get(x):
                     and type(a._value) is not EValue else a, x)
 
 
+set_device_put(lambda x, device: device_put(x, device))      # Array.to_device

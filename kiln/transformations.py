@@ -31,6 +31,7 @@ from kiln.core.ref import AbstractRef, Ref
 from kiln.core.trace import Tracer, get_aval
 from kiln.interpreters import ad, batching, staging
 from kiln.interpreters.ad import Zero
+from kiln.lax.control import loops as _loops
 from kiln.shape_eval import ShapeDtypeStruct
 
 logger = logging.getLogger("kiln")
@@ -773,3 +774,4 @@ def _user_float0_tree(tree):
     return tree_unflatten(treedef, user_float0(leaves))
 
 
+_loops.set_vmap(lambda f: vmap(f))                           # lax.map(batch_size=...)

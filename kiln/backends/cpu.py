@@ -36,6 +36,7 @@ from kiln.compiler.build import fork as _fork  # noqa: F401 - its at-fork hooks
 from kiln.compiler.build import loaded as _loaded
 from kiln.config import config
 from kiln.core.trace import _debug_checks
+from kiln.interpreters import pjit as _pjit
 from kiln.profiler import _recorder as _profiler
 
 logger = logging.getLogger("kiln")
@@ -413,3 +414,13 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _run_jit(closed, args, name):
+    """``jit_p``'s eager impl: run the program, marked as running for host callbacks."""
+    from kiln.callbacks import program_running
+    with program_running():
+        return run(closed, args, name)
+
+
+_pjit.set_backend_runner(_run_jit)

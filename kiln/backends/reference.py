@@ -10,7 +10,7 @@ import numpy as np
 from kiln._extended import EValue, physical_jaxpr
 from kiln._fp_warnings import quiet
 from kiln.config import config
-from kiln.core.jaxpr import Jaxpr, Literal
+from kiln.core.jaxpr import Jaxpr, Literal, set_reference_runner
 from kiln.core.ref import Ref
 from kiln.core.trace import apply_impl
 from kiln.interpreters.mlir import eqn_lowering
@@ -133,3 +133,7 @@ def _sub_jaxprs(params):
             if isinstance(s, Jaxpr) or (hasattr(s, "jaxpr") and hasattr(s, "consts")
                                         and isinstance(s.jaxpr, Jaxpr)):
                 yield s
+
+
+# The eager impls of primitives with sub-jaxprs (cond, custom calls, checkpoint) run here.
+set_reference_runner(lambda jaxpr, consts, args: run_jaxpr(jaxpr, consts, args))

@@ -441,3 +441,24 @@ def jaxpr_as_fun(closed: ClosedJaxpr):
 
 def is_tracer(x) -> bool:
     return isinstance(x, Tracer)
+
+
+# The reference evaluator: a jaxpr on NumPy values, each equation by its primitive's impl
+# (``kiln.backends.reference.run_jaxpr``, which installs it here when imported). The eager
+# impls of primitives with sub-jaxprs (``cond``, the custom calls, ``checkpoint``) run it;
+# they sit below the backends, so they reach it through this hook.
+_reference_runner = None
+
+
+def set_reference_runner(run) -> None:
+    """Install ``run(jaxpr, consts, args) -> list of NumPy values``."""
+    global _reference_runner
+    _reference_runner = run
+
+
+def run_reference(jaxpr: Jaxpr, consts, args) -> list:
+    """Evaluate ``jaxpr`` with the reference backend (see :func:`set_reference_runner`)."""
+    if _reference_runner is None:
+        raise RuntimeError("no reference evaluator is installed: import kiln "
+                           "(kiln.backends.reference installs it)")
+    return _reference_runner(jaxpr, consts, args)

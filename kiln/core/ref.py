@@ -189,9 +189,21 @@ class Ref(metaclass=_RefMeta):
     __str__ = __repr__
 
 
+# ``Ref``'s indexing methods bind the state primitives, whose rules live above the core
+# (``kiln.state.primitives``, which installs itself here when imported).
+_state_primitives = None
+
+
+def set_state_api(module) -> None:
+    """Install the module of ``ref_get``/``ref_set``/``ref_swap``/``ref_addupdate``."""
+    global _state_primitives
+    _state_primitives = module
+
+
 def _state_api():
-    import kiln.state.primitives as prims
-    return prims
+    if _state_primitives is None:
+        raise RuntimeError("Ref indexing needs kiln.state: import kiln")
+    return _state_primitives
 
 
 pytype_aval_mappings[Ref] = lambda r: r._aval

@@ -268,7 +268,7 @@ class JVPTrace(Trace):
         return [self.wrap(p, t) for p, t in zip(p_out, t_out)]
 
     def process_custom_vjp_call(self, fun, fwd, bwd, args, out_trees, *, symbolic_zeros=False):
-        from kiln.custom_derivatives import bind_custom_lin
+        from kiln.interpreters.custom_calls import bind_custom_lin
         primals, tangents = zip(*(self.to_primal_tangent(x) for x in args)) if args else ((), ())
         if all(t is None or type(t) is Zero for t in tangents):
             return jax_protocol.custom_vjp_call(self.parent, fun, fwd, bwd, list(primals),

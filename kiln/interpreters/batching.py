@@ -130,7 +130,7 @@ class BatchTrace(Trace):
         if all(d is None for d in dims):
             return jax_protocol.custom_jvp_call(self.parent, fun, jvp, list(vals),
                                                 symbolic_zeros=symbolic_zeros)
-        from kiln.custom_derivatives import batch_custom_jvp
+        from kiln.interpreters.custom_calls import batch_custom_jvp
         return batch_custom_jvp(self, fun, jvp, list(vals), list(dims), symbolic_zeros)
 
     def process_custom_vjp_call(self, fun, fwd, bwd, args, out_trees, *, symbolic_zeros=False):
@@ -138,7 +138,7 @@ class BatchTrace(Trace):
         if all(d is None for d in dims):
             return jax_protocol.custom_vjp_call(self.parent, fun, fwd, bwd, list(vals), out_trees,
                                                 symbolic_zeros=symbolic_zeros)
-        from kiln.custom_derivatives import batch_custom_vjp
+        from kiln.interpreters.custom_calls import batch_custom_vjp
         return batch_custom_vjp(self, fun, fwd, bwd, list(vals), list(dims), out_trees,
                                 symbolic_zeros)
 

@@ -18,7 +18,7 @@ symbolic_zeros)``          ``out_trees()`` gives ``(out_tree, res_tree, input_fo
                            after it ran; ``bwd.call_wrapped(*res, *cts_out)``
 =========================  ==========================================================
 
-(kiln's callables are described in :mod:`kiln.custom_derivatives`.)
+(kiln's callables are described in :mod:`kiln.interpreters.custom_calls`.)
 
 :func:`custom_jvp_call`/:func:`custom_vjp_call` are how kiln hands a custom-derivative call
 to a trace: a trace of a class defined outside kiln (``Trace.jax_protocol``) gets JAX's form.
@@ -35,9 +35,9 @@ def custom_jvp_call(trace, fun, jvp, args, *, symbolic_zeros=False):
     """``trace.process_custom_jvp_call`` with kiln's flat callables, in ``trace``'s form."""
     if not trace.jax_protocol:
         return trace.process_custom_jvp_call(fun, jvp, args, symbolic_zeros=symbolic_zeros)
-    from kiln.custom_derivatives import custom_jvp_call_p
     from kiln.extend.linear_util import wrap_init
     from kiln.interpreters.ad import instantiate_zeros
+    from kiln.interpreters.custom_calls import custom_jvp_call_p
     wfun = wrap_init(lambda *xs: list(fun(*xs)))
     n = len(args)
 
@@ -56,8 +56,8 @@ def custom_vjp_call(trace, fun, fwd, bwd, args, out_trees, *, symbolic_zeros=Fal
         return trace.process_custom_vjp_call(fun, fwd, bwd, args, out_trees,
                                              symbolic_zeros=symbolic_zeros)
     from kiln._physical_tree import tree_structure
-    from kiln.custom_derivatives import custom_vjp_call_p
     from kiln.extend.linear_util import wrap_init
+    from kiln.interpreters.custom_calls import custom_vjp_call_p
     wfun = wrap_init(lambda *xs: list(fun(*xs)))
     trees = {}
 
@@ -108,8 +108,8 @@ def _fun(fun):
 
 
 def _jvp(jvp, symbolic_zeros):
-    from kiln.custom_derivatives import SymbolicZero
     from kiln.interpreters.ad import Zero, instantiate_zeros
+    from kiln.interpreters.custom_calls import SymbolicZero
     call = _call(jvp)
 
     def kiln_jvp(primals, tangents):
@@ -146,6 +146,6 @@ def _vjp(fwd, bwd, out_trees, symbolic_zeros):
 
 def _to_zero(t):
     """JAX's ``SymbolicZero`` (from a rule) as kiln's ``Zero``; anything else unchanged."""
-    from kiln.custom_derivatives import SymbolicZero
     from kiln.interpreters.ad import Zero
+    from kiln.interpreters.custom_calls import SymbolicZero
     return Zero(t.aval) if isinstance(t, SymbolicZero) else t

@@ -61,24 +61,37 @@ class PartialVal(tuple):
         return get_aval(const) if pv is None else pv
 
 
+# Typed PRNG keys are defined above this layer: ``kiln.random._keys`` registers their
+# dtype class and array class here when it is imported.
+_key_dtype_type: type | None = None
+_key_array_type: type | None = None
+
+
+def register_key_types(dtype_type: type, array_type: type) -> None:
+    """Make avals of ``dtype_type`` unknown arguments that are ``array_type(impl, data)``
+    key arrays (``kiln.random._keys``' ``KeyTy`` and ``PRNGKeyArray``)."""
+    global _key_dtype_type, _key_array_type
+    _key_dtype_type, _key_array_type = dtype_type, array_type
+
+
 def _new_arg(trace, aval):
     """An unknown argument of ``aval``: a tracer, or for a key-typed aval a key array over
     a traced ``uint32`` array of its data (kiln's keys cross traces as their data, so the
     jaxpr's invar is that data)."""
-    from kiln.random import _keys
     dt = getattr(aval, "dtype", None)
-    if isinstance(dt, _keys.KeyTy):
+    if _key_dtype_type is not None and isinstance(dt, _key_dtype_type):
         from kiln.core.avals import ShapedArray
         data = trace.new_arg(ShapedArray(tuple(aval.shape) + tuple(dt._impl.key_shape),
                                          np.uint32))
-        return _keys.PRNGKeyArray(dt._impl, data)
+        return _key_array_type(dt._impl, data)
     return trace.new_arg(aval)
 
 
 def _data(x):
     """The array a key array stands on (``x`` itself otherwise)."""
-    from kiln.random import _keys
-    return x._base_array if isinstance(x, _keys.PRNGKeyArray) else x
+    if _key_array_type is not None and isinstance(x, _key_array_type):
+        return x._base_array
+    return x
 
 
 def _call(fun, args):

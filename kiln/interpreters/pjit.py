@@ -17,11 +17,23 @@ jit_p = Primitive("jit")
 jit_p.multiple_results = True
 
 
+# jit_p's eager impl compiles and runs the program on the default backend, which installs
+# its runner here when it is imported (``kiln.backends.cpu``: the backends sit above the
+# interpreters, so this layer does not import them).
+_backend_run = None
+
+
+def set_backend_runner(run) -> None:
+    """Install ``run(closed_jaxpr, args, name) -> outs``, how an eager ``jit`` call runs."""
+    global _backend_run
+    _backend_run = run
+
+
 def _impl(*args, jaxpr: ClosedJaxpr, name: str, **_):
-    from kiln.backends import cpu
-    from kiln.callbacks import program_running
-    with program_running():
-        return cpu.run(jaxpr, args, name)
+    if _backend_run is None:
+        raise RuntimeError("no backend is installed to run jit: import kiln (kiln.backends.cpu "
+                           "installs it)")
+    return _backend_run(jaxpr, args, name)
 
 
 def _abstract_eval(*avals, jaxpr: ClosedJaxpr, name: str, **_):

@@ -144,7 +144,7 @@ class JaxprTrace(Trace):
         return tracers if prim.multiple_results else tracers[0]
 
     def process_custom_jvp_call(self, fun, jvp, args, *, symbolic_zeros=False):
-        from kiln.custom_derivatives import stage_custom_jvp
+        from kiln.interpreters.custom_calls import stage_custom_jvp
         if core._state.eager_folding and not any(isinstance(x, Tracer) for x in args):
             return core.eval_trace.process_custom_jvp_call(fun, jvp, args,
                                                            symbolic_zeros=symbolic_zeros)
@@ -154,7 +154,7 @@ class JaxprTrace(Trace):
         return stage_custom_jvp(self, fun, jvp, args, symbolic_zeros)
 
     def process_custom_vjp_call(self, fun, fwd, bwd, args, out_trees, *, symbolic_zeros=False):
-        from kiln.custom_derivatives import stage_custom_vjp
+        from kiln.interpreters.custom_calls import stage_custom_vjp
         if core._state.eager_folding and not any(isinstance(x, Tracer) for x in args):
             return core.eval_trace.process_custom_vjp_call(fun, fwd, bwd, args, out_trees,
                                                            symbolic_zeros=symbolic_zeros)

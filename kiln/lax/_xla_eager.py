@@ -33,12 +33,24 @@ _fns: dict = {}
 _PARALLEL_MIN = 1 << 17
 
 
+# The native kernels are kiln.random's (``kiln.random._native``: one shared library, built
+# on first use, and its worker threads); that module installs itself here when imported,
+# as kiln.random sits above lax.
+_native = None
+
+
+def set_native(module) -> None:
+    """Install ``kiln.random._native`` (``lib()`` and ``_parallel(fn, n)``)."""
+    global _native
+    _native = module
+
+
 def _library():
     lib = _lib[0]
     if lib is _UNSET:
-        # kiln.random._native imports nothing of kiln: a leaf, loaded on the first call.
-        from kiln.random import _native
-        lib = _lib[0] = _native.lib()
+        if _native is None:
+            raise RuntimeError("lax's eager XLA math needs kiln.random._native: import kiln")
+        lib = _lib[0] = _native.lib()      # built/loaded on the first call
     return lib
 
 
@@ -112,8 +124,7 @@ def unary(op: str, x):
         return y
     fn = e[0]
     xa, ya, isz = x.ctypes.data, y.ctypes.data, x.itemsize
-    from kiln.random._native import _parallel
-    _parallel(lambda s, e: fn(xa + s * isz, ya + s * isz, e - s), n)
+    _native._parallel(lambda s, e: fn(xa + s * isz, ya + s * isz, e - s), n)
     return y
 
 
@@ -138,8 +149,7 @@ def integer_pow(x, k: int):
         return y
     fn = e[0]
     xa, ya, isz = x.ctypes.data, y.ctypes.data, x.itemsize
-    from kiln.random._native import _parallel
-    _parallel(lambda s, e: fn(xa + s * isz, ya + s * isz, e - s, k), n)
+    _native._parallel(lambda s, e: fn(xa + s * isz, ya + s * isz, e - s, k), n)
     return y
 
 
@@ -175,7 +185,6 @@ def power(x, y):
     if n < _PARALLEL_MIN:
         fn(pa, sa, pb, sb, po, n)
         return out
-    from kiln.random._native import _parallel
-    _parallel(lambda s, e: fn(pa + s * isz * sa, sa, pb + s * isz * sb, sb, po + s * isz,
-                              e - s), n)
+    _native._parallel(lambda s, e: fn(pa + s * isz * sa, sa, pb + s * isz * sb, sb,
+                                      po + s * isz, e - s), n)
     return out

@@ -1093,10 +1093,21 @@ def _raise_no_jvp(primals, tangents):
     raise NotImplementedError("scatter_apply JVP not implemented")
 
 
+# ``kiln.custom_derivatives.custom_jvp``, installed by that module when it is imported
+# (``lax`` sits below the custom-derivative API: docs/architecture.md, "Layer order").
+_custom_jvp: list = []
+
+
+def set_custom_jvp(custom_jvp) -> None:
+    """Install ``custom_jvp`` (called once by ``kiln.custom_derivatives``)."""
+    _custom_jvp[:] = [custom_jvp]
+
+
 @functools.cache
 def _no_jvp_marker():
-    from kiln.custom_derivatives import custom_jvp
-    marker = custom_jvp(lambda x: x)
+    # (``import kiln.lax`` imports the ``kiln`` package first, which imports
+    # ``kiln.custom_derivatives``: the hook is always installed by now.)
+    marker = _custom_jvp[0](lambda x: x)
     marker.defjvp(_raise_no_jvp)
     return marker
 

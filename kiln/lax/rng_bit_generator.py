@@ -127,9 +127,21 @@ def _philox(key: np.ndarray, shape: tuple, dtype: np.dtype):
     return new, flat.reshape(shape)
 
 
+# The Threefry-2x32 hash on NumPy values is kiln.random's (its native kernels);
+# ``kiln.random._threefry`` installs it here when imported (kiln.random sits above lax).
+_threefry2x32_np = None
+
+
+def set_threefry(threefry2x32_np) -> None:
+    """Install ``threefry2x32_np(k0, k1, x0, x1) -> (y0, y1)`` (uint32 NumPy arrays)."""
+    global _threefry2x32_np
+    _threefry2x32_np = threefry2x32_np
+
+
 def _threefry_hash(s0, counters):
-    from kiln.random._threefry import threefry2x32_np
-    return threefry2x32_np(_lo(s0), _hi(s0), _lo(counters), _hi(counters))
+    if _threefry2x32_np is None:
+        raise RuntimeError("rng_bit_generator's THREE_FRY needs kiln.random: import kiln")
+    return _threefry2x32_np(_lo(s0), _hi(s0), _lo(counters), _hi(counters))
 
 
 def _threefry(key: np.ndarray, shape: tuple, dtype: np.dtype):

@@ -1,13 +1,26 @@
-"""``lax.with_sharding_constraint``: lay a value out as a sharding (values unchanged)."""
+"""``lax.with_sharding_constraint``: lay a value out as a sharding (values unchanged).
+
+The placement itself is the SPMD runtime's (``kiln.parallel.placement``), which installs
+it here when imported: ``kiln.parallel`` sits above ``kiln.lax``.
+"""
 from __future__ import annotations
+
+_place = None
+
+
+def set_placement(place) -> None:
+    """Install ``place(x, shardings)`` (``kiln.parallel.placement``'s)."""
+    global _place
+    _place = place
 
 
 def with_sharding_constraint(x, shardings):
     """``x`` unchanged in value, laid out as ``shardings`` (a tree prefix of
     ``Sharding``s or ``PartitionSpec``s, the latter against the mesh set with
     ``kiln.sharding.set_mesh``). Under ``jit`` it is the identity."""
-    from kiln.parallel.placement import with_sharding_constraint as place
-    return place(x, shardings)
+    if _place is None:
+        raise RuntimeError("with_sharding_constraint needs kiln.parallel: import kiln")
+    return _place(x, shardings)
 
 
 __all__ = ["with_sharding_constraint"]

@@ -12,13 +12,13 @@ import warnings
 
 import numpy as np
 
-from kiln._array_methods import _FAST, _scalar_ok
 from kiln._fp_warnings import FILTER, NO_FILTER, call_quietly  # noqa: F401  (used by callers)
 from kiln._fp_warnings import IGNORE as FP_IGNORE  # noqa: F401
 from kiln._fp_warnings import enter as fp_enter  # noqa: F401
 from kiln._fp_warnings import leave as fp_leave  # noqa: F401
 from kiln.array import Array, make_array
 from kiln.core import trace as core
+from kiln.numpy._array_methods import _FAST, _scalar_ok
 
 # Dtypes whose promotion/accumulation rules are the identity for these functions.
 PLAIN = _PLAIN = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.complex64,

@@ -17,12 +17,12 @@ import warnings
 import numpy as np
 
 from kiln import lax
-from kiln._array_methods import _FAST
 from kiln.array import Array as _Array
 from kiln.array import make_array as _make_array
 from kiln.core import trace as _core
 from kiln.core.trace import get_aval
 from kiln.numpy import _ufuncs, _util
+from kiln.numpy._array_methods import _FAST
 
 __all__ = ["vectorize", "ufunc", "frompyfunc"]
 

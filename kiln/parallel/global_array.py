@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kiln import sharding as _sharding
 from kiln._unreadable import UnreadableValue
 
 FETCH_ERROR = ("Fetching value for `jax.Array` that spans non-addressable (non process "
@@ -43,6 +44,10 @@ class ProcessLocalValue(UnreadableValue):
 
     def _error(self):
         return RuntimeError(FETCH_ERROR)
+
+
+# A shard of a multi-process global array reads this process's block of its device.
+_sharding.register_block_reader(ProcessLocalValue, lambda v, device: v.blocks[device.id])
 
 
 def _process() -> tuple[int, int]:

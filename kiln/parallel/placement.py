@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from kiln import sharding as _sharding
 from kiln._physical_tree import tree_flatten, tree_unflatten
 from kiln._traceback_util import api_boundary
 from kiln.array import Array, make_array, to_array
 from kiln.core.avals import ShapedArray, short_dtype_name
 from kiln.core.trace import Tracer
+from kiln.lax import sharding_constraint as _lax_sc
 from kiln.parallel import global_array
 from kiln.sharding import NamedSharding
 
@@ -543,3 +545,7 @@ class ShardedShapedArray(ShapedArray):
 
     def __hash__(self):
         return hash((self.shape, self.dtype, self.weak_type, self._type_sharding))
+
+
+_sharding.set_reshard(lambda x, out_shardings: reshard(x, out_shardings))  # kiln.sharding's
+_lax_sc.set_placement(lambda x, shardings: with_sharding_constraint(x, shardings))

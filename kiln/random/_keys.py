@@ -485,7 +485,7 @@ def _install_array_methods() -> None:
     """JAX gives key arrays the ``jnp`` methods that move keys around (``at``, ``reshape``,
     ``ravel``, ``flatten``, ``squeeze``, ``swapaxes``, ``take``, ``transpose``, ``T``); every
     other array method raises ``NotImplementedError`` (they are abstract for keys)."""
-    from kiln import _array_methods as am
+    from kiln.numpy import _array_methods as am
     for name in ("flatten", "ravel", "squeeze", "swapaxes", "take"):
         setattr(PRNGKeyArray, name, am._method(name))
     PRNGKeyArray.reshape = am._reshape
@@ -552,6 +552,8 @@ def _register_transform_node():
     _physical_tree.register_transform_node(PRNGKeyArray, _flatten_keys, _unflatten_keys)
     _core.extended_types.add(PRNGKeyArray)
     _core.pytype_aval_mappings[PRNGKeyArray] = _key_rules.key_aval
+    from kiln.interpreters import partial_eval
+    partial_eval.register_key_types(KeyTy, PRNGKeyArray)
 
 
 _register_transform_node()

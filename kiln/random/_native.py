@@ -245,3 +245,14 @@ def has_rsqrt14() -> bool:
 def has_rsqrt_estimate() -> bool:
     lb = lib()
     return lb is not None and bool(lb.kiln_have_rsqrtps())
+
+
+def _install() -> None:
+    """lax's eager XLA-math impls run this module's kernels (lax sits below kiln.random)."""
+    import sys
+
+    from kiln.lax._xla_eager import set_native
+    set_native(sys.modules[__name__])
+
+
+_install()

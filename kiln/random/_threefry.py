@@ -28,6 +28,7 @@ import numpy as np
 from kiln.core.avals import ShapedArray
 from kiln.interpreters import ad, batching
 from kiln.lax._factory import standard_primitive
+from kiln.lax.rng_bit_generator import set_threefry as _set_rbg_threefry
 from kiln.random import _native
 
 _U32 = np.dtype(np.uint32)
@@ -120,6 +121,11 @@ def threefry2x32_np(k0, k1, x0, x1):
                 _hash_inplace(kb0[s:e], kb1[s:e], f0[s:e], f1[s:e])
     _run_spans(work, n, _CHUNK)
     return y0, y1
+
+
+# Installed below (kiln.random sits above lax): lax's eager rng_bit_generator hashes with
+# threefry2x32_np.
+_set_rbg_threefry(lambda k0, k1, x0, x1: threefry2x32_np(k0, k1, x0, x1))
 
 
 def _run_spans(work, n, chunk):

@@ -14,6 +14,8 @@ compiled path: ``kiln.state.discharge``.
 """
 from __future__ import annotations
 
+import sys as _sys
+
 import numpy as np
 
 from kiln import dtypes
@@ -398,3 +400,6 @@ def _register_pp():
 
 
 _register_pp()
+
+
+core_ref.set_state_api(_sys.modules[__name__])      # Ref's indexing methods

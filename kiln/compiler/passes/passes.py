@@ -41,10 +41,11 @@ from kiln.compiler.passes.fold import FOLD_MAX_ELEMENTS, fold_constants
 from kiln.compiler.passes.simplify import exact_conversion, simplify
 from kiln.config import config
 from kiln.core.jaxpr import ClosedJaxpr, DropVar, Jaxpr, Literal, Var, check_jaxpr, pp_jaxpr
-from kiln.custom_derivatives import custom_jvp_call_p, custom_vjp_call_p, remat_p
 from kiln.interpreters.calls import closed_call_p
+from kiln.interpreters.custom_calls import custom_jvp_call_p, custom_vjp_call_p
 from kiln.interpreters.mlir import eqn_lowering
 from kiln.interpreters.pjit import jit_p
+from kiln.interpreters.remat import remat_p
 from kiln.interpreters.staging import dce_jaxpr_consts, has_effects
 from kiln.lax.composite import composite_p
 from kiln.profiler._recorder import span as _profile_span

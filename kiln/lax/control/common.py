@@ -317,10 +317,9 @@ class LoopBody:
         jaxpr = closed.jaxpr
         n_fixed = len(fixed_args)
         if config.jax_debug_nans or config.jax_debug_infs:
-            from kiln.backends import reference
+            from kiln.core.jaxpr import run_reference
             fixed = list(fixed_args)
-            self._fallback = lambda args: reference.run_jaxpr(jaxpr, closed.consts,
-                                                              [*fixed, *args])
+            self._fallback = lambda args: run_reference(jaxpr, closed.consts, [*fixed, *args])
             return
         self._fallback = None
         index = {}

@@ -23,10 +23,10 @@ cond_p.multiple_results = True
 
 
 def _cond_impl(index, *ops, branches):
-    from kiln.backends import reference
+    from kiln.core.jaxpr import run_reference
     i = int(np.clip(int(index), 0, len(branches) - 1))
     br = branches[i]
-    return reference.run_jaxpr(br.jaxpr, br.consts, ops)
+    return run_reference(br.jaxpr, br.consts, ops)
 
 
 def _cond_abstract_eval(index, *ops, branches):

@@ -918,13 +918,26 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
     return out
 
 
+# ``map`` with a ``batch_size`` vmaps ``f`` over each chunk: ``kiln.api`` (above ``lax``)
+# installs its ``vmap`` here when imported.
+_api_vmap = None
+
+
+def set_vmap(vmap) -> None:
+    """Install ``kiln.vmap`` (what ``map`` with ``batch_size`` uses)."""
+    global _api_vmap
+    _api_vmap = vmap
+
+
 @api_boundary
 def map(f, xs, *, batch_size=None):  # noqa: A001
     """``stack([f(x) for x in xs])`` as a scan (``batch_size`` maps a vmapped ``f`` over chunks)."""
     if batch_size is not None:
         from kiln import lax
         from kiln._physical_tree import tree_map
-        from kiln.transformations import vmap
+        vmap = _api_vmap
+        if vmap is None:
+            raise RuntimeError("lax.map with batch_size needs kiln.vmap: import kiln")
         xs_flat, _ = tree_flatten(xs)
         n = get_aval(xs_flat[0]).shape[0]
         bs = int(batch_size)

@@ -1,0 +1,426 @@
+"""The custom-derivative call primitives and their interpreter rules.
+
+``custom_jvp_call`` and ``custom_vjp_call`` are the equations a staging trace records for a
+``custom_jvp``/``custom_vjp`` function (:mod:`kiln.custom_derivatives` is the user-facing
+API that reaches the traces); ``custom_lin`` is the linear tangent map of a ``custom_vjp``
+function under differentiation, transposed by calling its ``bwd``. Each primitive sits
+here beside its JVP, transpose, batching and partial-evaluation rules, and beside the
+helpers the traces call (:func:`stage_custom_jvp`, :func:`batch_custom_jvp`,
+:func:`bind_custom_lin`, ...), so the interpreters find them in their own layer.
+
+Flat callables (as :mod:`kiln.custom_derivatives` describes them): ``fun(*args) -> outs``,
+``jvp(primals, tangents) -> (primals_out, tangents_out)``,
+``fwd(primals, perturbed=None) -> (primals_out, residuals)``,
+``bwd(residuals, cts_out) -> cts_in``.
+"""
+from __future__ import annotations
+
+import functools
+
+from kiln.array import Array
+from kiln.core.jaxpr import ClosedJaxpr, eval_jaxpr, pp_param_rules, run_reference
+from kiln.core.trace import Primitive, Tracer, current_trace, get_aval, set_current_trace
+from kiln.interpreters import ad, batching, jax_protocol, staging
+from kiln.interpreters.ad import Zero
+
+__all__ = ["SymbolicZero", "batch_custom_jvp", "batch_custom_vjp", "bind_custom_lin",
+           "custom_jvp_call_p", "custom_lin_p", "custom_vjp_call_p", "stage_custom_jvp",
+           "stage_custom_vjp"]
+
+
+class SymbolicZero:
+    """A zero tangent (or cotangent) that a ``symbolic_zeros=True`` custom rule sees in
+    place of an array; a rule may also return one. Its aval's attributes (``shape``,
+    ``dtype``, ``ndim``, ...) read through, as in JAX. It is a pytree leaf."""
+
+    def __init__(self, aval):
+        self.aval = aval
+
+    def __getattr__(self, name):
+        if name == "aval":              # not yet set (copy/pickle)
+            raise AttributeError(name)
+        try:
+            return getattr(self.aval, name)
+        except AttributeError:
+            raise AttributeError(f"SymbolicZero has no attribute {name}") from None
+
+    def __repr__(self):
+        return f"SymbolicZero({self.aval.str_short()})"
+
+
+def _zeros_from_aval(aval):
+    return ad.zeros_like_aval(aval)     # an extended dtype's zero is its rules' zero
+
+
+# ----------------------------------------------------------------------------------------------
+# custom_lin: the linear tangent map of a custom_vjp function.
+
+custom_lin_p = Primitive("custom_lin")
+custom_lin_p.multiple_results = True
+
+
+def _custom_lin_impl(*args, **params):
+    raise TypeError("can't apply forward-mode autodiff (jvp) to a custom_vjp function.")
+
+
+custom_lin_p.impl = _custom_lin_impl
+custom_lin_p.abstract_eval = lambda *avals, out_avals, **_: list(out_avals)
+custom_lin_p.weak_type_rule = lambda *w, out_avals, **_: [a.weak_type for a in out_avals]
+
+
+def _custom_lin_transpose(cts, *args, num_res, bwd, out_avals, in_avals, symbolic_zeros):
+    res = args[:num_res]
+    cts_in = bwd(list(res), list(cts))
+    return [None] * num_res + list(cts_in)
+
+
+ad.transpose_rules[custom_lin_p] = _custom_lin_transpose
+# The user's bwd runs even when every output cotangent is zero (it gets zeros), as in JAX.
+ad.zero_cotangent_transposes[custom_lin_p] = lambda eqn: True
+
+
+def bind_custom_lin(res, tangents, *, bwd, out_avals, in_avals, symbolic_zeros):
+    """Bind ``custom_lin`` for residuals ``res`` of a forward rule.
+
+    Residuals that are not arrays or tracers (Python scalars and other objects, such as
+    the perturbation flags that Equinox keeps) reach ``bwd`` exactly as ``fwd`` returned
+    them, as in JAX, where the forward rule's outputs are passed on untraced: they are
+    closed over by the rule instead of becoming operands (which would turn them into
+    arrays)."""
+    res = list(res)
+    dyn = [i for i, r in enumerate(res) if isinstance(r, (Tracer, Array))]
+    if len(dyn) != len(res):
+        static = {i: r for i, r in enumerate(res) if not isinstance(r, (Tracer, Array))}
+        n_all = len(res)
+        inner = bwd
+
+        def bwd(dyn_res, cts):
+            it = iter(dyn_res)
+            return inner([static[i] if i in static else next(it) for i in range(n_all)], cts)
+        _copy_display(bwd, inner)
+        res = [res[i] for i in dyn]
+    return custom_lin_p.bind(*res, *tangents, num_res=len(res), bwd=bwd,
+                             out_avals=tuple(out_avals), in_avals=tuple(in_avals),
+                             symbolic_zeros=symbolic_zeros)
+
+
+def _custom_lin_jvp(primals, tangents, **params):
+    raise TypeError("can't apply forward-mode autodiff (jvp) to a custom_vjp function.")
+
+
+ad.jvp_rules[custom_lin_p] = _custom_lin_jvp
+
+
+def _custom_lin_batch(axis_data, vals, dims, *, num_res, bwd, out_avals, in_avals,
+                      symbolic_zeros):
+    size = axis_data.size
+    vals = [batching.bdim_at_front(v, d, size) for v, d in zip(vals, dims)]
+    res_avals = [get_aval(v) for v in vals[:num_res]]
+
+    def batched_bwd(res, cts):
+        def f(*xs):
+            r, c = list(xs[:num_res]), list(xs[num_res:])
+            out = bwd(r, c)
+            return [_zeros_from_aval(o.aval) if type(o) is Zero else o for o in out]
+        outs, odims = batching.batch_flat(f, list(res) + list(cts), [0] * (len(res) + len(cts)),
+                                          axis_data)
+        return [batching.matchaxis(o, d, 0, size) for o, d in zip(outs, odims)]
+
+    b_out = tuple(a.update(shape=(size,) + a.shape) for a in out_avals)
+    b_in = tuple(a.update(shape=(size,) + a.shape) for a in in_avals)
+    del res_avals
+    outs = custom_lin_p.bind(*vals, num_res=num_res, bwd=batched_bwd, out_avals=b_out,
+                             in_avals=b_in, symbolic_zeros=symbolic_zeros)
+    return outs, [0] * len(outs)
+
+
+batching.batch_rules[custom_lin_p] = _custom_lin_batch
+
+
+# ----------------------------------------------------------------------------------------------
+# Staged custom_jvp_call / custom_vjp_call equations.
+
+class _CustomJVPCallPrimitive(Primitive):
+    """``custom_jvp_call``: also re-bindable as JAX 0.10 re-binds it, from
+    :meth:`get_bind_params`' ``subfuns=(fun, jvp)`` (``lu.WrappedFun`` s: ``fun`` applies
+    the function; ``jvp(*primals, *tangents)`` returns ``(*primals_out, *tangents_out)``,
+    zeros as :class:`SymbolicZero`)."""
+
+    def get_bind_params(self, params):
+        from kiln.extend.linear_util import wrap_init
+        new = dict(params)
+        call_jaxpr = new.pop("call_jaxpr")
+        new.pop("num_consts")
+        jvp_fun = new.pop("jvp_jaxpr_fun")
+
+        def fun(*xs):
+            return eval_jaxpr(call_jaxpr.jaxpr, call_jaxpr.consts, *xs)
+
+        def jvp(*xs):
+            n = len(xs) // 2
+            ts = [Zero(t.aval) if type(t) is SymbolicZero else t for t in xs[n:]]
+            p_out, t_out = jvp_fun(list(xs[:n]), ts)
+            return [*p_out, *[SymbolicZero(t.aval) if type(t) is Zero else t for t in t_out]]
+
+        new["subfuns"] = (wrap_init(fun), wrap_init(jvp))
+        return new
+
+    def bind(self, *args, **params):
+        if "subfuns" not in params:
+            return super().bind(*args, **params)
+        fun, jvp = params.pop("subfuns")
+        symbolic = params.pop("symbolic_zeros", False)
+
+        def flat_fun(*xs):
+            return list(fun.call_wrapped(*xs))
+
+        def flat_jvp(primals, tangents):
+            ts = [SymbolicZero(t.aval) if type(t) is Zero else t for t in tangents]
+            outs = list(jvp.call_wrapped(*primals, *ts))
+            k = len(outs) // 2
+            return outs[:k], [Zero(t.aval) if type(t) is SymbolicZero else t for t in outs[k:]]
+
+        return current_trace().process_custom_jvp_call(flat_fun, flat_jvp, list(args),
+                                                       symbolic_zeros=symbolic)
+
+
+custom_jvp_call_p = _CustomJVPCallPrimitive("custom_jvp_call")
+custom_jvp_call_p.multiple_results = True
+custom_vjp_call_p = Primitive("custom_vjp_call")
+custom_vjp_call_p.multiple_results = True
+
+
+def _fn_name(f) -> str:
+    f = getattr(f, "func", f)          # functools.partial
+    return getattr(f, "__name__", type(f).__name__)
+
+
+def _set_display(fn, **shown):
+    """Attach what a staged equation prints (JAX prints the user's function names, not our
+    internal wrappers) to the callable that is stored in the equation's params."""
+    fn._kiln_display = shown
+    return fn
+
+
+def _copy_display(dst, src):
+    shown = getattr(src, "_kiln_display", None)
+    if shown is not None:
+        dst._kiln_display = shown
+    return dst
+
+
+def _pp_custom_jvp(params):
+    shown = dict(getattr(params["jvp_jaxpr_fun"], "_kiln_display", {}))
+    shown.update(call_jaxpr=params["call_jaxpr"], symbolic_zeros=params["symbolic_zeros"])
+    return shown
+
+
+def _pp_custom_vjp(params):
+    shown = dict(getattr(params["fwd_jaxpr_thunk"], "_kiln_display", {}))
+    shown.update(call_jaxpr=params["call_jaxpr"], symbolic_zeros=params["symbolic_zeros"])
+    return shown
+
+
+pp_param_rules["custom_jvp_call"] = _pp_custom_jvp
+pp_param_rules["custom_vjp_call"] = _pp_custom_vjp
+
+
+def _call_impl(*args, call_jaxpr: ClosedJaxpr, **_):
+    return run_reference(call_jaxpr.jaxpr, call_jaxpr.consts, args)
+
+
+for _p in (custom_jvp_call_p, custom_vjp_call_p):
+    _p.impl = _call_impl
+    _p.abstract_eval = lambda *avals, call_jaxpr, **_: call_jaxpr.out_avals
+    _p.weak_type_rule = lambda *w, call_jaxpr, **_: [a.weak_type for a in call_jaxpr.out_avals]
+
+
+def _trace_fun(fun, args):
+    jaxpr, consts = staging.trace_to_jaxpr(fun, [get_aval(a) for a in args])
+    return staging.split_concrete_consts(jaxpr, consts)
+
+
+def stage_custom_jvp(trace, fun, jvp, args, symbolic_zeros):
+    with set_current_trace(trace):
+        closed, tconsts = _trace_fun(fun, args)
+    nc = len(tconsts)
+
+    def jvp_c(primals, tangents):
+        return jvp(list(primals[nc:]), list(tangents[nc:]))
+    _copy_display(jvp_c, jvp)
+
+    return trace.stage(custom_jvp_call_p, [*tconsts, *args],
+                       dict(call_jaxpr=closed, jvp_jaxpr_fun=jvp_c, num_consts=nc,
+                            symbolic_zeros=symbolic_zeros),
+                       out_avals=closed.out_avals)
+
+
+def _custom_jvp_call_jvp(primals, tangents, *, call_jaxpr, jvp_jaxpr_fun, num_consts,
+                         symbolic_zeros):
+    if not symbolic_zeros:
+        tangents = [ad.instantiate_zeros(t) for t in tangents]
+    return jvp_jaxpr_fun(list(primals), list(tangents))
+
+
+ad.jvp_rules[custom_jvp_call_p] = _custom_jvp_call_jvp
+
+
+def _custom_jvp_call_batch(axis_data, vals, dims, *, call_jaxpr, jvp_jaxpr_fun, num_consts,
+                           symbolic_zeros):
+    fun = functools.partial(eval_jaxpr, call_jaxpr.jaxpr, call_jaxpr.consts)
+    bfun, bjvp, bvals = _batched_jvp_callables(axis_data, fun, jvp_jaxpr_fun, vals, dims)
+    with set_current_trace(current_trace()):
+        closed, tconsts = _trace_fun(bfun, bvals)
+    outs = custom_jvp_call_p.bind(*tconsts, *bvals, call_jaxpr=closed,
+                                  jvp_jaxpr_fun=_copy_display(_drop_consts(bjvp, len(tconsts)),
+                                                              jvp_jaxpr_fun),
+                                  num_consts=len(tconsts), symbolic_zeros=symbolic_zeros)
+    return outs, [0] * len(outs)
+
+
+def _drop_consts(jvp, nc):
+    if nc == 0:
+        return jvp
+    return lambda p, t: jvp(list(p[nc:]), list(t[nc:]))
+
+
+batching.batch_rules[custom_jvp_call_p] = _custom_jvp_call_batch
+
+
+def _batched_jvp_callables(axis_data, fun, jvp, vals, dims):
+    size = axis_data.size
+    bvals = [batching.bdim_at_front(v, d, size) if d is not None else v
+             for v, d in zip(vals, dims)]
+    bdims = [None if d is None else 0 for d in dims]
+
+    def bfun(*xs):
+        outs, odims = batching.batch_flat(fun, list(xs), bdims, axis_data)
+        return [batching.matchaxis(o, d, 0, size) for o, d in zip(outs, odims)]
+
+    def bjvp(primals, tangents):
+        n = len(primals)
+        tangents = [ad.instantiate_zeros(t) for t in tangents]
+
+        def f(*xs):
+            p_out, t_out = jvp(list(xs[:n]), list(xs[n:]))
+            return list(p_out) + [ad.instantiate_zeros(t) for t in t_out]
+        tdims = [d if get_aval(t).ndim == get_aval(p).ndim else None
+                 for p, t, d in zip(primals, tangents, bdims)]
+        outs, odims = batching.batch_flat(f, list(primals) + list(tangents), bdims + tdims,
+                                          axis_data)
+        outs = [batching.matchaxis(o, d, 0, size) for o, d in zip(outs, odims)]
+        k = len(outs) // 2
+        return outs[:k], outs[k:]
+
+    return bfun, bjvp, bvals
+
+
+def batch_custom_jvp(trace, fun, jvp, vals, dims, symbolic_zeros):
+    bfun, bjvp, bvals = _batched_jvp_callables(trace.axis_data, fun, jvp, vals, dims)
+    _copy_display(bjvp, jvp)
+    outs = jax_protocol.custom_jvp_call(trace.parent, bfun, bjvp, bvals, symbolic_zeros=False)
+    return [batching.BatchTracer(trace, o, 0) for o in outs]
+
+
+def stage_custom_vjp(trace, fun, fwd, bwd, args, out_trees, symbolic_zeros):
+    with set_current_trace(trace):
+        closed, tconsts = _trace_fun(fun, args)
+    nc = len(tconsts)
+
+    def fwd_c(primals, perturbed=None):
+        return fwd(list(primals[nc:]), None if perturbed is None else list(perturbed[nc:]))
+    _copy_display(fwd_c, fwd)
+
+    def bwd_c(res, cts):
+        return [None] * 0 + list(bwd(res, cts))
+
+    return trace.stage(custom_vjp_call_p, [*tconsts, *args],
+                       dict(call_jaxpr=closed, fwd_jaxpr_thunk=fwd_c, bwd=bwd_c, num_consts=nc,
+                            symbolic_zeros=symbolic_zeros),
+                       out_avals=closed.out_avals)
+
+
+def _custom_vjp_call_jvp(primals, tangents, *, call_jaxpr, fwd_jaxpr_thunk, bwd, num_consts,
+                         symbolic_zeros):
+    nc = num_consts
+    perturbed = [type(t) is not Zero for t in tangents]
+    p_out, res = fwd_jaxpr_thunk(list(primals), perturbed)
+    tangents = [ad.instantiate_zeros(t) for t in tangents[nc:]]
+    in_avals = [get_aval(p) for p in primals[nc:]]
+    out_avals = [ad.tangent_aval(get_aval(p)) for p in p_out]
+    t_out = bind_custom_lin(res, tangents, bwd=bwd, out_avals=out_avals, in_avals=in_avals,
+                            symbolic_zeros=symbolic_zeros)
+    return p_out, t_out
+
+
+ad.jvp_rules[custom_vjp_call_p] = _custom_vjp_call_jvp
+
+
+def _batched_vjp_callables(axis_data, fun, fwd, bwd, vals, dims):
+    size = axis_data.size
+    bvals = [batching.bdim_at_front(v, d, size) if d is not None else v
+             for v, d in zip(vals, dims)]
+    bdims = [None if d is None else 0 for d in dims]
+    res_dims = {}
+
+    def bfun(*xs):
+        outs, odims = batching.batch_flat(fun, list(xs), bdims, axis_data)
+        return [batching.matchaxis(o, d, 0, size) for o, d in zip(outs, odims)]
+
+    def bfwd(primals, perturbed=None):
+        cell = {}
+
+        def f(*xs):
+            p_out, res = fwd(list(xs), perturbed)
+            cell["n"] = len(p_out)
+            return list(p_out) + list(res)
+        outs, odims = batching.batch_flat(f, list(primals), bdims, axis_data)
+        outs = [batching.matchaxis(o, d, 0, size) for o, d in zip(outs, odims)]
+        k = cell["n"]
+        res_dims["n"] = len(outs) - k
+        return outs[:k], outs[k:]
+
+    def bbwd(res, cts):
+        n = len(res)
+
+        def f(*xs):
+            out = bwd(list(xs[:n]), list(xs[n:]))
+            return [_zeros_from_aval(o.aval) if type(o) is Zero else o for o in out]
+        cts = [ad.instantiate_zeros(c) for c in cts]
+        outs, odims = batching.batch_flat(f, list(res) + list(cts), [0] * (n + len(cts)),
+                                          axis_data)
+        from kiln.lax import reduce_sum
+        # Inputs that were not batched get the sum of the per-lane cotangents.
+        return [batching.matchaxis(o, d, 0, size) if bd is not None else
+                (reduce_sum(o, (d,)) if d is not None else o)
+                for o, d, bd in zip(outs, odims, bdims)]
+
+    return bfun, bfwd, bbwd, bvals
+
+
+def batch_custom_vjp(trace, fun, fwd, bwd, vals, dims, out_trees, symbolic_zeros):
+    bfun, bfwd, bbwd, bvals = _batched_vjp_callables(trace.axis_data, fun, fwd, bwd, vals, dims)
+    _copy_display(bfwd, fwd)
+    outs = jax_protocol.custom_vjp_call(trace.parent, bfun, bfwd, bbwd, bvals, out_trees,
+                                        symbolic_zeros=symbolic_zeros)
+    return [batching.BatchTracer(trace, o, 0) for o in outs]
+
+
+def _custom_vjp_call_batch(axis_data, vals, dims, *, call_jaxpr, fwd_jaxpr_thunk, bwd,
+                           num_consts, symbolic_zeros):
+    fun = functools.partial(eval_jaxpr, call_jaxpr.jaxpr, call_jaxpr.consts)
+    bfun, bfwd, bbwd, bvals = _batched_vjp_callables(axis_data, fun, fwd_jaxpr_thunk, bwd, vals,
+                                                     dims)
+    closed, tconsts = _trace_fun(bfun, bvals)
+    nc = len(tconsts)
+    outs = custom_vjp_call_p.bind(*tconsts, *bvals, call_jaxpr=closed,
+                                  fwd_jaxpr_thunk=_copy_display(
+                                      (lambda p, z=None: bfwd(
+                                          list(p[nc:]), None if z is None else list(z[nc:])))
+                                      if nc else bfwd,
+                                      fwd_jaxpr_thunk),
+                                  bwd=bbwd, num_consts=nc, symbolic_zeros=symbolic_zeros)
+    return outs, [0] * len(outs)
+
+
+batching.batch_rules[custom_vjp_call_p] = _custom_vjp_call_batch
