@@ -23,6 +23,7 @@ from kiln.numpy import _eager, _util
 from kiln.numpy._logaddexp import logaddexp, logaddexp2
 from kiln.numpy._util import (
     as_operand,
+    broadcast_operands,
     check_arraylike,
     ensure_arraylike,
     promote_args,
@@ -294,6 +295,7 @@ def _integer_pow(x1, n):
 def _pow_int_int(x1, x2):
     # Binary exponentiation; six squarings cover every exponent that does not overflow
     # for |x1| > 1 (as JAX does). Negative exponents give 0 (except for bases ±1).
+    x1, x2 = broadcast_operands("power", x1, x2)     # select needs one shape
     zero, one = _const(x2, 0), _const(x2, 1)
     acc = lax.select(lax.bitwise_and(lax.eq(x1, _const(x1, 0)), lax.ne(x2, zero)),
                      _const(x1, 0), _const(x1, 1))
@@ -621,7 +623,7 @@ def _to_bool(x):
 def _logical(name, fn, doc):
     def f(x1, x2, /):
         check_arraylike(name, x1, x2)
-        a, b = promote_shapes(name, _to_bool(x1), _to_bool(x2))
+        a, b = broadcast_operands(name, _to_bool(x1), _to_bool(x2))
         return fn(a, b)
     f.__name__ = f.__qualname__ = name
     f.__doc__ = doc
@@ -892,7 +894,7 @@ def _where_op(cond, x, y):
         _util.broadcast_shapes(*shapes)
     except ValueError:   # JAX's where broadcasts with broadcast_arrays: ValueError
         raise ValueError(f"Incompatible shapes for broadcasting: shapes={list(shapes)}") from None
-    cond, x, y = promote_shapes("where", cond, x, y)
+    cond, x, y = broadcast_operands("where", cond, x, y)
     return lax.select(cond, x, y)
 
 
@@ -1053,7 +1055,7 @@ def ldexp(x1, x2, /):
     if _kind(x2) not in "iub":
         raise TypeError(f"ldexp requires integer exponents, got {get_aval(x2).dtype.name}")
     (x1,) = promote_dtypes_inexact(x1)
-    x1, x2 = promote_shapes("ldexp", x1, x2)
+    x1, x2 = broadcast_operands("ldexp", x1, x2)
     return lax.mul(x1, lax.exp2(lax.convert_element_type(x2, get_aval(x1).dtype)))
 
 
