@@ -196,24 +196,28 @@ ad.deflinear2(neg_p, lambda ct, x: [Zero(x.aval) if type(ct) is Zero else neg(ct
 
 def _max_jvp_x(g, ans, x, y):
     from kiln.lax.structural import select
+    g = broadcast_to_shape(g, get_aval(ans).shape)    # a size-1 operand's tangent
     return select(gt(x, y), g, select(eq(x, y), mul(g, _scalar_like(0.5, g)),
                                       mul(g, _scalar_like(0.0, g))))
 
 
 def _max_jvp_y(g, ans, x, y):
     from kiln.lax.structural import select
+    g = broadcast_to_shape(g, get_aval(ans).shape)    # a size-1 operand's tangent
     return select(lt(x, y), g, select(eq(x, y), mul(g, _scalar_like(0.5, g)),
                                       mul(g, _scalar_like(0.0, g))))
 
 
 def _min_jvp_x(g, ans, x, y):
     from kiln.lax.structural import select
+    g = broadcast_to_shape(g, get_aval(ans).shape)    # a size-1 operand's tangent
     return select(lt(x, y), g, select(eq(x, y), mul(g, _scalar_like(0.5, g)),
                                       mul(g, _scalar_like(0.0, g))))
 
 
 def _min_jvp_y(g, ans, x, y):
     from kiln.lax.structural import select
+    g = broadcast_to_shape(g, get_aval(ans).shape)    # a size-1 operand's tangent
     return select(gt(x, y), g, select(eq(x, y), mul(g, _scalar_like(0.5, g)),
                                       mul(g, _scalar_like(0.0, g))))
 
