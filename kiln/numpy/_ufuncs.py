@@ -206,7 +206,8 @@ def floor_divide(x1, x2, /):
     r = _eager_int(np.floor_divide, x1, x2, False)
     if r is not None:
         return r
-    x1, x2 = promote_args_numeric("floor_divide", x1, x2)
+    # lax.select needs one shape (JAX: its ``_where`` broadcasts)
+    x1, x2 = broadcast_operands("floor_divide", *promote_args_numeric("floor_divide", x1, x2))
     k = _kind(x1)
     if k == "i":
         # lax.div truncates toward zero; step down when the signs differ and it is inexact.
@@ -263,7 +264,7 @@ def fmod(x1, x2, /):
 
 def divmod(x1, x2, /):  # noqa: A001
     """``(floor_divide(x1, x2), remainder(x1, x2))``."""
-    x1, x2 = promote_args_numeric("divmod", x1, x2)
+    x1, x2 = broadcast_operands("divmod", *promote_args_numeric("divmod", x1, x2))
     if _kind(x1) in "fc":
         if _kind(x1) == "c":
             raise TypeError("divmod does not support complex-valued inputs")
@@ -773,7 +774,7 @@ def signbit(x, /):
 
 def copysign(x1, x2, /):
     """``|x1|`` with the sign of ``x2``."""
-    x1, x2 = promote_args_inexact("copysign", x1, x2)
+    x1, x2 = broadcast_operands("copysign", *promote_args_inexact("copysign", x1, x2))
     if _kind(x1) == "c":
         raise TypeError("copysign does not support complex-valued inputs")
     a = lax.abs(x1)
@@ -996,7 +997,7 @@ def isreal(x):
 
 def heaviside(x1, x2, /):
     """0 for negative ``x1``, 1 for positive, ``x2`` where ``x1 == 0``."""
-    x1, x2 = promote_args_inexact("heaviside", x1, x2)
+    x1, x2 = broadcast_operands("heaviside", *promote_args_inexact("heaviside", x1, x2))
     zero = _const(x1, 0)
     return lax.select(lax.lt(x1, zero), zero,
                       lax.select(lax.gt(x1, zero), _const(x1, 1), x2))
