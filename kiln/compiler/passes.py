@@ -3,7 +3,9 @@
 Every pass maps a ``ClosedJaxpr`` to a new ``ClosedJaxpr`` computing the same values:
 
 - :func:`inline_calls` replaces ``jit``, ``custom_jvp_call``, ``custom_vjp_call``,
-  ``checkpoint`` and ``composite`` equations by the equations of their bodies.
+  ``checkpoint`` and ``composite`` equations by the equations of their bodies, and
+  gives elementwise equations that broadcast size-1 dimensions (``mul a:f32[1,2]
+  b:f32[2,1]``) explicit ``broadcast_in_dim`` operands (kernels see equal shapes).
 - :func:`simplify` applies local algebraic rewrites (movement chains, dtype round trips,
   ``x * 1``, ``x + 0``, ``integer_pow``); see :mod:`kiln.compiler.passes_simplify`.
 - :func:`fold_constants` evaluates equations whose operands are all known at compile
