@@ -152,13 +152,13 @@ class ArrayImpl:
         if self.is_deleted():
             raise RuntimeError("Array has been deleted.")
         v = self._value
-        if type(v) is np.ndarray and not (v.flags.owndata and v.flags.c_contiguous):
-            # A lazily broadcast value (``zeros``) or a view: give the Array a buffer of
-            # its own first, as a JAX array always has (same values; donation can then
-            # hand this memory on).
+        if type(v) is not np.ndarray or not (v.flags.owndata and v.flags.c_contiguous):
+            # A lazily broadcast value (``zeros``), a view or a NumPy scalar: give the
+            # Array a buffer of its own first, as a JAX array always has (same values;
+            # the address is then stable, and donation can hand this memory on).
             v = np.array(v, order="C")
             self._value = v
-        return int(np.asarray(v).__array_interface__["data"][0])
+        return int(v.__array_interface__["data"][0])
 
     @property
     def is_fully_addressable(self) -> bool:

@@ -7,6 +7,7 @@ error messages; the work is done by ``kiln.interpreters.ad`` and ``kiln.interpre
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import sys
@@ -158,23 +159,29 @@ def linearize(fun: Callable, *primals, has_aux: bool = False):
     n = tree.num_leaves
 
     p_keys = _public_tree.tree_leaves(tuple(primals))
-
-    @_traceback_util.api_boundary
-    def f_jvp(*tangents):
-        t_flat, t_tree = _public_tree.tree_flatten(tuple(tangents))
-        p_pub = _public_tree.tree_structure(tuple(primals))
-        if t_tree != p_pub:
-            raise TypeError(f"linearized function called on tangent values inconsistent with "
-                            f"the original primal values: expected tree {p_pub}, got {t_tree}")
-        t_flat = [ad.instantiate_zeros(_kb.physical_key_tangent(pk, t, "linearize"))
-                  if _is_key(pk) else t for t, pk in zip(t_flat, p_keys)]
-        outs = lin(*t_flat)
-        return _user_float0_tree(_kb.key_tangents_to_float0(tree_unflatten(tree, outs[:n])))
-
+    p_pub = _public_tree.tree_structure(tuple(primals))
+    # A pytree (``Partial``) whose leaves are the residuals, as JAX's: ``f_jvp`` may be
+    # returned from ``jit``/``vmap`` (Equinox's checkpointed loops do).
+    f_jvp = Partial(functools.partial(_linearized_jvp, lin.jaxpr, tuple(lin.in_avals),
+                                      tuple(lin.out_avals), tree, n, p_keys, p_pub),
+                    list(lin.consts))
     out = tree_unflatten(tree, p_out[:n])
     if has_aux:
         return out, f_jvp, _finish_aux(aux_cell, p_out[n:])
     return out, f_jvp
+
+
+@_traceback_util.api_boundary
+def _linearized_jvp(jaxpr, in_avals, out_avals, tree, n, p_keys, p_pub, consts, *tangents):
+    """The JVP that ``linearize`` returns: its stored linear jaxpr on ``tangents``."""
+    t_flat, t_tree = _public_tree.tree_flatten(tuple(tangents))
+    if t_tree != p_pub:
+        raise TypeError(f"linearized function called on tangent values inconsistent with "
+                        f"the original primal values: expected tree {p_pub}, got {t_tree}")
+    t_flat = [ad.instantiate_zeros(_kb.physical_key_tangent(pk, t, "linearize"))
+              if _is_key(pk) else t for t, pk in zip(t_flat, p_keys)]
+    outs = ad.LinearFunction(jaxpr, consts, list(in_avals), list(out_avals))(*t_flat)
+    return _user_float0_tree(_kb.key_tangents_to_float0(tree_unflatten(tree, outs[:n])))
 
 
 def _vjp_flat(fun, p_flat, p_tree, has_aux):
@@ -774,4 +781,4 @@ def _user_float0_tree(tree):
     return tree_unflatten(treedef, user_float0(leaves))
 
 
-_loops.set_vmap(lambda f: vmap(f))                           # lax.map(batch_size=...)
+_loops.set_vmap(vmap)      # lax.map(batch_size=...) and batched dynamic_update_slice

@@ -609,15 +609,15 @@ def defjvp(prim: Primitive, *jvp_fns):
 
 
 def _broadcast_to_ans(t, ans):
-    # Rank-0 operands broadcast in elementwise primitives; so must their tangents. A
-    # tangent passed through as given (``add``'s) that is a Python scalar becomes an
-    # array, as JAX's broadcast of it to the output does.
+    # Rank-0 operands and size-1 dimensions broadcast in elementwise primitives; so must
+    # their tangents. A tangent passed through as given (``add``'s) that is a Python
+    # scalar becomes an array, as JAX's broadcast of it to the output does.
     if type(t) in (int, float, complex, bool):
         t = core.to_array(t)
     ts, shape = get_aval(t).shape, get_aval(ans).shape
-    if ts != shape and ts == ():
+    if ts != shape and len(ts) in (0, len(shape)):    # rank 0 or size-1 dimensions
         from kiln.lax.structural import broadcast_in_dim
-        return broadcast_in_dim(t, shape, ())
+        return broadcast_in_dim(t, shape, tuple(range(len(ts))))
     return t
 
 

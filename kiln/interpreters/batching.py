@@ -223,28 +223,27 @@ def broadcast_batcher(prim):
             out = prim.bind(*vals, **params)
             return out, ([d0] * len(out) if prim.multiple_results else d0)
         size = axis_data.size
-        # Unbatched rank-0 operands broadcast as they are; everything else gets the batch
-        # axis in front and the full (batched) shape.
-        full = None
-        for v, d in zip(vals, dims):
-            a = get_aval(v)
-            s = a.shape if d is None else a.shape[:d] + a.shape[d + 1:]
-            if s != ():
-                full = (size,) + s
-                break
+        # The batch axis goes in front. Unbatched rank-0 operands broadcast as they are;
+        # other unbatched operands get a leading size-1 axis and batched per-example
+        # scalars trailing size-1 axes: the primitive broadcasts size-1 dimensions.
+        per = [get_aval(v).shape if d is None else
+               get_aval(v).shape[:d] + get_aval(v).shape[d + 1:] for v, d in zip(vals, dims)]
+        rank = max(len(s) for s in per)
+        from kiln import lax
         args = []
-        for v, d in zip(vals, dims):
-            if d is None and get_aval(v).ndim == 0:
-                args.append(v)
-                continue
-            v = bdim_at_front(v, d, size)
-            if full is not None and get_aval(v).shape != full:
-                from kiln import lax
-                v = lax.broadcast_in_dim(v, full, (0,))
+        for v, d, s in zip(vals, dims, per):
+            if d is None:
+                if s != ():
+                    v = lax.broadcast_in_dim(v, (1,) + s, tuple(range(1, len(s) + 1)))
+            else:
+                v = moveaxis(v, d, 0)
+                if len(s) < rank:
+                    v = lax.broadcast_in_dim(v, (size,) + (1,) * rank, (0,))
             args.append(v)
         out = prim.bind(*args, **params)
         return out, ([0] * len(out) if prim.multiple_results else 0)
     batch_rules[prim] = rule
+    prim.broadcasts_size_one = True     # the compiler makes the broadcasts explicit
     return rule
 
 

@@ -70,17 +70,27 @@ def check_same_dtypes(name: str, avals) -> None:
 
 
 def check_same_shapes(name: str, avals) -> tuple:
-    """Operands of an elementwise op have equal shapes, except that rank-0 operands
-    broadcast (as in JAX's jaxprs, e.g. ``mul b 2.0:f32[]``)."""
+    """The result shape of an elementwise op: operands of equal rank whose dimensions
+    agree or are 1 (size-1 dimensions broadcast, as JAX's lax ops do: ``mul a:f32[1,2]
+    b:f32[2,1]`` is ``f32[2,2]``); rank-0 operands broadcast to any shape (``mul b 2.0``)."""
     shapes = [a.shape for a in avals if a.shape != ()]
+    if not shapes:
+        return ()
+    first = shapes[0]
+    if all(s == first for s in shapes[1:]):
+        return first
     ranks = {len(s) for s in shapes}
     if len(ranks) > 1:
         raise TypeError(f"{name}: arrays must have the same number of dimensions, got "
                         f"{ranks}")
-    if any(s != shapes[0] for s in shapes[1:]):
-        raise TypeError(f"{name} got incompatible shapes for broadcasting: "
-                        f"{', '.join(str(a.shape) for a in avals)}.")
-    return shapes[0] if shapes else ()
+    out = []
+    for dims in zip(*shapes):
+        big = {d for d in dims if d != 1}
+        if len(big) > 1:
+            raise TypeError(f"{name} got incompatible shapes for broadcasting: "
+                            f"{', '.join(str(a.shape) for a in avals)}.")
+        out.append(big.pop() if big else 1)
+    return tuple(out)
 
 
 def standard_primitive(name, abstract_eval, impl, weak_type_rule=standard_weak_type_rule,

@@ -47,42 +47,15 @@ def _binargs(x, y):
 
 def _bind2(prim, x, y):
     """Bind a binary elementwise primitive as ``lax``'s function does: Python scalars take
-    the other operand's dtype, and operands of equal rank broadcast their size-1 dimensions
-    (JAX: ``lax.mul(f32[1], f32[2])`` is ``f32[2]``). The primitives keep equal shapes:
-    the size-1 case, found by their shape check, gets explicit ``broadcast_in_dim``s."""
+    the other operand's dtype; the primitive broadcasts rank-0 operands and size-1
+    dimensions (JAX: ``lax.mul(f32[1], f32[2])`` is ``f32[2]``, one ``mul`` equation)."""
     tx, ty = type(x), type(y)
     if tx in _py_scalars:
         if ty not in _py_scalars:
             x = _scalar_like(x, y)
     elif ty in _py_scalars:
         y = _scalar_like(y, x)
-    try:
-        return prim.bind(x, y)
-    except TypeError:
-        args = _broadcast_size_one(x, y)
-        if args is None:
-            raise
-    return prim.bind(*args)
-
-
-def _broadcast_size_one(*xs):
-    """``xs`` broadcast to one shape when they have equal ranks and every dimension is
-    equal or 1 (rank-0 operands left alone); None when that does not apply."""
-    from kiln.lax.structural import broadcast_in_dim
-    shapes = [tuple(np.shape(x)) if type(x) in _py_scalars else get_aval(x).shape
-              for x in xs]
-    ranked = [s for s in shapes if s]
-    if len(ranked) < 2 or len({len(s) for s in ranked}) != 1 or len(set(ranked)) == 1:
-        return None
-    out = []
-    for dims in zip(*ranked):
-        big = {d for d in dims if d != 1}
-        if len(big) > 1:
-            return None
-        out.append(big.pop() if big else 1)
-    out = tuple(out)
-    return [x if s == out or not s else broadcast_in_dim(x, out, tuple(range(len(out))))
-            for x, s in zip(xs, shapes)]
+    return prim.bind(x, y)
 
 
 def _same(fn):
@@ -158,11 +131,27 @@ def _unbroadcast_ct(ct, x):
 
 
 def unbroadcast(ct, aval):
-    """Sum ``ct`` down to ``aval``'s shape when ``aval`` is a broadcast rank-0 operand."""
-    if aval.shape == () and get_aval(ct).shape != ():
-        from kiln.lax.reductions import reduce_sum
-        return reduce_sum(ct, tuple(range(get_aval(ct).ndim)))
-    return ct
+    """Sum ``ct`` down to ``aval``'s shape when ``aval`` is an operand that the elementwise
+    op broadcast (rank 0, or size-1 dimensions of an operand of the result's rank)."""
+    cshape = get_aval(ct).shape
+    if cshape == aval.shape:
+        return ct
+    from kiln.lax.reductions import reduce_sum
+    if aval.shape == ():
+        return reduce_sum(ct, tuple(range(len(cshape))))
+    axes = tuple(i for i, (a, c) in enumerate(zip(aval.shape, cshape)) if a == 1 and c != 1)
+    from kiln.lax.structural import reshape
+    return reshape(reduce_sum(ct, axes), aval.shape)
+
+
+def broadcast_to_shape(t, shape):
+    """``t`` (rank 0, or of ``shape``'s rank with size-1 dimensions) broadcast to ``shape``."""
+    tshape = get_aval(t).shape
+    shape = tuple(shape)
+    if tshape == shape:
+        return t
+    from kiln.lax.structural import broadcast_in_dim
+    return broadcast_in_dim(t, shape, tuple(range(len(tshape))))
 
 
 def _sub_transpose(ct, x, y):
@@ -209,24 +198,28 @@ ad.deflinear2(neg_p, lambda ct, x: [Zero(x.aval) if type(ct) is Zero else neg(ct
 
 def _max_jvp_x(g, ans, x, y):
     from kiln.lax.structural import select
+    g = broadcast_to_shape(g, get_aval(ans).shape)    # a size-1 operand's tangent
     return select(gt(x, y), g, select(eq(x, y), mul(g, _scalar_like(0.5, g)),
                                       mul(g, _scalar_like(0.0, g))))
 
 
 def _max_jvp_y(g, ans, x, y):
     from kiln.lax.structural import select
+    g = broadcast_to_shape(g, get_aval(ans).shape)    # a size-1 operand's tangent
     return select(lt(x, y), g, select(eq(x, y), mul(g, _scalar_like(0.5, g)),
                                       mul(g, _scalar_like(0.0, g))))
 
 
 def _min_jvp_x(g, ans, x, y):
     from kiln.lax.structural import select
+    g = broadcast_to_shape(g, get_aval(ans).shape)    # a size-1 operand's tangent
     return select(lt(x, y), g, select(eq(x, y), mul(g, _scalar_like(0.5, g)),
                                       mul(g, _scalar_like(0.0, g))))
 
 
 def _min_jvp_y(g, ans, x, y):
     from kiln.lax.structural import select
+    g = broadcast_to_shape(g, get_aval(ans).shape)    # a size-1 operand's tangent
     return select(gt(x, y), g, select(eq(x, y), mul(g, _scalar_like(0.5, g)),
                                       mul(g, _scalar_like(0.0, g))))
 

@@ -50,9 +50,9 @@ from kiln.lax.accuracy import check_accuracy as _check_accuracy
 from kiln.lax.arith import (
     _binargs,
     _bind2,
-    _broadcast_size_one,
     _scalar_like,
     add,
+    broadcast_to_shape,
     div,
     eq,
     exp,
@@ -65,6 +65,7 @@ from kiln.lax.arith import (
     neg,
     square,
     sub,
+    unbroadcast,
     xla_math,
 )
 from kiln.lax.structural import broadcast_in_dim, convert_element_type, select
@@ -146,10 +147,8 @@ def _full_like(x, val):
 
 
 def _bcast_to(t, shape):
-    """Broadcast a rank-0 (or already full) value ``t`` to ``shape``."""
-    if get_aval(t).shape == tuple(shape):
-        return t
-    return broadcast_in_dim(t, tuple(shape), ())
+    """Broadcast a rank-0 (or size-1-dimensioned, or already full) value ``t`` to ``shape``."""
+    return broadcast_to_shape(t, shape)
 
 
 def _replace_zero(x):
@@ -157,11 +156,8 @@ def _replace_zero(x):
 
 
 def _unbroadcast(aval, ct):
-    """Sum a full-shape cotangent down to a rank-0 operand's shape."""
-    if aval.shape == get_aval(ct).shape:
-        return ct
-    from kiln.lax.reductions import reduce_sum
-    return reduce_sum(ct, tuple(range(get_aval(ct).ndim)))
+    """Sum a full-shape cotangent down to a broadcast operand's shape."""
+    return unbroadcast(ct, aval)
 
 
 def _unsigned(dt):
@@ -497,6 +493,8 @@ def _pow_abstract_eval(x, y):
 
 def _pow_impl(x, y):
     dt = x.dtype
+    if np.ndim(x) and np.ndim(y) and np.shape(x) != np.shape(y):
+        x, y = np.broadcast_arrays(x, y)   # size-1 dimensions: the native kernel's shapes
     out = _xla_power(x, y)     # JAX's bits for float32/float64 (kiln/lax/_xla_eager.py)
     if out is not None:
         return out
@@ -542,13 +540,7 @@ def pow(x, y):  # noqa: A001
     if type(x) in py and type(y) not in py and \
             dtypes.issubdtype(get_aval(y).dtype, np.inexact):
         x = _scalar_like(x, y)
-    try:
-        return pow_p.bind(x, y)
-    except TypeError:
-        args = _broadcast_size_one(x, y)    # size-1 dimensions broadcast, as in _bind2
-        if args is None:
-            raise
-    return pow_p.bind(*args)
+    return pow_p.bind(x, y)
 
 
 def _rem_impl(x, y):

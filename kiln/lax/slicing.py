@@ -24,6 +24,7 @@ from kiln.lax.reductions import reduce_sum
 from kiln.lax.structural import (
     _convert_element_type,
     broadcast_in_dim,
+    convert_element_type,
     reshape,
     select,
     squeeze,
@@ -682,19 +683,21 @@ def _dus_batch(axis_data, vals, dims):
     idx_dtype = get_aval(idx[0]).dtype if idx else np.dtype(np.int32)
     if all(d is None for d in idd):
         return dynamic_update_slice_p.bind(x, u, _zero_scalar(idx_dtype), *idx), 0
-    # Batched start indices: place the update (and a mask of where it lands) into a zero
-    # array along each dim in turn, then select.
-    x_shape = get_aval(x).shape
-    u_shape = get_aval(u).shape
-    placed = u
-    mask = full(u_shape, True, np.bool_)
-    for k, (i, d) in enumerate(zip(idx, idd)):
-        n, s = x_shape[k + 1], u_shape[k + 1]
-        starts = _clamp_vector(batching.moveaxis(_index_vector(i, d, size),
-                                                 0 if d is None else d, 0), n, s)
-        placed = _place_window(placed, k + 1, starts, n)
-        mask = _place_window(mask, k + 1, starts, n)
-    return select(mask, placed, x), 0
+    # Batched start indices: as JAX, a scatter (clamped windows, as the primitive clamps
+    # its starts) vmapped over the batch, so each example updates only its window.
+    from kiln.lax.control.loops import installed_vmap
+    from kiln.lax.gather_scatter import GatherScatterMode, ScatterDimensionNumbers, scatter
+    nd = get_aval(x).ndim - 1
+    dnums = ScatterDimensionNumbers(update_window_dims=tuple(range(nd)),
+                                    inserted_window_dims=(),
+                                    scatter_dims_to_operand_dims=tuple(range(nd)))
+
+    def one(x, u, *idx):
+        index = concatenate([reshape(convert_element_type(i, idx_dtype), (1,)) for i in idx],
+                            0)
+        return scatter(x, index, u, dnums, indices_are_sorted=True, unique_indices=True,
+                       mode=GatherScatterMode.CLIP)
+    return installed_vmap()(one, in_axes=(0, 0, *idd), axis_size=size)(x, u, *idx), 0
 
 
 ad.jvp_rules[dynamic_update_slice_p] = _dus_jvp

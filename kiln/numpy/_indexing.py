@@ -237,7 +237,7 @@ def parse_index(shape, idx) -> ParsedIndex:
 def insert_newaxes(x, parsed: ParsedIndex):
     if not parsed.newaxes:
         return x
-    return lax.reshape(x, parsed.expanded_shape)
+    return lax.expand_dims(x, parsed.newaxes)     # broadcast_in_dim, as JAX stages it
 
 
 def slice_plan(entry, n):

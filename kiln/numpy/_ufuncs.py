@@ -23,6 +23,7 @@ from kiln.numpy import _eager, _util
 from kiln.numpy._logaddexp import logaddexp, logaddexp2
 from kiln.numpy._util import (
     as_operand,
+    broadcast_operands,
     check_arraylike,
     ensure_arraylike,
     promote_args,
@@ -205,7 +206,8 @@ def floor_divide(x1, x2, /):
     r = _eager_int(np.floor_divide, x1, x2, False)
     if r is not None:
         return r
-    x1, x2 = promote_args_numeric("floor_divide", x1, x2)
+    # lax.select needs one shape (JAX: its ``_where`` broadcasts)
+    x1, x2 = broadcast_operands("floor_divide", *promote_args_numeric("floor_divide", x1, x2))
     k = _kind(x1)
     if k == "i":
         # lax.div truncates toward zero; step down when the signs differ and it is inexact.
@@ -262,7 +264,7 @@ def fmod(x1, x2, /):
 
 def divmod(x1, x2, /):  # noqa: A001
     """``(floor_divide(x1, x2), remainder(x1, x2))``."""
-    x1, x2 = promote_args_numeric("divmod", x1, x2)
+    x1, x2 = broadcast_operands("divmod", *promote_args_numeric("divmod", x1, x2))
     if _kind(x1) in "fc":
         if _kind(x1) == "c":
             raise TypeError("divmod does not support complex-valued inputs")
@@ -294,6 +296,7 @@ def _integer_pow(x1, n):
 def _pow_int_int(x1, x2):
     # Binary exponentiation; six squarings cover every exponent that does not overflow
     # for |x1| > 1 (as JAX does). Negative exponents give 0 (except for bases ±1).
+    x1, x2 = broadcast_operands("power", x1, x2)     # select needs one shape
     zero, one = _const(x2, 0), _const(x2, 1)
     acc = lax.select(lax.bitwise_and(lax.eq(x1, _const(x1, 0)), lax.ne(x2, zero)),
                      _const(x1, 0), _const(x1, 1))
@@ -635,7 +638,7 @@ def _to_bool(x):
 def _logical(name, fn, doc):
     def f(x1, x2, /):
         check_arraylike(name, x1, x2)
-        a, b = promote_shapes(name, _to_bool(x1), _to_bool(x2))
+        a, b = broadcast_operands(name, _to_bool(x1), _to_bool(x2))
         return fn(a, b)
     f.__name__ = f.__qualname__ = name
     f.__doc__ = doc
@@ -785,7 +788,7 @@ def signbit(x, /):
 
 def copysign(x1, x2, /):
     """``|x1|`` with the sign of ``x2``."""
-    x1, x2 = promote_args_inexact("copysign", x1, x2)
+    x1, x2 = broadcast_operands("copysign", *promote_args_inexact("copysign", x1, x2))
     if _kind(x1) == "c":
         raise TypeError("copysign does not support complex-valued inputs")
     a = lax.abs(x1)
@@ -906,7 +909,7 @@ def _where_op(cond, x, y):
         _util.broadcast_shapes(*shapes)
     except ValueError:   # JAX's where broadcasts with broadcast_arrays: ValueError
         raise ValueError(f"Incompatible shapes for broadcasting: shapes={list(shapes)}") from None
-    cond, x, y = promote_shapes("where", cond, x, y)
+    cond, x, y = broadcast_operands("where", cond, x, y)
     return lax.select(cond, x, y)
 
 
@@ -1007,11 +1010,13 @@ def isreal(x):
 
 
 def heaviside(x1, x2, /):
-    """0 for negative ``x1``, 1 for positive, ``x2`` where ``x1 == 0``."""
-    x1, x2 = promote_args_inexact("heaviside", x1, x2)
+    """0 for negative ``x1``, 1 for positive, ``x2`` where ``x1 == 0``, NaN where ``x1`` is
+    NaN (as JAX and NumPy)."""
+    x1, x2 = broadcast_operands("heaviside", *promote_args_inexact("heaviside", x1, x2))
     zero = _const(x1, 0)
     return lax.select(lax.lt(x1, zero), zero,
-                      lax.select(lax.gt(x1, zero), _const(x1, 1), x2))
+                      lax.select(lax.gt(x1, zero), _const(x1, 1),
+                                 lax.select(lax.eq(x1, zero), x2, x1)))
 
 
 def _sinc_maclaurin_value(k, x):
@@ -1069,7 +1074,7 @@ def ldexp(x1, x2, /):
         raise ValueError("ldexp not supported for input types "
                          f"{(np.dtype(x1_dt), np.dtype(get_aval(x2).dtype))}")
     (x1,) = promote_dtypes_inexact(x1)
-    x1, x2 = promote_shapes("ldexp", x1, x2)
+    x1, x2 = broadcast_operands("ldexp", x1, x2)
     from kiln.numpy._number_parts import frexp
     dt = get_aval(x1).dtype
     # As JAX: split x1 into mantissa and exponent first, so that a tiny x1 with a large x2

@@ -302,21 +302,40 @@ def _rank_promotion_check(fun_name, shapes):
                          "jax_numpy_rank_promotion='raise'.")
 
 
-def promote_shapes(fun_name: str, *args, scalars_ok: bool = False):
-    """Broadcast operands to their common shape (lax elementwise ops need equal shapes).
+def promote_shapes(fun_name: str, *args):
+    """Make operands shape-compatible for an elementwise ``lax`` op, as JAX's ``jnp`` does.
 
-    With ``scalars_ok``, rank-0 operands are left as they are: lax's elementwise
-    primitives broadcast them (as JAX's jaxprs show: ``mul b 2.0:f32[]``)."""
+    Operands of equal ranks, or whose non-scalar operands have one rank, are returned as
+    they are: the lax primitives broadcast rank-0 operands and size-1 dimensions, so the
+    jaxpr has no ``broadcast_in_dim`` (``mul a:f32[1,2] b:f32[2,1]``). Otherwise (ranks
+    differ; subject to ``jax_numpy_rank_promotion``) leading size-1 axes are added to
+    give every operand the result's rank."""
+    ops = [as_operand(a) for a in args]
+    if len(ops) < 2:
+        return ops
+    shapes = [o.shape for o in ops]
+    ndim = len(shapes[0])
+    if all(len(s) == ndim for s in shapes[1:]):
+        return ops
+    if len({len(s) for s in shapes if s}) < 2:
+        return ops
+    _rank_promotion_check(fun_name, shapes)
+    rank = len(broadcast_shapes(*shapes))
+    return [o if o.ndim == rank else
+            lax.broadcast_in_dim(o, (1,) * (rank - o.ndim) + o.shape,
+                                 tuple(range(rank - o.ndim, rank)))
+            for o in ops]
+
+
+def broadcast_operands(fun_name: str, *args):
+    """Operands broadcast to their common shape (for ops that need equal shapes, e.g.
+    ``select_n``); ``jax_numpy_rank_promotion`` applies as in :func:`promote_shapes`."""
     ops = [as_operand(a) for a in args]
     if len(ops) < 2:
         return ops
     shapes = [o.shape for o in ops]
     if all(s == shapes[0] for s in shapes[1:]):
         return ops
-    if scalars_ok:
-        nonscalar = [s for s in shapes if s != ()]
-        if all(s == nonscalar[0] for s in nonscalar[1:]):
-            return ops
     _rank_promotion_check(fun_name, shapes)
     try:
         shape = broadcast_shapes(*shapes)
@@ -350,8 +369,7 @@ def _promote_checked(fun_name: str, promote, args):
 def promote_args(fun_name: str, *args):
     """check_arraylike + promote_dtypes + promote_shapes."""
     check_arraylike(fun_name, *args)
-    return promote_shapes(fun_name, *_promote_checked(fun_name, promote_dtypes, args),
-                          scalars_ok=True)
+    return promote_shapes(fun_name, *_promote_checked(fun_name, promote_dtypes, args))
 
 
 def promote_args_inexact(fun_name: str, *args):

@@ -75,6 +75,8 @@ def alias_dead_operands(prog: Program) -> dict:
 
 def _same_element(kern, load) -> bool:
     from kiln.compiler.lower.index import Idx, flat_index
+    if all(int(d) == 1 for d in kern.shape):
+        return True     # one element (a scalar): every in-bounds load reads the stored one
     store = flat_index([Idx.sym(s) for s in kern.syms], kern.shape)
     return load.params[1] == store.key()
 
@@ -170,6 +172,45 @@ def writes_into_input(prog: Program, k: int, j: int):
             # computed once per element, before this output's store, which needs it.
             if not _same_element(kern, n) or n.uid not in own_nodes:
                 return None
-    if any(x.id in _buffers_of(prog, later) for later in steps[first + 1:]):
-        return None
+    for later in steps[first + 1:]:
+        if x.id in _buffers_of(prog, later) and not _reads_own_targets(prog, later, x, out):
+            return None
     return out.id
+
+
+def _reads_own_targets(prog: Program, step, x, out) -> bool:
+    """Whether ``step`` is a Scatter into ``out`` that reads ``x`` only at the element it
+    is about to update, with distinct targets (``x.at[i].add(1)`` lowered as a slice, an
+    add and a ``dynamic_update_slice``): with ``out`` in ``x``'s memory, each element is
+    then read before it is overwritten, so the result is the same."""
+    from kiln.compiler.lower.program import Scatter
+    if not isinstance(step, Scatter) or step.out is not out:
+        return False
+    key = step.target.key()
+    if not _injective(key, step.syms):
+        return False
+    loads = [n for n in walk(prog, [step.body]) if n.kind == "load" and n.params[0] == x.id]
+    return all(n.params[1] == key for n in loads)
+
+
+def _injective(key, syms) -> bool:
+    """Whether the affine index ``key`` (``('a', ((sym, coeff), ...), const)``) takes
+    distinct values over the box of ``syms``: each symbol once, and each coefficient
+    larger than the span of the smaller ones (mixed radix)."""
+    if not (isinstance(key, tuple) and len(key) == 3 and key[0] == "a"):
+        return False
+    span = {s.name: s.hi - s.lo for s in syms}
+    terms = key[1]
+    names = [t[0] for t in terms]
+    if len(set(names)) != len(names) or set(names) - set(span):
+        return False
+    if any(span[n] > 0 for n in set(span) - set(names)):
+        return False        # a symbol the target ignores: several updates of one element
+    reach = 0
+    for name, coeff in sorted(terms, key=lambda t: abs(t[1])):
+        if span[name] == 0:
+            continue
+        if abs(coeff) <= reach:
+            return False
+        reach += abs(coeff) * span[name]
+    return True

@@ -3,7 +3,9 @@
 Every pass maps a ``ClosedJaxpr`` to a new ``ClosedJaxpr`` computing the same values:
 
 - :func:`inline_calls` replaces ``jit``, ``custom_jvp_call``, ``custom_vjp_call``,
-  ``checkpoint`` and ``composite`` equations by the equations of their bodies.
+  ``checkpoint`` and ``composite`` equations by the equations of their bodies, and
+  gives elementwise equations that broadcast size-1 dimensions (``mul a:f32[1,2]
+  b:f32[2,1]``) explicit ``broadcast_in_dim`` operands (kernels see equal shapes).
 - :func:`simplify` applies local algebraic rewrites (movement chains, dtype round trips,
   ``x * 1``, ``x + 0``, ``integer_pow``); see :mod:`kiln.compiler.passes.simplify`.
 - :func:`fold_constants` evaluates equations whose operands are all known at compile
@@ -40,7 +42,17 @@ from kiln.compiler.passes.common import (
 from kiln.compiler.passes.fold import FOLD_MAX_ELEMENTS, fold_constants
 from kiln.compiler.passes.simplify import exact_conversion, simplify
 from kiln.config import config
-from kiln.core.jaxpr import ClosedJaxpr, DropVar, Jaxpr, Literal, Var, check_jaxpr, pp_jaxpr
+from kiln.core.avals import ShapedArray
+from kiln.core.jaxpr import (
+    ClosedJaxpr,
+    DropVar,
+    Jaxpr,
+    JaxprEqn,
+    Literal,
+    Var,
+    check_jaxpr,
+    pp_jaxpr,
+)
 from kiln.interpreters.calls import closed_call_p
 from kiln.interpreters.custom_calls import custom_jvp_call_p, custom_vjp_call_p
 from kiln.interpreters.mlir import eqn_lowering
@@ -48,6 +60,7 @@ from kiln.interpreters.pjit import jit_p
 from kiln.interpreters.remat import remat_p
 from kiln.interpreters.staging import dce_jaxpr_consts, has_effects
 from kiln.lax.composite import composite_p
+from kiln.lax.structural import broadcast_in_dim_p
 from kiln.profiler._recorder import span as _profile_span
 
 __all__ = ["FOLD_MAX_ELEMENTS", "cse", "dce", "exact_conversion", "fold_constants",
@@ -143,6 +156,8 @@ def _inline_eqns(src_eqns, sub: Subst, out: list, consts: _Consts, rename: bool)
         invars = sub.atoms(eqn.invars)
         body = _body_of(eqn, invars)
         if body is None:
+            if getattr(eqn.primitive, "broadcasts_size_one", False):
+                invars = _explicit_broadcasts(eqn, invars, out)
             outvars = [fresh_like(v) for v in eqn.outvars] if rename else eqn.outvars
             for old, new in zip(eqn.outvars, outvars):
                 if new is not old:
@@ -157,6 +172,29 @@ def _inline_eqns(src_eqns, sub: Subst, out: list, consts: _Consts, rename: bool)
         _inline_eqns(body.jaxpr.eqns, inner, out, consts, rename=True)
         for v, b in zip(eqn.outvars, body.jaxpr.outvars):
             sub.bind(v, inner(b))
+
+
+def _explicit_broadcasts(eqn, invars, out: list) -> list:
+    """The operands of an elementwise equation whose operands of the result's rank have
+    size-1 dimensions that it broadcasts (``mul a:f32[1,2] b:f32[2,1]``, as JAX stages
+    ``jnp`` of equal ranks): each such operand gets a ``broadcast_in_dim`` equation
+    appended to ``out`` first, so that the kernels see operands of the result's shape
+    (or rank 0), as they always do."""
+    shape = eqn.outvars[0].aval.shape
+    if all(a.aval.shape in ((), shape) for a in invars):
+        return invars
+    new = []
+    for a in invars:
+        s = a.aval.shape
+        if s in ((), shape):
+            new.append(a)
+            continue
+        v = Var(ShapedArray(shape, a.aval.dtype, a.aval.weak_type))
+        out.append(JaxprEqn(broadcast_in_dim_p, [a], [v],
+                            dict(shape=shape, broadcast_dimensions=tuple(range(len(s))),
+                                 sharding=None), eqn.source_info))
+        new.append(v)
+    return new
 
 
 # ----------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from kiln.core.trace import Primitive, Tracer, get_aval, set_current_trace
 from kiln.interpreters import ad, batching, staging
 from kiln.interpreters.ad import Zero, is_undefined_primal
 from kiln.lax.control import common
+from kiln.lax.control import masked_scatter as _masked
 
 
 def _carry_component(body_fun):
@@ -401,14 +402,23 @@ def _while_batch(axis_data, vals, dims, *, cond_jaxpr, body_jaxpr, cond_nconsts,
         pred = common.jaxpr_fun(cond_b)(*c_consts, *carry)[0]
         return [lax.reduce_or(pred, (0,))]
 
+    masked = _masked.maskable_outputs(body_b.jaxpr, nb)
+
     def new_body(*xs):
         c_consts = xs[:nc]
         b_consts = xs[nc:nc + nb]
         carry = xs[nc + nb:]
         pred = common.jaxpr_fun(cond_b)(*c_consts, *carry)[0]
-        new = common.jaxpr_fun(body_b)(*b_consts, *carry)
+        if masked:     # scatters into a carry: inactive lanes' updates are dropped
+            new = _masked.eval_masked(body_b, [*b_consts, *carry], masked, pred)
+        else:
+            new = common.jaxpr_fun(body_b)(*b_consts, *carry)
         out = []
-        for old, nw in zip(carry, new):
+        done = set(masked.values())
+        for k, (old, nw) in enumerate(zip(carry, new)):
+            if k in done:
+                out.append(nw)
+                continue
             shape = get_aval(nw).shape
             which = lax.broadcast_in_dim(pred, shape, (0,)) if len(shape) > 1 else pred
             out.append(lax.select(which, nw, old))
@@ -927,6 +937,11 @@ def set_vmap(vmap) -> None:
     """Install ``kiln.vmap`` (what ``map`` with ``batch_size`` uses)."""
     global _api_vmap
     _api_vmap = vmap
+
+
+def installed_vmap():
+    """``kiln.vmap`` as installed by :func:`set_vmap` (for lax rules that vmap a function)."""
+    return _api_vmap
 
 
 @api_boundary
