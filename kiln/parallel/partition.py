@@ -47,6 +47,7 @@ import sys
 import numpy as np
 
 from kiln.core.jaxpr import ClosedJaxpr, Jaxpr, Literal
+from kiln.lax.structural import broadcast_in_dim_p
 
 Spec = tuple  # one tuple of mesh axis names per dimension
 
@@ -229,19 +230,22 @@ class Partitioner:
             consts = [_Val(c, ((),) * np.ndim(c), tuple(np.shape(c))) for c in inner.consts]
             return self.run(inner.jaxpr, consts, ins)
         if (name in _ELEMENTWISE and len(out_avals) == 1
+                and getattr(eqn.primitive, "broadcasts_size_one", False)
+                and not all(v.shape in ((), out_avals[0].shape) for v in ins)
+                and all(len(v.shape) in (0, rank[0]) for v in ins)):
+            # Size-1 dimensions broadcast by the op itself (``sub a:f32[8,6] b:f32[8,1]``,
+            # as JAX stages equal-rank ``jnp``): broadcast them explicitly first, so the
+            # operands' splits merge as for same-shaped operands.
+            shape = tuple(out_avals[0].shape)
+            ins = [v if v.shape in ((), shape) else self._broadcast(v, tuple(range(len(shape))),
+                                                                   shape) for v in ins]
+        if (name in _ELEMENTWISE and len(out_avals) == 1
                 and all(v.shape in ((), out_avals[0].shape) for v in ins)):
             spec = self.merge([v for v in ins if v.shape], rank[0])
             xs = [v.val if not v.shape else self.reshard(v, spec) for v in ins]
             return [self.bind(eqn, xs, spec)]
         if name == "broadcast_in_dim" and len(ins) == 1:
-            (v,), dims, shape = ins, p["broadcast_dimensions"], p["shape"]
-            spec = [()] * len(shape)
-            for i, o in enumerate(dims):
-                if v.shape[i] == shape[o]:
-                    spec[o] = v.spec[i]
-            spec = tuple(spec)
-            y = eqn.primitive.bind(v.val, **dict(p, shape=self.local_shape(shape, spec)))
-            return [_Val(y, spec, tuple(shape), bsrc=(v, tuple(dims)))]
+            return [self._broadcast(ins[0], p["broadcast_dimensions"], p["shape"], p)]
         if name == "sharding_constraint":
             return [self.constraint(ins[0], p)]
         if name == "transpose":
@@ -260,6 +264,19 @@ class Partitioner:
         if name == "dot_general":
             return self.dot_general(eqn, *ins)
         return self.replicated(eqn, ins)
+
+    def _broadcast(self, v: _Val, dims, shape, params=None) -> _Val:
+        """``broadcast_in_dim`` of ``v``: the result keeps ``v``'s split of every dimension
+        it does not broadcast."""
+        spec = [()] * len(shape)
+        for i, o in enumerate(dims):
+            if v.shape[i] == shape[o]:
+                spec[o] = v.spec[i]
+        spec = tuple(spec)
+        p = dict(params) if params is not None else dict(
+            shape=tuple(shape), broadcast_dimensions=tuple(dims), sharding=None)
+        y = broadcast_in_dim_p.bind(v.val, **dict(p, shape=self.local_shape(shape, spec)))
+        return _Val(y, spec, tuple(shape), bsrc=(v, tuple(dims)))
 
     def bind(self, eqn, xs: list, spec: Spec, **changes) -> _Val:
         params = dict(eqn.params, **changes)
