@@ -95,7 +95,11 @@ class Group:
         """Every participant's ``value`` in, ``combine(slots, rank)`` out."""
         turn = self.begin()
         slots = self._slots[turn]
-        slots[rank] = value
+        # A copy: ``value`` may be a view of a buffer of this device's compiled program,
+        # which this thread can overwrite (its next call reuses the memory) while a slower
+        # participant still reads this collective's slots.
+        slots[rank] = value.copy() if hasattr(value, "copy") and hasattr(value, "shape") \
+            else value
         leader = self.wait() == 0
         if self.world is not None:
             if leader:
