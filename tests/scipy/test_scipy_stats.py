@@ -7,6 +7,7 @@ import inspect
 
 import numpy as np
 import pytest
+from _sampling import sample_cases
 
 import kiln
 import kiln.scipy.stats as kst
@@ -146,8 +147,10 @@ def test_value_parity(dist, func, group, args):
 
 
 # x64: the main argument group of each function (JAX's per-call compiles make every case
-# cost seconds).
-X64_CASES = [c for c in CASES if c[2] in ("x", "q", "entropy", "cdf", "tails")]
+# cost seconds); in the default tier one function per distribution, rotating with the
+# salt (tests/_sampling.py), every one in the full tier.
+X64_CASES = sample_cases([c for c in CASES if c[2] in ("x", "q", "entropy", "cdf", "tails")],
+                         lambda c: c[0], "scipy_stats.value_parity_x64")
 
 
 @pytest.mark.parametrize("dist,func,group,args", X64_CASES,
