@@ -6,7 +6,6 @@ node, loop-invariant nodes hoisted before their loops).
 from __future__ import annotations
 
 import math
-import re
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -17,7 +16,8 @@ from kiln.compiler.lower.index import Idx, row_major_strides
 from kiln.compiler.lower.program import (
     Program,
 )
-from kiln.compiler.lower.walk import idx_of, loop_dependent
+from kiln.compiler.lower.walk import loop_dependent
+from kiln.compiler.render.plan_loops import loop_deps
 
 C_TYPES = {
     np.dtype(np.bool_): "uint8_t", np.dtype(np.int8): "int8_t", np.dtype(np.int16): "int16_t",
@@ -66,13 +66,29 @@ def c_literal(value, dtype) -> str:
 
 
 class Body:
-    """Statements computing scalar expressions, one temporary per node."""
+    """Statements computing scalar expressions, one temporary per node.
 
-    def __init__(self, r: CRenderer, prog: Program):
+    Names are decided here, per node: ``t<uid>`` for a node's temporary, the symbol's
+    own name for a loop or dynamic-index symbol. A second copy of a loop body that must
+    not clash with the first (a skewed row loop's next row) is a Body with a ``suffix``:
+    its temporaries and the dynamic-index symbols it defines in its lines get the
+    suffix, and ``sym_names`` (shared with its outer body) maps the loop symbols it
+    renames (and those definitions) to their new names. What runs before the loops
+    (the prelude) keeps its names.
+    """
+
+    def __init__(self, r: CRenderer, prog: Program, suffix: str = "",
+                 sym_names: dict | None = None):
         self.r = r
         self.prog = prog
         self.lines: list[str] = []
         self.names: dict = {}
+        self.suffix = suffix
+        self.sym_names: dict = {} if sym_names is None else sym_names
+        self.declared: set = set()      # names declared in ``lines``
+        # Float32 exps' declarations: uid -> (line number, function, argument), so that a
+        # copy of the lines may call the function's bounded variant (``lines_fin``).
+        self._exps: dict = {}
         self._prelude: list[str] = []
         self._syms_done: set = set()
         self._n = 0
@@ -91,32 +107,32 @@ class Body:
     def hoisting(self, inner_syms) -> Body:
         """Make this body render what does not vary along ``inner_syms`` (loop symbols)
         in a new outer body (returned), whose lines go before those loops."""
-        self.outer = Body(self.r, self.prog)
+        self.outer = Body(self.r, self.prog, self.suffix, self.sym_names)
         self.inner = frozenset(s.name for s in inner_syms)
         return self.outer
 
     def loop_deps(self, e: SExpr) -> frozenset:
         """Names of the loop symbols (those without a definition) ``e`` depends on,
         through dynamic-index definitions too."""
-        hit = self._deps.get(e.uid)
-        if hit is None:
-            out = set()
-            for a in e.args:
-                out |= self.loop_deps(a)
-            for idx in idx_of(e):
-                out |= self._idx_loop_deps(idx)
-            hit = self._deps[e.uid] = frozenset(out)
-        return hit
-
-    def _idx_loop_deps(self, idx) -> set:
-        out = set()
-        for sym in idx.deps:
-            d = self.prog.sym_defs.get(sym.name)
-            out |= {sym.name} if d is None else self.loop_deps(d[1])
-        return out
+        return loop_deps(self.prog, e, self._deps)
 
     def prelude_lines(self):
         return self._prelude
+
+    def lines_fin(self, uids) -> list[str]:
+        """``lines`` with the float32 exps of nodes ``uids`` calling their variants for
+        arguments known to be finite and at most ``fast_math.FIN_MAX``."""
+        out = list(self.lines)
+        for uid in uids:
+            hit = self._exps.get(uid)
+            if hit is not None:
+                k, fn, arg = hit
+                out[k] = f"const float {self.names[uid]} = (float)({fn}_fin({arg}));"
+        return out
+
+    def _declare(self, name: str, line: str) -> None:
+        self.lines.append(line)
+        self.declared.add(name)
 
     def _need_syms(self, idx: Idx):
         for s in idx.deps:
@@ -131,11 +147,15 @@ class Body:
                 continue
             self._syms_done.add(s.name)
             sym, defn, lo, hi = d
-            line = f"const int64_t {sym.name} = kiln_clampi((int64_t)({{}}), {lo}, {hi});"
+            line = "const int64_t {} = kiln_clampi((int64_t)({}), " f"{lo}, {hi});"
             if self._is_prelude or loop_dependent(self.prog, defn):
                 # In the prelude body itself, or a per-element index (gather): computed
                 # here, in order, sharing this body's temporaries.
-                self.lines.append(line.format(self.value(defn)))
+                v = self.value(defn)
+                name = sym.name + self.suffix
+                if self.suffix:
+                    self.sym_names[sym.name] = name
+                self._declare(name, line.format(name, v))
                 continue
             # Loop-invariant (dynamic_slice starts): computed once before the loops, by
             # one prelude body shared by all such symbols (two symbols with the same
@@ -147,7 +167,7 @@ class Body:
             n0 = len(self._pre.lines)
             v = self._pre.value(defn)
             self._prelude += self._pre.lines[n0:]
-            self._prelude.append(line.format(v))
+            self._prelude.append(line.format(sym.name, v))
 
     def value(self, e: SExpr) -> str:
         hit = self.names.get(e.uid)
@@ -166,7 +186,7 @@ class Body:
             buf = self.prog.buffers[e.params[0]]
             idx: Idx = e.params[2].v
             self._need_syms(idx)
-            it = idx.c()
+            it = idx.c(self.sym_names)
             if idx.lo < 0 or idx.hi > buf.size - 1:
                 it = f"kiln_clampi({it}, 0, {max(buf.size - 1, 0)})"
             else:
@@ -175,23 +195,27 @@ class Body:
         elif e.kind == "index":
             idx = e.params[1].v
             self._need_syms(idx)
-            text = f"({C_TYPES[e.dtype]})({idx.c()})"
+            text = f"({C_TYPES[e.dtype]})({idx.c(self.sym_names)})"
         elif e.kind == "where":
             cond = e.params[1].v
             for cl in cond.clauses:
                 if len(cl) > 1:
                     self._need_syms(cl[1])
             a, b = (self.value(x) for x in e.args)
-            text = f"(({cond.c()}) ? {a} : {b})"
+            text = f"(({cond.c(self.sym_names)}) ? {a} : {b})"
         else:
             args = [self.value(x) for x in e.args]
             if self.summed and e.dtype == F32 and e.params[0] == "exp":
                 text = f"fexp32({args[0]})"
             else:
                 text = self.r.op_text(e, args, [x.dtype for x in e.args])
+            if e.dtype == F32 and e.params[0] == "exp":
+                fn = text.partition("(")[0]
+                if fn in ("fexp32", "xexp32") and text == f"{fn}({args[0]})":
+                    self._exps[e.uid] = (len(self.lines), fn, args[0])
         self._n += 1
-        name = f"t{e.uid}"
-        self.lines.append(f"const {C_TYPES[e.dtype]} {name} = ({C_TYPES[e.dtype]})({text});")
+        name = f"t{e.uid}{self.suffix}"
+        self._declare(name, f"const {C_TYPES[e.dtype]} {name} = ({C_TYPES[e.dtype]})({text});")
         self.names[e.uid] = name
         return name
 
@@ -203,31 +227,13 @@ def _int_extreme(dt, low) -> str:
 
 
 
-# A C declaration as Body renders them: ``const <type> <name> = ...``.
-_DECLARED = re.compile(r"const [A-Za-z_0-9 ]*?\b([A-Za-z_][A-Za-z_0-9]*) = ")
-
-
-def _cost_of(outs) -> int:
-    return max((e.cost for _, e in outs), default=1)
-
-
-def _flat_of_syms(syms, shape) -> str:
+def _flat_of_syms(syms, shape, suffix: str = "") -> str:
+    """The row-major flat position of loop indices ``syms`` over ``shape`` (each name
+    with ``suffix``)."""
     strides = row_major_strides(shape)
-    parts = [s.name if st == 1 else f"{st}*{s.name}" for s, st in zip(syms, strides)]
+    parts = [s.name + suffix if st == 1 else f"{st}*{s.name}{suffix}"
+             for s, st in zip(syms, strides)]
     return " + ".join(parts) or "0"
-
-
-def _row_major_buffer(e: SExpr, syms, shape):
-    """The id of the buffer ``e`` loads from at the row-major position of the loop
-    indices ``syms`` over ``shape`` (plain ``x[i, j]`` reads), or None."""
-    if e.kind != "load":
-        return None
-    idx: Idx = e.params[2].v
-    if not idx.is_affine or idx.const != 0:
-        return None
-    want = {s.name: st for s, n, st in zip(syms, shape, row_major_strides(shape)) if n > 1}
-    got = {s.name: c for s, c in idx.terms}
-    return e.params[0] if got == want else None
 
 
 class ExprMixin:

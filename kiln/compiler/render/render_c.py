@@ -53,8 +53,10 @@ from kiln.compiler.lower.walk import step_buffers
 from kiln.compiler.render.c_expr import C_TYPES, ExprMixin, c_literal  # noqa: F401 - c_literal: public here
 from kiln.compiler.render.control import ControlMixin, ConvMixin
 from kiln.compiler.render.kernels import KernelMixin
+from kiln.compiler.render.plan_loops import LoopTarget
+from kiln.compiler.render.plan_reduce import RowGroupPlan
+from kiln.compiler.render.plan_steps import plan_steps
 from kiln.compiler.render.reductions import ReduceMixin
-from kiln.compiler.render.row_groups import row_groups
 from kiln.compiler.render.rows import RowsMixin
 
 #: Non-temporal stores (``kiln_stream``), for programs that stream large outputs.
@@ -191,27 +193,28 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
     def render_step_list(self, prog: Program, steps: list) -> list[tuple[object, str]]:
         """(step or row group, C text) for consecutive native steps, in order."""
         out = []
-        for group in row_groups(prog, steps):
-            if len(group) > 1:
+        target = LoopTarget.of(self)
+        for group, plan in plan_steps(prog, steps, target):
+            if isinstance(plan, RowGroupPlan):
                 names = "+".join(st.name for st in group)
                 out.append((group, f"  /* {names}: one loop over rows */\n" +
-                            self.render_row_group(prog, group)))
+                            self.render_row_group(prog, plan)))
                 continue
             (step,) = group
             if isinstance(step, Kernel):
-                text = self.render_kernel(prog, step)
+                text = self.render_kernel(prog, step, plan)
             elif isinstance(step, Reduce):
-                text = self.render_reduce(prog, step)
+                text = self.render_reduce(prog, step, plan)
             elif isinstance(step, Scan):
-                text = self.render_scan(prog, step)
+                text = self.render_scan(prog, step, plan)
             elif isinstance(step, Scatter):
-                text = self.render_scatter(prog, step)
+                text = self.render_scatter(prog, step, plan)
             elif isinstance(step, Loop):
                 text = self.render_loop(prog, step)
             elif isinstance(step, Branch):
                 text = self.render_branch(prog, step)
             elif isinstance(step, Conv):
-                text = self.render_conv(prog, step)
+                text = self.render_conv(prog, step, plan)
             else:
                 text = self.render_gemm(step)
             out.append((step, f"  /* {step.name} */\n" + text))
