@@ -225,8 +225,6 @@ def _int_extreme(dt, low) -> str:
     return c_literal(info.min if low else info.max, dt)
 
 
-
-
 def _flat_of_syms(syms, shape, suffix: str = "") -> str:
     """The row-major flat position of loop indices ``syms`` over ``shape`` (each name
     with ``suffix``)."""

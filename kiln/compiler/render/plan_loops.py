@@ -114,6 +114,26 @@ def loop_deps(prog: Program, e, memo: dict) -> frozenset:
     return hit
 
 
+# A kernel or reduction over at most this many elements is compiled without gcc's loop
+# vectorizer, peeling and unrolling (KILN_SMALL): they cost ~10-30 ms of build per
+# function, and such a loop runs in microseconds either way.
+SMALL_ELEMENTS = 4096
+
+
+def is_small(step) -> bool:
+    """Whether a step (or row group, a list) has only loops over at most
+    ``SMALL_ELEMENTS`` elements: its function is compiled without the vectorizer."""
+    if isinstance(step, list):
+        return all(is_small(s) for s in step)
+    if isinstance(step, Kernel):
+        shape = step.shape
+    elif isinstance(step, Reduce):
+        shape = step.in_shape
+    else:
+        return False
+    return math.prod(shape) <= SMALL_ELEMENTS
+
+
 def plan_nest(loops, work: int, t: LoopTarget, backwards: Sym | None = None) -> NestPlan:
     """A nest doing ``work`` units in all: parallel over the outermost loop when the work
     is large and that loop has more than one iteration (``work`` 0: sequential)."""
