@@ -15,7 +15,7 @@ from kiln.compiler.lower.plan_buffers import plan
 from kiln.compiler.lower.program import Kernel, Reduce
 from kiln.compiler.passes.passes import optimize
 from kiln.compiler.render import plan_steps as plan_steps_mod
-from kiln.compiler.render.c_expr import Body
+from kiln.compiler.render.body import Body
 from kiln.compiler.render.plan_loops import KernelPlan, LoopTarget, NestPlan
 from kiln.compiler.render.plan_reduce import RowGroupPlan
 from kiln.compiler.render.plan_steps import plan_steps

@@ -14,7 +14,8 @@ import os
 
 import numpy as np
 
-from kiln.compiler.render.c_expr import C_TYPES, Body
+from kiln.compiler.render.body import Body
+from kiln.compiler.render.c_expr import C_TYPES
 from kiln.compiler.render.plan_loops import ConvPlan
 
 

@@ -12,7 +12,8 @@ from kiln.compiler.lower.program import (
     Program,
     Scatter,
 )
-from kiln.compiler.render.c_expr import C_TYPES, F32, Body, _flat_of_syms
+from kiln.compiler.render.body import Body
+from kiln.compiler.render.c_expr import C_TYPES, F32, _flat_of_syms
 from kiln.compiler.render.plan_loops import KernelPlan, NestPlan, StreamPlan
 
 

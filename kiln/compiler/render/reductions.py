@@ -14,7 +14,8 @@ from kiln.compiler.lower.program import (
     Reduce,
     Scan,
 )
-from kiln.compiler.render.c_expr import C_TYPES, Body, _flat_of_syms, _int_extreme, c_literal
+from kiln.compiler.render.body import Body
+from kiln.compiler.render.c_expr import C_TYPES, _flat_of_syms, _int_extreme, c_literal
 from kiln.compiler.render.plan_loops import NestPlan
 from kiln.compiler.render.plan_reduce import ColumnPlan, FoldPlan, summed
 

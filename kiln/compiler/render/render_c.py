@@ -14,8 +14,9 @@ convolution tiles; ``plan_reduce.py``: reductions, row groups and their skew), f
 program and a :class:`~.plan_loops.LoopTarget` (this renderer's numbers: the parallel
 threshold, chunk and tile sizes, prefetch distance). The printers then read the plans:
 ``kernels.py`` (loop nests, scatters, GEMM calls), ``reductions.py``, ``rows.py`` (row
-groups), ``control.py`` (loops, branches, convolutions), with ``c_expr.py`` for
-expressions (:class:`~.c_expr.Body` names every temporary and symbol as it prints it).
+groups), ``control.py`` (loops, branches, convolutions), with ``c_expr.py`` (the C of
+each operation) and ``body.py`` (:class:`~.body.Body`: an expression graph's statements;
+it names every temporary and symbol as it prints it).
 
 Semantics follow XLA on the CPU: NaN-propagating ``max``/``min``, saturating
 float->int conversion, integer division by zero, out-of-range shifts. Signed

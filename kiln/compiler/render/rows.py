@@ -11,7 +11,8 @@ import numpy as np
 from kiln.compiler.lower.index import row_major_strides
 from kiln.compiler.lower.program import Program, Reduce
 from kiln.compiler.render import plan_reduce
-from kiln.compiler.render.c_expr import C_TYPES, F32, Body, _flat_of_syms, c_literal
+from kiln.compiler.render.body import Body
+from kiln.compiler.render.c_expr import C_TYPES, F32, _flat_of_syms, c_literal
 from kiln.compiler.render.plan_reduce import RowGroupPlan, RowStepPlan, SkewPlan, summed
 
 
