@@ -1,6 +1,7 @@
-"""Reductions over rows into columns (``CRenderer._column_reduce``): a bias gradient,
-``sum(x, axis=0)`` of a [batch, features] array, runs over column tiles in parallel,
-each column folded in row order as a serial loop would: same bits, any thread count."""
+"""Reductions over rows into columns (``plan_reduce.ColumnPlan``, printed by
+``CRenderer._column_reduce``): a bias gradient, ``sum(x, axis=0)`` of a [batch, features]
+array, runs over column tiles in parallel, each column folded in row order as a serial
+loop would: same bits, any thread count."""
 import numpy as np
 import pytest
 

@@ -119,8 +119,8 @@ def test_jit_grad_of_softmax_cross_entropy_with_groups():
     np.testing.assert_allclose(got, p - onehot, rtol=1e-5, atol=1e-6)
 
 
-# Skewed row loops (render/rows.py, _skewed_rows): the first reduction of row g + 1 runs in
-# the inner loop of the second reduction of row g. Rows of >= 256 elements; row counts
+# Skewed row loops (planned by render/plan_reduce.py, printed by render/rows.py): the
+# first reduction of row g + 1 runs in the inner loop of the second reduction of row g. Rows of >= 256 elements; row counts
 # around the thread split (each thread's last row recomputes its own first step).
 def _rows(n, length, dtype=np.float32, seed=1):
     x = np.random.default_rng(seed).standard_normal((n, length)) * 4
@@ -190,14 +190,14 @@ def test_skewed_softmax_into_its_donated_input():
 
 def test_skewed_rows_match_the_unskewed_bits(monkeypatch):
     # Each reduction folds in the same order as alone: the skew changes no bits.
-    from kiln.compiler.render import rows as render_rows
+    from kiln.compiler.render import plan_reduce
     x = _rows(50, 3000)
     x[7, 5] = np.nan
     fns = [lambda x: kiln.nn.logsumexp(x, axis=1), lambda x: kiln.nn.softmax(x, axis=-1),
            _layernorm]
     skewed = [np.asarray(kiln.jit(f)(x)) for f in fns]
     assert all(_skewed(f, x) for f in fns)
-    monkeypatch.setattr(render_rows, "_skewable", lambda parts: False)
+    monkeypatch.setattr(plan_reduce, "skewable", lambda parts: False)
     fresh = [lambda x, f=f: f(x) for f in fns]     # new functions: new traces and builds
     assert not any(_skewed(f, x) for f in fresh)
     for f, want in zip(fresh, skewed):
@@ -228,7 +228,7 @@ def test_exp_of_x_minus_its_row_max_takes_the_short_loop(monkeypatch):
     # row runs fexp32_fin / xexp32_fin (no overflow/NaN select; softmax's elementwise exp
     # too) when its guard holds, the general
     # loop otherwise (an infinity or NaN in the row, or a shift that may overflow).
-    from kiln.compiler.render import rows as render_rows
+    from kiln.compiler.render import plan_reduce
     x = _rows(30, 2000)
     x[2, 7] = np.nan
     x[3, 11] = np.inf
@@ -247,7 +247,7 @@ def test_exp_of_x_minus_its_row_max_takes_the_short_loop(monkeypatch):
     assert np.isinf(fast[2][7:]).all() and np.isfinite(fast[3][7:]).all()
     for f in fns:
         _run(f, x)
-    monkeypatch.setattr(render_rows, "_bounded_exps", lambda *a: {})
+    monkeypatch.setattr(plan_reduce, "bounded_exps", lambda *a: [])
     fresh = [lambda x, f=f: f(x) for f in fns]
     assert not any("exp32_fin(t" in kiln.jit(f).lower(x).compile().as_text() for f in fresh)
     for f, want in zip(fresh, fast):
@@ -266,14 +266,14 @@ def test_short_loop_only_for_a_max_and_a_row_constant():
 def test_short_loop_under_vmap(monkeypatch):
     # vmap(logsumexp) over [3, 40, n]: the max may see the rows as [120, n] and the
     # exp-sum as [3, 40, n]; both read x at each row-major position, so the guard holds.
-    from kiln.compiler.render import rows as render_rows
+    from kiln.compiler.render import plan_reduce
     x = _rows(120, 700).reshape(3, 40, 700)
     x[0, 5, 9], x[1, 7, 3], x[2, 39, :] = np.nan, np.inf, -np.inf
     f = kiln.jit(kiln.vmap(lambda x: kiln.nn.logsumexp(x, axis=-1)))
     assert "exp32_fin(t" in f.lower(x).compile().as_text()
     got = np.asarray(f(x))
     assert np.isnan(got[0, 5]) and got[1, 7] == np.inf and got[2, 39] == -np.inf
-    monkeypatch.setattr(render_rows, "_bounded_exps", lambda *a: {})
+    monkeypatch.setattr(plan_reduce, "bounded_exps", lambda *a: [])
     g = kiln.jit(kiln.vmap(lambda x: kiln.nn.logsumexp(x, axis=-1)))
     assert "exp32_fin(t" not in g.lower(x).compile().as_text()
     np.testing.assert_array_equal(np.asarray(g(x)), got)

@@ -33,15 +33,19 @@ class Idx:
     """An integer index expression: affine ``terms`` + ``const``, or an opaque C expression.
 
     ``terms`` is a tuple of ``(Sym, coef)`` with nonzero coefs, sorted by name.
-    Opaque expressions carry their rendered C text and a conservative range.
+    Opaque expressions carry their rendered C text and a conservative range, and how
+    that text was made (``parts``: a format string and its operands) so that it can be
+    rendered again with other symbol names.
     """
 
-    __slots__ = ("terms", "const", "opaque", "lo", "hi", "deps")
+    __slots__ = ("terms", "const", "opaque", "lo", "hi", "deps", "parts")
 
-    def __init__(self, terms=(), const=0, opaque=None, lo=None, hi=None, deps=frozenset()):
+    def __init__(self, terms=(), const=0, opaque=None, lo=None, hi=None, deps=frozenset(),
+                 parts=None):
         self.terms = terms
         self.const = const
         self.opaque = opaque
+        self.parts = parts
         if opaque is None:
             lo = const
             hi = const
@@ -86,7 +90,7 @@ class Idx:
                 d[s] = d.get(s, 0) + c
             terms = tuple(sorted(((s, c) for s, c in d.items() if c), key=lambda t: t[0].name))
             return Idx(terms, self.const + other.const)
-        return _opaque(f"({self.c()} + {other.c()})", self.lo + other.lo, self.hi + other.hi,
+        return _opaque("({} + {})", (self, other), self.lo + other.lo, self.hi + other.hi,
                        self.deps | other.deps)
 
     def __mul__(self, k: int) -> Idx:
@@ -96,7 +100,7 @@ class Idx:
         if self.is_affine:
             return Idx(tuple((s, c * k) for s, c in self.terms), self.const * k)
         lo, hi = sorted((self.lo * k, self.hi * k))
-        return _opaque(f"({self.c()} * {k})", lo, hi, self.deps)
+        return _opaque("({} * {})", (self, k), lo, hi, self.deps)
 
     def __neg__(self) -> Idx:
         return self * -1
@@ -118,8 +122,8 @@ class Idx:
             if rest is not None:
                 return mult
         if self.lo >= 0:
-            return _opaque(f"({self.c()} / {d})", self.lo // d, self.hi // d, self.deps)
-        return _opaque(f"kiln_floordiv({self.c()}, {d})", self.lo // d, self.hi // d, self.deps)
+            return _opaque("({} / {})", (self, d), self.lo // d, self.hi // d, self.deps)
+        return _opaque("kiln_floordiv({}, {})", (self, d), self.lo // d, self.hi // d, self.deps)
 
     def mod(self, d: int) -> Idx:
         """``self % d`` (floor semantics) for ``d > 0``, simplified with ranges."""
@@ -133,8 +137,8 @@ class Idx:
             if rest is not None:
                 return rest
         if self.lo >= 0:
-            return _opaque(f"({self.c()} % {d})", 0, min(d - 1, self.hi), self.deps)
-        return _opaque(f"kiln_floormod({self.c()}, {d})", 0, d - 1, self.deps)
+            return _opaque("({} % {})", (self, d), 0, min(d - 1, self.hi), self.deps)
+        return _opaque("kiln_floormod({}, {})", (self, d), 0, d - 1, self.deps)
 
     def _split(self, d: int):
         """Write ``self = d * q + r`` with ``0 <= r < d`` from the terms alone, if possible.
@@ -153,13 +157,20 @@ class Idx:
         return None, None
 
     # -- rendering ---------------------------------------------------------------------------
-    def c(self) -> str:
-        """C text of this expression (int64 arithmetic)."""
+    def c(self, names=None) -> str:
+        """C text of this expression (int64 arithmetic); ``names`` maps symbol names to
+        the names to print instead (a copy of a loop body with its own names)."""
+        if names and not any(s.name in names for s in self.deps):
+            names = None
         if self.opaque is not None:
-            return self.opaque
+            if names is None:
+                return self.opaque
+            fmt, args = self.parts
+            return fmt.format(*(a.c(names) if isinstance(a, Idx) else a for a in args))
         parts = []
         for s, c in self.terms:
-            parts.append(s.name if c == 1 else f"{c}*{s.name}" if c > 0 else f"({c})*{s.name}")
+            n = s.name if names is None else names.get(s.name, s.name)
+            parts.append(n if c == 1 else f"{c}*{n}" if c > 0 else f"({c})*{n}")
         if self.const or not parts:
             parts.append(str(self.const) if self.const >= 0 else f"({self.const})")
         return " + ".join(parts) if len(parts) == 1 else "(" + " + ".join(parts) + ")"
@@ -174,8 +185,9 @@ class Idx:
         return f"Idx({self.c()})"
 
 
-def _opaque(text, lo, hi, deps) -> Idx:
-    return Idx(opaque=text, lo=lo, hi=hi, deps=frozenset(deps))
+def _opaque(fmt, args, lo, hi, deps) -> Idx:
+    text = fmt.format(*(a.c() if isinstance(a, Idx) else a for a in args))
+    return Idx(opaque=text, lo=lo, hi=hi, deps=frozenset(deps), parts=(fmt, args))
 
 
 class Cond:
@@ -215,7 +227,8 @@ class Cond:
     def never(self) -> bool:
         return any(c[0] == "false" for c in self.clauses)
 
-    def c(self) -> str:
+    def c(self, names=None) -> str:
+        """C text of the conjunction (``names``: as :meth:`Idx.c`)."""
         if not self.clauses:
             return "1"
         out = []
@@ -223,11 +236,11 @@ class Cond:
             if cl[0] == "false":
                 return "0"
             if cl[0] == "ge":
-                out.append(f"({cl[1].c()} >= {cl[2]})")
+                out.append(f"({cl[1].c(names)} >= {cl[2]})")
             elif cl[0] == "lt":
-                out.append(f"({cl[1].c()} < {cl[2]})")
+                out.append(f"({cl[1].c(names)} < {cl[2]})")
             else:
-                out.append(f"(kiln_floormod({cl[1].c()}, {cl[2]}) == 0)")
+                out.append(f"(kiln_floormod({cl[1].c(names)}, {cl[2]}) == 0)")
         return " && ".join(out)
 
     def key(self):

@@ -1,23 +1,17 @@
 """Printing scalar expressions as C: literals, C types, each operation's C text with
-XLA's semantics (``op_text``), math functions, reduction identities and combiners, and
-:class:`Body`, which turns a kernel's expression graph into statements (one temporary per
-node, loop-invariant nodes hoisted before their loops).
+XLA's semantics (``op_text``), math functions, reduction identities and combiners.
+``body.py``'s :class:`~.body.Body` turns a kernel's expression graph into statements
+with them.
 """
 from __future__ import annotations
 
 import math
-import re
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from kiln.compiler.lower import random as lower_random
 from kiln.compiler.lower.expr import SExpr
-from kiln.compiler.lower.index import Idx, row_major_strides
-from kiln.compiler.lower.program import (
-    Program,
-)
-from kiln.compiler.lower.walk import idx_of, loop_dependent
+from kiln.compiler.lower.index import row_major_strides
 
 C_TYPES = {
     np.dtype(np.bool_): "uint8_t", np.dtype(np.int8): "int8_t", np.dtype(np.int16): "int16_t",
@@ -27,13 +21,7 @@ C_TYPES = {
     np.dtype(np.float32): "float", np.dtype(np.float64): "double",
 }
 
-if TYPE_CHECKING:
-    from kiln.compiler.render.render_c import CRenderer
-
-
 F32 = np.dtype(np.float32)
-
-
 F64 = np.dtype(np.float64)
 
 
@@ -65,169 +53,18 @@ def c_literal(value, dtype) -> str:
     return f"(({C_TYPES[dtype]}){iv}LL)"
 
 
-class Body:
-    """Statements computing scalar expressions, one temporary per node."""
-
-    def __init__(self, r: CRenderer, prog: Program):
-        self.r = r
-        self.prog = prog
-        self.lines: list[str] = []
-        self.names: dict = {}
-        self._prelude: list[str] = []
-        self._syms_done: set = set()
-        self._n = 0
-        self.loads: list = []       # (buffer, Idx) of every load rendered
-        self._pre: Body | None = None     # renders loop-invariant symbol definitions
-        self._is_prelude = False
-        # With `outer` set, nodes that depend on none of the loop symbols named in
-        # `inner` are rendered by `outer`, whose lines run before those loops.
-        self.outer: Body | None = None
-        self.inner: frozenset = frozenset()
-        self._deps: dict = {}
-        # In the body of a float sum reduction: exp as ``fexp32`` (``fast_math``), since
-        # the sum's bits are not XLA's whatever exp it uses.
-        self.summed = False
-
-    def hoisting(self, inner_syms) -> Body:
-        """Make this body render what does not vary along ``inner_syms`` (loop symbols)
-        in a new outer body (returned), whose lines go before those loops."""
-        self.outer = Body(self.r, self.prog)
-        self.inner = frozenset(s.name for s in inner_syms)
-        return self.outer
-
-    def loop_deps(self, e: SExpr) -> frozenset:
-        """Names of the loop symbols (those without a definition) ``e`` depends on,
-        through dynamic-index definitions too."""
-        hit = self._deps.get(e.uid)
-        if hit is None:
-            out = set()
-            for a in e.args:
-                out |= self.loop_deps(a)
-            for idx in idx_of(e):
-                out |= self._idx_loop_deps(idx)
-            hit = self._deps[e.uid] = frozenset(out)
-        return hit
-
-    def _idx_loop_deps(self, idx) -> set:
-        out = set()
-        for sym in idx.deps:
-            d = self.prog.sym_defs.get(sym.name)
-            out |= {sym.name} if d is None else self.loop_deps(d[1])
-        return out
-
-    def prelude_lines(self):
-        return self._prelude
-
-    def _need_syms(self, idx: Idx):
-        for s in idx.deps:
-            if s.name in self._syms_done:
-                continue
-            d = self.prog.sym_defs.get(s.name)
-            if d is None:
-                continue
-            if self.outer is not None and not (self.loop_deps(d[1]) & self.inner):
-                self.outer._need_syms(Idx.sym(s))
-                self._syms_done.add(s.name)
-                continue
-            self._syms_done.add(s.name)
-            sym, defn, lo, hi = d
-            line = f"const int64_t {sym.name} = kiln_clampi((int64_t)({{}}), {lo}, {hi});"
-            if self._is_prelude or loop_dependent(self.prog, defn):
-                # In the prelude body itself, or a per-element index (gather): computed
-                # here, in order, sharing this body's temporaries.
-                self.lines.append(line.format(self.value(defn)))
-                continue
-            # Loop-invariant (dynamic_slice starts): computed once before the loops, by
-            # one prelude body shared by all such symbols (two symbols with the same
-            # definition must not declare its temporaries twice).
-            if self._pre is None:
-                self._pre = Body(self.r, self.prog)
-                self._pre._syms_done = self._syms_done
-                self._pre._is_prelude = True
-            n0 = len(self._pre.lines)
-            v = self._pre.value(defn)
-            self._prelude += self._pre.lines[n0:]
-            self._prelude.append(line.format(v))
-
-    def value(self, e: SExpr) -> str:
-        hit = self.names.get(e.uid)
-        if hit is None and self._pre is not None:
-            hit = self._pre.names.get(e.uid)    # computed before the loops: reuse it
-        if hit is not None:
-            return hit
-        if e.kind == "const":
-            text = c_literal(e.params[1].v, e.dtype)
-            self.names[e.uid] = text
-            return text
-        if self.outer is not None and not (self.loop_deps(e) & self.inner):
-            name = self.names[e.uid] = self.outer.value(e)
-            return name
-        if e.kind == "load":
-            buf = self.prog.buffers[e.params[0]]
-            idx: Idx = e.params[2].v
-            self._need_syms(idx)
-            it = idx.c()
-            if idx.lo < 0 or idx.hi > buf.size - 1:
-                it = f"kiln_clampi({it}, 0, {max(buf.size - 1, 0)})"
-            else:
-                self.loads.append((buf, idx))
-            text = f"b{buf.id}[{it}]"
-        elif e.kind == "index":
-            idx = e.params[1].v
-            self._need_syms(idx)
-            text = f"({C_TYPES[e.dtype]})({idx.c()})"
-        elif e.kind == "where":
-            cond = e.params[1].v
-            for cl in cond.clauses:
-                if len(cl) > 1:
-                    self._need_syms(cl[1])
-            a, b = (self.value(x) for x in e.args)
-            text = f"(({cond.c()}) ? {a} : {b})"
-        else:
-            args = [self.value(x) for x in e.args]
-            if self.summed and e.dtype == F32 and e.params[0] == "exp":
-                text = f"fexp32({args[0]})"
-            else:
-                text = self.r.op_text(e, args, [x.dtype for x in e.args])
-        self._n += 1
-        name = f"t{e.uid}"
-        self.lines.append(f"const {C_TYPES[e.dtype]} {name} = ({C_TYPES[e.dtype]})({text});")
-        self.names[e.uid] = name
-        return name
-
-
 def _int_extreme(dt, low) -> str:
     info = np.iinfo(dt)
     return c_literal(info.min if low else info.max, dt)
 
 
-
-
-# A C declaration as Body renders them: ``const <type> <name> = ...``.
-_DECLARED = re.compile(r"const [A-Za-z_0-9 ]*?\b([A-Za-z_][A-Za-z_0-9]*) = ")
-
-
-def _cost_of(outs) -> int:
-    return max((e.cost for _, e in outs), default=1)
-
-
-def _flat_of_syms(syms, shape) -> str:
+def _flat_of_syms(syms, shape, suffix: str = "") -> str:
+    """The row-major flat position of loop indices ``syms`` over ``shape`` (each name
+    with ``suffix``)."""
     strides = row_major_strides(shape)
-    parts = [s.name if st == 1 else f"{st}*{s.name}" for s, st in zip(syms, strides)]
+    parts = [s.name + suffix if st == 1 else f"{st}*{s.name}{suffix}"
+             for s, st in zip(syms, strides)]
     return " + ".join(parts) or "0"
-
-
-def _row_major_buffer(e: SExpr, syms, shape):
-    """The id of the buffer ``e`` loads from at the row-major position of the loop
-    indices ``syms`` over ``shape`` (plain ``x[i, j]`` reads), or None."""
-    if e.kind != "load":
-        return None
-    idx: Idx = e.params[2].v
-    if not idx.is_affine or idx.const != 0:
-        return None
-    want = {s.name: st for s, n, st in zip(syms, shape, row_major_strides(shape)) if n > 1}
-    got = {s.name: c for s, c in idx.terms}
-    return e.params[0] if got == want else None
 
 
 class ExprMixin:

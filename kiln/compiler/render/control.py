@@ -14,7 +14,9 @@ import os
 
 import numpy as np
 
-from kiln.compiler.render.c_expr import C_TYPES, Body
+from kiln.compiler.render.body import Body
+from kiln.compiler.render.c_expr import C_TYPES
+from kiln.compiler.render.plan_loops import ConvPlan
 
 
 def _indented(texts, by: str = "  ") -> list[str]:
@@ -63,16 +65,17 @@ class ControlMixin:
 
 
 class ConvMixin:
-    """Rendering of :class:`~.program.Conv` steps for :class:`~.render_c.CRenderer`."""
+    """Rendering of :class:`~.program.Conv` steps for :class:`~.render_c.CRenderer`, as
+    their :class:`~.plan_loops.ConvPlan` (``plan_loops.plan_conv``) says."""
 
     # Patch rows per tile: at least conv_min_rows, else as many as keep the tile
-    # (rows x k) within conv_tile_elements.
+    # (rows x k) within conv_tile_elements (read into the plans' LoopTarget).
     conv_tile_elements = 1 << 16
     conv_min_rows = 128
     conv_cores = max(1, os.cpu_count() or 1)
     conv_position_major_min_n = 16
 
-    def render_conv(self, prog, cv) -> str:
+    def render_conv(self, prog, cv, plan: ConvPlan) -> str:
         import math
 
         t = C_TYPES[cv.out.dtype]
@@ -83,31 +86,15 @@ class ConvMixin:
         o_total = cv.groups * cv.og
         rows0 = cv.out_sp[0]
         row_len = math.prod(cv.out_sp[1:])            # patches per row of the first dim
-        per_image = rows0 * row_len
-        # A tile is a block of patch rows: at least conv_min_rows of them (a GEMM with
-        # few rows re-reads the whole kernel for little work), else as many as fit in
-        # conv_tile_elements. Small images are tiled several at a time.
-        want = max(self.conv_min_rows, self.conv_tile_elements // max(1, kdim))
-        if per_image <= want:
-            ipt = max(1, min(cv.n, want // per_image))
-            # At least 4 tiles per core, so that no core idles at the end for long.
-            ipt = max(1, min(ipt, cv.n // (4 * self.conv_cores)))
-            rpt, nblk = rows0, 1
-            ntiles = -(-cv.n // ipt)
-        else:
-            ipt = 1
-            rpt = max(1, min(rows0, want // max(1, row_len)))
-            nblk = -(-rows0 // rpt)
-            ntiles = cv.n * nblk
+        ipt, rpt, nblk, ntiles = plan.ipt, plan.rpt, plan.nblk, plan.ntiles
         f = "kiln_gemm_f32" if cv.out.dtype == np.dtype(np.float32) else "kiln_gemm_f64"
         zero = "0.0f" if cv.out.dtype == np.dtype(np.float32) else "0.0"
         n_s, g_s = cv.syms[0].name, cv.syms[1].name
         o_syms = cv.syms[2:2 + nsp]
         k_syms = cv.syms[2 + nsp:2 + 2 * nsp]
         c_s = cv.syms[-1].name
-        work = cv.n * per_image * kdim * o_total
         lines = ["  {"] + ["    " + x for x in body.prelude_lines()]
-        par = work >= self.parallel_threshold and ntiles > 1
+        par = plan.parallel
         if par:
             lines.append("    " + self.parallel_region)
         lines.append("    {")

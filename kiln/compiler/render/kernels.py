@@ -1,9 +1,8 @@
 """Printing elementwise kernels as C loop nests (OpenMP over the outer loop, streaming
-stores for large outputs through tiles), scatters, and GEMM calls.
+stores for large outputs through tiles), scatters, and GEMM calls, as their plans
+(``plan_loops.py``) say.
 """
 from __future__ import annotations
-
-import math
 
 import numpy as np
 
@@ -13,85 +12,52 @@ from kiln.compiler.lower.program import (
     Program,
     Scatter,
 )
-from kiln.compiler.render.c_expr import (
-    C_TYPES,
-    F32,
-    Body,
-    _cost_of,
-    _flat_of_syms,
-)
-
-
-def _plain_copy_source(prog: Program, k: Kernel):
-    """The input buffer id a Kernel copies element for element into an output of the
-    same dtype, or None."""
-    from kiln.compiler.lower.plan_buffers import _same_element
-    if len(k.outs) != 1 or k.offset is not None:
-        return None
-    out, e = k.outs[0]
-    if out.kind != "out" or e.kind != "load":
-        return None
-    src = prog.buffers[e.params[0]]
-    if src.kind != "in" or src.dtype != out.dtype or src.size != out.size:
-        return None
-    return src.id if _same_element(k, e) else None
-
-
-
-
-
+from kiln.compiler.render.body import Body
+from kiln.compiler.render.c_expr import C_TYPES, F32, _flat_of_syms
+from kiln.compiler.render.plan_loops import KernelPlan, NestPlan, StreamPlan
 
 
 class KernelMixin:
     """Methods of :class:`~kiln.compiler.render.render_c.CRenderer` (see its attributes)."""
 
     # ---- kernels ------------------------------------------------------------------------
-    def render_kernel(self, prog: Program, k: Kernel) -> str:
+    def render_kernel(self, prog: Program, k: Kernel, plan: KernelPlan) -> str:
         body = Body(self, prog)
         stores = []
-        out_shape = k.shape
-        flat = _flat_of_syms(k.syms, out_shape)
+        flat = _flat_of_syms(k.syms, k.shape)
         if k.offset is not None:
             flat = f"{flat} + {k.offset.c()}"
         for buf, e in k.outs:
             v = body.value(e)
             stores.append(f"b{buf.id}[{flat}] = ({C_TYPES[buf.dtype]})({v});")
-        work = math.prod(k.shape) * max(1, _cost_of(k.outs))
-        loops = [(s, n) for s, n in zip(k.syms, k.shape)]
-        out_bytes = sum(buf.size * np.dtype(buf.dtype).itemsize for buf, _ in k.outs)
-        if (self.stream_min_bytes is not None and out_bytes >= self.stream_min_bytes
-                and k.offset is None
-                and loops and loops[-1][1] >= self.stream_tile
-                and all(buf.size == math.prod(out_shape) for buf, _ in k.outs)):
-            text = self._streamed_nest(k, loops, body, work)
+        if plan.stream is not None:
+            text = self._streamed_nest(k, plan.nest.loops, body, plan.stream)
         else:
-            text = self._nest(prog, loops, body, stores, work, indent=2)
-        src = _plain_copy_source(prog, k)
-        if src is not None:
+            text = self._nest(plan.nest, body, stores, indent=2)
+        if plan.copy_of is not None:
             # A copy of an input (before a scatter into the copy): skipped when the
             # output was given the input's own memory (a donated argument).
-            return f"  if ((void *)b{k.outs[0][0].id} != (void *)b{src})\n{text}"
+            return f"  if ((void *)b{k.outs[0][0].id} != (void *)b{plan.copy_of})\n{text}"
         return text
 
-    def _streamed_nest(self, k: Kernel, loops, body: Body, work) -> str:
+    def _streamed_nest(self, k: Kernel, loops, body: Body, plan: StreamPlan) -> str:
         """The kernel's loop nest with the innermost loop cut into tiles: each tile is
         computed into a stack array (vectorized as usual), then streamed out."""
-        tile = self.stream_tile
+        tile = plan.tile
         (s, n), outer = loops[-1], loops[:-1]
         flat = _flat_of_syms(k.syms, k.shape)
         # One parallel region: each thread fences its own streaming stores at its end.
         out = ["  {"] + ["    " + x for x in body.prelude_lines()]
-        par = work >= self.parallel_threshold
-        out.append("    " + self.parallel_region + ("" if par else " if(0)"))
+        out.append("    " + self.parallel_region + ("" if plan.parallel else " if(0)"))
         out.append("    {")
         depth = 6
         for d, (o, m) in enumerate(outer):
-            if d == 0 and m > 1:
+            if d == 0 and plan.split_outer:
                 out.append(" " * depth + self.for_in_region)
             out.append(" " * depth + f"for (int64_t {o.name} = 0; {o.name} < {m}; "
                        f"{o.name}++) {{")
             depth += 2
-        if not outer or outer[0][1] == 1:
+        if not plan.split_outer:
             out.append(" " * depth + self.for_in_region)
         ind = " " * depth
         out.append(ind + f"for (int64_t c0 = 0; c0 < {n}; c0 += {tile}) {{")
@@ -119,20 +85,18 @@ class KernelMixin:
         out.append("  }")
         return "\n".join(out)
 
-    def _nest(self, prog, loops, body: Body, inner_stmts, work, indent=2, pre_inner=(),
-              backwards=None):
-        """A loop nest with ``body``'s statements and ``inner_stmts`` innermost; the
-        outermost loop parallel when ``work`` is large (pass 0 for a sequential nest);
-        the loop of symbol ``backwards`` runs from the end."""
+    def _nest(self, plan: NestPlan, body: Body, inner_stmts, indent=2):
+        """The loop nest of ``plan`` with ``body``'s statements and ``inner_stmts``
+        innermost."""
         pad = " " * indent
         out = [pad + "{"]
         out += [pad + "  " + s for s in body.prelude_lines()]
         depth = indent + 2
-        par = work >= self.parallel_threshold and loops and loops[0][1] > 1
+        loops = plan.loops
         for d, (s, n) in enumerate(loops):
-            if d == 0 and par:
+            if d == 0 and plan.parallel:
                 out.append(" " * depth + self.parallel_for)
-            if s is backwards:
+            if s is plan.backwards:
                 out.append(" " * depth + f"for (int64_t {s.name} = {n - 1}; {s.name} >= 0; "
                            f"{s.name}--) {{")
             else:
@@ -155,7 +119,7 @@ class KernelMixin:
         out.append(pad + "}")
         return "\n".join(out)
 
-    def render_scatter(self, prog: Program, c: Scatter) -> str:
+    def render_scatter(self, prog: Program, c: Scatter, plan: NestPlan) -> str:
         """Sequential loops over the updates (later updates see earlier ones, as
         ``ufunc.at``): never parallel, since two updates may hit one element."""
         body = Body(self, prog)
@@ -176,7 +140,7 @@ class KernelMixin:
         stmt = f"{dst} = ({t})({new});"
         if c.cond.clauses:
             stmt = f"if ({c.cond.c()}) {stmt}"
-        return self._nest(prog, list(zip(c.syms, c.shape)), body, [stmt], 0)
+        return self._nest(plan, body, [stmt])
 
     def render_gemm(self, g: Gemm) -> str:
         f = "kiln_gemm_f32" if g.out.dtype == F32 else "kiln_gemm_f64"

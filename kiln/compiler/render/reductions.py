@@ -1,6 +1,6 @@
 """Printing reductions as C: row reductions with scalar accumulators (chunked for long
 rows, software prefetch for expensive ones), column reductions into the output, argmax/
-argmin, and cumulative scans.
+argmin, and cumulative scans, as their plans (``plan_reduce.py``, ``plan_loops.py``) say.
 """
 from __future__ import annotations
 
@@ -8,27 +8,26 @@ import math
 
 import numpy as np
 
-from kiln.compiler.lower.index import Sym, row_major_strides
+from kiln.compiler.lower.index import row_major_strides
 from kiln.compiler.lower.program import (
     Program,
     Reduce,
     Scan,
 )
-from kiln.compiler.render.c_expr import C_TYPES, Body, _flat_of_syms, _int_extreme, c_literal
-
-
-def _summed(r: Reduce) -> bool:
-    """Whether ``r`` is a float sum, whose body may use ``fast_math``'s exp."""
-    return r.op == "sum" and r.out.dtype.kind == "f"
-
+from kiln.compiler.render.body import Body
+from kiln.compiler.render.c_expr import C_TYPES, _flat_of_syms, _int_extreme, c_literal
+from kiln.compiler.render.plan_loops import NestPlan
+from kiln.compiler.render.plan_reduce import ColumnPlan, FoldPlan, summed
 
 
 class ReduceMixin:
     """Methods of :class:`~kiln.compiler.render.render_c.CRenderer` (see its attributes)."""
 
-    def render_reduce(self, prog: Program, r: Reduce) -> str:
+    def render_reduce(self, prog: Program, r: Reduce, plan) -> str:
+        """``plan``: a :class:`~.plan_reduce.ReducePlan` (argmax/argmin: a
+        :class:`~.plan_loops.NestPlan`)."""
         if r.op in ("argmax", "argmin"):
-            return self._render_arg_reduce(prog, r)
+            return self._render_arg_reduce(prog, r, plan)
         nd = len(r.in_shape)
         axes = set(r.axes)
         out_t = C_TYPES[r.out.dtype]
@@ -36,58 +35,45 @@ class ReduceMixin:
         out_shape = [r.in_shape[d] for d in kept]
         ostr = row_major_strides(out_shape)
         oflat = " + ".join(f"{st}*{r.syms[d].name}" for d, st in zip(kept, ostr)) or "0"
-        # trailing block of reduced dims
-        t0 = nd
-        while t0 > 0 and (t0 - 1) in axes:
-            t0 -= 1
-        prefix = list(range(t0))
-        trailing = list(range(t0, nd))
         init = self.reduce_init(r.op, r.out.dtype)
         pad = "  "
         body = Body(self, prog)
-        body.summed = _summed(r)
+        body.summed = summed(r)
         val = body.value(r.body)
         lines = [pad + "{"]
         lines += [pad + "  " + s for s in body.prelude_lines()]
-        outer_reduced = any(d in axes for d in prefix)
-        total = math.prod(r.in_shape)
-        work = total * max(1, r.body.cost)
-        if (len(prefix) == 2 and not trailing and prefix[0] in axes and prefix[1] not in axes
-                and work >= self.parallel_threshold and r.in_shape[1] >= 64):
+        if plan.column is not None:
             # a reduction over rows into columns: parallel over column tiles
-            lines += self._column_reduce(r, body, val, pad + "  ")
+            lines += self._column_reduce(r, body, val, pad + "  ", plan.column)
             lines.append(pad + "}")
             return "\n".join(lines)
-        if outer_reduced:
+        if plan.outer_reduced:
             n_out = math.prod(out_shape)
             lines.append(pad + f"  for (int64_t o = 0; o < {n_out}; o++) b{r.out.id}[o] = "
                          f"{init};")
         depth = len(pad) + 2
-        par = (work >= self.parallel_threshold and prefix and prefix[0] not in axes
-               and r.in_shape[prefix[0]] > 1)
-        for j, d in enumerate(prefix):
-            s, n = r.syms[d], r.in_shape[d]
-            if j == 0 and par:
+        for j, (_, s, n) in enumerate(plan.prefix):
+            if j == 0 and plan.parallel:
                 lines.append(" " * depth + self.parallel_for)
             lines.append(" " * depth + f"for (int64_t {s.name} = 0; {s.name} < {n}; "
                          f"{s.name}++) {{")
             depth += 2
         ind = " " * depth
-        if not trailing:
+        if plan.fold is None:
             lines += [ind + s for s in body.lines]
             lines.append(ind + f"b{r.out.id}[{oflat}] = ({out_t})"
                          f"({self.combine(r.op, r.out.dtype, f'b{r.out.id}[{oflat}]', val)});")
         else:
-            start = f"b{r.out.id}[{oflat}]" if outer_reduced else init
-            lines += self._reduce_row(r, body, val, ind, start, oflat,
-                                      parallel=not prefix and work >= self.parallel_threshold)
-        for _ in prefix:
+            start = f"b{r.out.id}[{oflat}]" if plan.outer_reduced else init
+            lines += self._reduce_row(r, body, val, ind, start, oflat, plan.fold)
+        for _ in plan.prefix:
             depth -= 2
             lines.append(" " * depth + "}")
         lines.append(pad + "}")
         return "\n".join(lines)
 
-    def _column_reduce(self, r: Reduce, body: Body, val: str, ind: str) -> list[str]:
+    def _column_reduce(self, r: Reduce, body: Body, val: str, ind: str,
+                       plan: ColumnPlan) -> list[str]:
         """``out[j] = fold over i of body(i, j)`` (a bias gradient: the sum over the batch
         of a [batch, features] array): tiles of columns over the threads, each folded in a
         local array (its own cache lines: threads writing neighbouring columns of ``out``
@@ -95,9 +81,7 @@ class ReduceMixin:
         in order, so each column folds exactly as a serial loop would."""
         (n_rows, n_cols), (si, sj) = r.in_shape, r.syms
         t = C_TYPES[r.out.dtype]
-        eighth = -(-n_cols // 8)
-        tile = min(256, max(16, -(-eighth // 16) * 16))    # ~n/8 in whole vectors
-        n_tiles = -(-n_cols // tile)
+        tile, n_tiles = plan.tile, plan.n_tiles
         init = self.reduce_init(r.op, r.out.dtype)
         lines = [self.parallel_for,
                  f"for (int64_t jt = 0; jt < {n_tiles}; jt++) {{",
@@ -117,39 +101,26 @@ class ReduceMixin:
         return [ind + x for x in lines]
 
     def _reduce_row(self, r: Reduce, body: Body, val: str, ind: str, start: str,
-                    oflat: str, parallel: bool, next_row: Sym | None = None) -> list[str]:
+                    oflat: str, fold: FoldPlan) -> list[str]:
         """The statements folding one output element of ``r`` over its trailing reduced
-        dims (the loops of the kept dims around them are open) and storing it. In a row
-        group (``next_row``: the innermost row loop's symbol), the row was read by the
-        group's first step and is in cache: an expensive chunked loop prefetches the
-        next row instead of further along this one."""
-        nd = len(r.in_shape)
-        t0 = nd
-        while t0 > 0 and (t0 - 1) in r.axes:
-            t0 -= 1
-        trailing = list(range(t0, nd))
+        dims as ``fold`` says (the loops of the kept dims around them are open) and
+        storing it."""
         out_t = C_TYPES[r.out.dtype]
         depth = len(ind)
         lines = []
         lines.append(ind + f"{out_t} acc = {start};")
-        tn = math.prod(r.in_shape[d] for d in trailing)
-        simd_op = {"sum": "+", "prod": "*"}.get(r.op) if r.out.dtype.kind == "f" else \
-            {"sum": "+", "prod": "*", "and": "&", "or": "|", "xor": "^",
-             "max": "max" if r.out.dtype.kind != "b" else "|",
-             "min": "min" if r.out.dtype.kind != "b" else "&"}.get(r.op)
-        chunked = (len(trailing) == 1 and tn > 2 * self.chunk and r.op == "sum"
-                   and r.out.dtype.kind == "f")
-        if chunked:
-            s = r.syms[trailing[0]].name
-            if parallel:
+        tn = fold.length
+        if fold.kind == "chunked":
+            (sym, _), = fold.loops
+            s, chunk = sym.name, fold.chunk
+            if fold.parallel:
                 lines.append(ind + self.parallel_reduce.format(op="+", acc="acc"))
-            lines.append(ind + f"for (int64_t c0 = 0; c0 < {tn}; c0 += {self.chunk}) {{")
-            lines.append(ind + f"  const int64_t c1 = c0 + {self.chunk} < {tn} ? "
-                         f"c0 + {self.chunk} : {tn};")
+            lines.append(ind + f"for (int64_t c0 = 0; c0 < {tn}; c0 += {chunk}) {{")
+            lines.append(ind + f"  const int64_t c1 = c0 + {chunk} < {tn} ? "
+                         f"c0 + {chunk} : {tn};")
             lines.append(ind + f"  {out_t} part = 0;")
-            if self.prefetch and r.body.cost >= self.prefetch_min_cost:
-                lines += [ind + "  " + x
-                          for x in self._prefetch_lines(body, r.syms[trailing[0]], next_row)]
+            if fold.prefetch:
+                lines += [ind + "  " + x for x in self._prefetch_lines(body, sym, fold)]
             lines.append(ind + "  " + self.simd_reduce.format(op="+", acc="part"))
             lines.append(ind + f"  for (int64_t {s} = c0; {s} < c1; {s}++) {{")
             lines += [ind + "    " + x for x in body.lines]
@@ -157,16 +128,15 @@ class ReduceMixin:
             lines.append(ind + "  }")
             lines.append(ind + "  acc += part;")
             lines.append(ind + "}")
-        elif r.op in ("max", "min") and r.out.dtype.kind == "f":
+        elif fold.kind == "nan_minmax":
             # Vectorizable NaN-propagating max/min: an OpenMP max reduction over the
             # ordered values plus a NaN flag (x86 max instructions drop NaNs); the flag
             # takes the comparison mask as is (-1), one instruction fewer than 0/1.
             cmp = ">" if r.op == "max" else "<"
             lines.append(ind + "int nanf = 0;")
             d2 = depth
-            for j, d in enumerate(trailing):
-                s, n = r.syms[d], r.in_shape[d]
-                if j == len(trailing) - 1:
+            for j, (s, n) in enumerate(fold.loops):
+                if j == len(fold.loops) - 1:
                     lines.append(" " * d2 + f"#pragma omp simd reduction({r.op}:acc) "
                                  "reduction(|:nanf)")
                 lines.append(" " * d2 + f"for (int64_t {s.name} = 0; {s.name} < {n}; "
@@ -175,32 +145,33 @@ class ReduceMixin:
             lines += [" " * d2 + x for x in body.lines]
             lines.append(" " * d2 + f"acc = {val} {cmp} acc ? {val} : acc;")
             lines.append(" " * d2 + f"nanf |= -({val} != {val});")
-            for _ in trailing:
+            for _ in fold.loops:
                 d2 -= 2
                 lines.append(" " * d2 + "}")
             lines.append(ind + f"if (nanf) acc = {c_literal(np.nan, r.out.dtype)};")
         else:
             d2 = depth
-            for j, d in enumerate(trailing):
-                s, n = r.syms[d], r.in_shape[d]
-                if j == len(trailing) - 1 and simd_op:
-                    lines.append(" " * d2 + self.simd_reduce.format(op=simd_op, acc="acc"))
+            for j, (s, n) in enumerate(fold.loops):
+                if j == len(fold.loops) - 1 and fold.simd_op:
+                    lines.append(" " * d2 + self.simd_reduce.format(op=fold.simd_op,
+                                                                     acc="acc"))
                 lines.append(" " * d2 + f"for (int64_t {s.name} = 0; {s.name} < {n}; "
                              f"{s.name}++) {{")
                 d2 += 2
             lines += [" " * d2 + x for x in body.lines]
             lines.append(" " * d2 + f"acc = ({out_t})"
                          f"({self.combine(r.op, r.out.dtype, 'acc', val)});")
-            for _ in trailing:
+            for _ in fold.loops:
                 d2 -= 2
                 lines.append(" " * d2 + "}")
         lines.append(ind + f"b{r.out.id}[{oflat}] = acc;")
         return lines
 
-    def _prefetch_lines(self, body: Body, sym, next_row=None) -> list[str]:
+    def _prefetch_lines(self, body: Body, sym, fold: FoldPlan) -> list[str]:
         """Prefetch, for the chunk ``[c0, c1)`` of loop ``sym``, the cache lines
-        ``prefetch_ahead`` elements further on of every load contiguous in it (with
-        ``next_row``: the same lines of the next row, into the cache kept close)."""
+        ``fold.prefetch_ahead`` elements further on of every load contiguous in it (with
+        ``fold.next_row``: the same lines of the next row, into the cache kept close)."""
+        next_row = fold.next_row
         out, seen = [], set()
         s = sym.name
         for buf, idx in body.loads:
@@ -208,7 +179,7 @@ class ReduceMixin:
                 continue
             if any(d.name in body.prog.sym_defs for d in idx.deps):
                 continue
-            ahead = self.prefetch_ahead if next_row is None else idx.coef(next_row)
+            ahead = fold.prefetch_ahead if next_row is None else idx.coef(next_row)
             if ahead <= 0:
                 continue
             seen.add((buf.id, idx.c()))
@@ -222,7 +193,7 @@ class ReduceMixin:
                        f"{s} += {step}) {hint.format(addr=addr)};")
         return out
 
-    def _render_arg_reduce(self, prog: Program, r: Reduce) -> str:
+    def _render_arg_reduce(self, prog: Program, r: Reduce, plan: NestPlan) -> str:
         (ax,) = r.axes
         nd = len(r.in_shape)
         kept = [d for d in range(nd) if d != ax]
@@ -246,12 +217,11 @@ class ReduceMixin:
         inner += [f"  const {vt} v = {val};",
                   f"  if ({better}) {{ best = v; bi = {s.name}; }}", "}",
                   f"b{r.out.id}[{oflat}] = ({it})bi;"]
-        loops = [(r.syms[d], r.in_shape[d]) for d in kept]
         empty = Body(self, prog)
         empty._prelude = body._prelude
-        return self._nest(prog, loops, empty, inner, math.prod(r.in_shape), indent=2)
+        return self._nest(plan, empty, inner, indent=2)
 
-    def render_scan(self, prog: Program, c: Scan) -> str:
+    def render_scan(self, prog: Program, c: Scan, plan: NestPlan) -> str:
         """Row-major loops; each element is ``op(previous element of out, body)``, the
         previous one along ``axis`` (the next one when ``reverse``, looping backwards)."""
         body = Body(self, prog)
@@ -265,7 +235,4 @@ class ReduceMixin:
         prev = f"b{c.out.id}[{flat} {'+' if c.reverse else '-'} {st}]"
         stmt = (f"b{c.out.id}[{flat}] = ({t})({first} ? {val} : "
                 f"({t})({self.combine(c.op, dt, prev, val)}));")
-        # The outermost loop may run in parallel unless it is the scanned axis.
-        work = math.prod(c.shape) if c.axis > 0 else 0
-        return self._nest(prog, list(zip(c.syms, c.shape)), body, [stmt], work,
-                          backwards=c.syms[c.axis] if c.reverse else None)
+        return self._nest(plan, body, [stmt])

@@ -8,25 +8,26 @@ Each run of native steps between two islands is one *segment*: a C function
 ``void segN(void **b)`` whose argument array holds the data pointers of the buffers
 it touches, in the order of ``Segment.buffers``.
 
-Loops: a kernel is a loop nest over its shape, innermost loop contiguous; large
-loops get ``#pragma omp parallel for`` (static schedule) over the outermost dimension.
-Reductions keep a scalar accumulator when the reduced dimensions are innermost
-(long sums are accumulated in chunks, for accuracy and vectorization), or
-accumulate into the output buffer when a reduced dimension is outer (column sums).
+Rendering is plan, then print. ``plan_steps.py`` splits a run of steps into row
+groups and gives each its loop plan (``plan_loops.py``: nests, streamed kernels,
+convolution tiles; ``plan_reduce.py``: reductions, row groups and their skew), from the
+program and a :class:`~.plan_loops.LoopTarget` (this renderer's numbers: the parallel
+threshold, chunk and tile sizes, prefetch distance). The printers then read the plans:
+``kernels.py`` (loop nests, scatters, GEMM calls), ``reductions.py``, ``rows.py`` (row
+groups), ``control.py`` (loops, branches, convolutions), with ``c_expr.py`` (the C of
+each operation) and ``body.py`` (:class:`~.body.Body`: an expression graph's statements;
+it names every temporary and symbol as it prints it).
 
 Semantics follow XLA on the CPU: NaN-propagating ``max``/``min``, saturating
 float->int conversion, integer division by zero, out-of-range shifts. Signed
 integer arithmetic wraps (compiled with ``-fwrapv``).
 
-The renderer is split by subject: ``c_expr.py`` (expressions and :class:`Body`),
-``kernels.py`` (loop nests), ``rows.py`` (row groups), ``reductions.py``, ``control.py``
-(loops, branches, convolutions); :class:`CRenderer` combines their mixins and assembles
-segments and translation units. What it must not hold: fusion decisions (``lower/``),
-building (``build/``).
+:class:`CRenderer` combines the printers' mixins and assembles segments and
+translation units. What it must not hold: fusion decisions (``lower/``), loop structure
+decisions (the plans), building (``build/``).
 """
 from __future__ import annotations
 
-import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -53,8 +54,16 @@ from kiln.compiler.lower.walk import step_buffers
 from kiln.compiler.render.c_expr import C_TYPES, ExprMixin, c_literal  # noqa: F401 - c_literal: public here
 from kiln.compiler.render.control import ControlMixin, ConvMixin
 from kiln.compiler.render.kernels import KernelMixin
+from kiln.compiler.render.plan_loops import (  # noqa: F401 - SMALL_ELEMENTS: public here
+    SMALL_ELEMENTS,
+    ConvPlan,
+    KernelPlan,
+    LoopTarget,
+    is_small,
+)
+from kiln.compiler.render.plan_reduce import RowGroupPlan
+from kiln.compiler.render.plan_steps import plan_steps
 from kiln.compiler.render.reductions import ReduceMixin
-from kiln.compiler.render.row_groups import row_groups
 from kiln.compiler.render.rows import RowsMixin
 
 #: Non-temporal stores (``kiln_stream``), for programs that stream large outputs.
@@ -66,10 +75,6 @@ PRELUDE = csrc.text("prelude.h")
 def _int_helpers() -> str:
     """XLA's integer division, remainder and shifts for each integer type (every program)."""
     return csrc.text("int_helpers.h")
-
-
-
-
 
 
 @dataclass
@@ -91,6 +96,7 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
     simd_reduce = "#pragma omp simd reduction({op}:{acc})"
     simd = "#pragma omp simd"
     parallel_reduce = "#pragma omp parallel for schedule(static) reduction({op}:{acc})"
+    # The numbers below are the plans' LoopTarget (plan_loops.LoopTarget.of).
     # Elements of work above which a loop runs on all cores.
     parallel_threshold = 1 << 17
     # One C function per step (for timing each step; see Executable.profile).
@@ -125,6 +131,7 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
     # ---- program ------------------------------------------------------------------------
     def render(self, prog: Program) -> tuple[str, list[Segment]]:
         self._shared = getattr(prog, "slots", {}) or {}
+        self._needs: set[str] = set()      # headers the plans printed call for
         segments: list[Segment] = []
         cur: list = []
         for step in prog.steps:
@@ -145,7 +152,7 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
         if units > 1:
             return self._render_units(prog, segments, rendered, units)
         bodies = [self._segment_function(seg, [t for _, t in r],
-                                         small=all(_is_small(st) for st, _ in r))
+                                         small=all(is_small(st) for st, _ in r))
                   for seg, r in zip(segments, rendered)]
         return self._assemble(prog, [bodies]), segments
 
@@ -157,9 +164,10 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
         if self.math_source:
             parts.append(self.math_source)
         parts += lower_random.preludes("\n".join(bodies))
-        if any("malloc(" in b for b in bodies):
+        needs = getattr(self, "_needs", set())
+        if "stdlib" in needs:           # convolution tiles' scratch
             parts.append("#include <stdlib.h>")
-        if any("kiln_stream(" in b for b in bodies):
+        if "stream" in needs:
             # Only then: <immintrin.h> alone takes 0.1 s to compile.
             parts.append(STREAM_C)
         blas = self.blas_declarations and any(isinstance(s, (Gemm, Conv))
@@ -191,27 +199,32 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
     def render_step_list(self, prog: Program, steps: list) -> list[tuple[object, str]]:
         """(step or row group, C text) for consecutive native steps, in order."""
         out = []
-        for group in row_groups(prog, steps):
-            if len(group) > 1:
+        target = LoopTarget.of(self)
+        for group, plan in plan_steps(prog, steps, target):
+            if isinstance(plan, ConvPlan):
+                self._needs.add("stdlib")
+            elif isinstance(plan, KernelPlan) and plan.stream is not None:
+                self._needs.add("stream")
+            if isinstance(plan, RowGroupPlan):
                 names = "+".join(st.name for st in group)
                 out.append((group, f"  /* {names}: one loop over rows */\n" +
-                            self.render_row_group(prog, group)))
+                            self.render_row_group(prog, plan)))
                 continue
             (step,) = group
             if isinstance(step, Kernel):
-                text = self.render_kernel(prog, step)
+                text = self.render_kernel(prog, step, plan)
             elif isinstance(step, Reduce):
-                text = self.render_reduce(prog, step)
+                text = self.render_reduce(prog, step, plan)
             elif isinstance(step, Scan):
-                text = self.render_scan(prog, step)
+                text = self.render_scan(prog, step, plan)
             elif isinstance(step, Scatter):
-                text = self.render_scatter(prog, step)
+                text = self.render_scatter(prog, step, plan)
             elif isinstance(step, Loop):
                 text = self.render_loop(prog, step)
             elif isinstance(step, Branch):
                 text = self.render_branch(prog, step)
             elif isinstance(step, Conv):
-                text = self.render_conv(prog, step)
+                text = self.render_conv(prog, step, plan)
             else:
                 text = self.render_gemm(step)
             out.append((step, f"  /* {step.name} */\n" + text))
@@ -240,7 +253,7 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
             runs: list[tuple[int, bool, list[str]]] = []
             for step, text in steps:
                 k = min(range(n_units), key=size.__getitem__)
-                small = _is_small(step)
+                small = is_small(step)
                 size[k] += _compile_weight(text, small)
                 if runs and runs[-1][:2] == (k, small):
                     runs[-1][2].append(text)
@@ -257,24 +270,6 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
         return self._assemble(prog, units), segments
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
     # XLA's own float32 exp/log/log1p/expm1/tanh/erf (and float64's), reproduced bit for
     # bit in kiln/compiler/csrc/xla_math.h: vectorizable, and JAX's exact results. They
     # win over the generic math library for these names.
@@ -283,10 +278,6 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
                 ("tanh", "f"): "xtanh32", ("tanh", "d"): "xtanh64", ("erf", "f"): "xerf32",
                 ("expm1", "f"): "xexpm132", ("expm1", "d"): "xexpm164", ("log", "d"): "xlog64",
                 ("erf", "d"): "xerf64"}
-
-
-
-
 
 
 def _compile_weight(text: str, small: bool = False) -> int:
@@ -299,50 +290,7 @@ def _compile_weight(text: str, small: bool = False) -> int:
     return len(text) + 2500 * lumps
 
 
-# A kernel or reduction over at most this many elements is compiled without gcc's loop
-# vectorizer, peeling and unrolling (KILN_SMALL): they cost ~10-30 ms of build per
-# function, and such a loop runs in microseconds either way.
-SMALL_ELEMENTS = 4096
-
-
-def _is_small(step) -> bool:
-    """Whether a step (or row group) has only loops over at most SMALL_ELEMENTS elements."""
-    if isinstance(step, list):
-        return all(_is_small(s) for s in step)
-    if isinstance(step, Kernel):
-        shape = step.shape
-    elif isinstance(step, Reduce):
-        shape = step.in_shape
-    else:
-        return False
-    return math.prod(shape) <= SMALL_ELEMENTS
-
-
 _MATH_CALL = re.compile(r"\bx[a-z0-9]+(?:32|64)\(|\bkiln_[a-z]+_xla(?:32|64)\(")
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 __all__ = ["CRenderer", "Segment", "c_literal", "Sym"]
