@@ -21,8 +21,8 @@ so an edited input never meets a stale answer. ``KILN_JAX_ORACLE`` picks the mod
   file with exactly the results its run used.
 
 Results are pytrees of tuples/lists of leaves; a leaf is an array (kept with its dtype,
-ml_dtypes included, and its ``weak_type``), or a Python ``bool``/``int``/``float``/
-``complex``. Stored leaves come back as ``StoredArray`` (an ``np.ndarray`` with a
+ml_dtypes included, and its ``weak_type``), a Python ``bool``/``int``/``float``/``complex``/
+``str``, or ``None``. Stored leaves come back as ``StoredArray`` (an ``np.ndarray`` with a
 ``weak_type`` attribute) or as the Python scalar.
 """
 from __future__ import annotations
@@ -97,6 +97,10 @@ def _flatten(x, leaves: list) -> Any:
         return {"t": [_flatten(y, leaves) for y in x]}
     if isinstance(x, list):
         return {"l": [_flatten(y, leaves) for y in x]}
+    if x is None:
+        return {"none": True}
+    if isinstance(x, str):
+        return {"str": x}
     if isinstance(x, (bool, int, float, complex)) and not isinstance(x, np.generic):
         return {"py": type(x).__name__, "v": repr(x)}
     if hasattr(x, "dtype") and hasattr(x, "shape"):
@@ -116,6 +120,10 @@ def _unflatten(node, leaves):
         return tuple(_unflatten(y, leaves) for y in node["t"])
     if "l" in node:
         return [_unflatten(y, leaves) for y in node["l"]]
+    if "none" in node:
+        return None
+    if "str" in node:
+        return node["str"]
     if "py" in node:
         return {"bool": bool, "int": int, "float": float, "complex": complex}[node["py"]](
             eval(node["v"], {"inf": float("inf"), "nan": float("nan")}))
