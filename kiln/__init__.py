@@ -4,12 +4,15 @@
 """
 import os as _os
 
-# Compiled kernels run on OpenMP (libgomp, loaded with the first compiled program). Its
-# default spin-wait after each parallel region (GOMP_SPINCOUNT 300000) makes idle threads
-# burn the cores other processes need: under load (e.g. `pytest -n 2` on 2 cores) a conv
-# net trained 3x slower. 10000 costs nothing measurable on a quiet machine
-# (benchmarks/NOTES.md, "OpenMP spin-wait"). A value the user set is kept.
-_os.environ.setdefault("GOMP_SPINCOUNT", "10000")
+# Compiled kernels run on OpenMP (libgomp, loaded with the first compiled program). After
+# each parallel region its threads spin GOMP_SPINCOUNT pause instructions (~40 ns each
+# here) before sleeping: libgomp's default 300000 (~12 ms) made a conv net train 3x
+# slower under load; 10000 (~0.4 ms) still made every small parallel region cost a
+# scheduler time slice on a busy machine (MLP step b128 1.8-2.3x JAX, JAX's mnist_vae
+# 3-4x JAX at load 8 on 2 cores). 300 (~12 us) still bridges back-to-back regions of one
+# program and gave 0.8-1.5x and ~1x (benchmarks/NOTES.md, "Session 13"). Speed only:
+# results do not depend on it. A value the user set is kept.
+_os.environ.setdefault("GOMP_SPINCOUNT", "300")
 from kiln.numpy import _array_methods  # noqa: F401,I001  (installs operators)
 from kiln import (
     _fp_warnings,  # noqa: F401  (silences NumPy inf/nan warnings raised inside kiln)
