@@ -6,8 +6,9 @@ function-local import is an import), relative imports resolved. The low layers
 ``kiln/sharding.py``) must not import the high modules (``kiln.api`` and the modules it
 gathers (``kiln.transformations``, ``kiln.jitting``, ...), ``kiln.numpy``,
 ``kiln.parallel``, ``kiln.random``, ``kiln.backends``, ``kiln.custom_derivatives``): a
-high layer that a low one needs installs a hook when it is imported. And no import cycle
-may pass through a low module and a high one.
+high layer that a low one needs installs a hook when it is imported. No import cycle may
+pass through a low module and a high one; and no import cycle at all may hold a low module
+(a function-local import or ``importlib.import_module("kiln.x")`` is an edge too).
 """
 from __future__ import annotations
 
@@ -66,6 +67,19 @@ def _imports(name: str, path: pathlib.Path):
                 mod = node.module or ""
             subs = [f"{mod}.{a.name}" for a in node.names]
             yield node.lineno, [mod, *subs], [n if n in MODULES else mod for n in subs]
+        elif _is_import_module_call(node):
+            yield node.lineno, [node.args[0].value], [node.args[0].value]
+
+
+def _is_import_module_call(node) -> bool:
+    """``importlib.import_module("kiln.x")`` (or ``import_module(...)``) with a literal
+    module name: an import the ``import`` statements do not show."""
+    if not (isinstance(node, ast.Call) and node.args
+            and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+        return False
+    f = node.func
+    return (isinstance(f, ast.Attribute) and f.attr == "import_module"
+            or isinstance(f, ast.Name) and f.id == "import_module")
 
 
 def _module_of(name: str) -> str | None:
@@ -179,13 +193,48 @@ def test_no_import_cycle_through_low_and_high_modules():
         "\n  and\n    ".join(cycles)
 
 
+# Cycles not cut yet (each a set of modules): the C renderer's modules call each other
+# (``render_c`` dispatches to the rest, which use its helpers). The test fails on any other
+# cycle, and when this one is gone (then remove it here).
+_PENDING = {
+    frozenset({"kiln.compiler.render.c_expr", "kiln.compiler.render.control",
+               "kiln.compiler.render.kernels", "kiln.compiler.render.reductions",
+               "kiln.compiler.render.render_c", "kiln.compiler.render.rows"}),
+}
+
+
+def test_no_import_cycle_through_low_modules():
+    """No strongly connected group of the package's import graph (function-local imports
+    and literal ``importlib.import_module`` calls included) holds a module of ``core/``,
+    ``interpreters/``, ``compiler/``, ``array.py`` or ``sharding.py``: a low module needed
+    by a higher one is imported by it, never the other way round, even lazily."""
+    graph = _graph()
+    bad, seen = [], set()
+    for comp in _strongly_connected(graph):
+        members = set(comp)
+        if len(comp) < 2 or not any(_within(m, LOW) for m in comp):
+            continue
+        if frozenset(comp) in _PENDING:
+            seen.add(frozenset(comp))
+            continue
+        edges = sorted(f"{a} -> {b} ({_where(graph, a, b)})"
+                       for a in comp for b in graph[a] if b in members)
+        bad.append(f"{len(comp)} modules, {len(edges)} edges:\n    " + "\n    ".join(edges))
+    assert not bad, ("import cycles through the low layers (the low module owns a hook "
+                     "that the higher one installs, or the helper moves down):\n  "
+                     + "\n  ".join(bad))
+    assert seen == _PENDING, f"cut already (remove from _PENDING): {_PENDING - seen}"
+
+
 def test_the_checks_see_function_local_and_relative_imports(tmp_path):
     """The parser finds an import inside a function body and resolves a relative one."""
     src = tmp_path / "m.py"
-    src.write_text("def f():\n    from ..api import jit\n    import kiln.numpy\n")
+    src.write_text("def f():\n    from ..api import jit\n    import kiln.numpy\n"
+                   "    return importlib.import_module('kiln.random')\n")
     found = list(_imports("kiln.core.m", src))
     assert found == [(2, ["kiln.api", "kiln.api.jit"], ["kiln.api"]),
-                     (3, ["kiln.numpy"], ["kiln.numpy"])]
+                     (3, ["kiln.numpy"], ["kiln.numpy"]),
+                     (4, ["kiln.random"], ["kiln.random"])]
     assert _module_of("kiln.lax.rng_bit_generator.set_threefry") == \
         "kiln.lax.rng_bit_generator"
     cyc = {"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}, "d": {"a": 1}}
