@@ -4,15 +4,29 @@ Nothing in here knows about specific primitives (those live in ``kiln.lax``) or
 about specific transformations (those live in ``kiln.interpreters``).
 """
 
-# ``jax.core``'s public names, resolved on first use (the submodules import each other, so
-# nothing is imported here eagerly). ``kiln.extend.core`` documents the deprecated ones.
+# ``jax.core``'s public names of the core's modules -> their module, resolved on first use
+# (the submodules import each other, so nothing is imported here eagerly).
+# ``kiln.extend.core`` documents the deprecated ones.
 _PUBLIC = {
-    "AbstractValue": ("kiln.core.avals", "AbstractValue"),
-    "ShapedArray": ("kiln.core.avals", "ShapedArray"),
-    "Trace": ("kiln.core.trace", "Trace"),
-    "Tracer": ("kiln.core.trace", "Tracer"),
-    "eval_jaxpr": ("kiln.core.jaxpr", "eval_jaxpr"),
+    "AbstractValue": "avals",
+    "ShapedArray": "avals",
+    "Trace": "trace",
+    "Tracer": "trace",
+    "eval_jaxpr": "jaxpr",
 }
+
+
+def _core_module(name: str):
+    # Import statements (not importlib by name), so that the import graph shows them.
+    if name == "avals":
+        from kiln.core import avals
+        return avals
+    if name == "trace":
+        from kiln.core import trace
+        return trace
+    from kiln.core import jaxpr
+    return jaxpr
+
 
 # ``jax.core``'s names defined above the core, and the module that installs each when it
 # is imported (:func:`install_public`; ``import kiln`` imports both): the core names none
@@ -53,8 +67,7 @@ _DEPRECATED = frozenset({
 def __getattr__(name):
     target = _PUBLIC.get(name)
     if target is not None:
-        import importlib
-        return getattr(importlib.import_module(target[0]), target[1])
+        return getattr(_core_module(target), name)
     if name in _ABOVE or name in _DEPRECATED:
         key = name if name in _ABOVE else "_deprecated_attr"
         if key not in _installed:
