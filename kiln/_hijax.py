@@ -137,11 +137,25 @@ class CapturedHiWrite(NotImplementedError):
 
 
 class _TraceHi:
+    """A staging trace's ``hi_state``; the trace calls :meth:`finish` when tracing ends
+    (``kiln.interpreters.staging`` sits below this module and does not import it)."""
+
     __slots__ = ("owned", "captured")
 
     def __init__(self):
         self.owned = set()          # ids of hijax values created or raised in this trace
         self.captured = {}          # id -> (value, state when first touched)
+
+    def finish(self) -> None:
+        """Restore the captured hijax values; if one was written, raise
+        ``CapturedHiWrite`` naming those."""
+        if not self.captured:
+            return
+        written = [obj for obj, snap in self.captured.values() if changed(obj, snap)]
+        for obj, snap in self.captured.values():
+            restore(obj, snap)
+        if written:
+            raise CapturedHiWrite(written)
 
 
 def _state_of(trace):
@@ -220,10 +234,5 @@ def finish_trace(trace) -> None:
     """At the end of tracing: restore the captured hijax values; if one was written,
     raise ``CapturedHiWrite`` naming those."""
     st = trace.hi_state
-    if st is None or not st.captured:
-        return
-    written = [obj for obj, snap in st.captured.values() if changed(obj, snap)]
-    for obj, snap in st.captured.values():
-        restore(obj, snap)
-    if written:
-        raise CapturedHiWrite(written)
+    if st is not None:
+        st.finish()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 
+import kiln.core as _core_package
 from kiln._wraps import wraps as _wraps
 
 
@@ -68,3 +69,7 @@ def named_call(fun: Callable, *, name: str | None = None) -> Callable:
     if name is None:
         name = fun.__name__
     return named_scope(name)(fun)
+
+
+# ``jax.core.ensure_compile_time_eval`` (``kiln.core`` sits below this module).
+_core_package.install_public(ensure_compile_time_eval=ensure_compile_time_eval)

@@ -107,7 +107,7 @@ def compile_closed(closed, name: str = "jit"):
     from kiln.compiler.pipeline import compile_program
     exe = compile_program(closed, name)
     if exe is not None and exe.prog.guards:
-        from kiln._extended import physical_closed
+        from kiln.core.physical import physical_closed
         phys = physical_closed(closed)  # the executable's arguments are storage arrays
         exe.fallback = lambda args: reference.run_jaxpr(phys.jaxpr, phys.consts, args)
     return exe

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from kiln._extended import EValue, physical_jaxpr
+from kiln._extended import EValue
 from kiln._fp_warnings import quiet
 from kiln.config import config
 from kiln.core.jaxpr import Jaxpr, Literal, set_reference_runner
+from kiln.core.physical import physical_jaxpr
 from kiln.core.ref import Ref
 from kiln.core.trace import apply_impl
 from kiln.interpreters.mlir import eqn_lowering

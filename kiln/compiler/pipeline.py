@@ -48,7 +48,7 @@ def compile_program(closed, name: str = "jit") -> Executable | None:
         logger.warning("Compiling jit(%s) with global shapes and types %s.", name,
                        tuple(closed.in_avals))
     t0 = time.perf_counter()
-    from kiln._extended import physical_closed
+    from kiln.core.physical import physical_closed
     closed = physical_closed(closed)    # extended dtypes compile as their storage dtypes
     # 1. passes: inlining, simplification, folding, CSE, DCE over the jaxpr.
     opt = optimize(closed)

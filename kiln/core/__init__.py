@@ -4,22 +4,49 @@ Nothing in here knows about specific primitives (those live in ``kiln.lax``) or
 about specific transformations (those live in ``kiln.interpreters``).
 """
 
-# ``jax.core``'s public names, resolved on first use (the submodules import each other, so
-# nothing is imported here eagerly). ``kiln.extend.core`` documents the deprecated ones.
+# ``jax.core``'s public names of the core's modules -> their module, resolved on first use
+# (the submodules import each other, so nothing is imported here eagerly).
+# ``kiln.extend.core`` documents the deprecated ones.
 _PUBLIC = {
-    "AbstractValue": ("kiln.core.avals", "AbstractValue"),
-    "ShapedArray": ("kiln.core.avals", "ShapedArray"),
-    "Trace": ("kiln.core.trace", "Trace"),
-    "Tracer": ("kiln.core.trace", "Tracer"),
-    "eval_jaxpr": ("kiln.core.jaxpr", "eval_jaxpr"),
-    "ensure_compile_time_eval": ("kiln.scopes", "ensure_compile_time_eval"),
-    "eval_context": ("kiln.extend.core", "eval_context"),
-    "Atom": ("kiln.extend.core", "Atom"),
-    "Value": ("kiln.extend.core", "Value"),
-    "ParamDict": ("kiln.extend.core", "ParamDict"),
-    "max_dim": ("kiln.extend.core", "max_dim"),
-    "min_dim": ("kiln.extend.core", "min_dim"),
+    "AbstractValue": "avals",
+    "ShapedArray": "avals",
+    "Trace": "trace",
+    "Tracer": "trace",
+    "eval_jaxpr": "jaxpr",
 }
+
+
+def _core_module(name: str):
+    # Import statements (not importlib by name), so that the import graph shows them.
+    if name == "avals":
+        from kiln.core import avals
+        return avals
+    if name == "trace":
+        from kiln.core import trace
+        return trace
+    from kiln.core import jaxpr
+    return jaxpr
+
+
+# ``jax.core``'s names defined above the core, and the module that installs each when it
+# is imported (:func:`install_public`; ``import kiln`` imports both): the core names none
+# of them.
+_ABOVE = {
+    "ensure_compile_time_eval": "kiln.scopes",
+    "eval_context": "kiln.extend.core",
+    "Atom": "kiln.extend.core",
+    "Value": "kiln.extend.core",
+    "ParamDict": "kiln.extend.core",
+    "max_dim": "kiln.extend.core",
+    "min_dim": "kiln.extend.core",
+}
+_installed: dict = {}
+
+
+def install_public(**values) -> None:
+    """Install ``jax.core`` names defined above the core (by ``kiln.scopes`` and
+    ``kiln.extend.core``). ``_deprecated_attr`` is the resolver of the deprecated names."""
+    _installed.update(values)
 
 
 # Names JAX 0.10.2 still has in ``jax.core`` with a DeprecationWarning, or has removed (an
@@ -39,14 +66,18 @@ _DEPRECATED = frozenset({
 
 def __getattr__(name):
     target = _PUBLIC.get(name)
-    if target is None:
-        if name not in _DEPRECATED:
-            raise AttributeError(f"module 'kiln.core' has no attribute {name!r}")
-        from kiln.extend import core as _ext
-        return _ext._core_deprecated_attr(name)
-    import importlib
-    return getattr(importlib.import_module(target[0]), target[1])
+    if target is not None:
+        return getattr(_core_module(target), name)
+    if name in _ABOVE or name in _DEPRECATED:
+        key = name if name in _ABOVE else "_deprecated_attr"
+        if key not in _installed:
+            raise AttributeError(f"kiln.core.{name} is not installed yet: import kiln "
+                                 f"({_ABOVE.get(name, 'kiln.extend.core')} installs it)")
+        if name in _ABOVE:
+            return _installed[name]
+        return _installed[key](name)
+    raise AttributeError(f"module 'kiln.core' has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_PUBLIC))
+    return sorted(set(globals()) | set(_PUBLIC) | set(_ABOVE))

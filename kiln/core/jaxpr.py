@@ -103,7 +103,7 @@ class Jaxpr:
     """A function in SSA form: ``constvars; invars -> eqns -> outvars``."""
 
     # ``_physical``: the jaxpr with extended dtypes replaced by their storage dtypes, once
-    # asked for (``kiln._extended.physical_jaxpr``; the jaxpr itself when it has none).
+    # asked for (``kiln.core.physical.physical_jaxpr``; the jaxpr itself when it has none).
     __slots__ = ("constvars", "invars", "outvars", "eqns", "effects", "debug_info",
                  "_physical")
 
@@ -208,6 +208,17 @@ def pp_literal(lit: Literal) -> str:
     else:
         txt = str(v.item())
     return f"{txt}:{lit.aval.str_short()}"
+
+
+def sub_jaxprs(params):
+    """The jaxprs among an equation's ``params`` (a ``ClosedJaxpr``'s jaxpr, a ``Jaxpr``,
+    also inside tuples and lists), in order."""
+    for v in params.values():
+        for x in (v if isinstance(v, (tuple, list)) else (v,)):
+            if isinstance(x, ClosedJaxpr):
+                yield x.jaxpr
+            elif isinstance(x, Jaxpr):
+                yield x
 
 
 def _is_jaxpr(v) -> bool:

@@ -242,6 +242,3 @@ def _install():
 
 
 _install()
-
-#: The eager application of reference primitives (``kiln.state.primitives._eager``).
-eager_rule = None

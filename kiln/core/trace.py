@@ -212,13 +212,64 @@ class Trace:
         return f"{type(self).__name__}#{self.id}"
 
 
+# ``kiln.core.physical``'s rewrite of a primitive's parameter (a jaxpr inside it) to physical
+# dtypes, installed when that module is imported (it needs the jaxpr IR, above this module).
+_physical_param = None
+
+
+def set_physical_param(rewrite) -> None:
+    """Install ``rewrite(param) -> param``: jaxprs in a parameter with extended dtypes
+    replaced by their physical form (``EvalTrace`` runs impls on physical data)."""
+    global _physical_param
+    _physical_param = rewrite
+
+
+# Custom-derivative calls between kiln's traces and traces written to JAX's protocol
+# (``Trace.jax_protocol``): ``kiln.interpreters.jax_protocol`` converts between the two forms
+# and installs its converters here when imported (it sits above the interpreters).
+_jax_protocol: dict = {}
+
+
+def set_jax_protocol(*, to_kiln_form, custom_jvp_call, custom_vjp_call) -> None:
+    """Install the converters of ``kiln.interpreters.jax_protocol``: ``to_kiln_form(kind,
+    args, kwargs)`` (a JAX-form ``process_custom_{kind}_call`` as kiln's form) and
+    ``custom_{jvp,vjp}_call(trace, ...)`` (kiln's form handed to a JAX-protocol trace)."""
+    _jax_protocol.update(to_kiln_form=to_kiln_form, custom_jvp_call=custom_jvp_call,
+                         custom_vjp_call=custom_vjp_call)
+
+
+def _protocol(name: str):
+    f = _jax_protocol.get(name)
+    if f is None:
+        raise RuntimeError("the JAX-protocol converters of custom calls are not installed: "
+                           "import kiln (kiln.interpreters.jax_protocol installs them)")
+    return f
+
+
+def custom_jvp_call(trace, fun, jvp, args, *, symbolic_zeros=False):
+    """``trace.process_custom_jvp_call`` with kiln's flat callables, in ``trace``'s form
+    (JAX's for a trace of a class defined outside kiln)."""
+    if not trace.jax_protocol:
+        return trace.process_custom_jvp_call(fun, jvp, args, symbolic_zeros=symbolic_zeros)
+    return _protocol("custom_jvp_call")(trace, fun, jvp, args, symbolic_zeros=symbolic_zeros)
+
+
+def custom_vjp_call(trace, fun, fwd, bwd, args, out_trees, *, symbolic_zeros=False):
+    """``trace.process_custom_vjp_call`` with kiln's flat callables, in ``trace``'s form
+    (JAX's for a trace of a class defined outside kiln)."""
+    if not trace.jax_protocol:
+        return trace.process_custom_vjp_call(fun, fwd, bwd, args, out_trees,
+                                             symbolic_zeros=symbolic_zeros)
+    return _protocol("custom_vjp_call")(trace, fun, fwd, bwd, args, out_trees,
+                                        symbolic_zeros=symbolic_zeros)
+
+
 def _accepting_jax_form(kind: str, method):
     """``method`` (a kiln trace's ``process_custom_{kind}_call``), also accepting JAX's
     form of the call, which starts with the primitive (from traces of libraries)."""
     def process_custom_call(self, *args, **kwargs):
         if args and isinstance(args[0], Primitive):
-            from kiln.interpreters.jax_protocol import to_kiln_form
-            args, kwargs = to_kiln_form(kind, args, kwargs)
+            args, kwargs = _protocol("to_kiln_form")(kind, args, kwargs)
         return method(self, *args, **kwargs)
     process_custom_call.__name__ = method.__name__
     process_custom_call.__qualname__ = method.__qualname__
@@ -309,7 +360,10 @@ class EvalTrace(Trace):
     def _process_extended(self, prim, vals, weak, params, out_avals):
         """An eager application with arrays of extended dtypes: the impl runs on their
         physical data, and outputs of extended abstract dtype are wrapped again."""
-        phys_params = {k: _extended._physical_param(v) for k, v in params.items()}
+        if _physical_param is None:
+            raise RuntimeError("no rewrite of jaxpr parameters to physical dtypes is "
+                               "installed: import kiln (kiln.core.physical installs it)")
+        phys_params = {k: _physical_param(v) for k, v in params.items()}
         out = prim.impl(*[_extended.physical(v) for v in vals], **phys_params)
         rule = prim.weak_type_rule
         if prim.multiple_results:
@@ -334,9 +388,22 @@ def raise_ref_operand(prim):
                     "value with ref[...] first")
 
 
+# The eager application of reference primitives (``kiln.state.primitives._eager``, which
+# installs it: the state API sits above the core).
+_ref_eager = None
+
+
+def set_ref_eager_rule(rule) -> None:
+    """Install ``rule(prim, args, params)``: eager application of reference primitives."""
+    global _ref_eager
+    _ref_eager = rule
+
+
 def _ref_eager_rule():
-    from kiln.core import ref
-    return ref.eager_rule
+    if _ref_eager is None:
+        raise RuntimeError("no eager rule of reference primitives is installed: import kiln "
+                           "(kiln.state.primitives installs it)")
+    return _ref_eager
 
 
 def _missing_impl(prim):

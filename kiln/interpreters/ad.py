@@ -13,12 +13,12 @@ from kiln import _extended, dtypes
 from kiln.core import source_info as _si
 from kiln.core import trace as core
 from kiln.core.avals import ShapedArray
-from kiln.core.jaxpr import Jaxpr, Literal, Var
+from kiln.core.jaxpr import Jaxpr, Literal, Var, sub_jaxprs
 from kiln.core.ref import AbstractRef, empty_ref_p, new_ref_p
 from kiln.core.source_info import _override as _source_override
 from kiln.core.trace import Primitive, Trace, Tracer, check_foreign_tracer, get_aval
 from kiln.core.trace import set_current_trace as _set_trace
-from kiln.interpreters import jax_protocol
+from kiln.interpreters import custom_rules, lax_ops
 from kiln.interpreters.staging import JaxprTrace
 
 jvp_rules: dict = {}
@@ -108,11 +108,10 @@ def zeros_like_aval(aval) -> object:
 
 
 def _extended_zeros(aval):
-    from kiln.lax.structural import broadcast_in_dim
     dt = aval.dtype
     with _set_trace(core.eval_trace):
         z = dt._rules.zero(dt)
-        return broadcast_in_dim(z, aval.shape, ())
+        return lax_ops.broadcast_in_dim(z, aval.shape, ())
 
 
 def instantiate_zeros(t):
@@ -257,8 +256,8 @@ class JVPTrace(Trace):
     def process_custom_jvp_call(self, fun, jvp, args, *, symbolic_zeros=False):
         primals, tangents = zip(*(self.to_primal_tangent(x) for x in args)) if args else ((), ())
         if all(t is None or type(t) is Zero for t in tangents):
-            return jax_protocol.custom_jvp_call(self.parent, fun, jvp, list(primals),
-                                                symbolic_zeros=symbolic_zeros)
+            return core.custom_jvp_call(self.parent, fun, jvp, list(primals),
+                                        symbolic_zeros=symbolic_zeros)
         tangents = [Zero.from_primal_value(p) if t is None else t
                     for p, t in zip(primals, tangents)]
         if not symbolic_zeros:
@@ -268,11 +267,10 @@ class JVPTrace(Trace):
         return [self.wrap(p, t) for p, t in zip(p_out, t_out)]
 
     def process_custom_vjp_call(self, fun, fwd, bwd, args, out_trees, *, symbolic_zeros=False):
-        from kiln.interpreters.custom_calls import bind_custom_lin
         primals, tangents = zip(*(self.to_primal_tangent(x) for x in args)) if args else ((), ())
         if all(t is None or type(t) is Zero for t in tangents):
-            return jax_protocol.custom_vjp_call(self.parent, fun, fwd, bwd, list(primals),
-                                                out_trees, symbolic_zeros=symbolic_zeros)
+            return core.custom_vjp_call(self.parent, fun, fwd, bwd, list(primals),
+                                        out_trees, symbolic_zeros=symbolic_zeros)
         perturbed = [t is not None and type(t) is not Zero for t in tangents]
         tangents = [instantiate_zeros(Zero.from_primal_value(p)) if t is None else
                     instantiate_zeros(t) for p, t in zip(primals, tangents)]
@@ -280,8 +278,9 @@ class JVPTrace(Trace):
             p_out, res = fwd(list(primals), perturbed)
             out_avals = [tangent_aval(get_aval(p)) for p in p_out]
             in_avals = [get_aval(p) for p in primals]
-            t_out = bind_custom_lin(res, tangents, bwd=bwd, out_avals=out_avals,
-                                    in_avals=in_avals, symbolic_zeros=symbolic_zeros)
+            t_out = custom_rules.rule("bind_custom_lin")(
+                res, tangents, bwd=bwd, out_avals=out_avals, in_avals=in_avals,
+                symbolic_zeros=symbolic_zeros)
         return [self.wrap(p, t) for p, t in zip(p_out, t_out)]
 
 
@@ -540,16 +539,6 @@ def _ref_ct_result(c, aval):
     return c if c is not None and c.used else Zero(tangent_aval(aval))
 
 
-def _sub_jaxprs(params):
-    from kiln.core.jaxpr import ClosedJaxpr, Jaxpr
-    for v in params.values():
-        for x in (v if isinstance(v, (tuple, list)) else (v,)):
-            if isinstance(x, ClosedJaxpr):
-                yield x.jaxpr
-            elif isinstance(x, Jaxpr):
-                yield x
-
-
 def needs_zero_cotangent_transpose(jaxpr) -> bool:
     """Whether transposing ``jaxpr`` (a ``Jaxpr`` or ``ClosedJaxpr``) with zero
     cotangents runs a transpose of ``zero_cotangent_transposes`` anywhere (also in
@@ -559,7 +548,7 @@ def needs_zero_cotangent_transpose(jaxpr) -> bool:
         must = zero_cotangent_transposes.get(eqn.primitive)
         if must is not None and must(eqn):
             return True
-        if any(needs_zero_cotangent_transpose(j) for j in _sub_jaxprs(eqn.params)):
+        if any(needs_zero_cotangent_transpose(j) for j in sub_jaxprs(eqn.params)):
             return True
     return False
 
@@ -616,8 +605,7 @@ def _broadcast_to_ans(t, ans):
         t = core.to_array(t)
     ts, shape = get_aval(t).shape, get_aval(ans).shape
     if ts != shape and len(ts) in (0, len(shape)):    # rank 0 or size-1 dimensions
-        from kiln.lax.structural import broadcast_in_dim
-        return broadcast_in_dim(t, shape, tuple(range(len(ts))))
+        return lax_ops.broadcast_in_dim(t, shape, tuple(range(len(ts))))
     return t
 
 

@@ -15,9 +15,17 @@ import weakref
 from kiln.core import leaks
 from kiln.core.ref import AbstractRef
 from kiln.core.source_info import transform_name_stack
-from kiln.core.trace import Trace, Tracer, aval_str, check_foreign_tracer, get_aval
+from kiln.core.trace import (
+    Trace,
+    Tracer,
+    aval_str,
+    check_foreign_tracer,
+    custom_jvp_call,
+    custom_vjp_call,
+    get_aval,
+)
 from kiln.core.trace import set_current_trace as _set_trace
-from kiln.interpreters import jax_protocol
+from kiln.interpreters import custom_rules, lax_ops
 
 batch_rules: dict = {}
 # Primitives that must reach a BatchTrace even when no operand is batched (collectives).
@@ -128,19 +136,18 @@ class BatchTrace(Trace):
     def process_custom_jvp_call(self, fun, jvp, args, *, symbolic_zeros=False):
         vals, dims = zip(*(self.to_val_dim(x) for x in args)) if args else ((), ())
         if all(d is None for d in dims):
-            return jax_protocol.custom_jvp_call(self.parent, fun, jvp, list(vals),
-                                                symbolic_zeros=symbolic_zeros)
-        from kiln.interpreters.custom_calls import batch_custom_jvp
-        return batch_custom_jvp(self, fun, jvp, list(vals), list(dims), symbolic_zeros)
+            return custom_jvp_call(self.parent, fun, jvp, list(vals),
+                                   symbolic_zeros=symbolic_zeros)
+        return custom_rules.rule("batch_custom_jvp")(self, fun, jvp, list(vals), list(dims),
+                                                     symbolic_zeros)
 
     def process_custom_vjp_call(self, fun, fwd, bwd, args, out_trees, *, symbolic_zeros=False):
         vals, dims = zip(*(self.to_val_dim(x) for x in args)) if args else ((), ())
         if all(d is None for d in dims):
-            return jax_protocol.custom_vjp_call(self.parent, fun, fwd, bwd, list(vals), out_trees,
-                                                symbolic_zeros=symbolic_zeros)
-        from kiln.interpreters.custom_calls import batch_custom_vjp
-        return batch_custom_vjp(self, fun, fwd, bwd, list(vals), list(dims), out_trees,
-                                symbolic_zeros)
+            return custom_vjp_call(self.parent, fun, fwd, bwd, list(vals), out_trees,
+                                   symbolic_zeros=symbolic_zeros)
+        return custom_rules.rule("batch_custom_vjp")(self, fun, fwd, bwd, list(vals),
+                                                     list(dims), out_trees, symbolic_zeros)
 
 
 def _collective_axis_names(eqn) -> tuple:
@@ -168,27 +175,25 @@ def _params_use_axis(params, name) -> bool:
 
 
 # ----------------------------------------------------------------------------------------------
-# Helpers for batching rules (implemented with lax primitives, imported lazily).
+# Helpers for batching rules (lax primitives, installed by kiln.lax: ``lax_ops``).
 
 def moveaxis(x, src: int, dst: int):
-    from kiln import lax
     nd = get_aval(x).ndim
     src, dst = src % nd, dst % nd
     if src == dst:
         return x
     perm = [i for i in range(nd) if i != src]
     perm.insert(dst, src)
-    return lax.transpose(x, tuple(perm))
+    return lax_ops.transpose(x, tuple(perm))
 
 
 def broadcast_batched(x, size: int, axis: int = 0):
     """Insert a new axis of ``size`` at ``axis`` (for an unbatched operand)."""
-    from kiln import lax
     aval = get_aval(x)
     shape = list(aval.shape)
     shape.insert(axis, size)
     dims = tuple(i for i in range(len(shape)) if i != axis)
-    return lax.broadcast_in_dim(x, tuple(shape), dims)
+    return lax_ops.broadcast_in_dim(x, tuple(shape), dims)
 
 
 def bdim_at_front(x, bdim, size: int):
@@ -229,16 +234,15 @@ def broadcast_batcher(prim):
         per = [get_aval(v).shape if d is None else
                get_aval(v).shape[:d] + get_aval(v).shape[d + 1:] for v, d in zip(vals, dims)]
         rank = max(len(s) for s in per)
-        from kiln import lax
         args = []
         for v, d, s in zip(vals, dims, per):
             if d is None:
                 if s != ():
-                    v = lax.broadcast_in_dim(v, (1,) + s, tuple(range(1, len(s) + 1)))
+                    v = lax_ops.broadcast_in_dim(v, (1,) + s, tuple(range(1, len(s) + 1)))
             else:
                 v = moveaxis(v, d, 0)
                 if len(s) < rank:
-                    v = lax.broadcast_in_dim(v, (size,) + (1,) * rank, (0,))
+                    v = lax_ops.broadcast_in_dim(v, (size,) + (1,) * rank, (0,))
             args.append(v)
         out = prim.bind(*args, **params)
         return out, ([0] * len(out) if prim.multiple_results else 0)

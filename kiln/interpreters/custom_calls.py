@@ -19,8 +19,16 @@ import functools
 
 from kiln.array import Array
 from kiln.core.jaxpr import ClosedJaxpr, eval_jaxpr, pp_param_rules, run_reference
-from kiln.core.trace import Primitive, Tracer, current_trace, get_aval, set_current_trace
-from kiln.interpreters import ad, batching, jax_protocol, staging
+from kiln.core.trace import (
+    Primitive,
+    Tracer,
+    current_trace,
+    custom_jvp_call,
+    custom_vjp_call,
+    get_aval,
+    set_current_trace,
+)
+from kiln.interpreters import ad, batching, custom_rules, lax_ops, staging
 from kiln.interpreters.ad import Zero
 
 __all__ = ["SymbolicZero", "batch_custom_jvp", "batch_custom_vjp", "bind_custom_lin",
@@ -318,7 +326,7 @@ def _batched_jvp_callables(axis_data, fun, jvp, vals, dims):
 def batch_custom_jvp(trace, fun, jvp, vals, dims, symbolic_zeros):
     bfun, bjvp, bvals = _batched_jvp_callables(trace.axis_data, fun, jvp, vals, dims)
     _copy_display(bjvp, jvp)
-    outs = jax_protocol.custom_jvp_call(trace.parent, bfun, bjvp, bvals, symbolic_zeros=False)
+    outs = custom_jvp_call(trace.parent, bfun, bjvp, bvals, symbolic_zeros=False)
     return [batching.BatchTracer(trace, o, 0) for o in outs]
 
 
@@ -389,10 +397,9 @@ def _batched_vjp_callables(axis_data, fun, fwd, bwd, vals, dims):
         cts = [ad.instantiate_zeros(c) for c in cts]
         outs, odims = batching.batch_flat(f, list(res) + list(cts), [0] * (n + len(cts)),
                                           axis_data)
-        from kiln.lax import reduce_sum
         # Inputs that were not batched get the sum of the per-lane cotangents.
         return [batching.matchaxis(o, d, 0, size) if bd is not None else
-                (reduce_sum(o, (d,)) if d is not None else o)
+                (lax_ops.reduce_sum(o, (d,)) if d is not None else o)
                 for o, d, bd in zip(outs, odims, bdims)]
 
     return bfun, bfwd, bbwd, bvals
@@ -401,8 +408,8 @@ def _batched_vjp_callables(axis_data, fun, fwd, bwd, vals, dims):
 def batch_custom_vjp(trace, fun, fwd, bwd, vals, dims, out_trees, symbolic_zeros):
     bfun, bfwd, bbwd, bvals = _batched_vjp_callables(trace.axis_data, fun, fwd, bwd, vals, dims)
     _copy_display(bfwd, fwd)
-    outs = jax_protocol.custom_vjp_call(trace.parent, bfun, bfwd, bbwd, bvals, out_trees,
-                                        symbolic_zeros=symbolic_zeros)
+    outs = custom_vjp_call(trace.parent, bfun, bfwd, bbwd, bvals, out_trees,
+                           symbolic_zeros=symbolic_zeros)
     return [batching.BatchTracer(trace, o, 0) for o in outs]
 
 
@@ -424,3 +431,9 @@ def _custom_vjp_call_batch(axis_data, vals, dims, *, call_jaxpr, fwd_jaxpr_thunk
 
 
 batching.batch_rules[custom_vjp_call_p] = _custom_vjp_call_batch
+
+
+# The staging, batching and JVP traces (below this module) process custom calls with these.
+custom_rules.install(stage_custom_jvp=stage_custom_jvp, stage_custom_vjp=stage_custom_vjp,
+                     batch_custom_jvp=batch_custom_jvp, batch_custom_vjp=batch_custom_vjp,
+                     bind_custom_lin=bind_custom_lin)

@@ -20,15 +20,20 @@ symbolic_zeros)``          ``out_trees()`` gives ``(out_tree, res_tree, input_fo
 
 (kiln's callables are described in :mod:`kiln.interpreters.custom_calls`.)
 
-:func:`custom_jvp_call`/:func:`custom_vjp_call` are how kiln hands a custom-derivative call
-to a trace: a trace of a class defined outside kiln (``Trace.jax_protocol``) gets JAX's form.
+:func:`kiln.core.trace.custom_jvp_call`/``custom_vjp_call`` are how kiln hands a
+custom-derivative call to a trace: a trace of a class defined outside kiln
+(``Trace.jax_protocol``) gets JAX's form, through :func:`custom_jvp_call`/
+:func:`custom_vjp_call` here (this module installs them in ``kiln.core.trace`` when
+imported; it sits above the interpreters, whose traces do not import it).
 In the other direction, such a trace may forward a call to its parent (one of kiln's) in
 JAX's form: kiln's trace classes accept it and convert it with :func:`to_kiln_form`.
 """
 from __future__ import annotations
 
-# kiln's own traces take the fast path of each function below without importing anything,
-# so the interpreters can import this module before the rest of kiln exists.
+from kiln._physical_tree import tree_structure
+from kiln.core import trace as _core_trace
+from kiln.interpreters.ad import Zero, instantiate_zeros
+from kiln.interpreters.custom_calls import SymbolicZero, custom_jvp_call_p, custom_vjp_call_p
 
 
 def custom_jvp_call(trace, fun, jvp, args, *, symbolic_zeros=False):
@@ -36,8 +41,6 @@ def custom_jvp_call(trace, fun, jvp, args, *, symbolic_zeros=False):
     if not trace.jax_protocol:
         return trace.process_custom_jvp_call(fun, jvp, args, symbolic_zeros=symbolic_zeros)
     from kiln.extend.linear_util import wrap_init
-    from kiln.interpreters.ad import instantiate_zeros
-    from kiln.interpreters.custom_calls import custom_jvp_call_p
     wfun = wrap_init(lambda *xs: list(fun(*xs)))
     n = len(args)
 
@@ -55,9 +58,7 @@ def custom_vjp_call(trace, fun, fwd, bwd, args, out_trees, *, symbolic_zeros=Fal
     if not trace.jax_protocol:
         return trace.process_custom_vjp_call(fun, fwd, bwd, args, out_trees,
                                              symbolic_zeros=symbolic_zeros)
-    from kiln._physical_tree import tree_structure
     from kiln.extend.linear_util import wrap_init
-    from kiln.interpreters.custom_calls import custom_vjp_call_p
     wfun = wrap_init(lambda *xs: list(fun(*xs)))
     trees = {}
 
@@ -108,8 +109,6 @@ def _fun(fun):
 
 
 def _jvp(jvp, symbolic_zeros):
-    from kiln.interpreters.ad import Zero, instantiate_zeros
-    from kiln.interpreters.custom_calls import SymbolicZero
     call = _call(jvp)
 
     def kiln_jvp(primals, tangents):
@@ -124,7 +123,6 @@ def _jvp(jvp, symbolic_zeros):
 
 
 def _vjp(fwd, bwd, out_trees, symbolic_zeros):
-    from kiln.interpreters.ad import instantiate_zeros
     fwd_call, bwd_call = _call(fwd), _call(bwd)
     del symbolic_zeros    # kiln's rules see instantiated perturbation flags as JAX's do
 
@@ -146,6 +144,10 @@ def _vjp(fwd, bwd, out_trees, symbolic_zeros):
 
 def _to_zero(t):
     """JAX's ``SymbolicZero`` (from a rule) as kiln's ``Zero``; anything else unchanged."""
-    from kiln.interpreters.ad import Zero
-    from kiln.interpreters.custom_calls import SymbolicZero
     return Zero(t.aval) if isinstance(t, SymbolicZero) else t
+
+
+# kiln's traces (in ``kiln.core`` and the interpreters, below this module) hand calls to
+# JAX-protocol traces and take JAX-form calls through these.
+_core_trace.set_jax_protocol(to_kiln_form=to_kiln_form, custom_jvp_call=custom_jvp_call,
+                             custom_vjp_call=custom_vjp_call)

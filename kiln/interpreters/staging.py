@@ -16,6 +16,7 @@ import weakref
 
 from kiln.core import jaxpr as _jaxpr_module
 from kiln.core import leaks
+from kiln.core import physical as _physical  # noqa: F401  (installs EvalTrace's rewrite)
 from kiln.core import trace as core
 from kiln.core.avals import ShapedArray
 from kiln.core.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var
@@ -23,7 +24,7 @@ from kiln.core.ref import AbstractRef, Ref
 from kiln.core.source_info import current as _source_info
 from kiln.core.source_info import current_name_stack as _current_name_stack
 from kiln.core.trace import Trace, Tracer, check_foreign_tracer, get_aval, set_current_trace
-from kiln.interpreters import jax_protocol
+from kiln.interpreters import custom_rules
 
 # partial_eval_rules[prim](trace, args, params) -> outputs; used when some inputs are known.
 partial_eval_rules: dict = {}
@@ -144,24 +145,23 @@ class JaxprTrace(Trace):
         return tracers if prim.multiple_results else tracers[0]
 
     def process_custom_jvp_call(self, fun, jvp, args, *, symbolic_zeros=False):
-        from kiln.interpreters.custom_calls import stage_custom_jvp
         if core._state.eager_folding and not any(isinstance(x, Tracer) for x in args):
             return core.eval_trace.process_custom_jvp_call(fun, jvp, args,
                                                            symbolic_zeros=symbolic_zeros)
         if self.forward_known and not any(self.is_own(x) for x in args):
-            return jax_protocol.custom_jvp_call(self.parent, fun, jvp, args,
-                                                symbolic_zeros=symbolic_zeros)
-        return stage_custom_jvp(self, fun, jvp, args, symbolic_zeros)
+            return core.custom_jvp_call(self.parent, fun, jvp, args,
+                                        symbolic_zeros=symbolic_zeros)
+        return custom_rules.rule("stage_custom_jvp")(self, fun, jvp, args, symbolic_zeros)
 
     def process_custom_vjp_call(self, fun, fwd, bwd, args, out_trees, *, symbolic_zeros=False):
-        from kiln.interpreters.custom_calls import stage_custom_vjp
         if core._state.eager_folding and not any(isinstance(x, Tracer) for x in args):
             return core.eval_trace.process_custom_vjp_call(fun, fwd, bwd, args, out_trees,
                                                            symbolic_zeros=symbolic_zeros)
         if self.forward_known and not any(self.is_own(x) for x in args):
-            return jax_protocol.custom_vjp_call(self.parent, fun, fwd, bwd, args, out_trees,
-                                                symbolic_zeros=symbolic_zeros)
-        return stage_custom_vjp(self, fun, fwd, bwd, args, out_trees, symbolic_zeros)
+            return core.custom_vjp_call(self.parent, fun, fwd, bwd, args, out_trees,
+                                        symbolic_zeros=symbolic_zeros)
+        return custom_rules.rule("stage_custom_vjp")(self, fun, fwd, bwd, args, out_trees,
+                                                     symbolic_zeros)
 
     # -- output -------------------------------------------------------------------------------
     def to_jaxpr(self, outs, *, dce: bool = True):
@@ -240,9 +240,8 @@ def trace_to_jaxpr(fun, in_avals, *, parent=None):
     try:
         with set_current_trace(trace):
             outs = fun(*args)
-        if trace.hi_state is not None:
-            from kiln import _hijax
-            _hijax.finish_trace(trace)
+        if trace.hi_state is not None:     # hijax values met (``kiln._hijax``'s state)
+            trace.hi_state.finish()
         result = trace.to_jaxpr(outs)
     finally:
         trace.alive = False

@@ -5,7 +5,7 @@ import numpy as np
 
 from kiln.core.avals import ShapedArray
 from kiln.core.trace import get_aval
-from kiln.interpreters import ad, batching
+from kiln.interpreters import ad, batching, lax_ops
 from kiln.interpreters.ad import Zero
 from kiln.lax._factory import _any, _num, as_dtype, check_dtype, standard_primitive
 
@@ -106,3 +106,6 @@ def reduce_min(operand, axes):
 _ = _num
 __all__ = ["reduce_sum", "reduce_max", "reduce_min", "reduce_sum_p", "reduce_max_p",
            "reduce_min_p", "reduction_primitive"]
+
+# ``custom_vmap``'s batched backward pass (in the interpreters) sums per-lane cotangents.
+lax_ops.install(reduce_sum=reduce_sum)

@@ -7,7 +7,7 @@ import numpy as np
 from kiln import _extended, dtypes
 from kiln.core.avals import ShapedArray
 from kiln.core.trace import get_aval
-from kiln.interpreters import ad, batching
+from kiln.interpreters import ad, batching, lax_ops
 from kiln.interpreters.ad import Zero, is_undefined_primal
 from kiln.lax._factory import _any, check_dtype, standard_primitive
 
@@ -502,3 +502,6 @@ __all__ = ["convert_element_type", "broadcast_in_dim", "broadcast", "broadcast_l
            "convert_element_type_p", "broadcast_in_dim_p", "reshape_p", "transpose_p",
            "squeeze_p", "select_n_p"]
 _ = (check_dtype, _any)
+
+# The interpreters (below ``kiln.lax``) move and insert batch axes with these.
+lax_ops.install(transpose=transpose, broadcast_in_dim=broadcast_in_dim)

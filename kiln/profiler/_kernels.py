@@ -79,7 +79,6 @@ def _swap_in_per_step(exe) -> None:
 def _per_step_build(exe):
     """The same program with one C function per step (None when that build fails)."""
     from kiln.compiler.build.build import load_library
-    from kiln.compiler.build.executable import Executable
     from kiln.compiler.lower import blas_support
     from kiln.compiler.render import cmath_support
     from kiln.compiler.render.render_c import CRenderer
@@ -93,7 +92,7 @@ def _per_step_build(exe):
             source, segments = renderer.render(exe.prog)
             lib = load_library(source, extra_flags=["-fwrapv"], name="kiln")
             blas_support.init(lib)
-            return Executable(exe.prog, lib, segments, source)
+            return type(exe)(exe.prog, lib, segments, source)   # (an Executable)
     except Exception as e:      # noqa: BLE001 - profiles then time whole segments
         logger.warning("kiln.profiler: building jit(%s) with one function per kernel failed "
                        "(%s: %s); timing whole segments instead", exe.name,

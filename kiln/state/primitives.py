@@ -21,6 +21,7 @@ import numpy as np
 from kiln import dtypes
 from kiln.array import Array, make_array, to_array
 from kiln.core import ref as core_ref
+from kiln.core import trace as core_trace
 from kiln.core.avals import ShapedArray
 from kiln.core.ref import (
     AbstractRef,
@@ -343,7 +344,7 @@ def _eager(prim, args, params):
     return make_array(np.asarray(out), out_aval.weak_type)
 
 
-core_ref.eager_rule = _eager
+core_trace.set_ref_eager_rule(_eager)
 
 
 # ----------------------------------------------------------------------------------------------

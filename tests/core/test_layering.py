@@ -6,8 +6,9 @@ function-local import is an import), relative imports resolved. The low layers
 ``kiln/sharding.py``) must not import the high modules (``kiln.api`` and the modules it
 gathers (``kiln.transformations``, ``kiln.jitting``, ...), ``kiln.numpy``,
 ``kiln.parallel``, ``kiln.random``, ``kiln.backends``, ``kiln.custom_derivatives``): a
-high layer that a low one needs installs a hook when it is imported. And no import cycle
-may pass through a low module and a high one.
+high layer that a low one needs installs a hook when it is imported. No import cycle may
+pass through a low module and a high one; and no import cycle at all may hold a low module
+(a function-local import or ``importlib.import_module("kiln.x")`` is an edge too).
 """
 from __future__ import annotations
 
@@ -45,14 +46,32 @@ def _modules() -> dict[str, pathlib.Path]:
 MODULES = _modules()
 
 
-def _imports(name: str, path: pathlib.Path):
+def _type_checking_only(tree) -> set:
+    """The nodes inside ``if TYPE_CHECKING:`` blocks (imports for annotations only: they
+    never run)."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and (
+                isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+                or isinstance(node.test, ast.Attribute) and node.test.attr == "TYPE_CHECKING"):
+            for stmt in node.body:
+                out.update(map(id, ast.walk(stmt)))
+    return out
+
+
+def _imports(name: str, path: pathlib.Path, runtime_only: bool = False):
     """``(lineno, imported names, modules depended on)`` of every import statement in the
     module (anywhere: module level, functions, classes). ``from a import b`` names ``a``
     and ``a.b`` and depends on module ``a.b`` when there is one, else on ``a`` (a parent
     package's ``__init__`` is not an edge of its own); a relative import is resolved
-    against the module's package."""
+    against the module's package. ``runtime_only``: without the imports under ``if
+    TYPE_CHECKING:``."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    tree = ast.parse(path.read_text(), str(path))
+    skip = _type_checking_only(tree) if runtime_only else set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
             yield node.lineno, names, names
@@ -66,6 +85,19 @@ def _imports(name: str, path: pathlib.Path):
                 mod = node.module or ""
             subs = [f"{mod}.{a.name}" for a in node.names]
             yield node.lineno, [mod, *subs], [n if n in MODULES else mod for n in subs]
+        elif _is_import_module_call(node):
+            yield node.lineno, [node.args[0].value], [node.args[0].value]
+
+
+def _is_import_module_call(node) -> bool:
+    """``importlib.import_module("kiln.x")`` (or ``import_module(...)``) with a literal
+    module name: an import the ``import`` statements do not show."""
+    if not (isinstance(node, ast.Call) and node.args
+            and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+        return False
+    f = node.func
+    return (isinstance(f, ast.Attribute) and f.attr == "import_module"
+            or isinstance(f, ast.Name) and f.id == "import_module")
 
 
 def _module_of(name: str) -> str | None:
@@ -78,10 +110,11 @@ def _module_of(name: str) -> str | None:
 
 
 def _graph() -> dict[str, dict[str, int]]:
-    """module -> {imported kiln module: first line importing it}."""
+    """module -> {imported kiln module: first line importing it} (imports that run: those
+    under ``if TYPE_CHECKING:`` are left out)."""
     graph: dict[str, dict[str, int]] = {m: {} for m in MODULES}
     for m, path in MODULES.items():
-        for line, _, deps in _imports(m, path):
+        for line, _, deps in _imports(m, path, runtime_only=True):
             for n in deps:
                 target = _module_of(n) if n.startswith("kiln") else None
                 if target is not None and target != m:
@@ -179,13 +212,38 @@ def test_no_import_cycle_through_low_and_high_modules():
         "\n  and\n    ".join(cycles)
 
 
+def test_no_import_cycle_through_low_modules():
+    """No strongly connected group of the package's import graph (function-local imports
+    and literal ``importlib.import_module`` calls included) holds a module of ``core/``,
+    ``interpreters/``, ``compiler/``, ``array.py`` or ``sharding.py``: a low module needed
+    by a higher one is imported by it, never the other way round, even lazily."""
+    graph = _graph()
+    bad = []
+    for comp in _strongly_connected(graph):
+        members = set(comp)
+        if len(comp) < 2 or not any(_within(m, LOW) for m in comp):
+            continue
+        edges = sorted(f"{a} -> {b} ({_where(graph, a, b)})"
+                       for a in comp for b in graph[a] if b in members)
+        bad.append(f"{len(comp)} modules, {len(edges)} edges:\n    " + "\n    ".join(edges))
+    assert not bad, ("import cycles through the low layers (the low module owns a hook "
+                     "that the higher one installs, or the helper moves down):\n  "
+                     + "\n  ".join(bad))
+
+
 def test_the_checks_see_function_local_and_relative_imports(tmp_path):
     """The parser finds an import inside a function body and resolves a relative one."""
     src = tmp_path / "m.py"
-    src.write_text("def f():\n    from ..api import jit\n    import kiln.numpy\n")
+    src.write_text("def f():\n    from ..api import jit\n    import kiln.numpy\n"
+                   "    return importlib.import_module('kiln.random')\n"
+                   "if TYPE_CHECKING:\n    from kiln.sharding import Mesh\n")
     found = list(_imports("kiln.core.m", src))
-    assert found == [(2, ["kiln.api", "kiln.api.jit"], ["kiln.api"]),
-                     (3, ["kiln.numpy"], ["kiln.numpy"])]
+    runtime = [(2, ["kiln.api", "kiln.api.jit"], ["kiln.api"]),
+               (3, ["kiln.numpy"], ["kiln.numpy"]),
+               (4, ["kiln.random"], ["kiln.random"])]
+    typing_only = (6, ["kiln.sharding", "kiln.sharding.Mesh"], ["kiln.sharding"])
+    assert sorted(found) == sorted([*runtime, typing_only])
+    assert sorted(_imports("kiln.core.m", src, runtime_only=True)) == runtime
     assert _module_of("kiln.lax.rng_bit_generator.set_threefry") == \
         "kiln.lax.rng_bit_generator"
     cyc = {"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}, "d": {"a": 1}}

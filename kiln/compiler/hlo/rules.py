@@ -1,4 +1,6 @@
-"""Per-primitive rules of :mod:`kiln.compiler.hlo.build`: equation -> HLO instructions.
+"""Per-primitive rules of :mod:`kiln.compiler.hlo.build`: equation -> HLO instructions,
+and the lowering of a jaxpr through them (:func:`lower_jaxpr`, :func:`jaxpr_computation`:
+control flow rules lower their bodies with these).
 
 Each rule follows JAX's lowering of the primitive to HLO (the opcodes XLA's
 ``as_hlo_text`` shows for it); :func:`lower_eqn` falls back to a ``custom-call`` with
@@ -9,15 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kiln.compiler.hlo.build import (
-    Ctx,
-    Instr,
-    TensorT,
-    jaxpr_computation,
-    sanitize,
-    tensor_of,
-)
-from kiln.core.jaxpr import ClosedJaxpr, Jaxpr
+from kiln.compiler.hlo.ir import Computation, Ctx, Instr, TensorT, sanitize, tensor_of
+from kiln.core.jaxpr import ClosedJaxpr, Jaxpr, Literal
 
 UNARY = {
     "neg": "negate", "exp": "exponential", "log": "log", "sin": "sine", "cos": "cosine",
@@ -459,7 +454,6 @@ def _while(ctx, eqn, xs):
     def body(c: Ctx, ps):
         (arg,) = ps
         parts = [c.gte(arg, i) for i in range(len(xs))]
-        from kiln.compiler.hlo.build import lower_jaxpr
         new = lower_jaxpr(c, _flat(body_j), getattr(body_j, "consts", []),
                           parts[nc:nc + nb] + parts[nc + nb:])
         return c.tuple(parts[:nc + nb] + new)
@@ -467,7 +461,6 @@ def _while(ctx, eqn, xs):
     def cond(c: Ctx, ps):
         (arg,) = ps
         parts = [c.gte(arg, i) for i in range(len(xs))]
-        from kiln.compiler.hlo.build import lower_jaxpr
         return lower_jaxpr(c, _flat(cond_j), getattr(cond_j, "consts", []),
                            parts[:nc] + parts[nc + nb:])[0]
 
@@ -578,3 +571,57 @@ def lower_eqn(ctx: Ctx, eqn, xs: list[Instr]) -> list[Instr]:
         kept = {id(i) for i in ctx.comp.instrs}
         ctx.comp._consts = {k: v for k, v in ctx.comp._consts.items() if id(v) in kept}
     return _custom_call(ctx, eqn, xs)
+
+
+# ----------------------------------------------------------------------------------------------
+# Jaxprs to computations.
+
+
+def lower_jaxpr(ctx: Ctx, jaxpr: Jaxpr, consts, args) -> list[Instr]:
+    """Emit the equations of ``jaxpr`` into ``ctx`` with ``args`` for its invars; the
+    instructions of its outputs."""
+    env: dict = {}
+    for v, c in zip(jaxpr.constvars, consts):
+        env[v] = ctx.constant(np.asarray(c), v.aval.dtype)
+    for v, a in zip(jaxpr.invars, args):
+        env[v] = a
+
+    def read(v):
+        if isinstance(v, Literal):
+            return ctx.constant(np.asarray(v.val), v.aval.dtype)
+        return env[v]
+
+    for eqn in jaxpr.eqns:
+        outs = lower_eqn(ctx, eqn, [read(v) for v in eqn.invars])
+        for v, o in zip(eqn.outvars, outs):
+            env[v] = o
+    return [read(v) for v in jaxpr.outvars]
+
+
+def jaxpr_computation(ctx: Ctx, closed: ClosedJaxpr | Jaxpr, base_name: str,
+                      param_hint: str | None = None, tuple_param: bool = False,
+                      tuple_root: bool | None = None) -> Computation:
+    """A called computation for a (closed) jaxpr. Parameters are ``Arg_i`` (JAX's names
+    when the argument's name is unknown), or one tuple parameter when ``tuple_param``; the
+    root is a tuple when there are several outputs (or ``tuple_root``)."""
+    jaxpr = closed.jaxpr if isinstance(closed, ClosedJaxpr) else closed
+    consts = closed.consts if isinstance(closed, ClosedJaxpr) else []
+    comp = Computation(base_name)
+    sub = Ctx(ctx.module, comp)
+    types = [tensor_of(v.aval) for v in jaxpr.invars]
+    if tuple_param:
+        p = comp.add(Instr("parameter", tuple(types), [], param_hint or "arg_tuple", index=0))
+        comp.params.append(p)
+        args = [sub.gte(p, i) for i in range(len(types))]
+    else:
+        args = []
+        for i, t in enumerate(types):
+            p = comp.add(Instr("parameter", t, [], param_hint or f"Arg_{i}", index=i))
+            comp.params.append(p)
+            args.append(p)
+    outs = lower_jaxpr(sub, jaxpr, consts, args)
+    if tuple_root is None:
+        tuple_root = len(outs) != 1
+    comp.root = sub.tuple(outs) if tuple_root else outs[0]
+    ctx.module.computations.append(comp)
+    return comp

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kiln.compiler.lower import lower as _lower
 from kiln.compiler.lower.index import Idx
 from kiln.compiler.lower.program import Branch, Island, Loop
 from kiln.compiler.lower.walk import idx_of, step_buffers, walk
@@ -369,3 +370,7 @@ def _cond(ctx, eqn, ins):
         branches.append(steps)
     ctx.prog.steps.append(Branch(index.read([]), branches, name=ctx.kernel_name("b")))
     return [BufNode(ctx, b) for b in outs]
+
+
+_lower.register_rule(CONTROL, is_native,
+                    lambda ctx, eqn, ins, out_kind: lower_eqn(ctx, eqn, ins))

@@ -19,6 +19,7 @@ import math
 
 import numpy as np
 
+from kiln.compiler.lower import lower as _lower
 from kiln.compiler.lower.index import Cond, Idx, Sym
 from kiln.compiler.lower.program import Conv
 
@@ -138,3 +139,7 @@ def lower_conv(ctx, eqn, ins, kind):
 def _channels_last(out_spec) -> bool:
     nd = len(out_spec)
     return tuple(out_spec) == (0, nd - 1) + tuple(range(1, nd - 1))
+
+
+_lower.register_rule(("conv_general_dilated",), is_native,
+                    lambda ctx, eqn, ins, out_kind: [lower_conv(ctx, eqn, ins, out_kind)])

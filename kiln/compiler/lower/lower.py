@@ -31,7 +31,6 @@ import math
 
 import numpy as np
 
-from kiln.compiler.lower import random as lower_random
 from kiln.compiler.lower.expr import ExprTable, SExpr
 from kiln.compiler.lower.index import Cond, Idx, Sym, flat_index, row_major_strides
 from kiln.compiler.lower.program import Buffer, Gemm, Island, Kernel, Program, Reduce, Scan, Scatter
@@ -775,20 +774,25 @@ def _dot_as_reduce(ctx, lhs, rhs, lc, rc, lb, rb, lf, rf, out, kind):
 
 # ------------------------------------------------------------------------------------------
 
+# Primitives lowered by modules of their own (``control``: while/scan/cond, ``conv``,
+# ``window``, ``random``): those build on this module's nodes and lower their bodies
+# through it, so they register their rules here when imported (the package's
+# ``__init__`` imports them).
+_RULES: dict = {}
+
+
+def register_rule(names, is_native, lower) -> None:
+    """Lower the primitives ``names`` with ``lower(ctx, eqn, ins, out_kind) -> [nodes]``
+    when ``is_native(eqn)``, else as a host island."""
+    for name in names:
+        _RULES[name] = (is_native, lower)
+
+
 def _is_native(eqn) -> bool:
     name = eqn.primitive.name
-    if name in ("while", "scan", "cond"):
-        from kiln.compiler.lower import control as lower_control
-        return lower_control.is_native(eqn)
-    if name == "conv_general_dilated":
-        from kiln.compiler.lower import conv as lower_conv
-        return lower_conv.is_native(eqn)
-    if name in ("reduce_window_sum", "reduce_window_max", "reduce_window_min",
-                "select_and_scatter_add"):
-        from kiln.compiler.lower import window as lower_window
-        return lower_window.is_native(eqn)
-    if name in lower_random.XLA_MATH or name in lower_random.RANDOM:
-        return lower_random.is_native(eqn)
+    rule = _RULES.get(name)
+    if rule is not None:
+        return rule[0](eqn)
     if name == "bitcast_convert_type" and (
             np.dtype(eqn.invars[0].aval.dtype).itemsize !=
             np.dtype(eqn.outvars[0].aval.dtype).itemsize):
@@ -861,7 +865,6 @@ def lower_eqns(ctx: Lowering, jaxpr, env: dict, top: bool) -> None:
     """Lower ``jaxpr``'s equations, binding their outputs in ``env``. At the top level
     (``top``) lazy results that are program outputs are written to ``out`` buffers;
     in a loop or branch body they are left to the caller."""
-    from kiln.compiler.lower import control as lower_control
     consumers: dict = {}
     for eqn in jaxpr.eqns:
         for v in eqn.invars:
@@ -885,14 +888,8 @@ def lower_eqns(ctx: Lowering, jaxpr, env: dict, top: bool) -> None:
                 outs = lower_nested(ctx, lower_linalg.expansion(eqn), ins)
             else:
                 outs = _island(ctx, eqn, ins)
-        elif name in lower_control.CONTROL:
-            outs = lower_control.lower_eqn(ctx, eqn, ins)
-        elif name == "conv_general_dilated":
-            from kiln.compiler.lower.conv import lower_conv
-            outs = [lower_conv(ctx, eqn, ins, out_kind)]
-        elif name.startswith("reduce_window_") or name == "select_and_scatter_add":
-            from kiln.compiler.lower import window as lower_window
-            outs = [lower_window.lower_eqn(ctx, eqn, ins, out_kind)]
+        elif name in _RULES:
+            outs = _RULES[name][1](ctx, eqn, ins, out_kind)
         elif name in IDENTITY:
             outs = [ins[0]]
         elif name in ELEMENTWISE:
@@ -907,8 +904,6 @@ def lower_eqns(ctx: Lowering, jaxpr, env: dict, top: bool) -> None:
             outs = [_scatter(ctx, eqn, ins, out_kind)]
         elif name == "dynamic_update_slice":
             outs = [_dynamic_update_slice(ctx, eqn, ins, out_kind)]
-        elif name in lower_random.XLA_MATH or name in lower_random.RANDOM:
-            outs = [lower_random.lower_eqn(ctx, eqn, ins)]
         else:
             outs = [_dot_general(ctx, eqn, ins, out_kind)]
         for v, node in zip(eqn.outvars, outs):

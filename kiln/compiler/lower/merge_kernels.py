@@ -21,7 +21,7 @@ What it must not hold: C text, buffer planning (``plan_buffers.py`` runs after t
 from __future__ import annotations
 
 from kiln.compiler.lower.program import Kernel, Program
-from kiln.compiler.lower.walk import idx_deps, idx_of, walk
+from kiln.compiler.lower.walk import idx_deps, idx_of, same_element, step_buffer_ids, walk
 
 MAX_OUTPUTS = 8
 LOOK_BACK = 24
@@ -61,7 +61,6 @@ def _rebuild(table, e, subst: dict, memo: dict):
 
 
 def _try_merge(prog: Program, table, a: Kernel, b: Kernel) -> Kernel | None:
-    from kiln.compiler.lower.plan_buffers import _same_element
     if not _same_loop(a, b) or len(a.outs) + len(b.outs) > MAX_OUTPUTS:
         return None
     a_nodes = walk(prog, [e for _, e in a.outs])
@@ -76,7 +75,7 @@ def _try_merge(prog: Program, table, a: Kernel, b: Kernel) -> Kernel | None:
     subst = {}
     for e in b_nodes:
         if e.kind == "load" and e.params[0] in a_writes:
-            if not _same_element(b, e):
+            if not same_element(b, e):
                 return None
             subst[e.uid] = a_writes[e.params[0]]
     memo: dict = {}
@@ -98,7 +97,6 @@ def merge_kernels(prog: Program, table) -> int:
     writes or writes one B reads (temporaries and outputs: inputs and constants are
     never written). Optax updates a pytree leaf by leaf (all ``m``, then all ``v``, then
     the parameters), so one parameter's kernels are several steps apart."""
-    from kiln.compiler.lower.plan_buffers import _buffers_of
     if table is None:
         return 0
     steps = prog.steps
@@ -126,7 +124,7 @@ def merge_kernels(prog: Program, table) -> int:
                     merged += 1
                     done = True
                     break
-            if _buffers_of(prog, a) & touchy:
+            if step_buffer_ids(prog, a) & touchy:
                 break
         if not done:
             j += 1

@@ -22,17 +22,11 @@ What it must not hold: C text, allocation (``executable.py``).
 from __future__ import annotations
 
 from kiln.compiler.lower.program import Island, Program
-from kiln.compiler.lower.walk import step_buffers, walk
+from kiln.compiler.lower.walk import same_element as _same_element  # (render imports it here)
+from kiln.compiler.lower.walk import step_buffer_ids as _buffers_of
+from kiln.compiler.lower.walk import walk
 
 MIN_SHARED_BYTES = 1 << 16
-
-
-def _buffers_of(prog: Program, step) -> set:
-    if isinstance(step, Island):
-        ids = {b.id for b in step.outs}
-        ids |= {x[0].id for x in step.ins if not isinstance(x[0], str)}
-        return ids
-    return {b.id for b in step_buffers(prog, step)}
 
 
 def alias_dead_operands(prog: Program) -> dict:
@@ -71,14 +65,6 @@ def alias_dead_operands(prog: Program) -> dict:
             continue
         j += 1
     return aliases
-
-
-def _same_element(kern, load) -> bool:
-    from kiln.compiler.lower.index import Idx, flat_index
-    if all(int(d) == 1 for d in kern.shape):
-        return True     # one element (a scalar): every in-bounds load reads the stored one
-    store = flat_index([Idx.sym(s) for s in kern.syms], kern.shape)
-    return load.params[1] == store.key()
 
 
 def plan(prog: Program) -> dict:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kiln.compiler.lower import lower as _lower
 from kiln.compiler.lower.index import Idx, flat_index
 
 _U32 = np.dtype(np.uint32)
@@ -173,3 +174,7 @@ def preludes(source_text: str) -> list[str]:
     if logistic:    # XLA expands logistic(x) as 1 / (1 + exp(-x)) with its own exp
         out.append(csrc.text("xla_logistic.h"))
     return out
+
+
+_lower.register_rule((*XLA_MATH, *RANDOM), is_native,
+                    lambda ctx, eqn, ins, out_kind: [lower_eqn(ctx, eqn, ins)])

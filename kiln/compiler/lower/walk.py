@@ -6,10 +6,12 @@ planning) and by the renderer.
 from __future__ import annotations
 
 from kiln.compiler.lower.expr import SExpr
+from kiln.compiler.lower.index import Idx, flat_index
 from kiln.compiler.lower.program import (
     Branch,
     Conv,
     Gemm,
+    Island,
     Kernel,
     Loop,
     Program,
@@ -55,6 +57,16 @@ def step_buffers(prog: Program, step):
     return list(bufs.values())
 
 
+def step_buffer_ids(prog: Program, step) -> set:
+    """The ids of the buffers ``step`` reads or writes (an island's operands and results;
+    a kernel's, scan's, ... as :func:`step_buffers`)."""
+    if isinstance(step, Island):
+        ids = {b.id for b in step.outs}
+        ids |= {x[0].id for x in step.ins if not isinstance(x[0], str)}
+        return ids
+    return {b.id for b in step_buffers(prog, step)}
+
+
 def walk(prog: Program, roots):
     """All nodes reachable from ``roots``, including dynamic-index definitions."""
     seen = set()
@@ -93,6 +105,15 @@ def loop_dependent(prog: Program, defn: SExpr) -> bool:
             if any(s.name not in prog.sym_defs for s in idx_deps(idx)):
                 return True
     return False
+
+
+def same_element(kern, load) -> bool:
+    """Whether the ``load`` node reads, at each point of ``kern``'s loop, the element that
+    ``kern`` stores there (a scalar kernel's one element always)."""
+    if all(int(d) == 1 for d in kern.shape):
+        return True     # one element (a scalar): every in-bounds load reads the stored one
+    store = flat_index([Idx.sym(s) for s in kern.syms], kern.shape)
+    return load.params[1] == store.key()
 
 
 def idx_deps(idx) -> frozenset:

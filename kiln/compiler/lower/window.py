@@ -22,6 +22,7 @@ import math
 
 import numpy as np
 
+from kiln.compiler.lower import lower as _lower
 from kiln.compiler.lower.index import Cond, Idx
 
 PRIMS = ("reduce_window_sum", "reduce_window_max", "reduce_window_min",
@@ -216,3 +217,8 @@ def _select_and_scatter_add(ctx, eqn, ins):
     disjoint = all(s >= w for s, w in zip(strides, window))
     return LazyNode(out.shape, dtype, read_disjoint if disjoint else read, None,
                     src.cost + x.cost + 4 * len(offsets) * (1 if disjoint else len(offsets)))
+
+
+_lower.register_rule(
+    ("reduce_window_sum", "reduce_window_max", "reduce_window_min", "select_and_scatter_add"),
+    is_native, lambda ctx, eqn, ins, out_kind: [lower_eqn(ctx, eqn, ins, out_kind)])

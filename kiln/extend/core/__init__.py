@@ -13,6 +13,7 @@ from typing import Any, Union
 
 import numpy as np
 
+import kiln.core as _core_package
 from kiln.core import trace as _core_trace
 from kiln.core.avals import AbstractToken, ShapedArray, abstract_token  # noqa: F401
 from kiln.core.jaxpr import (  # noqa: F401
@@ -425,3 +426,9 @@ def _core_deprecated_attr(name: str):
         return value
     raise AttributeError(f"module 'kiln.core' has no attribute {name!r}")
 
+
+# ``jax.core``'s names that live here (``kiln.core`` sits below this module and resolves them
+# through what it installs).
+_core_package.install_public(eval_context=eval_context, Atom=Atom, Value=Value,
+                             ParamDict=ParamDict, max_dim=max_dim, min_dim=min_dim,
+                             _deprecated_attr=_core_deprecated_attr)

@@ -311,8 +311,8 @@ class LoopBody:
     __slots__ = ("_slots", "_program", "_in_slots", "_out_slots", "_fallback")
 
     def __init__(self, closed: ClosedJaxpr, fixed_args):
-        from kiln._extended import physical_closed
         from kiln.config import config
+        from kiln.core.physical import physical_closed
         closed = physical_closed(closed)     # extended dtypes run on their storage dtypes
         jaxpr = closed.jaxpr
         n_fixed = len(fixed_args)
