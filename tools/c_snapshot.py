@@ -205,7 +205,7 @@ CORPUS: dict[str, Callable] = {
 def render_source(fn: Callable, args: tuple) -> str:
     """The C text ``compile_program`` would build for ``jit(fn)(*args)`` ("" when
     nothing runs natively)."""
-    from kiln._extended import physical_closed
+    from kiln.core.physical import physical_closed
     from kiln.compiler.lower import blas_support
     from kiln.compiler.lower.lower import lower
     from kiln.compiler.lower.plan_buffers import plan
