@@ -205,13 +205,13 @@ CORPUS: dict[str, Callable] = {
 def render_source(fn: Callable, args: tuple) -> str:
     """The C text ``compile_program`` would build for ``jit(fn)(*args)`` ("" when
     nothing runs natively)."""
-    from kiln.core.physical import physical_closed
     from kiln.compiler.lower import blas_support
     from kiln.compiler.lower.lower import lower
     from kiln.compiler.lower.plan_buffers import plan
     from kiln.compiler.passes.passes import optimize
     from kiln.compiler.render import cmath_support
     from kiln.compiler.render.render_c import CRenderer
+    from kiln.core.physical import physical_closed
 
     closed = physical_closed(kiln.make_jaxpr(fn)(*args))
     prog = lower(optimize(closed))
