@@ -19,6 +19,8 @@ class _CpuBackend:
     """The CPU backend: its platform and devices."""
 
     platform = "cpu"
+    #: What XLA's CPU client reports (JAX's tests look for 'cuda'/'rocm' in it).
+    platform_version = "cpu"
 
     def devices(self):
         from kiln.devices import devices
