@@ -15,6 +15,7 @@ from kiln._src import xla_bridge  # noqa: E402,F401  (read as ``jax._src.xla_bri
 #: ``jax._src.<name>`` -> the kiln module standing in for it (also read by kiln.as_jax).
 ALIASES = {
     "monitoring": "kiln.monitoring",
+    "array": "kiln.array",
     "tree_util": "kiln.tree_util",
     "typing": "kiln.typing",
     "api_util": "kiln.api_util",
@@ -26,7 +27,6 @@ ALIASES = {
     "stages": "kiln.stages",
     "sharding": "kiln.sharding",
     "errors": "kiln.errors",
-    "debugging": "kiln.debug",
     "ref": "kiln.ref",
     "state": "kiln.state",
     "interpreters.mlir": "kiln.interpreters.mlir",
@@ -49,6 +49,11 @@ def subpackage_getattr(package: str):
     def __getattr__(name: str):
         target = ALIASES.get(f"{package}.{name}")
         if target is None:
+            fallback = ALIASES.get(f"{package}.{package}")
+            if fallback is not None:    # ``jax._src.lax.add``: the package's own names
+                mod = importlib.import_module(fallback)
+                if hasattr(mod, name):
+                    return getattr(mod, name)
             raise AttributeError(f"module 'kiln._src.{package}' has no attribute {name!r}")
         return importlib.import_module(target)
     return __getattr__

@@ -16,6 +16,7 @@ reports kiln's fixed behaviour and refuses any other value with NotImplementedEr
 """
 from __future__ import annotations
 
+import contextlib
 import enum
 import os
 import sys
@@ -103,6 +104,8 @@ class FixedState:
         return self._value
 
     def _check(self, new_val: Any) -> None:
+        if isinstance(self._value, enum.Enum) and isinstance(new_val, str):
+            new_val = type(self._value).__members__.get(new_val.upper(), new_val)
         if new_val != self._value:
             raise NotImplementedError(
                 f"config option {self.name}={new_val!r}: kiln has only {self._value!r} "
@@ -112,9 +115,18 @@ class FixedState:
         self._check(value)
 
     def __call__(self, new_val: Any = True):
-        import contextlib
-        self._check(new_val)
-        return contextlib.nullcontext()
+        # The check runs when the block is entered (a decorated test fails, not the
+        # module that defines it).
+        state = self
+
+        class _Context(contextlib.ContextDecorator):
+            def __enter__(self):
+                state._check(new_val)
+                return self
+
+            def __exit__(self, *exc):
+                return False
+        return _Context()
 
     def __bool__(self):
         raise TypeError(f"bool() not supported for instances of type '{type(self).__name__}'")
@@ -136,6 +148,10 @@ JAX_ONLY_OPTIONS: dict[str, tuple[Any, str]] = {
     "jax_custom_vjp3": (False, "JAX's experimental custom_vjp rewrite"),
     "jax_remat3": (False, "JAX's experimental remat rewrite"),
     "jax_disable_bwd_checks": (False, "JAX's custom_vjp output checks are always on"),
+    "jax_remove_size_one_mesh_axis_from_type": (False, "JAX's experimental sharding-type "
+                                                "option; kiln keeps JAX's default"),
+    "jax_use_direct_linearize": (True, "kiln's linearize is JAX's default direct one"),
+    "jax_disable_vmap_shmap_error": (False, "JAX's default"),
 }
 
 config_states: dict[str, State] = {}

@@ -7,9 +7,18 @@ for. Equinox registers it at exit.
 """
 from __future__ import annotations
 
-__all__ = ["wait_for_tokens"]
+__all__ = ["apply_primitive", "wait_for_tokens"]
 
 
 def wait_for_tokens() -> None:
     """Wait for pending effects: kiln has none pending (effects run synchronously)."""
     return None
+
+
+def apply_primitive(prim, *args, **params):
+    """Evaluate ``prim`` on concrete operands, eagerly (JAX's ``dispatch.apply_primitive``,
+    the default ``impl`` of a primitive); returns its output (a list for a primitive with
+    multiple results)."""
+    from kiln.core.trace import eval_trace, set_current_trace
+    with set_current_trace(eval_trace):
+        return prim.bind(*args, **params)

@@ -53,3 +53,18 @@ def __getattr__(name):
     if name == "_backends":
         return backends()
     raise AttributeError(f"module 'kiln._src.xla_bridge' has no attribute {name!r}")
+
+
+def __getattr__(name: str):
+    # JAX's ``xla_bridge.num_cpu_devices`` is the ``jax_num_cpu_devices`` config state.
+    if name == "num_cpu_devices":
+        from kiln._src.config import num_cpu_devices
+        return num_cpu_devices
+    raise AttributeError(f"module 'kiln._src.xla_bridge' has no attribute {name!r}")
+
+
+def _no_cache_to_clear() -> None:
+    """kiln does not cache the backend object (JAX's ``get_backend`` is an lru_cache)."""
+
+
+get_backend.cache_clear = _no_cache_to_clear
