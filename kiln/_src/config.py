@@ -23,8 +23,8 @@ import sys
 from typing import Any
 
 from kiln.config import (  # noqa: F401
-    Config,
     _FLAGS,
+    Config,
     config,
     config_context,
     parse_flags_with_absl,

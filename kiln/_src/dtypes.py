@@ -35,7 +35,7 @@ def _jax_types_list() -> list:
              "complex64", "complex128"]
     out = []
     for n in names:
-        t = getattr(_kd, n, None) if n != "bool_" else np.bool_
+        t = getattr(_kd, n, None) or getattr(np, n, None)
         if t is not None:
             out.append(np.dtype(t))
     return out
@@ -56,7 +56,7 @@ def _jax_type(dt, weak_type: bool):
     value (bool stays a dtype), else the dtype."""
     dt = np.dtype(dt)
     if weak_type:
-        if dt == bool:
+        if dt == np.dtype(bool):
             return dt
         return type(dt.type(0).item())
     return dt

@@ -6,8 +6,8 @@ from kiln.sharding import Mesh  # noqa: F401
 
 
 def __getattr__(name: str):
-    import kiln.sharding as _sharding
     import kiln._abstract_mesh as _am
+    import kiln.sharding as _sharding
     for mod in (_sharding, _am):
         if hasattr(mod, name):
             return getattr(mod, name)

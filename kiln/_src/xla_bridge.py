@@ -49,13 +49,9 @@ def get_backend(platform=None):
     return _CPU
 
 
-def __getattr__(name):
+def __getattr__(name: str):
     if name == "_backends":
         return backends()
-    raise AttributeError(f"module 'kiln._src.xla_bridge' has no attribute {name!r}")
-
-
-def __getattr__(name: str):
     # JAX's ``xla_bridge.num_cpu_devices`` is the ``jax_num_cpu_devices`` config state.
     if name == "num_cpu_devices":
         from kiln._src.config import num_cpu_devices
