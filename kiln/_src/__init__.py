@@ -36,9 +36,11 @@ ALIASES = {
     "lax.lax": "kiln.lax",
     "lax.linalg": "kiln.lax.linalg",
     "lax.parallel": "kiln.lax.parallel",
-    "lax.control_flow": "kiln.lax",
+    "lax.control_flow": "kiln.lax.control",
     "numpy.util": "kiln.numpy._util",
-    "random.prng": "kiln.random.prng",
+    "random.prng": "kiln.random._keys",
+    "random.random": "kiln.random._keys",
+    "random.threefry2x32": "kiln.random.prng",
     "shard_map": "kiln.parallel.shard_map",
 }
 

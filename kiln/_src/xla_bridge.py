@@ -52,6 +52,10 @@ def get_backend(platform=None):
 def __getattr__(name: str):
     if name == "_backends":
         return backends()
+    if name in ("devices", "local_devices", "device_count", "local_device_count",
+                "process_index", "process_count"):
+        import kiln
+        return getattr(kiln, name)
     # JAX's ``xla_bridge.num_cpu_devices`` is the ``jax_num_cpu_devices`` config state.
     if name == "num_cpu_devices":
         from kiln._src.config import num_cpu_devices
