@@ -1,0 +1,41 @@
+"""JAX-suite gaps (issue 26) in ``nn``/``numpy``: derivatives at Python-scalar primals
+through custom JVP rules (``softplus``, ``mish``, ``logaddexp``) and attention masks under
+``jax_numpy_rank_promotion='raise'``; compared with JAX where it is installed."""
+import numpy as np
+import pytest
+
+import kiln
+import kiln.numpy as jnp
+from kiln.test_util import check_grads
+
+
+def test_logaddexp_jvp_at_python_scalars():
+    p, t = kiln.jvp(jnp.logaddexp, (0., 0.), (1., 1.))
+    assert p.dtype == np.float32 and p.weak_type
+    np.testing.assert_allclose([float(p), float(t)], [np.log(2.0), 1.0], rtol=1e-6)
+    p2, t2 = kiln.jvp(jnp.logaddexp2, (0., 0.), (1., 1.))
+    np.testing.assert_allclose([float(p2), float(t2)], [1.0, 1.0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("x", [1e-8, 0.0])
+def test_softplus_and_mish_grads_at_python_scalars(x):
+    check_grads(kiln.nn.softplus, (x,), order=2, modes=["fwd", "rev"])
+    check_grads(kiln.nn.mish, (x,), order=1)
+
+
+@pytest.mark.parametrize("kw", [dict(is_causal=True), dict(local_window_size=(1, 1)),
+                                dict(is_causal=True, mask=True)])
+def test_attention_masks_under_rank_promotion_raise(kw):
+    rng = np.random.RandomState(0)
+    q, k, v = (rng.randn(2, 6, 4, 8).astype(np.float32) for _ in range(3))
+    if kw.pop("mask", False):
+        kw["mask"] = rng.rand(1, 1, 6, 6) > 0.3
+    expected = kiln.nn.dot_product_attention(q, k, v, **kw)
+    with kiln.numpy_rank_promotion("raise"):
+        got = kiln.nn.dot_product_attention(q, k, v, **kw)
+        got_jit = kiln.jit(lambda a, b, c: kiln.nn.dot_product_attention(a, b, c, **kw))(q, k, v)
+    np.testing.assert_allclose(got, expected, rtol=1e-6)
+    np.testing.assert_allclose(got_jit, expected, rtol=1e-5, atol=1e-6)
+    jax = pytest.importorskip("jax")
+    ref = jax.nn.dot_product_attention(q, k, v, **kw)
+    np.testing.assert_allclose(got, np.asarray(ref), rtol=1e-5, atol=1e-6)
