@@ -165,7 +165,10 @@ del _name, _short, _value, _why
 
 
 def _read(name: str) -> Any:
-    """The value of option ``name`` (JAX's ``config._read``)."""
+    """The value of option ``name`` (JAX's ``config._read``), also of a setting declared
+    with ``bool_flag``/``int_flag``/...."""
+    if name in _declared:
+        return _declared[name].value
     if name in JAX_ONLY_OPTIONS:
         return JAX_ONLY_OPTIONS[name][0]
     return config.read(name)
@@ -182,6 +185,10 @@ def update(name: str, value: Any) -> None:
 # -- flags declared by other modules (JAX's absl-style definers) ---------------------------
 
 
+#: Settings declared with the flag definers: name -> holder.
+_declared: dict[str, FlagHolder] = {}
+
+
 class FlagHolder:
     """A setting declared with ``bool_flag``/``int_flag``/...: ``.value`` is its value (the
     default, or ``--name=value`` from the command line)."""
@@ -189,6 +196,7 @@ class FlagHolder:
     def __init__(self, name: str, default: Any, parse, help: str = ""):
         self.name, self.help, self._parse = name, help, parse
         self.value = default
+        _declared[name] = self
         prefix = f"--{name}="
         for arg in sys.argv:
             if arg == "--":
