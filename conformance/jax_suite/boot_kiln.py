@@ -111,8 +111,6 @@ IGNORED_CALLS = (
 #: used, so only the tests that use it fail.
 MISSING_ATTRS = (
     ("kiln.lax.linalg", "_lu_python"),
-    ("kiln.lax.parallel", "pargmax"),
-    ("kiln.lax.parallel", "pargmin"),
     ("kiln.tree_util", "prefix_errors"),
     ("kiln.tree_util", "broadcast_flattened_prefix_with_treedef"),
     ("kiln.tree_util", "default_registry"),
