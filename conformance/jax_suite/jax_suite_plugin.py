@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import unittest
 
 import pytest
@@ -72,8 +73,6 @@ def _patch_kiln_side():
 
 
 def pytest_configure(config):
-    if os.environ.get("JAX_SUITE_SIDE") == "kiln":
-        _patch_kiln_side()
     path = os.environ.get("JAX_SUITE_RESULTS")
     config._jax_suite_out = open(path, "w") if path else None
 
@@ -85,6 +84,10 @@ def pytest_unconfigure(config):
 
 
 def pytest_collection_modifyitems(session, config, items):
+    # After the test modules are imported (so ``jax._src.test_util`` is imported under
+    # pytest's output capture, as on JAX: its ``capture_stdout`` binds ``sys.stdout``).
+    if os.environ.get("JAX_SUITE_SIDE") == "kiln" and "jax._src.test_util" in sys.modules:
+        _patch_kiln_side()
     path = os.environ.get("JAX_SUITE_IDS")
     if not path:
         return

@@ -154,13 +154,14 @@ JAX_ONLY_OPTIONS: dict[str, tuple[Any, str]] = {
     "jax_disable_vmap_shmap_error": (False, "JAX's default"),
 }
 
-config_states: dict[str, State] = {}
+config_states: dict[str, State | FixedState] = {}
 for _name in _FLAGS:
     config_states[_name] = State(_name)
     _short = _name[4:] if _name.startswith("jax_") else _name
     globals()[_short] = config_states[_name]
 for _name, (_value, _why) in JAX_ONLY_OPTIONS.items():
     globals()[_name[4:]] = FixedState(_name, _value, _why)
+    config_states[_name] = globals()[_name[4:]]
 del _name, _short, _value, _why
 
 
