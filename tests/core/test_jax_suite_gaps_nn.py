@@ -39,3 +39,19 @@ def test_attention_masks_under_rank_promotion_raise(kw):
     jax = pytest.importorskip("jax")
     ref = jax.nn.dot_product_attention(q, k, v, **kw)
     np.testing.assert_allclose(got, np.asarray(ref), rtol=1e-5, atol=1e-6)
+
+
+def test_checkify_oob_indexing_under_rank_promotion_raise():
+    from kiln.experimental import checkify
+    x = jnp.arange(12.0, dtype=np.float32).reshape(3, 4)
+    idx = jnp.asarray(np.array([[0, 1], [2, 5]]))
+
+    def f(x, i):
+        return x[i[:, 0], i[:, 1]]
+    with kiln.numpy_rank_promotion("raise"):
+        checkify.checkify(f, errors=checkify.index_checks)(x, idx)   # no rank-promotion error
+        err, _ = checkify.checkify(lambda x, i: x.at[i[:, 0], i[:, 1]].set(1.0),
+                                   errors=checkify.index_checks)(x, idx)
+        assert err.get() is not None and "out-of-bounds" in err.get()
+        err, _ = checkify.checkify(f, errors=checkify.index_checks)(x, jnp.asarray(np.array([[0, 1]])))
+        assert err.get() is None
