@@ -102,9 +102,7 @@ NOT_IN_KILN = ("jax.export", "jax.custom_batching", "jax._src.literals",
 #: Registration functions that JAX's tests call at module level, for a JAX-internal
 #: registry kiln does not have: the call is accepted and ignored (so the module loads), and
 #: the tests that rely on the registration run against kiln's own behaviour.
-IGNORED_CALLS = (
-    ("kiln._src.dtypes", "register_canonicalize_value_handler"),
-)
+IGNORED_CALLS: tuple = ()
 
 #: Attributes of kiln modules that JAX's tests read at module level (decorators, imports)
 #: and kiln lacks: (module, name). Each is set to a :class:`Placeholder` that raises when

@@ -152,6 +152,7 @@ JAX_ONLY_OPTIONS: dict[str, tuple[Any, str]] = {
                                                 "option; kiln keeps JAX's default"),
     "jax_use_direct_linearize": (True, "kiln's linearize is JAX's default direct one"),
     "jax_disable_vmap_shmap_error": (False, "JAX's default"),
+    "jax_pprint_use_color": (False, "kiln prints jaxprs without color"),
 }
 
 config_states: dict[str, State | FixedState] = {}

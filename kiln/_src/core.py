@@ -43,3 +43,7 @@ def reset_trace_state() -> bool:
         _state.trace = eval_trace
         del axis_env[:]
     return clean
+
+
+from kiln.errors import ConcretizationTypeError  # noqa: E402,F401  (JAX's core re-exports it)
+from kiln.extend.core import pytype_aval_mappings  # noqa: E402,F401

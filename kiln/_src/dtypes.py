@@ -62,6 +62,13 @@ def _jax_type(dt, weak_type: bool):
     return dt
 
 
+def register_canonicalize_value_handler(type_, handler) -> None:
+    """Register how values of ``type_`` are canonicalized into arrays (``handler(x)``; None:
+    the value as it is), in kiln's ``dtypes.canonicalize_value_handlers`` table."""
+    from kiln.dtypes import canonicalize_value_handlers
+    canonicalize_value_handlers[type_] = (lambda x: x) if handler is None else handler
+
+
 def __getattr__(name: str):
     # JAX's tests also read dtypes' private tables (``_float8_dtypes``, ``_weak_types``).
     import kiln.dtypes as _kd
