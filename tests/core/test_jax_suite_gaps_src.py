@@ -98,3 +98,20 @@ def test_ragged_dot_dimension_numbers_matches_jax():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert json.loads(out) == json.loads(json.dumps(mine))
+
+
+def test_register_canonicalize_value_handler():
+    from kiln.dtypes import canonicalize_value_handlers, coerce_to_array
+
+    class Box:
+        def __init__(self, v):
+            self.v = v
+
+    kdtypes.register_canonicalize_value_handler(Box, lambda b: np.asarray(b.v, np.float64))
+    try:
+        out = coerce_to_array(Box([1.0, 2.0]))
+        assert out.dtype == np.float32 and out.tolist() == [1.0, 2.0]
+        kdtypes.register_canonicalize_value_handler(Box, None)
+        assert canonicalize_value_handlers[Box](5) == 5
+    finally:
+        del canonicalize_value_handlers[Box]
