@@ -109,8 +109,6 @@ IGNORED_CALLS: tuple = ()
 #: used, so only the tests that use it fail.
 MISSING_ATTRS = (
     ("kiln.lax.linalg", "_lu_python"),
-    ("kiln.tree_util", "prefix_errors"),
-    ("kiln.tree_util", "broadcast_flattened_prefix_with_treedef"),
     ("kiln.tree_util", "default_registry"),
     ("kiln.tree_util", "dispatch_registry"),
     ("kiln.ad_checkpoint", "saved_residuals"),

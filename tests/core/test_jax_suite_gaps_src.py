@@ -115,3 +115,17 @@ def test_register_canonicalize_value_handler():
         assert canonicalize_value_handlers[Box](5) == 5
     finally:
         del canonicalize_value_handlers[Box]
+
+
+def test_broadcast_flattened_prefix_with_treedef():
+    from kiln import tree_util as tu
+    full = (0, {"a": 0, "b": 0}, (0, 0))
+    out = tu.broadcast_flattened_prefix_with_treedef(*tu.tree_flatten((1, 2, 3)),
+                                                     tu.tree_structure(full))
+    assert out == [1, 2, 2, 3, 3]
+    leaves, td = tu.tree_flatten({"x": 5, "y": None})
+    assert tu.broadcast_flattened_prefix_with_treedef(
+        leaves, td, tu.tree_structure({"x": (0, [0]), "y": None})) == [5, 5]
+    with pytest.raises(ValueError):
+        tu.broadcast_flattened_prefix_with_treedef(*tu.tree_flatten((1, 2)),
+                                                   tu.tree_structure(full))
