@@ -13,6 +13,8 @@ flag definers that test helpers use to declare their own settings (``bool_flag``
 ``.value``, settable from the command line as ``--name=value``), ``bool_env``/``int_env``,
 and the few JAX-only options that JAX's tests read (:data:`JAX_ONLY_OPTIONS`): each
 reports kiln's fixed behaviour and refuses any other value with NotImplementedError.
+Options that only choose between two internal implementations of one JAX API
+(:data:`JAX_IMPL_SELECTORS`) can be set, and kiln's behaviour does not depend on them.
 """
 from __future__ import annotations
 
@@ -145,14 +147,45 @@ JAX_ONLY_OPTIONS: dict[str, tuple[Any, str]] = {
     "jax_enable_compilation_cache": (False, "kiln has no persistent XLA cache"),
     "jax_threefry_gpu_kernel_lowering": (False, "kiln has no GPU"),
     "jax_softmax_custom_jvp": (False, "kiln's softmax is differentiated as JAX's default"),
-    "jax_custom_vjp3": (False, "JAX's experimental custom_vjp rewrite"),
-    "jax_remat3": (False, "JAX's experimental remat rewrite"),
     "jax_disable_bwd_checks": (False, "JAX's custom_vjp output checks are always on"),
     "jax_remove_size_one_mesh_axis_from_type": (False, "JAX's experimental sharding-type "
                                                 "option; kiln keeps JAX's default"),
     "jax_use_direct_linearize": (True, "kiln's linearize is JAX's default direct one"),
     "jax_disable_vmap_shmap_error": (False, "JAX's default"),
     "jax_pprint_use_color": (False, "kiln prints jaxprs without color"),
+}
+
+class SelectorState(FixedState):
+    """A JAX option that selects between two internal implementations with the same
+    user-visible semantics (``jax_custom_vjp3``, ``jax_remat3``). kiln has one
+    implementation: the option can be set (and reads back what was set), and kiln's
+    behaviour does not depend on it."""
+
+    def _check(self, new_val: Any) -> None:
+        pass
+
+    def _set(self, value: Any) -> None:
+        self._value = bool(value)
+
+    def __call__(self, new_val: Any = True):
+        state = self
+
+        class _Context(contextlib.ContextDecorator):
+            def __enter__(self):
+                self.saved = state._value
+                state._value = bool(new_val)
+                return self
+
+            def __exit__(self, *exc):
+                state._value = self.saved
+                return False
+        return _Context()
+
+
+#: JAX options that pick one of two internal implementations of the same API.
+JAX_IMPL_SELECTORS: dict[str, tuple[Any, str]] = {
+    "jax_custom_vjp3": (False, "JAX's rewrite of custom_vjp; kiln has one implementation"),
+    "jax_remat3": (False, "JAX's rewrite of remat; kiln has one implementation"),
 }
 
 config_states: dict[str, State | FixedState] = {}
@@ -163,6 +196,9 @@ for _name in _FLAGS:
 for _name, (_value, _why) in JAX_ONLY_OPTIONS.items():
     globals()[_name[4:]] = FixedState(_name, _value, _why)
     config_states[_name] = globals()[_name[4:]]
+for _name, (_value, _why) in JAX_IMPL_SELECTORS.items():
+    globals()[_name[4:]] = SelectorState(_name, _value, _why)
+    config_states[_name] = globals()[_name[4:]]
 del _name, _short, _value, _why
 
 
@@ -171,14 +207,14 @@ def _read(name: str) -> Any:
     with ``bool_flag``/``int_flag``/...."""
     if name in _declared:
         return _declared[name].value
-    if name in JAX_ONLY_OPTIONS:
-        return JAX_ONLY_OPTIONS[name][0]
+    if name in JAX_ONLY_OPTIONS or name in JAX_IMPL_SELECTORS:
+        return globals()[name[4:]].value
     return config.read(name)
 
 
 def update(name: str, value: Any) -> None:
     """Set option ``name`` (as ``jax.config.update``)."""
-    if name in JAX_ONLY_OPTIONS:
+    if name in JAX_ONLY_OPTIONS or name in JAX_IMPL_SELECTORS:
         globals()[name[4:]]._set(value)
         return
     config.update(name, value)

@@ -129,3 +129,16 @@ def test_broadcast_flattened_prefix_with_treedef():
     with pytest.raises(ValueError):
         tu.broadcast_flattened_prefix_with_treedef(*tu.tree_flatten((1, 2)),
                                                    tu.tree_structure(full))
+
+
+def test_implementation_selectors_can_be_set():
+    st = kcfg.config_states["jax_custom_vjp3"]
+    assert st.value is False
+    with st(True):
+        assert kcfg._read("jax_custom_vjp3") is True
+    assert st.value is False
+    kcfg.update("jax_remat3", True)
+    try:
+        assert kcfg.remat3.value is True
+    finally:
+        kcfg.update("jax_remat3", False)
