@@ -55,3 +55,25 @@ def test_checkify_oob_indexing_under_rank_promotion_raise():
         assert err.get() is not None and "out-of-bounds" in err.get()
         err, _ = checkify.checkify(f, errors=checkify.index_checks)(x, jnp.asarray(np.array([[0, 1]])))
         assert err.get() is None
+
+
+def test_kiln_code_under_rank_promotion_raise():
+    """packbits/unpackbits, histogramdd and det's gradient no longer rely on rank promotion
+    (JAX's test case sets jax_numpy_rank_promotion='raise' for every test)."""
+    rng = np.random.RandomState(0)
+    bits = (rng.rand(4, 2, 3, 16) > 0.5).astype(np.uint8)
+    sample = rng.rand(10, 3).astype(np.float32)
+    x = jnp.ones((16, 1, 1))
+    a = rng.randn(3, 4, 4).astype(np.float32)
+    with kiln.numpy_rank_promotion("raise"):
+        packed = jnp.packbits(bits, axis=-1)
+        unpacked = jnp.unpackbits(packed, axis=-1)
+        hist, _ = jnp.histogramdd(sample, bins=4)
+        g1 = kiln.grad(lambda x: jnp.linalg.det(x).sum())(x)
+        g2 = kiln.grad(lambda a: jnp.linalg.slogdet(a)[1].sum())(a)
+        check_grads(lambda x: jnp.linalg.det(x).sum(), (x,), 2, atol=1e-1, rtol=1e-1)
+    np.testing.assert_array_equal(packed, np.packbits(bits, axis=-1))
+    np.testing.assert_array_equal(unpacked, bits)
+    np.testing.assert_array_equal(hist, np.histogramdd(sample, bins=4)[0])
+    np.testing.assert_allclose(g1, np.ones((16, 1, 1)))
+    np.testing.assert_allclose(g2, np.linalg.inv(a).transpose(0, 2, 1), rtol=1e-4, atol=1e-5)
