@@ -38,8 +38,8 @@ def test_config_states_read_and_set_kiln_flags():
 
 def test_fixed_jax_only_options_refuse_other_values():
     st = kcfg.explicit_x64_dtypes
-    assert st.value == kcfg.ExplicitX64Mode.ALLOW
-    with st("allow"):
+    assert st.value == kcfg.ExplicitX64Mode.WARN
+    with st("warn"):
         pass
     with pytest.raises(NotImplementedError, match="explicit_x64_dtypes"):
         with st("error"):
