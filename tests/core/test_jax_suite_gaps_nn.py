@@ -77,3 +77,10 @@ def test_kiln_code_under_rank_promotion_raise():
     np.testing.assert_array_equal(hist, np.histogramdd(sample, bins=4)[0])
     np.testing.assert_allclose(g1, np.ones((16, 1, 1)))
     np.testing.assert_allclose(g2, np.linalg.inv(a).transpose(0, 2, 1), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("bad", [lambda x: x, "a"])
+def test_stop_gradient_rejects_non_jax_types(bad):
+    with pytest.raises(TypeError, match="not a valid JAX type"):
+        kiln.lax.stop_gradient(bad)
+    assert float(kiln.grad(lambda x: x * kiln.lax.stop_gradient(x))(2.0)) == 2.0
