@@ -99,11 +99,6 @@ NOT_IN_KILN = ("jax.export", "jax.custom_batching", "jax._src.literals",
                "jax._src.export", "jax._src.cudnn", "jax.experimental.custom_partitioning",
                "jax.experimental.serialize_executable")
 
-#: Registration functions that JAX's tests call at module level, for a JAX-internal
-#: registry kiln does not have: the call is accepted and ignored (so the module loads), and
-#: the tests that rely on the registration run against kiln's own behaviour.
-IGNORED_CALLS: tuple = ()
-
 #: Attributes of kiln modules that JAX's tests read at module level (decorators, imports)
 #: and kiln lacks: (module, name). Each is set to a :class:`Placeholder` that raises when
 #: used, so only the tests that use it fail.
@@ -160,23 +155,11 @@ class _NoCache:
                                   "(placeholder of the JAX-suite harness)")
 
 
-def _ignored(qualname):
-    def call(*args, **kwargs):
-        return None
-    call.__name__ = qualname.rpartition(".")[2]
-    call.__doc__ = f"{qualname}: ignored by the JAX-suite harness (no such registry in kiln)"
-    return call
-
-
 def _install_missing_attrs() -> None:
     for modname, attr in CACHES_TO_CLEAR:
         mod = importlib.import_module(modname)
         if not hasattr(mod, attr):
             setattr(mod, attr, _NoCache(f"{modname}.{attr}"))
-    for modname, attr in IGNORED_CALLS:
-        mod = importlib.import_module(modname)
-        if not hasattr(mod, attr):
-            setattr(mod, attr, _ignored(f"{modname}.{attr}"))
     for modname, attr in MISSING_ATTRS:
         try:
             mod = importlib.import_module(modname)
