@@ -84,3 +84,11 @@ def test_stop_gradient_rejects_non_jax_types(bad):
     with pytest.raises(TypeError, match="not a valid JAX type"):
         kiln.lax.stop_gradient(bad)
     assert float(kiln.grad(lambda x: x * kiln.lax.stop_gradient(x))(2.0)) == 2.0
+
+
+def test_fft_empty_and_repeated_axes_message():
+    out = jnp.fft.fft(jnp.zeros((0,), jnp.complex64))
+    assert out.shape == (0,) and out.dtype == np.complex64
+    assert kiln.jit(jnp.fft.ifft)(jnp.zeros((3, 0), jnp.complex64)).shape == (3, 0)
+    with pytest.raises(ValueError, match=r"Got axes \[1, 1\]\."):
+        jnp.fft.ifftn(np.ones((2, 3)), axes=[1, 1])
