@@ -142,3 +142,11 @@ def test_implementation_selectors_can_be_set():
         assert kcfg.remat3.value is True
     finally:
         kcfg.update("jax_remat3", False)
+
+
+def test_src_array_module():
+    from kiln._src import array as sa
+    assert sa.ArrayImpl is kiln.array.ArrayImpl
+    x = sa.make_array_from_callback((2, 3), kiln.sharding.SingleDeviceSharding(kiln.devices()[0]),
+                                    lambda idx: np.arange(6.0).reshape(2, 3)[idx])
+    np.testing.assert_array_equal(x, np.arange(6.0).reshape(2, 3))
