@@ -73,6 +73,13 @@ def _kiln_name(fullname: str) -> str:
     renamed = _RENAMES.get(fullname)
     if renamed is not None:
         return renamed
+    if fullname.startswith("jax._src."):
+        from kiln._src import ALIASES
+        parts = fullname[len("jax._src."):].split(".")
+        for n in range(len(parts), 0, -1):
+            target = ALIASES.get(".".join(parts[:n]))
+            if target is not None:
+                return ".".join([target, *parts[n:]])
     return "kiln" + fullname[3:]
 
 

@@ -336,6 +336,14 @@ class Config:
         self._check_name(name)
         return getattr(self, name)
 
+    #: JAX's private spelling of :meth:`read` (JAX's tests call ``jax.config._read``).
+    _read = read
+
+    @property
+    def x64_enabled(self) -> bool:
+        """Whether 64-bit dtypes are enabled (``jax_enable_x64``)."""
+        return self.jax_enable_x64
+
     @property
     def values(self) -> dict[str, Any]:
         """A snapshot ``{flag name: value}`` of every flag."""

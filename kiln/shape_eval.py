@@ -43,6 +43,16 @@ class ShapeDtypeStruct:
     def aval(self):
         return ShapedArray(self.shape, self.dtype, self.weak_type)
 
+    def update(self, **kwargs) -> ShapeDtypeStruct:
+        """A copy with some of ``shape``, ``dtype``, ``sharding``, ``weak_type`` replaced."""
+        unknown = set(kwargs) - {"shape", "dtype", "sharding", "weak_type"}
+        if unknown:
+            raise TypeError(f"ShapeDtypeStruct.update() got unexpected keyword arguments "
+                            f"{sorted(unknown)}")
+        return ShapeDtypeStruct(kwargs.get("shape", self.shape), kwargs.get("dtype", self.dtype),
+                                sharding=kwargs.get("sharding", self.sharding),
+                                weak_type=kwargs.get("weak_type", self.weak_type))
+
     def __repr__(self):
         w = ", weak_type=True" if self.weak_type else ""
         return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}{w})"

@@ -24,6 +24,9 @@ __all__ = ["check_grads", "check_jvp", "check_vjp"]
 
 EPS = 1e-4
 
+#: A per-dtype tolerance table (JAX's ``ToleranceDict``).
+ToleranceDict = dict
+
 
 def _dtype(x: Any) -> np.dtype:
     if hasattr(x, "dtype"):

@@ -1214,6 +1214,25 @@ def broadcast_prefix(prefix_tree: Any, full_tree: Any,
     return result
 
 
+def broadcast_flattened_prefix_with_treedef(prefix_leaves: list[Any], prefix_treedef: Any,
+                                           full_treedef: Any) -> list[Any]:
+    """:func:`broadcast_prefix` on flattened trees: each of ``prefix_leaves`` (the leaves
+    of a tree of structure ``prefix_treedef``) repeated once per leaf of the matching
+    subtree of ``full_treedef`` (JAX's private helper of the same name). ValueError when
+    ``prefix_treedef`` is not a prefix of ``full_treedef``."""
+    prefix_leaves = list(prefix_leaves)
+    if len(prefix_leaves) != prefix_treedef.num_leaves:
+        raise ValueError(f"expected {prefix_treedef.num_leaves} prefix leaves, got "
+                         f"{len(prefix_leaves)}")
+    # Stand-in leaves that are plain objects (a prefix leaf may itself be a pytree node's
+    # value such as None, which must stay a leaf here).
+    slots = [object() for _ in prefix_leaves]
+    where = {id(o): i for i, o in enumerate(slots)}
+    full = full_treedef.unflatten([object() for _ in range(full_treedef.num_leaves)])
+    picked = broadcast_prefix(prefix_treedef.unflatten(slots), full)
+    return [prefix_leaves[where[id(o)]] for o in picked]
+
+
 def tree_broadcast(prefix_tree: Any, full_tree: Any,
                    is_leaf: Callable[[Any], bool] | None = None) -> Any:
     """``prefix_tree`` with each leaf broadcast over the matching subtree of

@@ -30,3 +30,20 @@ def trace_state_clean() -> bool:
     from kiln.core.trace import current_trace, eval_trace
     from kiln.interpreters.batching import axis_env
     return current_trace() is eval_trace and not axis_env
+
+
+def reset_trace_state() -> bool:
+    """Reset this thread's trace state to the eager one (no transformation active, no
+    named axis bound) and return whether it already was (JAX's test helpers assert it after
+    every test)."""
+    from kiln.core.trace import _state, eval_trace
+    from kiln.interpreters.batching import axis_env
+    clean = trace_state_clean()
+    if not clean:
+        _state.trace = eval_trace
+        del axis_env[:]
+    return clean
+
+
+from kiln.errors import ConcretizationTypeError  # noqa: E402,F401  (JAX's core re-exports it)
+from kiln.extend.core import pytype_aval_mappings  # noqa: E402,F401

@@ -19,6 +19,8 @@ class _CpuBackend:
     """The CPU backend: its platform and devices."""
 
     platform = "cpu"
+    #: What XLA's CPU client reports (JAX's tests look for 'cuda'/'rocm' in it).
+    platform_version = "cpu"
 
     def devices(self):
         from kiln.devices import devices
@@ -47,7 +49,22 @@ def get_backend(platform=None):
     return _CPU
 
 
-def __getattr__(name):
+def __getattr__(name: str):
     if name == "_backends":
         return backends()
+    if name in ("devices", "local_devices", "device_count", "local_device_count",
+                "process_index", "process_count"):
+        import kiln
+        return getattr(kiln, name)
+    # JAX's ``xla_bridge.num_cpu_devices`` is the ``jax_num_cpu_devices`` config state.
+    if name == "num_cpu_devices":
+        from kiln._src.config import num_cpu_devices
+        return num_cpu_devices
     raise AttributeError(f"module 'kiln._src.xla_bridge' has no attribute {name!r}")
+
+
+def _no_cache_to_clear() -> None:
+    """kiln does not cache the backend object (JAX's ``get_backend`` is an lru_cache)."""
+
+
+get_backend.cache_clear = _no_cache_to_clear

@@ -1,8 +1,11 @@
 """Operations that exist for differentiation: ``stop_gradient``."""
 from __future__ import annotations
 
+import numpy as np
+
 from kiln._physical_tree import tree_map
 from kiln.core.avals import ShapedArray
+from kiln.core.trace import get_aval
 from kiln.interpreters import ad, batching
 from kiln.interpreters.ad import Zero
 from kiln.lax._factory import standard_primitive
@@ -15,9 +18,20 @@ ad.jvp_rules[stop_gradient_p] = lambda primals, tangents: (
     stop_gradient_p.bind(*primals), Zero.from_primal_value(primals[0]))
 
 
+def _stop(leaf):
+    dt = getattr(get_aval(leaf), "dtype", None)
+    if isinstance(dt, np.dtype) and dt.kind in "OSUV":
+        raise TypeError(f"Argument '{leaf}' of type '{type(leaf)}' is not a valid JAX type")
+    return stop_gradient_p.bind(leaf)
+
+
 def stop_gradient(x):
-    """Identity on values whose derivative is zero (applied to every leaf of a pytree)."""
-    return tree_map(stop_gradient_p.bind, x)
+    """Identity on values whose derivative is zero (applied to every leaf of a pytree).
+
+    Raises:
+      TypeError: for a leaf that is not a JAX type (a function, a string, ...), as JAX.
+    """
+    return tree_map(_stop, x)
 
 
 __all__ = ["stop_gradient", "stop_gradient_p"]

@@ -101,6 +101,9 @@ def _fft_abstract_eval(x, *, fft_type, fft_lengths):
 def _fft_impl(x, *, fft_type, fft_lengths):
     k = len(fft_lengths)
     axes = tuple(range(x.ndim - k, x.ndim))
+    if fft_type in (FftType.FFT, FftType.IFFT) and any(n == 0 for n in fft_lengths):
+        # An empty transform is empty (as JAX; NumPy's pocketfft rejects zero points).
+        return np.zeros(x.shape[:x.ndim - k] + tuple(fft_lengths), x.dtype)
     if fft_type == FftType.FFT:
         out, dt = np.fft.fftn(x, s=fft_lengths, axes=axes), x.dtype
     elif fft_type == FftType.IFFT:

@@ -50,6 +50,7 @@ __all__ = [
     "EigImplementation", "EighImplementation", "SvdAlgorithm",
     "cholesky_p", "eigh_p", "eig_p", "lu_p", "lu_pivots_to_permutation_p", "qr_p", "svd_p",
     "triangular_solve_p", "geqrf_p", "schur_p", "hessenberg_p", "householder_product_p",
+    "tridiagonal_solve",
 ]
 
 
@@ -1362,3 +1363,6 @@ def householder_product(a, taus):
     """The product of Householder reflectors ``(I - tau_i v_i v_i^H)`` stored LAPACK-style in
     ``a`` (``[..., m, n]``, ``m >= n``) and ``taus``: the first ``n`` columns of ``Q``."""
     return householder_product_p.bind(a, taus)
+
+
+from kiln.lax.tridiagonal import tridiagonal_solve  # noqa: E402,F401

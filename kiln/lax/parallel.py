@@ -1047,6 +1047,36 @@ def pbroadcast(x, axis_name, source):
     return tree_map(lambda v: pbroadcast_p.bind(v, axis_name=axis_name, source=source), x)
 
 
+# ``pargmax``/``pargmin`` live in JAX's ``jax._src.lax.parallel`` only (not in ``jax.lax``),
+# so they are left out of ``__all__``.
+
+def _axis_index_of_val(x, val, axis_name):
+    """Per element, the smallest index along ``axis_name`` whose ``x`` equals ``val``."""
+    lax = _lax()
+    idx = axis_index(axis_name)
+    mask = lax.eq(val, x)
+    big = np.iinfo(np.dtype(idx.dtype)).max
+    valid = lax.select(mask, lax.full(mask.shape, idx, idx.dtype),
+                       lax.full(mask.shape, big, idx.dtype))
+    return pmin(valid, axis_name)
+
+
+def pargmax(x, axis_name):
+    """The index along the mapped axis ``axis_name`` of the largest ``x``, per element (the
+    first one on ties); int32."""
+    if isinstance(axis_name, (tuple, list)):
+        raise TypeError(f"pargmax only accepts a single axis, got {axis_name}")
+    return _axis_index_of_val(x, pmax(x, axis_name), axis_name)
+
+
+def pargmin(x, axis_name):
+    """The index along the mapped axis ``axis_name`` of the smallest ``x``, per element
+    (the first one on ties); int32."""
+    if isinstance(axis_name, (tuple, list)):
+        raise TypeError(f"pargmin only accepts a single axis, got {axis_name}")
+    return _axis_index_of_val(x, pmin(x, axis_name), axis_name)
+
+
 __all__ = ["psum", "pmean", "pmax", "pmin", "all_gather", "axis_index", "axis_size",
            "ppermute", "pshuffle", "pswapaxes", "all_to_all", "psum_scatter", "pbroadcast",
            "psum_p", "pmax_p", "pmin_p", "all_gather_p", "axis_index_p", "ppermute_p",

@@ -330,13 +330,15 @@ def _attention_mask(T, S, B, mask, is_causal, q_seqlen, kv_seqlen, local_window_
 
     if mask is not None:
         _and(mask)
+    # Every piece is rank 5, (B|1, K|1, G|1, T, S), so that combining them never relies on
+    # rank promotion (JAX's tests run with jax_numpy_rank_promotion='raise').
     if is_causal:
-        _and(jnp.tril(jnp.ones((T, S), dtype=bool)))
+        _and(jnp.tril(jnp.ones((T, S), dtype=bool))[None, None, None])
     if local_window_size is not None:
         left, right = local_window_size
         q_pos = jnp.arange(T)[:, None]
         k_pos = jnp.arange(S)[None, :]
-        _and((q_pos <= k_pos + left) & (q_pos >= k_pos - right))
+        _and(((q_pos <= k_pos + left) & (q_pos >= k_pos - right))[None, None, None])
     if q_seqlen is not None or kv_seqlen is not None:
         m = jnp.ones((1, T, S), dtype=bool)
         if q_seqlen is not None:

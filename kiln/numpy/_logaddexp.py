@@ -81,12 +81,16 @@ _logaddexp2 = custom_jvp(_logaddexp2_value)
 
 @_logaddexp.defjvp
 def _logaddexp_jvp(primals, tangents):
+    # Python-scalar primals reach the rule as given (as in JAX): promote them as the
+    # public function does.
+    primals = promote_args_inexact("logaddexp", *primals)
     out = _logaddexp(*primals)
     return out, _tangent(lax.exp, out, *primals, *tangents)
 
 
 @_logaddexp2.defjvp
 def _logaddexp2_jvp(primals, tangents):
+    primals = promote_args_inexact("logaddexp2", *primals)
     out = _logaddexp2(*primals)
     return out, _tangent(lax.exp2, out, *primals, *tangents)
 

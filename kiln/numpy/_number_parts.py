@@ -142,6 +142,7 @@ def packbits(a, axis=None, bitorder="big"):
     shifts = np.arange(8, dtype=np.uint8)
     if bitorder == "big":
         shifts = shifts[::-1]
+    shifts = shifts.reshape((1,) * (bits.ndim - 1) + (8,))     # no rank promotion
     packed = jnp.sum(jnp.left_shift(bits, jnp.asarray(shifts)), axis=-1).astype(np.uint8)
     return jnp.swapaxes(packed, axis, -1)
 
@@ -161,6 +162,7 @@ def unpackbits(a, axis=None, count=None, bitorder="big"):
         arr = jnp.ravel(arr)
         axis = 0
     arr = jnp.swapaxes(arr, axis, -1)
+    masks = masks.reshape((1,) * arr.ndim + (8,))     # no rank promotion
     out = (jnp.bitwise_and(arr[..., None], jnp.asarray(masks)) > 0).astype(np.uint8)
     out = out.reshape(_shape(out)[:-2] + (-1,))
     if count is not None:

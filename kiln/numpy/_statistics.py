@@ -369,7 +369,9 @@ def _bin_index(edges, x):
     if nb > 64:
         return jnp.searchsorted(edges, x, side="right")
     # Few edges: counting the edges <= x is a single fused compare-and-sum.
-    return jnp.sum(edges <= x[..., None], axis=-1, dtype=_int())
+    # (edges at x's rank + 1: no rank promotion under jax_numpy_rank_promotion='raise')
+    e = jnp.reshape(edges, (1,) * get_aval(x).ndim + (nb,))
+    return jnp.sum(e <= x[..., None], axis=-1, dtype=_int())
 
 
 def histogram_bin_edges(a, bins=10, range=None, weights=None):  # noqa: A002

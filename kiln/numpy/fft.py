@@ -60,7 +60,8 @@ def _fft_core(func_name, fft_type, a, s, axes, norm):
     else:
         axes = tuple(operator.index(ax) for ax in axes)
     if len(axes) != len({ax % ndim if ndim else ax for ax in axes}):
-        raise ValueError(f"{full_name} does not support repeated axes. Got axes {axes}.")
+        raise ValueError(f"{full_name} does not support repeated axes. Got axes "
+                         f"{orig_axes}.")
     if orig_axes is not None:
         end = tuple(range(ndim - len(axes), ndim))
         arr = jnp.moveaxis(arr, axes, end)

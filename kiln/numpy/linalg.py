@@ -515,7 +515,8 @@ def _slogdet_lu_impl(a):
     lu, pivot, _ = lax_linalg.lu(a)
     diag = jnp.diagonal(lu, axis1=-2, axis2=-1)
     is_zero = jnp.any(diag == jnp.array(0, dtype=dtype), axis=-1)
-    iota = jnp.arange(n, dtype=pivot.dtype)
+    # iota at the pivots' rank: no rank promotion (jax_numpy_rank_promotion='raise')
+    iota = jnp.reshape(jnp.arange(n, dtype=pivot.dtype), (1,) * (pivot.ndim - 1) + (n,))
     parity = jnp.count_nonzero(pivot != iota, axis=-1)
     if _is_complex(a):
         sign = jnp.prod(diag / jnp.abs(diag).astype(dtype), axis=-1)
@@ -601,7 +602,7 @@ def _cofactor_solve(a, b):
     lu, pivots, perm = lax_linalg.lu(a)
     dtype = _dtype(a)
     diag = jnp.diagonal(lu, axis1=-2, axis2=-1)
-    iota = jnp.arange(n, dtype=pivots.dtype)
+    iota = jnp.reshape(jnp.arange(n, dtype=pivots.dtype), (1,) * (pivots.ndim - 1) + (n,))
     parity = jnp.count_nonzero(pivots != iota, axis=-1)
     sign = jnp.asarray(-2 * (parity % 2) + 1, dtype=dtype)
     partial_det = jnp.cumprod(diag, axis=-1) * sign[..., None]

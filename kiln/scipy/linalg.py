@@ -20,12 +20,24 @@ from kiln.numpy import linalg as jnp_linalg
 from kiln.numpy._util import check_arraylike, promote_dtypes, promote_dtypes_inexact
 
 __all__ = ["block_diag", "cho_factor", "cho_solve", "cholesky", "circulant", "companion",
-           "det", "dft", "eigh", "expm", "expm_frechet", "fiedler", "hankel", "hessenberg",
-           "hilbert", "inv", "lu", "lu_factor", "lu_solve", "polar", "qr", "schur", "solve",
-           "solve_sylvester", "solve_triangular", "sqrtm", "svd", "toeplitz"]
+           "convolution_matrix", "det", "dft", "eigh", "expm", "expm_frechet", "fiedler",
+           "fiedler_companion", "hadamard", "hankel", "helmert", "hessenberg", "hilbert",
+           "inv", "invhilbert", "invpascal", "leslie", "lu", "lu_factor", "lu_solve",
+           "pascal", "polar", "qr", "schur", "solve", "solve_sylvester", "solve_triangular",
+           "sqrtm", "svd", "toeplitz"]
 
 
 from kiln.numpy.linalg import jnp  # noqa: E402  (lazy kiln.numpy proxy, shared)
+from kiln.scipy._linalg_matrices import (  # noqa: E402,F401
+    convolution_matrix,
+    fiedler_companion,
+    hadamard,
+    helmert,
+    invhilbert,
+    invpascal,
+    leslie,
+    pascal,
+)
 
 
 def _shape(x):

@@ -355,6 +355,12 @@ def _dynamic_update_slice_rule(error, enabled_errors, eqn, operand, update, *sta
             out)
 
 
+def _at_rank(bounds, indices):
+    """Per-index-vector bounds shaped to ``indices``' rank (its last axis), so the
+    comparison never relies on rank promotion (``jax_numpy_rank_promotion='raise'``)."""
+    return bounds.reshape((1,) * (np.ndim(indices) - 1) + bounds.shape)
+
+
 def _gather_rule(error, enabled_errors, eqn, operand, indices, **params):
     out = eqn.primitive.bind(operand, indices, **params)
     if OOBError not in enabled_errors:
@@ -368,7 +374,7 @@ def _gather_rule(error, enabled_errors, eqn, operand, indices, **params):
     upper = (np.asarray(shape, np.int64)[sim]
              - np.asarray(params["slice_sizes"], np.int64)[sim])
     upper = np.minimum(upper, np.iinfo(dt).max).astype(dt)
-    mask = (indices < 0) | (indices > upper)
+    mask = (indices < 0) | (indices > _at_rank(upper, indices))
     return _add_oob(error, mask, indices, sim, shape, "gather", eqn), out
 
 
@@ -391,7 +397,7 @@ def _scatter_rule(error, enabled_errors, eqn, operand, indices, updates, **param
             dt = np.dtype(get_aval(indices).dtype)
             upper = np.asarray([shape[i] - sizes[i] for i in sdo], np.int64)
             upper = np.minimum(upper, np.iinfo(dt).max).astype(dt)
-            mask = (indices < 0) | (indices > upper)
+            mask = (indices < 0) | (indices > _at_rank(upper, indices))
             error = _add_oob(error, mask, indices, sdo, shape, eqn.primitive.name, eqn)
     return _check_nans(error, enabled_errors, eqn, out), out
 

@@ -1,0 +1,164 @@
+"""``lax.ragged_dot``, ``lax.ragged_dot_general`` and ``lax.RaggedDotDimensionNumbers``.
+
+A ragged dot multiplies each *group* of consecutive rows of ``lhs`` (along its ragged
+dimension; the groups' sizes are ``group_sizes``) by that group's matrix of ``rhs`` (along
+its group dimension). Rows past ``sum(group_sizes)`` give zeros, as JAX on CPU.
+
+kiln computes it as a composite of ``lax`` operations (no primitive of its own): one
+``dot_general`` against every group, then each row keeps its group's product (a select
+and a sum over the group axis, both exact). So it is differentiable, batchable and
+jittable like any ``lax`` code; its cost is that of the dense product with all groups.
+Only JAX's first mode is implemented: the lhs ragged dimension is a free (non-contracting)
+dimension and ``rhs`` has a group dimension. The other two modes (ragged contracting or
+batch dimension, no rhs group dimension) raise NotImplementedError; ``group_offset`` is
+not supported (as in JAX on CPU).
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+
+from kiln import dtypes
+
+__all__ = ["RaggedDotDimensionNumbers", "ragged_dot", "ragged_dot_general"]
+
+
+@dataclasses.dataclass(frozen=True, init=False)
+class RaggedDotDimensionNumbers:
+    """The dimensions of a ragged dot.
+
+    Args:
+      dot_dimension_numbers: ``((lhs_contracting, rhs_contracting), (lhs_batch,
+        rhs_batch))``, sequences of ints (as for ``lax.dot_general``).
+      lhs_ragged_dimensions: the ragged dimensions of the left operand.
+      rhs_group_dimensions: the group dimensions of the right operand.
+    """
+
+    dot_dimension_numbers: tuple
+    lhs_ragged_dimensions: tuple
+    rhs_group_dimensions: tuple
+
+    def __init__(self, dot_dimension_numbers: Sequence, lhs_ragged_dimensions: Sequence[int],
+                 rhs_group_dimensions: Sequence[int]):
+        dims = tuple(tuple(tuple(int(d) for d in part) for part in pair)
+                     for pair in dot_dimension_numbers)
+        object.__setattr__(self, "dot_dimension_numbers", dims)
+        object.__setattr__(self, "lhs_ragged_dimensions",
+                           tuple(int(d) for d in lhs_ragged_dimensions))
+        object.__setattr__(self, "rhs_group_dimensions",
+                           tuple(int(d) for d in rhs_group_dimensions))
+
+
+def _lax():
+    import kiln.lax as lax
+    return lax
+
+
+def ragged_dot(lhs, rhs, group_sizes, precision=None, preferred_element_type=None,
+               group_offset=None, out_sharding=None):
+    """Ragged matrix multiplication: rows ``lhs[start_g:start_g + group_sizes[g]]`` times
+    ``rhs[g]``.
+
+    Args:
+      lhs: shape ``(m, k)``.
+      rhs: shape ``(g, k, n)``.
+      group_sizes: integer, shape ``(g,)``: consecutive row counts of ``lhs``.
+      precision: as for ``lax.dot_general``.
+      preferred_element_type: the result dtype (default: the operands' promoted dtype).
+      group_offset: not supported (NotImplementedError), as in JAX on CPU.
+      out_sharding: ``None`` only.
+
+    Returns:
+      Shape ``(m, n)``; rows past ``sum(group_sizes)`` are zero.
+    """
+    dn = RaggedDotDimensionNumbers((((1,), (1,)), ((), ())), (0,), (0,))
+    return ragged_dot_general(lhs, rhs, group_sizes, dn, precision=precision,
+                              preferred_element_type=preferred_element_type,
+                              group_offset=group_offset, out_sharding=out_sharding)
+
+
+def _check(lhs_shape, rhs_shape, gs_shape, dn):
+    (lc, rc), (lb, rb) = dn.dot_dimension_numbers
+    if len(dn.lhs_ragged_dimensions) != 1:
+        raise TypeError("ragged_dot_general expects exactly one lhs ragged dimension.")
+    r = dn.lhs_ragged_dimensions[0]
+    if not 0 <= r < len(lhs_shape):
+        raise TypeError("ragged_dot_general requires lhs ragged dimension numbers to be "
+                        "nonnegative and less than the number of axes of the lhs value, "
+                        f"got {dn.lhs_ragged_dimensions} for lhs of rank {len(lhs_shape)}")
+    if len(dn.rhs_group_dimensions) > 1:
+        raise TypeError("ragged_dot_general expects at most one rhs group dimension.")
+    for gd in dn.rhs_group_dimensions:
+        if gd in rc or gd in rb:
+            raise TypeError("ragged_dot_general requires rhs group dimension numbers to "
+                            "be distinct from contracting and batch dimensions, got "
+                            f"{dn.rhs_group_dimensions}")
+        if not 0 <= gd < len(rhs_shape):
+            raise TypeError("ragged_dot_general requires rhs group dimension numbers to be "
+                            "nonnegative and less than the number of axes of the rhs value")
+    if r in lc or r in lb or not dn.rhs_group_dimensions:
+        raise NotImplementedError(
+            "ragged_dot_general: kiln implements the mode where the lhs ragged dimension "
+            "is a non-contracting dimension and rhs has a group dimension; a ragged "
+            "contracting or batch dimension is not supported")
+    g = rhs_shape[dn.rhs_group_dimensions[0]]
+    expected = tuple(lhs_shape[:r]) + (g,)
+    if tuple(gs_shape) not in (expected, (g,)):
+        raise TypeError(f"expected group_sizes to have shape {expected}, got "
+                        f"{tuple(gs_shape)}")
+    return r, g
+
+
+def ragged_dot_general(lhs, rhs, group_sizes, ragged_dot_dimension_numbers,
+                       precision=None, preferred_element_type=None, group_offset=None,
+                       out_sharding=None):
+    """Ragged ``dot_general``: see :func:`ragged_dot` and :class:`RaggedDotDimensionNumbers`.
+
+    The result's dimensions are those of ``lax.dot_general`` with the rhs group dimension
+    removed: batch dimensions, lhs free dimensions, rhs free dimensions.
+    """
+    lax = _lax()
+    if group_offset is not None:
+        raise NotImplementedError("ragged_dot_general: group_offset is not supported "
+                                  "(as in JAX on CPU)")
+    if out_sharding is not None:
+        raise NotImplementedError("ragged_dot_general: out_sharding is not supported")
+    dn = ragged_dot_dimension_numbers
+    if not isinstance(dn, RaggedDotDimensionNumbers):
+        raise TypeError("ragged_dot_dimension_numbers must be a "
+                        f"RaggedDotDimensionNumbers, got {dn!r}")
+    lshape, rshape, gshape = np.shape(lhs), np.shape(rhs), np.shape(group_sizes)
+    r, g = _check(lshape, rshape, gshape, dn)
+    gdt = dtypes.dtype(group_sizes)
+    if not dtypes.issubdtype(gdt, np.integer):
+        raise TypeError(f"ragged_dot_general: group_sizes must be integers, got {gdt}")
+    (lc, rc), (lb, rb) = dn.dot_dimension_numbers
+    gd = dn.rhs_group_dimensions[0]
+    full = lax.dot_general(lhs, rhs, dn.dot_dimension_numbers, precision=precision,
+                           preferred_element_type=preferred_element_type)
+    lfree = [d for d in range(len(lshape)) if d not in lc and d not in lb]
+    rfree = [d for d in range(len(rshape)) if d not in rc and d not in rb]
+    out_pos = {("l", d): lb.index(d) if d in lb else len(lb) + lfree.index(d)
+               for d in range(r + 1) if d not in lc}
+    gpos = len(lb) + len(lfree) + rfree.index(gd)
+    # Group membership of each position along the ragged dimension, per prefix.
+    gs = lax.convert_element_type(group_sizes, np.int32)
+    if gs.ndim == 1 and r > 0:
+        gs = lax.broadcast_in_dim(gs, tuple(lshape[:r]) + (g,), (r,))
+    ends = lax.cumsum(gs, axis=gs.ndim - 1)
+    starts = lax.sub(ends, gs)
+    m = lshape[r]
+    iota = lax.broadcasted_iota(np.int32, tuple(lshape[:r]) + (m, g), r)
+    bshape = tuple(lshape[:r]) + (m, g)
+    st = lax.broadcast_in_dim(starts, bshape, tuple(range(r)) + (r + 1,))
+    en = lax.broadcast_in_dim(ends, bshape, tuple(range(r)) + (r + 1,))
+    member = lax.bitwise_and(lax.ge(iota, st), lax.lt(iota, en))
+    if any(d in lc for d in range(r)):
+        raise NotImplementedError("ragged_dot_general: contracting lhs dimensions before "
+                                  "the ragged one are not supported")
+    dims = tuple(out_pos[("l", d)] for d in range(r + 1)) + (gpos,)
+    member = lax.broadcast_in_dim(member, full.shape, dims)
+    picked = lax.select(member, full, lax.full_like(full, 0))
+    return lax.reduce_sum(picked, (gpos,))

@@ -1,0 +1,152 @@
+"""The ``jax._src`` surface kiln provides for JAX's own test helpers (issue 26): config
+states, ``util`` helpers, dtype tables, ``ShapeDtypeStruct.update``,
+``lax.RaggedDotDimensionNumbers``; compared with JAX where it is installed (in a
+subprocess: JAX and kiln's alias never share a process)."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import kiln
+import kiln.numpy as jnp
+from kiln import lax
+from kiln._src import config as kcfg
+from kiln._src import core as kcore
+from kiln._src import dispatch as kdispatch
+from kiln._src import dtypes as kdtypes
+from kiln._src import util as kutil
+
+
+def test_config_states_read_and_set_kiln_flags():
+    assert kcfg.enable_x64.value is False
+    with kcfg.enable_x64(True):
+        assert kiln.config.jax_enable_x64 is True
+        assert jnp.arange(3).dtype == np.int64
+    assert kcfg.enable_x64.value is False
+    with kcfg.numpy_rank_promotion("raise"):
+        assert kcfg.config_states["jax_numpy_rank_promotion"].value == "raise"
+        with pytest.raises(ValueError):
+            jnp.ones(3) + jnp.ones((2, 3))
+    assert kcfg._read("jax_numpy_rank_promotion") == "allow"
+    with pytest.raises(TypeError):
+        bool(kcfg.enable_x64)
+    assert kiln.config._read("jax_enable_x64") is False
+    assert kiln.config.x64_enabled is False
+
+
+def test_fixed_jax_only_options_refuse_other_values():
+    st = kcfg.explicit_x64_dtypes
+    assert st.value == kcfg.ExplicitX64Mode.WARN
+    with st("warn"):
+        pass
+    with pytest.raises(NotImplementedError, match="explicit_x64_dtypes"):
+        with st("error"):
+            pass
+
+
+def test_flag_definers_and_env(monkeypatch):
+    f = kcfg.int_flag("jax_suite_test_flag", 3, help="x")
+    assert f.value == 3
+    monkeypatch.setenv("KILN_TEST_BOOL_ENV", "yes")
+    assert kcfg.bool_env("KILN_TEST_BOOL_ENV", False) is True
+    assert kcfg.int_env("KILN_TEST_UNSET_ENV", 7) == 7
+
+
+def test_util_helpers():
+    assert kutil.safe_map(lambda a, b: a + b, [1, 2], [3, 4]) == [4, 6]
+    with pytest.raises(ValueError):
+        kutil.safe_zip([1], [1, 2])
+    assert kutil.split_list([1, 2, 3, 4], [1, 2]) == [[1], [2, 3], [4]]
+    lo, hi = kutil.partition_list([False, True, False], "abc")
+    assert (lo, hi) == (["a", "c"], ["b"])
+    assert kutil.merge_lists([False, True, False], lo, hi) == ["a", "b", "c"]
+    assert kutil.unzip3([(1, 2, 3), (4, 5, 6)]) == ((1, 4), (2, 5), (3, 6))
+    assert kutil.tuple_update((1, 2, 3), 1, 9) == (1, 9, 3)
+
+
+def test_dtype_tables_and_jax_type():
+    assert np.dtype("float32") in kdtypes._jax_types
+    assert kdtypes._jax_type(*kdtypes._dtype_and_weaktype(1.0)) is float
+    assert kdtypes._jax_type(*kdtypes._dtype_and_weaktype(jnp.float32(1))) == np.float32
+    assert kdtypes._jax_type(np.dtype(bool), True) == np.dtype(bool)
+
+
+def test_reset_trace_state_and_apply_primitive():
+    assert kcore.reset_trace_state() is True
+    out = kdispatch.apply_primitive(lax.add_p, jnp.float32(1), jnp.float32(2))
+    assert float(out) == 3.0
+
+
+def test_shape_dtype_struct_update():
+    s = kiln.ShapeDtypeStruct((2, 3), np.float32)
+    t = s.update(shape=(4,))
+    assert t.shape == (4,) and t.dtype == np.float32 and s.shape == (2, 3)
+    with pytest.raises(TypeError):
+        s.update(bogus=1)
+
+
+def test_ragged_dot_dimension_numbers_matches_jax():
+    r = lax.RaggedDotDimensionNumbers(([[1], [1]], [[], []]), [0, 1], [0])
+    mine = [r.dot_dimension_numbers, r.lhs_ragged_dimensions, r.rhs_group_dimensions]
+    assert r == lax.RaggedDotDimensionNumbers((((1,), (1,)), ((), ())), (0, 1), (0,))
+    pytest.importorskip("jax")
+    code = ("import json; from jax import lax; r = lax.RaggedDotDimensionNumbers("
+            "([[1], [1]], [[], []]), [0, 1], [0]); print(json.dumps([r.dot_dimension_numbers,"
+            " r.lhs_ragged_dimensions, r.rhs_group_dimensions]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert json.loads(out) == json.loads(json.dumps(mine))
+
+
+def test_register_canonicalize_value_handler():
+    from kiln.dtypes import canonicalize_value_handlers, coerce_to_array
+
+    class Box:
+        def __init__(self, v):
+            self.v = v
+
+    kdtypes.register_canonicalize_value_handler(Box, lambda b: np.asarray(b.v, np.float64))
+    try:
+        out = coerce_to_array(Box([1.0, 2.0]))
+        assert out.dtype == np.float32 and out.tolist() == [1.0, 2.0]
+        kdtypes.register_canonicalize_value_handler(Box, None)
+        assert canonicalize_value_handlers[Box](5) == 5
+    finally:
+        del canonicalize_value_handlers[Box]
+
+
+def test_broadcast_flattened_prefix_with_treedef():
+    from kiln import tree_util as tu
+    full = (0, {"a": 0, "b": 0}, (0, 0))
+    out = tu.broadcast_flattened_prefix_with_treedef(*tu.tree_flatten((1, 2, 3)),
+                                                     tu.tree_structure(full))
+    assert out == [1, 2, 2, 3, 3]
+    leaves, td = tu.tree_flatten({"x": 5, "y": None})
+    assert tu.broadcast_flattened_prefix_with_treedef(
+        leaves, td, tu.tree_structure({"x": (0, [0]), "y": None})) == [5, 5]
+    with pytest.raises(ValueError):
+        tu.broadcast_flattened_prefix_with_treedef(*tu.tree_flatten((1, 2)),
+                                                   tu.tree_structure(full))
+
+
+def test_implementation_selectors_can_be_set():
+    st = kcfg.config_states["jax_custom_vjp3"]
+    assert st.value is False
+    with st(True):
+        assert kcfg._read("jax_custom_vjp3") is True
+    assert st.value is False
+    kcfg.update("jax_remat3", True)
+    try:
+        assert kcfg.remat3.value is True
+    finally:
+        kcfg.update("jax_remat3", False)
+
+
+def test_src_array_module():
+    from kiln._src import array as sa
+    assert sa.ArrayImpl is kiln.array.ArrayImpl
+    x = sa.make_array_from_callback((2, 3), kiln.sharding.SingleDeviceSharding(kiln.devices()[0]),
+                                    lambda idx: np.arange(6.0).reshape(2, 3)[idx])
+    np.testing.assert_array_equal(x, np.arange(6.0).reshape(2, 3))

@@ -1,0 +1,107 @@
+"""``lax.ragged_dot``/``ragged_dot_general`` (issue 26): values against a NumPy reference
+and JAX (when installed), dtypes, batch dimensions and per-batch group sizes, errors;
+``jit``, ``vmap`` and ``grad`` (compared with JAX's gradients)."""
+import numpy as np
+import pytest
+
+import kiln
+from kiln import lax
+
+try:
+    import jax
+except ImportError:  # pragma: no cover
+    jax = None
+
+
+def _ref(lhs, rhs, gs):
+    out = np.zeros((lhs.shape[0], rhs.shape[-1]), np.float32)
+    start = 0
+    for i, size in enumerate(gs):
+        out[start:start + size] = lhs[start:start + size] @ rhs[i]
+        start += size
+    return out
+
+
+def _args(m=7, k=3, n=4, g=3, seed=0, gs=None):
+    rng = np.random.RandomState(seed)
+    lhs = rng.randn(m, k).astype(np.float32)
+    rhs = rng.randn(g, k, n).astype(np.float32)
+    gs = np.array(gs if gs is not None else [2, 0, 4], np.int32)
+    return lhs, rhs, gs
+
+
+@pytest.mark.parametrize("gs", [[2, 0, 4], [7, 0, 0], [1, 1, 1]])
+def test_values_against_reference_and_jax(gs):
+    lhs, rhs, gs = _args(gs=gs)
+    out = lax.ragged_dot(lhs, rhs, gs)
+    assert out.shape == (7, 4) and out.dtype == np.float32
+    np.testing.assert_allclose(out, _ref(lhs, rhs, gs), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(kiln.jit(lax.ragged_dot)(lhs, rhs, gs), out, rtol=1e-6)
+    if jax is not None:
+        np.testing.assert_allclose(out, np.asarray(jax.lax.ragged_dot(lhs, rhs, gs)),
+                                   rtol=1e-5, atol=1e-6)
+
+
+def test_dtypes():
+    lhs, rhs, gs = _args()
+    bf = kiln.numpy.bfloat16
+    assert lax.ragged_dot(lhs.astype(bf), rhs.astype(bf), gs).dtype == bf
+    assert lax.ragged_dot(lhs.astype(bf), rhs.astype(bf), gs,
+                          preferred_element_type=np.float32).dtype == np.float32
+
+
+def test_grad_and_vmap():
+    lhs, rhs, gs = _args(seed=1)
+
+    def loss(l, r):
+        return (lax.ragged_dot(l, r, gs) ** 2).sum()
+    gl, gr = kiln.grad(loss, argnums=(0, 1))(lhs, rhs)
+    assert gl.shape == lhs.shape and gr.shape == rhs.shape
+    np.testing.assert_array_equal(np.asarray(gr)[1], 0)     # the empty group
+    if jax is not None:
+        jl, jr = jax.grad(lambda l, r: (jax.lax.ragged_dot(l, r, gs) ** 2).sum(),
+                          argnums=(0, 1))(lhs, rhs)
+        np.testing.assert_allclose(gl, np.asarray(jl), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(gr, np.asarray(jr), rtol=1e-4, atol=1e-5)
+    gss = np.stack([gs, np.array([3, 3, 1], np.int32)])
+    out = kiln.vmap(lax.ragged_dot)(np.stack([lhs, lhs]), np.stack([rhs, rhs]), gss)
+    for b in range(2):
+        np.testing.assert_allclose(out[b], _ref(lhs, rhs, gss[b]), rtol=1e-5, atol=1e-6)
+
+
+def test_general_with_batch_dimension():
+    rng = np.random.RandomState(2)
+    lhs = rng.randn(2, 5, 3).astype(np.float32)       # batch, ragged, contracting
+    rhs = rng.randn(3, 2, 3, 4).astype(np.float32)    # group, batch, contracting, free
+    gs = np.array([[1, 2, 2], [5, 0, 0]], np.int32)
+    dn = lax.RaggedDotDimensionNumbers((([2], [2]), ([0], [1])), [1], [0])
+    out = lax.ragged_dot_general(lhs, rhs, gs, dn)
+    assert out.shape == (2, 5, 4)
+    for b in range(2):
+        np.testing.assert_allclose(out[b], _ref(lhs[b], rhs[:, b], gs[b]), rtol=1e-5,
+                                   atol=1e-6)
+    if jax is not None:
+        ref = jax.lax.ragged_dot_general(lhs, rhs, gs, jax.lax.RaggedDotDimensionNumbers(
+            (([2], [2]), ([0], [1])), [1], [0]))
+        np.testing.assert_allclose(out, np.asarray(ref), rtol=1e-5, atol=1e-6)
+
+
+def test_errors():
+    lhs, rhs, gs = np.ones((11, 5)), np.ones((3, 5, 7)), np.ones((3,), np.int32)
+    dn = lax.RaggedDotDimensionNumbers((([1], [1]), ([], [])), [0, 1], [0])
+    with pytest.raises(TypeError, match="exactly one lhs ragged dimension"):
+        lax.ragged_dot_general(lhs, rhs, gs, dn)
+    dn = lax.RaggedDotDimensionNumbers((([1], [1]), ([], [])), [2], [0])
+    with pytest.raises(TypeError, match="nonnegative and less than the number of axes"):
+        lax.ragged_dot_general(lhs, rhs, gs, dn)
+    dn = lax.RaggedDotDimensionNumbers((([1], [1]), ([], [])), [0], [0])
+    with pytest.raises(TypeError, match=r"expected group_sizes to have shape \(3,\)"):
+        lax.ragged_dot_general(lhs, rhs, np.ones((2, 3), np.int32), dn)
+    dn = lax.RaggedDotDimensionNumbers((([1], [1]), ([], [])), [0], [1])
+    with pytest.raises(TypeError, match="distinct from contracting and batch"):
+        lax.ragged_dot_general(np.ones((11, 3)), np.ones((3, 3, 7)), gs, dn)
+    dn = lax.RaggedDotDimensionNumbers((([1], [1]), ([], [])), [1], [])
+    with pytest.raises(NotImplementedError, match="ragged"):
+        lax.ragged_dot_general(lhs, np.ones((5, 7)), gs, dn)
+    with pytest.raises(NotImplementedError, match="group_offset"):
+        lax.ragged_dot(lhs, rhs, gs, group_offset=np.zeros(1, np.int32))
