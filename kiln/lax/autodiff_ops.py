@@ -20,7 +20,9 @@ ad.jvp_rules[stop_gradient_p] = lambda primals, tangents: (
 
 def _stop(leaf):
     dt = getattr(get_aval(leaf), "dtype", None)
-    if isinstance(dt, np.dtype) and dt.kind in "OSUV":
+    # ml_dtypes' types (bfloat16, float8_*, int4) also have kind "V": only NumPy's
+    # own void (structured/raw bytes) is rejected.
+    if isinstance(dt, np.dtype) and (dt.kind in "OSU" or dt.type is np.void):
         raise TypeError(f"Argument '{leaf}' of type '{type(leaf)}' is not a valid JAX type")
     return stop_gradient_p.bind(leaf)
 

@@ -92,3 +92,14 @@ def test_fft_empty_and_repeated_axes_message():
     assert kiln.jit(jnp.fft.ifft)(jnp.zeros((3, 0), jnp.complex64)).shape == (3, 0)
     with pytest.raises(ValueError, match=r"Got axes \[1, 1\]\."):
         jnp.fft.ifftn(np.ones((2, 3)), axes=[1, 1])
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3fn", "int4", "float16"])
+def test_stop_gradient_accepts_ml_dtypes(dtype):
+    # ml_dtypes' types have NumPy kind "V" like raw void: they must pass through.
+    x = jnp.arange(3).astype(getattr(jnp, dtype))
+    out = kiln.lax.stop_gradient(x)
+    assert out.dtype == x.dtype
+    np.testing.assert_array_equal(np.asarray(out, np.float32), np.asarray(x, np.float32))
+    with pytest.raises(TypeError, match="not a valid JAX type"):
+        kiln.lax.stop_gradient(np.zeros(2, dtype="V4"))
