@@ -37,6 +37,11 @@ def broadcast_in_dim(operand: Any, shape: Sequence[int],
     return _op("broadcast_in_dim")(operand, shape, broadcast_dimensions)
 
 
+def convert_element_type(operand: Any, new_dtype: Any, weak_type: bool = False) -> Any:
+    """``kiln.lax``'s internal cast that can also set the weak-type flag."""
+    return _op("convert_element_type")(operand, new_dtype, weak_type)
+
+
 def reduce_sum(operand: Any, axes: Sequence[int]) -> Any:
     """``kiln.lax.reduce_sum``."""
     return _op("reduce_sum")(operand, axes)

@@ -13,6 +13,7 @@ from kiln.core.trace import Primitive, get_aval, set_current_trace
 from kiln.interpreters import ad, batching, staging
 from kiln.interpreters.ad import Zero
 from kiln.interpreters.custom_calls import _call_impl, _trace_fun
+from kiln.interpreters.transpose_jaxpr import transpose_jaxpr
 
 __all__ = ["remat_p"]
 
@@ -85,7 +86,6 @@ staging.partial_eval_rules[remat_p] = _remat_partial_eval
 def _remat_transpose(cts, *args, jaxpr, prevent_cse, differentiated, policy):
     # The transposed body stays inside a checkpoint equation, so the recomputed forward
     # pass remains a separate region of the program.
-    from kiln.lax.control.common import transpose_jaxpr
     linear = [ad.is_undefined_primal(x) for x in args]
     ct_avals = jaxpr.out_avals
     cts = [ad.instantiate_zeros(c) if type(c) is Zero else c for c in cts]

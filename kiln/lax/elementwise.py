@@ -46,6 +46,7 @@ from kiln.lax._factory import (
     unop,
 )
 from kiln.lax._xla_eager import power as _xla_power
+from kiln.lax._xla_eager import unary as _xla_unary
 from kiln.lax.accuracy import check_accuracy as _check_accuracy
 from kiln.lax.arith import (
     _binargs,
@@ -267,6 +268,15 @@ def is_finite(x):
 def _exp2(x):
     if x.dtype.kind == "c":
         return np.exp(x * np.log(2.0))
+    if x.dtype in (np.float32, np.float64):
+        # JAX lowers exp2 to exp(log(2) * x) in the operand's dtype; XLA's exp formula
+        # then gives its bits (NumPy's exp2 differs in the last bit, and is SVML's on
+        # AVX-512 machines). The compiled kernels use the same formula.
+        with np.errstate(all="ignore"):
+            y = x * x.dtype.type(np.log(2.0))
+        out = _xla_unary("exp", np.asarray(y))
+        if out is not None:
+            return out
     return np.exp2(x)
 
 
@@ -422,7 +432,7 @@ def _rsqrt(x):
 
 sqrt_p = unop("sqrt", _math(np.sqrt), _inexact)
 rsqrt_p = unop("rsqrt", _math(_rsqrt), _inexact)
-cbrt_p = unop("cbrt", _math(np.cbrt), _float)
+cbrt_p = unop("cbrt", xla_math("cbrt", _math(np.cbrt)), _float)
 
 ad.defjvp2(sqrt_p, lambda g, ans, x: mul(g, div(_const(x, 0.5), ans)))
 ad.defjvp2(rsqrt_p, lambda g, ans, x: mul(g, mul(_const(x, -0.5), div(ans, x))))

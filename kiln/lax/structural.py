@@ -504,4 +504,5 @@ __all__ = ["convert_element_type", "broadcast_in_dim", "broadcast", "broadcast_l
 _ = (check_dtype, _any)
 
 # The interpreters (below ``kiln.lax``) move and insert batch axes with these.
-lax_ops.install(transpose=transpose, broadcast_in_dim=broadcast_in_dim)
+lax_ops.install(transpose=transpose, broadcast_in_dim=broadcast_in_dim,
+                convert_element_type=_convert_element_type)

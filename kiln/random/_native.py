@@ -44,7 +44,8 @@ UNARY_FUNCS = ("kiln_log_f32", "kiln_log1p_f32", "kiln_exp_f32", "kiln_erf_inv_f
                "kiln_log_f64", "kiln_tan_f32", "kiln_tan_f64")
 
 #: The eager-math ops with JAX's bits (``kiln_eager_<op>_<f32|f64>``, x -> y, n).
-EAGER_UNARY = ("exp", "expm1", "log", "log1p", "sin", "cos", "tan", "tanh", "logistic", "erf")
+EAGER_UNARY = ("exp", "expm1", "log", "log1p", "sin", "cos", "tan", "tanh", "logistic", "erf",
+               "cbrt")
 
 _lock = threading.Lock()
 _state: dict = {}

@@ -85,6 +85,10 @@ EAGER1(kiln_eager_logistic_f32, float, xlogistic32)
 EAGER1(kiln_eager_logistic_f64, double, xlogistic64)
 EAGER1(kiln_eager_erf_f32, float, xerf32)
 EAGER1(kiln_eager_erf_f64, double, xerf64)
+/* XLA's CPU code calls the C library's cbrt (checked bit for bit against JAX); NumPy's
+   np.cbrt is SVML's on AVX-512 machines and differs in the last bit. */
+EAGER1(kiln_eager_cbrt_f32, float, cbrtf)
+EAGER1(kiln_eager_cbrt_f64, double, cbrt)
 
 /* integer_pow as JAX lowers it (binary exponentiation: acc * x for each set bit of |k|,
    x * x between; 1 / acc for k < 0), under XLA's flushing. */

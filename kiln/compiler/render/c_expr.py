@@ -174,6 +174,10 @@ class ExprMixin:
         if name == "round":
             m = params.get("rounding_method", 0)
             return f"{self.math_fn('round_away' if m == 0 else 'rint', dt)}({a})"
+        if name == "exp2" and dt in (F32, F64):
+            # JAX lowers exp2 to exp(log(2) * x) in the operand's dtype (JAX's bits).
+            ln2 = "0.693147180559945309417232121458176568" + ("f" if dt == F32 else "")
+            return f"{self.math_fn('exp', dt)}(({t})({a} * {ln2}))"
         if name in ("exp", "log", "log1p", "expm1", "tanh", "logistic", "sin", "cos", "tan",
                     "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "sqrt",
                     "rsqrt", "cbrt", "erf", "erfc", "exp2", "lgamma"):

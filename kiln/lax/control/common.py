@@ -14,6 +14,7 @@ from kiln.core.ref import AbstractRef
 from kiln.core.trace import apply_impl, get_aval
 from kiln.interpreters import ad, batching, staging
 from kiln.interpreters.ad import Zero
+from kiln.interpreters.transpose_jaxpr import match_aval, transpose_jaxpr  # noqa: F401
 
 
 def trace_jaxpr(fun, in_avals):
@@ -173,34 +174,6 @@ def batch_jaxpr(closed: ClosedJaxpr, axis_data, in_dims, force_out):
     finally:
         batching.axis_env.pop()
     return ClosedJaxpr(jaxpr, consts), cell["ob"]
-
-
-def transpose_jaxpr(closed: ClosedJaxpr, linear, ct_avals):
-    """Transpose: a jaxpr ``(*nonlinear_inputs, *cts) -> cts of the linear inputs``
-    (zeros instantiated)."""
-    in_avals = closed.in_avals
-    nl_avals = [a for a, lin in zip(in_avals, linear) if not lin]
-    n_nl = len(nl_avals)
-
-    def fun(*args):
-        nl, cts = args[:n_nl], args[n_nl:]
-        it = iter(nl)
-        primals = [ad.UndefinedPrimal(a) if lin else next(it) for a, lin in zip(in_avals, linear)]
-        res = ad.backward_pass(closed.jaxpr, closed.consts, primals, list(cts))
-        return [match_aval(ad.instantiate_zeros(r) if type(r) is Zero else r, a)
-                for r, a, lin in zip(res, in_avals, linear) if lin]
-
-    jaxpr, consts = staging.trace_to_jaxpr(fun, nl_avals + list(ct_avals))
-    return ClosedJaxpr(jaxpr, consts)
-
-
-def match_aval(x, aval):
-    """Cast ``x`` to exactly ``aval``'s dtype and weak type (for type-stable bodies)."""
-    from kiln.lax.structural import _convert_element_type
-    a = get_aval(x)
-    if a.dtype == aval.dtype and a.weak_type == aval.weak_type:
-        return x
-    return _convert_element_type(x, aval.dtype, aval.weak_type)
 
 
 def zeros(aval):
