@@ -50,13 +50,32 @@ _lru: OrderedDict = OrderedDict()
 
 
 class _Entry:
-    __slots__ = ("exe", "state", "error", "future")
+    __slots__ = ("exe", "state", "error", "future", "ref")
 
     def __init__(self):
         self.exe = None
         self.state = "pending"      # pending | ready | reference | failed | evicted
         self.error = None
         self.future = None
+        self.ref = None             # the jaxpr the reference backend runs ("reference")
+
+
+def _reference_form(closed):
+    """What the reference backend runs for a program with nothing native: the program
+    after the compiler's passes, so its bits are those compiled code would give (the
+    passes rewrite divisions as XLA does, kiln/compiler/passes/xla_divide.py). Programs
+    with extended dtypes (keys) run as written."""
+    from kiln.compiler.passes.common import is_numpy_aval
+    from kiln.compiler.passes.passes import optimize
+    j = closed.jaxpr
+    avals = [v.aval for v in (*j.invars, *j.constvars)] + [
+        v.aval for e in j.eqns for v in e.outvars]
+    if not all(is_numpy_aval(a) for a in avals):
+        return closed
+    try:
+        return optimize(closed)
+    except Exception:       # noqa: BLE001 - a pass bug must not stop the program
+        return closed
 
 
 def _admit(entry: _Entry) -> None:
@@ -283,9 +302,14 @@ def _run_pure(closed, args, name: str = "jit", reuse=None):
             _touch(entry)
             outs = exe(args, reuse) if reuse else exe(args)
         else:
-            outs = (_profiler.run_reference(reference.run_jaxpr, closed, args, name)
+            run = closed
+            if entry.state == "reference":
+                if entry.ref is None:
+                    entry.ref = _reference_form(closed)
+                run = entry.ref
+            outs = (_profiler.run_reference(reference.run_jaxpr, run, args, name)
                     if _profiler.active
-                    else reference.run_jaxpr(closed.jaxpr, closed.consts, args))
+                    else reference.run_jaxpr(run.jaxpr, run.consts, args))
     if _debug_checks[0]:
         _check_outputs(closed, args, outs, name)
     return outs

@@ -1,5 +1,6 @@
 """Eager float math with JAX's bits: the impls of ``exp``, ``expm1``, ``log``, ``log1p``,
-``sin``, ``cos``, ``tan``, ``tanh``, ``logistic``, ``erf`` and ``pow`` for float32/float64.
+``sin``, ``cos``, ``tan``, ``tanh``, ``logistic``, ``erf``, ``cbrt``, ``rsqrt``, ``pow`` and
+``atan2`` for float32/float64.
 
 Why: NumPy's ``np.exp``/``np.sin``/... are accurate but not XLA's, so an eager kiln call
 differed from JAX's (eager or jit) in the last bit of a few percent of values, and a
@@ -156,11 +157,18 @@ def integer_pow(x, k: int):
 def power(x, y):
     """JAX's ``pow(x, y)`` for float32/float64 ``x`` (``y`` converted to its dtype), the
     operands of one shape or one of them a single element; None where not applicable."""
+    return binary("pow", x, y)
+
+
+def binary(op: str, x, y):
+    """JAX's ``op(x, y)`` (``pow``, ``atan2``) for float32/float64 ``x`` (``y`` converted to
+    its dtype), the operands of one shape or one of them a single element; None where not
+    applicable (another dtype, other shapes, no native library)."""
     if type(x) is not np.ndarray:
         x = np.asarray(x)
-    e = _entries.get(("pow", x.dtype), _UNSET)
+    e = _entries.get((op, x.dtype), _UNSET)
     if e is _UNSET:
-        e = _entry("pow", x.dtype)
+        e = _entry(op, x.dtype)
     if e is None:
         return None
     y = np.asarray(y, x.dtype)

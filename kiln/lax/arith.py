@@ -106,9 +106,24 @@ def _div_impl(x, y):
         return as_dtype(x // y, dt)
     tok = _fp_enter(_FP_IGNORE)
     try:
-        return as_dtype(np.true_divide(x, y), dt)
+        return as_dtype(xla_true_divide(x, y), dt)
     finally:
         _fp_leave(tok)
+
+
+_RECIPROCAL_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+
+
+def xla_true_divide(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``x / y`` for NumPy float arrays of one dtype, as XLA computes it: a divisor that
+    the division broadcasts (rank 0, or size-1/missing dimensions) is inverted first and
+    multiplied (``A / Broadcast(B) => A * Broadcast(1 / B)``, XLA's simplifier; see
+    ``kiln/compiler/passes/xla_divide.py``) for float16/32/64; otherwise a true division."""
+    if y.shape != x.shape and x.dtype in _RECIPROCAL_DTYPES:
+        ys = y.shape
+        if not ys or np.broadcast_shapes(x.shape, ys) != ys:
+            return np.multiply(x, np.true_divide(x.dtype.type(1), y))
+    return np.true_divide(x, y)
 
 
 div_p = naryop("div", _div_impl, _num)

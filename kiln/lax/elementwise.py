@@ -45,6 +45,7 @@ from kiln.lax._factory import (
     standard_primitive,
     unop,
 )
+from kiln.lax._xla_eager import binary as _xla_binary
 from kiln.lax._xla_eager import power as _xla_power
 from kiln.lax._xla_eager import unary as _xla_unary
 from kiln.lax.accuracy import check_accuracy as _check_accuracy
@@ -409,7 +410,11 @@ def _atan2(x, y):
     if x.dtype.kind == "c":
         # arg(y + i x), extended to complex arguments.
         return -1j * np.log((y + 1j * x) / np.sqrt(x * x + y * y))
-    return np.arctan2(x, y)
+    if np.ndim(x) and np.ndim(y) and np.shape(x) != np.shape(y):
+        x, y = np.broadcast_arrays(x, y)   # size-1 dimensions: the native kernel's shapes
+    # The C library's atan2, as XLA's CPU code (NumPy's is SVML's on AVX-512 machines).
+    out = _xla_binary("atan2", x, y)
+    return np.arctan2(x, y) if out is None else out
 
 
 atan2_p = naryop("atan2", _math(_atan2), _inexact)
@@ -431,7 +436,7 @@ def _rsqrt(x):
 
 
 sqrt_p = unop("sqrt", _math(np.sqrt), _inexact)
-rsqrt_p = unop("rsqrt", _math(_rsqrt), _inexact)
+rsqrt_p = unop("rsqrt", xla_math("rsqrt", _math(_rsqrt)), _inexact)
 cbrt_p = unop("cbrt", xla_math("cbrt", _math(np.cbrt)), _float)
 
 ad.defjvp2(sqrt_p, lambda g, ans, x: mul(g, div(_const(x, 0.5), ans)))

@@ -17,6 +17,7 @@ from kiln._fp_warnings import call_quietly
 from kiln.array import Array, make_array
 from kiln.core import trace as core
 from kiln.core.trace import Tracer
+from kiln.lax.arith import xla_true_divide
 
 _jnp = None
 
@@ -314,7 +315,7 @@ _FAST = [True]
 Array.__add__ = _fast(np.add, "add")
 Array.__sub__ = _fast(np.subtract, "subtract")
 Array.__mul__ = _fast(np.multiply, "multiply")
-Array.__truediv__ = _fast(np.true_divide, "true_divide", float_only=True)
+Array.__truediv__ = _fast(xla_true_divide, "true_divide", float_only=True)
 Array.__radd__ = _fast_r(np.add, "add")
 Array.__rmul__ = _fast_r(np.multiply, "multiply")
 Array.__rsub__ = _fast_r(np.subtract, "subtract")

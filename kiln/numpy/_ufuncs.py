@@ -410,9 +410,13 @@ exp2 = _unary_inexact("exp2", lambda x: lax.exp2(x), "Elementwise 2**x.")
 expm1 = _unary_inexact("expm1", lambda x: lax.expm1(x), "Elementwise e**x - 1.")
 log = _unary_inexact("log", lambda x: lax.log(x), "Elementwise natural logarithm.")
 log1p = _unary_inexact("log1p", lambda x: lax.log1p(x), "Elementwise log(1 + x).")
-log2 = _unary_inexact("log2", lambda x: lax.div(lax.log(x), lax.log(_strong_const(x, 2))),
+# log(x) / log(2) with a scalar divisor: XLA folds log(2) and multiplies by its reciprocal
+# (kiln/compiler/passes/xla_divide.py; eagerly kiln's div does the same).
+log2 = _unary_inexact("log2", lambda x: lax.div(lax.log(x), lax.log(
+                          make_array(np.asarray(2, get_aval(x).dtype), False))),
                       "Elementwise base-2 logarithm.")
-log10 = _unary_inexact("log10", lambda x: lax.div(lax.log(x), lax.log(_strong_const(x, 10))),
+# JAX 0.10 multiplies by log10(e) (NumPy's value rounded to the dtype): not a division.
+log10 = _unary_inexact("log10", lambda x: lax.mul(lax.log(x), _strong_const(x, np.log10(np.e))),
                        "Elementwise base-10 logarithm.")
 sin = _unary_inexact("sin", lambda x: lax.sin(x), "Elementwise sine.")
 cos = _unary_inexact("cos", lambda x: lax.cos(x), "Elementwise cosine.")

@@ -45,7 +45,8 @@ UNARY_FUNCS = ("kiln_log_f32", "kiln_log1p_f32", "kiln_exp_f32", "kiln_erf_inv_f
 
 #: The eager-math ops with JAX's bits (``kiln_eager_<op>_<f32|f64>``, x -> y, n).
 EAGER_UNARY = ("exp", "expm1", "log", "log1p", "sin", "cos", "tan", "tanh", "logistic", "erf",
-               "cbrt")
+               "cbrt", "rsqrt")
+EAGER_BINARY = ("pow", "atan2")
 
 _lock = threading.Lock()
 _state: dict = {}
@@ -99,8 +100,9 @@ def _build():
     lib.kiln_array_data.restype = p
     lib.kiln_set_data_offset.argtypes = [i64]
     lib.kiln_set_data_offset.restype = None
-    for name in ("kiln_pow_f32", "kiln_pow_f64", "kiln_eager_pow_f32", "kiln_eager_pow_f64",
-                 "kiln_eager_pow_f32_obj", "kiln_eager_pow_f64_obj"):
+    binary = [f"kiln_eager_{op}_{w}{sfx}" for op in EAGER_BINARY for w in ("f32", "f64")
+              for sfx in ("", "_obj")]
+    for name in ("kiln_pow_f32", "kiln_pow_f64", *binary):
         fn = getattr(lib, name)
         fn.argtypes = [p, i64, p, i64, p, i64]
         fn.restype = None

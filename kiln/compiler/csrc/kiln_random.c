@@ -89,6 +89,8 @@ EAGER1(kiln_eager_erf_f64, double, xerf64)
    np.cbrt is SVML's on AVX-512 machines and differs in the last bit. */
 EAGER1(kiln_eager_cbrt_f32, float, cbrtf)
 EAGER1(kiln_eager_cbrt_f64, double, cbrt)
+EAGER1(kiln_eager_rsqrt_f32, float, xrsqrt32)
+EAGER1(kiln_eager_rsqrt_f64, double, xrsqrt64)
 
 /* integer_pow as JAX lowers it (binary exponentiation: acc * x for each set bit of |k|,
    x * x between; 1 / acc for k < 0), under XLA's flushing. */
@@ -112,25 +114,20 @@ EAGER1(kiln_eager_cbrt_f64, double, cbrt)
 EAGER_IPOW(kiln_eager_ipow_f32, float)
 EAGER_IPOW(kiln_eager_ipow_f64, double)
 
-/* y = pow(a, b) under XLA's flushing; an operand with stride 0 is a scalar. */
-void kiln_eager_pow_f32(const float *a, int64_t sa, const float *b, int64_t sb, float *y,
-                        int64_t n) {
-  KILN_FTZ_ON for (int64_t i = 0; i < n; i++) y[i] = powf(a[i * sa], b[i * sb]); KILN_FTZ_OFF
-}
-void kiln_eager_pow_f64(const double *a, int64_t sa, const double *b, int64_t sb, double *y,
-                        int64_t n) {
-  KILN_FTZ_ON for (int64_t i = 0; i < n; i++) y[i] = pow(a[i * sa], b[i * sb]); KILN_FTZ_OFF
-}
-void kiln_eager_pow_f32_obj(const void *ao, int64_t sa, const void *bo, int64_t sb,
-                            const void *yo, int64_t n) {
-  kiln_eager_pow_f32((const float *)kiln_array_data(ao), sa,
-                     (const float *)kiln_array_data(bo), sb, (float *)kiln_array_data(yo), n);
-}
-void kiln_eager_pow_f64_obj(const void *ao, int64_t sa, const void *bo, int64_t sb,
-                            const void *yo, int64_t n) {
-  kiln_eager_pow_f64((const double *)kiln_array_data(ao), sa,
-                     (const double *)kiln_array_data(bo), sb, (double *)kiln_array_data(yo), n);
-}
+/* y = fn(a, b) under XLA's flushing; an operand with stride 0 is a scalar. pow and atan2
+   are the C library's, which XLA's CPU code calls. */
+#define EAGER2(name, T, fn) \
+  void name(const T *a, int64_t sa, const T *b, int64_t sb, T *y, int64_t n) { \
+    KILN_FTZ_ON for (int64_t i = 0; i < n; i++) y[i] = fn(a[i * sa], b[i * sb]); \
+    KILN_FTZ_OFF } \
+  void name##_obj(const void *ao, int64_t sa, const void *bo, int64_t sb, const void *yo, \
+                  int64_t n) { \
+    name((const T *)kiln_array_data(ao), sa, (const T *)kiln_array_data(bo), sb, \
+         (T *)kiln_array_data(yo), n); }
+EAGER2(kiln_eager_pow_f32, float, powf)
+EAGER2(kiln_eager_pow_f64, double, pow)
+EAGER2(kiln_eager_atan2_f32, float, atan2f)
+EAGER2(kiln_eager_atan2_f64, double, atan2)
 
 /* y = pow(a, b); an operand with stride 0 is a scalar. */
 void kiln_pow_f32(const float *a, int64_t sa, const float *b, int64_t sb, float *y, int64_t n) {

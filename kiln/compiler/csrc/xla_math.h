@@ -294,3 +294,33 @@ static inline double xexpm164(double x) {
   double r = sel64(fabs(x) > 0.5, e - 1.0, xtanh64(h) * (e + 1.0));
   return sel64(h == 0.0, x, r);
 }
+
+/* rsqrt as XLA's CPU backend computes it (its rsqrt intrinsic): on x86 with AVX, float32
+   starts from the processor's 12-bit estimate (rsqrtps/rsqrtss: the same on one machine,
+   though Intel's and AMD's differ, as JAX's results do) and takes one Newton-Raphson step
+   with fused multiply-adds, h = (x*g)*g - 1, r = (-g/2)*h + g; float64, with AVX-512 only,
+   starts from the 14-bit estimate (rsqrt14) and takes two steps. Inputs below the smallest
+   normal (zero, negatives, subnormals: the estimate of a flushed zero is inf) and +inf
+   keep the estimate. Without those instructions XLA computes 1/sqrt(x), and so does kiln.
+   Checked bit for bit against JAX on AVX-512 (tests/parity/test_eager_jax_bits.py). */
+#if defined(__AVX__)
+#include <immintrin.h>
+static inline float xrsqrt32(float x) {
+  float g = _mm_cvtss_f32(_mm_rsqrt_ss(_mm_set_ss(x)));
+  float r = fmaf(g * -0.5f, fmaf(x * g, g, -1.0f), g);
+  return (x < FLT_MIN || x == INFINITY) ? g : r;
+}
+#else
+static inline float xrsqrt32(float x) { return 1.0f / sqrtf(x); }
+#endif
+#if defined(__AVX512F__)
+static inline double xrsqrt64(double x) {
+  double xf = (x != 0.0 && fabs(x) < DBL_MIN) ? copysign(0.0, x) : x;   /* flushed */
+  double g = _mm_cvtsd_f64(_mm_rsqrt14_sd(_mm_setzero_pd(), _mm_set_sd(xf)));
+  double r = g;
+  for (int s = 0; s < 2; s++) r = fma(r * -0.5, fma(x * r, r, -1.0), r);
+  return (x < DBL_MIN || x == INFINITY) ? g : r;
+}
+#else
+static inline double xrsqrt64(double x) { return 1.0 / sqrt(x); }
+#endif

@@ -12,6 +12,9 @@ Every pass maps a ``ClosedJaxpr`` to a new ``ClosedJaxpr`` computing the same va
   time with the primitives' NumPy ``impl``; see :mod:`kiln.compiler.passes.fold`.
 - :func:`cse` merges equations that compute the same thing.
 - :func:`dce` removes equations whose results are unused.
+- :func:`~kiln.compiler.passes.xla_divide.xla_divisions` (last) rewrites divisions as
+  XLA's simplifier does (``A / Broadcast(B) => A * Broadcast(1 / B)``, ``A / sqrt(B) =>
+  A * rsqrt(B)``, ...), for JAX's bits.
 - :func:`optimize` runs them all to a fixed point; with ``KILN_DUMP=passes`` (a
   comma-separated list, e.g. ``KILN_DUMP=passes,c``) it prints the jaxpr after each pass
   to stderr.
@@ -41,6 +44,7 @@ from kiln.compiler.passes.common import (
 )
 from kiln.compiler.passes.fold import FOLD_MAX_ELEMENTS, fold_constants
 from kiln.compiler.passes.simplify import exact_conversion, simplify
+from kiln.compiler.passes.xla_divide import xla_divisions
 from kiln.config import config
 from kiln.core.avals import ShapedArray
 from kiln.core.jaxpr import (
@@ -357,4 +361,9 @@ def optimize(closed: ClosedJaxpr, max_rounds: int = 4) -> ClosedJaxpr:
             closed = run(name, fn, closed, rnd)
         if _signature(closed) == before:
             break
+    # Last: XLA's rewrites of divisions (A / Broadcast(B) => A * Broadcast(1 / B), ...),
+    # for JAX's bits (after the identities above: ``x / 1`` is gone first, as in XLA).
+    rec = run("xla_divisions", xla_divisions, closed, max_rounds + 1)
+    if rec is not closed:
+        closed = run("dce", dce, run("cse", cse, rec, max_rounds + 1), max_rounds + 1)
     return closed
