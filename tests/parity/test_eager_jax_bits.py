@@ -56,6 +56,9 @@ UNARY = {
     "erf": (kspecial.erf, lambda: jspecial.erf),
     "exp2": (knp.exp2, lambda: jnp.exp2),
     "cbrt": (knp.cbrt, lambda: jnp.cbrt),
+    "rsqrt": (klax.rsqrt, lambda: jax.lax.rsqrt),
+    "log2": (knp.log2, lambda: jnp.log2),
+    "log10": (knp.log10, lambda: jnp.log10),
 }
 
 
@@ -109,6 +112,25 @@ def test_unary_every_exponent(name, wide):
         x = sweep(dtype, per_exponent=4 if wide else 12)
         want = np.asarray(jf()(x))
         assert_same_bits(kf(x), want, x, f"{name} {dtype.__name__}")
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["f32", "f64"])
+def test_atan2_every_exponent(wide):
+    dtype = np.float64 if wide else np.float32
+    with x64(wide):
+        x = sweep(dtype, per_exponent=3)
+        y = np.random.default_rng(2).permutation(x)
+        for a, b in ((x, y), (x, dtype(2.5)), (dtype(-1.5), y)):
+            want = np.asarray(jnp.arctan2(a, b))
+            assert_same_bits(knp.arctan2(a, b), want, None, f"atan2 {dtype.__name__}")
+        # Compiled kernels do not flush denormals (docs/compatibility.md): normal operands
+        # with normal (or zero) results only.
+        tiny = np.finfo(dtype).tiny
+        a, b = np.broadcast_arrays(x, y)
+        want = np.asarray(jnp.arctan2(a, b))
+        ok = ((np.abs(a) >= tiny) & (np.abs(b) >= tiny)
+              & ((np.abs(want) >= tiny) | np.isnan(want)))
+        assert_same_bits(kiln.jit(knp.arctan2)(a[ok], b[ok]), want[ok], None, "atan2 jit")
 
 
 @pytest.mark.parametrize("wide", [False, True], ids=["f32", "f64"])
