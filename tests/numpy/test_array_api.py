@@ -217,6 +217,6 @@ def test_complex_expm1_special_values(jjnp, dtype):
         ok = ~np.isnan(part(want))
         np.testing.assert_array_equal(np.signbit(part(got)[ok]), np.signbit(part(want)[ok]))
     np.testing.assert_allclose(np.asarray(kiln.jit(jnp.expm1)(z)), want, rtol=1e-6)
-    # real inputs are unchanged (NumPy's expm1)
+    # real inputs are unchanged (JAX's expm1: NumPy's differs on AVX-512 machines)
     np.testing.assert_array_equal(np.asarray(jnp.expm1(np.float32([-0.0, 1.0]))),
-                                  np.expm1(np.float32([-0.0, 1.0])))
+                                  np.asarray(jjnp.expm1(np.float32([-0.0, 1.0]))))

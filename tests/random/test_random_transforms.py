@@ -23,6 +23,8 @@ except ImportError:  # pragma: no cover
 # Cases that do not take the key (they build their own) are skipped under transformations.
 _KEYED = [c for c in CASES if not c[0].startswith(("prngkey", "key_data"))]
 _IDS = [c[0] for c in _KEYED]
+# Samplers dividing by an array argument (kiln/compiler/passes/xla_divide.py).
+_CONSTANT_DIVISOR = {"pareto_arr"}
 
 
 def _np(x):
@@ -49,6 +51,12 @@ def test_jit_matches_eager(name, fn, kind):
         np.testing.assert_allclose(_np(kiln.jit(lambda k: fn(kr, k))(key)), _np(fn(kr, key)),
                                    rtol=1e-6, atol=1e-6)
         return
+    if name in _CONSTANT_DIVISOR:
+        # Under jit the closed-over array is a constant divisor: XLA (and kiln) multiply by
+        # its reciprocal, so JAX's own jit and eager differ in the last bit.
+        np.testing.assert_allclose(_np(kiln.jit(lambda k: fn(kr, k))(key)), _np(fn(kr, key)),
+                                   rtol=2e-7)
+        return
     _eq(kiln.jit(lambda k: fn(kr, k))(key), fn(kr, key))
 
 
@@ -60,6 +68,10 @@ def test_vmap_over_keys_matches_loop(name, fn, kind):
     if name.startswith("multivariate_normal"):
         # A batched matrix product may sum in another order (in JAX too).
         np.testing.assert_allclose(_np(batched), looped, rtol=1e-6, atol=1e-6)
+    elif name in _CONSTANT_DIVISOR:
+        # Batched, the unbatched exponent array is a broadcast divisor: XLA (and kiln)
+        # multiply by its reciprocal, so JAX's own vmap and loop differ in the last bit.
+        np.testing.assert_allclose(_np(batched), looped, rtol=2e-7)
     else:
         _eq(batched, looped)
 

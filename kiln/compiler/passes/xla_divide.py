@@ -23,8 +23,9 @@ and ``x / 255.0`` are all such divisions. :func:`xla_divisions` is the last pass
 (a rank-0 or size-1-broadcast divisor, ``kiln.lax.arith.xla_true_divide``), as JAX's eager
 operations are compiled one at a time.
 
-In kiln's jaxprs a "broadcast" divisor is a ``broadcast_in_dim`` result, a rank-0 operand
-of a larger result, or a literal. The dtypes rewritten: float16, float32 and float64;
+In kiln's jaxprs a "broadcast" divisor is a ``broadcast_in_dim`` result or a rank-0
+operand of a larger result; a "constant" is a literal or a closed-over array (a constvar:
+JAX embeds closed-over arrays in its programs as constants, whatever their size). The dtypes rewritten: float16, float32 and float64;
 bfloat16 is computed in float32 by XLA's CPU code, where a correctly rounded division
 agrees, and complex and integer divisions are left alone.
 
@@ -34,7 +35,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from kiln.compiler.passes.common import literal_value, make_literal, rebuild, same_aval
+from kiln.compiler.passes.common import (
+    concrete_value,
+    literal_value,
+    make_literal,
+    rebuild,
+    same_aval,
+)
 from kiln.core.jaxpr import ClosedJaxpr, JaxprEqn, Literal, Var
 from kiln.lax.arith import div_p, exp_p, mul_p, neg_p, sub_p
 from kiln.lax.elementwise import pow_p, rsqrt_p, sqrt_p
@@ -56,19 +63,46 @@ def xla_divisions(closed: ClosedJaxpr) -> ClosedJaxpr:
     """
     out = closed
     for _ in range(MAX_ROUNDS):
-        eqns, changed = _sweep(out.jaxpr.eqns)
+        consts = _Consts(out)
+        eqns, changed = _sweep(out.jaxpr.eqns, consts)
         if not changed:
             break
-        out = rebuild(out, eqns, list(out.jaxpr.outvars))
+        out = rebuild(out, eqns, list(out.jaxpr.outvars), consts.vars, consts.values)
     return out
 
 
-def _sweep(eqns):
+class _Consts:
+    """The closed-over constants (XLA constants in JAX's programs) and their inverses."""
+
+    def __init__(self, closed: ClosedJaxpr):
+        self.vars = list(closed.jaxpr.constvars)
+        self.values = list(closed.consts)
+        self.index = {v: i for i, v in enumerate(self.vars)}
+
+    def value(self, atom):
+        i = self.index.get(atom) if isinstance(atom, Var) else None
+        return None if i is None else concrete_value(self.values[i])
+
+    def inverse(self, atom):
+        """A new constvar holding ``1 / atom`` (rounded to its dtype), or None."""
+        v = self.value(atom)
+        if v is None or v.dtype not in DIVIDE_DTYPES:
+            return None
+        with np.errstate(all="ignore"):
+            inv = np.asarray(v.dtype.type(1) / v, v.dtype)
+        var = Var(atom.aval)
+        self.vars.append(var)
+        self.values.append(inv)
+        self.index[var] = len(self.vars) - 1
+        return var
+
+
+def _sweep(eqns, consts):
     producer: dict = {}
     new_eqns: list = []
     changed = False
     for eqn in eqns:
-        rewritten = _rewrite(eqn, producer)
+        rewritten = _rewrite(eqn, producer, consts)
         if rewritten is None:
             new_eqns.append(eqn)
             for v in eqn.outvars:
@@ -111,8 +145,8 @@ def _made_by(atom, producer, prim):
     return e if e is not None and e.primitive is prim and len(e.outvars) == 1 else None
 
 
-def _is_constant(atom, producer) -> bool:
-    if isinstance(atom, Literal):
+def _is_constant(atom, producer, consts) -> bool:
+    if isinstance(atom, Literal) or consts.value(atom) is not None:
         return True
     e = _made_by(atom, producer, broadcast_in_dim_p)
     return e is not None and isinstance(e.invars[0], Literal)
@@ -125,7 +159,7 @@ def _inverse_literal(lit: Literal):
     return make_literal(inv, lit.aval)
 
 
-def _rewrite(eqn: JaxprEqn, producer: dict):
+def _rewrite(eqn: JaxprEqn, producer: dict, consts: _Consts):
     if eqn.primitive is not div_p or len(eqn.outvars) != 1:
         return None
     out = eqn.outvars[0]
@@ -137,7 +171,7 @@ def _rewrite(eqn: JaxprEqn, producer: dict):
         return None
     build = _Builder(eqn.source_info)
     try:
-        done = _apply(build, a, b, out, producer)
+        done = _apply(build, a, b, out, producer, consts)
     except _NoMatch:
         return None
     except Exception:       # an abstract evaluation refused the new equation
@@ -145,7 +179,7 @@ def _rewrite(eqn: JaxprEqn, producer: dict):
     return build.eqns if done else None
 
 
-def _apply(build, a, b, out, producer) -> bool:
+def _apply(build, a, b, out, producer, consts) -> bool:
     ea, eb = _made_by(a, producer, exp_p), _made_by(b, producer, exp_p)
     if ea is not None and eb is not None:                                       # 1
         if ea.invars[0].aval.shape == eb.invars[0].aval.shape == out.aval.shape:
@@ -167,12 +201,16 @@ def _apply(build, a, b, out, producer) -> bool:
     if rb is not None:                                                          # 5
         build(mul_p, a, build(sqrt_p, rb.invars[0]), out=out)
         return True
-    if not _is_constant(a, producer):
+    if not _is_constant(a, producer, consts):
         if isinstance(b, Literal):                                              # 6
             inv = _inverse_literal(b)
             if inv is not None:
                 build(mul_p, a, inv, out=out)
                 return True
+        inv = consts.inverse(b)                                                 # 6
+        if inv is not None:
+            build(mul_p, a, inv, out=out)
+            return True
         bb = _made_by(b, producer, broadcast_in_dim_p)
         if bb is not None:                                                      # 6, 7
             (src,) = bb.invars
