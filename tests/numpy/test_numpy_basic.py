@@ -1,6 +1,7 @@
 """``kiln.numpy`` foundation: promotion, broadcasting, creation, ufuncs, reductions, shape
 ops, products, indexing and ``.at`` updates, checked against NumPy (values) and JAX
-(values, dtypes and weak types, where ``jax`` is installed), eagerly and under
+(values, dtypes and weak types: JAX's answers recorded in the stored oracle,
+tests/_oracle.py, or computed where ``jax`` is installed), eagerly and under
 ``jit``/``vmap``/``grad``.
 
 The parity tables are strings evaluated twice, with ``jnp`` bound to ``kiln.numpy`` and
