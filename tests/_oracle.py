@@ -146,11 +146,24 @@ def _dtype(name: str) -> np.dtype:
 # ------------------------------------------------------------------------------------------
 # the per-module store
 
+def _storage(a: np.ndarray) -> np.ndarray:
+    """``a`` as NumPy can save it (ml_dtypes: their raw bits)."""
+    if a.dtype.kind == "V" or a.dtype.name not in np.sctypeDict:
+        return a.view(f"u{a.dtype.itemsize}")
+    return a
+
+
 class _Store:
+    """One module's records: ``__index__`` (JSON: the JAX version and, per key, the result's
+    structure and its leaves' dtypes, shapes and places) and ``__data__`` (every leaf's bytes
+    in one array, compressed as a whole: a member per leaf made the files several times
+    larger). Files of the first format (a member per leaf) are still read."""
+
     def __init__(self, module: str):
         self.path = DATA / f"{module}.npz"
         self.index: dict[str, Any] = {}
         self.arrays: dict[str, np.ndarray] = {}
+        self.data: np.ndarray | None = None
         self.version: str | None = None
         self.new: dict[str, tuple[Any, list]] = {}
         if self.path.exists():
@@ -158,15 +171,27 @@ class _Store:
                 meta = json.loads(str(z["__index__"]))
                 self.version = meta["jax"]
                 self.index = meta["entries"]
-                self.arrays = {k: z[k] for k in z.files if k != "__index__"}
+                if meta.get("format") == 2:
+                    self.data = z["__data__"]
+                else:
+                    self.arrays = {k: z[k] for k in z.files if k != "__index__"}
+
+    def leaves(self, key: str) -> list:
+        node = self.index[key]
+        if self.data is None:   # the first format
+            return [self.arrays[f"{key}#{i}"].view(_dtype(dt))
+                    for i, dt in enumerate(node["dtypes"])]
+        out = []
+        for name, shape, start, size in node["leaves"]:
+            dt = _dtype(name)
+            raw = self.data[start:start + size].view(_storage(np.empty(0, dt)).dtype)
+            out.append(raw.reshape(shape).view(dt).copy())
+        return out
 
     def get(self, key: str):
-        node = self.index.get(key)
-        if node is None:
+        if key not in self.index:
             return None
-        leaves = [self.arrays[f"{key}#{i}"].view(_dtype(dt))
-                  for i, dt in enumerate(node["dtypes"])]
-        return _unflatten(node["tree"], leaves)
+        return _unflatten(self.index[key]["tree"], self.leaves(key))
 
     def put(self, key: str, value) -> None:
         leaves: list = []
@@ -175,17 +200,18 @@ class _Store:
 
     def write(self, version: str) -> None:
         DATA.mkdir(parents=True, exist_ok=True)
-        entries, arrays = {}, {}
+        entries, chunks, start = {}, [], 0
         for key, (tree, leaves) in sorted(self.new.items()):
-            dtypes = []
-            for i, a in enumerate(leaves):
-                dtypes.append(a.dtype.name)
-                if a.dtype.kind == "V" or a.dtype.name not in np.sctypeDict:
-                    a = a.view(f"u{a.dtype.itemsize}")      # ml_dtypes: raw bits
-                arrays[f"{key}#{i}"] = a.copy(order="C")   # (ascontiguousarray makes 0-d 1-d)
-            entries[key] = {"tree": tree, "dtypes": dtypes}
-        meta = json.dumps({"jax": version, "entries": entries}, sort_keys=True)
-        np.savez_compressed(self.path, __index__=np.array(meta), **arrays)
+            specs = []
+            for a in leaves:
+                raw = _storage(a).tobytes(order="C")
+                specs.append([a.dtype.name, list(a.shape), start, len(raw)])
+                chunks.append(raw)
+                start += len(raw)
+            entries[key] = {"tree": tree, "leaves": specs}
+        meta = json.dumps({"jax": version, "format": 2, "entries": entries}, sort_keys=True)
+        np.savez_compressed(self.path, __index__=np.array(meta),
+                            __data__=np.frombuffer(b"".join(chunks), np.uint8))
 
 
 _STORES: dict[str, _Store] = {}

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import functools
 import warnings
+import zlib
 
 import numpy as np
 import pytest
+from _oracle import jax_result
 from _sampling import sample_cover
 
 import kiln
@@ -100,6 +102,12 @@ def _jv(f, in_axes=0):
     return run
 
 
+def _rng(*tag):
+    """A generator seeded by ``tag``: test-time inputs (hence the stored JAX oracle's keys,
+    tests/_oracle.py) do not depend on which tests ran before."""
+    return np.random.default_rng(zlib.crc32(repr(tag).encode()))
+
+
 def _assert_same(k, j, what, exact=False):
     k, j = np.asarray(k), np.asarray(j)
     assert k.shape == j.shape, f"{what}: shape {k.shape} vs jax {j.shape}"
@@ -114,7 +122,9 @@ def _assert_same(k, j, what, exact=False):
 def _jax_get(i, xname):
     name, expr, idx = GET_CASES[i]
     x = X if xname == "X" else XI
-    return np.asarray(jax.jit(_eval_fun(expr, len(idx)))(jnp.asarray(x), *idx))
+    return np.asarray(jax_result(
+        f"get.{expr}", lambda: jax.jit(_eval_fun(expr, len(idx)))(jnp.asarray(x), *idx),
+        (x, idx)))
 
 
 @pytest.mark.parametrize("i", range(len(GET_CASES)), ids=[c[0] for c in GET_CASES])
@@ -134,24 +144,27 @@ def test_get(i):
 @pytest.mark.parametrize("expr", STATIC_GET_CASES)
 def test_static_get(expr):
     f = _eval_fun(expr, 0)
-    ref = jax.jit(f)(jnp.asarray(X)) if "mask" not in expr else f(jnp.asarray(X))
+    ref, ref_grad = jax_result(f"static.{expr}", lambda: (
+        jax.jit(f)(jnp.asarray(X)) if "mask" not in expr else f(jnp.asarray(X)),
+        jax.jit(jax.grad(lambda x: jnp.sum(f(x) * 1.5)))(X)), (X, MASK, MASK1))
     _assert_same(f(knp.asarray(X)), ref, f"eager {expr}", exact=True)
     _assert_same(kiln.jit(f)(X), ref, f"jit {expr}", exact=True)
     g = kiln.grad(lambda x: knp.sum(f(x) * 1.5))(X)
-    _assert_same(g, jax.jit(jax.grad(lambda x: jnp.sum(f(x) * 1.5)))(X), f"grad {expr}")
+    _assert_same(g, ref_grad, f"grad {expr}")
 
 
 @pytest.mark.parametrize("i", range(len(GET_CASES)), ids=[c[0] for c in GET_CASES])
 def test_get_transforms(i):
     name, expr, idx = GET_CASES[i]
     f = _eval_fun(expr, len(idx))
-    w = RNG.normal(size=_jax_get(i, "X").shape).astype(np.float32)
+    w = _rng("get_transforms", name).normal(size=_jax_get(i, "X").shape).astype(np.float32)
 
     def loss(mod):
         return lambda x, *a: mod.sum(f(x, *a) * w)
 
     gk = kiln.grad(loss(knp))(X, *idx)
-    gj = jax.jit(jax.grad(loss(jnp)))(X, *idx)
+    gj = jax_result(f"get_grad.{expr}", lambda: jax.jit(jax.grad(loss(jnp)))(X, *idx),
+                    (X, w, idx))
     _assert_same(gk, gj, f"grad {expr}")
     _assert_same(kiln.jit(kiln.grad(loss(knp)))(X, *idx), gj, f"jit(grad) {expr}")
     xs = np.stack([X, X * 2, -X])
@@ -196,7 +209,8 @@ def _at_fun(index, nidx, op, mode=None):
 def _values_shape(k):
     name, index, idx = AT_INDEX[k]
     f = eval(f"lambda x, {', '.join('abc'[:len(idx)])}: x[{index}]")
-    return np.shape(f(jnp.asarray(X), *idx))
+    return tuple(jax_result(f"values_shape.{index}",
+                            lambda: list(np.shape(f(jnp.asarray(X), *idx))), (X, idx)))
 
 
 def _values(k, dtype=np.float32, positive=False):
@@ -221,7 +235,7 @@ def test_at(k, op):
     f = _at_fun(index, len(idx), op)
     x = np.abs(X) + 0.5 if op == "power" else X
     v = _values(k, positive=op in ("power", "divide"))
-    ref = jax.jit(f)(jnp.asarray(x), v, *idx)
+    ref = jax_result(f"at.{index}.{op}", lambda: jax.jit(f)(jnp.asarray(x), v, *idx), (x, v, idx))
     _assert_same(f(knp.asarray(x), v, *idx), ref, f"eager x.at[{index}].{op}")
     _assert_same(kiln.jit(f)(x, v, *idx), ref, f"jit x.at[{index}].{op}")
     if op in ("set", "add", "subtract", "min", "max") or name == "unique":
@@ -261,7 +275,10 @@ def test_at_grad(k, op):
     else:
         f = _at_fun(index, len(idx), op)
     v = _values(k, positive=op == "divide")
-    w = RNG.normal(size=X.shape if op != "get" else _values_shape(k)).astype(np.float32)
+    rng = _rng("at_grad", name, op)
+    w = rng.normal(size=X.shape if op != "get" else _values_shape(k)).astype(np.float32)
+    t = rng.normal(size=X.shape).astype(np.float32)
+    tv = rng.normal(size=v.shape).astype(np.float32)
 
     def loss(mod, fn):
         return lambda x, v, *a: mod.sum(fn(x, v, *a) * w)
@@ -275,20 +292,22 @@ def test_at_grad(k, op):
         # JAX needs the promise unique_indices=True; kiln checks concrete indices itself.
         fj = eval(f"lambda x, v, {', '.join('abc'[:len(idx)])}: "
                   f"x.at[{index}].{op}(v, unique_indices=True)")
+    def ref():
+        gj = jax.jit(jax.grad(loss(jnp, fj), argnums=argnums))(X, v, *idx)
+        if argnums != (0, 1):
+            return gj, None
+        return gj, jax.jit(lambda x, v, t, tv: jax.jvp(lambda x, v: fj(x, v, *idx), (x, v),
+                                                       (t, tv)))(X, v, t, tv)
+    gj, pj = jax_result(f"at_grad.{index}.{op}", ref, (X, v, w, t, tv, idx))
     gk = kiln.grad(loss(knp, f), argnums=argnums)(X, v, *idx)
-    gj = jax.jit(jax.grad(loss(jnp, fj), argnums=argnums))(X, v, *idx)
     for a, b in zip(gk, gj):
         _assert_same(a, b, f"grad x.at[{index}].{op}")
     # Traced indices cannot be checked for uniqueness: there kiln needs the promise too.
     gk = kiln.jit(kiln.grad(loss(knp, fj), argnums=argnums))(X, v, *idx)
     for a, b in zip(gk, gj):
         _assert_same(a, b, f"jit(grad) x.at[{index}].{op}")
-    t = RNG.normal(size=X.shape).astype(np.float32)
-    tv = RNG.normal(size=v.shape).astype(np.float32)
     if argnums == (0, 1):
         pk = kiln.jvp(lambda x, v: f(x, v, *idx), (X, v), (t, tv))
-        pj = jax.jit(lambda x, v, t, tv: jax.jvp(lambda x, v: fj(x, v, *idx), (x, v),
-                                                 (t, tv)))(X, v, t, tv)
         for a, b in zip(pk, pj):
             _assert_same(a, b, f"jvp x.at[{index}].{op}")
 
@@ -309,8 +328,11 @@ def test_modes(k, op, mode):
     else:
         f = eval(f"lambda x, v, {names}: x.at[{index}].{op}(v, mode={mode!r})")
     fx = eval(f"lambda x, {names}: x[{index}]")
-    v = RNG.normal(size=np.shape(fx(jnp.asarray(X), *idx))).astype(np.float32)
-    ref = jax.jit(f)(jnp.asarray(X), v, *idx)
+    shape = tuple(jax_result(f"modes_shape.{index}",
+                             lambda: list(np.shape(fx(jnp.asarray(X), *idx))), (X, idx)))
+    v = _rng("modes", name, op, mode).normal(size=shape).astype(np.float32)
+    ref = jax_result(f"modes.{index}.{op}.{mode}", lambda: jax.jit(f)(jnp.asarray(X), v, *idx),
+                     (X, v, idx))
     _assert_same(f(knp.asarray(X), v, *idx), ref, f"eager {op} mode={mode}")
     _assert_same(kiln.jit(f)(X, v, *idx), ref, f"jit {op} mode={mode}")
     if op != "get" or mode in ("clip", "fill"):
@@ -321,27 +343,32 @@ def test_modes(k, op, mode):
             won = np.asarray(f(knp.asarray(X), v, *idx)) != X
             np.testing.assert_array_equal(np.asarray(g), np.where(won, 0.0, 2.0))
             return
-        gj = jax.jit(jax.grad(lambda x: jnp.sum(f(x, v, *idx) * 2.0)))(X)
+        gj = jax_result(f"modes_grad.{index}.{op}.{mode}",
+                        lambda: jax.jit(jax.grad(lambda x: jnp.sum(f(x, v, *idx) * 2.0)))(X),
+                        (X, v, idx))
         _assert_same(g, gj, f"grad {op} mode={mode}")
 
 
 def test_get_fill_value():
-    for fv in (-1.0, 7, np.float32(2.5)):
-        f = lambda x, i, fv=fv: x.at[i].get(mode="fill", fill_value=fv)  # noqa: E731
-        ref = f(jnp.asarray(X), OOB)
-        _assert_same(f(knp.asarray(X), OOB), ref, f"fill_value={fv}")
-        _assert_same(kiln.jit(f)(X, OOB), ref, f"jit fill_value={fv}")
+    fvs = (-1.0, 7, np.float32(2.5))
     f = lambda x, i: x.at[i].get(mode="fill")  # noqa: E731
-    _assert_same(f(knp.asarray(XI), OOB), f(jnp.asarray(XI), OOB), "int default fill")
-    xb = XI > 0
-    _assert_same(f(knp.asarray(xb), OOB), f(jnp.asarray(xb), OOB), "bool default fill")
-    xu = XI.astype(np.uint8)
-    _assert_same(f(knp.asarray(xu), OOB), f(jnp.asarray(xu), OOB), "uint default fill")
     g = lambda x, i: x.at[i, 1].get(mode="fill", fill_value=0.0)  # noqa: E731
-    _assert_same(kiln.jit(kiln.grad(lambda x: knp.sum(g(x, OOB))))(X),
-                 jax.grad(lambda x: jnp.sum(g(x, OOB)))(X), "grad fill")
     h = lambda x: x.at[5].get(mode="fill")  # noqa: E731
-    _assert_same(h(knp.asarray(X)), h(jnp.asarray(X)), "static oob fill")
+    xb = XI > 0
+    xu = XI.astype(np.uint8)
+    ref = jax_result("fill_value", lambda: [
+        [jnp.asarray(X).at[OOB].get(mode="fill", fill_value=fv) for fv in fvs],
+        f(jnp.asarray(XI), OOB), f(jnp.asarray(xb), OOB), f(jnp.asarray(xu), OOB),
+        jax.grad(lambda x: jnp.sum(g(x, OOB)))(X), h(jnp.asarray(X))], (X, XI, OOB))
+    for fv, r in zip(fvs, ref[0]):
+        fk = lambda x, i, fv=fv: x.at[i].get(mode="fill", fill_value=fv)  # noqa: E731
+        _assert_same(fk(knp.asarray(X), OOB), r, f"fill_value={fv}")
+        _assert_same(kiln.jit(fk)(X, OOB), r, f"jit fill_value={fv}")
+    _assert_same(f(knp.asarray(XI), OOB), ref[1], "int default fill")
+    _assert_same(f(knp.asarray(xb), OOB), ref[2], "bool default fill")
+    _assert_same(f(knp.asarray(xu), OOB), ref[3], "uint default fill")
+    _assert_same(kiln.jit(kiln.grad(lambda x: knp.sum(g(x, OOB))))(X), ref[4], "grad fill")
+    _assert_same(h(knp.asarray(X)), ref[5], "static oob fill")
 
 
 def test_wrap_negative_indices_false():
@@ -350,7 +377,7 @@ def test_wrap_negative_indices_false():
                  "x.at[a].set(1.0, wrap_negative_indices=False)",
                  "x.at[-1].set(1.0, wrap_negative_indices=False)"]:
         f = eval(f"lambda x, a: {expr}")
-        ref = f(jnp.asarray(X), OOB)
+        ref = jax_result(f"wrap_negative.{expr}", lambda f=f: f(jnp.asarray(X), OOB), (X, OOB))
         _assert_same(f(knp.asarray(X), OOB), ref, expr)
         _assert_same(kiln.jit(f)(X, OOB), ref, f"jit {expr}")
 
@@ -370,13 +397,14 @@ def test_at_duplicates_set_last_wins_and_apply():
         (lambda m, x: x.at[1:].apply(m.exp), "apply slice"),
         (lambda m, x: x.at[x > 0.5].apply(m.exp), "apply mask"),
     ]
-    for fn, what in cases:
-        ref = fn(jnp, jnp.asarray(x1))
+    f = lambda x, i: x.at[i].apply(lambda r: r * 2 + 1)  # noqa: E731
+    refs = jax_result("duplicates_apply", lambda: [fn(jnp, jnp.asarray(x1)) for fn, _ in cases]
+                      + [f(jnp.asarray(x1), i)], (i, v, x1))
+    for (fn, what), ref in zip(cases, refs):
         _assert_same(fn(knp, knp.asarray(x1)), ref, what)
         _assert_same(kiln.jit(lambda x, fn=fn: fn(knp, x))(x1), ref, f"jit {what}")
     # traced indices with apply: repeated application in a loop
-    f = lambda x, i: x.at[i].apply(lambda r: r * 2 + 1)  # noqa: E731
-    _assert_same(kiln.jit(f)(x1, i), f(jnp.asarray(x1), i), "jit traced apply")
+    _assert_same(kiln.jit(f)(x1, i), refs[-1], "jit traced apply")
     _assert_same(_kv(f, (None, 0))(x1, np.stack([i, i[::-1]])),
                  _jv(f, (None, 0))(x1, np.stack([i, i[::-1]])), "vmap apply")
 
@@ -423,9 +451,13 @@ def _typed(kind, mod):
 
 @pytest.mark.parametrize("name,fn,kind", DTYPE_CASES, ids=[c[0] for c in DTYPE_CASES])
 def test_at_dtypes(name, fn, kind):
+    def jax_ref():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            return fn(_typed(kind, jnp))
+    ref = jax_result(f"at_dtypes.{name}", jax_ref, (X, XI, MASK))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
-        ref = fn(_typed(kind, jnp))
         out = fn(_typed(kind, knp))
         jitted = kiln.jit(fn)(_typed(kind, knp))
     _assert_same(out, ref, name, exact=True)
@@ -501,22 +533,25 @@ def test_take_and_take_along_axis():
         lambda m, x: m.take_along_axis(x[0, 0], np.array([4, 0]), axis=None),
     ]
     for n, fn in enumerate(cases):
-        ref = fn(jnp, jnp.asarray(X))
+        ref, gj = jax_result(f"take.{n}", lambda fn=fn: (
+            fn(jnp, jnp.asarray(X)),
+            jax.jit(jax.grad(lambda x: jnp.sum(jnp.nan_to_num(fn(jnp, x)) * 3.0)))(X)), X)
         _assert_same(fn(knp, knp.asarray(X)), ref, f"take case {n}", exact=True)
         _assert_same(kiln.jit(lambda x, fn=fn: fn(knp, x))(X), ref, f"jit take case {n}",
                      exact=True)
         gk = kiln.grad(lambda x, fn=fn: knp.sum(knp.nan_to_num(fn(knp, x)) * 3.0))(X)
-        gj = jax.jit(jax.grad(lambda x, fn=fn: jnp.sum(jnp.nan_to_num(fn(jnp, x)) * 3.0)))(X)
         _assert_same(gk, gj, f"grad take case {n}")
     # traced indices
     idx = np.array([[[0], [3], [2], [-1]]], np.int32)
     f = lambda m: lambda x, i: m.take_along_axis(x, i, axis=1)  # noqa: E731
-    _assert_same(kiln.jit(f(knp))(X, idx), f(jnp)(X, idx), "jit take_along_axis traced")
+    g = lambda m: lambda x, i: m.take(x, i, axis=1)  # noqa: E731
+    ref_f, ref_g = jax_result("take_traced", lambda: (f(jnp)(X, idx), g(jnp)(X, I4)),
+                              (X, idx, I4))
+    _assert_same(kiln.jit(f(knp))(X, idx), ref_f, "jit take_along_axis traced")
     _assert_same(_kv(f(knp), (None, 0))(X, np.stack([idx, idx])),
                  _jv(f(knp), (None, 0))(X, np.stack([idx, idx])),
                  "vmap take_along_axis")
-    g = lambda m: lambda x, i: m.take(x, i, axis=1)  # noqa: E731
-    _assert_same(kiln.jit(g(knp))(X, I4), g(jnp)(X, I4), "jit take traced")
+    _assert_same(kiln.jit(g(knp))(X, I4), ref_g, "jit take traced")
 
 
 def test_eager_fast_paths_are_concrete():
@@ -560,7 +595,7 @@ def test_lax_gather_scatter_parity(case):
 
     rng_u = np.random.default_rng(5).normal(size=third).astype(np.float32) \
         if fn != "gather" else None
-    ref = run(jax.lax)(x, idx)
+    ref = jax_result(f"lax.{fn}.{dn}.{mode}", lambda: run(jax.lax)(x, idx), (x, idx, rng_u))
     _assert_same(run(kiln.lax)(x, idx), ref, f"{fn} {dn} {mode}")
     _assert_same(kiln.jit(run(kiln.lax))(x, idx), ref, f"jit {fn} {dn} {mode}")
 
@@ -568,13 +603,15 @@ def test_lax_gather_scatter_parity(case):
 def test_lax_index_take_and_scatter_apply():
     x = np.arange(24.0, dtype=np.float32).reshape(2, 3, 4)
     idxs = (np.array([0, 1, -1], np.int32), np.array([2, 5, 1], np.int32))
-    _assert_same(kiln.lax.index_take(x, idxs, (0, 2)), jax.lax.index_take(x, idxs, (0, 2)),
+    _assert_same(kiln.lax.index_take(x, idxs, (0, 2)),
+                 jax_result("index_take", lambda: jax.lax.index_take(x, idxs, (0, 2)), (x, idxs)),
                  "index_take")
     dn = (), (0,), (0,)
     i = np.array([[1], [1], [4], [9]], np.int32)
     y = np.arange(6.0, dtype=np.float32)
     k = kiln.lax.scatter_apply(y, i, lambda v: v * 2 + 1,
                                kiln.lax.ScatterDimensionNumbers(*dn), update_shape=(4,))
-    j = jax.lax.scatter_apply(y, i, lambda v: v * 2 + 1,
-                              jax.lax.ScatterDimensionNumbers(*dn), update_shape=(4,))
+    j = jax_result("scatter_apply", lambda: jax.lax.scatter_apply(
+        y, i, lambda v: v * 2 + 1, jax.lax.ScatterDimensionNumbers(*dn), update_shape=(4,)),
+        (y, i))
     _assert_same(k, j, "scatter_apply")

@@ -9,6 +9,7 @@ import zlib
 
 import numpy as np
 import pytest
+from _oracle import jax_result
 from _sampling import sample_cases
 
 import kiln
@@ -297,7 +298,8 @@ def _ids(cases):
 
 @pytest.mark.parametrize("name,f,args,check_grad", CASES, ids=_ids(CASES))
 def test_value_parity(name, f, args, check_grad):
-    _assert_same(f(knp, *args), _jax_jit(lambda *xs: f(jnp, *xs))(*args), name)
+    _assert_same(f(knp, *args), jax_result(
+        f"value.{name}", lambda: _jax_jit(lambda *xs: f(jnp, *xs))(*args), args), name)
 
 
 @pytest.mark.parametrize("name,f,args,check_grad", CASES, ids=_ids(CASES))
@@ -317,7 +319,8 @@ def test_jit_matches_eager(name, f, args, check_grad):
 def test_grad_parity(name, f, args, check_grad):
     argnums = _inexact_argnums(args)
     gk = _grads(knp, kiln.grad, f, args, name, argnums)
-    gj = _jax_jit(lambda *xs: _grads(jnp, jax.grad, f, xs, name, argnums))(*args)
+    gj = jax_result(f"grad.{name}", lambda: _jax_jit(
+        lambda *xs: _grads(jnp, jax.grad, f, xs, name, argnums))(*args), args)
     _assert_same(gk, gj, name, rtol=2e-3, atol=2e-3)
 
 
@@ -343,7 +346,9 @@ def test_vmap_matches_loop(name, f, args, check_grad):
 
 @pytest.mark.parametrize("name,f,args,check_grad", LAX_CASES, ids=_ids(LAX_CASES))
 def test_lax_value_parity(name, f, args, check_grad):
-    _assert_same(f(klax_linalg, *args), _jax_jit(lambda *xs: f(jlax_linalg, *xs))(*args), name)
+    _assert_same(f(klax_linalg, *args), jax_result(
+        f"lax_value.{name}", lambda: _jax_jit(lambda *xs: f(jlax_linalg, *xs))(*args), args),
+        name)
 
 
 @pytest.mark.parametrize("name,f,args,check_grad", LAX_CASES, ids=_ids(LAX_CASES))
@@ -368,11 +373,13 @@ def test_lax_jvp_parity(name, f, args, check_grad):
     if name.startswith("lax_cholesky") or name.startswith("lax_eigh"):
         tangents = tuple((t + np.conj(t.T)) / 2 for t in tangents)
     pk, tk = kiln.jvp(lambda *xs: f(klax_linalg, *xs), args, tangents)
-    pj, tj = _jax_jit(lambda p, t: jax.jvp(lambda *xs: f(jlax_linalg, *xs), p, t))(
-        args, tangents)
+    def ref():
+        pj, tj = _jax_jit(lambda p, t: jax.jvp(lambda *xs: f(jlax_linalg, *xs), p, t))(
+            args, tangents)
+        return pj, [t for t in _leaves(tj) if np.asarray(t).dtype.kind in "fc"]
+    pj, tj = jax_result(f"lax_jvp.{name}", ref, (args, tangents))
     _assert_same(pk, pj, name)
     tk = [t for t in _leaves(tk) if np.asarray(t).dtype.kind in "fc"]
-    tj = [t for t in _leaves(tj) if np.asarray(t).dtype.kind in "fc"]
     _assert_same(tk, tj, name, rtol=2e-3, atol=2e-3)
 
 
@@ -382,7 +389,7 @@ def test_lax_jvp_parity(name, f, args, check_grad):
 
 def test_det_grad_of_singular_matrix_is_adjugate():
     g = kiln.grad(knp.linalg.det)(SING)
-    gj = jax.grad(jnp.linalg.det)(SING)
+    gj = jax_result("det_grad_singular", lambda: jax.grad(jnp.linalg.det)(SING), SING)
     np.testing.assert_allclose(np.asarray(g), np.asarray(gj), atol=1e-4)
     # rank n - 1: the adjugate is a nonzero rank-one matrix
     assert np.linalg.matrix_rank(np.asarray(g)) == 1
@@ -393,11 +400,12 @@ def test_det_grad_of_singular_matrix_is_adjugate():
 
 
 def test_second_derivatives():
-    for f in (lambda m, x: m.linalg.slogdet(x)[1], lambda m, x: m.linalg.det(x),
-              lambda m, x: m.sum(m.linalg.inv(x)), lambda m, x: m.linalg.norm(x, 2),
-              lambda m, x: m.sum(m.linalg.eigvalsh(x) ** 3)):
+    for i, f in enumerate((lambda m, x: m.linalg.slogdet(x)[1], lambda m, x: m.linalg.det(x),
+                           lambda m, x: m.sum(m.linalg.inv(x)), lambda m, x: m.linalg.norm(x, 2),
+                           lambda m, x: m.sum(m.linalg.eigvalsh(x) ** 3))):
         hk = kiln.hessian(lambda x: f(knp, x))(A)
-        hj = _jax_jit(jax.hessian(lambda x: f(jnp, x)))(A)
+        hj = jax_result(f"hessian.{i}",
+                        lambda f=f: _jax_jit(jax.hessian(lambda x: f(jnp, x)))(A), A)
         np.testing.assert_allclose(np.asarray(hk), np.asarray(hj), rtol=2e-3, atol=2e-3)
 
 
@@ -405,7 +413,8 @@ def test_jit_of_grad_and_grad_of_jit():
     f = lambda x: knp.linalg.slogdet(x)[1] + knp.sum(knp.linalg.solve(x, B))  # noqa: E731
     g1 = kiln.jit(kiln.grad(f))(A)
     g2 = kiln.grad(kiln.jit(f))(A)
-    gj = jax.grad(lambda x: jnp.linalg.slogdet(x)[1] + jnp.sum(jnp.linalg.solve(x, B)))(A)
+    gj = jax_result("grad_slogdet_solve", lambda: jax.grad(
+        lambda x: jnp.linalg.slogdet(x)[1] + jnp.sum(jnp.linalg.solve(x, B)))(A), (A, B))
     np.testing.assert_allclose(np.asarray(g1), np.asarray(gj), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(np.asarray(g2), np.asarray(gj), rtol=1e-4, atol=1e-4)
 
@@ -415,8 +424,9 @@ def test_vmap_of_grad_solve_batched_rhs():
         return knp.sum(knp.linalg.solve(a, b) ** 2)
     bs = np.stack([B, 2 * B, -B])
     got = kiln.vmap(kiln.grad(loss), in_axes=(None, 0))(A, bs)
-    want = jax.vmap(jax.grad(lambda a, b: jnp.sum(jnp.linalg.solve(a, b) ** 2)),
-                    in_axes=(None, 0))(A, bs)
+    want = jax_result("vmap_grad_solve", lambda: jax.vmap(
+        jax.grad(lambda a, b: jnp.sum(jnp.linalg.solve(a, b) ** 2)), in_axes=(None, 0))(A, bs),
+        (A, bs))
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-4, atol=1e-4)
 
 

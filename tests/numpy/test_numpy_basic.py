@@ -1,6 +1,7 @@
 """``kiln.numpy`` foundation: promotion, broadcasting, creation, ufuncs, reductions, shape
 ops, products, indexing and ``.at`` updates, checked against NumPy (values) and JAX
-(values, dtypes and weak types, where ``jax`` is installed), eagerly and under
+(values, dtypes and weak types: JAX's answers recorded in the stored oracle,
+tests/_oracle.py, or computed where ``jax`` is installed), eagerly and under
 ``jit``/``vmap``/``grad``.
 
 The parity tables are strings evaluated twice, with ``jnp`` bound to ``kiln.numpy`` and
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _oracle import jax_result
 
 import kiln
 import kiln.numpy as jnp
@@ -71,11 +73,18 @@ def _compare(k, j, expr, check_weak=True, rtol=2e-5, atol=2e-6):
                                        err_msg=expr)
 
 
+def _inputs(env):
+    """The arrays an expression reads (the oracle's key; the module ``np`` left out)."""
+    return {k: v for k, v in env.items() if k != "np"}
+
+
 def _run_both(expr, env=ENV, **kw):
-    jax = _jax()
-    import jax.numpy as jjnp
+    def ref():
+        jax = _jax()
+        import jax.numpy as jjnp
+        return eval(expr, {"jnp": jjnp, "jax": jax, **env})
     k = eval(expr, {"jnp": jnp, **env})
-    j = eval(expr, {"jnp": jjnp, "jax": jax, **env})
+    j = jax_result(f"run.{expr}", ref, _inputs(env))
     _compare(k, j, expr, **kw)
 
 
@@ -374,10 +383,13 @@ AT_EXPRS = [
 
 @pytest.mark.parametrize("expr", AT_EXPRS)
 def test_at_vs_jax(expr):
-    jax = _jax()
-    import jax.numpy as jjnp
+    def ref():
+        jax = _jax()
+        import jax.numpy as jjnp
+        return eval(expr, {"jnp": jjnp, "x": jjnp.asarray(T3), "xf": jjnp.asarray(F3),
+                           "jax": jax})
     k = eval(expr, {"jnp": jnp, "x": jnp.asarray(T3), "xf": jnp.asarray(F3)})
-    j = eval(expr, {"jnp": jjnp, "x": jjnp.asarray(T3), "xf": jjnp.asarray(F3), "jax": jax})
+    j = jax_result(f"at.{expr}", ref, (T3, F3))
     _compare(k, j, expr)
 
 
@@ -583,18 +595,21 @@ GRAD_FUNCS = ["ufuncs", "where", "reductions", "shape", "stack", "matmul", "inde
 
 @pytest.mark.parametrize("name", GRAD_FUNCS)
 def test_grad_vs_jax(name):
-    jax = _jax()
-    import jax.numpy as jjnp
     src = JIT_FUNCS[name]
     loss = _scalar_loss(src)
     g = kiln.grad(loss)(XJ)
-    # Same function with jax.numpy: rebind the global name used by the lambdas.
-    globs = dict(src.__globals__)
-    globs["jnp"] = jjnp
-    import types
-    jf = types.FunctionType(src.__code__, globs)
-    jl = _scalar_loss(jf, jjnp)
-    expected = jax.grad(jl)(XJ)
+
+    def ref():
+        jax = _jax()
+        import jax.numpy as jjnp
+        # Same function with jax.numpy: rebind the global name used by the lambdas.
+        globs = dict(src.__globals__)
+        globs["jnp"] = jjnp
+        import types
+        jf = types.FunctionType(src.__code__, globs)
+        jl = _scalar_loss(jf, jjnp)
+        return jax.grad(jl)(XJ)
+    expected = jax_result(f"grad.{name}", ref, XJ)
     _assert_tree_close(g, expected, rtol=1e-4, atol=1e-5)
 
 

@@ -7,6 +7,7 @@ import itertools
 
 import numpy as np
 import pytest
+from _oracle import jax_result
 
 import kiln
 import kiln.numpy as knp
@@ -68,10 +69,21 @@ _CACHE = {}
 
 def _jax_batch(key, fns, *args):
     """JAX's results of ``fns(*args)``, all traced into one ``jax.jit`` (one compilation
-    instead of one per static configuration; ``jnp.pad`` is itself jitted in JAX), cached."""
+    instead of one per static configuration; ``jnp.pad`` is itself jitted in JAX), cached
+    (and from the stored oracle, tests/_oracle.py)."""
     if key not in _CACHE:
-        _CACHE[key] = jax.jit(lambda *a: [f(*a) for f in fns])(*args)
+        _CACHE[key] = jax_result(f"batch.{key}",
+                                 lambda: jax.jit(lambda *a: [f(*a) for f in fns])(*args), args)
     return _CACHE[key]
+
+
+def _jpad(x, *args, **kw):
+    """Eager ``jax.numpy.pad(x, *args, **kw)`` (from the stored oracle)."""
+    return jax_result(f"pad.{args}", lambda: jjnp.pad(x, *args, **kw), (x, kw))
+
+
+def _jax(key, compute, inputs=None):
+    return jax_result(key, compute, inputs)
 
 
 def _pad_fn(jnp_, w, mode, kw):
@@ -94,7 +106,7 @@ def test_table(mode_kw, dtype):
         j = ref[TABLE.index((mode_kw, w))]
         _check(knp.pad(x, w, mode, **kw), j, int_atol=int_atol)
     if mode not in ("linear_ramp",):   # (see above) eager JAX, not fused with the others
-        _check(knp.pad(x, 0, mode, **kw), jjnp.pad(x, 0, mode, **kw))
+        _check(knp.pad(x, 0, mode, **kw), _jpad(x, 0, mode, **kw))
 
 
 OTHER = [F1, F3, I2.astype(np.uint8), (I2 > 0)]
@@ -118,12 +130,13 @@ def test_other_ranks_and_dtypes(i):
 
 def test_scalar_input_and_weak_types():
     for mode in ("constant", "edge", "mean", "median", "linear_ramp", "reflect"):
-        _check(knp.pad(3.0, 2, mode), jjnp.pad(3.0, 2, mode))
-        _check(knp.pad(np.float32(3), -2, mode), jjnp.pad(np.float32(3), -2, mode))
+        _check(knp.pad(3.0, 2, mode), _jpad(3.0, 2, mode))
+        _check(knp.pad(np.float32(3), -2, mode), _jpad(np.float32(3), -2, mode))
     # a weak-typed array keeps its weak type
     for mode in ("constant", "edge", "mean", "median", "linear_ramp", "wrap", "empty"):
         k = kiln.jit(lambda x, m=mode: knp.pad(knp.broadcast_to(x, (3,)), 1, m))(2.0)
-        j = jax.jit(lambda x, m=mode: jjnp.pad(jjnp.broadcast_to(x, (3,)), 1, m))(2.0)
+        j = _jax(f"weak.{mode}", lambda m=mode: jax.jit(
+            lambda x: jjnp.pad(jjnp.broadcast_to(x, (3,)), 1, m))(2.0))
         _check(k, j)
 
 
@@ -132,14 +145,14 @@ def test_integer_rounding():
     for mode in ("mean", "median"):
         for sl in (2, 3, None):
             kw = {} if sl is None else {"stat_length": sl}
-            _check(knp.pad(x, 3, mode, **kw), jjnp.pad(x, 3, mode, **kw))
+            _check(knp.pad(x, 3, mode, **kw), _jpad(x, 3, mode, **kw))
     u = np.array([0, 3, 250, 255], np.uint8)
     for ev in (0, 255, (7, 100), 2.7):
         _check(knp.pad(u, 4, "linear_ramp", end_values=ev),
-               jjnp.pad(u, 4, "linear_ramp", end_values=ev), int_atol=1)
+               _jpad(u, 4, "linear_ramp", end_values=ev), int_atol=1)
     # stat_length longer than the axis, and negative (sliced as Python's x[:n], x[-n:])
     for sl in (10, -1, ((1, -2),)):
-        _check(knp.pad(F2, 2, "mean", stat_length=sl), jjnp.pad(F2, 2, "mean", stat_length=sl))
+        _check(knp.pad(F2, 2, "mean", stat_length=sl), _jpad(F2, 2, "mean", stat_length=sl))
 
 
 def test_jit():
@@ -153,21 +166,25 @@ def test_jit():
 def test_traced_constant_values():
     c = np.array([[1., 2.], [3., 4.]], np.float32)
     k = kiln.jit(lambda x, c: knp.pad(x, 1, constant_values=c))(F2, c)
-    j = jax.jit(lambda x, c: jjnp.pad(x, 1, constant_values=c))(F2, c)
+    j = _jax("traced_c", lambda: jax.jit(lambda x, c: jjnp.pad(x, 1, constant_values=c))(F2, c),
+             (F2, c))
     _check(k, j)
     for cv in (np.float32(2.5), np.array([1.5], np.float32), np.array([7., 8.], np.float32),
                np.array([[5.], [6.]], np.float32)):
         for x in (F2, I2):
             k = kiln.jit(lambda x, c: knp.pad(x, (1, 2), constant_values=c))(x, cv)
-            j = jax.jit(lambda x, c: jjnp.pad(x, (1, 2), constant_values=c))(x, cv)
+            j = _jax("traced_cv", lambda x=x, cv=cv: jax.jit(
+                lambda x, c: jjnp.pad(x, (1, 2), constant_values=c))(x, cv), (x, cv))
             _check(k, j)
     # vmap over the constant values
     cs = np.arange(12, dtype=np.float32).reshape(3, 2, 2)
     k = kiln.vmap(lambda c: knp.pad(F2, ((1, 0), (2, 1)), constant_values=c))(cs)
-    j = jax.vmap(lambda c: jjnp.pad(F2, ((1, 0), (2, 1)), constant_values=c))(cs)
+    j = _jax("vmap_c", lambda: jax.vmap(
+        lambda c: jjnp.pad(F2, ((1, 0), (2, 1)), constant_values=c))(cs), (F2, cs))
     _check(k, j)
     k = kiln.vmap(lambda x, c: knp.pad(x, 1, constant_values=c))(np.stack([F2, -F2]), cs[:2])
-    j = jax.vmap(lambda x, c: jjnp.pad(x, 1, constant_values=c))(np.stack([F2, -F2]), cs[:2])
+    j = _jax("vmap_xc", lambda: jax.vmap(lambda x, c: jjnp.pad(x, 1, constant_values=c))(
+        np.stack([F2, -F2]), cs[:2]), (F2, cs))
     _check(k, j)
 
 
@@ -202,7 +219,8 @@ def test_grad_constant_values():
     for c in (np.float32(2.0), np.array([[1., 2.], [3., 4.]], np.float32),
               np.array([1., 2.], np.float32)):
         k = kiln.grad(lambda x, c: loss(knp, x, c), argnums=(0, 1))(F2, c)
-        j = jax.grad(lambda x, c: loss(jjnp, x, c), argnums=(0, 1))(F2, c)
+        j = _jax("grad_c", lambda c=c: jax.grad(lambda x, c: loss(jjnp, x, c), argnums=(0, 1))(
+            F2, c), (F2, c, W))
         _check(k[0], j[0], rtol=1e-5, atol=1e-5)
         _check(k[1], j[1], rtol=1e-5, atol=1e-5)
         kj = kiln.jit(kiln.grad(lambda x, c: loss(knp, x, c), argnums=1))(F2, c)
@@ -268,17 +286,19 @@ def test_callable(case):
     fn, x, w, kw = CALLABLE_CASES[case]
     k = knp.pad(x, w, fn(knp), **kw)
     # (JAX's eager callable pad runs op by op under vmap: slow; its jit gives the same)
-    j = jax.jit(lambda x: jjnp.pad(x, w, fn(jjnp), **kw))(x)
+    xs = np.stack([x, x * 2])
+    j, jv = _jax(f"callable.{case}", lambda: (
+        jax.jit(lambda x: jjnp.pad(x, w, fn(jjnp), **kw))(x),
+        jax.jit(jax.vmap(lambda x: jjnp.pad(x, w, fn(jjnp), **kw)))(xs)), x)
     _check(k, j)
     _check(kiln.jit(lambda x: knp.pad(x, w, fn(knp), **kw))(x), k)
-    xs = np.stack([x, x * 2])
-    _check(kiln.vmap(lambda x: knp.pad(x, w, fn(knp), **kw))(xs),
-           jax.jit(jax.vmap(lambda x: jjnp.pad(x, w, fn(jjnp), **kw)))(xs))
+    _check(kiln.vmap(lambda x: knp.pad(x, w, fn(knp), **kw))(xs), jv)
 
 
 def test_callable_grad():
     g = kiln.grad(lambda x: knp.pad(x, 2, _mirror(knp)).sum())(F2)
-    _check(g, jax.grad(lambda x: jjnp.pad(x, 2, _mirror(jjnp)).sum())(F2))
+    _check(g, _jax("callable_grad",
+                   lambda: jax.grad(lambda x: jjnp.pad(x, 2, _mirror(jjnp)).sum())(F2), F2))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -367,11 +387,11 @@ def test_deliberate_differences():
     # JAX needs hashable (static) stat_length/end_values; kiln also takes lists and arrays,
     # and traced end_values.
     _check(knp.pad(F2, 1, "maximum", stat_length=[1, 2]),
-           jjnp.pad(F2, 1, "maximum", stat_length=(1, 2)))
+           _jpad(F2, 1, "maximum", stat_length=(1, 2)))
     _check(knp.pad(F2, 2, "linear_ramp", end_values=[[1, 2], [3, 4]]),
-           jjnp.pad(F2, 2, "linear_ramp", end_values=((1, 2), (3, 4))))
+           _jpad(F2, 2, "linear_ramp", end_values=((1, 2), (3, 4))))
     k = kiln.jit(lambda x, e: knp.pad(x, 2, "linear_ramp", end_values=e))(
         F2, np.array([1., -2.], np.float32))
-    _check(k, jjnp.pad(F2, 2, "linear_ramp", end_values=(1., -2.)))
+    _check(k, _jpad(F2, 2, "linear_ramp", end_values=(1., -2.)))
     with pytest.raises(kiln.errors.ConcretizationTypeError):
         kiln.jit(lambda x, s: knp.pad(x, 1, "mean", stat_length=s))(F2, 1)

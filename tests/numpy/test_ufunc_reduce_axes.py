@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _oracle import jax_result
 
 import kiln
 import kiln.numpy as knp
@@ -50,8 +51,9 @@ def _jax_batch(fns, *args):
 def test_builtin_tuple_axes(name):
     for x in _inputs(name):
         cases = [(axis, kw) for axis in AXES for kw in ({}, {"keepdims": True})]
-        ref = _jax_batch([lambda x, a=a, kw=kw: getattr(jjnp, name).reduce(x, axis=a, **kw)
-                          for a, kw in cases], x)
+        ref = jax_result(f"tuple_axes.{name}", lambda x=x, cases=cases: _jax_batch(
+            [lambda x, a=a, kw=kw: getattr(jjnp, name).reduce(x, axis=a, **kw)
+             for a, kw in cases], x), x)
         for (axis, kw), j in zip(cases, ref):
             _check(getattr(knp, name).reduce(x, axis=axis, **kw), j, rtol=2e-5)
 
@@ -64,19 +66,24 @@ def test_builtin_initial_where(name):
     cases = [(axis, kw) for axis in [(0, 2), (1,), ()]
              for kw in ({"initial": init}, {"initial": init, "where": MASK},
                         {"initial": init, "where": MASK, "keepdims": True})]
-    ref = _jax_batch([lambda x, a=a, kw=kw: getattr(jjnp, name).reduce(x, axis=a, **kw)
-                      for a, kw in cases], x)
+    ref = jax_result(f"initial_where.{name}", lambda: _jax_batch(
+        [lambda x, a=a, kw=kw: getattr(jjnp, name).reduce(x, axis=a, **kw)
+         for a, kw in cases], x), (x, MASK))
     for (axis, kw), j in zip(cases, ref):
         _check(getattr(knp, name).reduce(x, axis=axis, **kw), j, rtol=2e-5)
 
 
 def test_builtin_transforms():
+    ref = jax_result("builtin_transforms", lambda: [
+        jjnp.multiply.reduce(X, axis=(0, 2)),
+        jax.grad(lambda x: jjnp.maximum.reduce(x, axis=(0, 2)).sum())(X),
+        jax.vmap(lambda x: jjnp.add.reduce(x, axis=(0, 1), keepdims=True))(X)], X)
     k = kiln.jit(lambda x: knp.multiply.reduce(x, axis=(0, 2)))(X)
-    _check(k, jjnp.multiply.reduce(X, axis=(0, 2)), rtol=2e-5)
+    _check(k, ref[0], rtol=2e-5)
     g = kiln.grad(lambda x: knp.maximum.reduce(x, axis=(0, 2)).sum())(X)
-    _check(g, jax.grad(lambda x: jjnp.maximum.reduce(x, axis=(0, 2)).sum())(X))
+    _check(g, ref[1])
     v = kiln.vmap(lambda x: knp.add.reduce(x, axis=(0, 1), keepdims=True))(X)
-    _check(v, jax.vmap(lambda x: jjnp.add.reduce(x, axis=(0, 1), keepdims=True))(X))
+    _check(v, ref[2])
 
 
 def _pyfunc_jnp(jnp_, identity=0.0):
@@ -96,50 +103,66 @@ def _merged(x, axes):
 @pytest.mark.parametrize("axis", AXES, ids=[str(a) for a in AXES])
 def test_frompyfunc_tuple_axes(axis):
     kf, jf = _pyfunc_jnp(knp), _pyfunc_jnp(jjnp)
-    for x, where in ((X, None), (XI, None), (X, MASK)):
-        for kw in ({}, {"keepdims": True}, {"initial": 2.0}):
-            k = kf.reduce(x, axis=axis, where=where, **kw)
+    cases = [(x, where, kw) for x, where in ((X, None), (XI, None), (X, MASK))
+             for kw in ({}, {"keepdims": True}, {"initial": 2.0})]
+
+    def ref():
+        out = []
+        for x, where, kw in cases:
             j = jf.reduce(_merged(x, axis), axis=0, initial=kw.get("initial"),
                           where=None if where is None else _merged(where, axis))
             if kw.get("keepdims"):
                 j = jjnp.expand_dims(j, tuple(a % x.ndim for a in axis))
-            _check(k, j, rtol=2e-5)
+            out.append(j)
+        if len(axis) == 3:
+            out.append(jf.reduce(X, axis=None))
+        return out
+    ref = jax_result(f"frompyfunc.{axis}", ref, (X, XI, MASK))
+    for (x, where, kw), j in zip(cases, ref):
+        k = kf.reduce(x, axis=axis, where=where, **kw)
+        _check(k, j, rtol=2e-5)
     # all axes reduce as axis=None does
     if len(axis) == 3:
-        _check(kf.reduce(X, axis=axis), jf.reduce(X, axis=None), rtol=2e-5)
+        _check(kf.reduce(X, axis=axis), ref[-1], rtol=2e-5)
 
 
 def test_frompyfunc_transforms_and_dtypes():
     kf, jf = _pyfunc_jnp(knp), _pyfunc_jnp(jjnp)
-    ref = jf.reduce(_merged(X, (0, 2)), axis=0)
-    _check(kiln.jit(lambda x: kf.reduce(x, axis=(0, 2)))(X), ref, rtol=2e-5)
-    _check(kiln.vmap(lambda x: kf.reduce(x, axis=(0, 1)))(X),
-           jax.vmap(lambda x: jf.reduce(_merged(x, (0, 1)), axis=0))(X), rtol=2e-5)
+    ji = jjnp.frompyfunc(lambda a, b: a + 2 * b, 2, 1, identity=0)
+    e = np.zeros((2, 0, 3), np.float32)
+    ref = jax_result("frompyfunc_transforms_dtypes", lambda: [
+        jf.reduce(_merged(X, (0, 2)), axis=0),
+        jax.vmap(lambda x: jf.reduce(_merged(x, (0, 1)), axis=0))(X),
+        jax.grad(lambda x: jf.reduce(x.transpose(0, 2, 1).reshape(8, 3), axis=0).sum())(X),
+        [ji.reduce(_merged(XI, (0, 1)), axis=0, dtype=dt)
+         for dt in (None, np.float32, np.int32)],
+        ji.reduce(_merged(XI, (1, 2)), axis=0), ji.reduce(_merged(XB, (0, 2)), axis=0),
+        jf.reduce(_merged(e, (0, 1)), axis=0), jjnp.full((2, 1, 1), 3.0, np.float32)],
+        (X, XI, XB))
+    _check(kiln.jit(lambda x: kf.reduce(x, axis=(0, 2)))(X), ref[0], rtol=2e-5)
+    _check(kiln.vmap(lambda x: kf.reduce(x, axis=(0, 1)))(X), ref[1], rtol=2e-5)
     g = kiln.grad(lambda x: kf.reduce(x, axis=(2, 0)).sum())(X)
-    _check(g, jax.grad(lambda x: jf.reduce(x.transpose(0, 2, 1).reshape(8, 3), axis=0)
-                       .sum())(X), rtol=2e-5)
+    _check(g, ref[2], rtol=2e-5)
     # dtype= and the result dtype of the Python function
     ki = knp.frompyfunc(lambda a, b: a + 2 * b, 2, 1, identity=0)
-    ji = jjnp.frompyfunc(lambda a, b: a + 2 * b, 2, 1, identity=0)
-    for dt in (None, np.float32, np.int32):
-        _check(ki.reduce(XI, axis=(0, 1), dtype=dt),
-               ji.reduce(_merged(XI, (0, 1)), axis=0, dtype=dt))
+    for dt, j in zip((None, np.float32, np.int32), ref[3]):
+        _check(ki.reduce(XI, axis=(0, 1), dtype=dt), j)
     with pytest.raises(TypeError):   # float results do not fit an int32 accumulator (JAX too)
         kf.reduce(XI, axis=(0, 1), dtype=np.int32)
-    _check(ki.reduce(XI, axis=(1, 2)), ji.reduce(_merged(XI, (1, 2)), axis=0))
-    _check(ki.reduce(XB, axis=(0, 2)), ji.reduce(_merged(XB, (0, 2)), axis=0))
+    _check(ki.reduce(XI, axis=(1, 2)), ref[4])
+    _check(ki.reduce(XB, axis=(0, 2)), ref[5])
     # an empty reduced axis gives the identity (or initial)
-    e = np.zeros((2, 0, 3), np.float32)
-    _check(kf.reduce(e, axis=(0, 1)), jf.reduce(_merged(e, (0, 1)), axis=0))
-    _check(kf.reduce(e, axis=(1, 2), keepdims=True, initial=3.0),
-           jjnp.full((2, 1, 1), 3.0, np.float32))
+    _check(kf.reduce(e, axis=(0, 1)), ref[6])
+    _check(kf.reduce(e, axis=(1, 2), keepdims=True, initial=3.0), ref[7])
 
 
 def test_subtract_single_and_empty_tuple():
     for axis in [(1,), (-1,)]:
-        _check(knp.subtract.reduce(X, axis=axis), jjnp.subtract.reduce(X, axis=axis[0]))
-        _check(knp.subtract.reduce(XI, axis=axis, keepdims=True),
-               jjnp.subtract.reduce(XI, axis=axis[0], keepdims=True))
+        ref = jax_result(f"subtract.{axis}", lambda axis=axis: [
+            jjnp.subtract.reduce(X, axis=axis[0]),
+            jjnp.subtract.reduce(XI, axis=axis[0], keepdims=True)], (X, XI))
+        _check(knp.subtract.reduce(X, axis=axis), ref[0])
+        _check(knp.subtract.reduce(XI, axis=axis, keepdims=True), ref[1])
     # axis=(): nothing reduced (NumPy gives the array back)
     np.testing.assert_array_equal(knp.subtract.reduce(X, axis=()),
                                   np.subtract.reduce(X, axis=()))

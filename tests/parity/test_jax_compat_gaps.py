@@ -1,10 +1,12 @@
 """Issue 14: compatibility gaps against JAX (values and exception classes)."""
 from __future__ import annotations
 
+import importlib
 import inspect
 
 import numpy as np
 import pytest
+from _oracle import jax_result
 
 import kiln
 import kiln.numpy as knp
@@ -28,10 +30,23 @@ def _error(f):
     return None
 
 
-def _same_error(fj, fk):
-    ej, ek = _error(fj), _error(fk)
+def _jax_error(key, fj):
+    """JAX's exception from ``fj()`` (from the stored oracle) as ``[module, class name,
+    message]``, or ``None`` when it returns."""
+    def compute():
+        e = _error(fj)
+        return None if e is None else [type(e).__module__, type(e).__qualname__, str(e)]
+    return jax_result(key, compute)
+
+
+def _class(ej):
+    return getattr(importlib.import_module(ej[0]), ej[1])
+
+
+def _same_error(key, fj, fk):
+    ej, ek = _jax_error(key, fj), _error(fk)
     assert ej is not None and ek is not None, (ej, ek)
-    assert type(ek).__name__ == type(ej).__name__, (ej, ek)
+    assert type(ek).__name__ == ej[1], (ej, ek)
     return ej, ek
 
 
@@ -67,7 +82,8 @@ EINSUM_SUBLISTS = [
 
 @pytest.mark.parametrize("args", EINSUM_SUBLISTS, ids=range(len(EINSUM_SUBLISTS)))
 def test_einsum_sublist_forms(args):
-    _same(jnp.einsum(*args), knp.einsum(*args), rtol=1e-5, atol=1e-5)
+    _same(jax_result("einsum", lambda: jnp.einsum(*args), args), knp.einsum(*args), rtol=1e-5,
+          atol=1e-5)
 
 
 # 2. nanmax/nanmin with initial= and where= --------------------------------------------------
@@ -82,7 +98,8 @@ def test_einsum_sublist_forms(args):
 def test_nan_extremes_initial_where(name, kw):
     for a in (np.array([[8., np.nan], [np.nan, 2.]], np.float32),
               np.array([[np.nan, np.nan], [1., 2.]], np.float32)):
-        _same(getattr(jnp, name)(a, **kw), getattr(knp, name)(a, **kw))
+        _same(jax_result(name, lambda a=a: getattr(jnp, name)(a, **kw), (a, kw)),
+              getattr(knp, name)(a, **kw))
 
 
 def test_nanmax_issue_example():
@@ -102,7 +119,7 @@ def _nth_grad(grad, f, n):
 @pytest.mark.parametrize("order", [1, 2, 3, 4])
 @pytest.mark.parametrize("x", [0.0, 0.3, -1.7, 2.0])
 def test_sinc_derivatives(order, x):
-    want = _nth_grad(jax.grad, jnp.sinc, order)(x)
+    want = jax_result(f"sinc_d{order}", lambda: _nth_grad(jax.grad, jnp.sinc, order)(x), x)
     got = _nth_grad(kiln.grad, knp.sinc, order)(x)
     np.testing.assert_allclose(float(got), float(want), rtol=1e-4, atol=1e-5)
 
@@ -111,9 +128,11 @@ def test_sinc_second_derivative_at_zero_under_jit_and_vmap():
     d2 = _nth_grad(kiln.grad, knp.sinc, 2)
     np.testing.assert_allclose(float(kiln.jit(d2)(0.0)), -np.pi ** 2 / 3, rtol=1e-6)
     xs = np.array([0.0, 1.0], np.float32)
-    _same(jax.vmap(_nth_grad(jax.grad, jnp.sinc, 2))(xs), kiln.vmap(d2)(xs), rtol=1e-5)
-    _same(jnp.sinc(np.array([0.0, 0.5, 1 + 0j], np.complex64)),
-          knp.sinc(np.array([0.0, 0.5, 1 + 0j], np.complex64)), atol=1e-7)
+    ref = jax_result("sinc_d2_vmap_complex", lambda: [
+        jax.vmap(_nth_grad(jax.grad, jnp.sinc, 2))(xs),
+        jnp.sinc(np.array([0.0, 0.5, 1 + 0j], np.complex64))], xs)
+    _same(ref[0], kiln.vmap(d2)(xs), rtol=1e-5)
+    _same(ref[1], knp.sinc(np.array([0.0, 0.5, 1 + 0j], np.complex64)), atol=1e-7)
 
 
 # 4. integer floor_divide / remainder by zero -------------------------------------------------
@@ -131,7 +150,7 @@ def _int_operands(dt):
 @pytest.mark.parametrize("name", ["floor_divide", "remainder", "divmod"])
 def test_integer_division_by_zero(dt, name):
     a, b = _int_operands(dt)
-    want = getattr(jnp, name)(a, b)
+    want = jax_result(name, lambda: getattr(jnp, name)(a, b), (a, b))
     fk = getattr(knp, name)
     for got in (fk(a, b), kiln.jit(fk)(a, b)):
         for w, g in zip(want if name == "divmod" else [want], got if name == "divmod" else [got]):
@@ -141,18 +160,19 @@ def test_integer_division_by_zero(dt, name):
 @pytest.mark.parametrize("dt", INT_DTYPES)
 def test_integer_division_by_zero_operators(dt):
     a, _ = _int_operands(dt)
-    ja, ka = jnp.array(a), knp.array(a)
-    _same(ja // 0, ka // 0, rtol=0, atol=0)
-    _same(ja % 0, ka % 0, rtol=0, atol=0)
-    _same(ja // 0, kiln.jit(lambda v: v // 0)(ka), rtol=0, atol=0)
-    _same(ja % 0, kiln.jit(lambda v: v % 0)(ka), rtol=0, atol=0)
+    jdiv, jmod = jax_result("div_mod_by_0", lambda: (jnp.array(a) // 0, jnp.array(a) % 0), a)
+    ka = knp.array(a)
+    _same(jdiv, ka // 0, rtol=0, atol=0)
+    _same(jmod, ka % 0, rtol=0, atol=0)
+    _same(jdiv, kiln.jit(lambda v: v // 0)(ka), rtol=0, atol=0)
+    _same(jmod, kiln.jit(lambda v: v % 0)(ka), rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("dt", ["int64", "uint64"])
 def test_integer_division_by_zero_x64(x64, dt):
     a, b = _int_operands(dt)
     for name in ("floor_divide", "remainder"):
-        want = getattr(jnp, name)(a, b)
+        want = jax_result(f"x64.{name}", lambda name=name: getattr(jnp, name)(a, b), (a, b))
         _same(want, getattr(knp, name)(a, b), rtol=0, atol=0)
         _same(want, kiln.jit(getattr(knp, name))(a, b), rtol=0, atol=0)
 
@@ -191,14 +211,14 @@ def test_creation_default_dtypes(name, with_x64, request):
     if with_x64:
         request.getfixturevalue("x64")
     f = CREATION[name]
-    a, b = f(jnp), f(knp)
+    a, b = jax_result(f"creation.{name}.x64={with_x64}", lambda: f(jnp)), f(knp)
     _same(a, b)
     assert getattr(a, "weak_type", None) == getattr(b, "weak_type", None)
 
 
 def test_tri_default_dtype_is_float32_even_with_x64(x64):
     # JAX's own choice (``dtype or float32``); NumPy would give float64.
-    assert jnp.tri(3).dtype == knp.tri(3).dtype == np.float32
+    assert jax_result("tri_x64", lambda: jnp.tri(3)).dtype == knp.tri(3).dtype == np.float32
 
 
 @pytest.mark.parametrize("with_x64", [False, True], ids=["x32", "x64"])
@@ -212,10 +232,11 @@ def test_huge_diagonal_offsets(name, k, with_x64, request):
         fj, fk = (lambda: getattr(jnp, name)(x, k=k)), (lambda: getattr(knp, name)(x, k=k))
     else:
         fj, fk = (lambda: getattr(jnp, name)(3, 4, k=k)), (lambda: getattr(knp, name)(3, 4, k=k))
-    if _error(fj) is not None:
-        _same_error(fj, fk)
+    key = f"diagonal.{name}.{k}.x64={with_x64}"
+    if _jax_error(f"{key}.error", fj) is not None:
+        _same_error(f"{key}.error", fj, fk)
     else:
-        _same(fj(), fk())
+        _same(jax_result(key, fj), fk())
 
 
 # 6. bad shapes: JAX's exception classes, eager (fast paths) and traced alike ------------------
@@ -248,9 +269,9 @@ BAD_SHAPES = {
 @pytest.mark.parametrize("name", list(BAD_SHAPES))
 def test_bad_shapes_raise_jax_class(name):
     f = BAD_SHAPES[name]
-    ej, ek = _same_error(lambda: f(jnp), lambda: f(knp))
+    ej, ek = _same_error(f"bad_shapes.{name}", lambda: f(jnp), lambda: f(knp))
     ekj = _error(lambda: kiln.jit(lambda: f(knp))())
-    assert type(ekj).__name__ == type(ej).__name__, (ej, ekj)
+    assert type(ekj).__name__ == ej[1], (ej, ekj)
 
 
 def test_bad_shapes_messages():
@@ -269,8 +290,10 @@ def test_bad_shapes_messages():
 
 def test_good_shapes_still_take_fast_paths():
     x, y = knp.ones(3), knp.ones((2, 3))
-    _same(jnp.ones(3) + jnp.ones((2, 3)), x + y)
-    _same(jnp.ones((2, 3)) - jnp.ones(3), y - x)
+    ref = jax_result("good_shapes", lambda: (jnp.ones(3) + jnp.ones((2, 3)),
+                                             jnp.ones((2, 3)) - jnp.ones(3)))
+    _same(ref[0], x + y)
+    _same(ref[1], y - x)
     assert (x + y).shape == (2, 3)
 
 
@@ -334,10 +357,10 @@ WHERE_CALLS = {
 @pytest.mark.parametrize("name", list(WHERE_CALLS))
 def test_where_missing_operand(name):
     f = WHERE_CALLS[name]
-    ej, ek = _same_error(lambda: f(jnp), lambda: f(knp))
-    assert str(ek) == str(ej)
+    ej, ek = _same_error(f"where.{name}", lambda: f(jnp), lambda: f(knp))
+    assert str(ek) == ej[2]
     ekj = _error(lambda: kiln.jit(lambda: f(knp))())
-    assert type(ekj) is type(ej)
+    assert type(ekj) is _class(ej)
 
 
 # 9. the error hierarchy ----------------------------------------------------------------------
@@ -384,14 +407,17 @@ def test_copy_and_round_match_jax():
     assert c is not x and np.array_equal(np.asarray(c), np.asarray(x))
     np.testing.assert_array_equal(np.asarray(kiln.jit(lambda v: v.copy() * 1)(x)),
                                   np.asarray(x))
-    for v, nd in [(2.456, 2), (2.5, None), (-1.5, None), (3.14159, 0)]:
+    cases = [(2.456, 2), (2.5, None), (-1.5, None), (3.14159, 0)]
+    ref = jax_result("round", lambda: [
+        [round(jax.numpy.array(v), nd) if nd is not None else round(jax.numpy.array(v))
+         for v, nd in cases],
+        jax.jit(lambda v: round(v, 1))(jax.numpy.arange(3.0) + 0.26)], cases)
+    for (v, nd), j in zip(cases, ref[0]):
         k = round(knp.array(v), nd) if nd is not None else round(knp.array(v))
-        j = round(jax.numpy.array(v), nd) if nd is not None else round(jax.numpy.array(v))
         assert np.asarray(k).dtype == np.asarray(j).dtype
         np.testing.assert_allclose(np.asarray(k), np.asarray(j))
     np.testing.assert_allclose(np.asarray(kiln.jit(lambda v: round(v, 1))(x + 0.26)),
-                               np.asarray(jax.jit(lambda v: round(v, 1))(
-                                   jax.numpy.arange(3.0) + 0.26)))
+                               np.asarray(ref[1]))
 
 
 def test_array_from_range_and_buffers():
@@ -399,9 +425,11 @@ def test_array_from_range_and_buffers():
     import array as pyarray
 
     import kiln.numpy as knp
-    for obj in (range(5), range(2, 11, 3), pyarray.array("d", [1, 2]),
-                pyarray.array("i", [1, 2]), memoryview(np.arange(4, dtype=np.int16))):
-        k, j = knp.array(obj), jax.numpy.array(obj)
+    for i, obj in enumerate((range(5), range(2, 11, 3), pyarray.array("d", [1, 2]),
+                             pyarray.array("i", [1, 2]),
+                             memoryview(np.arange(4, dtype=np.int16)))):
+        # (the key: the case's index; a memoryview's repr names its address)
+        k, j = knp.array(obj), jax_result(f"array_from.{i}", lambda obj=obj: jax.numpy.array(obj))
         assert k.dtype == j.dtype and np.array_equal(np.asarray(k), np.asarray(j))
 
 
@@ -410,9 +438,9 @@ def test_broadcast_like_and_named_scope_decorator():
     import kiln
     import kiln.numpy as knp
     x, y = knp.arange(3.0), knp.ones((2, 3))
-    np.testing.assert_array_equal(np.asarray(kiln.lax.broadcast_like(x, y)),
-                                  np.asarray(jax.lax.broadcast_like(jax.numpy.arange(3.0),
-                                                                    jax.numpy.ones((2, 3)))))
+    np.testing.assert_array_equal(np.asarray(kiln.lax.broadcast_like(x, y)), np.asarray(
+        jax_result("broadcast_like", lambda: jax.lax.broadcast_like(jax.numpy.arange(3.0),
+                                                                    jax.numpy.ones((2, 3))))))
 
     @kiln.named_scope("double")
     def f(v):

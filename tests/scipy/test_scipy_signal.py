@@ -7,9 +7,11 @@ import inspect
 import subprocess
 import sys
 import warnings
+import zlib
 
 import numpy as np
 import pytest
+from _oracle import jax_result
 
 import kiln
 import kiln.numpy as knp
@@ -25,10 +27,17 @@ R = np.random.default_rng(0)
 f32 = np.float32
 
 
-def rand(*shape, dtype=f32):
+def rand(*shape, dtype=f32, rng=None):
+    rng = R if rng is None else rng
     if np.issubdtype(dtype, np.complexfloating):
-        return (R.standard_normal(shape) + 1j * R.standard_normal(shape)).astype(dtype)
-    return R.standard_normal(shape).astype(dtype)
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def _rng(*tag):
+    """A generator seeded by ``tag`` (test-time inputs, hence the oracle's keys, do not
+    depend on which tests ran before)."""
+    return np.random.default_rng(zlib.crc32(repr(tag).encode()))
 
 
 def _params(cases, fast, ids=None):
@@ -51,12 +60,18 @@ def _cmp(out, ref, rtol=1e-5, atol=None):
                                    atol=rtol * scale if atol is None else atol)
 
 
-def _both(fn):
+def _both(fn, key, inputs):
     """``fn(module)`` for kiln (eager) and JAX (one ``jax.jit`` compile: JAX's op-by-op
-    dispatch of these functions is much slower), with warnings silenced."""
+    dispatch of these functions is much slower; from the oracle under ``key``), with
+    warnings silenced."""
+    def ref():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return jax.jit(lambda: fn(js))()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return fn(ks), jax.jit(lambda: fn(js))()
+        out = fn(ks)
+    return out, jax_result(key, ref, inputs)
 
 
 # ------------------------------------------------------------------------------------------
@@ -98,7 +113,8 @@ SHAPES = [((7,), (3,)), ((3,), (7,)), ((5,), (5,)), ((1,), (4,)), ((6,), (1,)),
 @pytest.mark.parametrize("s1,s2", _params(SHAPES, {0, 1, 5, 7},
                                            [f"{a}x{b}" for a, b in SHAPES]))
 def test_convolve_correlate(s1, s2):
-    x, y = rand(*s1), rand(*s2)
+    rng = _rng("convolve", s1, s2)
+    x, y = rand(*s1, rng=rng), rand(*s2, rng=rng)
 
     def calls(m):
         out = []
@@ -110,13 +126,14 @@ def test_convolve_correlate(s1, s2):
                 out += [m.convolve2d(x, y, mode), m.correlate2d(x, y, mode)]
         return out
 
-    _cmp(*_both(calls), 2e-5)
+    _cmp(*_both(calls, "convolve_correlate", (x, y)), 2e-5)
 
 
 @pytest.mark.parametrize("s1,s2", _params([((9,), (4,)), ((4,), (9,)), ((5, 4), (2, 3)),
                                             ((2, 3), (5, 4)), ((3, 3), (3, 3))], {0, 3}))
 def test_complex(s1, s2):
-    x, y = rand(*s1, dtype=np.complex64), rand(*s2, dtype=np.complex64)
+    rng = _rng("complex", s1, s2)
+    x, y = rand(*s1, dtype=np.complex64, rng=rng), rand(*s2, dtype=np.complex64, rng=rng)
 
     def calls(m):
         out = []
@@ -127,7 +144,7 @@ def test_complex(s1, s2):
                 out += [m.correlate2d(x, y, mode), m.correlate2d(x.real, y, mode)]
         return out
 
-    _cmp(*_both(calls), 2e-5)
+    _cmp(*_both(calls, "complex", (x, y)), 2e-5)
 
 
 def test_convolve_dtypes_and_scalars():
@@ -135,19 +152,21 @@ def test_convolve_dtypes_and_scalars():
     out, ref = _both(lambda m: [
         m.convolve(xi, yi), m.correlate(xi, yi, "same"), m.fftconvolve(xi, yi),
         m.convolve(xi, yi, method="fft"), m.convolve2d(xi.reshape(2, 3) > 2, yi[None] > 0),
-        m.convolve(knp_or_j(m).array(2.0), knp_or_j(m).array(3.0)), m.fftconvolve(2.0, 3.0)])
+        m.convolve(knp_or_j(m).array(2.0), knp_or_j(m).array(3.0)), m.fftconvolve(2.0, 3.0)],
+        "dtypes_scalars", (xi, yi))
     _cmp(out, ref)
     assert all(o.dtype == np.float32 for o in out)
 
 
 def test_fftconvolve_axes():
-    x, y = rand(3, 10, 4), rand(3, 5, 4)
-    xc = rand(2, 6, dtype=np.complex64)
+    rng = _rng("fftconvolve_axes")
+    x, y = rand(3, 10, 4, rng=rng), rand(3, 5, 4, rng=rng)
+    xc = rand(2, 6, dtype=np.complex64, rng=rng)
     _cmp(*_both(lambda m: [f for mode in ("full", "same", "valid") for f in (
         m.fftconvolve(x, y, mode, axes=1), m.fftconvolve(x, y, mode, axes=[-2]),
         m.fftconvolve(x, y[:, :, :2], mode, axes=(1, -1)),
         m.fftconvolve(x, y[:, :1], mode, axes=(1,)))]
-        + [m.fftconvolve(xc, xc[:, :3], axes=1)]), 2e-5)
+        + [m.fftconvolve(xc, xc[:, :3], axes=1)], "fftconvolve_axes", (x, y, xc)), 2e-5)
     with pytest.raises(ValueError, match="mapped axes must have same shape"):
         ks.fftconvolve(x, y[:2], axes=1)
 
@@ -182,8 +201,9 @@ def test_convolution_errors(call, exc):
 
 
 def test_detrend():
-    d = rand(5, 20) + np.arange(20, dtype=f32)
-    c = rand(3, 12, dtype=np.complex64)
+    rng = _rng("detrend")
+    d = rand(5, 20, rng=rng) + np.arange(20, dtype=f32)
+    c = rand(3, 12, dtype=np.complex64, rng=rng)
     cases = [("linear", -1, [3, 9, 12, 19]), ("linear", 0, 0), ("constant", -1, 7),
              ("linear", -1, 0), ("linear", 0, [1, 2]), ("linear", -1, np.array([4])),
              ("linear", -1, [0, 5, 6, 20]), ("constant", 0, 0)]
@@ -191,7 +211,8 @@ def test_detrend():
     out, ref = _both(lambda m: [m.detrend(d, axis, typ, bp) for typ, axis, bp in cases[:3]]
                      + [m.detrend(d.T.tolist()), m.detrend(c, bp=[5]),
                         m.detrend(c, type="constant"),
-                        m.detrend(np.arange(12, dtype=np.int32).reshape(3, 4), 0)])
+                        m.detrend(np.arange(12, dtype=np.int32).reshape(3, 4), 0)],
+                     "detrend", (d, c))
     _cmp(out, ref, 1e-5, 1e-4)
     for typ, axis, bp in cases:
         o = ks.detrend(d, axis, typ, bp)
@@ -234,7 +255,8 @@ PSD_KW = [{}, dict(nperseg=64), dict(nperseg=64, noverlap=10, nfft=100),
 @pytest.mark.parametrize("kw", _params(PSD_KW, {2, 3, 6, 9, 11}))
 def test_welch_csd(kw):
     x, y = (X.T, Y.T) if kw.get("axis") == 0 else (X, Y)
-    _cmp(*_both(lambda m: [m.welch(x, **kw), m.csd(x, y, **kw), m.csd(x, None, **kw)]), 1e-4)
+    _cmp(*_both(lambda m: [m.welch(x, **kw), m.csd(x, y, **kw), m.csd(x, None, **kw)],
+                "welch_csd", (x, y, kw)), 1e-4)
 
 
 def test_csd_broadcast_and_complex():
@@ -242,8 +264,8 @@ def test_csd_broadcast_and_complex():
     _cmp(*_both(lambda m: [m.csd(X, Y[:1], nperseg=32),
                            m.csd(X, Y[:1], nperseg=32, average="median"),
                            m.welch(xc, nperseg=32), m.csd(xc, Y, nperseg=32, average="median"),
-                           m.welch(np.ones((0, 5), f32)), m.welch(np.arange(40), nperseg=8)]),
-         1e-4)
+                           m.welch(np.ones((0, 5), f32)), m.welch(np.arange(40), nperseg=8)],
+                "csd_broadcast_complex", (X, Y)), 1e-4)
 
 
 STFT_KW = [{}, dict(nperseg=64), dict(nperseg=64, noverlap=10, nfft=100),
@@ -258,11 +280,13 @@ STFT_KW = [{}, dict(nperseg=64), dict(nperseg=64, noverlap=10, nfft=100),
 def test_stft():
     _cmp(*_both(lambda m: [m.stft(X.T if kw.get("axis") == 0 else X, **kw) for kw in STFT_KW]
                 + [m.stft(X[0] + 1j * X[1], nperseg=16),
-                   m.stft(X[0], nperseg=16, return_onesided=False)]), 1e-4)
+                   m.stft(X[0], nperseg=16, return_onesided=False)],
+                # (STFT_KW holds a lambda: the key names the table, not its repr)
+                "stft", X), 1e-4)
 
 
 def test_istft():
-    Z = np.asarray(js.stft(X, nperseg=64)[2])
+    Z = np.asarray(jax_result("istft.Z", lambda: js.stft(X, nperseg=64)[2], X))
     Zt = np.moveaxis(Z, -1, 0)
     kws = [{}, dict(nperseg=64), dict(boundary=False), dict(nperseg=64, noverlap=48),
            dict(nperseg=64, nfft=64, window="hamming"), dict(window=np.hanning(64)),
@@ -270,7 +294,7 @@ def test_istft():
     _cmp(*_both(lambda m: [m.istft(Z, **kw) for kw in kws]
                 + [m.istft(Zt, time_axis=0, freq_axis=-1),
                    m.istft(Z[..., :10, :], input_onesided=False),
-                   m.istft(np.ones((5, 7), np.int32))]), 1e-4)
+                   m.istft(np.ones((5, 7), np.int32))], "istft", Z), 1e-4)
     # the round trip reproduces the signal
     _, _, zk = ks.stft(X[0], nperseg=32)
     _, xr = ks.istft(zk, nperseg=32)
@@ -307,14 +331,16 @@ def test_spectral_errors(call):
 
 
 def test_warnings():
-    for call in (lambda m: m.welch(X, nperseg=400), lambda m: m.stft(X[0, :40]),
-                 lambda m: m.welch(X + 1j, nperseg=8)):
-        with warnings.catch_warnings(record=True) as w_ref:
-            warnings.simplefilter("always")
-            jax.jit(lambda: call(js))()
+    for i, call in enumerate((lambda m: m.welch(X, nperseg=400), lambda m: m.stft(X[0, :40]),
+                              lambda m: m.welch(X + 1j, nperseg=8))):
+        def ref(call=call):
+            with warnings.catch_warnings(record=True) as w_ref:
+                warnings.simplefilter("always")
+                jax.jit(lambda: call(js))()
+            return [str(w.message) for w in w_ref]
         with pytest.warns(UserWarning) as w_out:
             call(ks)
-        assert [str(w.message) for w in w_out] == [str(w.message) for w in w_ref]
+        assert [str(w.message) for w in w_out] == jax_result(f"warnings.{i}", ref, X)
 
 
 # ------------------------------------------------------------------------------------------
@@ -332,12 +358,14 @@ def test_x64():
                                     m.welch(x64, nperseg=64),
                                     m.csd(x64, y64, nperseg=64, average="median"),
                                     m.stft(x64, nperseg=64),
-                                    m.istft(m.stft(x64, nperseg=64)[2])])
+                                    m.istft(m.stft(x64, nperseg=64)[2])],
+                         "x64", (x64, y64))
         _cmp(out, ref, 1e-11)
         for o in jax.tree_util.tree_leaves(out):
             assert np.asarray(o).dtype in (np.float64, np.complex128)
         # float32 data stays float32 (the frequencies too)
-        out, ref = _both(lambda m: (m.welch(X, nperseg=64), m.stft(np.arange(50), nperseg=8)))
+        out, ref = _both(lambda m: (m.welch(X, nperseg=64), m.stft(np.arange(50), nperseg=8)),
+                         "x64_f32_data", X)
         _cmp(out[0], ref[0], 1e-4)
         _cmp(out[1], ref[1], 1e-11)
         assert out[0][1].dtype == np.float32 and out[0][0].dtype == np.float32
@@ -376,22 +404,25 @@ def test_jit_grad_vmap(name):
     def fj(x, k):
         return f(js, x, k)
 
-    ref = jax.jit(fj)(x1, k1)
-    _cmp(fk(x1, k1), ref, 1e-4)
-    _cmp(kiln.jit(fk)(x1, k1), ref, 1e-4)
-    xb = np.stack([x1, x1[::-1], 2 * x1])
-    _cmp(kiln.vmap(fk, (0, None))(xb, k1), jax.jit(jax.vmap(fj, (0, None)))(xb, k1), 1e-4)
-
     def loss(mod, fn):
         return lambda x, k: mod.sum(mod.abs(fn(x, k)) ** 2)
 
+    xb = np.stack([x1, x1[::-1], 2 * x1])
+    ref, ref_vmap, ref_grad = jax_result(f"transform.{name}", lambda: (
+        jax.jit(fj)(x1, k1), jax.jit(jax.vmap(fj, (0, None)))(xb, k1),
+        jax.jit(jax.grad(loss(jjnp, fj), (0, 1)))(x1, k1)), (x1, k1))
+    _cmp(fk(x1, k1), ref, 1e-4)
+    _cmp(kiln.jit(fk)(x1, k1), ref, 1e-4)
+    _cmp(kiln.vmap(fk, (0, None))(xb, k1), ref_vmap, 1e-4)
+
     g = kiln.grad(loss(knp, fk), (0, 1))(x1, k1)
-    _cmp(g, jax.jit(jax.grad(loss(jjnp, fj), (0, 1)))(x1, k1), 1e-3)
+    _cmp(g, ref_grad, 1e-3)
     _cmp(kiln.jit(kiln.grad(loss(knp, fk), (0, 1)))(x1, k1), g, 1e-4)
 
 
 def test_traced_fs_and_static_errors():
     t_k = kiln.jit(lambda fs: ks.stft(x1, fs=fs, nperseg=8)[1])(8.0)
-    _cmp(t_k, jax.jit(lambda: js.stft(x1, fs=8.0, nperseg=8)[1])())
+    _cmp(t_k, jax_result("traced_fs", lambda: jax.jit(lambda: js.stft(x1, fs=8.0, nperseg=8)[1])(),
+                         x1))
     with pytest.raises(kiln.errors.ConcretizationTypeError):
         kiln.jit(lambda n: ks.welch(x1, nperseg=n))(8)

@@ -15,6 +15,7 @@ import functools
 
 import numpy as np
 import pytest
+from _oracle import jax_result
 
 import kiln
 import kiln.numpy as knp
@@ -95,16 +96,19 @@ _COMPILED = {}
 
 def _jax_run(key, fn, *args):
     """``jax.jit(fn)(*args)``, compiled without XLA's backend optimizations and cached by
-    ``key`` and the argument types."""
+    ``key`` and the argument types (the result from the stored oracle, tests/_oracle.py)."""
     sig = (key, jax.config.jax_enable_x64,
            tuple((np.shape(a), np.asarray(a).dtype) for a in args))
-    if sig not in _COMPILED:
-        lowered = jax.jit(fn).lower(*args)
-        try:
-            _COMPILED[sig] = lowered.compile({"xla_backend_optimization_level": 0})
-        except Exception:  # an XLA without that option: the default pipeline
-            _COMPILED[sig] = lowered.compile()
-    return _COMPILED[sig](*args)
+
+    def compute():
+        if sig not in _COMPILED:
+            lowered = jax.jit(fn).lower(*args)
+            try:
+                _COMPILED[sig] = lowered.compile({"xla_backend_optimization_level": 0})
+            except Exception:  # an XLA without that option: the default pipeline
+                _COMPILED[sig] = lowered.compile()
+        return _COMPILED[sig](*args)
+    return jax_result(f"run.{key}.x64={sig[1]}", compute, args)
 
 
 def _jax_special(name, *args, **kw):
@@ -161,10 +165,15 @@ def test_scalar_promotion():
     # the values of these calls are covered by test_value_parity.)
     vs = (0.5, 2, np.int32(3), np.float32(0.25))
     out = _all_scalar_calls(ks, *vs)
-    ref = jax.eval_shape(functools.partial(_all_scalar_calls, js), *vs)
+
+    def jax_types():
+        r = jax.eval_shape(functools.partial(_all_scalar_calls, js), *vs)
+        return [[n, list(r[n].shape), r[n].dtype.name, bool(r[n].weak_type)] for n in sorted(r)]
+    ref = {n: (tuple(shape), np.dtype(dt), weak)
+           for n, shape, dt, weak in jax_result("scalar_promotion", jax_types, vs)}
     for name in out:
         o, r = out[name], ref[name]
-        assert (o.shape, o.dtype, o.weak_type) == (r.shape, r.dtype, r.weak_type), name
+        assert (o.shape, o.dtype, o.weak_type) == r, name
     with kiln.enable_x64(True):
         out = _all_scalar_calls(ks, 0.5, 2)
     for name, o in out.items():
