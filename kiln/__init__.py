@@ -18,6 +18,7 @@ from kiln import (
     _fp_warnings,  # noqa: F401  (silences NumPy inf/nan warnings raised inside kiln)
     ad_checkpoint,  # noqa: F401
     api_util,  # noqa: F401
+    custom_batching,  # noqa: F401
     debug,  # noqa: F401
     distributed,  # noqa: F401
     dtypes,  # noqa: F401
@@ -99,6 +100,7 @@ from kiln.core.ref import Ref  # noqa: F401,E402
 from kiln.core.trace import Tracer as _Tracer  # noqa: F401
 from kiln.custom_derivatives import (  # noqa: F401
     checkpoint,
+    closure_convert,
     custom_gradient,
     custom_jvp,
     custom_vjp,

@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import weakref
 from typing import Any
 
 import numpy as np
@@ -180,6 +181,13 @@ class custom_jvp:
         self.jvp = None
         self.symbolic_zeros = False
 
+    def __getattr__(self, name):
+        # As JAX: attributes this object lacks (``def_vmap`` of a wrapped
+        # ``custom_vmap``, ...) are the wrapped function's.
+        if name == "fun":
+            raise AttributeError(name)
+        return getattr(self.fun, name)
+
     def __get__(self, obj, objtype=None):
         if obj is None:
             return self
@@ -298,6 +306,13 @@ class custom_vjp:
         self.fwd = None
         self.bwd = None
         self.symbolic_zeros = False
+
+    def __getattr__(self, name):
+        # As JAX: attributes this object lacks (``def_vmap`` of a wrapped
+        # ``custom_vmap``, ...) are the wrapped function's.
+        if name == "fun":
+            raise AttributeError(name)
+        return getattr(self.fun, name)
 
     def __get__(self, obj, objtype=None):
         if obj is None:
@@ -572,3 +587,81 @@ def custom_gradient(fun):
 
 
 _gather_scatter.set_custom_jvp(custom_jvp)
+
+
+# ----------------------------------------------------------------------------------------------
+# closure_convert: hoist the closed-over values a custom rule must see as arguments.
+
+def _jax_maybe_perturbed(x) -> bool:
+    """JAX's test of whether a closed-over value may carry a tangent: a JVP tracer (kiln
+    makes none for a zero tangent); a staged value unless its tangent type is ``float0``
+    (integers, booleans, keys); a vmapped value when what it batches is one."""
+    from kiln.interpreters.batching import BatchTracer
+    from kiln.interpreters.staging import JaxprTracer
+    if not isinstance(x, Tracer):
+        return False
+    if isinstance(x, JaxprTracer):
+        return ad.tangent_dtype(get_aval(x).dtype) != dtypes.float0
+    if isinstance(x, BatchTracer):
+        return _jax_maybe_perturbed(x.val)
+    return True
+
+
+_converted_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _closure_convert(fun, example_args, perturbed):
+    """``(converted, hoisted)`` for ``fun`` at ``example_args``' types: the closed-over
+    values for which ``perturbed`` holds become trailing arguments."""
+    flat, in_tree = tree_flatten(tuple(example_args))
+    avals = tuple(get_aval(x) for x in flat)
+    key = (in_tree, avals, perturbed)
+    try:
+        per_fun = _converted_cache.get(fun)
+    except TypeError:       # not weakly referenceable: never cached
+        per_fun = None
+    if per_fun is not None and key in per_fun:
+        return per_fun[key], []
+
+    store = {}
+
+    def flat_fun(*xs):
+        out = fun(*tree_unflatten(in_tree, list(xs)))
+        leaves, store["tree"] = tree_flatten(out)
+        return leaves
+
+    jaxpr, consts = staging.trace_to_jaxpr(flat_fun, list(avals))
+    out_tree = store["tree"]
+    hoist = [perturbed(c) for c in consts]
+    kept = [None if h else c for c, h in zip(consts, hoist)]
+    hoisted = [c for c, h in zip(consts, hoist) if h]
+    n_hoisted = len(hoisted)
+
+    def converted(*args_and_consts):
+        n_args = len(args_and_consts) - n_hoisted
+        args, extra = args_and_consts[:n_args], list(args_and_consts[n_args:])
+        it = iter(extra)
+        all_consts = [next(it) if h else c for c, h in zip(kept, hoist)]
+        args_flat, tree2 = tree_flatten(tuple(args))
+        if tree2 != in_tree:
+            raise TypeError("The inputs to the closure produced by closure_convert must have "
+                            "the same Pytree structure as the example arguments passed when "
+                            f"closure_convert was called. Expected {in_tree}, but got {tree2}")
+        return tree_unflatten(out_tree, eval_jaxpr(jaxpr, all_consts, *args_flat))
+
+    converted.__name__ = getattr(fun, "__name__", "func")
+    if not any(isinstance(c, Tracer) for c in consts):
+        try:
+            _converted_cache.setdefault(fun, {})[key] = converted
+        except TypeError:
+            pass
+    return converted, hoisted
+
+
+def closure_convert(fun, *example_args):
+    """``(converted, hoisted)``: ``converted(*args, *hoisted)`` computes ``fun(*args)`` for
+    arguments of ``example_args``' structure and types, with the values ``fun`` closes
+    over that may carry a tangent (tracers of differentiation, and staged values of a
+    differentiable type) passed explicitly, so that a ``custom_vjp``/``custom_jvp`` rule
+    can see and differentiate them (``jax.closure_convert``)."""
+    return _closure_convert(fun, example_args, _jax_maybe_perturbed)

@@ -954,9 +954,14 @@ def map(f, xs, *, batch_size=None):  # noqa: A001
         if vmap is None:
             raise RuntimeError("lax.map with batch_size needs kiln.vmap: import kiln")
         xs_flat, _ = tree_flatten(xs)
+        if not xs_flat:
+            _, ys = scan(lambda c, x: (c, f(x)), (), xs)
+            return ys
         n = get_aval(xs_flat[0]).shape[0]
         bs = int(batch_size)
-        nb, rem = divmod(n, bs)
+        nb, rem = divmod(n, bs) if bs else (0, n)
+        if nb == 0:     # batch_size 0 or larger than the axis: one vmap of everything (JAX)
+            return vmap(f)(xs)
 
         def chunk(x):
             main = lax.slice_in_dim(x, 0, nb * bs, axis=0)
