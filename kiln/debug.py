@@ -27,11 +27,13 @@ import sys
 import numpy as np
 
 from kiln._physical_tree import tree_flatten
+from kiln._visualize import visualize_array_sharding, visualize_sharding  # noqa: F401
 from kiln.callbacks import call_user_callback, flatten_callback, host_values, running_program
 from kiln.core.trace import Primitive
 from kiln.interpreters import ad, batching, staging
 
-__all__ = ["print", "callback", "breakpoint", "debug_callback_p", "debug_print_p"]
+__all__ = ["print", "callback", "breakpoint", "debug_callback_p", "debug_print_p",
+           "visualize_array_sharding", "visualize_sharding"]
 
 # ----------------------------------------------------------------------------------------------
 # Primitives: debug_callback (any function) and debug_print (a format string).
