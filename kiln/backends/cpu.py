@@ -35,6 +35,7 @@ from kiln.backends import reference
 from kiln.compiler.build import fork as _fork  # noqa: F401 - its at-fork hooks
 from kiln.compiler.build import loaded as _loaded
 from kiln.config import config
+from kiln.core.jaxpr import check_lowerable
 from kiln.core.trace import _debug_checks
 from kiln.interpreters import pjit as _pjit
 from kiln.profiler import _recorder as _profiler
@@ -195,6 +196,7 @@ def _entry_for(closed, name, sync: bool = False) -> _Entry:
     entry = _cache.get(closed)
     if entry is not None:
         return entry
+    check_lowerable(closed.jaxpr)
     with _lock:
         entry = _cache.get(closed)
         if entry is not None:

@@ -396,6 +396,9 @@ def _getitem_fast(self, idx, _new=_new, _Array=Array, _nd=_ndarray, _ell=(Ellips
                     has_ell = True
             out = v[idx] if has_ell else v[idx + _ell]
         elif t is _Array:
+            if core.current_trace() is not core.eval_trace:
+                # staged (make_jaxpr, checkify): a gather equation, as JAX stages it
+                return _np_mod()._rewriting_take(self, idx)
             out = _take_concrete(v, idx._value)
             if out is None:
                 return _np_mod()._rewriting_take(self, idx)

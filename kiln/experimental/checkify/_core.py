@@ -27,7 +27,7 @@ import numpy as np
 from kiln import _compile_log
 from kiln._physical_tree import tree_flatten, tree_leaves, tree_unflatten
 from kiln.core.jaxpr import ClosedJaxpr, Jaxpr, Literal, eval_jaxpr, pp_param_rules
-from kiln.core.trace import Primitive, current_trace, get_aval, set_current_trace
+from kiln.core.trace import Primitive, get_aval, set_current_trace
 from kiln.experimental.checkify._errors import (
     DivisionByZeroError,
     Error,
@@ -96,10 +96,18 @@ def _check_impl(*args, err_tree, debug):
 
 
 def _check_abstract_eval(*avals, err_tree, debug):
-    if (not debug and _state.depth == 0
-            and isinstance(current_trace(), staging.JaxprTrace)):
-        raise ValueError(_FUNCTIONALIZATION_ERROR)
+    # As JAX: staging a check is fine (make_jaxpr, eval_shape); compiling a program that
+    # still holds one outside checkify is the error (``_check_lowering_error``).
     return []
+
+
+def _check_lowering_error(params):
+    if params["debug"]:         # debug_check: dropped unless functionalized
+        return None
+    return ValueError(_FUNCTIONALIZATION_ERROR)
+
+
+check_p.lowering_error = _check_lowering_error
 
 
 def _check_jvp(primals, tangents, *, err_tree, debug):
