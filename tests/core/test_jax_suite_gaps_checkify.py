@@ -42,3 +42,20 @@ def test_index_checks_with_concrete_index_arrays_and_static_ints():
     np.testing.assert_array_equal(jnp.arange(3.)[7], 2.)
     np.testing.assert_array_equal(kiln.jit(lambda a: a[7])(jnp.arange(3.)), 2.)
     np.testing.assert_array_equal(kiln.jit(lambda: x[jnp.array([1, 0])])(), np.ones((2, 3)))
+
+
+def test_checks_in_a_while_predicate_are_functionalized():
+    def cond(val):
+        checkify.check(val[0] < 0, "i must be negative")
+        return val[0] < 2
+
+    def body(val):
+        checkify.check(val[1] < 0, "x must be negative")
+        return val[0] + 1., val[1] + 1
+
+    cf = checkify.checkify(kiln.jit(lambda a, b: lax.while_loop(cond, body, (a, b))))
+    assert cf(0, 1)[0].get().startswith("i must be negative")
+    assert cf(-1, 0)[0].get().startswith("x must be negative")
+    err, out = cf(-1., -5.)
+    assert err.get().startswith("i must be negative")     # the last predicate, at i = 0
+    np.testing.assert_array_equal(out[0], 2.)
