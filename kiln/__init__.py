@@ -77,6 +77,7 @@ from kiln.config import (  # noqa: F401  # noqa: F401
     config,
     debug_infs,
     debug_key_reuse,
+    no_execution,
     debug_nans,
     default_device,
     default_matmul_precision,

@@ -200,6 +200,7 @@ _FLAGS: dict[str, tuple[Any, Callable[[Any, str], Any]]] = {
     "jax_dynamic_shapes": (False, _parse_bool),
     "jax_random_seed_offset": (0, _parse_int),
     "jax_debug_key_reuse": (False, _parse_key_reuse),
+    "jax_no_execution": (False, _parse_bool),
     "jax_default_device": (None, _parse_default_device),
     "jax_transfer_guard": (None, _parse_transfer_guard),
     "jax_transfer_guard_host_to_device": (None, _parse_transfer_guard),
@@ -262,6 +263,8 @@ _HELP: dict[str, str] = {
     "jax_random_seed_offset": "Offset added to every random seed (the argument of "
                               "jax.random.key() and PRNGKey()).",
     "jax_debug_key_reuse": "Key-reuse checking of typed PRNG keys (kiln: only False).",
+    "jax_no_execution": "Disallow running jitted programs (RuntimeError); tracing and "
+                        "compiling still work.",
     "jax_default_device": "The device new uncommitted arrays are placed on (kiln: None, "
                           "'cpu' or its first device).",
     "jax_transfer_guard": "The transfer guard level for all transfers (kiln: only "
@@ -629,6 +632,12 @@ def debug_key_reuse(new_val: bool = True) -> config_context:
     """``jax_debug_key_reuse`` inside the block (``jax.debug_key_reuse``). kiln has no
     key-reuse checker: ``True`` raises ``NotImplementedError``."""
     return config_context(jax_debug_key_reuse=new_val)
+
+
+def no_execution(new_val: bool = True) -> config_context:
+    """Inside the block running a jitted program raises ``RuntimeError`` (tracing,
+    lowering and compiling still work; ``jax.no_execution``)."""
+    return config_context(jax_no_execution=new_val)
 
 
 def transfer_guard(new_val: str) -> config_context:

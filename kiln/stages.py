@@ -47,6 +47,21 @@ class Lowered:
                  for k, a in enumerate(self.jaxpr.in_avals[n:])]
         return tree_unflatten(self.in_tree, infos)
 
+    @property
+    def in_avals(self):
+        """The arguments' abstract values: a pytree ``(args, kwargs)`` of ``ShapedArray``
+        (``jax.stages.Lowered.in_avals``)."""
+        n = len(self.jaxpr.in_avals) - self.in_tree.num_leaves
+        return tree_unflatten(self.in_tree, list(self.jaxpr.in_avals[n:]))
+
+    @property
+    def donate_argnums(self) -> tuple:
+        """The positional arguments with a donated leaf (``jit``'s ``donate_argnums``)."""
+        donated = set(self.donated)
+        args, _ = tree_unflatten(self.in_tree, list(range(self.in_tree.num_leaves)))
+        return tuple(i for i, a in enumerate(args)
+                     if any(k in donated for k in tree_flatten(a)[0]))
+
     def compile(self, compiler_options=None) -> Compiled:
         """The executable (``jax.stages.Lowered.compile``). ``compiler_options`` are XLA's
         (``xla_*`` names): kiln runs no XLA, so they are checked for being XLA option
@@ -127,6 +142,8 @@ class Compiled:
 
     out_info = property(lambda self: self.lowered.out_info)
     args_info = property(lambda self: self.lowered.args_info)
+    in_avals = property(lambda self: self.lowered.in_avals)
+    donate_argnums = property(lambda self: self.lowered.donate_argnums)
 
     def as_text(self) -> str:
         """The generated C source (the jaxpr's text when nothing in it compiles natively)."""

@@ -683,7 +683,6 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size=None,
         if not isinstance(in_axes, tuple):
             axes_full = (tuple([in_axes] * len(args)), {k: 0 for k in kwargs})
         axes = _flatten_axes("vmap in_axes", a_tree, axes_full, len(a_flat))
-        names = _arg_names(fun, len(args))
         sizes = []
         norm_axes = []
         for x, ax in zip(a_flat, axes):
@@ -709,23 +708,18 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size=None,
         else:
             sizes_set = set(sizes)
         if not sizes_set:
-            raise ValueError("vmap must have at least one non-None value in in_axes")
+            if not a_flat:      # no array at all (JAX's two messages)
+                raise ValueError(
+                    "vmap wrapped function must be passed at least one argument containing "
+                    "an array or axis_size must be specified, got empty *args="
+                    f"{args} and **kwargs={kwargs}")
+            raise ValueError("vmap must have at least one non-None value in in_axes or "
+                             "axis_size must be specified")
         if len(sizes_set) > 1:
-            lines = []
-            # Name each mapped argument with its size.
-            arg_leaf_counts = [len(tree_flatten(a)[0]) for a in args]
-            owners = []
-            for i, c in enumerate(arg_leaf_counts):
-                owners += [names[i]] * c
-            owners += [f"kwarg {k}" for k in kwargs for _ in tree_flatten(kwargs[k])[0]]
-            for x, ax, owner in zip(a_flat, norm_axes, owners):
-                if ax is None:
-                    continue
-                a = get_aval(x)
-                lines.append(f"  * one axis had size {a.shape[ax]}: axis {ax} of argument "
-                             f"{owner} of type {a.str_short()};")
-            raise ValueError("vmap got inconsistent sizes for array axes to be mapped:\n"
-                             + "\n".join(lines))
+            raise ValueError(_inconsistent_sizes_message(
+                fun, args, kwargs, [None if ax is None else get_aval(x).shape[ax]
+                                    for x, ax in zip(a_flat, norm_axes)],
+                norm_axes, axis_size))
         size = sizes_set.pop()
         store = {}
 
@@ -782,3 +776,47 @@ def _user_float0_tree(tree):
 
 
 _loops.set_vmap(vmap)      # lax.map(batch_size=...) and batched dynamic_update_slice
+
+
+def _inconsistent_sizes_message(fun, args, kwargs, sizes, axes, axis_size) -> str:
+    """JAX's message for mapped axes of different sizes: the most common size first, with
+    an example argument (``argument x1``, ``args[2]`` past the signature, ``kwargs['a']``)
+    and its type."""
+    import collections
+    import inspect
+
+    from kiln.tree_util import keystr, tree_flatten_with_path
+    try:
+        params = list(inspect.signature(fun).bind(*args, **kwargs).signature.parameters)
+    except (TypeError, ValueError):
+        params = None
+
+    def arg_name(path):
+        i = path[0].idx
+        if params is None or i >= len(params):
+            return f"args{keystr(path)}"
+        return f"argument {params[i]}" + (keystr(path[1:]) if len(path) > 1 else "")
+
+    def type_of(x):
+        try:
+            return get_aval(x).str_short(short_dtypes=False)
+        except TypeError:
+            return "unknown"
+
+    where = ([f"{arg_name(p)} of type {type_of(x)}"
+              for p, x in tree_flatten_with_path(tuple(args))[0]]
+             + [f"kwargs{keystr(p)} of type {type_of(x)}"
+                for p, x in tree_flatten_with_path(kwargs)[0]])
+    counts = collections.Counter(s for s in sizes if s is not None).most_common()
+    lines = ["vmap got inconsistent sizes for array axes to be mapped:\n"]
+    if axis_size is not None:
+        lines.append(f"  * the `axis_size` argument was {axis_size};\n")
+    for k, (sz, ct) in enumerate(counts):
+        i = sizes.index(sz)
+        if ct == 1:
+            lines.append(f"  * one axis had size {sz}: axis {axes[i]} of {where[i]};\n")
+        else:
+            some = "most" if k == 0 else "some"
+            lines.append(f"  * {some} axes ({ct} of them) had size {sz}, e.g. axis {axes[i]} "
+                         f"of {where[i]};\n")
+    return "".join(lines)[:-2]

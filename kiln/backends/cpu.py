@@ -260,6 +260,9 @@ def run(closed, args, name: str = "jit", reuse=None):
     A program that uses mutable references (``Ref`` arguments, or references it creates)
     goes through the state handler (``kiln.state.discharge.run``): it runs the discharged,
     pure program and writes the references' final values back."""
+    if config.jax_no_execution:
+        raise RuntimeError(f"JAX tried to execute function {name}, but the no_execution "
+                           "config option is set")
     if state_handler[0] is not None and state_handler[0][0](closed):
         return state_handler[0][1](closed, args, name, _run_pure)
     return _run_pure(closed, args, name, reuse)
@@ -330,7 +333,7 @@ def prepare(closed, name: str = "jit") -> None:
 def plain_mode() -> bool:
     """True when jitted programs run compiled code (no reference backend, no NaN checks)."""
     return (config.kiln_backend == "cpu" and not config.jax_debug_nans
-            and not config.jax_debug_infs)
+            and not config.jax_debug_infs and not config.jax_no_execution)
 
 
 def ready_executable(closed):
