@@ -219,6 +219,7 @@ def _tracer_addupdate(self, value, idx=()):
 
 from kiln.core.ref import AbstractRef as _AbstractRef  # noqa: E402
 
+
 def _tracer_deepcopy(self, memo):
     # As JAX: a deep copy of a traced array is the ``copy`` operation (a new value), never a
     # copy of the tracer object (which would belong to no trace).
