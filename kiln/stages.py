@@ -143,6 +143,7 @@ class Compiled:
     out_info = property(lambda self: self.lowered.out_info)
     args_info = property(lambda self: self.lowered.args_info)
     in_avals = property(lambda self: self.lowered.in_avals)
+    in_tree = property(lambda self: self.lowered.in_tree)
     donate_argnums = property(lambda self: self.lowered.donate_argnums)
 
     def as_text(self) -> str:

@@ -31,6 +31,8 @@ import weakref
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
+
 from kiln.backends import reference
 from kiln.compiler.build import fork as _fork  # noqa: F401 - its at-fork hooks
 from kiln.compiler.build import loaded as _loaded
@@ -265,7 +267,20 @@ def run(closed, args, name: str = "jit", reuse=None):
                            "config option is set")
     if state_handler[0] is not None and state_handler[0][0](closed):
         return state_handler[0][1](closed, args, name, _run_pure)
-    return _run_pure(closed, args, name, reuse)
+    return _distinct(_run_pure(closed, args, name, reuse))
+
+
+def _distinct(outs):
+    """Each output in its own buffer, as JAX's: an output the program returns twice (``jit(
+    lambda x: (x, x))``) is copied for its second place."""
+    if len(outs) > 1:
+        outs = list(outs)
+        seen = set()
+        for i, o in enumerate(outs):
+            if id(o) in seen and isinstance(o, np.ndarray):
+                outs[i] = o.copy()
+            seen.add(id(o))
+    return outs
 
 
 #: ``(has_refs(closed), run(closed, args, name, run_pure))``, installed by ``kiln.state``.
@@ -354,9 +369,9 @@ def run_ready(entry, closed, args, name: str = "jit"):
     """Run ``closed`` through the entry from :func:`ready_entry` (plain mode only)."""
     exe = entry.exe
     if exe is None:
-        return _run_pure(closed, args, name)
+        return _distinct(_run_pure(closed, args, name))
     _touch(entry)
-    return exe(args)
+    return _distinct(exe(args))
 
 
 def executable_for(closed, name: str = "jit"):

@@ -338,3 +338,27 @@ def test_deepcopy_of_a_tracer_is_a_copy_and_len_of_shape_dtype_struct():
     assert len(kiln.ShapeDtypeStruct((3, 2), np.float32)) == 3
     with pytest.raises(TypeError, match="len"):
         len(kiln.ShapeDtypeStruct((), np.float32))
+
+
+def test_jit_returns_distinct_buffers_for_a_repeated_output():
+    x = jnp.array([1, 2, 3])
+    z1, z2 = kiln.jit(lambda x: (x, x))(x)
+    assert z1.unsafe_buffer_pointer() != z2.unsafe_buffer_pointer()
+    assert kiln.jit(lambda x: x)(x).unsafe_buffer_pointer() != x.unsafe_buffer_pointer()
+    assert kiln.jit(lambda x: x).lower(x).compile().in_tree == kiln.tree.flatten(((0,), {}))[1]
+
+
+def test_leaked_tracer_error_names_where_it_was_created():
+    from kiln.errors import UnexpectedTracerError
+    box = []
+
+    @kiln.jit
+    def f(x):
+        box.append(jnp.sin(x))
+        return x
+
+    f(1.)
+    with pytest.raises(UnexpectedTracerError, match=r"(?s)intermediate value with type "
+                       r"float32\[\] wrapped in a DynamicJaxprTracer.*global state.*"
+                       r"was created on line .*test_jax_suite_gaps_api.py:\d+"):
+        kiln.jit(lambda y: y + box[0])(1.)
