@@ -2,7 +2,16 @@
 from __future__ import annotations
 
 from kiln.core.avals import AbstractToken, AbstractValue, ShapedArray  # noqa: F401
-from kiln.core.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var  # noqa: F401
+from kiln.core.jaxpr import (  # noqa: F401
+    ClosedJaxpr,
+    Jaxpr,
+    JaxprEqn,
+    Literal,
+    Var,
+    check_jaxpr,
+    eval_jaxpr,
+    jaxpr_as_fun,
+)
 from kiln.core.trace import Trace, Tracer, get_aval  # noqa: F401
 from kiln.extend.core import (  # noqa: F401
     Primitive,  # noqa: F401

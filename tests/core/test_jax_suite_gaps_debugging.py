@@ -59,3 +59,27 @@ def test_visualize_array_sharding_of_a_concrete_array():
 def test_platforms_with_donation_is_cpu():
     from kiln.interpreters import mlir
     assert mlir._platforms_with_donation == ["cpu"]
+
+
+def test_debug_log_sends_a_record_to_jax_debugging_logger():
+    import logging
+    records = []
+
+    class Handler(logging.Handler):
+        def emit(self, record):
+            records.append(record)
+
+    logger = logging.getLogger("jax._src.debugging")
+    handler = Handler()
+    logger.addHandler(handler)
+    try:
+        def f(x):
+            x = x * x
+            debug.log("x={}", x)
+            return x * x
+        assert int(kiln.jit(f)(2)) == 16
+        debug.log("eager {y}", y=kiln.numpy.float32(1.5))
+    finally:
+        logger.removeHandler(handler)
+    assert [r.msg for r in records] == ["x=4", "eager 1.5"]
+    assert records[0].levelno == logging.INFO and records[0].pathname == __file__
