@@ -314,6 +314,11 @@ def _parse_env_value(name: str, raw: str, env_var: str) -> Any:
     return raw.strip()
 
 
+#: name -> reader of the JAX-only options that ``config.<name>`` reads (filled by
+#: ``kiln._src.config``: options kiln fixes, and JAX's implementation selectors).
+external_options: dict[str, Callable[[], Any]] = {}
+
+
 class Config:
     """The set of flags; see the module docstring.
 
@@ -330,6 +335,14 @@ class Config:
             object.__setattr__(self, name, default)
 
     # -- reading -------------------------------------------------------------
+
+    def __getattr__(self, name: str) -> Any:
+        # Only for names that are not flags: JAX-only options registered by
+        # ``kiln._src.config`` (``config.jax_custom_vjp3``), read from their state.
+        reader = external_options.get(name)
+        if reader is None:
+            raise AttributeError(f"'Config' object has no attribute {name!r}")
+        return reader()
 
     @property
     def flag_names(self) -> tuple[str, ...]:

@@ -150,3 +150,12 @@ def test_src_array_module():
     x = sa.make_array_from_callback((2, 3), kiln.sharding.SingleDeviceSharding(kiln.devices()[0]),
                                     lambda idx: np.arange(6.0).reshape(2, 3)[idx])
     np.testing.assert_array_equal(x, np.arange(6.0).reshape(2, 3))
+
+
+def test_jax_only_options_read_as_config_attributes():
+    assert kiln.config.jax_custom_vjp3 is False
+    with kcfg.custom_vjp3(True):
+        assert kiln.config.jax_custom_vjp3 is True
+    assert kiln.config.jax_use_shardy_partitioner is False
+    with pytest.raises(AttributeError, match="no attribute 'jax_not_an_option'"):
+        kiln.config.jax_not_an_option
