@@ -59,3 +59,18 @@ def test_checks_in_a_while_predicate_are_functionalized():
     err, out = cf(-1., -5.)
     assert err.get().startswith("i must be negative")     # the last predicate, at i = 0
     np.testing.assert_array_equal(out[0], 2.)
+
+
+def test_jaxpr_effects_list_the_checks_error_kinds():
+    from kiln.experimental.checkify._errors import ErrorEffect, FailedCheckError
+
+    def g(x, y):
+        checkify.check(False, "hi: {} {}", x, y)
+
+    want = {ErrorEffect(FailedCheckError,
+                        (kiln.ShapeDtypeStruct((4,), np.int32),
+                         kiln.ShapeDtypeStruct((2,), np.float32)))}
+    args = (jnp.ones(4, np.int32), jnp.ones(2, np.float32))
+    assert kiln.make_jaxpr(g)(*args).effects == want
+    assert kiln.make_jaxpr(lambda *a: kiln.jit(g)(*a))(*args).effects == want
+    assert kiln.make_jaxpr(lambda x: x + 1)(1.).effects == frozenset()

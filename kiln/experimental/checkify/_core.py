@@ -108,6 +108,9 @@ def _check_lowering_error(params):
 
 
 check_p.lowering_error = _check_lowering_error
+# A jaxpr's effects list the kinds of error its checks raise (JAX's ErrorEffect).
+check_p.named_effects = lambda params, avals: set(
+    tree_unflatten(params["err_tree"], list(avals))._pred)
 
 
 def _check_jvp(primals, tangents, *, err_tree, debug):
