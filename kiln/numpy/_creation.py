@@ -204,6 +204,7 @@ def _fill(shape, fill_value, dtype, weak):
     return _util.broadcast_to(v, shape)
 
 
+@_util.placed
 def full(shape, fill_value, dtype=None, *, device=None):
     """An array of ``shape`` filled with ``fill_value`` (which may be an array to broadcast)."""
     shape = canonicalize_shape(shape, "The shape argument of jnp.full must be static.")
@@ -222,6 +223,7 @@ def full(shape, fill_value, dtype=None, *, device=None):
     return _fill(shape, fill_value, dt, weak)
 
 
+@_util.placed
 def zeros(shape, dtype=None, *, device=None):
     """An array of zeros (default dtype: the default float)."""
     shape = canonicalize_shape(shape, "The shape argument of jnp.zeros must be static.")
@@ -229,6 +231,7 @@ def zeros(shape, dtype=None, *, device=None):
     return _fill(shape, 0, dt, False)
 
 
+@_util.placed
 def ones(shape, dtype=None, *, device=None):
     """An array of ones (default dtype: the default float)."""
     shape = canonicalize_shape(shape, "The shape argument of jnp.ones must be static.")
@@ -236,6 +239,7 @@ def ones(shape, dtype=None, *, device=None):
     return _fill(shape, 1, dt, False)
 
 
+@_util.placed
 def empty(shape, dtype=None, *, device=None):
     """Like ``zeros`` (kiln arrays are always initialized)."""
     return zeros(shape, dtype)
@@ -285,6 +289,7 @@ def _full_like(name, a, fill_value, dtype, shape):
     return _util.broadcast_to(v, shape)
 
 
+@_util.placed
 def full_like(a, fill_value, dtype=None, shape=None, *, device=None, out_sharding=None):
     """Create an array full of ``fill_value`` with the same shape and dtype as ``a``.
 
@@ -305,6 +310,7 @@ def full_like(a, fill_value, dtype=None, shape=None, *, device=None, out_shardin
     return _full_like("full_like", a, fill_value, dtype, shape)
 
 
+@_util.placed
 def zeros_like(a, dtype=None, shape=None, *, device=None, out_sharding=None):
     """Create an array full of zeros with the same shape and dtype as ``a``.
 
@@ -316,6 +322,7 @@ def zeros_like(a, dtype=None, shape=None, *, device=None, out_sharding=None):
     return _full_like("zeros_like", a, 0, dtype, shape)
 
 
+@_util.placed
 def ones_like(a, dtype=None, shape=None, *, device=None, out_sharding=None):
     """Create an array full of ones with the same shape and dtype as ``a``.
 
@@ -325,6 +332,7 @@ def ones_like(a, dtype=None, shape=None, *, device=None, out_sharding=None):
     return _full_like("ones_like", a, 1, dtype, shape)
 
 
+@_util.placed
 def empty_like(prototype, dtype=None, shape=None, *, device=None):
     """Create an empty array with the same shape and dtype as ``prototype``.
 
@@ -371,6 +379,7 @@ def _clamp_diagonal(k, n, m):
     return min(max(k, -n - 1), m)
 
 
+@_util.placed
 def eye(N, M=None, k=0, dtype=None, *, device=None):
     """A 2-D array with ones on the ``k``-th diagonal."""
     n = _static_int(N, "N")
@@ -470,6 +479,7 @@ def _concrete_scalar(x, name):
     return x
 
 
+@_util.placed
 def arange(start, stop=None, step=None, dtype=None, *, device=None):
     """Evenly spaced values in ``[start, stop)`` (arguments must be concrete)."""
     _util.check_arraylike_or_none("arange", start, stop, step)
