@@ -307,15 +307,21 @@ def _batched_jvp_callables(axis_data, fun, jvp, vals, dims):
 
     def bjvp(primals, tangents):
         n = len(primals)
-        tangents = [ad.instantiate_zeros(t) for t in tangents]
+        # Symbolic zeros (a ``symbolic_zeros=True`` rule) stay symbolic: the rule sees a
+        # zero of one element's type, not a batched array of zeros (as JAX).
+        zero = [type(t) is Zero for t in tangents]
+        nz = [(p, t, d) for p, t, d, z in zip(primals, tangents, bdims, zero) if not z]
+        elt_avals = [_unbatched_aval(get_aval(p), d) for p, d in zip(primals, bdims)]
 
         def f(*xs):
-            p_out, t_out = jvp(list(xs[:n]), list(xs[n:]))
+            it = iter(xs[n:])
+            ts = [Zero(ad.tangent_aval(a)) if z else next(it)
+                  for a, z in zip(elt_avals, zero)]
+            p_out, t_out = jvp(list(xs[:n]), ts)
             return list(p_out) + [ad.instantiate_zeros(t) for t in t_out]
-        tdims = [d if get_aval(t).ndim == get_aval(p).ndim else None
-                 for p, t, d in zip(primals, tangents, bdims)]
-        outs, odims = batching.batch_flat(f, list(primals) + list(tangents), bdims + tdims,
-                                          axis_data)
+        tdims = [d if get_aval(t).ndim == get_aval(p).ndim else None for p, t, d in nz]
+        outs, odims = batching.batch_flat(f, list(primals) + [t for _, t, _ in nz],
+                                          bdims + tdims, axis_data)
         outs = [batching.matchaxis(o, d, 0, size) for o, d in zip(outs, odims)]
         k = len(outs) // 2
         return outs[:k], outs[k:]
@@ -323,10 +329,16 @@ def _batched_jvp_callables(axis_data, fun, jvp, vals, dims):
     return bfun, bjvp, bvals
 
 
+def _unbatched_aval(aval, bdim):
+    if bdim is None:
+        return aval
+    return aval.update(shape=aval.shape[:bdim] + aval.shape[bdim + 1:])
+
+
 def batch_custom_jvp(trace, fun, jvp, vals, dims, symbolic_zeros):
     bfun, bjvp, bvals = _batched_jvp_callables(trace.axis_data, fun, jvp, vals, dims)
     _copy_display(bjvp, jvp)
-    outs = custom_jvp_call(trace.parent, bfun, bjvp, bvals, symbolic_zeros=False)
+    outs = custom_jvp_call(trace.parent, bfun, bjvp, bvals, symbolic_zeros=symbolic_zeros)
     return [batching.BatchTracer(trace, o, 0) for o in outs]
 
 
@@ -390,13 +402,17 @@ def _batched_vjp_callables(axis_data, fun, fwd, bwd, vals, dims):
 
     def bbwd(res, cts):
         n = len(res)
+        # Zero cotangents stay symbolic (one element's type) for a symbolic_zeros rule.
+        zero = [type(c) is Zero for c in cts]
+        nz = [c for c, z in zip(cts, zero) if not z]
 
         def f(*xs):
-            out = bwd(list(xs[:n]), list(xs[n:]))
+            it = iter(xs[n:])
+            cs = [Zero(_unbatched_aval(c.aval, 0)) if z else next(it)
+                  for c, z in zip(cts, zero)]
+            out = bwd(list(xs[:n]), cs)
             return [_zeros_from_aval(o.aval) if type(o) is Zero else o for o in out]
-        cts = [ad.instantiate_zeros(c) for c in cts]
-        outs, odims = batching.batch_flat(f, list(res) + list(cts), [0] * (n + len(cts)),
-                                          axis_data)
+        outs, odims = batching.batch_flat(f, list(res) + nz, [0] * (n + len(nz)), axis_data)
         # Inputs that were not batched get the sum of the per-lane cotangents.
         return [batching.matchaxis(o, d, 0, size) if bd is not None else
                 (lax_ops.reduce_sum(o, (d,)) if d is not None else o)
