@@ -28,7 +28,7 @@ from kiln.core.trace import (
     get_aval,
     set_current_trace,
 )
-from kiln.interpreters import ad, batching, custom_rules, lax_ops, staging
+from kiln.interpreters import ad, batching, custom_rules, lax_ops, pjit, staging
 from kiln.interpreters.ad import Zero
 
 __all__ = ["SymbolicZero", "batch_custom_jvp", "batch_custom_vjp", "bind_custom_lin",
@@ -271,6 +271,15 @@ def _custom_jvp_call_jvp(primals, tangents, *, call_jaxpr, jvp_jaxpr_fun, num_co
 
 
 ad.jvp_rules[custom_jvp_call_p] = _custom_jvp_call_jvp
+
+
+def _custom_jvp_call_transpose(cts, *args, call_jaxpr, **_):
+    # Linear use (a JVP rule applying the function to its tangent, ``f(x_dot)``): as JAX,
+    # transpose the function itself (the custom rule plays no part in reverse mode).
+    return pjit._transpose_rule(cts, *args, jaxpr=call_jaxpr, name="custom_jvp_call")
+
+
+ad.transpose_rules[custom_jvp_call_p] = _custom_jvp_call_transpose
 
 
 def _custom_jvp_call_batch(axis_data, vals, dims, *, call_jaxpr, jvp_jaxpr_fun, num_consts,

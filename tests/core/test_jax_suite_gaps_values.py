@@ -81,3 +81,20 @@ def test_jvp_of_array_copy_gives_new_objects(conv):
 
 def test_asarray_without_copy_is_identity_on_tracers():
     assert "copy" not in str(kiln.make_jaxpr(jnp.asarray)(jnp.ones(3)))
+
+
+def test_custom_jvp_applied_to_a_tangent_is_transposed_as_its_function():
+    @kiln.custom_jvp
+    def f(x):
+        return -x
+
+    @f.defjvp
+    def f_jvp(primals, tangents):
+        return f(primals[0]), f(tangents[0])      # linear in the tangent
+
+    def foo(x):
+        return lax.scan(lambda c, _: (f(c), None), x, None, length=1)[0]
+
+    assert float(kiln.grad(foo)(3.)) == -1.
+    assert float(kiln.grad(kiln.jit(foo))(3.)) == -1.
+    assert float(kiln.grad(lambda x: f(f(x)) * 2)(3.)) == 2.
