@@ -107,7 +107,10 @@ def array(object, dtype=None, copy=True, order="K", ndmin=0, *, device=None):  #
             from kiln.lax.copying import array_copy
             out = array_copy(out)
     elif isinstance(object, (list, tuple)):
-        leaves = [_leaf_for_dtype(x) for x in _flatten_leaves(object, [])]
+        raw = _flatten_leaves(object, [])
+        if any(x is None for x in raw):
+            raise ValueError("None is not a valid value for jnp.array")
+        leaves = [_leaf_for_dtype(x) for x in raw]
         if dtype is None:
             dtype = (dtypes.result_type(*leaves) if leaves else dtypes.default_float_dtype())
         if any(isinstance(x, Tracer) or _is_key_array(x) for x in leaves):
@@ -141,11 +144,15 @@ def array(object, dtype=None, copy=True, order="K", ndmin=0, *, device=None):  #
     elif _has_buffer(object):
         # array.array, memoryview, ...: the buffer protocol, as NumPy reads it.
         out = make_array(dtypes.coerce_to_array(np.array(memoryview(object)), dtype))
+    elif object is None:
+        raise ValueError("None is not a valid value for jnp.array")
     else:
         raise TypeError(f"Unexpected input type for array: {type(object)}")
     nd = get_aval(out).ndim
     if ndmin > nd:
         out = lax.reshape(out, (1,) * (ndmin - nd) + tuple(get_aval(out).shape))
+    if device is not None and type(out) is Array:
+        out = out.to_device(device)
     return out
 
 
@@ -169,14 +176,14 @@ def _key_array_copy(keys, dtype):
 def asarray(a, dtype=None, order=None, *, copy=None, device=None):
     """Convert to an array without copying when possible (``jnp.asarray``)."""
     if dtype is None and not copy and (isinstance(a, (Array, Tracer)) or _is_key_array(a)):
-        return a
+        return a if device is None or type(a) is not Array else a.to_device(device)
     if isinstance(a, np.ma.MaskedArray):     # as JAX (jnp.array takes the data)
         masked_array_error()
     if copy is False and dtype is not None and isinstance(a, (Array, Tracer)) \
             and get_aval(a).dtype != dtypes.canonicalize_dtype(dtype):
         raise ValueError("jnp.asarray: cannot avoid a copy when converting the dtype and "
                          "copy=False was given")
-    return array(a, dtype=dtype, copy=bool(copy), order=order)
+    return array(a, dtype=dtype, copy=bool(copy), order=order, device=device)
 
 
 def copy(a, order=None):
@@ -403,10 +410,14 @@ def tri(N, M=None, k=0, dtype=None):
     """Ones at and below the ``k``-th diagonal."""
     n = _static_int(N, "N")
     m = n if M is None else _static_int(M, "M")
-    k = _tri_k(_static_int(k, "k"), n, m)
     # JAX's default here is float32 even with jax_enable_x64 (``dtype or float32``).
     dt = user_dtype(dtype, "tri") or np.dtype(np.float32)
     rows, cols = _iota_2d(n, m)
+    k = _util.concretize(k)
+    if isinstance(k, Tracer):       # a traced offset (as JAX): compared at run time
+        k = lax.convert_element_type(k, get_aval(rows).dtype)
+        return lax.convert_element_type(lax.le(cols, rows + k), dt)
+    k = _tri_k(_static_int(k, "k"), n, m)
     return lax.convert_element_type(lax.le(cols, lax.add(rows, k)), dt)
 
 
@@ -510,6 +521,7 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None):
     return make_array(out.astype(dtype))
 
 
+@_util.placed
 def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *,
              device=None):
     """``num`` evenly spaced values from ``start`` to ``stop`` (differentiable in both)."""

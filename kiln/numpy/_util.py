@@ -459,7 +459,9 @@ def placed(fn):
     @functools.wraps(fn)
     def wrapper(*args, device=None, **kwargs):
         out = fn(*args, **kwargs)
-        if device is None or type(out) is not Array:
+        if device is None:
             return out
-        return out.to_device(device)
+        if type(out) is tuple:      # linspace(retstep=True)
+            return tuple(o.to_device(device) if type(o) is Array else o for o in out)
+        return out.to_device(device) if type(out) is Array else out
     return wrapper

@@ -18,6 +18,11 @@ import kiln.numpy as jnp
     lambda d: jnp.arange(4, device=d),
     lambda d: jnp.fft.fftfreq(9, d=0.1, device=d, dtype=jnp.complex64),
     lambda d: jnp.fft.rfftfreq(10, device=d),
+    lambda d: jnp.linspace(5, 6, 7, device=d),
+    lambda d: jnp.linspace(5, 6, 7, retstep=True, device=d)[0],
+    lambda d: jnp.array([1, 2], device=d),
+    lambda d: jnp.asarray([1., 2.], device=d),
+    lambda d: jnp.asarray(jnp.ones(2), device=d),
 ])
 def test_result_is_on_the_requested_device(make):
     devs = kiln.devices()
@@ -27,3 +32,25 @@ def test_result_is_on_the_requested_device(make):
     assert out.devices() == {devs[-1]}
     assert make(None).devices() == {devs[0]}
     np.testing.assert_array_equal(np.asarray(out), np.asarray(make(None)))
+
+
+def test_a_sharding_is_a_device_too():
+    devs = kiln.devices()
+    s = kiln.sharding.SingleDeviceSharding(devs[-1])
+    assert jnp.arange(5, dtype=np.float32, device=s).sharding == s
+    assert jnp.eye(5, 6, device=s).sharding == s
+
+
+def test_array_none_and_tracer_sizes():
+    with pytest.raises(ValueError, match="None is not a valid value for jnp.array"):
+        jnp.array([0.0, None])
+    with pytest.raises(ValueError, match="None is not a valid value for jnp.array"):
+        jnp.array(None)
+    assert kiln.jit(lambda x: x.nbytes)(jnp.ones((3, 2))) == 24
+    assert kiln.jit(lambda x: x.itemsize)(jnp.ones(2, np.int8)) == 1
+
+
+def test_tri_with_a_traced_offset():
+    for k in (-2, 0, 1, 3):
+        np.testing.assert_array_equal(kiln.jit(lambda k: jnp.tri(3, M=4, k=k))(k),
+                                      np.tri(3, M=4, k=k))
