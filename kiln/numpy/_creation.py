@@ -506,6 +506,9 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None):
                              f"{np.shape(v)}")
     if dtype is None:
         dtype = dtypes.canonicalize_dtype(dtypes.result_type(*args))
+    if any(np.iscomplexobj(v) for v in vals):
+        raise ValueError("Passing complex start/stop/step to jnp.arange is no longer "
+                         "supported starting in JAX v0.10.0.")
     pyvals = [v.item() if isinstance(v, (np.ndarray, np.generic)) else v for v in vals]
     if stop is None and step is None:
         if dtypes.issubdtype(dtype, np.integer) or dtype == np.bool_:

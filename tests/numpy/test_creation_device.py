@@ -54,3 +54,15 @@ def test_tri_with_a_traced_offset():
     for k in (-2, 0, 1, 3):
         np.testing.assert_array_equal(kiln.jit(lambda k: jnp.tri(3, M=4, k=k))(k),
                                       np.tri(3, M=4, k=k))
+
+
+def test_arange_rejects_complex_bounds_and_convert_returns_arrays():
+    for args in [(1 + 2j, 5 + 3j), (0j, 5 + 0j), (0, 5, 1 + 1j)]:
+        with pytest.raises(ValueError, match="Passing complex start/stop/step to jnp.arange "
+                                             "is no longer supported"):
+            jnp.arange(*args)
+    assert jnp.arange(4, dtype=jnp.complex64).dtype == np.complex64
+    from kiln import lax
+    x = lax._convert_element_type(np.ones(3, np.float32), weak_type=False)
+    assert isinstance(x, kiln.Array) and not x.weak_type
+    assert isinstance(lax.convert_element_type(1.0, np.float32), kiln.Array)
