@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from kiln import _extended, dtypes
-from kiln.core.avals import ShapedArray
 from kiln.array import Array
+from kiln.core.avals import ShapedArray
 from kiln.core.trace import Tracer, get_aval
 from kiln.interpreters import ad, batching, lax_ops
 from kiln.interpreters.ad import Zero, is_undefined_primal
