@@ -118,9 +118,11 @@ class UnexpectedTracerError(JAXTypeError):
 
     def __init__(self, tracer_or_msg):
         if isinstance(tracer_or_msg, str):
+            self.tracer = None
             super().__init__(tracer_or_msg)
             return
         t = tracer_or_msg
+        self.tracer = t         # which tracer (a batching trace recognizes its own)
         try:
             ty = t.aval.str_short(short_dtypes=False)
         except Exception:  # noqa: BLE001 - the message must not fail

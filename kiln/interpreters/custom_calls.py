@@ -304,14 +304,23 @@ def _drop_consts(jvp, nc):
 batching.batch_rules[custom_jvp_call_p] = _custom_jvp_call_batch
 
 
-def _batched_jvp_callables(axis_data, fun, jvp, vals, dims):
+def _batcher(axis_data, trace):
+    """``batch(fun, vals, dims) -> (outs, out_dims)``: a new batching trace, or ``trace``
+    itself (a call of a ``vmap`` whose function may close over that vmap's values)."""
+    if trace is None:
+        return lambda f, vals, dims: batching.batch_flat(f, vals, dims, axis_data)
+    return lambda f, vals, dims: batching.batch_flat_in(trace, f, vals, dims)
+
+
+def _batched_jvp_callables(axis_data, fun, jvp, vals, dims, trace=None):
     size = axis_data.size
+    batch = _batcher(axis_data, trace)
     bvals = [batching.bdim_at_front(v, d, size) if d is not None else v
              for v, d in zip(vals, dims)]
     bdims = [None if d is None else 0 for d in dims]
 
     def bfun(*xs):
-        outs, odims = batching.batch_flat(fun, list(xs), bdims, axis_data)
+        outs, odims = batch(fun, list(xs), bdims)
         return [batching.matchaxis(o, d, 0, size) for o, d in zip(outs, odims)]
 
     def bjvp(primals, tangents):
@@ -329,8 +338,7 @@ def _batched_jvp_callables(axis_data, fun, jvp, vals, dims):
             p_out, t_out = jvp(list(xs[:n]), ts)
             return list(p_out) + [ad.instantiate_zeros(t) for t in t_out]
         tdims = [d if get_aval(t).ndim == get_aval(p).ndim else None for p, t, d in nz]
-        outs, odims = batching.batch_flat(f, list(primals) + [t for _, t, _ in nz],
-                                          bdims + tdims, axis_data)
+        outs, odims = batch(f, list(primals) + [t for _, t, _ in nz], bdims + tdims)
         outs = [batching.matchaxis(o, d, 0, size) for o, d in zip(outs, odims)]
         k = len(outs) // 2
         return outs[:k], outs[k:]
@@ -345,7 +353,7 @@ def _unbatched_aval(aval, bdim):
 
 
 def batch_custom_jvp(trace, fun, jvp, vals, dims, symbolic_zeros):
-    bfun, bjvp, bvals = _batched_jvp_callables(trace.axis_data, fun, jvp, vals, dims)
+    bfun, bjvp, bvals = _batched_jvp_callables(trace.axis_data, fun, jvp, vals, dims, trace)
     _copy_display(bjvp, jvp)
     outs = custom_jvp_call(trace.parent, bfun, bjvp, bvals, symbolic_zeros=symbolic_zeros)
     return [batching.BatchTracer(trace, o, 0) for o in outs]
@@ -385,15 +393,16 @@ def _custom_vjp_call_jvp(primals, tangents, *, call_jaxpr, fwd_jaxpr_thunk, bwd,
 ad.jvp_rules[custom_vjp_call_p] = _custom_vjp_call_jvp
 
 
-def _batched_vjp_callables(axis_data, fun, fwd, bwd, vals, dims):
+def _batched_vjp_callables(axis_data, fun, fwd, bwd, vals, dims, trace=None):
     size = axis_data.size
+    batch = _batcher(axis_data, trace)
     bvals = [batching.bdim_at_front(v, d, size) if d is not None else v
              for v, d in zip(vals, dims)]
     bdims = [None if d is None else 0 for d in dims]
     res_dims = {}
 
     def bfun(*xs):
-        outs, odims = batching.batch_flat(fun, list(xs), bdims, axis_data)
+        outs, odims = batch(fun, list(xs), bdims)
         return [batching.matchaxis(o, d, 0, size) for o, d in zip(outs, odims)]
 
     def bfwd(primals, perturbed=None):
@@ -403,7 +412,7 @@ def _batched_vjp_callables(axis_data, fun, fwd, bwd, vals, dims):
             p_out, res = fwd(list(xs), perturbed)
             cell["n"] = len(p_out)
             return list(p_out) + list(res)
-        outs, odims = batching.batch_flat(f, list(primals), bdims, axis_data)
+        outs, odims = batch(f, list(primals), bdims)
         outs = [batching.matchaxis(o, d, 0, size) for o, d in zip(outs, odims)]
         k = cell["n"]
         res_dims["n"] = len(outs) - k
@@ -421,7 +430,7 @@ def _batched_vjp_callables(axis_data, fun, fwd, bwd, vals, dims):
                   for c, z in zip(cts, zero)]
             out = bwd(list(xs[:n]), cs)
             return [_zeros_from_aval(o.aval) if type(o) is Zero else o for o in out]
-        outs, odims = batching.batch_flat(f, list(res) + nz, [0] * (n + len(nz)), axis_data)
+        outs, odims = batch(f, list(res) + nz, [0] * (n + len(nz)))
         # Inputs that were not batched get the sum of the per-lane cotangents.
         return [batching.matchaxis(o, d, 0, size) if bd is not None else
                 (lax_ops.reduce_sum(o, (d,)) if d is not None else o)
@@ -431,7 +440,8 @@ def _batched_vjp_callables(axis_data, fun, fwd, bwd, vals, dims):
 
 
 def batch_custom_vjp(trace, fun, fwd, bwd, vals, dims, out_trees, symbolic_zeros):
-    bfun, bfwd, bbwd, bvals = _batched_vjp_callables(trace.axis_data, fun, fwd, bwd, vals, dims)
+    bfun, bfwd, bbwd, bvals = _batched_vjp_callables(trace.axis_data, fun, fwd, bwd, vals, dims,
+                                                     trace)
     _copy_display(bfwd, fwd)
     outs = custom_vjp_call(trace.parent, bfun, bfwd, bbwd, bvals, out_trees,
                            symbolic_zeros=symbolic_zeros)

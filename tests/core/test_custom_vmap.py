@@ -215,3 +215,40 @@ def test_closure_convert_hoists_differentiable_closed_over_tracers():
     with pytest.raises(TypeError, match="must have the same Pytree structure as the example "
                                         "arguments"):
         kiln.grad(pytree_mismatch)(1.)
+
+
+def test_custom_rules_closing_over_a_vmapped_value():
+    # JAX's custom_api_test (test_closure_with_vmap2, test_closed_over_vmap_tracer): the
+    # custom function and its rules use a value batched by an enclosing vmap while their
+    # own arguments are not batched.
+    def h(z):
+        def f(x):
+            @kiln.custom_jvp
+            def g(y):
+                return x * y
+
+            @g.defjvp
+            def g_jvp(primals, tangents):
+                return x * primals[0], x * tangents[0]
+
+            return g(z)
+        return kiln.vmap(f)(jnp.arange(3.))
+
+    for wrap in (lambda f: f, kiln.jit):
+        p, t = wrap(lambda z: kiln.jvp(h, (z,), (jnp.float32(2.),)))(jnp.float32(1.))
+        np.testing.assert_allclose(p, [0., 1., 2.])
+        np.testing.assert_allclose(t, [0., 2., 4.])
+
+    def outer(x):
+        @kiln.custom_vjp
+        def f(y):
+            return x * y
+
+        f.defvjp(lambda y: (f(y), jnp.cos(y)), lambda cos_y, g: (cos_y * g,))
+        return f
+
+    xs = np.arange(3.)
+    np.testing.assert_allclose(kiln.vmap(lambda x: outer(x)(3.))(xs), xs * 3)
+    np.testing.assert_allclose(kiln.jit(kiln.vmap(lambda x: outer(x)(3.)))(xs), xs * 3)
+    g = kiln.vmap(kiln.grad(lambda y, x: outer(x)(y)), in_axes=(None, 0))(3., xs)
+    np.testing.assert_allclose(g, np.full(3, np.cos(3.)), rtol=1e-6)    # the custom rule
