@@ -202,6 +202,8 @@ def _fill(shape, fill_value, dtype, weak):
         raise TypeError(f"Shapes must have every element be nonnegative, got {tuple(shape)}.")
     if isinstance(dtype, dtypes.ExtendedDType):     # typed keys (``zeros((2,), key<fry>)``)
         return dtype._rules.full(tuple(shape), fill_value, dtype)
+    if dtype == dtypes.float0:      # as JAX: a NumPy array of float0 (no data to hold)
+        return np.zeros(tuple(shape), dtypes.float0)
     if isinstance(fill_value, Tracer) or isinstance(fill_value, Array):
         v = lax._convert_element_type(fill_value, dtype, weak)
     else:

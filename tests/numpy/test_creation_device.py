@@ -66,3 +66,21 @@ def test_arange_rejects_complex_bounds_and_convert_returns_arrays():
     x = lax._convert_element_type(np.ones(3, np.float32), weak_type=False)
     assert isinstance(x, kiln.Array) and not x.weak_type
     assert isinstance(lax.convert_element_type(1.0, np.float32), kiln.Array)
+
+
+def test_float0_zeros_are_numpy_float0_arrays():
+    from kiln.dtypes import float0
+    z = jnp.zeros((2,), dtype=float0)
+    assert isinstance(z, np.ndarray) and z.dtype == float0 and z.shape == (2,)
+
+    @kiln.custom_vjp
+    def f(x):
+        return x
+
+    f.defvjp(lambda x: (x, None), lambda _, ct: ((2., jnp.zeros((), dtype=float0)),))
+
+    def foo(x, y):
+        return kiln.lax.scan(lambda c, _: (f(c), None), (x, y), None, length=1)[0][0]
+
+    gx, gy = kiln.grad(foo, allow_int=True, argnums=(0, 1))(2., 3)
+    assert float(gx) == 2. and gy.dtype == float0
