@@ -206,9 +206,13 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, reduce_axes=()):
     in_avals = [get_aval(p) for p in p_flat]
 
     out_keys = _public_tree.tree_leaves(tree_unflatten(out_tree, p_out))
+    # The residuals are the returned function's pytree leaves (it is a ``Partial`` over
+    # them), as JAX's: it can be returned from ``jit`` or stored as a custom_vjp residual.
+    lin_jaxpr, lin_in, lin_out = lin.jaxpr, lin.in_avals, lin.out_avals
 
     @_traceback_util.api_boundary
-    def vjp_fun(ct):
+    def vjp_fun(residuals, ct):
+        lin = ad.LinearFunction(lin_jaxpr, list(residuals), lin_in, lin_out)
         ct_flat, ct_tree = _public_tree.tree_flatten(ct)
         out_pub = _public_tree.tree_structure(tree_unflatten(out_tree, out_keys))
         if ct_tree != out_pub:
@@ -233,7 +237,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, reduce_axes=()):
         return _user_float0_tree(_kb.key_tangents_to_float0(tree_unflatten(p_tree, res)))
 
     out = tree_unflatten(out_tree, p_out)
-    f = Partial(vjp_fun)
+    f = Partial(vjp_fun, list(lin.consts))
     if has_aux:
         return out, f, aux
     return out, f

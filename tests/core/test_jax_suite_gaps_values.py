@@ -98,3 +98,25 @@ def test_custom_jvp_applied_to_a_tangent_is_transposed_as_its_function():
     assert float(kiln.grad(foo)(3.)) == -1.
     assert float(kiln.grad(kiln.jit(foo))(3.)) == -1.
     assert float(kiln.grad(lambda x: f(f(x)) * 2)(3.)) == 2.
+
+
+def test_vjp_function_is_a_pytree_over_its_residuals():
+    def f(x):
+        return x ** 2
+
+    z = kiln.jit(lambda x: kiln.vjp(f, x)[1])       # returned from jit
+    assert float(z(1.0)(3.0)[0]) == 6.
+
+    @kiln.custom_vjp
+    def g(x):
+        return f(x)
+
+    def g_fwd(x):
+        y, f_vjp = kiln.vjp(f, x)
+        return y, f_vjp                               # stored as a residual
+
+    g.defvjp(g_fwd, lambda f_vjp, y_bar: f_vjp(y_bar))
+    assert float(kiln.vjp(g, 1.0)[1](1.0)[0]) == 2.
+    assert float(kiln.jit(lambda x: kiln.vjp(g, x)[1])(1.0)(3.0)[0]) == 6.
+    _, fv = kiln.vjp(lambda x: jnp.sin(x) * 2, jnp.ones(3))
+    assert len(kiln.tree.leaves(fv)) == 1
