@@ -273,6 +273,28 @@ def _custom_jvp_call_jvp(primals, tangents, *, call_jaxpr, jvp_jaxpr_fun, num_co
 ad.jvp_rules[custom_jvp_call_p] = _custom_jvp_call_jvp
 
 
+def _custom_jvp_call_dce(used_outputs, eqn):
+    """``eqn`` computing only the used outputs: the function's jaxpr pruned, the rule's
+    outputs filtered (its operands are kept)."""
+    from kiln.interpreters.partial_eval import dce_jaxpr
+    call = eqn.params["call_jaxpr"]
+    body, _ = dce_jaxpr(call.jaxpr, used_outputs, instantiate=True)
+    jvp = eqn.params["jvp_jaxpr_fun"]
+
+    def pruned_jvp(primals, tangents):
+        p_out, t_out = jvp(primals, tangents)
+        return ([p for p, u in zip(p_out, used_outputs) if u],
+                [t for t, u in zip(t_out, used_outputs) if u])
+
+    params = dict(eqn.params, call_jaxpr=ClosedJaxpr(body, call.consts),
+                  jvp_jaxpr_fun=_copy_display(pruned_jvp, jvp))
+    return eqn.replace(outvars=[v for v, u in zip(eqn.outvars, used_outputs) if u],
+                       params=params)
+
+
+custom_jvp_call_p.dce_rule = _custom_jvp_call_dce
+
+
 def _custom_jvp_call_transpose(cts, *args, call_jaxpr, **_):
     # Linear use (a JVP rule applying the function to its tangent, ``f(x_dot)``): as JAX,
     # transpose the function itself (the custom rule plays no part in reverse mode).

@@ -120,3 +120,31 @@ def test_vjp_function_is_a_pytree_over_its_residuals():
     assert float(kiln.jit(lambda x: kiln.vjp(g, x)[1])(1.0)(3.0)[0]) == 6.
     _, fv = kiln.vjp(lambda x: jnp.sin(x) * 2, jnp.ones(3))
     assert len(kiln.tree.leaves(fv)) == 1
+
+
+def test_dce_of_a_custom_jvp_call_prunes_its_function_and_rule():
+    from kiln._src import core as kcore
+    from kiln.interpreters import partial_eval as pe
+
+    @kiln.custom_jvp
+    def f(x, y):
+        return jnp.sin(x), x + jnp.cos(y)
+
+    @f.defjvp
+    def f_jvp(primals, tangents):
+        (x, y), (dx, dy) = primals, tangents
+        return f(x, y), (2.0 * jnp.cos(x) * dx, 1.5 * dx - 0.5 * jnp.sin(y) * dy)
+
+    jaxpr = kiln.make_jaxpr(f)(0.1, -1.3).jaxpr
+    for used, keep, drop in [([True, False], lax.sin_p, lax.cos_p),
+                             ([False, True], lax.cos_p, lax.sin_p)]:
+        pruned, used_in = pe.dce_jaxpr(jaxpr, used)
+        body = pruned.eqns[0].params["call_jaxpr"].jaxpr
+        assert any(e.primitive is keep for e in body.eqns)
+        assert all(e.primitive is not drop for e in body.eqns)
+        assert used_in == [True, True]
+    assert not pe.dce_jaxpr(jaxpr, [False, False])[0].eqns
+    f1 = lambda *a: kcore.jaxpr_as_fun(pe.close_jaxpr(pe.dce_jaxpr(jaxpr, [False, True])[0]))(*a)[0]  # noqa: E731
+    np.testing.assert_allclose(kiln.jvp(f1, (0.1, -1.3), (1.0, 0.0))[1], 1.5)
+    np.testing.assert_allclose(kiln.jvp(f1, (0.1, -1.3), (0.0, 1.0))[1], -0.5 * np.sin(-1.3),
+                               rtol=1e-6)
