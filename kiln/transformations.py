@@ -431,8 +431,8 @@ def jacfwd(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = 
         k = len(outs) // 2
         tree = out_tree()
         n_out = tree.num_leaves
-        jac_leaves = [_fwd_jac_leaf(t, d, n, avals, sizes)
-                      for t, d in zip(outs[k:k + n_out], dims[k:k + n_out])]
+        jac_leaves = [[_like(b, get_aval(p)) for b in _fwd_jac_leaf(t, d, n, avals, sizes)]
+                      for p, t, d in zip(outs[:n_out], outs[k:k + n_out], dims[k:k + n_out])]
         jac = tree_unflatten(tree, [_split_in(j, d_tree, argnums) for j in jac_leaves])
         if has_aux:
             aux_vals = [_unmapped(p, d) for p, d in zip(outs[n_out:k], dims[n_out:k])]
@@ -440,6 +440,19 @@ def jacfwd(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = 
         return jac
 
     return jacfun
+
+
+def _like(x, aval):
+    """A Jacobian block cast to the dtype and weak type of the value it is taken against
+    (JAX's: ``jacrev`` blocks as the input, ``jacfwd`` blocks as the output; a complex
+    block of a real value keeps its real part). Only inexact blocks of inexact values."""
+    from kiln import lax
+    a = get_aval(x)
+    if a.dtype.kind not in "fc" or getattr(aval.dtype, "kind", "") not in "fc":
+        return x
+    if a.dtype.kind == "c" and aval.dtype.kind != "c":
+        x = lax.real(x)
+    return lax._convert_element_type(x, aval.dtype, aval.weak_type)
 
 
 def _unmapped(x, d):
@@ -515,7 +528,7 @@ def jacrev(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = 
             leaves = []
             for c, ia in zip(cts_in, in_avals):
                 blk = lax.slice_in_dim(c, offset, offset + s, axis=0)
-                leaves.append(lax.reshape(blk, oa.shape + ia.shape))
+                leaves.append(_like(lax.reshape(blk, oa.shape + ia.shape), ia))
             per_out.append(_split_in(leaves, d_tree, argnums))
             offset += s
         jac = tree_unflatten(out_tree, per_out)

@@ -148,3 +148,13 @@ def test_dce_of_a_custom_jvp_call_prunes_its_function_and_rule():
     np.testing.assert_allclose(kiln.jvp(f1, (0.1, -1.3), (1.0, 0.0))[1], 1.5)
     np.testing.assert_allclose(kiln.jvp(f1, (0.1, -1.3), (0.0, 1.0))[1], -0.5 * np.sin(-1.3),
                                rtol=1e-6)
+
+
+def test_jacobians_keep_the_weak_type_of_what_they_are_taken_against():
+    for transform in (kiln.grad, kiln.jacfwd, kiln.jacrev):
+        assert transform(lambda x: x)(1.0).weak_type
+    assert not kiln.jacrev(lambda x: x * 2)(jnp.ones(2)).weak_type
+    np.testing.assert_allclose(kiln.jacfwd(jnp.sin)(jnp.arange(3.)),
+                               np.diag(np.cos(np.arange(3.))), rtol=1e-6)
+    j = kiln.jacrev(lambda x: jnp.sum(x.astype(jnp.complex64)).real)(jnp.ones(2))
+    assert j.dtype == np.float32
