@@ -149,3 +149,22 @@ config.on_change("jax_debug_infs", _on_debug_flags)
 config.on_change("jax_numpy_rank_promotion", _on_debug_flags)
 _on_debug_flags(None)
 del _config_module
+
+
+# Names JAX 0.10.2 removed from its top level, with JAX's message (the functions stay in
+# ``jax._src.api``, as in JAX: ``kiln._src.api``).
+_REMOVED = {
+    name: (f"jax.{name} is deprecated; use jax.device_put instead. See "
+           "https://docs.jax.dev/en/latest/migrate_pmap.html#drop-in-replacements for a "
+           "drop-in replacement.")
+    for name in ("device_put_sharded", "device_put_replicated")
+}
+
+
+def __getattr__(name: str):
+    msg = _REMOVED.get(name)
+    if msg is None:
+        raise AttributeError(f"module 'kiln' has no attribute {name!r}")
+    err = AttributeError(msg)
+    err.jax_message = True
+    raise err
