@@ -20,6 +20,10 @@ __all__ = ["ArgInfo", "Compiled", "Lowered", "Traced", "Wrapped"]  # noqa: F822 
 class Lowered:
     """The result of ``jit(f).lower(*args)``: the staged program, ready to compile."""
 
+    #: Whether calls must not pass keyword arguments (JAX's ``_no_kwargs``): kiln's
+    #: lowered and compiled functions take them.
+    _no_kwargs = False
+
     def __init__(self, jaxpr: ClosedJaxpr, in_tree, out_tree, name, donated=()):
         self.jaxpr = jaxpr
         self.in_tree = in_tree
@@ -144,6 +148,7 @@ class Compiled:
     args_info = property(lambda self: self.lowered.args_info)
     in_avals = property(lambda self: self.lowered.in_avals)
     in_tree = property(lambda self: self.lowered.in_tree)
+    _no_kwargs = property(lambda self: self.lowered._no_kwargs)
     donate_argnums = property(lambda self: self.lowered.donate_argnums)
 
     def as_text(self) -> str:

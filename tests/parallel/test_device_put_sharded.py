@@ -54,3 +54,16 @@ def test_top_level_names_raise_jax_deprecation():
     with pytest.raises(AttributeError, match="has no attribute 'not_a_name'"):
         getattr(kiln, "not_a_name")  # noqa: B009
     assert jnp.ones(1).shape == (1,)
+
+
+def test_pmap_lowered_and_compiled_describe_their_arguments():
+    from kiln import lax
+    devices = _devices()
+    f = kiln.pmap(lambda x: x - lax.pmean(x, "i"), axis_name="i")
+    x = np.arange(len(devices) * 4, dtype=np.float32).reshape(len(devices), 4)
+    lowered = f.lower(x)
+    for obj in (lowered, lowered.compile()):
+        assert obj._no_kwargs is False
+        assert obj.in_tree == kiln.tree.flatten(((0,), {}))[1]
+        ((aval,), kwargs) = obj.in_avals
+        assert kwargs == {} and aval.shape == x.shape and aval.dtype == x.dtype
