@@ -18,6 +18,7 @@ from kiln import (
     _fp_warnings,  # noqa: F401  (silences NumPy inf/nan warnings raised inside kiln)
     ad_checkpoint,  # noqa: F401
     api_util,  # noqa: F401
+    custom_batching,  # noqa: F401
     debug,  # noqa: F401
     distributed,  # noqa: F401
     dtypes,  # noqa: F401
@@ -76,6 +77,7 @@ from kiln.config import (  # noqa: F401  # noqa: F401
     config,
     debug_infs,
     debug_key_reuse,
+    no_execution,
     debug_nans,
     default_device,
     default_matmul_precision,
@@ -99,6 +101,7 @@ from kiln.core.ref import Ref  # noqa: F401,E402
 from kiln.core.trace import Tracer as _Tracer  # noqa: F401
 from kiln.custom_derivatives import (  # noqa: F401
     checkpoint,
+    closure_convert,
     custom_gradient,
     custom_jvp,
     custom_vjp,
@@ -146,3 +149,22 @@ config.on_change("jax_debug_infs", _on_debug_flags)
 config.on_change("jax_numpy_rank_promotion", _on_debug_flags)
 _on_debug_flags(None)
 del _config_module
+
+
+# Names JAX 0.10.2 removed from its top level, with JAX's message (the functions stay in
+# ``jax._src.api``, as in JAX: ``kiln._src.api``).
+_REMOVED = {
+    name: (f"jax.{name} is deprecated; use jax.device_put instead. See "
+           "https://docs.jax.dev/en/latest/migrate_pmap.html#drop-in-replacements for a "
+           "drop-in replacement.")
+    for name in ("device_put_sharded", "device_put_replicated")
+}
+
+
+def __getattr__(name: str):
+    msg = _REMOVED.get(name)
+    if msg is None:
+        raise AttributeError(f"module 'kiln' has no attribute {name!r}")
+    err = AttributeError(msg)
+    err.jax_message = True
+    raise err

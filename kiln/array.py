@@ -215,6 +215,12 @@ class ArrayImpl:
     def global_shards(self) -> list:
         return self.addressable_shards
 
+    @property
+    def _arrays(self) -> list:
+        """The per-device blocks as single-device arrays, in device order (JAX's
+        ``Array._arrays``)."""
+        return [s.data.to_device(s.device) for s in self.addressable_shards]
+
     def addressable_data(self, index: int):
         """The block of this array held by its ``index``-th device."""
         return self.addressable_shards[index].data

@@ -107,7 +107,9 @@ class _JaxModule(types.ModuleType):
             return importlib.import_module("kiln._src")
         try:
             return getattr(kiln, name)
-        except AttributeError:
+        except AttributeError as e:
+            if getattr(e, "jax_message", False):    # JAX's own text (a removed name)
+                raise
             raise AttributeError(
                 f"module 'jax' has no attribute {name!r}: kiln (standing in for jax through "
                 f"kiln.as_jax) does not provide jax.{name}; docs/ecosystem.md lists what it "

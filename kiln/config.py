@@ -200,6 +200,7 @@ _FLAGS: dict[str, tuple[Any, Callable[[Any, str], Any]]] = {
     "jax_dynamic_shapes": (False, _parse_bool),
     "jax_random_seed_offset": (0, _parse_int),
     "jax_debug_key_reuse": (False, _parse_key_reuse),
+    "jax_no_execution": (False, _parse_bool),
     "jax_default_device": (None, _parse_default_device),
     "jax_transfer_guard": (None, _parse_transfer_guard),
     "jax_transfer_guard_host_to_device": (None, _parse_transfer_guard),
@@ -262,6 +263,8 @@ _HELP: dict[str, str] = {
     "jax_random_seed_offset": "Offset added to every random seed (the argument of "
                               "jax.random.key() and PRNGKey()).",
     "jax_debug_key_reuse": "Key-reuse checking of typed PRNG keys (kiln: only False).",
+    "jax_no_execution": "Disallow running jitted programs (RuntimeError); tracing and "
+                        "compiling still work.",
     "jax_default_device": "The device new uncommitted arrays are placed on (kiln: None, "
                           "'cpu' or its first device).",
     "jax_transfer_guard": "The transfer guard level for all transfers (kiln: only "
@@ -311,6 +314,11 @@ def _parse_env_value(name: str, raw: str, env_var: str) -> Any:
     return raw.strip()
 
 
+#: name -> reader of the JAX-only options that ``config.<name>`` reads (filled by
+#: ``kiln._src.config``: options kiln fixes, and JAX's implementation selectors).
+external_options: dict[str, Callable[[], Any]] = {}
+
+
 class Config:
     """The set of flags; see the module docstring.
 
@@ -327,6 +335,14 @@ class Config:
             object.__setattr__(self, name, default)
 
     # -- reading -------------------------------------------------------------
+
+    def __getattr__(self, name: str) -> Any:
+        # Only for names that are not flags: JAX-only options registered by
+        # ``kiln._src.config`` (``config.jax_custom_vjp3``), read from their state.
+        reader = external_options.get(name)
+        if reader is None:
+            raise AttributeError(f"'Config' object has no attribute {name!r}")
+        return reader()
 
     @property
     def flag_names(self) -> tuple[str, ...]:
@@ -629,6 +645,12 @@ def debug_key_reuse(new_val: bool = True) -> config_context:
     """``jax_debug_key_reuse`` inside the block (``jax.debug_key_reuse``). kiln has no
     key-reuse checker: ``True`` raises ``NotImplementedError``."""
     return config_context(jax_debug_key_reuse=new_val)
+
+
+def no_execution(new_val: bool = True) -> config_context:
+    """Inside the block running a jitted program raises ``RuntimeError`` (tracing,
+    lowering and compiling still work; ``jax.no_execution``)."""
+    return config_context(jax_no_execution=new_val)
 
 
 def transfer_guard(new_val: str) -> config_context:

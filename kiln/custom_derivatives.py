@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import weakref
 from typing import Any
 
 import numpy as np
@@ -180,6 +181,13 @@ class custom_jvp:
         self.jvp = None
         self.symbolic_zeros = False
 
+    def __getattr__(self, name):
+        # As JAX: attributes this object lacks (``def_vmap`` of a wrapped
+        # ``custom_vmap``, ...) are the wrapped function's.
+        if name == "fun":
+            raise AttributeError(name)
+        return getattr(self.fun, name)
+
     def __get__(self, obj, objtype=None):
         if obj is None:
             return self
@@ -245,16 +253,19 @@ class custom_jvp:
             nd = [nondiff[i] for i in sorted(nondiff)]
             res = user_jvp(*nd, tuple(py_p), tuple(py_t))
             if not (isinstance(res, (tuple, list)) and len(res) == 2):
-                raise TypeError("Custom JVP rule must produce a pair (list or tuple of length "
-                                f"two) representing primal and tangent outputs, got {res}.")
+                raise TypeError(f"Custom JVP rule {_fn_name(user_jvp)} for function "
+                                f"{_fn_name(user_fun)} must produce a pair (list or tuple of "
+                                "length two) representing primal and tangent outputs, but got "
+                                f"{res}.")
             p_out, t_out = res
             p_leaves, p_tree = tree_flatten(p_out)
             p_keys = _public_tree.tree_leaves(p_out)
             t_leaves, t_tree = _public_tree.tree_flatten(
                 t_out, is_leaf=lambda x: isinstance(x, SymbolicZero))
             if _public_tree.tree_structure(p_out) != t_tree:
-                raise TypeError("Custom JVP rule must produce primal and tangent outputs with "
-                                "equal container (pytree) structures, but got "
+                raise TypeError(f"Custom JVP rule {_fn_name(user_jvp)} for function "
+                                f"{_fn_name(user_fun)} must produce primal and tangent outputs "
+                                "with equal container (pytree) structures, but got "
                                 f"{_public_tree.tree_structure(p_out)} and {t_tree} "
                                 "respectively.")
             if "tree" in store and store["tree"] != p_tree:
@@ -299,6 +310,13 @@ class custom_vjp:
         self.bwd = None
         self.symbolic_zeros = False
 
+    def __getattr__(self, name):
+        # As JAX: attributes this object lacks (``def_vmap`` of a wrapped
+        # ``custom_vmap``, ...) are the wrapped function's.
+        if name == "fun":
+            raise AttributeError(name)
+        return getattr(self.fun, name)
+
     def __get__(self, obj, objtype=None):
         if obj is None:
             return self
@@ -329,6 +347,7 @@ class custom_vjp:
             out = user_fun(*_merge(nondiff, tree_unflatten(in_tree, list(xs)), n))
             leaves, tree = tree_flatten(out)
             store["tree"] = tree
+            store["fun_type"] = (tree, [get_aval(x) for x in leaves])
             return leaves
 
         symbolic = self.symbolic_zeros
@@ -340,12 +359,38 @@ class custom_vjp:
                     perturbed = [True] * len(primals)
                 primals = [CustomVJPPrimal(p, bool(z)) for p, z in zip(primals, perturbed)]
             res = user_fwd(*_merge(nondiff, tree_unflatten(in_tree, primals), n))
+            fwd_name, fun_name = _fn_name(user_fwd), _fn_name(user_fun)
+            pair = (f"Custom VJP fwd rule {fwd_name} for function {fun_name} must produce a "
+                    "pair (list or tuple of length two) where the first element represents "
+                    "the primal output (equal to the output of the custom_vjp-decorated "
+                    f"function {fun_name}) and the second element represents residuals (i.e. "
+                    "values stored from the forward pass for use on the backward pass), but ")
             if not (isinstance(res, (tuple, list)) and len(res) == 2):
-                raise TypeError("Custom VJP fwd rule must produce a pair (list or tuple of length "
-                                f"two) representing primal outputs and residuals, got {res}.")
+                raise TypeError(pair + f"instead of a pair the fwd rule {fwd_name} produced "
+                                f"{res}.")
             out, resid = res
             o_leaves, o_tree = tree_flatten(out)
             r_leaves, r_tree = tree_flatten(resid)
+            if "fun_type" in store:     # the function itself ran (staged): types must agree
+                f_tree, f_avals = store["fun_type"]
+                o_avals = [get_aval(x) for x in o_leaves]
+
+                def shown(tree, avals):
+                    return str(tree_unflatten(tree, [a.str_short(short_dtypes=False)
+                                                     for a in avals])).replace("'", "")
+                if f_tree != o_tree:
+                    raise TypeError(
+                        pair + "instead the fwd rule output's first element had "
+                        f"container/pytree structure:\n    {shown(o_tree, o_avals)}\nwhile "
+                        f"the custom_vjp-decorated function {fun_name} had output "
+                        f"container/pytree structure:\n    {shown(f_tree, f_avals)}.")
+                if any(a.shape != b.shape or a.dtype != b.dtype
+                       for a, b in zip(o_avals, f_avals)):
+                    raise TypeError(
+                        pair + "instead the fwd rule output's first element had "
+                        f"shapes/dtypes of:\n    {shown(o_tree, o_avals)}\nwhile the "
+                        f"custom_vjp-decorated function {fun_name} had output shapes/dtypes "
+                        f"of:\n    {shown(f_tree, f_avals)}")
             store["tree"] = o_tree
             store["res_tree"] = r_tree
             return list(o_leaves), list(r_leaves)
@@ -363,17 +408,18 @@ class custom_vjp:
                 ct_vals = [(_zeros_from_aval(c.aval) if type(c) is Zero else c) for c in cts]
             ct = _kb.key_tangents_to_float0(tree_unflatten(store["tree"], ct_vals))
             cts_in = user_bwd(*nd_list, resid, ct)
-            if not isinstance(cts_in, (tuple, list)):
-                raise TypeError("Custom VJP bwd rule must produce a tuple of cotangents, one per "
-                                f"differentiable argument; got {type(cts_in).__name__}.")
-            cts_in = tuple(cts_in)
-            if len(cts_in) != len(diff_info):
-                raise TypeError(f"Custom VJP bwd rule must produce an output with the same "
-                                 f"container (pytree) structure as the args tuple of the primal "
-                                 f"function: expected {len(diff_info)} cotangents, got "
-                                 f"{len(cts_in)}.")
+            if isinstance(cts_in, list) and len(cts_in) == len(diff_info):
+                cts_in = tuple(cts_in)
+            if not isinstance(cts_in, tuple) or len(cts_in) != len(diff_info):
+                raise TypeError(
+                    "Custom VJP bwd rule must produce an output with the same container "
+                    "(pytree) structure as the args tuple of the primal function, and in "
+                    "particular must produce a tuple of length equal to the number of "
+                    "arguments to the primal function, but got bwd output structure "
+                    f"{tree_flatten(cts_in)[1]} for primal input structure "
+                    f"{tree_flatten(tuple(diff_trees_example(diff_info)))[1]}.")
             leaves = []
-            for (d_tree, d_avals, d_keys), c in zip(diff_info, cts_in):
+            for argnum, ((d_tree, d_avals, d_keys), c) in enumerate(zip(diff_info, cts_in)):
                 if c is None:
                     leaves.extend(Zero(ad.tangent_aval(xa)) for xa in d_avals)
                     continue
@@ -403,9 +449,12 @@ class custom_vjp:
                     else:
                         if get_aval(cl).shape != xa.shape:
                             raise ValueError(
-                                f"Custom VJP bwd rule must produce cotangents with the same "
-                                f"shapes as the primal inputs; got {get_aval(cl).shape} for an "
-                                f"input of shape {xa.shape}.")
+                                "Custom VJP bwd rule must produce an output with the same "
+                                "type as the args tuple of the primal function, but at "
+                                f"output{_leaf_keystr(argnum, d_tree, c_leaves, cl)} the bwd "
+                                "rule produced an output of type "
+                                f"{get_aval(cl).str_short(short_dtypes=False)} corresponding "
+                                f"to an input of type {xa.str_short(short_dtypes=False)}")
                         leaves.append(cl)
             return leaves
 
@@ -413,6 +462,13 @@ class custom_vjp:
         outs = jax_protocol.custom_vjp_call(current_trace(), flat_fun, flat_fwd, flat_bwd, flat,
                                             None, symbolic_zeros=self.symbolic_zeros)
         return tree_unflatten(store["tree"], outs)
+
+
+def _leaf_keystr(argnum, d_tree, c_leaves, leaf) -> str:
+    """JAX's key path (``[1]``, ``[0]['a']``) of ``leaf`` among the bwd rule's outputs."""
+    i = next(k for k, x in enumerate(c_leaves) if x is leaf)
+    paths = _public_tree.tree_flatten_with_path(tree_unflatten(d_tree, [0] * len(c_leaves)))[0]
+    return f"[{argnum}]" + _public_tree.keystr(paths[i][0])
 
 
 def _cotangent_leaves(c, d_tree, n):
@@ -572,3 +628,81 @@ def custom_gradient(fun):
 
 
 _gather_scatter.set_custom_jvp(custom_jvp)
+
+
+# ----------------------------------------------------------------------------------------------
+# closure_convert: hoist the closed-over values a custom rule must see as arguments.
+
+def _jax_maybe_perturbed(x) -> bool:
+    """JAX's test of whether a closed-over value may carry a tangent: a JVP tracer (kiln
+    makes none for a zero tangent); a staged value unless its tangent type is ``float0``
+    (integers, booleans, keys); a vmapped value when what it batches is one."""
+    from kiln.interpreters.batching import BatchTracer
+    from kiln.interpreters.staging import JaxprTracer
+    if not isinstance(x, Tracer):
+        return False
+    if isinstance(x, JaxprTracer):
+        return ad.tangent_dtype(get_aval(x).dtype) != dtypes.float0
+    if isinstance(x, BatchTracer):
+        return _jax_maybe_perturbed(x.val)
+    return True
+
+
+_converted_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _closure_convert(fun, example_args, perturbed):
+    """``(converted, hoisted)`` for ``fun`` at ``example_args``' types: the closed-over
+    values for which ``perturbed`` holds become trailing arguments."""
+    flat, in_tree = tree_flatten(tuple(example_args))
+    avals = tuple(get_aval(x) for x in flat)
+    key = (in_tree, avals, perturbed)
+    try:
+        per_fun = _converted_cache.get(fun)
+    except TypeError:       # not weakly referenceable: never cached
+        per_fun = None
+    if per_fun is not None and key in per_fun:
+        return per_fun[key], []
+
+    store = {}
+
+    def flat_fun(*xs):
+        out = fun(*tree_unflatten(in_tree, list(xs)))
+        leaves, store["tree"] = tree_flatten(out)
+        return leaves
+
+    jaxpr, consts = staging.trace_to_jaxpr(flat_fun, list(avals))
+    out_tree = store["tree"]
+    hoist = [perturbed(c) for c in consts]
+    kept = [None if h else c for c, h in zip(consts, hoist)]
+    hoisted = [c for c, h in zip(consts, hoist) if h]
+    n_hoisted = len(hoisted)
+
+    def converted(*args_and_consts):
+        n_args = len(args_and_consts) - n_hoisted
+        args, extra = args_and_consts[:n_args], list(args_and_consts[n_args:])
+        it = iter(extra)
+        all_consts = [next(it) if h else c for c, h in zip(kept, hoist)]
+        args_flat, tree2 = tree_flatten(tuple(args))
+        if tree2 != in_tree:
+            raise TypeError("The inputs to the closure produced by closure_convert must have "
+                            "the same Pytree structure as the example arguments passed when "
+                            f"closure_convert was called. Expected {in_tree}, but got {tree2}")
+        return tree_unflatten(out_tree, eval_jaxpr(jaxpr, all_consts, *args_flat))
+
+    converted.__name__ = getattr(fun, "__name__", "func")
+    if not any(isinstance(c, Tracer) for c in consts):
+        try:
+            _converted_cache.setdefault(fun, {})[key] = converted
+        except TypeError:
+            pass
+    return converted, hoisted
+
+
+def closure_convert(fun, *example_args):
+    """``(converted, hoisted)``: ``converted(*args, *hoisted)`` computes ``fun(*args)`` for
+    arguments of ``example_args``' structure and types, with the values ``fun`` closes
+    over that may carry a tangent (tracers of differentiation, and staged values of a
+    differentiable type) passed explicitly, so that a ``custom_vjp``/``custom_jvp`` rule
+    can see and differentiate them (``jax.closure_convert``)."""
+    return _closure_convert(fun, example_args, _jax_maybe_perturbed)

@@ -21,17 +21,21 @@ frames captured where it was called, with the traced values concrete (``kiln/_de
 """
 from __future__ import annotations
 
+import copy
+import logging
 import string
 import sys
 
 import numpy as np
 
 from kiln._physical_tree import tree_flatten
+from kiln._visualize import visualize_array_sharding, visualize_sharding  # noqa: F401
 from kiln.callbacks import call_user_callback, flatten_callback, host_values, running_program
 from kiln.core.trace import Primitive
 from kiln.interpreters import ad, batching, staging
 
-__all__ = ["print", "callback", "breakpoint", "debug_callback_p", "debug_print_p"]
+__all__ = ["print", "log", "callback", "breakpoint", "debug_callback_p", "debug_print_p",
+           "visualize_array_sharding", "visualize_sharding"]
 
 # ----------------------------------------------------------------------------------------------
 # Primitives: debug_callback (any function) and debug_print (a format string).
@@ -137,12 +141,13 @@ class _PrintFormatted:
     """The callback of ``debug.print``: format with the print options of trace time and
     write one line to ``sys.stdout``."""
 
-    __slots__ = ("fmt", "np_printoptions", "has_placeholders")
+    __slots__ = ("fmt", "np_printoptions", "has_placeholders", "record")
 
-    def __init__(self, fmt, np_printoptions, has_placeholders):
+    def __init__(self, fmt, np_printoptions, has_placeholders, record=None):
         self.fmt = fmt
         self.np_printoptions = np_printoptions
         self.has_placeholders = has_placeholders
+        self.record = record        # debug.log: a logging record to send the line as
 
     def __call__(self, *args, **kwargs):
         if self.has_placeholders:
@@ -150,14 +155,39 @@ class _PrintFormatted:
                 msg = self.fmt.format(*args, **kwargs)
         else:
             msg = " ".join((self.fmt, *(str(a) for a in args)))
-        sys.stdout.write(msg + "\n")
+        if self.record is not None:
+            record = copy.copy(self.record)
+            record.msg = msg
+            logger.handle(record)
+        else:
+            sys.stdout.write(msg + "\n")
 
     def __repr__(self):
         return f"_PrintFormatted({self.fmt!r})"
 
 
+#: The logger ``debug.log`` writes to, under JAX's name for it (users configure it by name).
+logger = logging.getLogger("jax._src.debugging")
+
+
+def _logging_record(level):
+    from kiln.core.source_info import current
+    si = current()
+    file, line = ("(unknown file)", 0) if si is None else (si.file, si.lineno)
+    return logger.makeRecord(logger.name, level, file, line, "", (), None)
+
+
+def log(fmt=None, *args, ordered: bool = False, partitioned: bool = False,
+        skip_format_check: bool = False, **kwargs):
+    """``debug.print`` whose line goes to the logger ``jax._src.debugging`` at level INFO
+    (a record naming the caller's file and line) instead of ``sys.stdout``
+    (``jax.debug.log``)."""
+    return print(fmt, *args, ordered=ordered, partitioned=partitioned,
+                 skip_format_check=skip_format_check, _use_logging=True, **kwargs)
+
+
 def print(fmt=None, *args, ordered: bool = False, partitioned: bool = False,  # noqa: A001
-          skip_format_check: bool = False, **kwargs):
+          skip_format_check: bool = False, _use_logging: bool = False, **kwargs):
     """Print ``fmt.format(*args, **kwargs)`` with runtime values (works under jit, vmap,
     grad, and inside control flow). Use a plain format string, not an f-string:
     ``debug.print("x = {x}", x=x)``. Also usable as ``debug.print(ordered=True)(fmt, ...)``."""
@@ -168,7 +198,8 @@ def print(fmt=None, *args, ordered: bool = False, partitioned: bool = False,  # 
         if fmt:
             _, field, *_ = next(iter(string.Formatter().parse(fmt)))
             has_placeholders = field is not None
-        cb = _PrintFormatted(fmt, tuple(np.get_printoptions().items()), has_placeholders)
+        cb = _PrintFormatted(fmt, tuple(np.get_printoptions().items()), has_placeholders,
+                             _logging_record(logging.INFO) if _use_logging else None)
         flat_cb, dyn = flatten_callback(cb, c_args, c_kwargs)
         debug_print_p.bind(*dyn, fmt=fmt, ordered=bool(ordered), partitioned=bool(partitioned),
                            callback=flat_cb)

@@ -118,15 +118,46 @@ class UnexpectedTracerError(JAXTypeError):
 
     def __init__(self, tracer_or_msg):
         if isinstance(tracer_or_msg, str):
+            self.tracer = None
             super().__init__(tracer_or_msg)
             return
-        super().__init__(
-            f"Encountered an unexpected tracer: {tracer_or_msg}\n"
-            f"at {user_frame_summary()}\n"
-            "A value computed inside a transformed function (jit, grad, vmap, ...) leaked out of "
-            "it, e.g. stored in a global, a class attribute or a list defined outside, and was "
-            "used after the transformation ended. Return the value from the function instead, "
-            "or use the transformation's `has_aux` output.")
+        t = tracer_or_msg
+        self.tracer = t         # which tracer (a batching trace recognizes its own)
+        try:
+            ty = t.aval.str_short(short_dtypes=False)
+        except Exception:  # noqa: BLE001 - the message must not fail
+            ty = "?"
+        name = t._jax_type_name() if hasattr(t, "_jax_type_name") else type(t).__name__
+        msg = (f"Encountered an unexpected tracer: {t}\n"
+               f"at {user_frame_summary()}\n"
+               "A function transformed by JAX had a side effect, allowing for a reference to "
+               f"an intermediate value with type {ty} wrapped in a {name} to escape the scope "
+               "of the transformation.\nJAX transformations require that functions explicitly "
+               "return their outputs, and disallow saving intermediate values to global state "
+               "(e.g. stored in a global, a class attribute or a list defined outside): return "
+               "the value from the function instead, or use the transformation's `has_aux` "
+               "output.")
+        created = _creation_site(t)
+        if created is not None:
+            divider = "\n" + "-" * 30 + "\n"
+            msg += (f"{divider}The leaked intermediate value was created on line {created}. "
+                    f"{divider}")
+        msg += ("\nTo catch the leak earlier, try setting the environment variable "
+                "JAX_CHECK_TRACER_LEAKS or using the `jax.checking_leaks` context manager.")
+        super().__init__(msg)
+
+
+def _creation_site(tracer):
+    """Where a staged tracer was made: the source of the equation defining it (found in
+    its trace's equations), or None."""
+    var = getattr(tracer, "_var", None)
+    eqns = getattr(getattr(tracer, "_trace", None), "eqns", None)
+    if var is None or not eqns:
+        return None
+    for eqn in reversed(eqns):
+        if any(v is var for v in eqn.outvars):
+            return eqn.source_info
+    return None
 
 
 class KeyReuseError(JAXTypeError):

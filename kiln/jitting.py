@@ -285,6 +285,17 @@ class JitWrapped:
         except (TypeError, ValueError):
             sig, self._params = None, []
         self._sig = sig
+        if sig is None and donate_argnames is not None:
+            raise ValueError(f"Getting the signature of function {fun} failed. Pass "
+                             "donate_argnums instead of donate_argnames.")
+        both = (set((static_argnames,) if isinstance(static_argnames, str)
+                    else static_argnames or ())
+                & set((donate_argnames,) if isinstance(donate_argnames, str)
+                      else donate_argnames or ()))
+        if both:
+            raise ValueError("static_argnames and donate_argnames cannot intersect. Argument "
+                             f"names {both} appear in both static_argnames and "
+                             "donate_argnames")
         # JAX infers static_argnums from static_argnames and back through the signature
         # only when one of them is not given (both given: each is taken as it is).
         infer = static_argnums is None or static_argnames is None

@@ -31,6 +31,12 @@ class ShapeDtypeStruct:
         self.sharding = sharding
         self.weak_type = weak_type
 
+    def __len__(self):
+        try:
+            return self.shape[0]
+        except IndexError as err:
+            raise TypeError("len() of unsized object") from err
+
     @property
     def ndim(self):
         return len(self.shape)

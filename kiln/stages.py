@@ -20,6 +20,10 @@ __all__ = ["ArgInfo", "Compiled", "Lowered", "Traced", "Wrapped"]  # noqa: F822 
 class Lowered:
     """The result of ``jit(f).lower(*args)``: the staged program, ready to compile."""
 
+    #: Whether calls must not pass keyword arguments (JAX's ``_no_kwargs``): kiln's
+    #: lowered and compiled functions take them.
+    _no_kwargs = False
+
     def __init__(self, jaxpr: ClosedJaxpr, in_tree, out_tree, name, donated=()):
         self.jaxpr = jaxpr
         self.in_tree = in_tree
@@ -46,6 +50,21 @@ class Lowered:
         infos = [ArgInfo(a, k in donated)
                  for k, a in enumerate(self.jaxpr.in_avals[n:])]
         return tree_unflatten(self.in_tree, infos)
+
+    @property
+    def in_avals(self):
+        """The arguments' abstract values: a pytree ``(args, kwargs)`` of ``ShapedArray``
+        (``jax.stages.Lowered.in_avals``)."""
+        n = len(self.jaxpr.in_avals) - self.in_tree.num_leaves
+        return tree_unflatten(self.in_tree, list(self.jaxpr.in_avals[n:]))
+
+    @property
+    def donate_argnums(self) -> tuple:
+        """The positional arguments with a donated leaf (``jit``'s ``donate_argnums``)."""
+        donated = set(self.donated)
+        args, _ = tree_unflatten(self.in_tree, list(range(self.in_tree.num_leaves)))
+        return tuple(i for i, a in enumerate(args)
+                     if any(k in donated for k in tree_flatten(a)[0]))
 
     def compile(self, compiler_options=None) -> Compiled:
         """The executable (``jax.stages.Lowered.compile``). ``compiler_options`` are XLA's
@@ -127,6 +146,10 @@ class Compiled:
 
     out_info = property(lambda self: self.lowered.out_info)
     args_info = property(lambda self: self.lowered.args_info)
+    in_avals = property(lambda self: self.lowered.in_avals)
+    in_tree = property(lambda self: self.lowered.in_tree)
+    _no_kwargs = property(lambda self: self.lowered._no_kwargs)
+    donate_argnums = property(lambda self: self.lowered.donate_argnums)
 
     def as_text(self) -> str:
         """The generated C source (the jaxpr's text when nothing in it compiles natively)."""

@@ -206,9 +206,13 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, reduce_axes=()):
     in_avals = [get_aval(p) for p in p_flat]
 
     out_keys = _public_tree.tree_leaves(tree_unflatten(out_tree, p_out))
+    # The residuals are the returned function's pytree leaves (it is a ``Partial`` over
+    # them), as JAX's: it can be returned from ``jit`` or stored as a custom_vjp residual.
+    lin_jaxpr, lin_in, lin_out = lin.jaxpr, lin.in_avals, lin.out_avals
 
     @_traceback_util.api_boundary
-    def vjp_fun(ct):
+    def vjp_fun(residuals, ct):
+        lin = ad.LinearFunction(lin_jaxpr, list(residuals), lin_in, lin_out)
         ct_flat, ct_tree = _public_tree.tree_flatten(ct)
         out_pub = _public_tree.tree_structure(tree_unflatten(out_tree, out_keys))
         if ct_tree != out_pub:
@@ -233,7 +237,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, reduce_axes=()):
         return _user_float0_tree(_kb.key_tangents_to_float0(tree_unflatten(p_tree, res)))
 
     out = tree_unflatten(out_tree, p_out)
-    f = Partial(vjp_fun)
+    f = Partial(vjp_fun, list(lin.consts))
     if has_aux:
         return out, f, aux
     return out, f
@@ -427,8 +431,8 @@ def jacfwd(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = 
         k = len(outs) // 2
         tree = out_tree()
         n_out = tree.num_leaves
-        jac_leaves = [_fwd_jac_leaf(t, d, n, avals, sizes)
-                      for t, d in zip(outs[k:k + n_out], dims[k:k + n_out])]
+        jac_leaves = [[_like(b, get_aval(p)) for b in _fwd_jac_leaf(t, d, n, avals, sizes)]
+                      for p, t, d in zip(outs[:n_out], outs[k:k + n_out], dims[k:k + n_out])]
         jac = tree_unflatten(tree, [_split_in(j, d_tree, argnums) for j in jac_leaves])
         if has_aux:
             aux_vals = [_unmapped(p, d) for p, d in zip(outs[n_out:k], dims[n_out:k])]
@@ -436,6 +440,19 @@ def jacfwd(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = 
         return jac
 
     return jacfun
+
+
+def _like(x, aval):
+    """A Jacobian block cast to the dtype and weak type of the value it is taken against
+    (JAX's: ``jacrev`` blocks as the input, ``jacfwd`` blocks as the output; a complex
+    block of a real value keeps its real part). Only inexact blocks of inexact values."""
+    from kiln import lax
+    a = get_aval(x)
+    if a.dtype.kind not in "fc" or getattr(aval.dtype, "kind", "") not in "fc":
+        return x
+    if a.dtype.kind == "c" and aval.dtype.kind != "c":
+        x = lax.real(x)
+    return lax._convert_element_type(x, aval.dtype, aval.weak_type)
 
 
 def _unmapped(x, d):
@@ -511,7 +528,7 @@ def jacrev(fun: Callable, argnums=0, has_aux: bool = False, holomorphic: bool = 
             leaves = []
             for c, ia in zip(cts_in, in_avals):
                 blk = lax.slice_in_dim(c, offset, offset + s, axis=0)
-                leaves.append(lax.reshape(blk, oa.shape + ia.shape))
+                leaves.append(_like(lax.reshape(blk, oa.shape + ia.shape), ia))
             per_out.append(_split_in(leaves, d_tree, argnums))
             offset += s
         jac = tree_unflatten(out_tree, per_out)
@@ -683,7 +700,6 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size=None,
         if not isinstance(in_axes, tuple):
             axes_full = (tuple([in_axes] * len(args)), {k: 0 for k in kwargs})
         axes = _flatten_axes("vmap in_axes", a_tree, axes_full, len(a_flat))
-        names = _arg_names(fun, len(args))
         sizes = []
         norm_axes = []
         for x, ax in zip(a_flat, axes):
@@ -709,23 +725,18 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size=None,
         else:
             sizes_set = set(sizes)
         if not sizes_set:
-            raise ValueError("vmap must have at least one non-None value in in_axes")
+            if not a_flat:      # no array at all (JAX's two messages)
+                raise ValueError(
+                    "vmap wrapped function must be passed at least one argument containing "
+                    "an array or axis_size must be specified, got empty *args="
+                    f"{args} and **kwargs={kwargs}")
+            raise ValueError("vmap must have at least one non-None value in in_axes or "
+                             "axis_size must be specified")
         if len(sizes_set) > 1:
-            lines = []
-            # Name each mapped argument with its size.
-            arg_leaf_counts = [len(tree_flatten(a)[0]) for a in args]
-            owners = []
-            for i, c in enumerate(arg_leaf_counts):
-                owners += [names[i]] * c
-            owners += [f"kwarg {k}" for k in kwargs for _ in tree_flatten(kwargs[k])[0]]
-            for x, ax, owner in zip(a_flat, norm_axes, owners):
-                if ax is None:
-                    continue
-                a = get_aval(x)
-                lines.append(f"  * one axis had size {a.shape[ax]}: axis {ax} of argument "
-                             f"{owner} of type {a.str_short()};")
-            raise ValueError("vmap got inconsistent sizes for array axes to be mapped:\n"
-                             + "\n".join(lines))
+            raise ValueError(_inconsistent_sizes_message(
+                fun, args, kwargs, [None if ax is None else get_aval(x).shape[ax]
+                                    for x, ax in zip(a_flat, norm_axes)],
+                norm_axes, axis_size))
         size = sizes_set.pop()
         store = {}
 
@@ -782,3 +793,47 @@ def _user_float0_tree(tree):
 
 
 _loops.set_vmap(vmap)      # lax.map(batch_size=...) and batched dynamic_update_slice
+
+
+def _inconsistent_sizes_message(fun, args, kwargs, sizes, axes, axis_size) -> str:
+    """JAX's message for mapped axes of different sizes: the most common size first, with
+    an example argument (``argument x1``, ``args[2]`` past the signature, ``kwargs['a']``)
+    and its type."""
+    import collections
+    import inspect
+
+    from kiln.tree_util import keystr, tree_flatten_with_path
+    try:
+        params = list(inspect.signature(fun).bind(*args, **kwargs).signature.parameters)
+    except (TypeError, ValueError):
+        params = None
+
+    def arg_name(path):
+        i = path[0].idx
+        if params is None or i >= len(params):
+            return f"args{keystr(path)}"
+        return f"argument {params[i]}" + (keystr(path[1:]) if len(path) > 1 else "")
+
+    def type_of(x):
+        try:
+            return get_aval(x).str_short(short_dtypes=False)
+        except TypeError:
+            return "unknown"
+
+    where = ([f"{arg_name(p)} of type {type_of(x)}"
+              for p, x in tree_flatten_with_path(tuple(args))[0]]
+             + [f"kwargs{keystr(p)} of type {type_of(x)}"
+                for p, x in tree_flatten_with_path(kwargs)[0]])
+    counts = collections.Counter(s for s in sizes if s is not None).most_common()
+    lines = ["vmap got inconsistent sizes for array axes to be mapped:\n"]
+    if axis_size is not None:
+        lines.append(f"  * the `axis_size` argument was {axis_size};\n")
+    for k, (sz, ct) in enumerate(counts):
+        i = sizes.index(sz)
+        if ct == 1:
+            lines.append(f"  * one axis had size {sz}: axis {axes[i]} of {where[i]};\n")
+        else:
+            some = "most" if k == 0 else "some"
+            lines.append(f"  * {some} axes ({ct} of them) had size {sz}, e.g. axis {axes[i]} "
+                         f"of {where[i]};\n")
+    return "".join(lines)[:-2]

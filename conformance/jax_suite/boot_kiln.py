@@ -93,7 +93,7 @@ class XlaOnlyFinder(importlib.abc.MetaPathFinder):
 #: Modules that JAX's tests import at module level and kiln does not provide (JAX-private,
 #: or public API kiln lacks). They load as placeholders (as :data:`XLA_ONLY`) so that the
 #: rest of the module's tests run; a test that uses one fails naming it.
-NOT_IN_KILN = ("jax.export", "jax.custom_batching", "jax._src.literals",
+NOT_IN_KILN = ("jax.export", "jax._src.literals",
                "jax._src.numpy.fft",
                "jax._src.lax.eval_jaxpr", "jax._src.lax.utils", "jax._src.pmap",
                "jax._src.export", "jax._src.cudnn", "jax.experimental.custom_partitioning",

@@ -29,6 +29,7 @@ from kiln.config import (  # noqa: F401
     Config,
     config,
     config_context,
+    external_options,
     parse_flags_with_absl,
 )
 
@@ -202,6 +203,10 @@ for _name, (_value, _why) in JAX_IMPL_SELECTORS.items():
     globals()[_name[4:]] = SelectorState(_name, _value, _why)
     config_states[_name] = globals()[_name[4:]]
 del _name, _short, _value, _why
+for _name in (*JAX_ONLY_OPTIONS, *JAX_IMPL_SELECTORS):
+    # ``jax.config.jax_custom_vjp3`` reads as in JAX (the Config object's attribute)
+    external_options[_name] = (lambda st: lambda: st.value)(config_states[_name])
+del _name
 
 
 def _read(name: str) -> Any:

@@ -2,7 +2,17 @@
 from __future__ import annotations
 
 from kiln.core.avals import AbstractToken, AbstractValue, ShapedArray  # noqa: F401
-from kiln.core.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var  # noqa: F401
+from kiln.core.jaxpr import (  # noqa: F401
+    ClosedJaxpr,
+    Jaxpr,
+    JaxprEqn,
+    Literal,
+    Var,
+    check_jaxpr,
+    eval_jaxpr,
+    jaxpr_as_fun,
+    sub_jaxprs,
+)
 from kiln.core.trace import Trace, Tracer, get_aval  # noqa: F401
 from kiln.extend.core import (  # noqa: F401
     Primitive,  # noqa: F401
@@ -47,3 +57,10 @@ def reset_trace_state() -> bool:
 
 from kiln.errors import ConcretizationTypeError  # noqa: E402,F401  (JAX's core re-exports it)
 from kiln.extend.core import pytype_aval_mappings  # noqa: E402,F401
+
+
+def subjaxprs(jaxpr):
+    """The jaxprs in the parameters of ``jaxpr``'s equations (not recursively), as JAX's
+    ``core.subjaxprs``."""
+    for eqn in jaxpr.eqns:
+        yield from sub_jaxprs(eqn.params)

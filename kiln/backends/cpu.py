@@ -31,10 +31,13 @@ import weakref
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
+
 from kiln.backends import reference
 from kiln.compiler.build import fork as _fork  # noqa: F401 - its at-fork hooks
 from kiln.compiler.build import loaded as _loaded
 from kiln.config import config
+from kiln.core.jaxpr import check_lowerable
 from kiln.core.trace import _debug_checks
 from kiln.interpreters import pjit as _pjit
 from kiln.profiler import _recorder as _profiler
@@ -214,6 +217,7 @@ def _entry_for(closed, name, sync: bool = False) -> _Entry:
     entry = _cache.get(closed)
     if entry is not None:
         return entry
+    check_lowerable(closed.jaxpr)
     with _lock:
         entry = _cache.get(closed)
         if entry is not None:
@@ -277,9 +281,25 @@ def run(closed, args, name: str = "jit", reuse=None):
     A program that uses mutable references (``Ref`` arguments, or references it creates)
     goes through the state handler (``kiln.state.discharge.run``): it runs the discharged,
     pure program and writes the references' final values back."""
+    if config.jax_no_execution:
+        raise RuntimeError(f"JAX tried to execute function {name}, but the no_execution "
+                           "config option is set")
     if state_handler[0] is not None and state_handler[0][0](closed):
         return state_handler[0][1](closed, args, name, _run_pure)
-    return _run_pure(closed, args, name, reuse)
+    return _distinct(_run_pure(closed, args, name, reuse))
+
+
+def _distinct(outs):
+    """Each output in its own buffer, as JAX's: an output the program returns twice (``jit(
+    lambda x: (x, x))``) is copied for its second place."""
+    if len(outs) > 1:
+        outs = list(outs)
+        seen = set()
+        for i, o in enumerate(outs):
+            if id(o) in seen and isinstance(o, np.ndarray):
+                outs[i] = o.copy()
+            seen.add(id(o))
+    return outs
 
 
 #: ``(has_refs(closed), run(closed, args, name, run_pure))``, installed by ``kiln.state``.
@@ -352,7 +372,7 @@ def prepare(closed, name: str = "jit") -> None:
 def plain_mode() -> bool:
     """True when jitted programs run compiled code (no reference backend, no NaN checks)."""
     return (config.kiln_backend == "cpu" and not config.jax_debug_nans
-            and not config.jax_debug_infs)
+            and not config.jax_debug_infs and not config.jax_no_execution)
 
 
 def ready_executable(closed):
@@ -373,9 +393,9 @@ def run_ready(entry, closed, args, name: str = "jit"):
     """Run ``closed`` through the entry from :func:`ready_entry` (plain mode only)."""
     exe = entry.exe
     if exe is None:
-        return _run_pure(closed, args, name)
+        return _distinct(_run_pure(closed, args, name))
     _touch(entry)
-    return exe(args)
+    return _distinct(exe(args))
 
 
 def executable_for(closed, name: str = "jit"):

@@ -7,6 +7,7 @@ the current trace (so evaluating a jaxpr inside ``grad`` differentiates it).
 from __future__ import annotations
 
 import itertools
+import weakref
 
 import numpy as np
 
@@ -105,7 +106,7 @@ class Jaxpr:
     # ``_physical``: the jaxpr with extended dtypes replaced by their storage dtypes, once
     # asked for (``kiln.core.physical.physical_jaxpr``; the jaxpr itself when it has none).
     __slots__ = ("constvars", "invars", "outvars", "eqns", "effects", "debug_info",
-                 "_physical")
+                 "_physical", "__weakref__")
 
     def __init__(self, constvars, invars, outvars, eqns, effects=frozenset(), debug_info=None):
         self.constvars = list(constvars)
@@ -219,6 +220,28 @@ def sub_jaxprs(params):
                 yield x.jaxpr
             elif isinstance(x, Jaxpr):
                 yield x
+
+
+_lowerable: weakref.WeakSet = weakref.WeakSet()
+
+
+def check_lowerable(jaxpr: Jaxpr) -> None:
+    """Raise what a primitive's ``lowering_error(params)`` gives for an equation of
+    ``jaxpr`` (sub-jaxprs included): the errors JAX raises when it lowers a program (a
+    ``checkify.check`` that was not functionalized), not when it traces one. ``jit``'s
+    backend and the eager ``cond``/``while``/``scan`` (which JAX lowers too) call it; a
+    jaxpr that passed is remembered."""
+    if jaxpr in _lowerable:
+        return
+    for eqn in jaxpr.eqns:
+        rule = getattr(eqn.primitive, "lowering_error", None)
+        if rule is not None:
+            err = rule(eqn.params)
+            if err is not None:
+                raise err
+        for sub in sub_jaxprs(eqn.params):
+            check_lowerable(sub)
+    _lowerable.add(jaxpr)
 
 
 def _is_jaxpr(v) -> bool:

@@ -584,6 +584,14 @@ class Tracer:
         return self.aval.size
 
     @property
+    def itemsize(self):
+        return self.aval.dtype.itemsize
+
+    @property
+    def nbytes(self):
+        return self.aval.size * self.aval.dtype.itemsize
+
+    @property
     def weak_type(self):
         return self.aval.weak_type
 

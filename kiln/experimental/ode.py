@@ -17,7 +17,6 @@ differentiation is not available, as in JAX.
 from __future__ import annotations
 
 import operator
-import weakref
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -27,10 +26,8 @@ import numpy as np
 from kiln import dtypes, lax
 from kiln import numpy as jnp
 from kiln._physical_tree import tree_flatten, tree_leaves, tree_map, tree_unflatten
-from kiln.core.jaxpr import eval_jaxpr
 from kiln.core.trace import Tracer, get_aval
-from kiln.custom_derivatives import custom_vjp
-from kiln.interpreters import staging
+from kiln.custom_derivatives import _closure_convert, custom_vjp
 from kiln.jitting import jit
 from kiln.transformations import vjp, vmap
 
@@ -78,57 +75,6 @@ def _maybe_perturbed(x) -> bool:
     if not isinstance(x, Tracer):
         return False
     return bool(jnp.issubdtype(get_aval(x).dtype, jnp.inexact))
-
-
-_converted_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _closure_convert(fun: Callable, *example_args):
-    """``(converted, hoisted)``: ``converted(*args, *hoisted)`` computes ``fun(*args)`` with the
-    closed-over tracers of inexact dtype passed explicitly, so they can be differentiated."""
-    flat, in_tree = tree_flatten(example_args)
-    avals = tuple(get_aval(x) for x in flat)
-    key = (in_tree, avals)
-    try:
-        per_fun = _converted_cache.get(fun)
-    except TypeError:       # not weakly referenceable: never cached
-        per_fun = None
-    if per_fun is not None and key in per_fun:
-        return per_fun[key], []
-
-    store = {}
-
-    def flat_fun(*xs):
-        out = fun(*tree_unflatten(in_tree, list(xs)))
-        leaves, store["tree"] = tree_flatten(out)
-        return leaves
-
-    jaxpr, consts = staging.trace_to_jaxpr(flat_fun, list(avals))
-    out_tree = store["tree"]
-    hoist = [_maybe_perturbed(c) for c in consts]
-    kept = [None if h else c for c, h in zip(consts, hoist)]
-    hoisted = [c for c, h in zip(consts, hoist) if h]
-    n_hoisted = len(hoisted)
-
-    def converted(*args_and_consts):
-        n_args = len(args_and_consts) - n_hoisted
-        args, extra = args_and_consts[:n_args], list(args_and_consts[n_args:])
-        it = iter(extra)
-        all_consts = [next(it) if h else c for c, h in zip(kept, hoist)]
-        args_flat, tree2 = tree_flatten(tuple(args))
-        if tree2 != in_tree:
-            raise TypeError("The inputs to the closure produced by closure_convert must have "
-                            f"the same Pytree structure as the example arguments passed when "
-                            f"closure_convert was called. Expected {in_tree}, but got {tree2}")
-        return tree_unflatten(out_tree, eval_jaxpr(jaxpr, all_consts, *args_flat))
-
-    converted.__name__ = getattr(fun, "__name__", "func")
-    if not any(isinstance(c, Tracer) for c in consts):
-        try:
-            _converted_cache.setdefault(fun, {})[key] = converted
-        except TypeError:
-            pass
-    return converted, hoisted
 
 
 # ----------------------------------------------------------------------------------------------
@@ -267,7 +213,7 @@ def odeint(func: Callable, y0: Any, t: Any, *args: Any, rtol: float = 1.4e-8,
                             f"{arg}.") from None
     if not jnp.issubdtype(t.dtype, jnp.floating):
         raise TypeError(f"t must be an array of floats, but got {t}.")
-    converted, consts = _closure_convert(func, y0, t[0], *args)
+    converted, consts = _closure_convert(func, (y0, t[0], *args), _maybe_perturbed)
     return _odeint_wrapper(converted, rtol, atol, mxstep, hmax, y0, t, *args, *consts)
 
 

@@ -370,7 +370,12 @@ def linearize_flat(fun, primals):
         jt.alive = False
     for p in p_out:
         if isinstance(p, Tracer) and p._trace is pe:
-            raise AssertionError("linearize: a primal output depends on tangents")
+            # As JAX: an operation with no partial-evaluation rule (``custom_vmap``) left
+            # a primal output unknown.
+            raise ValueError(
+                "Linearization failed to produce known values for all output primals. "
+                "This is typically caused by attempting to differentiate a function "
+                "uses an operation that does not support reverse-mode autodiff.")
     out_avals = [tangent_aval(get_aval(p)) for p in p_out]
     t_out = [instantiate_zeros(t) for t in t_out]
     jaxpr, consts = pe.to_jaxpr(t_out)

@@ -18,8 +18,10 @@ from kiln.core.source_info import transform_name_stack
 from kiln.core.trace import (
     Trace,
     Tracer,
+    UnexpectedTracerError,
     aval_str,
     check_foreign_tracer,
+    current_trace,
     custom_jvp_call,
     custom_vjp_call,
     get_aval,
@@ -136,18 +138,50 @@ class BatchTrace(Trace):
     def process_custom_jvp_call(self, fun, jvp, args, *, symbolic_zeros=False):
         vals, dims = zip(*(self.to_val_dim(x) for x in args)) if args else ((), ())
         if all(d is None for d in dims):
-            return custom_jvp_call(self.parent, fun, jvp, list(vals),
-                                   symbolic_zeros=symbolic_zeros)
+            try:
+                return custom_jvp_call(self.parent, fun, jvp, list(vals),
+                                       symbolic_zeros=symbolic_zeros)
+            except UnexpectedTracerError as e:
+                if not self._closed_over(e):
+                    raise
+            # The function or its rule closes over a value this vmap batches: batch the
+            # call as one with batched arguments (as JAX batches every such call).
         return custom_rules.rule("batch_custom_jvp")(self, fun, jvp, list(vals), list(dims),
                                                      symbolic_zeros)
 
     def process_custom_vjp_call(self, fun, fwd, bwd, args, out_trees, *, symbolic_zeros=False):
         vals, dims = zip(*(self.to_val_dim(x) for x in args)) if args else ((), ())
         if all(d is None for d in dims):
-            return custom_vjp_call(self.parent, fun, fwd, bwd, list(vals), out_trees,
-                                   symbolic_zeros=symbolic_zeros)
+            try:
+                return custom_vjp_call(self.parent, fun, fwd, bwd, list(vals), out_trees,
+                                       symbolic_zeros=symbolic_zeros)
+            except UnexpectedTracerError as e:
+                if not self._closed_over(e):
+                    raise
         return custom_rules.rule("batch_custom_vjp")(self, fun, fwd, bwd, list(vals),
                                                      list(dims), out_trees, symbolic_zeros)
+
+    def _closed_over(self, err) -> bool:
+        """Whether ``err`` is about one of this trace's tracers (closed over by a custom
+        function whose arguments this trace does not batch)."""
+        t = getattr(err, "tracer", None)
+        return isinstance(t, BatchTracer) and t._trace is self and self.alive
+
+
+def batch_flat_in(trace: BatchTrace, fun, vals, dims):
+    """``batch_flat`` with ``trace`` itself as the batching trace, made a child of the
+    current trace while ``fun`` runs, so that values ``fun`` closes over that ``trace``
+    batches are its own (JAX's subtrace of the same tag). Returns ``(vals, dims)``."""
+    saved = trace.parent
+    trace.parent = current_trace()
+    try:
+        ins = [v if d is None else BatchTracer(trace, v, d) for v, d in zip(vals, dims)]
+        with _set_trace(trace):
+            outs = fun(*ins)
+        res = [trace.to_val_dim(o) for o in outs]
+    finally:
+        trace.parent = saved
+    return [v for v, _ in res], [d for _, d in res]
 
 
 def _collective_axis_names(eqn) -> tuple:

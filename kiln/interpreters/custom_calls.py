@@ -28,7 +28,7 @@ from kiln.core.trace import (
     get_aval,
     set_current_trace,
 )
-from kiln.interpreters import ad, batching, custom_rules, lax_ops, staging
+from kiln.interpreters import ad, batching, custom_rules, lax_ops, pjit, staging
 from kiln.interpreters.ad import Zero
 
 __all__ = ["SymbolicZero", "batch_custom_jvp", "batch_custom_vjp", "bind_custom_lin",
@@ -273,6 +273,37 @@ def _custom_jvp_call_jvp(primals, tangents, *, call_jaxpr, jvp_jaxpr_fun, num_co
 ad.jvp_rules[custom_jvp_call_p] = _custom_jvp_call_jvp
 
 
+def _custom_jvp_call_dce(used_outputs, eqn):
+    """``eqn`` computing only the used outputs: the function's jaxpr pruned, the rule's
+    outputs filtered (its operands are kept)."""
+    from kiln.interpreters.partial_eval import dce_jaxpr
+    call = eqn.params["call_jaxpr"]
+    body, _ = dce_jaxpr(call.jaxpr, used_outputs, instantiate=True)
+    jvp = eqn.params["jvp_jaxpr_fun"]
+
+    def pruned_jvp(primals, tangents):
+        p_out, t_out = jvp(primals, tangents)
+        return ([p for p, u in zip(p_out, used_outputs) if u],
+                [t for t, u in zip(t_out, used_outputs) if u])
+
+    params = dict(eqn.params, call_jaxpr=ClosedJaxpr(body, call.consts),
+                  jvp_jaxpr_fun=_copy_display(pruned_jvp, jvp))
+    return eqn.replace(outvars=[v for v, u in zip(eqn.outvars, used_outputs) if u],
+                       params=params)
+
+
+custom_jvp_call_p.dce_rule = _custom_jvp_call_dce
+
+
+def _custom_jvp_call_transpose(cts, *args, call_jaxpr, **_):
+    # Linear use (a JVP rule applying the function to its tangent, ``f(x_dot)``): as JAX,
+    # transpose the function itself (the custom rule plays no part in reverse mode).
+    return pjit._transpose_rule(cts, *args, jaxpr=call_jaxpr, name="custom_jvp_call")
+
+
+ad.transpose_rules[custom_jvp_call_p] = _custom_jvp_call_transpose
+
+
 def _custom_jvp_call_batch(axis_data, vals, dims, *, call_jaxpr, jvp_jaxpr_fun, num_consts,
                            symbolic_zeros):
     fun = functools.partial(eval_jaxpr, call_jaxpr.jaxpr, call_jaxpr.consts)
@@ -295,27 +326,41 @@ def _drop_consts(jvp, nc):
 batching.batch_rules[custom_jvp_call_p] = _custom_jvp_call_batch
 
 
-def _batched_jvp_callables(axis_data, fun, jvp, vals, dims):
+def _batcher(axis_data, trace):
+    """``batch(fun, vals, dims) -> (outs, out_dims)``: a new batching trace, or ``trace``
+    itself (a call of a ``vmap`` whose function may close over that vmap's values)."""
+    if trace is None:
+        return lambda f, vals, dims: batching.batch_flat(f, vals, dims, axis_data)
+    return lambda f, vals, dims: batching.batch_flat_in(trace, f, vals, dims)
+
+
+def _batched_jvp_callables(axis_data, fun, jvp, vals, dims, trace=None):
     size = axis_data.size
+    batch = _batcher(axis_data, trace)
     bvals = [batching.bdim_at_front(v, d, size) if d is not None else v
              for v, d in zip(vals, dims)]
     bdims = [None if d is None else 0 for d in dims]
 
     def bfun(*xs):
-        outs, odims = batching.batch_flat(fun, list(xs), bdims, axis_data)
+        outs, odims = batch(fun, list(xs), bdims)
         return [batching.matchaxis(o, d, 0, size) for o, d in zip(outs, odims)]
 
     def bjvp(primals, tangents):
         n = len(primals)
-        tangents = [ad.instantiate_zeros(t) for t in tangents]
+        # Symbolic zeros (a ``symbolic_zeros=True`` rule) stay symbolic: the rule sees a
+        # zero of one element's type, not a batched array of zeros (as JAX).
+        zero = [type(t) is Zero for t in tangents]
+        nz = [(p, t, d) for p, t, d, z in zip(primals, tangents, bdims, zero) if not z]
+        elt_avals = [_unbatched_aval(get_aval(p), d) for p, d in zip(primals, bdims)]
 
         def f(*xs):
-            p_out, t_out = jvp(list(xs[:n]), list(xs[n:]))
+            it = iter(xs[n:])
+            ts = [Zero(ad.tangent_aval(a)) if z else next(it)
+                  for a, z in zip(elt_avals, zero)]
+            p_out, t_out = jvp(list(xs[:n]), ts)
             return list(p_out) + [ad.instantiate_zeros(t) for t in t_out]
-        tdims = [d if get_aval(t).ndim == get_aval(p).ndim else None
-                 for p, t, d in zip(primals, tangents, bdims)]
-        outs, odims = batching.batch_flat(f, list(primals) + list(tangents), bdims + tdims,
-                                          axis_data)
+        tdims = [d if get_aval(t).ndim == get_aval(p).ndim else None for p, t, d in nz]
+        outs, odims = batch(f, list(primals) + [t for _, t, _ in nz], bdims + tdims)
         outs = [batching.matchaxis(o, d, 0, size) for o, d in zip(outs, odims)]
         k = len(outs) // 2
         return outs[:k], outs[k:]
@@ -323,10 +368,16 @@ def _batched_jvp_callables(axis_data, fun, jvp, vals, dims):
     return bfun, bjvp, bvals
 
 
+def _unbatched_aval(aval, bdim):
+    if bdim is None:
+        return aval
+    return aval.update(shape=aval.shape[:bdim] + aval.shape[bdim + 1:])
+
+
 def batch_custom_jvp(trace, fun, jvp, vals, dims, symbolic_zeros):
-    bfun, bjvp, bvals = _batched_jvp_callables(trace.axis_data, fun, jvp, vals, dims)
+    bfun, bjvp, bvals = _batched_jvp_callables(trace.axis_data, fun, jvp, vals, dims, trace)
     _copy_display(bjvp, jvp)
-    outs = custom_jvp_call(trace.parent, bfun, bjvp, bvals, symbolic_zeros=False)
+    outs = custom_jvp_call(trace.parent, bfun, bjvp, bvals, symbolic_zeros=symbolic_zeros)
     return [batching.BatchTracer(trace, o, 0) for o in outs]
 
 
@@ -364,15 +415,16 @@ def _custom_vjp_call_jvp(primals, tangents, *, call_jaxpr, fwd_jaxpr_thunk, bwd,
 ad.jvp_rules[custom_vjp_call_p] = _custom_vjp_call_jvp
 
 
-def _batched_vjp_callables(axis_data, fun, fwd, bwd, vals, dims):
+def _batched_vjp_callables(axis_data, fun, fwd, bwd, vals, dims, trace=None):
     size = axis_data.size
+    batch = _batcher(axis_data, trace)
     bvals = [batching.bdim_at_front(v, d, size) if d is not None else v
              for v, d in zip(vals, dims)]
     bdims = [None if d is None else 0 for d in dims]
     res_dims = {}
 
     def bfun(*xs):
-        outs, odims = batching.batch_flat(fun, list(xs), bdims, axis_data)
+        outs, odims = batch(fun, list(xs), bdims)
         return [batching.matchaxis(o, d, 0, size) for o, d in zip(outs, odims)]
 
     def bfwd(primals, perturbed=None):
@@ -382,7 +434,7 @@ def _batched_vjp_callables(axis_data, fun, fwd, bwd, vals, dims):
             p_out, res = fwd(list(xs), perturbed)
             cell["n"] = len(p_out)
             return list(p_out) + list(res)
-        outs, odims = batching.batch_flat(f, list(primals), bdims, axis_data)
+        outs, odims = batch(f, list(primals), bdims)
         outs = [batching.matchaxis(o, d, 0, size) for o, d in zip(outs, odims)]
         k = cell["n"]
         res_dims["n"] = len(outs) - k
@@ -390,13 +442,17 @@ def _batched_vjp_callables(axis_data, fun, fwd, bwd, vals, dims):
 
     def bbwd(res, cts):
         n = len(res)
+        # Zero cotangents stay symbolic (one element's type) for a symbolic_zeros rule.
+        zero = [type(c) is Zero for c in cts]
+        nz = [c for c, z in zip(cts, zero) if not z]
 
         def f(*xs):
-            out = bwd(list(xs[:n]), list(xs[n:]))
+            it = iter(xs[n:])
+            cs = [Zero(_unbatched_aval(c.aval, 0)) if z else next(it)
+                  for c, z in zip(cts, zero)]
+            out = bwd(list(xs[:n]), cs)
             return [_zeros_from_aval(o.aval) if type(o) is Zero else o for o in out]
-        cts = [ad.instantiate_zeros(c) for c in cts]
-        outs, odims = batching.batch_flat(f, list(res) + list(cts), [0] * (n + len(cts)),
-                                          axis_data)
+        outs, odims = batch(f, list(res) + nz, [0] * (n + len(nz)))
         # Inputs that were not batched get the sum of the per-lane cotangents.
         return [batching.matchaxis(o, d, 0, size) if bd is not None else
                 (lax_ops.reduce_sum(o, (d,)) if d is not None else o)
@@ -406,7 +462,8 @@ def _batched_vjp_callables(axis_data, fun, fwd, bwd, vals, dims):
 
 
 def batch_custom_vjp(trace, fun, fwd, bwd, vals, dims, out_trees, symbolic_zeros):
-    bfun, bfwd, bbwd, bvals = _batched_vjp_callables(trace.axis_data, fun, fwd, bwd, vals, dims)
+    bfun, bfwd, bbwd, bvals = _batched_vjp_callables(trace.axis_data, fun, fwd, bwd, vals, dims,
+                                                     trace)
     _copy_display(bfwd, fwd)
     outs = custom_vjp_call(trace.parent, bfun, bfwd, bbwd, bvals, out_trees,
                            symbolic_zeros=symbolic_zeros)

@@ -202,6 +202,12 @@ def _callback_lowering(prim, rule, in_avals, params) -> ClosedJaxpr | None:
     return ClosedJaxpr(jaxpr, consts)
 
 
+#: The platforms on which ``jit(..., donate_argnums=...)`` donates (JAX's list, read by its
+#: test helper ``device_supports_buffer_donation``): kiln's one platform, ``cpu``, does
+#: (``kiln/donation.py``), as JAX's CPU backend.
+_platforms_with_donation = ["cpu"]
+
+
 def __getattr__(name):
     raise AttributeError(
         f"module 'jax.interpreters.mlir' (kiln.interpreters.mlir) has no attribute {name!r}: "

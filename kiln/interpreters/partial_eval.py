@@ -18,10 +18,11 @@ from kiln.core import leaks
 from kiln.core.avals import AbstractValue
 from kiln.core.jaxpr import ClosedJaxpr, Jaxpr, Literal, Var
 from kiln.core.trace import get_aval, set_current_trace
-from kiln.interpreters.staging import JaxprTrace, JaxprTracer, has_effects
+from kiln.interpreters.staging import JaxprTrace, JaxprTracer, close_jaxpr, has_effects
 
 __all__ = [
-    "DynamicJaxprTracer", "JaxprTracer", "PartialVal", "Val", "dce_jaxpr", "dce_jaxpr_consts",
+    "DynamicJaxprTracer", "JaxprTracer", "PartialVal", "Val", "close_jaxpr", "dce_jaxpr",
+    "dce_jaxpr_consts",
     "trace_to_jaxpr_dynamic", "trace_to_jaxpr_nounits",
 ]
 
@@ -166,7 +167,12 @@ def _dce(jaxpr: Jaxpr, used_outputs: Sequence[bool], instantiate):
             live.add(v)
     eqns = []
     for eqn in reversed(jaxpr.eqns):
-        if any(v in live for v in eqn.outvars) or has_effects(eqn):
+        used = [v in live for v in eqn.outvars]
+        if any(used) or has_effects(eqn):
+            rule = getattr(eqn.primitive, "dce_rule", None)
+            if rule is not None and not all(used) and not has_effects(eqn):
+                # A call whose unused outputs its body can stop computing (JAX's dce rules).
+                eqn = rule(used, eqn)
             eqns.append(eqn)
             live.update(v for v in eqn.invars if not isinstance(v, Literal))
     eqns.reverse()

@@ -19,7 +19,7 @@ from kiln.core import leaks
 from kiln.core import physical as _physical  # noqa: F401  (installs EvalTrace's rewrite)
 from kiln.core import trace as core
 from kiln.core.avals import ShapedArray
-from kiln.core.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var
+from kiln.core.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var, sub_jaxprs
 from kiln.core.ref import AbstractRef, Ref
 from kiln.core.source_info import current as _source_info
 from kiln.core.source_info import current_name_stack as _current_name_stack
@@ -171,12 +171,27 @@ class JaxprTrace(Trace):
         outvars = [_literal_to_var(self, v) if isinstance(v, Literal) else v for v in outvars]
         constvars = [v for _, v in self.const_vals]
         consts = [x for x, _ in self.const_vals]
-        jaxpr = Jaxpr(constvars, self.invars, outvars, self.eqns)
+        jaxpr = Jaxpr(constvars, self.invars, outvars, self.eqns, _named_effects(self.eqns))
         if dce:
             jaxpr, used_consts = dce_jaxpr_consts(jaxpr)
             consts = [c for c, u in zip(consts, used_consts) if u]
         self.alive = False
         return jaxpr, consts
+
+
+def _named_effects(eqns) -> frozenset:
+    """The jaxpr's ``effects`` as JAX lists them: what primitives with a
+    ``named_effects(params, in_avals)`` rule declare (checkify's ``ErrorEffect`` of a
+    ``check``), and those of sub-jaxprs. Ordering and the dead-code rules use
+    :func:`has_effects` instead."""
+    out = set()
+    for eqn in eqns:
+        rule = getattr(eqn.primitive, "named_effects", None)
+        if rule is not None:
+            out |= set(rule(eqn.params, [v.aval for v in eqn.invars]))
+        for sub in sub_jaxprs(eqn.params):
+            out |= set(sub.effects)
+    return frozenset(out)
 
 
 def _literal_to_var(trace, lit):

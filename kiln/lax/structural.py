@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from kiln import _extended, dtypes
+from kiln.array import Array
 from kiln.core.avals import ShapedArray
-from kiln.core.trace import get_aval
+from kiln.core.trace import Tracer, get_aval
 from kiln.interpreters import ad, batching, lax_ops
 from kiln.interpreters.ad import Zero, is_undefined_primal
 from kiln.lax._factory import _any, check_dtype, standard_primitive
@@ -114,8 +115,9 @@ def _convert_element_type(operand, new_dtype=None, weak_type=False):
     new_dtype = aval.dtype if new_dtype is None else \
         dtypes.canonicalize_dtype(new_dtype, allow_extended_dtype=True)
     _check_extended(aval, new_dtype)
-    if aval.dtype == new_dtype and aval.weak_type == weak_type:
-        return operand
+    if aval.dtype == new_dtype and aval.weak_type == weak_type and isinstance(
+            operand, (Array, Tracer)):
+        return operand      # (a NumPy array or Python scalar still becomes an Array, as JAX)
     return convert_element_type_p.bind(operand, new_dtype=new_dtype, weak_type=weak_type,
                                        sharding=None)
 

@@ -220,6 +220,14 @@ def _tracer_addupdate(self, value, idx=()):
 
 from kiln.core.ref import AbstractRef as _AbstractRef  # noqa: E402
 
+
+def _tracer_deepcopy(self, memo):
+    # As JAX: a deep copy of a traced array is the ``copy`` operation (a new value), never a
+    # copy of the tracer object (which would belong to no trace).
+    return _copy(self)
+
+
+Tracer.__deepcopy__ = _tracer_deepcopy
 Tracer.__getitem__ = _tracer_getitem
 Tracer.__setitem__ = _tracer_setitem
 Tracer.at = property(_tracer_at)
@@ -397,6 +405,9 @@ def _getitem_fast(self, idx, _new=_new, _Array=Array, _nd=_ndarray, _ell=(Ellips
                     has_ell = True
             out = v[idx] if has_ell else v[idx + _ell]
         elif t is _Array:
+            if core.current_trace() is not core.eval_trace:
+                # staged (make_jaxpr, checkify): a gather equation, as JAX stages it
+                return _np_mod()._rewriting_take(self, idx)
             out = _take_concrete(v, idx._value)
             if out is None:
                 return _np_mod()._rewriting_take(self, idx)

@@ -107,7 +107,10 @@ def array(object, dtype=None, copy=True, order="K", ndmin=0, *, device=None):  #
             from kiln.lax.copying import array_copy
             out = array_copy(out)
     elif isinstance(object, (list, tuple)):
-        leaves = [_leaf_for_dtype(x) for x in _flatten_leaves(object, [])]
+        raw = _flatten_leaves(object, [])
+        if any(x is None for x in raw):
+            raise ValueError("None is not a valid value for jnp.array")
+        leaves = [_leaf_for_dtype(x) for x in raw]
         if dtype is None:
             dtype = (dtypes.result_type(*leaves) if leaves else dtypes.default_float_dtype())
         if any(isinstance(x, Tracer) or _is_key_array(x) for x in leaves):
@@ -141,11 +144,15 @@ def array(object, dtype=None, copy=True, order="K", ndmin=0, *, device=None):  #
     elif _has_buffer(object):
         # array.array, memoryview, ...: the buffer protocol, as NumPy reads it.
         out = make_array(dtypes.coerce_to_array(np.array(memoryview(object)), dtype))
+    elif object is None:
+        raise ValueError("None is not a valid value for jnp.array")
     else:
         raise TypeError(f"Unexpected input type for array: {type(object)}")
     nd = get_aval(out).ndim
     if ndmin > nd:
         out = lax.reshape(out, (1,) * (ndmin - nd) + tuple(get_aval(out).shape))
+    if device is not None and type(out) is Array:
+        out = out.to_device(device)
     return out
 
 
@@ -169,14 +176,14 @@ def _key_array_copy(keys, dtype):
 def asarray(a, dtype=None, order=None, *, copy=None, device=None):
     """Convert to an array without copying when possible (``jnp.asarray``)."""
     if dtype is None and not copy and (isinstance(a, (Array, Tracer)) or _is_key_array(a)):
-        return a
+        return a if device is None or type(a) is not Array else a.to_device(device)
     if isinstance(a, np.ma.MaskedArray):     # as JAX (jnp.array takes the data)
         masked_array_error()
     if copy is False and dtype is not None and isinstance(a, (Array, Tracer)) \
             and get_aval(a).dtype != dtypes.canonicalize_dtype(dtype):
         raise ValueError("jnp.asarray: cannot avoid a copy when converting the dtype and "
                          "copy=False was given")
-    return array(a, dtype=dtype, copy=bool(copy), order=order)
+    return array(a, dtype=dtype, copy=bool(copy), order=order, device=device)
 
 
 def copy(a, order=None):
@@ -195,6 +202,8 @@ def _fill(shape, fill_value, dtype, weak):
         raise TypeError(f"Shapes must have every element be nonnegative, got {tuple(shape)}.")
     if isinstance(dtype, dtypes.ExtendedDType):     # typed keys (``zeros((2,), key<fry>)``)
         return dtype._rules.full(tuple(shape), fill_value, dtype)
+    if dtype == dtypes.float0:      # as JAX: a NumPy array of float0 (no data to hold)
+        return np.zeros(tuple(shape), dtypes.float0)
     if isinstance(fill_value, Tracer) or isinstance(fill_value, Array):
         v = lax._convert_element_type(fill_value, dtype, weak)
     else:
@@ -204,6 +213,7 @@ def _fill(shape, fill_value, dtype, weak):
     return _util.broadcast_to(v, shape)
 
 
+@_util.placed
 def full(shape, fill_value, dtype=None, *, device=None):
     """An array of ``shape`` filled with ``fill_value`` (which may be an array to broadcast)."""
     shape = canonicalize_shape(shape, "The shape argument of jnp.full must be static.")
@@ -222,6 +232,7 @@ def full(shape, fill_value, dtype=None, *, device=None):
     return _fill(shape, fill_value, dt, weak)
 
 
+@_util.placed
 def zeros(shape, dtype=None, *, device=None):
     """An array of zeros (default dtype: the default float)."""
     shape = canonicalize_shape(shape, "The shape argument of jnp.zeros must be static.")
@@ -229,6 +240,7 @@ def zeros(shape, dtype=None, *, device=None):
     return _fill(shape, 0, dt, False)
 
 
+@_util.placed
 def ones(shape, dtype=None, *, device=None):
     """An array of ones (default dtype: the default float)."""
     shape = canonicalize_shape(shape, "The shape argument of jnp.ones must be static.")
@@ -236,6 +248,7 @@ def ones(shape, dtype=None, *, device=None):
     return _fill(shape, 1, dt, False)
 
 
+@_util.placed
 def empty(shape, dtype=None, *, device=None):
     """Like ``zeros`` (kiln arrays are always initialized)."""
     return zeros(shape, dtype)
@@ -285,6 +298,7 @@ def _full_like(name, a, fill_value, dtype, shape):
     return _util.broadcast_to(v, shape)
 
 
+@_util.placed
 def full_like(a, fill_value, dtype=None, shape=None, *, device=None, out_sharding=None):
     """Create an array full of ``fill_value`` with the same shape and dtype as ``a``.
 
@@ -305,6 +319,7 @@ def full_like(a, fill_value, dtype=None, shape=None, *, device=None, out_shardin
     return _full_like("full_like", a, fill_value, dtype, shape)
 
 
+@_util.placed
 def zeros_like(a, dtype=None, shape=None, *, device=None, out_sharding=None):
     """Create an array full of zeros with the same shape and dtype as ``a``.
 
@@ -316,6 +331,7 @@ def zeros_like(a, dtype=None, shape=None, *, device=None, out_sharding=None):
     return _full_like("zeros_like", a, 0, dtype, shape)
 
 
+@_util.placed
 def ones_like(a, dtype=None, shape=None, *, device=None, out_sharding=None):
     """Create an array full of ones with the same shape and dtype as ``a``.
 
@@ -325,6 +341,7 @@ def ones_like(a, dtype=None, shape=None, *, device=None, out_sharding=None):
     return _full_like("ones_like", a, 1, dtype, shape)
 
 
+@_util.placed
 def empty_like(prototype, dtype=None, shape=None, *, device=None):
     """Create an empty array with the same shape and dtype as ``prototype``.
 
@@ -371,6 +388,7 @@ def _clamp_diagonal(k, n, m):
     return min(max(k, -n - 1), m)
 
 
+@_util.placed
 def eye(N, M=None, k=0, dtype=None, *, device=None):
     """A 2-D array with ones on the ``k``-th diagonal."""
     n = _static_int(N, "N")
@@ -394,10 +412,14 @@ def tri(N, M=None, k=0, dtype=None):
     """Ones at and below the ``k``-th diagonal."""
     n = _static_int(N, "N")
     m = n if M is None else _static_int(M, "M")
-    k = _tri_k(_static_int(k, "k"), n, m)
     # JAX's default here is float32 even with jax_enable_x64 (``dtype or float32``).
     dt = user_dtype(dtype, "tri") or np.dtype(np.float32)
     rows, cols = _iota_2d(n, m)
+    k = _util.concretize(k)
+    if isinstance(k, Tracer):       # a traced offset (as JAX): compared at run time
+        k = lax.convert_element_type(k, get_aval(rows).dtype)
+        return lax.convert_element_type(lax.le(cols, rows + k), dt)
+    k = _tri_k(_static_int(k, "k"), n, m)
     return lax.convert_element_type(lax.le(cols, lax.add(rows, k)), dt)
 
 
@@ -470,6 +492,7 @@ def _concrete_scalar(x, name):
     return x
 
 
+@_util.placed
 def arange(start, stop=None, step=None, dtype=None, *, device=None):
     """Evenly spaced values in ``[start, stop)`` (arguments must be concrete)."""
     _util.check_arraylike_or_none("arange", start, stop, step)
@@ -485,6 +508,9 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None):
                              f"{np.shape(v)}")
     if dtype is None:
         dtype = dtypes.canonicalize_dtype(dtypes.result_type(*args))
+    if any(np.iscomplexobj(v) for v in vals):
+        raise ValueError("Passing complex start/stop/step to jnp.arange is no longer "
+                         "supported starting in JAX v0.10.0.")
     pyvals = [v.item() if isinstance(v, (np.ndarray, np.generic)) else v for v in vals]
     if stop is None and step is None:
         if dtypes.issubdtype(dtype, np.integer) or dtype == np.bool_:
@@ -500,6 +526,7 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None):
     return make_array(out.astype(dtype))
 
 
+@_util.placed
 def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *,
              device=None):
     """``num`` evenly spaced values from ``start`` to ``stop`` (differentiable in both)."""

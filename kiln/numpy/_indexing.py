@@ -26,7 +26,7 @@ import numpy as np
 
 from kiln import dtypes, lax
 from kiln.array import Array, make_array
-from kiln.core.trace import Tracer, get_aval
+from kiln.core.trace import Tracer, current_trace, eval_trace, get_aval
 from kiln.errors import ConcretizationTypeError, NonConcreteBooleanIndexError
 from kiln.lax.gather_scatter import GatherDimensionNumbers, GatherScatterMode
 from kiln.numpy import _util
@@ -277,6 +277,14 @@ def _basic_take(x, parsed: ParsedIndex):
             strides.append(st)
             if r:
                 rev.append(ax)
+        elif k == INT and n > 0 and not -n <= v < n:
+            # Out of bounds: a dynamic_slice at that (clamped) position, as JAX stages it,
+            # so that checkify's index checks see it.
+            starts.append(0)
+            limits.append(n)
+            strides.append(1)
+            squeeze.append(ax)
+            dyn[ax] = v
         elif k == INT:
             i = clamp_static_int(v, n)
             starts.append(i)
@@ -547,7 +555,10 @@ def _rewriting_take(arr, idx, indices_are_sorted=False, unique_indices=False, mo
                     fill_value=None, out_sharding=None, wrap_negative_indices=True):
     """``arr[idx]`` with NumPy semantics (out-of-bound indices clamp, as in JAX; ``mode=
     'fill'`` gives ``fill_value`` for them instead)."""
-    if type(arr) is Array and mode is None and wrap_negative_indices:
+    # NumPy fast paths for a concrete operand and concrete indices: eagerly only (staged,
+    # as JAX, the indexing is equations: make_jaxpr shows them and checkify checks them).
+    eager = current_trace() is eval_trace
+    if eager and type(arr) is Array and mode is None and wrap_negative_indices:
         fast = _fast_numpy_basic(arr, idx)
         if fast is not None:
             return fast
@@ -559,7 +570,7 @@ def _rewriting_take(arr, idx, indices_are_sorted=False, unique_indices=False, mo
     fill = mode is not None and _gather_mode(mode) == GatherScatterMode.FILL_OR_DROP
     has_int = any(k in (INT, TRACED_INT) for k, _ in parsed.entries)
     if parsed.has_array or ((fill or not wrap_negative_indices) and has_int):
-        if type(x) is Array and all(k != TRACED_INT and (k != ARRAY or isinstance(v, np.ndarray))
+        if eager and type(x) is Array and all(k != TRACED_INT and (k != ARRAY or isinstance(v, np.ndarray))
                                     for k, v in parsed.entries):
             out = _numpy_take(x, parsed, "fill" if fill else None, fill_value,
                               wrap_negative_indices)

@@ -448,3 +448,20 @@ def user_dtype(dtype, fun_name: str | None = None):
     if dtype is None:
         return None
     return dtypes.check_and_canonicalize_user_dtype(dtype, fun_name)
+
+
+def placed(fn):
+    """``fn``'s ``device=`` argument honoured as JAX does: the (concrete) result is put on
+    that device or sharding (``jnp.zeros(3, device=jax.devices()[1])``); a traced result is
+    left as it is (inside ``jit`` placement is the program's)."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, device=None, **kwargs):
+        out = fn(*args, **kwargs)
+        if device is None:
+            return out
+        if type(out) is tuple:      # linspace(retstep=True)
+            return tuple(o.to_device(device) if type(o) is Array else o for o in out)
+        return out.to_device(device) if type(out) is Array else out
+    return wrapper

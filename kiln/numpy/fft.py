@@ -16,6 +16,7 @@ from kiln import dtypes, lax
 from kiln.core.trace import get_aval
 from kiln.lax.fourier import FftType
 from kiln.numpy._util import ensure_arraylike
+from kiln.numpy._util import placed as _placed
 
 __all__ = ["fft", "ifft", "rfft", "irfft", "fft2", "ifft2", "rfft2", "irfft2", "fftn",
            "ifftn", "rfftn", "irfftn", "hfft", "ihfft", "fftfreq", "rfftfreq", "fftshift",
@@ -213,6 +214,7 @@ def _check_freq_args(name, n, d):
                          f"Got d = {list(d)}.")
 
 
+@_placed
 def fftfreq(n: int, d=1.0, *, dtype=None, device=None):
     """Sample frequencies of ``fft``: ``[0, 1, ..., n/2-1, -n/2, ..., -1] / (d * n)``."""
     jnp = _jnp()
@@ -228,6 +230,7 @@ def fftfreq(n: int, d=1.0, *, dtype=None, device=None):
     return jnp.astype(result, out_dtype)
 
 
+@_placed
 def rfftfreq(n: int, d=1.0, *, dtype=None, device=None):
     """Sample frequencies of ``rfft``: ``[0, 1, ..., n//2] / (d * n)``."""
     jnp = _jnp()

@@ -153,9 +153,15 @@ class PmapLowered(Lowered):
         super().__init__(jaxpr, in_tree, tree_flatten(shapes)[1],
                          getattr(pmapped, "__name__", "pmap"))
         self._pmapped = pmapped
-        self.in_avals = [to_array(x).aval if not isinstance(x, Array) else x.aval
-                         for x in leaves]
+        self._leaf_avals = [to_array(x).aval if not isinstance(x, Array) else x.aval
+                            for x in leaves]
         self._jaxpr = jaxpr
+
+    @property
+    def in_avals(self):
+        """The arguments' abstract values (the unmapped, per-call types): a pytree
+        ``(args, kwargs)``, as ``Lowered.in_avals``."""
+        return tree_unflatten(self.in_tree, self._leaf_avals)
 
     def as_text(self, dialect=None, **_kw) -> str:
         return str(self._jaxpr)
@@ -183,7 +189,7 @@ class PmapCompiled(Compiled):
         lowered = self._lowered
         if tree != lowered.in_tree:
             raise TypeError(f"function compiled for {lowered.in_tree}, called with {tree}")
-        for x, a in zip(leaves, lowered.in_avals):
+        for x, a in zip(leaves, lowered._leaf_avals):
             xa = x.aval if isinstance(x, (Array, Tracer)) else to_array(x).aval
             if xa.shape != a.shape or xa.dtype != a.dtype:
                 raise TypeError("Argument types differ from the types for which this "

@@ -412,3 +412,4 @@ def test_make_jaxpr_shows_the_check():
     text = str(kiln.make_jaxpr(checkify.checkify(f))(1.0))
     assert "check" not in text.replace("checkify", "")  # functionalized: no check left
     assert "not" in text
+

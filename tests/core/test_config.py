@@ -43,6 +43,7 @@ DEFAULTS = {
     "jax_dynamic_shapes": False,
     "jax_random_seed_offset": 0,
     "jax_debug_key_reuse": False,
+    "jax_no_execution": False,
     "jax_default_device": None,
     "jax_transfer_guard": None,
     "jax_transfer_guard_host_to_device": None,

@@ -202,3 +202,42 @@ def _jax_none_case():
     f.defvjp(lambda t: (f(t), t), lambda t, ct: ((ct * t[2], None, None),))
     ga, gb = jax.grad(lambda a, b: f((a, None, b)), argnums=(0, 1))(2.0, 3.0)
     return float(ga), float(gb)
+
+
+def test_symbolic_zeros_survive_vmap_inside_grad():
+    # JAX's custom_api_test: a symbolic_zeros rule under vmap sees SymbolicZero (of one
+    # element's type) for an unperturbed input / unused output, not batched zeros.
+    from functools import partial
+
+    from kiln.custom_derivatives import SymbolicZero
+    seen = []
+
+    @kiln.custom_jvp
+    def f(x, y):
+        return x * y
+
+    @partial(f.defjvp, symbolic_zeros=True)
+    def f_jvp(primals, tangents):
+        seen.append(tangents[1])
+        return f(*primals), tangents[1]
+
+    kiln.grad(lambda x, y: kiln.vmap(f)(x, y).sum())(jnp.ones(3), jnp.ones(3))
+    assert type(seen[-1]) is SymbolicZero and seen[-1].shape == ()
+
+    @kiln.custom_vjp
+    def g(x, y):
+        return x, y
+
+    def fwd(x, y):
+        assert x.perturbed and not y.perturbed
+        return g(x.value, y.value), None
+
+    def bwd(_, ct):
+        seen.append(ct[1])
+        return ct
+
+    g.defvjp(fwd, bwd, symbolic_zeros=True)
+    for wrap in (lambda h: h, kiln.jit):
+        out = kiln.grad(lambda x, y: wrap(kiln.vmap(g))(x, y)[0].sum())(jnp.ones(3), jnp.ones(3))
+        np.testing.assert_array_equal(out, np.ones(3))
+        assert type(seen[-1]) is SymbolicZero and seen[-1].shape == ()

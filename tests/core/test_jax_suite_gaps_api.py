@@ -266,3 +266,99 @@ def test_traced_lower_lowering_platforms():
         traced.lower(lowering_platforms=("tpu",))
     with pytest.raises(TypeError):
         traced.lower(lowering_platforms="cpu")
+
+
+# -- api_test (issue 26, second pass) ------------------------------------------------------
+
+def test_vmap_argument_errors_are_jax_texts():
+    with pytest.raises(ValueError, match=r"vmap wrapped function must be passed at least one "
+                                         r"argument containing an array or axis_size must be "
+                                         r"specified, got empty \*args=\(\{\},\) and "
+                                         r"\*\*kwargs=\{\}"):
+        kiln.vmap(lambda x: x)({})
+    with pytest.raises(ValueError, match="at least one non-None value in in_axes"):
+        kiln.vmap(lambda x: x, in_axes=None)(jnp.ones(2))
+
+    def f(x1, x2, a3):
+        return x1 + x2 + a3
+
+    with pytest.raises(ValueError, match=(
+            "vmap got inconsistent sizes for array axes to be mapped:\n"
+            r"  \* most axes \(2 of them\) had size 2, e.g. axis 0 of argument x1 of type "
+            r"float32\[2\];\n"
+            r"  \* one axis had size 1: axis 0 of kwargs\['a3'\] of type float32\[1\]")):
+        kiln.vmap(f)(jnp.ones(2), a3=jnp.ones(1), x2=jnp.ones(2))
+    with pytest.raises(ValueError, match=r"one axis had size 3: axis 0 of args\[2\] of type "):
+        kiln.vmap(lambda x, *a: x)(jnp.ones(4), jnp.ones(4), jnp.ones(3))
+
+
+def test_jit_static_and_donate_argnames_errors():
+    with pytest.raises(ValueError, match="static_argnames and donate_argnames cannot "
+                                         "intersect"):
+        kiln.jit(lambda x: x, static_argnames="x", donate_argnames="x")
+
+    class NoSignature:
+        @property
+        def __signature__(self):
+            raise TypeError("no signature")
+
+        def __call__(self, *args):
+            return None
+
+    with pytest.raises(ValueError, match="Getting the signature of function.*failed. Pass "
+                                         "donate_argnums instead of donate_argnames."):
+        kiln.jit(NoSignature(), donate_argnames="a")
+
+
+def test_no_execution_blocks_running_not_tracing():
+    f = kiln.jit(lambda: jnp.ones(3))
+    f()
+    with kiln.no_execution():
+        assert "ones" in str(kiln.make_jaxpr(f)()) or "broadcast" in str(kiln.make_jaxpr(f)())
+        with pytest.raises(RuntimeError, match="no_execution"):
+            f()
+        with pytest.raises(RuntimeError, match="no_execution"):
+            kiln.jit(lambda x: x + 1)(1.)
+    np.testing.assert_array_equal(f(), np.ones(3))
+
+
+def test_lowered_in_avals_and_donate_argnums():
+    from kiln.core import ShapedArray
+    low = kiln.jit(lambda x: jnp.sqrt(x ** 2) + 1.).lower(1.)
+    assert low.in_avals == ((ShapedArray((), np.float32, weak_type=True),), {})
+    assert low.compile().in_avals == low.in_avals
+    low = kiln.jit(lambda x, y: x + y, donate_argnums=(1,)).lower(jnp.ones(2), jnp.ones(2))
+    assert low.donate_argnums == low.compile().donate_argnums == (1,)
+
+
+def test_deepcopy_of_a_tracer_is_a_copy_and_len_of_shape_dtype_struct():
+    import copy
+    assert "copy" in str(kiln.make_jaxpr(copy.deepcopy)(1.))
+    assert int(kiln.jit(copy.deepcopy)(1)) == 1
+    assert len(kiln.ShapeDtypeStruct((3, 2), np.float32)) == 3
+    with pytest.raises(TypeError, match="len"):
+        len(kiln.ShapeDtypeStruct((), np.float32))
+
+
+def test_jit_returns_distinct_buffers_for_a_repeated_output():
+    x = jnp.array([1, 2, 3])
+    z1, z2 = kiln.jit(lambda x: (x, x))(x)
+    assert z1.unsafe_buffer_pointer() != z2.unsafe_buffer_pointer()
+    assert kiln.jit(lambda x: x)(x).unsafe_buffer_pointer() != x.unsafe_buffer_pointer()
+    assert kiln.jit(lambda x: x).lower(x).compile().in_tree == kiln.tree.flatten(((0,), {}))[1]
+
+
+def test_leaked_tracer_error_names_where_it_was_created():
+    from kiln.errors import UnexpectedTracerError
+    box = []
+
+    @kiln.jit
+    def f(x):
+        box.append(jnp.sin(x))
+        return x
+
+    f(1.)
+    with pytest.raises(UnexpectedTracerError, match=r"(?s)intermediate value with type "
+                       r"float32\[\] wrapped in a DynamicJaxprTracer.*global state.*"
+                       r"was created on line .*test_jax_suite_gaps_api.py:\d+"):
+        kiln.jit(lambda y: y + box[0])(1.)

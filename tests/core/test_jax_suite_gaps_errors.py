@@ -149,3 +149,75 @@ def test_array_from_bytearray():
     np.testing.assert_array_equal(jnp.array(memoryview(b"\x01\x02")), [1, 2])
     with pytest.raises(TypeError):
         jnp.array(b"\x01\x02")
+
+
+# -- custom_jvp / custom_vjp rule-output errors: JAX's texts, naming the rule and function --
+
+def test_custom_jvp_rule_structure_error_names_rule_and_function():
+    import re
+
+    @kiln.custom_jvp
+    def f(x):
+        return (x ** 2,)
+
+    @f.defjvp
+    def foo_jvp(primals, tangents):
+        return f(primals[0]), [2 * primals[0] * tangents[0], primals[0]]
+
+    want = ("Custom JVP rule foo_jvp for function f must produce primal and tangent outputs "
+            "with equal container (pytree) structures, but got "
+            f"{kiln.tree.structure((1,))} and {kiln.tree.structure([1, 2])} respectively.")
+    with pytest.raises(TypeError, match=re.escape(want)):
+        kiln.jvp(f, (2.,), (1.,))
+
+
+def test_custom_vjp_bwd_errors_name_the_output_path_and_types():
+    @kiln.custom_vjp
+    def foo(x, y):
+        return x
+
+    foo.defvjp(lambda x, y: (x, None), lambda _, g: (jnp.zeros(3), jnp.zeros(3)))
+    with pytest.raises(ValueError, match=r"at output\[1\] the bwd rule produced an output of "
+                                         r"type float32\[3\] corresponding to an input of "
+                                         r"type float32\[4\]"):
+        kiln.grad(lambda x, y: foo(x, y * y).sum(), 1)(jnp.ones(3), jnp.ones(4))
+
+    @kiln.custom_vjp
+    def g(x):
+        return x
+
+    g.defvjp(lambda x: (x, None), lambda _, ct: 2. * ct)   # not a tuple
+    with pytest.raises(TypeError, match=r"Custom VJP bwd rule .* must produce a tuple of "
+                                        "length equal to the number of arguments"):
+        kiln.grad(g)(3.)
+    g.defvjp(lambda x: (x, None), lambda _, ct: [2. * ct])  # a list of the right length
+    assert float(kiln.grad(g)(3.)) == 2.
+
+
+def test_custom_vjp_fwd_output_must_match_the_staged_function():
+    import re
+
+    def scan_apply(f, x):
+        return lax.scan(lambda c, _: (f(c), None), x, None, length=1)[0]
+
+    @kiln.custom_vjp
+    def f(x):
+        return x
+
+    def f_fwd(x):
+        return (x, x), None
+
+    f.defvjp(f_fwd, lambda _, ct: (ct,))
+    with pytest.raises(TypeError, match="Custom VJP fwd rule f_fwd for function f must "
+                                        "produce a pair "):
+        kiln.grad(lambda x: scan_apply(f, x))(jnp.float32(1.))
+
+    def f_fwd2(x):
+        return jnp.zeros((3, *x.shape), x.dtype), None
+
+    f.defvjp(f_fwd2, lambda _, ct: (ct,))
+    with pytest.raises(TypeError, match=re.escape(
+            "instead the fwd rule output's first element had shapes/dtypes of:\n"
+            "    float32[3]\nwhile the custom_vjp-decorated function f had output "
+            "shapes/dtypes of:\n    float32[]")):
+        kiln.grad(lambda x: scan_apply(f, x))(jnp.float32(1.))

@@ -150,3 +150,21 @@ def test_src_array_module():
     x = sa.make_array_from_callback((2, 3), kiln.sharding.SingleDeviceSharding(kiln.devices()[0]),
                                     lambda idx: np.arange(6.0).reshape(2, 3)[idx])
     np.testing.assert_array_equal(x, np.arange(6.0).reshape(2, 3))
+
+
+def test_jax_only_options_read_as_config_attributes():
+    assert kiln.config.jax_custom_vjp3 is False
+    with kcfg.custom_vjp3(True):
+        assert kiln.config.jax_custom_vjp3 is True
+    assert kiln.config.jax_use_shardy_partitioner is False
+    with pytest.raises(AttributeError, match="no attribute 'jax_not_an_option'"):
+        getattr(kiln.config, "jax_not_an_option")  # noqa: B009
+
+
+def test_src_core_jaxpr_helpers():
+    closed = kiln.make_jaxpr(lambda x: lax.cond(x > 0, jnp.sin, jnp.cos, x))(1.)
+    kcore.check_jaxpr(closed.jaxpr)
+    subs = list(kcore.subjaxprs(closed.jaxpr))
+    assert len(subs) == 2 and all(len(s.eqns) == 1 for s in subs)
+    assert float(kcore.jaxpr_as_fun(closed)(0.)[0]) == 1.
+    assert float(kcore.eval_jaxpr(closed.jaxpr, closed.consts, 0.)[0]) == 1.

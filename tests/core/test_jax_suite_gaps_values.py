@@ -81,3 +81,80 @@ def test_jvp_of_array_copy_gives_new_objects(conv):
 
 def test_asarray_without_copy_is_identity_on_tracers():
     assert "copy" not in str(kiln.make_jaxpr(jnp.asarray)(jnp.ones(3)))
+
+
+def test_custom_jvp_applied_to_a_tangent_is_transposed_as_its_function():
+    @kiln.custom_jvp
+    def f(x):
+        return -x
+
+    @f.defjvp
+    def f_jvp(primals, tangents):
+        return f(primals[0]), f(tangents[0])      # linear in the tangent
+
+    def foo(x):
+        return lax.scan(lambda c, _: (f(c), None), x, None, length=1)[0]
+
+    assert float(kiln.grad(foo)(3.)) == -1.
+    assert float(kiln.grad(kiln.jit(foo))(3.)) == -1.
+    assert float(kiln.grad(lambda x: f(f(x)) * 2)(3.)) == 2.
+
+
+def test_vjp_function_is_a_pytree_over_its_residuals():
+    def f(x):
+        return x ** 2
+
+    z = kiln.jit(lambda x: kiln.vjp(f, x)[1])       # returned from jit
+    assert float(z(1.0)(3.0)[0]) == 6.
+
+    @kiln.custom_vjp
+    def g(x):
+        return f(x)
+
+    def g_fwd(x):
+        y, f_vjp = kiln.vjp(f, x)
+        return y, f_vjp                               # stored as a residual
+
+    g.defvjp(g_fwd, lambda f_vjp, y_bar: f_vjp(y_bar))
+    assert float(kiln.vjp(g, 1.0)[1](1.0)[0]) == 2.
+    assert float(kiln.jit(lambda x: kiln.vjp(g, x)[1])(1.0)(3.0)[0]) == 6.
+    _, fv = kiln.vjp(lambda x: jnp.sin(x) * 2, jnp.ones(3))
+    assert len(kiln.tree.leaves(fv)) == 1
+
+
+def test_dce_of_a_custom_jvp_call_prunes_its_function_and_rule():
+    from kiln._src import core as kcore
+    from kiln.interpreters import partial_eval as pe
+
+    @kiln.custom_jvp
+    def f(x, y):
+        return jnp.sin(x), x + jnp.cos(y)
+
+    @f.defjvp
+    def f_jvp(primals, tangents):
+        (x, y), (dx, dy) = primals, tangents
+        return f(x, y), (2.0 * jnp.cos(x) * dx, 1.5 * dx - 0.5 * jnp.sin(y) * dy)
+
+    jaxpr = kiln.make_jaxpr(f)(0.1, -1.3).jaxpr
+    for used, keep, drop in [([True, False], lax.sin_p, lax.cos_p),
+                             ([False, True], lax.cos_p, lax.sin_p)]:
+        pruned, used_in = pe.dce_jaxpr(jaxpr, used)
+        body = pruned.eqns[0].params["call_jaxpr"].jaxpr
+        assert any(e.primitive is keep for e in body.eqns)
+        assert all(e.primitive is not drop for e in body.eqns)
+        assert used_in == [True, True]
+    assert not pe.dce_jaxpr(jaxpr, [False, False])[0].eqns
+    f1 = lambda *a: kcore.jaxpr_as_fun(pe.close_jaxpr(pe.dce_jaxpr(jaxpr, [False, True])[0]))(*a)[0]  # noqa: E731
+    np.testing.assert_allclose(kiln.jvp(f1, (0.1, -1.3), (1.0, 0.0))[1], 1.5)
+    np.testing.assert_allclose(kiln.jvp(f1, (0.1, -1.3), (0.0, 1.0))[1], -0.5 * np.sin(-1.3),
+                               rtol=1e-6)
+
+
+def test_jacobians_keep_the_weak_type_of_what_they_are_taken_against():
+    for transform in (kiln.grad, kiln.jacfwd, kiln.jacrev):
+        assert transform(lambda x: x)(1.0).weak_type
+    assert not kiln.jacrev(lambda x: x * 2)(jnp.ones(2)).weak_type
+    np.testing.assert_allclose(kiln.jacfwd(jnp.sin)(jnp.arange(3.)),
+                               np.diag(np.cos(np.arange(3.))), rtol=1e-6)
+    j = kiln.jacrev(lambda x: jnp.sum(x.astype(jnp.complex64)).real)(jnp.ones(2))
+    assert j.dtype == np.float32

@@ -59,6 +59,7 @@ from kiln.core.jaxpr import (
 )
 from kiln.interpreters.calls import closed_call_p
 from kiln.interpreters.custom_calls import custom_jvp_call_p, custom_vjp_call_p
+from kiln.interpreters.custom_vmap import custom_vmap_call_p
 from kiln.interpreters.mlir import eqn_lowering
 from kiln.interpreters.pjit import jit_p
 from kiln.interpreters.remat import remat_p
@@ -83,6 +84,7 @@ _CALL_BODIES = {
     remat_p: "jaxpr",
     custom_jvp_call_p: "call_jaxpr",
     custom_vjp_call_p: "call_jaxpr",
+    custom_vmap_call_p: "call",
 }
 
 

@@ -26,8 +26,8 @@ import numpy as np
 
 from kiln import _compile_log
 from kiln._physical_tree import tree_flatten, tree_leaves, tree_unflatten
-from kiln.core.jaxpr import ClosedJaxpr, Jaxpr, Literal, eval_jaxpr, pp_param_rules
-from kiln.core.trace import Primitive, current_trace, get_aval, set_current_trace
+from kiln.core.jaxpr import ClosedJaxpr, Jaxpr, Literal, pp_param_rules
+from kiln.core.trace import Primitive, get_aval, set_current_trace
 from kiln.experimental.checkify._errors import (
     DivisionByZeroError,
     Error,
@@ -96,10 +96,21 @@ def _check_impl(*args, err_tree, debug):
 
 
 def _check_abstract_eval(*avals, err_tree, debug):
-    if (not debug and _state.depth == 0
-            and isinstance(current_trace(), staging.JaxprTrace)):
-        raise ValueError(_FUNCTIONALIZATION_ERROR)
+    # As JAX: staging a check is fine (make_jaxpr, eval_shape); compiling a program that
+    # still holds one outside checkify is the error (``_check_lowering_error``).
     return []
+
+
+def _check_lowering_error(params):
+    if params["debug"]:         # debug_check: dropped unless functionalized
+        return None
+    return ValueError(_FUNCTIONALIZATION_ERROR)
+
+
+check_p.lowering_error = _check_lowering_error
+# A jaxpr's effects list the kinds of error its checks raise (JAX's ErrorEffect).
+check_p.named_effects = lambda params, avals: set(
+    tree_unflatten(params["err_tree"], list(avals))._pred)
 
 
 def _check_jvp(primals, tangents, *, err_tree, debug):
@@ -440,6 +451,10 @@ def _hoisted(fun, in_avals):
 def _while_rule(error, enabled_errors, eqn, *args, cond_jaxpr, body_jaxpr, cond_nconsts,
                 body_nconsts):
     from kiln.lax.control.loops import while_p
+    if cond_jaxpr.out_avals[0].shape:
+        raise ValueError("Checkify does not support batched while-loops "
+                         "(checkify-of-vmap-of-while). \nHint: if possible, move the vmap to "
+                         "the outer level to get vmap-of-checkify-of-while.")
     nc, nb = cond_nconsts, body_nconsts
     cc, bc, carry = list(args[:nc]), list(args[nc:nc + nb]), list(args[nc + nb:])
     # The predicate's checks on the initial carry ...
@@ -475,9 +490,14 @@ def _while_rule(error, enabled_errors, eqn, *args, cond_jaxpr, body_jaxpr, cond_
                                       _avals([*cc, *bc, *err_vals, *carry]))
     n_err = len(err_vals)
 
-    def cond(*xs):      # (*cc, *err, *carry)
-        return eval_jaxpr(cond_jaxpr.jaxpr, cond_jaxpr.consts, *xs[:nc], *xs[nc + n_err:])
-    cond_closed, cond_hoisted = _hoisted(cond, _avals([*cc, *err_vals, *carry]))
+    def cond(*xs):      # (*cc, *err, *carry): the predicate, its checks dropped (the body
+        # ran them on the carry it made, so their errors are in the carry's error)
+        err = tree_unflatten(err_tree, list(xs[nc:nc + n_err]))
+        _, outs = checkify_jaxpr_flat(cond_jaxpr.jaxpr, cond_jaxpr.consts, enabled_errors,
+                                      err, [*xs[:nc], *xs[nc + n_err:]])
+        return outs
+    with _functionalizing():
+        cond_closed, cond_hoisted = _hoisted(cond, _avals([*cc, *err_vals, *carry]))
     outs = while_p.bind(*cond_hoisted, *cc, *body_hoisted, *cc, *bc, *err_vals, *carry,
                         cond_jaxpr=cond_closed, body_jaxpr=body,
                         cond_nconsts=len(cond_hoisted) + nc,

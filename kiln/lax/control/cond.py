@@ -23,7 +23,9 @@ cond_p.multiple_results = True
 
 
 def _cond_impl(index, *ops, branches):
-    from kiln.core.jaxpr import run_reference
+    from kiln.core.jaxpr import check_lowerable, run_reference
+    for br in branches:
+        check_lowerable(br.jaxpr)
     i = int(np.clip(int(index), 0, len(branches) - 1))
     br = branches[i]
     return run_reference(br.jaxpr, br.consts, ops)

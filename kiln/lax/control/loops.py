@@ -13,7 +13,7 @@ from kiln._fp_warnings import quiet
 from kiln._physical_tree import tree_flatten, tree_unflatten
 from kiln._traceback_util import api_boundary
 from kiln.core.avals import ShapedArray
-from kiln.core.jaxpr import ClosedJaxpr
+from kiln.core.jaxpr import ClosedJaxpr, check_lowerable
 from kiln.core.trace import Primitive, Tracer, get_aval, set_current_trace
 from kiln.interpreters import ad, batching, staging
 from kiln.interpreters.ad import Zero, is_undefined_primal
@@ -138,6 +138,8 @@ def _fp_quiet(impl):
 
 @_fp_quiet
 def _while_impl(*args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
+    check_lowerable(cond_jaxpr.jaxpr)
+    check_lowerable(body_jaxpr.jaxpr)
     cc = args[:cond_nconsts]
     bc = args[cond_nconsts:cond_nconsts + body_nconsts]
     carry = list(args[cond_nconsts + body_nconsts:])
@@ -447,6 +449,7 @@ scan_p.multiple_results = True
 @_fp_quiet
 def _scan_impl(*args, jaxpr, length, reverse, num_consts, num_carry, linear, unroll,
                _split_transpose=False):
+    check_lowerable(jaxpr.jaxpr)
     consts = args[:num_consts]
     carry = list(args[num_consts:num_consts + num_carry])
     xs = args[num_consts + num_carry:]
@@ -954,9 +957,14 @@ def map(f, xs, *, batch_size=None):  # noqa: A001
         if vmap is None:
             raise RuntimeError("lax.map with batch_size needs kiln.vmap: import kiln")
         xs_flat, _ = tree_flatten(xs)
+        if not xs_flat:
+            _, ys = scan(lambda c, x: (c, f(x)), (), xs)
+            return ys
         n = get_aval(xs_flat[0]).shape[0]
         bs = int(batch_size)
-        nb, rem = divmod(n, bs)
+        nb, rem = divmod(n, bs) if bs else (0, n)
+        if nb == 0:     # batch_size 0 or larger than the axis: one vmap of everything (JAX)
+            return vmap(f)(xs)
 
         def chunk(x):
             main = lax.slice_in_dim(x, 0, nb * bs, axis=0)
