@@ -89,6 +89,23 @@ EAGER1(kiln_eager_erf_f64, double, xerf64)
    np.cbrt is SVML's on AVX-512 machines and differs in the last bit. */
 EAGER1(kiln_eager_cbrt_f32, float, cbrtf)
 EAGER1(kiln_eager_cbrt_f64, double, cbrt)
+/* asin ... atanh: XLA's expansions of the CHLO ops (xla_math.h). */
+EAGER1(kiln_eager_asin_f32, float, xasin32)
+EAGER1(kiln_eager_asin_f64, double, xasin64)
+EAGER1(kiln_eager_acos_f32, float, xacos32)
+EAGER1(kiln_eager_acos_f64, double, xacos64)
+EAGER1(kiln_eager_atan_f32, float, xatan32)
+EAGER1(kiln_eager_atan_f64, double, xatan64)
+EAGER1(kiln_eager_sinh_f32, float, xsinh32)
+EAGER1(kiln_eager_sinh_f64, double, xsinh64)
+EAGER1(kiln_eager_cosh_f32, float, xcosh32)
+EAGER1(kiln_eager_cosh_f64, double, xcosh64)
+EAGER1(kiln_eager_asinh_f32, float, xasinh32)
+EAGER1(kiln_eager_asinh_f64, double, xasinh64)
+EAGER1(kiln_eager_acosh_f32, float, xacosh32)
+EAGER1(kiln_eager_acosh_f64, double, xacosh64)
+EAGER1(kiln_eager_atanh_f32, float, xatanh32)
+EAGER1(kiln_eager_atanh_f64, double, xatanh64)
 
 /* integer_pow as JAX lowers it (binary exponentiation: acc * x for each set bit of |k|,
    x * x between; 1 / acc for k < 0), under XLA's flushing. */

@@ -294,3 +294,140 @@ static inline double xexpm164(double x) {
   double r = sel64(fabs(x) > 0.5, e - 1.0, xtanh64(h) * (e + 1.0));
   return sel64(h == 0.0, x, r);
 }
+
+/* ---- The inverse trigonometric and (inverse) hyperbolic functions as XLA's CPU backend
+   computes them. JAX lowers them to CHLO ops, which are expanded into basic HLO before
+   XLA's CPU code runs (as XLA's optimized HLO for jax.lax.asin & co shows):
+     asin(x)  = 2 * atan2(x, 1 + sqrt((1 - x) * (1 + x)))
+     acos(x)  = atan2(sqrt((1 - x) * (1 + x)), x)
+     atan(x)  = atan2(x, 1)
+     sinh(x)  = |x| < 1 ? 0.5 * (e + e / (e + 1)) with e = expm1(x)
+                        : exp(x - log 2) - exp(-log 2 - x)
+     cosh(x)  = exp(x - log 2) + exp(-log 2 - x)
+     asinh(x) = sign(x) * (|x| >= sqrt(max) ? log|x| + log 2
+                           : log1p(|x| + x^2 / (sqrt(x^2 + 1) + 1)))
+     acosh(x) = x >= max / 2 ? log x + log 2
+                             : log1p(sqrt(x - 1) * (sqrt(x + 1) + sqrt(x - 1)))
+     atanh(x) = |x| > 1 ? NaN : 0.5 * (log1p(x) - log1p(-x))
+   with XLA's own exp/expm1/log/log1p above, the correctly rounded sqrt and the C
+   library's atan2. XLA's CPU code runs with denormals flushed (DAZ/FTZ); compiled kiln
+   code does not, hence the ftz calls around arithmetic. atan2 gets its operands unflushed:
+   the C library reads their bits (DAZ affects only the arithmetic), so acos(-1e-45) is
+   atan2(1, -1e-45), not atan2(1, -0), and atan(1e-45) is 1e-45.
+   Contraction: LLVM's backend (fp-contract=fast) fuses a multiply with one use into the
+   add/sub that consumes it; here that happens only inside atanh (below). ---- */
+#define KILN_LN2F 0.693147182f
+#define KILN_LN2D 0.69314718055994529
+
+static inline float xasin32(float x) {
+  float xf = ftz32(x);
+  float d = sqrtf(ftz32((1.0f - xf) * (xf + 1.0f))) + 1.0f;
+  float a = ftz32(atan2f(x, d));
+  return a + a;
+}
+static inline double xasin64(double x) {
+  double xf = ftz64(x);
+  double d = sqrt(ftz64((1.0 - xf) * (xf + 1.0))) + 1.0;
+  double a = ftz64(atan2(x, d));
+  return a + a;
+}
+static inline float xacos32(float x) {
+  float xf = ftz32(x);
+  return ftz32(atan2f(sqrtf(ftz32((1.0f - xf) * (xf + 1.0f))), x));
+}
+static inline double xacos64(double x) {
+  double xf = ftz64(x);
+  return ftz64(atan2(sqrt(ftz64((1.0 - xf) * (xf + 1.0))), x));
+}
+/* atan(x) = atan2(x, 1), which LLVM's library-call simplifier turns into the C library's
+   atan(x) (which returns a subnormal x itself, as in JAX). */
+static inline float xatan32(float x) { return atanf(x); }
+static inline double xatan64(double x) { return atan(x); }
+
+static inline float xsinh32(float x) {
+  x = ftz32(x);
+  float e = xexpm132(x);
+  float small = ftz32((e + ftz32(e / (e + 1.0f))) * 0.5f);
+  float large = xexp32(x + -KILN_LN2F) - xexp32(-KILN_LN2F - x);
+  return sel32(fabsf(x) < 1.0f, small, large);
+}
+static inline double xsinh64(double x) {
+  x = ftz64(x);
+  double e = xexpm164(x);
+  double small = ftz64((e + ftz64(e / (e + 1.0))) * 0.5);
+  double large = xexp64(x + -KILN_LN2D) - xexp64(-KILN_LN2D - x);
+  return sel64(fabs(x) < 1.0, small, large);
+}
+static inline float xcosh32(float x) {
+  x = ftz32(x);
+  return xexp32(x + -KILN_LN2F) + xexp32(-KILN_LN2F - x);
+}
+static inline double xcosh64(double x) {
+  x = ftz64(x);
+  return xexp64(x + -KILN_LN2D) + xexp64(-KILN_LN2D - x);
+}
+
+static inline float xasinh32(float x) {
+  x = ftz32(x);
+  float ax = fabsf(x), x2 = ftz32(x * x);
+  float small = xlog1p32(ax + ftz32(x2 / (sqrtf(x2 + 1.0f) + 1.0f)));
+  float r = sel32(ax >= 1.8446743e+19f, xlog32(ax) + KILN_LN2F, small);
+  float sgn = sel32(x > 0.0f, 1.0f, sel32(x < 0.0f, -1.0f, x));
+  return sgn * r;
+}
+static inline double xasinh64(double x) {
+  x = ftz64(x);
+  double ax = fabs(x), x2 = ftz64(x * x);
+  double small = xlog1p64(ax + ftz64(x2 / (sqrt(x2 + 1.0) + 1.0)));
+  double r = sel64(ax >= 1.3407807929942596e+154, xlog64(ax) + KILN_LN2D, small);
+  double sgn = sel64(x > 0.0, 1.0, sel64(x < 0.0, -1.0, x));
+  return sgn * r;
+}
+static inline float xacosh32(float x) {
+  x = ftz32(x);
+  float sm = sqrtf(x + -1.0f);
+  float small = xlog1p32(ftz32(sm * (sqrtf(x + 1.0f) + sm)));
+  return sel32(x >= 1.70141173e+38f, xlog32(x) + KILN_LN2F, small);
+}
+static inline double xacosh64(double x) {
+  x = ftz64(x);
+  double sm = sqrt(x + -1.0);
+  double small = xlog1p64(ftz64(sm * (sqrt(x + 1.0) + sm)));
+  return sel64(x >= 8.9884656743115785e+307, xlog64(x) + KILN_LN2D, small);
+}
+
+/* atanh's two log1p's share -0.5 * x^2 (LLVM computes it once for x and -x), so that
+   product has two uses and is not fused; the backend fuses the other one instead:
+   small = x + fma(x * x^2, num / den, h) with h = -0.5 * x^2 rounded, where log1p alone
+   computes x + fma(-0.5, x^2, (x * x^2) * (num / den)). */
+static inline float xlog1p32_h(float x, float h) {
+  float large = xlog32(x + 1.0f);
+  float x2 = x * x;
+  float num = (float)L1P_NUM[0], den = (float)L1P_DEN[0];
+  _Pragma("GCC unroll 32")
+  for (int i = 1; i < 7; i++) { num = fmaf(num, x, (float)L1P_NUM[i]);
+                                den = fmaf(den, x, (float)L1P_DEN[i]); }
+  float small = x + fmaf(x * x2, num / den, h);
+  return ftz32(sel32(fabsf(x) < 0.41421356237309504880f, small, large));
+}
+static inline double xlog1p64_h(double x, double h) {
+  double large = xlog64(x + 1.0);
+  double x2 = x * x;
+  double num = L1P_NUM[0], den = L1P_DEN[0];
+  _Pragma("GCC unroll 32")
+  for (int i = 1; i < 7; i++) { num = fma(num, x, L1P_NUM[i]); den = fma(den, x, L1P_DEN[i]); }
+  double small = x + fma(x * x2, num / den, h);
+  return ftz64(sel64(fabs(x) < 0.41421356237309504880, small, large));
+}
+static inline float xatanh32(float x) {
+  x = ftz32(x);
+  float h = ftz32(x * x) * -0.5f;
+  float r = ftz32((xlog1p32_h(x, h) - xlog1p32_h(-x, h)) * 0.5f);
+  return sel32(fabsf(x) > 1.0f, NAN, r);
+}
+static inline double xatanh64(double x) {
+  x = ftz64(x);
+  double h = ftz64(x * x) * -0.5;
+  double r = ftz64((xlog1p64_h(x, h) - xlog1p64_h(-x, h)) * 0.5);
+  return sel64(fabs(x) > 1.0, NAN, r);
+}
