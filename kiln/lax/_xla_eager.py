@@ -1,5 +1,7 @@
 """Eager float math with JAX's bits: the impls of ``exp``, ``expm1``, ``log``, ``log1p``,
-``sin``, ``cos``, ``tan``, ``tanh``, ``logistic``, ``erf`` and ``pow`` for float32/float64.
+``sin``, ``cos``, ``tan``, ``tanh``, ``logistic``, ``erf``, ``cbrt``, ``asin``, ``acos``,
+``atan``, ``sinh``, ``cosh``, ``asinh``, ``acosh``, ``atanh`` and ``pow`` for
+float32/float64.
 
 Why: NumPy's ``np.exp``/``np.sin``/... are accurate but not XLA's, so an eager kiln call
 differed from JAX's (eager or jit) in the last bit of a few percent of values, and a
@@ -116,7 +118,9 @@ def unary(op: str, x):
         x = np.array(x, order="C")
     y = np.empty_like(x)
     n = x.size
-    if n < _PARALLEL_MIN:
+    # atan's kernel picks the C library's or XLA's formula by place in the whole array
+    # (kiln_eager_atan_*), so it is not split across threads.
+    if n < _PARALLEL_MIN or op == "atan":
         if e[1] is not None:
             e[1](id(x), id(y), n)     # x and y stay referenced during the call
         else:

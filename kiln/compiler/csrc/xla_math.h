@@ -339,10 +339,46 @@ static inline double xacos64(double x) {
   double xf = ftz64(x);
   return ftz64(atan2(sqrt(ftz64((1.0 - xf) * (xf + 1.0))), x));
 }
-/* atan(x) = atan2(x, 1), which LLVM's library-call simplifier turns into the C library's
-   atan(x) (which returns a subnormal x itself, as in JAX). */
+/* atan(x) = atan2(x, 1), which XLA emits as its own atan approximation (xatanp below).
+   Where LLVM vectorizes XLA's loop, the vector form of that call becomes one call of the
+   C library's atanf/atan per lane; the loop's scalar remainder (and small arrays, whose
+   loops are not vectorized) keep the approximation. So JAX's atan of an element depends
+   on the array's length and the element's place: see kiln_eager_atan_* in kiln_random.c.
+   Compiled kiln code calls the C library's (the vector loop's bits, and a scalar's). */
 static inline float xatan32(float x) { return atanf(x); }
 static inline double xatan64(double x) { return atan(x); }
+
+/* XLA's atan approximation: x itself for |x| below 1e-3 (float64: 1e-9); otherwise
+   t = min(|x|, 1/|x|), r = t * P(t^2) / Q(t^2) (fused Horner steps), pi/2 - r for
+   |x| > 1, with the sign of x. */
+static inline float xatanp32(float x) {
+  float ax = fabsf(x);
+  int big = ax > 1.0f;
+  float t = sel32(big, 1.0f / ax, ax);
+  float s = t * t;
+  float p = fmaf(fmaf(s, 0x1.cadccep-4f, 0x1.75974p-1f), s, 0x1.9f3acp-1f);
+  float q = fmaf(fmaf(fmaf(s, 0x1.4aaf68p-7f, 0x1.21fb68p-2f), s, 1.0f), s, 0x1.9f3acp-1f);
+  float r = t * (p / q);
+  r = sel32(big, 0x1.921fb6p+0f - r, r);
+  return sel32(ax < 1e-3f, x, copysignf(r, x));
+}
+static inline double xatanp64(double x) {
+  double ax = fabs(x);
+  int big = ax > 1.0;
+  double t = sel64(big, 1.0 / ax, ax);
+  double s = t * t;
+  double p = fma(s, 0x1.bf668dc1807e8p-16, 0x1.953df589d05f6p-9);
+  p = fma(p, s, 0x1.aeb04aa91bb07p-5); p = fma(p, s, 0x1.3764342d7bd3ap-2);
+  p = fma(p, s, 0x1.81df55688e820p-1); p = fma(p, s, 0x1.a771dc0843700p-1);
+  p = fma(p, s, 0x1.51f6f3ee8355bp-2);
+  double q = fma(s, 0x1.1e60f36c28b31p-12, 0x1.6524b465a3da0p-7);
+  q = fma(q, s, 0x1.d90b560336909p-4); q = fma(q, s, 0x1.fd18b6ac77bd8p-2);
+  q = fma(q, s, 1.0); q = fma(q, s, 0x1.dfc5af5aaea89p-1);
+  q = fma(q, s, 0x1.51f6f3ee8355bp-2);
+  double r = t * (p / q);
+  r = sel64(big, 0x1.921fb54442d18p+0 - r, r);
+  return sel64(ax < 1e-9, x, copysign(r, x));
+}
 
 static inline float xsinh32(float x) {
   x = ftz32(x);
