@@ -95,21 +95,25 @@ EAGER1(kiln_eager_asin_f64, double, xasin64)
 EAGER1(kiln_eager_acos_f32, float, xacos32)
 EAGER1(kiln_eager_acos_f64, double, xacos64)
 /* atan as XLA's CPU loop computes it for an n-element array (measured, JAX 0.10.2 on
-   x86-64 with AVX2/AVX-512): one element is the C library's atan; 2 to 49 elements are
-   all XLA's approximation (the loop is not vectorized); from 50 on, the vectorized body
-   calls the C library and the last n % 4 elements (the scalar remainder) use the
-   approximation. (Arrays over 256 KiB are split across threads, each part with its own
-   remainder; that split depends on the machine and is not reproduced.) */
-#define EAGER_ATAN(name, T, lib, approx) void name(const T *x, T *y, int64_t n) { \
+   x86-64 with AVX2/AVX-512): one element is the C library's atan2(x, 1); 2 to 49
+   elements are all XLA's approximation (the loop is not vectorized); from 50 on, the
+   vectorized body calls the C library's atan and the last n % 4 elements (the scalar
+   remainder) use the approximation. (Arrays over 256 KiB are split across threads, each
+   part with its own remainder; that split depends on the machine and is not reproduced.) */
+#define EAGER_ATAN(name, T, lib, lib2, approx) void name(const T *x, T *y, int64_t n) { \
   KILN_FTZ_ON \
-  int64_t body = n == 1 ? 1 : (n < 50 ? 0 : n - n % 4); \
-  for (int64_t i = 0; i < body; i++) y[i] = lib(x[i]); \
-  for (int64_t i = body; i < n; i++) y[i] = approx(x[i]); \
+  if (n == 1) { \
+    y[0] = lib2(x[0], (T)1); \
+  } else { \
+    int64_t body = n < 50 ? 0 : n - n % 4; \
+    for (int64_t i = 0; i < body; i++) y[i] = lib(x[i]); \
+    for (int64_t i = body; i < n; i++) y[i] = approx(x[i]); \
+  } \
   KILN_FTZ_OFF } \
   void name##_obj(const void *xo, const void *yo, int64_t n) { \
     name((const T *)kiln_array_data(xo), (T *)kiln_array_data(yo), n); }
-EAGER_ATAN(kiln_eager_atan_f32, float, atanf, xatanp32)
-EAGER_ATAN(kiln_eager_atan_f64, double, atan, xatanp64)
+EAGER_ATAN(kiln_eager_atan_f32, float, atanf, atan2f, xatanp32)
+EAGER_ATAN(kiln_eager_atan_f64, double, atan, atan2, xatanp64)
 EAGER1(kiln_eager_sinh_f32, float, xsinh32)
 EAGER1(kiln_eager_sinh_f64, double, xsinh64)
 EAGER1(kiln_eager_cosh_f32, float, xcosh32)
