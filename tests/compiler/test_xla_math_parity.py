@@ -135,3 +135,31 @@ def test_compiled_matches_jax_bits(x64_mode, name):
     got = np.asarray(kiln.jit(_kiln_fn(name))(x))
     same = _same(got, want)
     assert same.all(), (name, x[~same][:5], got[~same][:5], want[~same][:5])
+
+
+@pytest.mark.parity
+@pytest.mark.skipif(jax is None, reason="jax is not installed")
+@pytest.mark.parametrize("x64_mode", [False, True], ids=["f32", "f64"], indirect=True)
+def test_compiled_atan_by_length(x64_mode):
+    """JAX's atan depends on the array's length: atan2(x, 1) for one element, XLA's own
+    approximation for 2-49 elements, the C library's atan in the vector loop (lengths that
+    are multiples of 4 here: XLA's loop remainder is not reproduced when compiled)."""
+    dtype = np.float64 if x64_mode else np.float32
+    fi = np.finfo(dtype)
+    rng = np.random.default_rng(7)
+    vals = np.concatenate([[0.0, -0.0, np.inf, -np.inf, np.nan, fi.smallest_subnormal,
+                            -fi.smallest_subnormal, fi.tiny, fi.max, 1e-3, 1e-9, 1.0, -1.0],
+                           rng.uniform(-3, 3, 43), 1 + rng.uniform(0, 1e-3, 16)]).astype(dtype)
+    old = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", x64_mode)
+    try:
+        f, g = kiln.jit(knp.arctan), jax.jit(jnp.arctan)
+        cases = [vals[i:i + 1] for i in range(0, vals.size, 5)] + [vals[3:4].reshape(())]
+        cases += [vals[:7], vals[7:49], vals[:64], np.resize(vals, (3, 4))]
+        for x in cases:
+            got, want = np.asarray(f(x)), np.asarray(g(x))
+            same = _same(got, want) | (got.tobytes() == want.tobytes())
+            assert np.all(same), (x.shape, x[~same][:3], got[~same][:3], want[~same][:3])
+            assert got.tobytes() == want.tobytes() or np.isnan(want).any(), x.shape
+    finally:
+        jax.config.update("jax_enable_x64", old)

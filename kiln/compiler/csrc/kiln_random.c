@@ -100,10 +100,10 @@ EAGER1(kiln_eager_acos_f64, double, xacos64)
    vectorized body calls the C library's atan and the last n % 4 elements (the scalar
    remainder) use the approximation. (Arrays over 256 KiB are split across threads, each
    part with its own remainder; that split depends on the machine and is not reproduced.) */
-#define EAGER_ATAN(name, T, lib, lib2, approx) void name(const T *x, T *y, int64_t n) { \
+#define EAGER_ATAN(name, T, lib, one, approx) void name(const T *x, T *y, int64_t n) { \
   KILN_FTZ_ON \
   if (n == 1) { \
-    y[0] = lib2(x[0], (T)1); \
+    y[0] = one(x[0]); \
   } else { \
     int64_t body = n < 50 ? 0 : n - n % 4; \
     for (int64_t i = 0; i < body; i++) y[i] = lib(x[i]); \
@@ -112,8 +112,8 @@ EAGER1(kiln_eager_acos_f64, double, xacos64)
   KILN_FTZ_OFF } \
   void name##_obj(const void *xo, const void *yo, int64_t n) { \
     name((const T *)kiln_array_data(xo), (T *)kiln_array_data(yo), n); }
-EAGER_ATAN(kiln_eager_atan_f32, float, atanf, atan2f, xatanp32)
-EAGER_ATAN(kiln_eager_atan_f64, double, atan, atan2, xatanp64)
+EAGER_ATAN(kiln_eager_atan_f32, float, atanf, xatan132, xatanp32)
+EAGER_ATAN(kiln_eager_atan_f64, double, atan, xatan164, xatanp64)
 EAGER1(kiln_eager_sinh_f32, float, xsinh32)
 EAGER1(kiln_eager_sinh_f64, double, xsinh64)
 EAGER1(kiln_eager_cosh_f32, float, xcosh32)

@@ -344,9 +344,14 @@ static inline double xacos64(double x) {
    C library's atanf/atan per lane; the loop's scalar remainder (and small arrays, whose
    loops are not vectorized) keep the approximation. So JAX's atan of an element depends
    on the array's length and the element's place: see kiln_eager_atan_* in kiln_random.c.
-   Compiled kiln code calls the C library's (the vector loop's bits, and a scalar's). */
+   Compiled kiln code picks by the op's length as the eager kernel does (xatan1, xatanp,
+   or the C library's atan for 50 elements and more, remainder included). */
 static inline float xatan32(float x) { return atanf(x); }
 static inline double xatan64(double x) { return atan(x); }
+/* A one-element array: atan2(x, 1) under XLA's flushing, which the C library's float32
+   atan2 does not see for a subnormal x (it returns x), its float64 one does (+-0). */
+static inline float xatan132(float x) { return atan2f(x, 1.0f); }
+static inline double xatan164(double x) { return atan2(ftz64(x), 1.0); }
 
 /* XLA's atan approximation: x itself for |x| below 1e-3 (float64: 1e-9); otherwise
    t = min(|x|, 1/|x|), r = t * P(t^2) / Q(t^2) (fused Horner steps), pi/2 - r for
