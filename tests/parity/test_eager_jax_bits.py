@@ -176,9 +176,9 @@ def test_trig_edges_and_lengths(name, wide):
         assert_same_bits(kf(x[:x.size // 4 * 4]), np.asarray(jf()(x[:x.size // 4 * 4])), x,
                          f"{name} {dtype.__name__} edges")
         vals = np.concatenate([special, x[::41]])
-        for v in vals:                                  # 0-d: XLA's scalar code
+        for v in np.concatenate([special, x[::163]]):   # 0-d: XLA's scalar code
             assert_same_bits(kf(v), np.asarray(jf()(v)), v, f"{name} {dtype.__name__} 0-d")
-        for n in (2, 7, 49, 53):          # every value at every place of short arrays
+        for n in (2, 7, 53):              # every value at every place of short arrays
             a = np.resize(vals, (-(-vals.size // n) + 1) * n).reshape(-1, n)
             for row in np.concatenate([a, np.roll(a, n // 2, axis=1)]):
                 assert_same_bits(kf(row), np.asarray(jf()(row)), row,
