@@ -171,6 +171,9 @@ def test_trig_edges_and_lengths(name, wide):
     special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, fi.smallest_subnormal,
                         -fi.smallest_subnormal, fi.tiny / 3, fi.tiny, fi.max, -fi.max],
                        dtype)
+    # float32 asinh: XLA's scalar code (0-d, short arrays, a loop's remainder) contracts
+    # another product than its vector loop; these inputs tell the two apart.
+    special = np.concatenate([special, np.array([0.54855776, -4.9722238, 2.938416], dtype)])
     with x64(wide):
         x = _near_one(dtype)
         assert_same_bits(kf(x[:x.size // 4 * 4]), np.asarray(jf()(x[:x.size // 4 * 4])), x,

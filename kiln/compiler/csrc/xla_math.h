@@ -408,6 +408,55 @@ static inline double xcosh64(double x) {
   return xexp64(x + -KILN_LN2D) + xexp64(-KILN_LN2D - x);
 }
 
+/* float32 asinh as XLA's scalar code computes it (a 0-d or short array, a loop's
+   remainder): there LLVM fuses the other product of the log inside log1p's large branch,
+   y = fma(e, c, p * x^3) instead of fma(p, x^3, c * e) (1 ulp apart for a rare input). */
+static inline float xlogs32(float x) {
+  x = ftz32(x);
+  float xs = MAXF(x, FLT_MIN);
+  uint32_t bits; memcpy(&bits, &xs, 4);
+  int32_t emm0 = (int32_t)(bits >> 23) - 0x7f;
+  bits = (bits & 0x807FFFFFu) | 0x3F000000u;
+  float t; memcpy(&t, &bits, 4);
+  float e = 1.0f + (float)emm0;
+  int mask = t < 0.707106781186547524f;
+  float tmp1 = sel32(mask, t, 0.0f);
+  t = t - 1.0f;
+  e = e - sel32(mask, 1.0f, 0.0f);
+  t = t + tmp1;
+  float x2 = t * t, x3 = x2 * t;
+  float y = fmaf(t, LOGP[0], LOGP[1]), y1 = fmaf(t, LOGP[3], LOGP[4]);
+  float y2 = fmaf(t, LOGP[6], LOGP[7]);
+  y = fmaf(y, t, LOGP[2]); y1 = fmaf(y1, t, LOGP[5]); y2 = fmaf(y2, t, LOGP[8]);
+  y = fmaf(y, x3, y1); y = fmaf(y, x3, y2);
+  y = fmaf(e, -2.12194440e-4f, y * x3);
+  float q2e = 0.693359375f * e;
+  float r = (fmaf(-0.5f, x2, t) + y) + q2e;
+  r = sel32(x > 0.0f, r, NAN);
+  r = sel32(x == INFINITY, INFINITY, r);
+  return sel32(x == 0.0f, -INFINITY, r);
+}
+static inline float xlog1ps32(float x) {
+  x = ftz32(x);
+  float large = xlogs32(x + 1.0f);
+  float x2 = x * x;
+  float num = (float)L1P_NUM[0], den = (float)L1P_DEN[0];
+  _Pragma("GCC unroll 32")
+  for (int i = 1; i < 7; i++) { num = fmaf(num, x, (float)L1P_NUM[i]);
+                                den = fmaf(den, x, (float)L1P_DEN[i]); }
+  float small = (x * x2) * (num / den);
+  small = fmaf(-0.5f, x2, small);
+  small = x + small;
+  return ftz32(sel32(fabsf(x) < 0.41421356237309504880f, small, large));
+}
+static inline float xasinhs32(float x) {
+  x = ftz32(x);
+  float ax = fabsf(x), x2 = ftz32(x * x);
+  float small = xlog1ps32(ax + ftz32(x2 / (sqrtf(x2 + 1.0f) + 1.0f)));
+  float r = sel32(ax >= 1.8446743e+19f, xlog32(ax) + KILN_LN2F, small);
+  float sgn = sel32(x > 0.0f, 1.0f, sel32(x < 0.0f, -1.0f, x));
+  return sgn * r;
+}
 static inline float xasinh32(float x) {
   x = ftz32(x);
   float ax = fabsf(x), x2 = ftz32(x * x);
