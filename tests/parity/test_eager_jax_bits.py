@@ -171,9 +171,10 @@ def test_trig_edges_and_lengths(name, wide):
     special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, fi.smallest_subnormal,
                         -fi.smallest_subnormal, fi.tiny / 3, fi.tiny, fi.max, -fi.max],
                        dtype)
-    # float32 asinh: XLA's scalar code (0-d, short arrays, a loop's remainder) contracts
-    # another product than its vector loop; these inputs tell the two apart.
-    special = np.concatenate([special, np.array([0.54855776, -4.9722238, 2.938416], dtype)])
+    # float32 asinh/acosh: XLA's scalar code (0-d, short arrays, a loop's remainder)
+    # contracts another product than its vector loop; these inputs tell the two apart.
+    special = np.concatenate([special, np.array([0.54855776, -4.9722238, 2.938416,
+                                                 1.5861391, 88.11073], dtype)])
     with x64(wide):
         x = _near_one(dtype)
         assert_same_bits(kf(x[:x.size // 4 * 4]), np.asarray(jf()(x[:x.size // 4 * 4])), x,
@@ -181,7 +182,7 @@ def test_trig_edges_and_lengths(name, wide):
         vals = np.concatenate([special, x[::41]])
         for v in np.concatenate([special, x[::163]]):   # 0-d: XLA's scalar code
             assert_same_bits(kf(v), np.asarray(jf()(v)), v, f"{name} {dtype.__name__} 0-d")
-        for n in (2, 7, 53):              # every value at every place of short arrays
+        for n in (2, 7, 17, 53):          # every value at every place of short arrays
             a = np.resize(vals, (-(-vals.size // n) + 1) * n).reshape(-1, n)
             for row in np.concatenate([a, np.roll(a, n // 2, axis=1)]):
                 assert_same_bits(kf(row), np.asarray(jf()(row)), row,

@@ -118,21 +118,22 @@ EAGER1(kiln_eager_sinh_f32, float, xsinh32)
 EAGER1(kiln_eager_sinh_f64, double, xsinh64)
 EAGER1(kiln_eager_cosh_f32, float, xcosh32)
 EAGER1(kiln_eager_cosh_f64, double, xcosh64)
-/* float32 asinh: XLA's loop runs its scalar code (another contraction: xasinhs32) for
-   fewer than 16 elements, then for the last n % 4 below 24 elements and the last n % 8
-   from 24 on (measured; XLA's thread split of large arrays is not reproduced). */
-void kiln_eager_asinh_f32(const float *x, float *y, int64_t n) {
-  KILN_FTZ_ON
-  int64_t body = n < 16 ? 0 : n - n % (n < 24 ? 4 : 8);
-  for (int64_t i = 0; i < body; i++) y[i] = xasinh32(x[i]);
-  for (int64_t i = body; i < n; i++) y[i] = xasinhs32(x[i]);
-  KILN_FTZ_OFF
-}
-void kiln_eager_asinh_f32_obj(const void *xo, const void *yo, int64_t n) {
-  kiln_eager_asinh_f32((const float *)kiln_array_data(xo), (float *)kiln_array_data(yo), n);
-}
+/* float32 asinh and acosh: XLA's loop runs its scalar code (another contraction:
+   xasinhs32, xacoshs32) for short arrays (up to 15 elements for asinh, 18 for acosh),
+   then for the last n % 4 (below 24 elements for asinh, 32 for acosh) or n % 8
+   (measured; XLA's thread split of large arrays is not reproduced). */
+#define EAGER_SCALAR_TAIL(name, vec, scalar, all_max, mid) \
+void name(const float *x, float *y, int64_t n) { \
+  KILN_FTZ_ON \
+  int64_t body = n <= all_max ? 0 : n - n % (n < mid ? 4 : 8); \
+  for (int64_t i = 0; i < body; i++) y[i] = vec(x[i]); \
+  for (int64_t i = body; i < n; i++) y[i] = scalar(x[i]); \
+  KILN_FTZ_OFF } \
+void name##_obj(const void *xo, const void *yo, int64_t n) { \
+  name((const float *)kiln_array_data(xo), (float *)kiln_array_data(yo), n); }
+EAGER_SCALAR_TAIL(kiln_eager_asinh_f32, xasinh32, xasinhs32, 15, 24)
+EAGER_SCALAR_TAIL(kiln_eager_acosh_f32, xacosh32, xacoshs32, 18, 32)
 EAGER1(kiln_eager_asinh_f64, double, xasinh64)
-EAGER1(kiln_eager_acosh_f32, float, xacosh32)
 EAGER1(kiln_eager_acosh_f64, double, xacosh64)
 EAGER1(kiln_eager_atanh_f32, float, xatanh32)
 EAGER1(kiln_eager_atanh_f64, double, xatanh64)

@@ -457,6 +457,13 @@ static inline float xasinhs32(float x) {
   float sgn = sel32(x > 0.0f, 1.0f, sel32(x < 0.0f, -1.0f, x));
   return sgn * r;
 }
+/* float32 acosh in XLA's scalar code: the same other contraction in log1p's log. */
+static inline float xacoshs32(float x) {
+  x = ftz32(x);
+  float sm = sqrtf(x + -1.0f);
+  float small = xlog1ps32(ftz32(sm * (sqrtf(x + 1.0f) + sm)));
+  return sel32(x >= 1.70141173e+38f, xlog32(x) + KILN_LN2F, small);
+}
 static inline float xasinh32(float x) {
   x = ftz32(x);
   float ax = fabsf(x), x2 = ftz32(x * x);

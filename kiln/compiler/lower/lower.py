@@ -242,7 +242,8 @@ def _ew_rule(ctx: Lowering, eqn, ins):
         # the C library's atan (but for XLA's loop remainder, not reproduced here).
         n = int(np.prod(shape))
         params["form"] = "one" if n == 1 else ("short" if n < 50 else "long")
-    elif name == "asinh" and dtype == np.float32 and int(np.prod(shape)) < 16:
+    elif name in ("asinh", "acosh") and dtype == np.float32 and \
+            int(np.prod(shape)) <= (15 if name == "asinh" else 18):
         params["form"] = "scalar"   # XLA's scalar code: another contraction (xasinhs32)
 
     def read(idxs):

@@ -166,7 +166,7 @@ def preludes(source_text: str) -> list[str]:
     logistic = "kiln_logistic_xla" in source_text
     xla_names = ("xlog", "xlog1p", "xexp", "xexpm1", "xerfinv", "xerf", "xtanh", "xasin",
                  "xacos", "xatan", "xatan1", "xatanp", "xsinh", "xcosh", "xasinh", "xasinhs",
-                 "xacosh", "xatanh")
+                 "xacosh", "xacoshs", "xatanh")
     fast_exp = "fexp32" in source_text
     if logistic or fast_exp or any(f"{b}{w}(" in source_text
                                    for b in xla_names for w in (32, 64)):
