@@ -1,5 +1,6 @@
 """Eager float math with JAX's bits: the impls of ``exp``, ``expm1``, ``log``, ``log1p``,
-``sin``, ``cos``, ``tan``, ``tanh``, ``logistic``, ``erf``, ``cbrt``, ``rsqrt``, ``pow`` and
+``sin``, ``cos``, ``tan``, ``tanh``, ``logistic``, ``erf``, ``cbrt``, ``rsqrt``, ``asin``,
+``acos``, ``atan``, ``sinh``, ``cosh``, ``asinh``, ``acosh``, ``atanh``, ``pow`` and
 ``atan2`` for float32/float64.
 
 Why: NumPy's ``np.exp``/``np.sin``/... are accurate but not XLA's, so an eager kiln call
@@ -8,8 +9,10 @@ program's bits depended on whether a step ran eagerly, on the reference backend 
 compiled. These impls run the C kernels of ``kiln.random._native`` (one cached shared
 library, loaded with ``ctypes``): XLA's own formulas (``kiln/compiler/csrc/xla_math.h``:
 the compiled code uses the same functions) for exp/expm1/log/log1p/tanh/logistic/float32
-erf, and the C library for sin/cos/tan/pow/float64 erf, which is what XLA's CPU code
-calls. Each loop runs with denormals flushed (MXCSR DAZ+FTZ on x86, as XLA's CPU
+erf, XLA's expansions of the CHLO ops for asin/acos/atan/sinh/cosh/asinh/acosh/atanh
+(built from those and the C library's atan2; atan's formula depends on the array's
+length, as in XLA's loop), and the C library for sin/cos/tan/pow/float64 erf, which is
+what XLA's CPU code calls. Each loop runs with denormals flushed (MXCSR DAZ+FTZ on x86, as XLA's CPU
 runtime does), which decides what ``powf``/``erf``/``tanh``/... return for subnormal
 operands. Checked bit for bit against JAX over every float32 exponent by ``tests/parity/test_eager_jax_bits.py``.
 
@@ -117,7 +120,9 @@ def unary(op: str, x):
         x = np.array(x, order="C")
     y = np.empty_like(x)
     n = x.size
-    if n < _PARALLEL_MIN:
+    # atan's kernel picks the C library's or XLA's formula by place in the whole array
+    # (kiln_eager_atan_*), so it is not split across threads.
+    if n < _PARALLEL_MIN or op == "atan":
         if e[1] is not None:
             e[1](id(x), id(y), n)     # x and y stay referenced during the call
         else:

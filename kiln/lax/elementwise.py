@@ -338,14 +338,14 @@ def logistic(x, *, accuracy=None):
 # trigonometric and hyperbolic functions
 
 tan_p = unop("tan", xla_math("tan", _math(np.tan)), _inexact)
-asin_p = unop("asin", _math(np.arcsin), _inexact)
-acos_p = unop("acos", _math(np.arccos), _inexact)
-atan_p = unop("atan", _math(np.arctan), _inexact)
-sinh_p = unop("sinh", _math(np.sinh), _inexact)
-cosh_p = unop("cosh", _math(np.cosh), _inexact)
-asinh_p = unop("asinh", _math(np.arcsinh), _inexact)
-acosh_p = unop("acosh", _math(np.arccosh), _inexact)
-atanh_p = unop("atanh", _math(np.arctanh), _inexact)
+asin_p = unop("asin", xla_math("asin", _math(np.arcsin)), _inexact)
+acos_p = unop("acos", xla_math("acos", _math(np.arccos)), _inexact)
+atan_p = unop("atan", xla_math("atan", _math(np.arctan)), _inexact)
+sinh_p = unop("sinh", xla_math("sinh", _math(np.sinh)), _inexact)
+cosh_p = unop("cosh", xla_math("cosh", _math(np.cosh)), _inexact)
+asinh_p = unop("asinh", xla_math("asinh", _math(np.arcsinh)), _inexact)
+acosh_p = unop("acosh", xla_math("acosh", _math(np.arccosh)), _inexact)
+atanh_p = unop("atanh", xla_math("atanh", _math(np.arctanh)), _inexact)
 
 ad.defjvp2(tan_p, lambda g, ans, x: mul(g, add(_const(x, 1), square(ans))))
 ad.defjvp2(asin_p, lambda g, ans, x: mul(g, rsqrt(sub(_const(x, 1), square(x)))))

@@ -3,7 +3,8 @@
 Sweeps every exponent of each dtype (``m * 2**e`` for several mantissas ``m`` and every
 ``e`` from the smallest subnormal to the largest finite, both signs) plus the special
 values, for ``exp``, ``expm1``, ``log``, ``log1p``, ``sin``, ``cos``, ``tan``, ``tanh``,
-``logistic``, ``erf`` and ``pow``, and compares the eager kiln result with JAX's eager
+``logistic``, ``erf``, ``exp2``, ``cbrt``, ``arcsin``, ``arccos``, ``arctan``, ``sinh``,
+``cosh``, ``arcsinh``, ``arccosh``, ``arctanh`` and ``pow``, and compares the eager kiln result with JAX's eager
 result bit for bit (NaNs compare equal whatever their payload). Also: ``mean`` of integer
 matrices, ``linspace`` cases of issue 25, small/0-d/strided/large (threaded) inputs, and the
 reference backend (which shares the impls).
@@ -59,7 +60,17 @@ UNARY = {
     "rsqrt": (klax.rsqrt, lambda: jax.lax.rsqrt),
     "log2": (knp.log2, lambda: jnp.log2),
     "log10": (knp.log10, lambda: jnp.log10),
+    # XLA's expansions of the CHLO ops (kiln/compiler/csrc/xla_math.h)
+    "arcsin": (knp.arcsin, lambda: jnp.arcsin),
+    "arccos": (knp.arccos, lambda: jnp.arccos),
+    "arctan": (knp.arctan, lambda: jnp.arctan),
+    "sinh": (knp.sinh, lambda: jnp.sinh),
+    "cosh": (knp.cosh, lambda: jnp.cosh),
+    "arcsinh": (knp.arcsinh, lambda: jnp.arcsinh),
+    "arccosh": (knp.arccosh, lambda: jnp.arccosh),
+    "arctanh": (knp.arctanh, lambda: jnp.arctanh),
 }
+TRIG = ("arcsin", "arccos", "arctan", "sinh", "cosh", "arcsinh", "arccosh", "arctanh")
 
 
 @contextlib.contextmanager
@@ -155,6 +166,49 @@ def test_pow_every_exponent(wide):
                              f"x ** {k}")
         assert_same_bits(knp.power(xs, dtype(0.37)), np.asarray(jnp.power(xs, dtype(0.37))),
                          xs, "pow scalar")
+
+
+def _near_one(dtype):
+    """The domain edges of asin/acos/atanh/acosh and where asinh/sinh switch formulas."""
+    eps = np.finfo(dtype).eps
+    k = np.concatenate([np.arange(0, 40), 2.0 ** np.arange(6, 50, 3)])
+    base = np.array([1.0, 0.5, 0.41421356, 2.0, 1e-3, 1e-9, 20.0, 88.5, 709.0], dtype)
+    x = (base[:, None] * (1 + np.concatenate([k, -k]) * eps)[None, :]).astype(dtype).ravel()
+    fi = np.finfo(dtype)
+    big = np.array([fi.max / 2, fi.max / 3, np.sqrt(fi.max), np.sqrt(fi.max) * 0.999],
+                   dtype)
+    x = np.concatenate([x, big, np.nextafter(big, dtype(0))])
+    return np.concatenate([x, -x])
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["f32", "f64"])
+@pytest.mark.parametrize("name", TRIG)
+def test_trig_edges_and_lengths(name, wide):
+    """Domain edges, formula switches and special values, in arrays of several lengths:
+    JAX's loop computes a scalar, a short array and a vector loop's remainder with other
+    machine code than the vector body (atan even with another formula)."""
+    kf, jf = UNARY[name]
+    dtype = np.float64 if wide else np.float32
+    fi = np.finfo(dtype)
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, fi.smallest_subnormal,
+                        -fi.smallest_subnormal, fi.tiny / 3, fi.tiny, fi.max, -fi.max],
+                       dtype)
+    # float32 asinh/acosh: XLA's scalar code (0-d, short arrays, a loop's remainder)
+    # contracts another product than its vector loop; these inputs tell the two apart.
+    special = np.concatenate([special, np.array([0.54855776, -4.9722238, 2.938416,
+                                                 1.5861391, 88.11073], dtype)])
+    with x64(wide):
+        x = _near_one(dtype)
+        assert_same_bits(kf(x[:x.size // 4 * 4]), np.asarray(jf()(x[:x.size // 4 * 4])), x,
+                         f"{name} {dtype.__name__} edges")
+        vals = np.concatenate([special, x[::41]])
+        for v in np.concatenate([special, x[::163]]):   # 0-d: XLA's scalar code
+            assert_same_bits(kf(v), np.asarray(jf()(v)), v, f"{name} {dtype.__name__} 0-d")
+        for n in (2, 7, 17, 53):          # every value at every place of short arrays
+            a = np.resize(vals, (-(-vals.size // n) + 1) * n).reshape(-1, n)
+            for row in np.concatenate([a, np.roll(a, n // 2, axis=1)]):
+                assert_same_bits(kf(row), np.asarray(jf()(row)), row,
+                                 f"{name} {dtype.__name__} n={n}")
 
 
 def test_issue_examples():

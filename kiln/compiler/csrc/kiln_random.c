@@ -91,6 +91,54 @@ EAGER1(kiln_eager_cbrt_f32, float, cbrtf)
 EAGER1(kiln_eager_cbrt_f64, double, cbrt)
 EAGER1(kiln_eager_rsqrt_f32, float, xrsqrt32)
 EAGER1(kiln_eager_rsqrt_f64, double, xrsqrt64)
+/* asin ... atanh: XLA's expansions of the CHLO ops (xla_math.h). */
+EAGER1(kiln_eager_asin_f32, float, xasin32)
+EAGER1(kiln_eager_asin_f64, double, xasin64)
+EAGER1(kiln_eager_acos_f32, float, xacos32)
+EAGER1(kiln_eager_acos_f64, double, xacos64)
+/* atan as XLA's CPU loop computes it for an n-element array (measured, JAX 0.10.2 on
+   x86-64 with AVX2/AVX-512): one element is the C library's atan2(x, 1); 2 to 49
+   elements are all XLA's approximation (the loop is not vectorized); from 50 on, the
+   vectorized body calls the C library's atan and the last n % 4 elements (the scalar
+   remainder) use the approximation. (Arrays over 256 KiB are split across threads, each
+   part with its own remainder; that split depends on the machine and is not reproduced.) */
+#define EAGER_ATAN(name, T, lib, one, approx) void name(const T *x, T *y, int64_t n) { \
+  KILN_FTZ_ON \
+  if (n == 1) { \
+    y[0] = one(x[0]); \
+  } else { \
+    int64_t body = n < 50 ? 0 : n - n % 4; \
+    for (int64_t i = 0; i < body; i++) y[i] = lib(x[i]); \
+    for (int64_t i = body; i < n; i++) y[i] = approx(x[i]); \
+  } \
+  KILN_FTZ_OFF } \
+  void name##_obj(const void *xo, const void *yo, int64_t n) { \
+    name((const T *)kiln_array_data(xo), (T *)kiln_array_data(yo), n); }
+EAGER_ATAN(kiln_eager_atan_f32, float, atanf, xatan132, xatanp32)
+EAGER_ATAN(kiln_eager_atan_f64, double, atan, xatan164, xatanp64)
+EAGER1(kiln_eager_sinh_f32, float, xsinh32)
+EAGER1(kiln_eager_sinh_f64, double, xsinh64)
+EAGER1(kiln_eager_cosh_f32, float, xcosh32)
+EAGER1(kiln_eager_cosh_f64, double, xcosh64)
+/* float32 asinh and acosh: XLA's loop runs its scalar code (another contraction:
+   xasinhs32, xacoshs32) for short arrays (up to 15 elements for asinh, 18 for acosh),
+   then for the last n % 4 (below 24 elements for asinh, 32 for acosh) or n % 8
+   (measured; XLA's thread split of large arrays is not reproduced). */
+#define EAGER_SCALAR_TAIL(name, vec, scalar, all_max, mid) \
+void name(const float *x, float *y, int64_t n) { \
+  KILN_FTZ_ON \
+  int64_t body = n <= all_max ? 0 : n - n % (n < mid ? 4 : 8); \
+  for (int64_t i = 0; i < body; i++) y[i] = vec(x[i]); \
+  for (int64_t i = body; i < n; i++) y[i] = scalar(x[i]); \
+  KILN_FTZ_OFF } \
+void name##_obj(const void *xo, const void *yo, int64_t n) { \
+  name((const float *)kiln_array_data(xo), (float *)kiln_array_data(yo), n); }
+EAGER_SCALAR_TAIL(kiln_eager_asinh_f32, xasinh32, xasinhs32, 15, 24)
+EAGER_SCALAR_TAIL(kiln_eager_acosh_f32, xacosh32, xacoshs32, 18, 32)
+EAGER1(kiln_eager_asinh_f64, double, xasinh64)
+EAGER1(kiln_eager_acosh_f64, double, xacosh64)
+EAGER1(kiln_eager_atanh_f32, float, xatanh32)
+EAGER1(kiln_eager_atanh_f64, double, xatanh64)
 
 /* integer_pow as JAX lowers it (binary exponentiation: acc * x for each set bit of |k|,
    x * x between; 1 / acc for k < 0), under XLA's flushing. */

@@ -324,3 +324,236 @@ static inline double xrsqrt64(double x) {
 #else
 static inline double xrsqrt64(double x) { return 1.0 / sqrt(x); }
 #endif
+/* ---- The inverse trigonometric and (inverse) hyperbolic functions as XLA's CPU backend
+   computes them. JAX lowers them to CHLO ops, which are expanded into basic HLO before
+   XLA's CPU code runs (as XLA's optimized HLO for jax.lax.asin & co shows):
+     asin(x)  = 2 * atan2(x, 1 + sqrt((1 - x) * (1 + x)))
+     acos(x)  = atan2(sqrt((1 - x) * (1 + x)), x)
+     atan(x)  = atan2(x, 1)
+     sinh(x)  = |x| < 1 ? 0.5 * (e + e / (e + 1)) with e = expm1(x)
+                        : exp(x - log 2) - exp(-log 2 - x)
+     cosh(x)  = exp(x - log 2) + exp(-log 2 - x)
+     asinh(x) = sign(x) * (|x| >= sqrt(max) ? log|x| + log 2
+                           : log1p(|x| + x^2 / (sqrt(x^2 + 1) + 1)))
+     acosh(x) = x >= max / 2 ? log x + log 2
+                             : log1p(sqrt(x - 1) * (sqrt(x + 1) + sqrt(x - 1)))
+     atanh(x) = |x| > 1 ? NaN : 0.5 * (log1p(x) - log1p(-x))
+   with XLA's own exp/expm1/log/log1p above, the correctly rounded sqrt and the C
+   library's atan2. XLA's CPU code runs with denormals flushed (DAZ/FTZ); compiled kiln
+   code does not, hence the ftz calls around arithmetic. atan2 gets its operands unflushed:
+   the C library reads their bits (DAZ affects only the arithmetic), so acos(-1e-45) is
+   atan2(1, -1e-45), not atan2(1, -0), and atan(1e-45) is 1e-45.
+   Contraction: LLVM's backend (fp-contract=fast) fuses a multiply with one use into the
+   add/sub that consumes it; here that happens only inside atanh (below). ---- */
+#define KILN_LN2F 0.693147182f
+#define KILN_LN2D 0.69314718055994529
+
+static inline float xasin32(float x) {
+  float xf = ftz32(x);
+  float d = sqrtf(ftz32((1.0f - xf) * (xf + 1.0f))) + 1.0f;
+  float a = ftz32(atan2f(x, d));
+  return a + a;
+}
+static inline double xasin64(double x) {
+  double xf = ftz64(x);
+  double d = sqrt(ftz64((1.0 - xf) * (xf + 1.0))) + 1.0;
+  double a = ftz64(atan2(x, d));
+  return a + a;
+}
+static inline float xacos32(float x) {
+  float xf = ftz32(x);
+  return ftz32(atan2f(sqrtf(ftz32((1.0f - xf) * (xf + 1.0f))), x));
+}
+static inline double xacos64(double x) {
+  double xf = ftz64(x);
+  return ftz64(atan2(sqrt(ftz64((1.0 - xf) * (xf + 1.0))), x));
+}
+/* atan(x) = atan2(x, 1), which XLA emits as its own atan approximation (xatanp below).
+   Where LLVM vectorizes XLA's loop, the vector form of that call becomes one call of the
+   C library's atanf/atan per lane; the loop's scalar remainder (and small arrays, whose
+   loops are not vectorized) keep the approximation. So JAX's atan of an element depends
+   on the array's length and the element's place: see kiln_eager_atan_* in kiln_random.c.
+   Compiled kiln code picks by the op's length as the eager kernel does (xatan1, xatanp,
+   or the C library's atan for 50 elements and more, remainder included). */
+static inline float xatan32(float x) { return atanf(x); }
+static inline double xatan64(double x) { return atan(x); }
+/* A one-element array: atan2(x, 1) under XLA's flushing, which the C library's float32
+   atan2 does not see for a subnormal x (it returns x), its float64 one does (+-0). */
+static inline float xatan132(float x) { return atan2f(x, 1.0f); }
+static inline double xatan164(double x) { return atan2(ftz64(x), 1.0); }
+
+/* XLA's atan approximation: x itself for |x| below 1e-3 (float64: 1e-9); otherwise
+   t = min(|x|, 1/|x|), r = t * P(t^2) / Q(t^2) (fused Horner steps), pi/2 - r for
+   |x| > 1, with the sign of x. */
+static inline float xatanp32(float x) {
+  float ax = fabsf(x);
+  int big = ax > 1.0f;
+  float t = sel32(big, 1.0f / ax, ax);
+  float s = t * t;
+  float p = fmaf(fmaf(s, 0x1.cadccep-4f, 0x1.75974p-1f), s, 0x1.9f3acp-1f);
+  float q = fmaf(fmaf(fmaf(s, 0x1.4aaf68p-7f, 0x1.21fb68p-2f), s, 1.0f), s, 0x1.9f3acp-1f);
+  float r = t * (p / q);
+  r = sel32(big, 0x1.921fb6p+0f - r, r);
+  return sel32(ax < 1e-3f, x, copysignf(r, x));
+}
+static inline double xatanp64(double x) {
+  double ax = fabs(x);
+  int big = ax > 1.0;
+  double t = sel64(big, 1.0 / ax, ax);
+  double s = t * t;
+  double p = fma(s, 0x1.bf668dc1807e8p-16, 0x1.953df589d05f6p-9);
+  p = fma(p, s, 0x1.aeb04aa91bb07p-5); p = fma(p, s, 0x1.3764342d7bd3ap-2);
+  p = fma(p, s, 0x1.81df55688e820p-1); p = fma(p, s, 0x1.a771dc0843700p-1);
+  p = fma(p, s, 0x1.51f6f3ee8355bp-2);
+  double q = fma(s, 0x1.1e60f36c28b31p-12, 0x1.6524b465a3da0p-7);
+  q = fma(q, s, 0x1.d90b560336909p-4); q = fma(q, s, 0x1.fd18b6ac77bd8p-2);
+  q = fma(q, s, 1.0); q = fma(q, s, 0x1.dfc5af5aaea89p-1);
+  q = fma(q, s, 0x1.51f6f3ee8355bp-2);
+  double r = t * (p / q);
+  r = sel64(big, 0x1.921fb54442d18p+0 - r, r);
+  return sel64(ax < 1e-9, x, copysign(r, x));
+}
+
+static inline float xsinh32(float x) {
+  x = ftz32(x);
+  float e = xexpm132(x);
+  float small = ftz32((e + ftz32(e / (e + 1.0f))) * 0.5f);
+  float large = xexp32(x + -KILN_LN2F) - xexp32(-KILN_LN2F - x);
+  return sel32(fabsf(x) < 1.0f, small, large);
+}
+static inline double xsinh64(double x) {
+  x = ftz64(x);
+  double e = xexpm164(x);
+  double small = ftz64((e + ftz64(e / (e + 1.0))) * 0.5);
+  double large = xexp64(x + -KILN_LN2D) - xexp64(-KILN_LN2D - x);
+  return sel64(fabs(x) < 1.0, small, large);
+}
+static inline float xcosh32(float x) {
+  x = ftz32(x);
+  return xexp32(x + -KILN_LN2F) + xexp32(-KILN_LN2F - x);
+}
+static inline double xcosh64(double x) {
+  x = ftz64(x);
+  return xexp64(x + -KILN_LN2D) + xexp64(-KILN_LN2D - x);
+}
+
+/* float32 asinh as XLA's scalar code computes it (a 0-d or short array, a loop's
+   remainder): there LLVM fuses the other product of the log inside log1p's large branch,
+   y = fma(e, c, p * x^3) instead of fma(p, x^3, c * e) (1 ulp apart for a rare input). */
+static inline float xlogs32(float x) {
+  x = ftz32(x);
+  float xs = MAXF(x, FLT_MIN);
+  uint32_t bits; memcpy(&bits, &xs, 4);
+  int32_t emm0 = (int32_t)(bits >> 23) - 0x7f;
+  bits = (bits & 0x807FFFFFu) | 0x3F000000u;
+  float t; memcpy(&t, &bits, 4);
+  float e = 1.0f + (float)emm0;
+  int mask = t < 0.707106781186547524f;
+  float tmp1 = sel32(mask, t, 0.0f);
+  t = t - 1.0f;
+  e = e - sel32(mask, 1.0f, 0.0f);
+  t = t + tmp1;
+  float x2 = t * t, x3 = x2 * t;
+  float y = fmaf(t, LOGP[0], LOGP[1]), y1 = fmaf(t, LOGP[3], LOGP[4]);
+  float y2 = fmaf(t, LOGP[6], LOGP[7]);
+  y = fmaf(y, t, LOGP[2]); y1 = fmaf(y1, t, LOGP[5]); y2 = fmaf(y2, t, LOGP[8]);
+  y = fmaf(y, x3, y1); y = fmaf(y, x3, y2);
+  y = fmaf(e, -2.12194440e-4f, y * x3);
+  float q2e = 0.693359375f * e;
+  float r = (fmaf(-0.5f, x2, t) + y) + q2e;
+  r = sel32(x > 0.0f, r, NAN);
+  r = sel32(x == INFINITY, INFINITY, r);
+  return sel32(x == 0.0f, -INFINITY, r);
+}
+static inline float xlog1ps32(float x) {
+  x = ftz32(x);
+  float large = xlogs32(x + 1.0f);
+  float x2 = x * x;
+  float num = (float)L1P_NUM[0], den = (float)L1P_DEN[0];
+  _Pragma("GCC unroll 32")
+  for (int i = 1; i < 7; i++) { num = fmaf(num, x, (float)L1P_NUM[i]);
+                                den = fmaf(den, x, (float)L1P_DEN[i]); }
+  float small = (x * x2) * (num / den);
+  small = fmaf(-0.5f, x2, small);
+  small = x + small;
+  return ftz32(sel32(fabsf(x) < 0.41421356237309504880f, small, large));
+}
+static inline float xasinhs32(float x) {
+  x = ftz32(x);
+  float ax = fabsf(x), x2 = ftz32(x * x);
+  float small = xlog1ps32(ax + ftz32(x2 / (sqrtf(x2 + 1.0f) + 1.0f)));
+  float r = sel32(ax >= 1.8446743e+19f, xlog32(ax) + KILN_LN2F, small);
+  float sgn = sel32(x > 0.0f, 1.0f, sel32(x < 0.0f, -1.0f, x));
+  return sgn * r;
+}
+/* float32 acosh in XLA's scalar code: the same other contraction in log1p's log. */
+static inline float xacoshs32(float x) {
+  x = ftz32(x);
+  float sm = sqrtf(x + -1.0f);
+  float small = xlog1ps32(ftz32(sm * (sqrtf(x + 1.0f) + sm)));
+  return sel32(x >= 1.70141173e+38f, xlog32(x) + KILN_LN2F, small);
+}
+static inline float xasinh32(float x) {
+  x = ftz32(x);
+  float ax = fabsf(x), x2 = ftz32(x * x);
+  float small = xlog1p32(ax + ftz32(x2 / (sqrtf(x2 + 1.0f) + 1.0f)));
+  float r = sel32(ax >= 1.8446743e+19f, xlog32(ax) + KILN_LN2F, small);
+  float sgn = sel32(x > 0.0f, 1.0f, sel32(x < 0.0f, -1.0f, x));
+  return sgn * r;
+}
+static inline double xasinh64(double x) {
+  x = ftz64(x);
+  double ax = fabs(x), x2 = ftz64(x * x);
+  double small = xlog1p64(ax + ftz64(x2 / (sqrt(x2 + 1.0) + 1.0)));
+  double r = sel64(ax >= 1.3407807929942596e+154, xlog64(ax) + KILN_LN2D, small);
+  double sgn = sel64(x > 0.0, 1.0, sel64(x < 0.0, -1.0, x));
+  return sgn * r;
+}
+static inline float xacosh32(float x) {
+  x = ftz32(x);
+  float sm = sqrtf(x + -1.0f);
+  float small = xlog1p32(ftz32(sm * (sqrtf(x + 1.0f) + sm)));
+  return sel32(x >= 1.70141173e+38f, xlog32(x) + KILN_LN2F, small);
+}
+static inline double xacosh64(double x) {
+  x = ftz64(x);
+  double sm = sqrt(x + -1.0);
+  double small = xlog1p64(ftz64(sm * (sqrt(x + 1.0) + sm)));
+  return sel64(x >= 8.9884656743115785e+307, xlog64(x) + KILN_LN2D, small);
+}
+
+/* atanh's two log1p's share -0.5 * x^2 (LLVM computes it once for x and -x), so that
+   product has two uses and is not fused; the backend fuses the other one instead:
+   small = x + fma(x * x^2, num / den, h) with h = -0.5 * x^2 rounded, where log1p alone
+   computes x + fma(-0.5, x^2, (x * x^2) * (num / den)). */
+static inline float xlog1p32_h(float x, float h) {
+  float large = xlog32(x + 1.0f);
+  float x2 = x * x;
+  float num = (float)L1P_NUM[0], den = (float)L1P_DEN[0];
+  _Pragma("GCC unroll 32")
+  for (int i = 1; i < 7; i++) { num = fmaf(num, x, (float)L1P_NUM[i]);
+                                den = fmaf(den, x, (float)L1P_DEN[i]); }
+  float small = x + fmaf(x * x2, num / den, h);
+  return ftz32(sel32(fabsf(x) < 0.41421356237309504880f, small, large));
+}
+static inline double xlog1p64_h(double x, double h) {
+  double large = xlog64(x + 1.0);
+  double x2 = x * x;
+  double num = L1P_NUM[0], den = L1P_DEN[0];
+  _Pragma("GCC unroll 32")
+  for (int i = 1; i < 7; i++) { num = fma(num, x, L1P_NUM[i]); den = fma(den, x, L1P_DEN[i]); }
+  double small = x + fma(x * x2, num / den, h);
+  return ftz64(sel64(fabs(x) < 0.41421356237309504880, small, large));
+}
+static inline float xatanh32(float x) {
+  x = ftz32(x);
+  float h = ftz32(x * x) * -0.5f;
+  float r = ftz32((xlog1p32_h(x, h) - xlog1p32_h(-x, h)) * 0.5f);
+  return sel32(fabsf(x) > 1.0f, NAN, r);
+}
+static inline double xatanh64(double x) {
+  x = ftz64(x);
+  double h = ftz64(x * x) * -0.5;
+  double r = ftz64((xlog1p64_h(x, h) - xlog1p64_h(-x, h)) * 0.5);
+  return sel64(fabs(x) > 1.0, NAN, r);
+}

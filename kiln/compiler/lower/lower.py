@@ -236,6 +236,15 @@ def _ew_rule(ctx: Lowering, eqn, ins):
     shape = out.shape
     dtype = out.dtype
     table = ctx.table
+    if name == "atan" and dtype in FLOAT_DTYPES:
+        # JAX's atan depends on the array's length (xla_math.h, kiln_eager_atan_*): one
+        # element is atan2(x, 1), 2 to 49 elements XLA's own approximation, longer arrays
+        # the C library's atan (but for XLA's loop remainder, not reproduced here).
+        n = int(np.prod(shape))
+        params["form"] = "one" if n == 1 else ("short" if n < 50 else "long")
+    elif name in ("asinh", "acosh") and dtype == np.float32 and \
+            int(np.prod(shape)) <= (15 if name == "asinh" else 18):
+        params["form"] = "scalar"   # XLA's scalar code: another contraction (xasinhs32)
 
     def read(idxs):
         args = [x.read(idxs if x.shape else []) for x in ins]

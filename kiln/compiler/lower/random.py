@@ -164,7 +164,9 @@ def preludes(source_text: str) -> list[str]:
     if "kiln_tf_" in source_text:
         out += [csrc.text("threefry.h"), csrc.text("threefry_ops.h")]
     logistic = "kiln_logistic_xla" in source_text
-    xla_names = ("xlog", "xlog1p", "xexp", "xexpm1", "xerfinv", "xerf", "xtanh", "xrsqrt")
+    xla_names = ("xlog", "xlog1p", "xexp", "xexpm1", "xerfinv", "xerf", "xtanh", "xrsqrt", "xasin",
+                 "xacos", "xatan", "xatan1", "xatanp", "xsinh", "xcosh", "xasinh", "xasinhs",
+                 "xacosh", "xacoshs", "xatanh")
     fast_exp = "fexp32" in source_text
     if logistic or fast_exp or any(f"{b}{w}(" in source_text
                                    for b in xla_names for w in (32, 64)):

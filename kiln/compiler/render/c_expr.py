@@ -178,6 +178,11 @@ class ExprMixin:
             # JAX lowers exp2 to exp(log(2) * x) in the operand's dtype (JAX's bits).
             ln2 = "0.693147180559945309417232121458176568" + ("f" if dt == F32 else "")
             return f"{self.math_fn('exp', dt)}(({t})({a} * {ln2}))"
+        if name == "atan" and "form" in params and dt in (F32, F64):
+            stem = {"one": "xatan1", "short": "xatanp"}.get(params["form"], "xatan")
+            return f"{stem}{32 if dt == F32 else 64}({a})"
+        if name in ("asinh", "acosh") and params.get("form") == "scalar" and dt == F32:
+            return f"x{name}s32({a})"
         if name in ("exp", "log", "log1p", "expm1", "tanh", "logistic", "sin", "cos", "tan",
                     "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "sqrt",
                     "rsqrt", "cbrt", "erf", "erfc", "exp2", "lgamma"):

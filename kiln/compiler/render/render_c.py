@@ -277,7 +277,11 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
                 ("exp", "d"): "xexp64", ("log1p", "d"): "xlog1p64",
                 ("tanh", "f"): "xtanh32", ("tanh", "d"): "xtanh64", ("erf", "f"): "xerf32",
                 ("expm1", "f"): "xexpm132", ("expm1", "d"): "xexpm164", ("log", "d"): "xlog64",
-                ("erf", "d"): "xerf64", ("rsqrt", "f"): "xrsqrt32", ("rsqrt", "d"): "xrsqrt64"}
+                ("erf", "d"): "xerf64", ("rsqrt", "f"): "xrsqrt32", ("rsqrt", "d"): "xrsqrt64",
+                # XLA's expansions of the CHLO ops (xla_math.h)
+                **{(op, w): f"x{op}{n}" for op in ("asin", "acos", "atan", "sinh", "cosh",
+                                                    "asinh", "acosh", "atanh")
+                   for w, n in (("f", 32), ("d", 64))}}
 
 
 def _compile_weight(text: str, small: bool = False) -> int:
