@@ -14,3 +14,25 @@ def test_jax2tf_without_tensorflow_is_module_not_found():
     with pytest.raises(ModuleNotFoundError) as e:
         importlib.import_module("kiln.experimental.jax2tf")
     assert e.value.name == "tensorflow"
+
+
+def test_cond_switch_trace_a_repeated_branch_once():
+    # dm-haiku stateful_test::test_{cond,switch}_traces_*_with_same_id_once
+    import kiln
+    calls = []
+
+    def f(x):
+        calls.append(None)
+        return x ** 2
+
+    def g(x):
+        calls.append("g")
+        return x + 1
+
+    assert int(kiln.lax.cond(False, f, f, 3)) == 9 and len(calls) == 1
+    del calls[:]
+    assert int(kiln.lax.switch(1, [f, g] * 4, 2)) == 3
+    assert calls.count(None) == 1 and calls.count("g") == 1
+    del calls[:]
+    assert int(kiln.jit(lambda i: kiln.lax.switch(i, [f, g, f], 5))(2)) == 25
+    assert len(calls) == 2
