@@ -36,3 +36,21 @@ def test_cond_switch_trace_a_repeated_branch_once():
     del calls[:]
     assert int(kiln.jit(lambda i: kiln.lax.switch(i, [f, g, f], 5))(2)) == 25
     assert len(calls) == 2
+
+
+def test_eval_shape_canonicalizes_numpy_and_spec_dtypes():
+    # Distrax's BijectorFromTFP calls eval_shape on the user's float64 NumPy value; TFP then
+    # rejects a float64 tracer where it asks for float32 (transformed_test, 16 cases).
+    import numpy as np
+
+    import kiln
+    if kiln.config.jax_enable_x64:
+        pytest.skip("x64 enabled")
+    es = kiln.eval_shape
+    assert es(lambda x: x, np.zeros(2)).dtype == np.float32
+    assert es(lambda x: x, kiln.ShapeDtypeStruct((2,), np.float64)).dtype == np.float32
+    assert es(lambda x: x, kiln.ShapeDtypeStruct((2,), np.int64)).dtype == np.int32
+    assert es(lambda x: x, np.zeros(2, np.uint64)).dtype == np.uint32
+    out = es(lambda x: x, 3.0)
+    assert out.dtype == np.float32 and out.weak_type
+    assert str(es(lambda k: k, kiln.random.key(0)).dtype) == "key<fry>"
