@@ -75,7 +75,10 @@ class ShapeDtypeStruct:
 def eval_shape(fun: Callable, *args, **kwargs):
     """Output shapes/dtypes of ``fun`` (as ShapeDtypeStructs) without computing anything."""
     a_flat, a_tree = tree_flatten(_kb.specs_to_keys((args, kwargs)))
-    avals = [ShapedArray(x.shape, x.dtype, getattr(x, "weak_type", False))
+    # Arrays and specs are taken at their canonical dtype, as JAX's ``shaped_abstractify``
+    # (a NumPy float64 array is float32 without x64).
+    avals = [ShapedArray(x.shape, dtypes.canonicalize_dtype(x.dtype, allow_extended_dtype=True),
+                         getattr(x, "weak_type", False))
              if hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, Tracer)
              and not isinstance(x, Array) else get_aval(x) for x in a_flat]
     store = {}

@@ -65,8 +65,9 @@ class PRNGImpl(NamedTuple):
         return hash(self.tag)
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, PRNGImpl) and self.name == other.name and \
-            self.tag == other.tag
+        # As JAX's (a NamedTuple's): every field, the functions by identity; two
+        # ``define_prng_impl`` results with the default name and tag are distinct.
+        return isinstance(other, PRNGImpl) and tuple.__eq__(self, other)
 
     def __ne__(self, other) -> bool:
         return not self == other

@@ -5,7 +5,9 @@ A loop's carry lives in buffers of its own. Before the loop, a kernel copies eac
 initial value in. Each iteration lowers to the body's steps reading the carry buffers;
 the new carry values are written to fresh buffers (the body may still read the old ones
 while computing them), then copied over the carry at the end of the iteration. Values
-that do not change (a carry passed through) are not copied.
+that do not change (a carry passed through) are not copied. A ``cond`` whose branches
+either pass a carry through or scatter into a copy of it writes the carry in place (no
+copy of the whole carry per step; NumPyro's ``fori_collect``).
 
 ``scan``'s inputs ``xs`` are never sliced: the body reads ``xs[counter, ...]`` by index
 arithmetic, the loop counter being a symbol of the index expressions like any loop
@@ -143,6 +145,7 @@ def _update_carry(ctx, steps: list, carry: list, outs: list, before_commit=None)
         before_commit()
     # Candidates for an update in place: carry buffer id -> (moved steps, buffers read).
     cand: dict = {}
+    in_branch: dict = {}    # carry buffer id -> edits making a cond write it in place
     for buf, kern, src in pending:
         if kern is None:
             # A scatter / dynamic_update_slice of the old carry (``c.at[i].set(v)``):
@@ -152,12 +155,28 @@ def _update_carry(ctx, steps: list, carry: list, outs: list, before_commit=None)
                 r = _reads_of(ctx.prog, sc[1]) - {src.buf.id}
                 if buf.id not in r:
                     cand[buf.id] = (sc, r)
+            else:
+                plan = _branch_in_place(ctx.prog, steps, src.buf, buf)
+                if plan is not None:
+                    in_branch[buf.id] = plan
             continue
         loads = _loads(ctx.prog, kern)
         if _elementwise_on(kern, buf, loads):
             cand[buf.id] = ((kern,), {bid for bid, _ in loads} - {buf.id})
     order = _reader_first_order(cand)
+    # A cond output that is the carry passed through or scattered into (NumPyro's
+    # ``fori_collect``: ``cond(i >= 0, lambda c: c.at[i].set(v), lambda c: c, c)``) is
+    # written by the branch into the carry itself, where the branch stands; the updates
+    # moved to the end of the body must then not read that carry.
+    moved_reads = set().union(*(cand[b][1] for b in order)) if order else set()
+    for bid, edits in in_branch.items():
+        if bid in moved_reads:
+            continue
+        _apply_branch_edits(edits, ctx.prog.buffers[bid])
+        order.append(bid)
     for bid in order:
+        if bid not in cand:
+            continue
         moved = cand[bid][0]
         carry_buf = ctx.prog.buffers[bid]
         for st in moved:
@@ -203,10 +222,10 @@ def _reads_of(prog, step) -> set:
     return {b.id for b in step_buffers(prog, step)}
 
 
-def _scatter_of_copy(prog, steps: list, tmp, carry_buf):
+def _scatter_of_copy(prog, steps: list, tmp, carry_buf, reader=None):
     """(copy kernel, scatter) when ``tmp`` is made in ``steps`` by a kernel copying
     ``carry_buf`` element for element and then one Scatter into it, and no other step
-    touches ``tmp``; else None."""
+    (but ``reader``) touches ``tmp``; else None."""
     from kiln.compiler.lower.program import Kernel, Scatter, walk_steps
     found = [j for j, s in enumerate(steps) if isinstance(s, Scatter) and s.out is tmp]
     if len(found) != 1 or found[0] == 0:
@@ -221,9 +240,77 @@ def _scatter_of_copy(prog, steps: list, tmp, carry_buf):
     if not _elementwise_on(copy, carry_buf, [(e.params[0], e.params[1])]):
         return None
     for s in walk_steps(steps):
-        if s is not copy and s is not scatter and tmp.id in _reads_of(prog, s):
+        if s is not copy and s is not scatter and s is not reader and \
+                tmp.id in _reads_of(prog, s):
             return None
     return copy, scatter
+
+
+def _copy_source(prog, kern, out):
+    """The buffer ``kern`` copies element for element into all of ``out``, or None."""
+    from kiln.compiler.lower.program import Kernel
+    if not isinstance(kern, Kernel) or len(kern.outs) != 1 or kern.outs[0][0] is not out:
+        return None
+    e = kern.outs[0][1]
+    if e.kind != "load":
+        return None
+    src = prog.buffers[e.params[0]]
+    if src.size != out.size or not _elementwise_on(kern, src, [(e.params[0], e.params[1])]):
+        return None
+    return src
+
+
+def _branch_in_place(prog, steps: list, out, carry_buf):
+    """Edits that make the ``cond`` writing ``out`` (the loop's new ``carry_buf``) write
+    the carry in place, or None. Each branch must end its work on ``out`` by one copy
+    into it, either of ``carry_buf`` itself (passed through: the copy goes) or of a
+    temporary made as a copy of ``carry_buf`` and one scatter (the scatter then targets
+    the carry; both copies go). Nothing else in the branch may touch the carry or
+    ``out``; nothing else in the body may touch ``out``, nor the carry after the cond."""
+    from kiln.compiler.lower.program import Branch, walk_steps
+    js = [j for j, s in enumerate(steps) if isinstance(s, Branch)
+          and any(_writes(t, out) for br in s.branches for t in walk_steps(br))]
+    if len(js) != 1:
+        return None
+    j = js[0]
+    for k, s in enumerate(steps):
+        if k != j:
+            ids = _reads_of(prog, s)
+            if out.id in ids or (k > j and carry_buf.id in ids):
+                return None
+    edits = []
+    for br in steps[j].branches:
+        ws = [t for t in br if _writes(t, out)]
+        if len(ws) != 1 or any(_writes(t, out) for t in walk_steps(br) if t is not ws[0]):
+            return None
+        w = ws[0]
+        src = _copy_source(prog, w, out)
+        if src is None:
+            return None
+        if src is carry_buf:
+            keep = ()
+            gone = (w,)
+        else:
+            sc = _scatter_of_copy(prog, br, src, carry_buf, reader=w)
+            if sc is None or carry_buf.id in _reads_of(prog, sc[1]) - {src.id}:
+                return None
+            keep = (sc[1],)
+            gone = (sc[0], w)
+        touched = (carry_buf.id, out.id)
+        for t in walk_steps(br):
+            if all(t is not x for x in keep + gone) and \
+                    any(b in _reads_of(prog, t) for b in touched):
+                return None
+        edits.append((br, gone, keep))
+    return edits
+
+
+def _apply_branch_edits(edits, carry_buf) -> None:
+    for br, gone, keep in edits:
+        for st in gone:
+            br.remove(st)
+        for scatter in keep:
+            scatter.out = carry_buf
 
 
 def _loads(prog, kern) -> list:

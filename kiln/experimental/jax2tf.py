@@ -1,0 +1,12 @@
+"""``jax.experimental.jax2tf``: converting JAX functions to TensorFlow.
+
+JAX's module imports TensorFlow first, so without TensorFlow installed importing it
+raises ``ModuleNotFoundError: No module named 'tensorflow'`` (what libraries' optional
+imports and tests expect on such a machine); kiln's does the same. With TensorFlow
+installed, kiln still has no converter (JAX's lowers to StableHLO for TensorFlow's
+``XlaCallModule``): the import raises ``ImportError`` saying so.
+"""
+import tensorflow  # noqa: F401  (absent: ModuleNotFoundError, as JAX's)
+
+raise ImportError("kiln does not provide jax.experimental.jax2tf (conversion to "
+                  "TensorFlow through StableHLO)")
