@@ -84,6 +84,20 @@ def test_folded_constants_are_rounded_in_the_dtype():
     assert _lits(lambda x: (x * f16(0.1)) * f16(0.3), h) == [float(f16(0.1) * f16(0.3))]
 
 
+def test_broadcast_operands_and_array_constants():
+    s = np.float32(2)
+    assert _prims(lambda x, s: (x * 0.3) * s, X, s) == ["mul", "mul"]
+    got = _lits(lambda x, s: (x * 0.3) * s, X, s)
+    assert got == [float(np.float32(0.3))]
+    e = _eqns(lambda x, s: (x * 0.3) * s, X, s)
+    assert e[0].invars[1] is e[1].invars[0] or e[1].invars[1] is e[0].outvars[0]
+    assert _prims(lambda x, s: (x * s) * 0.3, X, s) == ["mul", "mul"]
+    carr, c1 = knp.asarray(CARR), knp.asarray(Y)
+    closed = optimize(kiln.make_jaxpr(lambda x: (x * carr) * c1)(X))
+    assert [e.primitive.name for e in closed.jaxpr.eqns] == ["mul"]
+    np.testing.assert_array_equal(np.asarray(closed.consts[-1]), CARR * Y)
+
+
 def test_only_splat_constants_are_reassociated():
     carr, crow = knp.asarray(CARR), knp.asarray(CROW)
     assert _prims(lambda x: (x * carr) * 5.0, X) == ["mul", "mul"]
@@ -121,7 +135,22 @@ jnp = pytest.importorskip("jax.numpy")
 def _cases(np_, lax, carr):
     f16 = np.float16
     H, HP = X.astype(f16), P.astype(f16)
+    c1 = None if carr is None else np_.asarray(Y)
+    s, col = np.float32(5.1), P[:64].reshape(64, 1)
     return [
+        ("(x*c1)*c2", lambda x: (x * carr) * c1, (X,)),
+        ("(x+c1)+c2", lambda x: (x + carr) + c1, (X,)),
+        ("(x-c1)-c2", lambda x: (x - carr) - c1, (X,)),
+        ("(c1+x)-c2", lambda x: (carr + x) - c1, (X,)),
+        ("(x+c1)+5", lambda x: (x + carr) + 5.0, (X,)),
+        ("(x*.3)*s", lambda x, s: (x * 0.3) * s, (X, s)),
+        ("s*(.3*x)", lambda x, s: s * (0.3 * x), (X, s)),
+        ("(x*s)*.3", lambda x, s: (x * s) * 0.3, (X, s)),
+        ("((x*.3)*s)*t", lambda x, s: ((x * 0.3) * s) * s, (X, s)),
+        ("(x*.3)*col", lambda x, c: (x.reshape(64, -1) * 0.3) * c, (X, col)),
+        ("(x*.3)*row", lambda x, c: (x.reshape(-1, 64) * 0.3) * c.T, (X, col)),
+        ("(x*.3)*bcast", lambda x, s: (x * 0.3) * np_.broadcast_to(s, x.shape), (X, s)),
+        ("(x*carr)*s", lambda x, s: (x * carr) * s, (X, s)),
         ("(x*3)*5", lambda x: (x * 3.0) * 5.0, (X,)),
         ("(3*x)*5", lambda x: (3.0 * x) * 5.0, (X,)),
         ("3*(x*5)", lambda x: 3.0 * (x * 5.0), (X,)),

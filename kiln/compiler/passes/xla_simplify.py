@@ -110,6 +110,14 @@ class _Consts:
         i = self.index.get(atom) if isinstance(atom, Var) else None
         return None if i is None else concrete_value(self.values[i])
 
+    def add(self, value, aval):
+        """A new constvar holding ``value``."""
+        var = Var(aval)
+        self.vars.append(var)
+        self.values.append(value)
+        self.index[var] = len(self.vars) - 1
+        return var
+
     def inverse(self, atom):
         """A new constvar holding ``1 / atom`` (rounded to its dtype), or None."""
         v = self.value(atom)
@@ -343,6 +351,58 @@ def _split_const(atom, prim, producer, consts):
     return None
 
 
+def _array_const(atom, out, consts):
+    """The value of a closed-over array of ``out``'s shape whose elements differ, or None."""
+    v = consts.value(atom)
+    if v is None or v.shape != out.aval.shape or v.dtype != out.aval.dtype or v.size < 2:
+        return None
+    flat = v.reshape(-1).view(_UINT[v.dtype])
+    return None if np.all(flat == flat[0]) else v
+
+
+def _split_array_const(atom, prim, out, producer, consts):
+    """``(A, C)`` when ``atom`` is ``prim(A, C)`` or ``prim(C, A)`` with ``C`` a
+    closed-over array (rule 12/13's array form); else None."""
+    e = _made_by(atom, producer, prim)
+    if e is None:
+        return None
+    p, q = e.invars
+    for x, c in ((p, q), (q, p)):
+        v = _array_const(c, out, consts)
+        if v is not None and not _is_constant(x, producer, consts):
+            return x, v
+    return None
+
+
+def _reassociate_arrays(build, prim, op, a, b, out, producer, consts, negate=False):
+    """``(A op C1) op C2`` => ``A op fl(C1 op C2)`` for closed-over arrays of the result's
+    shape (XLA's constants); ``negate``: ``C2`` is subtracted."""
+    if _array_const(a, out, consts) is not None and not negate:
+        a, b = b, a
+    v2 = _array_const(b, out, consts)
+    if v2 is None:
+        return False
+    inner = _split_array_const(a, prim, out, producer, consts)
+    if inner is None:
+        return False
+    x, v1 = inner
+    with np.errstate(all="ignore"):
+        folded = np.asarray(op(v1, -v2 if negate else v2), out.aval.dtype)
+    build(prim, x, consts.add(folded, b.aval), out=out)
+    return True
+
+
+def _is_broadcast(atom, out, producer):
+    """``(source, params)`` when ``atom`` is broadcast to ``out``: a ``broadcast_in_dim``
+    result (its params) or an operand of another shape (params None); else None."""
+    e = _made_by(atom, producer, broadcast_in_dim_p)
+    if e is not None:
+        return e.invars[0], e.params
+    if atom.aval.shape != out.aval.shape:
+        return atom, None
+    return None
+
+
 def _mul(build, a, b, out, producer, consts):
     ea, eb = _made_by(a, producer, exp_p), _made_by(b, producer, exp_p)
     if ea is not None and eb is not None:                                       # 11
@@ -350,10 +410,14 @@ def _mul(build, a, b, out, producer, consts):
         if x.aval.shape == y.aval.shape == out.aval.shape:
             build(exp_p, build(add_p, x, y), out=out)
             return True
+    if _reassociate_arrays(build, mul_p, np.multiply, a, b, out, producer, consts):
+        return True                                                             # 12
     if _splat(a, producer, consts) is not None:      # constants to the right
         a, b = b, a
     k2 = _splat(b, producer, consts)
-    if k2 is None or _is_constant(a, producer, consts):
+    if k2 is None:
+        return _mul_broadcast(build, a, b, out, producer, consts)
+    if _is_constant(a, producer, consts):
         return False
     inner = _split_const(a, mul_p, producer, consts)
     if inner is None:
@@ -361,6 +425,27 @@ def _mul(build, a, b, out, producer, consts):
     x, k1 = inner                                                               # 12
     build(mul_p, x, _scalar(_fold(np.multiply, k1, k2), out), out=out)
     return True
+
+
+def _mul_broadcast(build, a, b, out, producer, consts):
+    """Rule 12b: ``(A * K) * Broadcast(B)`` => ``A * Broadcast(K * B)``."""
+    for p, q in ((a, b), (b, a)):
+        inner = _split_const(p, mul_p, producer, consts)
+        if inner is None or _splat(q, producer, consts) is not None:
+            continue
+        bq = _is_broadcast(q, out, producer)
+        if bq is None:
+            continue
+        x, k = inner
+        src, params = bq
+        if x.aval.shape != out.aval.shape:
+            continue
+        prod = build(mul_p, _scalar(k, out), src)
+        if params is not None:
+            prod = build(broadcast_in_dim_p, prod, params=params)
+        build(mul_p, x, prod, out=out)
+        return True
+    return False
 
 
 def _add_const(build, a, k2, out, producer, consts):
@@ -381,6 +466,8 @@ def _add_const(build, a, k2, out, producer, consts):
 
 
 def _add(build, a, b, out, producer, consts):
+    if _reassociate_arrays(build, add_p, np.add, a, b, out, producer, consts):
+        return True
     if _splat(a, producer, consts) is not None:
         a, b = b, a
     k2 = _splat(b, producer, consts)
@@ -390,6 +477,14 @@ def _add(build, a, b, out, producer, consts):
 
 
 def _sub(build, a, b, out, producer, consts):
+    if _reassociate_arrays(build, add_p, np.add, a, b, out, producer, consts, negate=True):
+        return True
+    v = _array_const(b, out, consts)
+    if v is not None and not _is_constant(a, producer, consts):                # 13
+        with np.errstate(all="ignore"):
+            neg = np.negative(v)
+        build(add_p, a, consts.add(neg, b.aval), out=out)
+        return True
     k = _splat(b, producer, consts)
     if k is None or _is_constant(a, producer, consts):
         return False
