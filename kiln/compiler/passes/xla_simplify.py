@@ -22,9 +22,14 @@ Products, sums and differences (``K``, ``K1``, ``K2``: "splat" constants, below;
 a constant to the right of a commutative operation first, so ``K * A`` is ``A * K``):
 
 11. ``exp(A) * exp(B)`` => ``exp(A + B)``
-12. ``(A * K1) * K2`` => ``A * fl(K1 * K2)`` (``A`` not a constant)
+12. ``(A * K1) * K2`` => ``A * fl(K1 * K2)`` (``A`` not a constant); the same for two
+    closed-over arrays of the result's shape (``(A * C1) * C2`` => ``A * fl(C1 * C2)``,
+    elementwise), but not for an array and a splat
+12b. ``(A * K) * Broadcast(B)`` => ``A * Broadcast(fl(K * B))`` for any ``B`` broadcast
+    to the result (a rank-0 or lower-shape operand, or a ``broadcast_in_dim``);
+    ``(A * Broadcast(B)) * K`` is left alone
 13. ``A - K`` => ``A + (-K)``, then ``(A + K1) + K2`` => ``A + fl(K1 + K2)`` and
-    ``(K1 - A) + K2`` => ``fl(K1 + K2) - A``
+    ``(K1 - A) + K2`` => ``fl(K1 + K2) - A``; the same for closed-over arrays
 
 Logarithms and powers:
 
