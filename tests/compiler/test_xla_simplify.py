@@ -20,6 +20,10 @@ Y = _RNG.uniform(-3, 3, 2048).astype(np.float32)
 P = _RNG.uniform(0.1, 3, 2048).astype(np.float32)
 CARR = _RNG.uniform(1, 2, 2048).astype(np.float32)          # a constant of many values
 CROW = np.full((1, 2048), 0.3, np.float32)                  # a constant of one value
+XBIG = np.concatenate([X[:64], [1e30, -1e30, 1e-30, 3e38, np.inf, -np.inf, np.nan, 0.0,
+                                -0.0, 1e20]]).astype(np.float32)
+with np.errstate(over="ignore"):
+    XBIG16 = XBIG.astype(np.float16)
 
 
 def _eqns(f, *args):
@@ -58,6 +62,9 @@ def test_divisions_alias_is_the_pass():
     (lambda x: (x * 5.0) * x, ["mul", "mul"]),                  # not a constant
     (lambda x: (x * x) * 5.0, ["mul", "mul"]),
     (lambda x: x * 2.0 + x * 3.0, ["add", "mul", "mul"]),
+    (lambda x: knp.sqrt(x * x), ["abs"]),
+    (lambda x: knp.sqrt(x ** 2), ["abs"]),
+    (lambda x: knp.sqrt(x * 2.0), ["mul", "sqrt"]),
 ])
 def test_pass_rewrites_like_xla(f, want):
     assert _prims(f, X) == sorted(want)
@@ -138,6 +145,10 @@ def _cases(np_, lax, carr):
     c1 = None if carr is None else np_.asarray(Y)
     s, col = np.float32(5.1), P[:64].reshape(64, 1)
     return [
+        ("sqrt(x*x)", lambda x: np_.sqrt(x * x), (XBIG,)),
+        ("sqrt(x**2)", lambda x: np_.sqrt(x ** 2), (XBIG,)),
+        ("sqrt(square(x))", lambda x: np_.sqrt(np_.square(x)), (XBIG,)),
+        ("f16 sqrt(x*x)", lambda x: np_.sqrt(x * x), (XBIG16,)),
         ("(x*c1)*c2", lambda x: (x * carr) * c1, (X,)),
         ("(x+c1)+c2", lambda x: (x + carr) + c1, (X,)),
         ("(x-c1)-c2", lambda x: (x - carr) - c1, (X,)),

@@ -37,6 +37,8 @@ Logarithms and powers:
     ``log(sqrt(A))`` => ``0.5 * log(A)``; ``log(rsqrt(A))`` => ``-0.5 * log(A)``
 15. ``pow(exp(A), B)`` => ``exp(A * B)``; ``pow(A, 2)`` => ``A * A``;
     ``pow(A, 3)`` => ``(A * A) * A``; ``pow(A, -1)`` => ``1 / A`` (a constant exponent)
+16. ``sqrt(A * A)`` => ``|A|`` (so ``sqrt(x * x)`` does not overflow: ``1e30`` stays
+    ``1e30``; ``x ** 2``, ``square(x)`` and ``pow(x, 2)`` are ``x * x`` by then)
 
 and again on what they produce, to a fixed point. Each changes the rounding: ``x / 3.0``
 is ``x * fl(1/3)``, a third of whose elements differ from a true division in the last
@@ -72,7 +74,7 @@ from kiln.compiler.passes.common import (
 )
 from kiln.core.avals import ShapedArray
 from kiln.core.jaxpr import ClosedJaxpr, JaxprEqn, Literal, Var
-from kiln.lax.arith import add_p, div_p, exp_p, log_p, mul_p, neg_p, sub_p
+from kiln.lax.arith import add_p, div_p, exp_p, integer_pow_p, log_p, mul_p, neg_p, sub_p
 from kiln.lax.elementwise import abs_p, pow_p, rsqrt_p, sqrt_p
 from kiln.lax.structural import broadcast_in_dim_p
 
@@ -537,8 +539,21 @@ def _pow(build, a, b, out, producer, consts):
     return True
 
 
+def _sqrt(build, a, out, producer, consts):
+    e = _made_by(a, producer, mul_p)
+    if e is not None and e.invars[0] is e.invars[1] and isinstance(e.invars[0], Var):
+        build(abs_p, e.invars[0], out=out)                                      # 16
+        return True
+    e = _made_by(a, producer, integer_pow_p)        # JAX lowers x ** 2 to x * x
+    if e is not None and e.params.get("y") == 2:
+        build(abs_p, e.invars[0], out=out)
+        return True
+    return False
+
+
 def _div(build, a, b, out, producer, consts):
     return _apply(build, a, b, out, producer, consts)
 
 
-_RULES = {div_p: _div, mul_p: _mul, add_p: _add, sub_p: _sub, log_p: _log, pow_p: _pow}
+_RULES = {div_p: _div, mul_p: _mul, add_p: _add, sub_p: _sub, log_p: _log, pow_p: _pow,
+          sqrt_p: _sqrt}
