@@ -149,6 +149,8 @@ def _cases(np_, lax, carr):
         ("sqrt(x**2)", lambda x: np_.sqrt(x ** 2), (XBIG,)),
         ("sqrt(square(x))", lambda x: np_.sqrt(np_.square(x)), (XBIG,)),
         ("f16 sqrt(x*x)", lambda x: np_.sqrt(x * x), (XBIG16,)),
+        ("pow(exp(s),x)", lambda x, s: lax.pow(np_.exp(s), x), (X, s)),
+        ("x/exp(s)", lambda x, s: x / np_.exp(s), (X, s)),
         ("(x*c1)*c2", lambda x: (x * carr) * c1, (X,)),
         ("(x+c1)+c2", lambda x: (x + carr) + c1, (X,)),
         ("(x-c1)-c2", lambda x: (x - carr) - c1, (X,)),

@@ -239,8 +239,15 @@ def _rewrite(eqn: JaxprEqn, producer: dict, consts: _Consts):
     return build.eqns if done else None
 
 
+def _full(atom, out, producer, prim):
+    """``atom``'s producer when it is ``prim`` and ``atom`` has the result's shape (a rank-0
+    operand of a larger result is a Broadcast in XLA's program, which the rules do not
+    see through)."""
+    return _made_by(atom, producer, prim) if atom.aval.shape == out.aval.shape else None
+
+
 def _apply(build, a, b, out, producer, consts) -> bool:
-    ea, eb = _made_by(a, producer, exp_p), _made_by(b, producer, exp_p)
+    ea, eb = _full(a, out, producer, exp_p), _full(b, out, producer, exp_p)
     if ea is not None and eb is not None:                                       # 1
         if ea.invars[0].aval.shape == eb.invars[0].aval.shape == out.aval.shape:
             build(exp_p, build(sub_p, ea.invars[0], eb.invars[0]), out=out)
@@ -248,16 +255,16 @@ def _apply(build, a, b, out, producer, consts) -> bool:
     if eb is not None:                                                          # 2
         build(mul_p, a, build(exp_p, build(neg_p, eb.invars[0])), out=out)
         return True
-    pb = _made_by(b, producer, pow_p)
+    pb = _full(b, out, producer, pow_p)
     if pb is not None:                                                          # 3
         base, expo = pb.invars
         build(mul_p, a, build(pow_p, base, build(neg_p, expo)), out=out)
         return True
-    sb = _made_by(b, producer, sqrt_p)
+    sb = _full(b, out, producer, sqrt_p)
     if sb is not None:                                                          # 4
         build(mul_p, a, build(rsqrt_p, sb.invars[0]), out=out)
         return True
-    rb = _made_by(b, producer, rsqrt_p)
+    rb = _full(b, out, producer, rsqrt_p)
     if rb is not None:                                                          # 5
         build(mul_p, a, build(sqrt_p, rb.invars[0]), out=out)
         return True
@@ -286,7 +293,7 @@ def _apply(build, a, b, out, producer, consts) -> bool:
             inv = build(div_p, make_literal(1, b.aval), b)
             build(mul_p, a, inv, out=out)
             return True
-    da, db = _made_by(a, producer, div_p), _made_by(b, producer, div_p)
+    da, db = _full(a, out, producer, div_p), _full(b, out, producer, div_p)
     if da is not None and db is not None:                                       # 8
         (p, q), (r, s) = da.invars, db.invars
         build(div_p, build(mul_p, p, s), build(mul_p, q, r), out=out)
@@ -521,7 +528,7 @@ def _log(build, a, out, producer, consts):
 
 
 def _pow(build, a, b, out, producer, consts):
-    e = _made_by(a, producer, exp_p)
+    e = _full(a, out, producer, exp_p)
     if e is not None:                                                           # 15
         build(exp_p, build(mul_p, e.invars[0], b), out=out)
         return True
