@@ -12,7 +12,7 @@ Every pass maps a ``ClosedJaxpr`` to a new ``ClosedJaxpr`` computing the same va
   time with the primitives' NumPy ``impl``; see :mod:`kiln.compiler.passes.fold`.
 - :func:`cse` merges equations that compute the same thing.
 - :func:`dce` removes equations whose results are unused.
-- :func:`~kiln.compiler.passes.xla_divide.xla_divisions` (last) rewrites divisions as
+- :func:`~kiln.compiler.passes.xla_simplify.xla_simplify` (last) rewrites float arithmetic as
   XLA's simplifier does (``A / Broadcast(B) => A * Broadcast(1 / B)``, ``A / sqrt(B) =>
   A * rsqrt(B)``, ...), for JAX's bits.
 - :func:`optimize` runs them all to a fixed point; with ``KILN_DUMP=passes`` (a
@@ -44,7 +44,7 @@ from kiln.compiler.passes.common import (
 )
 from kiln.compiler.passes.fold import FOLD_MAX_ELEMENTS, fold_constants
 from kiln.compiler.passes.simplify import exact_conversion, simplify
-from kiln.compiler.passes.xla_divide import xla_divisions
+from kiln.compiler.passes.xla_simplify import xla_simplify
 from kiln.config import config
 from kiln.core.avals import ShapedArray
 from kiln.core.jaxpr import (
@@ -365,7 +365,7 @@ def optimize(closed: ClosedJaxpr, max_rounds: int = 4) -> ClosedJaxpr:
             break
     # Last: XLA's rewrites of divisions (A / Broadcast(B) => A * Broadcast(1 / B), ...),
     # for JAX's bits (after the identities above: ``x / 1`` is gone first, as in XLA).
-    rec = run("xla_divisions", xla_divisions, closed, max_rounds + 1)
+    rec = run("xla_simplify", xla_simplify, closed, max_rounds + 1)
     if rec is not closed:
         closed = run("dce", dce, run("cse", cse, rec, max_rounds + 1), max_rounds + 1)
     return closed
