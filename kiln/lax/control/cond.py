@@ -43,7 +43,13 @@ cond_p.weak_type_rule = lambda *w, branches: [a.weak_type for a in branches[0].o
 # -- construction ------------------------------------------------------------------------------
 
 def _trace_branches(funs, ops_tree, op_avals, what):
-    traced = [common.trace_pytree_fun(f, ops_tree, op_avals) for f in funs]
+    # A function given for several branches is traced once (JAX's tracing cache), so its
+    # side effects at trace time happen once and the branches share one jaxpr.
+    by_id = {}
+    for f in funs:
+        if id(f) not in by_id:
+            by_id[id(f)] = common.trace_pytree_fun(f, ops_tree, op_avals)
+    traced = [by_id[id(f)] for f in funs]
     out_trees = [t[2] for t in traced]
     if what == "cond":   # funs are [false_fun, true_fun]; JAX compares true_fun to false_fun
         pairs = [(1, 0, "true_fun", "false_fun")]
