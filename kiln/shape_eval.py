@@ -15,7 +15,7 @@ from kiln._physical_tree import (
 )
 from kiln.array import Array
 from kiln.core.avals import ShapedArray
-from kiln.core.trace import Tracer, get_aval
+from kiln.core.trace import Tracer, get_aval, pytype_aval_mappings
 from kiln.interpreters import staging
 
 
@@ -104,3 +104,10 @@ def eval_shape(fun: Callable, *args, **kwargs):
         ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type) for a in jaxpr.out_avals]))
 
 
+
+
+# JAX maps a ShapeDtypeStruct to its abstract value (``core.pytype_aval_mappings``): one
+# returned from a traced function (``eval_shape(lambda: struct)``, as Equinox's
+# ``closure_convert`` does with Lineax's input structures) keeps its shape and dtype.
+pytype_aval_mappings[ShapeDtypeStruct] = lambda x: x.aval
+staging.aval_only_const_types.add(ShapeDtypeStruct)

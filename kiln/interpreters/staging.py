@@ -33,6 +33,13 @@ partial_eval_rules: dict = {}
 always_stage: set = set()
 
 
+#: Types whose values a traced function may return or close over as constants of their
+#: abstract value only (they hold no data): ``kiln.shape_eval`` registers
+#: ``ShapeDtypeStruct`` (JAX maps it to its aval), so ``eval_shape(lambda: struct)`` gives it
+#: back.
+aval_only_const_types: set = set()
+
+
 class JaxprTracer(Tracer):
     # ``_var``, not ``var``: a slot named ``var`` would hide the ``x.var()`` array method.
     __slots__ = ("_aval", "_var")
@@ -91,6 +98,8 @@ class JaxprTrace(Trace):
             check_foreign_tracer(self, x)
             return self._const_var(x)
         if type(x) is Ref:
+            return self._const_var(x)
+        if type(x) in aval_only_const_types:   # a const of its aval, as JAX (no value)
             return self._const_var(x)
         if type(x) is not core.Array:
             x = core.to_array(x)

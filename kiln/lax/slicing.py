@@ -17,9 +17,7 @@ from kiln.core.trace import Tracer, get_aval
 from kiln.interpreters import ad, batching
 from kiln.interpreters.ad import Zero, is_undefined_primal
 from kiln.lax._factory import false_weak_type_rule, standard_primitive
-from kiln.lax.arith import add, eq, lt
-from kiln.lax.arith import max as _lax_max
-from kiln.lax.arith import min as _lax_min
+from kiln.lax.arith import add, lt
 from kiln.lax.reductions import reduce_sum
 from kiln.lax.structural import (
     _convert_element_type,
@@ -452,54 +450,6 @@ def _dynamic_slice_transpose(ct, x, *idx, slice_sizes):
     return [dynamic_update_slice_p.bind(zeros, ct, *idx)] + [None] * len(idx)
 
 
-def _index_vector(i, d, size):
-    """A batched (or broadcast) scalar index as a vector of length ``size``."""
-    if d is None:
-        return broadcast_in_dim(i, (size,), ())
-    return i
-
-
-def _onehot_mask(starts, size, n_out, n_in, out_axis):
-    """``mask[b, o, i] = (i == starts[b] + o)`` (or with o/i swapped: ``out_axis=2``)."""
-    dt = get_aval(starts).dtype
-    shape = (size, n_out, n_in) if out_axis == 1 else (size, n_in, n_out)
-    o = broadcasted_iota(dt, shape, out_axis)
-    i = broadcasted_iota(dt, shape, 3 - out_axis)
-    return eq(i, add(broadcast_in_dim(starts, shape, (0,)), o))
-
-
-def _take_window(y, axis, starts, s):
-    """``y`` has the batch at 0; take ``y[b, ..., starts[b]:starts[b]+s, ...]`` along
-    ``axis`` with a select-and-sum (exact: only the selected element is nonzero)."""
-    aval = get_aval(y)
-    n = aval.shape[axis]
-    size = aval.shape[0]
-    mask = _onehot_mask(starts, size, s, n, 1)                       # (B, s, n)
-    shape = aval.shape[:axis] + (s,) + aval.shape[axis:]
-    y_exp = broadcast_in_dim(y, shape, tuple(i for i in range(len(shape)) if i != axis))
-    mask = broadcast_in_dim(mask, shape, (0, axis, axis + 1))
-    picked = select(mask, y_exp, full(shape, 0, aval.dtype))
-    return reduce_sum(picked, (axis + 1,))
-
-
-def _place_window(u, axis, starts, n):
-    """Inverse of ``_take_window``: put ``u[b, ..., :, ...]`` (size s along ``axis``) at
-    ``starts[b]`` in a zero array of size n along ``axis``."""
-    aval = get_aval(u)
-    s = aval.shape[axis]
-    size = aval.shape[0]
-    mask = _onehot_mask(starts, size, s, n, 2)                       # (B, n, s)
-    shape = aval.shape[:axis] + (n,) + aval.shape[axis:]
-    u_exp = broadcast_in_dim(u, shape, tuple(i for i in range(len(shape)) if i != axis))
-    mask = broadcast_in_dim(mask, shape, (0, axis, axis + 1))
-    placed = select(mask, u_exp, full(shape, 0, aval.dtype))
-    return reduce_sum(placed, (axis + 1,))
-
-
-def _clamp_vector(starts, n, s):
-    return _lax_min(_lax_max(starts, 0), n - s)
-
-
 def _dynamic_slice_batch(axis_data, vals, dims, *, slice_sizes):
     x, *idx = vals
     xd, *idd = dims
@@ -510,21 +460,23 @@ def _dynamic_slice_batch(axis_data, vals, dims, *, slice_sizes):
         new_idx = idx[:xd] + [zero] + idx[xd:]
         sizes = slice_sizes[:xd] + (size,) + slice_sizes[xd:]
         return dynamic_slice_p.bind(x, *new_idx, slice_sizes=sizes), xd
-    # Batched start indices: slice the dims with unbatched indices directly, then take a
-    # per-example window along each dim whose index is batched.
-    x = batching.bdim_at_front(x, xd, size)
-    shape = get_aval(x).shape
-    first = [zero] + [zero if d is not None else i for i, d in zip(idx, idd)]
-    sizes = (size,) + tuple(shape[k + 1] if d is not None else s
-                            for k, (s, d) in enumerate(zip(slice_sizes, idd)))
-    y = dynamic_slice_p.bind(x, *first, slice_sizes=sizes)
-    for k, (i, d) in enumerate(zip(idx, idd)):
-        if d is None:
-            continue
-        n, s = shape[k + 1], slice_sizes[k]
-        starts = _clamp_vector(batching.moveaxis(i, d, 0), n, s)
-        y = _take_window(y, k + 1, starts, s)
-    return y, 0
+    # Batched start indices: as JAX, a gather (clamped windows, as the primitive clamps its
+    # starts) vmapped over the batch, so each example reads only its window (not a
+    # whole-operand select-and-sum per example).
+    from kiln.lax.control.loops import installed_vmap
+    from kiln.lax.gather_scatter import GatherDimensionNumbers, GatherScatterMode, gather
+    x = batching.bdim_at_front(x, xd, size) if xd is not None else x
+    nd = len(slice_sizes)
+    dnums = GatherDimensionNumbers(offset_dims=tuple(range(nd)), collapsed_slice_dims=(),
+                                   start_index_map=tuple(range(nd)))
+
+    def one(x, *idx):
+        index = concatenate([reshape(convert_element_type(i, idx_dtype), (1,)) for i in idx],
+                            0)
+        return gather(x, index, dnums, slice_sizes, indices_are_sorted=True,
+                      unique_indices=True, mode=GatherScatterMode.CLIP)
+    x_axis = 0 if xd is not None else None
+    return installed_vmap()(one, in_axes=(x_axis, *idd), axis_size=size)(x, *idx), 0
 
 
 ad.jvp_rules[dynamic_slice_p] = _dynamic_slice_jvp

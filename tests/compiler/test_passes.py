@@ -442,7 +442,8 @@ def test_optimize_dump(monkeypatch, capsys):
     err = capsys.readouterr().err
     headers = [ln for ln in err.splitlines() if ln.startswith("# kiln passes:")]
     assert headers[0] == "# kiln passes: after inline_calls (round 0)"
-    assert [h.split()[4] for h in headers[1:5]] == ["simplify", "fold_constants", "cse", "dce"]
+    assert [h.split()[4] for h in headers[1:6]] == ["mask_selected_scatters", "simplify",
+                                                  "fold_constants", "cse", "dce"]
     assert err.rstrip().endswith(pp_jaxpr(out.jaxpr))
     monkeypatch.setenv("KILN_DUMP", "passesx")
     P.optimize(closed)

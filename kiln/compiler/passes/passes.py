@@ -12,6 +12,9 @@ Every pass maps a ``ClosedJaxpr`` to a new ``ClosedJaxpr`` computing the same va
   time with the primitives' NumPy ``impl``; see :mod:`kiln.compiler.passes.fold`.
 - :func:`cse` merges equations that compute the same thing.
 - :func:`dce` removes equations whose results are unused.
+- :func:`mask_selected_scatters` turns ``select_n(broadcast(pred), old, scatter(old, ...))``
+  (batched at axis 0: the body of a vmapped loop with a batched predicate) into a scatter
+  masked by ``pred``; see :mod:`kiln.compiler.passes.masked_scatter`.
 - :func:`~kiln.compiler.passes.xla_simplify.xla_simplify` (last) rewrites float arithmetic as
   XLA's simplifier does (``A / Broadcast(B) => A * Broadcast(1 / B)``, ``A / sqrt(B) =>
   A * rsqrt(B)``, ...), for JAX's bits.
@@ -43,6 +46,7 @@ from kiln.compiler.passes.common import (
     same_aval,
 )
 from kiln.compiler.passes.fold import FOLD_MAX_ELEMENTS, fold_constants
+from kiln.compiler.passes.masked_scatter import mask_selected_scatters
 from kiln.compiler.passes.simplify import exact_conversion, simplify
 from kiln.compiler.passes.xla_simplify import xla_simplify
 from kiln.config import config
@@ -69,7 +73,7 @@ from kiln.lax.structural import broadcast_in_dim_p
 from kiln.profiler._recorder import span as _profile_span
 
 __all__ = ["FOLD_MAX_ELEMENTS", "cse", "dce", "exact_conversion", "fold_constants",
-           "inline_calls", "optimize", "simplify"]
+           "inline_calls", "mask_selected_scatters", "optimize", "simplify"]
 
 # ----------------------------------------------------------------------------------------------
 # Inlining of call primitives.
@@ -309,8 +313,8 @@ def cse(closed: ClosedJaxpr) -> ClosedJaxpr:
 # ----------------------------------------------------------------------------------------------
 # The pipeline.
 
-PASSES = (("simplify", simplify), ("fold_constants", fold_constants), ("cse", cse),
-          ("dce", dce))
+PASSES = (("mask_selected_scatters", mask_selected_scatters), ("simplify", simplify),
+          ("fold_constants", fold_constants), ("cse", cse), ("dce", dce))
 
 
 def _dump_enabled() -> bool:
@@ -328,7 +332,8 @@ def _signature(closed: ClosedJaxpr):
 
 
 def optimize(closed: ClosedJaxpr, max_rounds: int = 4) -> ClosedJaxpr:
-    """Run :func:`inline_calls`, then ``simplify``, ``fold_constants``, ``cse`` and ``dce``
+    """Run :func:`inline_calls`, then ``mask_selected_scatters``, ``simplify``,
+    ``fold_constants``, ``cse`` and ``dce``
     in rounds until a round changes nothing (at most ``max_rounds`` rounds).
 
     With ``KILN_DUMP`` containing ``passes`` (e.g. ``KILN_DUMP=passes,c``) the jaxpr is
