@@ -411,13 +411,7 @@ class custom_vjp:
             if isinstance(cts_in, list) and len(cts_in) == len(diff_info):
                 cts_in = tuple(cts_in)
             if not isinstance(cts_in, tuple) or len(cts_in) != len(diff_info):
-                raise TypeError(
-                    "Custom VJP bwd rule must produce an output with the same container "
-                    "(pytree) structure as the args tuple of the primal function, and in "
-                    "particular must produce a tuple of length equal to the number of "
-                    "arguments to the primal function, but got bwd output structure "
-                    f"{tree_flatten(cts_in)[1]} for primal input structure "
-                    f"{tree_flatten(tuple(diff_trees_example(diff_info)))[1]}.")
+                raise TypeError(_bwd_structure_message(cts_in, diff_info))
             leaves = []
             for argnum, ((d_tree, d_avals, d_keys), c) in enumerate(zip(diff_info, cts_in)):
                 if c is None:
@@ -425,13 +419,7 @@ class custom_vjp:
                     continue
                 c_leaves = _cotangent_leaves(c, d_tree, len(d_avals))
                 if c_leaves is None:
-                    raise TypeError(
-                        "Custom VJP bwd rule must produce an output with the same container "
-                        "(pytree) structure as the args tuple of the primal function, and in "
-                        "particular must produce a tuple of length equal to the number of "
-                        "arguments to the primal function, but got bwd output structure "
-                        f"{tree_flatten(cts_in)[1]} for primal input structure "
-                        f"{tree_flatten(tuple(diff_trees_example(diff_info)))[1]}.")
+                    raise TypeError(_bwd_structure_message(cts_in, diff_info))
                 for xa, cl, xk in zip(d_avals, c_leaves, d_keys):
                     if cl is None or xk:  # keys' cotangents are float0 zeros
                         leaves.append(Zero(ad.tangent_aval(xa)))
@@ -706,3 +694,13 @@ def closure_convert(fun, *example_args):
     differentiable type) passed explicitly, so that a ``custom_vjp``/``custom_jvp`` rule
     can see and differentiate them (``jax.closure_convert``)."""
     return _closure_convert(fun, example_args, _jax_maybe_perturbed)
+
+
+def _bwd_structure_message(cts_in, diff_info) -> str:
+    """JAX's error for a custom_vjp ``bwd`` output whose structure is not the primal args'."""
+    return ("Custom VJP bwd rule must produce an output with the same container "
+            "(pytree) structure as the args tuple of the primal function, and in "
+            "particular must produce a tuple of length equal to the number of "
+            "arguments to the primal function, but got bwd output structure "
+            f"{tree_flatten(cts_in)[1]} for primal input structure "
+            f"{tree_flatten(tuple(diff_trees_example(diff_info)))[1]}.")
