@@ -129,13 +129,79 @@ class ArgInfo:
     def __repr__(self):
         return f"ArgInfo(_aval={self._aval!r}, donated={self.donated})"
 
+# The value types of XLA's best-known compile options (its ``DebugOptions`` fields), so
+# that a value XLA would refuse is refused here too; other ``xla_*`` names are accepted
+# without a check of their value (kiln runs no XLA and ignores them).
+_XLA_OPTION_TYPES = {
+    **dict.fromkeys((
+        "xla_embed_ir_in_executable", "xla_cpu_enable_fast_math", "xla_cpu_fast_math_honor_infs",
+        "xla_cpu_fast_math_honor_nans", "xla_cpu_fast_math_honor_division",
+        "xla_cpu_fast_math_honor_functions", "xla_llvm_disable_expensive_passes",
+        "xla_dump_hlo_as_text", "xla_dump_hlo_as_proto", "xla_dump_hlo_as_html",
+        "xla_cpu_use_thunk_runtime", "xla_gpu_enable_latency_hiding_scheduler",
+        "xla_detailed_logging", "xla_enable_dumping", "xla_gpu_enable_triton_gemm",
+        "xla_cpu_enable_concurrency_optimized_scheduler"), "bool"),
+    **dict.fromkeys((
+        "xla_backend_optimization_level", "xla_gpu_autotune_level",
+        "xla_cpu_parallel_codegen_split_count"), "int32"),
+    **dict.fromkeys((
+        "xla_dump_to", "xla_cpu_max_isa", "xla_dump_hlo_pass_re", "xla_dump_hlo_module_re",
+        "xla_gpu_cuda_data_dir"), "string"),
+}
+
+
+def _option_value_ok(kind: str, value) -> bool:
+    if kind == "bool":
+        return isinstance(value, bool) or value in ("True", "False")
+    if kind == "int32":
+        if isinstance(value, str):
+            try:
+                int(value)
+            except ValueError:
+                return False
+            return True
+        return type(value) is int
+    return isinstance(value, str)
+
+
 def _check_compiler_options(options) -> None:
     if not options:
         return
     from kiln.errors import JaxRuntimeError
-    for name in options:
+    for name, value in options.items():
         if not (isinstance(name, str) and name.startswith("xla_")):
             raise JaxRuntimeError(f"INVALID_ARGUMENT: No such compile option: '{name}'")
+        kind = _XLA_OPTION_TYPES.get(name)
+        if kind is not None and not _option_value_ok(kind, value):
+            shown = (int(value) if isinstance(value, bool)
+                     or (isinstance(value, float) and value.is_integer()) else value)
+            raise JaxRuntimeError(f"INVALID_ARGUMENT: While setting option {name}, "
+                                  f"'{shown}' is not a valid {kind} value.")
+
+
+class _Leaf:
+    """A leaf standing for any argument (described as "pytree leaf")."""
+
+
+def check_in_tree(compiled_tree, called_tree) -> None:
+    """The ``TypeError`` of JAX's ``Compiled.__call__`` when the arguments' pytree
+    structure is not the one the executable was compiled for."""
+    if called_tree == compiled_tree:
+        return
+    from kiln.tree_util import equality_errors, keystr
+    n_c, n_a = compiled_tree.num_leaves, called_tree.num_leaves
+    leaf = _Leaf()
+    errs = list(equality_errors(tree_unflatten(called_tree, [leaf] * n_a),
+                                tree_unflatten(compiled_tree, [leaf] * n_c)))
+    lines = ["Function compiled with input pytree does not match the input pytree it was "
+             f"called with. There are {len(errs)} mismatches, including:"]
+    named = lambda t: "pytree leaf" if t == str(_Leaf) else t  # noqa: E731
+    for path, thing1, thing2, why in errs:
+        thing1, thing2 = named(thing1), named(thing2)
+        base = ("args", "kwargs")[path[0].idx] if path else "args"
+        lines.append(f"    * at {base}{keystr(tuple(path[1:]))}, seen {thing2} but now "
+                     f"given {thing1}, so {why}")
+    raise TypeError("\n".join(lines))
 
 
 class Compiled:
@@ -161,11 +227,18 @@ class Compiled:
         """The generated C source, as :meth:`as_text`."""
         return self.as_text()
 
+    def runtime_executable(self):
+        """The object that runs (``jax.stages.Compiled.runtime_executable``, for
+        debugging): kiln's native executable of the program, or its jaxpr where nothing
+        in it compiles natively (the reference backend interprets it)."""
+        from kiln.backends import cpu
+        exe = cpu.executable_for(self.lowered.jaxpr, self.lowered.name)
+        return exe if exe is not None else self.lowered.jaxpr
+
     @_traceback_util.api_boundary
     def __call__(self, *args, **kwargs):
         a_flat, a_tree = tree_flatten((args, kwargs))
-        if a_tree != self.lowered.in_tree:
-            raise TypeError(f"function compiled for {self.lowered.in_tree}, called with {a_tree}")
+        check_in_tree(self.lowered.in_tree, a_tree)
         exp = self.lowered.jaxpr.in_avals
         for x, a in zip(a_flat, exp):
             xa = get_aval(x)

@@ -102,7 +102,13 @@ def array(object, dtype=None, copy=True, order="K", ndmin=0, *, device=None):  #
     elif isinstance(object, (Array, Tracer)):
         out = object if dtype is None else lax._convert_element_type(object, dtype, False)
         if type(out) is Array and out is object:
-            out = make_array(out._value, out.weak_type)
+            # A new array; with copy=True over a new buffer. It keeps the layout (a
+            # sharded array's copy is laid out alike, as in JAX).
+            sh = out._sharding_or_none()
+            out = make_array(np.array(out._value, copy=True) if copy else out._value,
+                             out.weak_type)
+            if sh is not None:
+                out._sharding = sh
         elif out is object and copy:    # a traced copy (JAX's ``copy`` primitive)
             from kiln.lax.copying import array_copy
             out = array_copy(out)

@@ -13,6 +13,8 @@ give the values JAX defines (JAX 0.10 no longer nests ``pmap``; kiln does).
 """
 from __future__ import annotations
 
+import math
+import threading
 from collections.abc import Callable
 
 import numpy as np
@@ -25,7 +27,7 @@ from kiln.core import trace as core
 from kiln.core.trace import Tracer
 from kiln.interpreters import batching
 from kiln.parallel import spmd
-from kiln.stages import Compiled, Lowered
+from kiln.stages import Compiled, Lowered, check_in_tree
 from kiln.transformations import _arg_names, _check_arg, _flatten_axes, vmap
 
 _DEFAULT_AXIS = "_internal_pmap_axis_name"
@@ -124,8 +126,11 @@ def pmap(fun: Callable, axis_name=None, *, in_axes=0, out_axes=0,
                   or spmd.current_context() is not None)
         if nested:
             # Inside a transformation: the same values as vmap with the axis name bound.
-            mapped = vmap(call, in_axes=dyn_in_axes, out_axes=out_axes, axis_name=axis_name,
-                          axis_size=axis_size)
+            # The devices it stands for are still needed: nested pmaps multiply.
+            size = _nested_size(dyn_args, kwargs, dyn_in_axes, axis_size)
+            _check_devices(size, devices)
+            mapped = vmap(_entered(call, size), in_axes=dyn_in_axes, out_axes=out_axes,
+                          axis_name=axis_name, axis_size=axis_size)
             return mapped(*dyn_args, **kwargs)
         out = _run(call, fun, dyn_args, kwargs, dyn_in_axes, dyn_pos, statics,
                    axis_name, axis_size, out_axes, devices, cache)
@@ -146,14 +151,22 @@ class PmapLowered(Lowered):
     whole mapped computation; kiln builds no HLO); ``compile()`` gives the executable."""
 
     def __init__(self, pmapped, args, kwargs):
+        from kiln.core.avals import ShapedArray
         from kiln.jitting import make_jaxpr
+        from kiln.shape_eval import ShapeDtypeStruct
+        # Abstract arguments (``ShapeDtypeStruct``, ``core.ShapedArray``) stand for arrays
+        # of their type, as in ``jit(f).lower``.
         leaves, in_tree = tree_flatten((args, kwargs))
+        leaves = [ShapeDtypeStruct(x.shape, x.dtype, weak_type=x.weak_type)
+                  if isinstance(x, ShapedArray) else x for x in leaves]
+        args, kwargs = tree_unflatten(in_tree, leaves)
         jaxpr, shapes = make_jaxpr(lambda a, k: pmapped(*a, **k), return_shape=True)(
             args, kwargs)
         super().__init__(jaxpr, in_tree, tree_flatten(shapes)[1],
                          getattr(pmapped, "__name__", "pmap"))
         self._pmapped = pmapped
-        self._leaf_avals = [to_array(x).aval if not isinstance(x, Array) else x.aval
+        self._leaf_avals = [ShapedArray(x.shape, x.dtype) if isinstance(x, ShapeDtypeStruct)
+                            else to_array(x).aval if not isinstance(x, Array) else x.aval
                             for x in leaves]
         self._jaxpr = jaxpr
 
@@ -183,12 +196,16 @@ class PmapCompiled(Compiled):
     def as_text(self) -> str:
         return self._lowered.as_text()
 
+    def runtime_executable(self):
+        """What runs (``jax.stages.Compiled.runtime_executable``, for debugging): the
+        staged jaxpr of the mapped computation."""
+        return self._lowered._jaxpr
+
     @api_boundary
     def __call__(self, *args, **kwargs):
         leaves, tree = tree_flatten((args, kwargs))
         lowered = self._lowered
-        if tree != lowered.in_tree:
-            raise TypeError(f"function compiled for {lowered.in_tree}, called with {tree}")
+        check_in_tree(lowered.in_tree, tree)
         for x, a in zip(leaves, lowered._leaf_avals):
             xa = x.aval if isinstance(x, (Array, Tracer)) else to_array(x).aval
             if xa.shape != a.shape or xa.dtype != a.dtype:
@@ -196,6 +213,53 @@ class PmapCompiled(Compiled):
                                 f"computation was compiled: got {xa.str_short()}, expected "
                                 f"{a.str_short()}")
         return lowered._pmapped(*args, **kwargs)
+
+
+_tracing = threading.local()
+
+
+def _enclosing() -> int:
+    """The number of devices the ``pmap``s being traced in this thread stand for."""
+    return math.prod(getattr(_tracing, "sizes", ()))
+
+
+def _entered(call, size: int):
+    """``call`` with ``size`` on the stack of enclosing pmap sizes while it runs."""
+    def inner(*a, **k):
+        stack = _tracing.__dict__.setdefault("sizes", [])
+        stack.append(size)
+        try:
+            return call(*a, **k)
+        finally:
+            stack.pop()
+    return inner
+
+
+def _check_devices(size, devices) -> None:
+    from kiln.devices import local_devices
+    if size is None:
+        return
+    pool = list(devices) if devices is not None else local_devices()
+    need = size * _enclosing()
+    if need > len(pool):
+        raise ValueError(f"compiling computation that requires {need} logical devices, but "
+                         f"only {len(pool)} XLA devices are available (num_replicas={need}). "
+                         f"Set config.update('jax_num_cpu_devices', N) (or "
+                         f"KILN_NUM_CPU_DEVICES) before using kiln to have more.")
+
+
+def _nested_size(dyn_args, kwargs, dyn_in_axes, axis_size):
+    """The mapped size of a ``pmap`` called under a transformation (``None`` when no
+    argument is mapped and no ``axis_size`` is given: ``vmap`` reports that)."""
+    if axis_size is not None:
+        return int(axis_size)
+    flat, in_tree = tree_flatten((tuple(dyn_args), kwargs))
+    axes = _flatten_axes("pmap in_axes", in_tree, (dyn_in_axes, {k: 0 for k in kwargs}),
+                         len(flat))
+    for x, ax in zip(flat, axes):
+        if ax is not None and np.ndim(x) > 0:
+            return np.shape(x)[ax]
+    return None
 
 
 def _run(call, fun, dyn_args, kwargs, dyn_in_axes, dyn_pos, statics, axis_name, axis_size,
@@ -277,7 +341,7 @@ def _run(call, fun, dyn_args, kwargs, dyn_in_axes, dyn_pos, statics, axis_name, 
 
         batching.axis_env.append((name, global_size))
         try:
-            closed, tconsts = trace_closed(flat_fun, local_avals)
+            closed, tconsts = trace_closed(_entered(flat_fun, size), local_avals)
         finally:
             batching.axis_env.pop()
         assert not tconsts, "pmap traced at top level cannot close over tracers"

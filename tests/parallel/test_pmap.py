@@ -307,3 +307,55 @@ def test_pmap_lower_and_compile():
         compiled(jnp.arange(3.0), 4.0)
     with pytest.raises(JaxRuntimeError, match="No such compile option"):
         lowered.compile(compiler_options={"not an option": 1})
+
+
+def test_nested_pmap_needs_the_product_of_devices():
+    """A pmap nested in another stands for devices too: 8 x 2 positions need 16 devices
+    (JAX's "requires 16 logical devices"); vmap around pmap takes none."""
+    n = kiln.device_count()
+    f = kiln.pmap(lambda x: kiln.pmap(lambda y: 2 * y)(x))
+    with pytest.raises(ValueError, match=f"requires {2 * n} logical devices"):
+        f(np.ones((n, 2, 3)))
+    np.testing.assert_array_equal(f(np.ones((n // 2, 2, 3))), np.full((n // 2, 2, 3), 2.))
+    with pytest.raises(ValueError, match=f"requires {n + 1} logical devices"):
+        kiln.jit(kiln.pmap(lambda y: 2 * y))(np.ones((n + 1,)))
+    out = kiln.vmap(kiln.pmap(lambda y: 2 * y))(np.ones((2 * n, 2)))
+    assert out.shape == (2 * n, 2)
+
+
+def test_pmap_compiled_stages_api():
+    """``lower`` of abstract arguments (``core.ShapedArray``); ``runtime_executable``;
+    JAX's text for a pytree mismatch and for compile option values XLA refuses."""
+    from kiln.core import ShapedArray
+    from kiln.errors import JaxRuntimeError
+    f = kiln.pmap(lambda x: x - lax.pmean(x, "i"), axis_name="i")
+    x = np.arange(8., dtype=np.float32).reshape(2, 4)
+    compiled = f.lower(ShapedArray(x.shape, x.dtype)).compile()
+    np.testing.assert_allclose(compiled(x), f(x))
+    assert compiled.runtime_executable() is not None
+    with pytest.raises(TypeError, match=r"Function compiled with input pytree does not match"
+                       r"[^\n]*\n    \* at args\[0\], seen pytree leaf but now given "
+                       r"<class 'list'>, so their Python types differ"):
+        compiled([x])
+    lowered = f.lower(x)
+    with pytest.raises(JaxRuntimeError, match="xla_embed_ir_in_executable, 'nope' is not "
+                       "a valid bool value"):
+        lowered.compile(compiler_options={"xla_embed_ir_in_executable": "nope"})
+    with pytest.raises(JaxRuntimeError, match="'1.5' is not a valid int32 value"):
+        lowered.compile(compiler_options={"xla_gpu_autotune_level": 1.5})
+    lowered.compile(compiler_options={"xla_embed_ir_in_executable": True,
+                                      "xla_gpu_autotune_level": "0"})
+    jc = kiln.jit(lambda v: v + 1).lower(1.).compile()
+    assert jc.runtime_executable() is not None
+    with pytest.raises(TypeError, match="Function compiled with input pytree"):
+        jc([1.])
+
+
+def test_copy_of_sharded_array_keeps_its_layout():
+    from kiln.sharding import Mesh, NamedSharding, PartitionSpec
+    s = NamedSharding(Mesh(np.array(kiln.devices()), "x"), PartitionSpec("x"))
+    out = kiln.device_put(jnp.arange(float(kiln.device_count())), s)
+    cp = jnp.copy(out)
+    assert cp.sharding == out.sharding
+    np.testing.assert_array_equal(cp, out)
+    assert cp.unsafe_buffer_pointer() != out.unsafe_buffer_pointer()
