@@ -16,7 +16,7 @@ import importlib.util
 
 import numpy as np
 
-__all__ = ["visualize_array_sharding", "visualize_sharding"]
+__all__ = ["visualize_sharding"]
 
 
 def _block_index(size: int, slc) -> int:
@@ -130,15 +130,3 @@ def visualize_sharding(shape, sharding, *, use_color: bool = True, scale: float 
                 style=rich.style.Style(bgcolor=bg, color=fg)))
         table.add_row(*cells)
     console.print(table, end="\n\n")
-
-
-def visualize_array_sharding(arr, **kwargs):
-    """``visualize_sharding(arr.shape, arr.sharding)`` for a concrete array. Inside
-    ``jit``/``shard_map`` JAX reports the sharding its compiler chose; kiln's compiled
-    programs carry no per-value sharding, so a traced value raises NotImplementedError."""
-    from kiln.core.trace import Tracer
-    if isinstance(arr, Tracer):
-        raise NotImplementedError(
-            "visualize_array_sharding of a traced value: kiln does not assign shardings "
-            "to values inside jit/shard_map; call it on a concrete array")
-    visualize_sharding(arr.shape, arr.sharding, **kwargs)

@@ -29,13 +29,14 @@ import sys
 import numpy as np
 
 from kiln._physical_tree import tree_flatten
-from kiln._visualize import visualize_array_sharding, visualize_sharding  # noqa: F401
+from kiln._visualize import visualize_sharding
 from kiln.callbacks import call_user_callback, flatten_callback, host_values, running_program
 from kiln.core.trace import Primitive
 from kiln.interpreters import ad, batching, staging
 
 __all__ = ["print", "log", "callback", "breakpoint", "debug_callback_p", "debug_print_p",
-           "visualize_array_sharding", "visualize_sharding"]
+           "inspect_array_sharding", "inspect_sharding_p", "visualize_array_sharding",
+           "visualize_sharding"]
 
 # ----------------------------------------------------------------------------------------------
 # Primitives: debug_callback (any function) and debug_print (a format string).
@@ -87,6 +88,76 @@ def _make(name):
 
 debug_callback_p = _make("debug_callback")
 debug_print_p = _make("debug_print")
+
+
+# ----------------------------------------------------------------------------------------------
+# inspect_array_sharding: the layout of a value, as soon as it is known.
+#
+# Eagerly the value's ``sharding`` right away. Inside ``jit`` the layout is decided when
+# the program is compiled: a ``jit`` partitioned over a mesh (``kiln.parallel.partition``)
+# calls back with the ``NamedSharding`` it propagated to the value; a program run whole on
+# one device calls back when the compiler's passes meet the equation (``at_compile``),
+# with that device's ``SingleDeviceSharding``. Either way once per compilation, and the
+# equation is then removed from the program (it computes nothing).
+
+def _this_device_sharding():
+    """The ``SingleDeviceSharding`` of the device running now (a device thread of an SPMD
+    program: ``pmap``, ``shard_map``; else the default device)."""
+    from kiln.devices import devices
+    from kiln.parallel import spmd
+    from kiln.sharding import SingleDeviceSharding
+    ctx = spmd.current_context()
+    dev = getattr(ctx, "device", None)
+    return SingleDeviceSharding(dev if dev is not None else devices()[0])
+
+
+def _inspect_impl(value, *, callback):
+    sh = getattr(value, "sharding", None)     # an Array; a device thread's block is not
+    callback(sh if sh is not None else _this_device_sharding())
+    return []
+
+
+def _inspect_at_compile(params) -> None:
+    params["callback"](_this_device_sharding())
+
+
+def _inspect_batch(axis_data, vals, dims, *, callback):
+    inspect_sharding_p.bind(vals[0], callback=callback)
+    return [], []
+
+
+inspect_sharding_p = Primitive("inspect_sharding")
+inspect_sharding_p.multiple_results = True
+inspect_sharding_p.impl = _inspect_impl
+inspect_sharding_p.abstract_eval = _abstract_eval
+inspect_sharding_p.weak_type_rule = lambda *w, **_: []
+inspect_sharding_p.at_compile = _inspect_at_compile
+ad.jvp_rules[inspect_sharding_p] = _jvp(inspect_sharding_p)
+ad.transpose_rules[inspect_sharding_p] = _transpose
+batching.batch_rules[inspect_sharding_p] = _inspect_batch
+staging.always_stage.add(inspect_sharding_p)
+
+
+def inspect_array_sharding(value, *, callback) -> None:
+    """Call ``callback(sharding)`` with the ``Sharding`` of each array in the pytree
+    ``value`` (``jax.debug.inspect_array_sharding``): at once for a concrete array; inside
+    ``jit`` when the program is compiled (the layout kiln's partitioner gives the value,
+    or the one device the program runs on), so a cached program does not call again."""
+    from kiln.array import Array
+    from kiln.core import trace as core
+    eager = core.current_trace() is core.eval_trace
+    for leaf in tree_flatten(value)[0]:
+        if eager and isinstance(leaf, Array):
+            callback(leaf.sharding)     # known now (eager impls see the values alone)
+        else:
+            inspect_sharding_p.bind(leaf, callback=callback)
+
+
+def visualize_array_sharding(arr, **kwargs) -> None:
+    """``visualize_sharding(arr.shape, sharding)`` with ``arr``'s sharding, found by
+    :func:`inspect_array_sharding` (so inside ``jit`` too, at compile time)."""
+    shape = arr.shape
+    inspect_array_sharding(arr, callback=lambda s: visualize_sharding(shape, s, **kwargs))
 
 
 # ----------------------------------------------------------------------------------------------

@@ -271,6 +271,20 @@ def _validate_argnames(sig, argnames, what):
                          "Function does not take these args.")
 
 
+_layout_seen: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _observes_layout(closed) -> bool:
+    """Whether the staged program looks at its values' layout (memoized per program)."""
+    try:
+        return _layout_seen[closed]
+    except KeyError:
+        pass
+    from kiln.parallel.partition import observes_layout
+    out = _layout_seen[closed] = observes_layout(closed.jaxpr)
+    return out
+
+
 class JitWrapped:
     """``jit(fun)``: traces once per argument signature, then runs the staged program."""
 
@@ -514,6 +528,14 @@ class JitWrapped:
                 entry, tconsts, a_flat, _ = self._trace(args, kwargs)
             except _HijaxArguments:
                 return self._call_hi(args, kwargs)
+            layout = _observes_layout(entry.jaxpr)
+            if layout and not tconsts and type(_current_trace()) is EvalTrace:
+                # The program looks at its values' layout (a partitioned callback,
+                # inspect_array_sharding): over split arguments it runs partitioned.
+                from kiln.parallel.placement import ShardedJit
+                done, out = ShardedJit(self, None, None)._spmd_call(args, kwargs)
+                if done:
+                    return out
             reuse = None
             if entry.pairs and not tconsts and type(_current_trace()) is EvalTrace \
                     and not _extended_io(entry.jaxpr):
@@ -533,7 +555,9 @@ class JitWrapped:
             if entry.donated and type(_current_trace()) is EvalTrace:
                 from kiln import donation
                 donation.delete_donated(a_flat, entry.donated)
-            if (key is not None and not tconsts and not self._static_argnums
+            if layout:
+                pass        # not on the fast paths: every call checks the layouts
+            elif (key is not None and not tconsts and not self._static_argnums
                     and all(type(a) is Array for a in args) and len(a_flat) == len(args)
                     and len(self._fast) < 64 and not _extended_io(entry.jaxpr)):
                 self._fast[key] = (entry.jaxpr, entry.out_tree,

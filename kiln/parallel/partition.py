@@ -100,16 +100,40 @@ def is_split(spec: Spec) -> bool:
     return any(spec)
 
 
+def _per_shard(eqn) -> bool:
+    """A callback that runs on every device over its shards (``partitioned=True``), or
+    ``inspect_sharding``, which the partitioner answers itself."""
+    name = eqn.primitive.name
+    return name == "inspect_sharding" or (name in ("debug_callback", "debug_print")
+                                          and bool(eqn.params.get("partitioned")))
+
+
 def has_effects(jaxpr: Jaxpr) -> bool:
-    """Whether ``jaxpr`` (or a sub-jaxpr) holds a callback or print."""
+    """Whether ``jaxpr`` (or a sub-jaxpr) holds a callback or print that must run once
+    (partitioned ones run per device: they do not count)."""
     for e in jaxpr.eqns:
-        if e.primitive.name in _EFFECTFUL:
+        if e.primitive.name in _EFFECTFUL and not _per_shard(e):
             return True
         for v in e.params.values():
             for sub in (v if isinstance(v, (tuple, list)) else (v,)):
                 inner = sub.jaxpr if isinstance(sub, ClosedJaxpr) else sub
                 if isinstance(inner, Jaxpr) and has_effects(inner):
                     return True
+    return False
+
+
+def observes_layout(jaxpr: Jaxpr) -> bool:
+    """Whether running ``jaxpr`` whole or partitioned is observable: it holds a
+    ``partitioned=True`` callback or an ``inspect_sharding`` at its top level or in a
+    call's body (a plain ``jit`` of such a program is partitioned over its arguments'
+    shardings, as JAX's compiler partitions every program)."""
+    for e in jaxpr.eqns:
+        if _per_shard(e):
+            return True
+        key = _INLINE.get(e.primitive.name)
+        body = e.params.get(key) if key else None
+        if isinstance(body, ClosedJaxpr) and observes_layout(body.jaxpr):
+            return True
     return False
 
 
@@ -244,6 +268,15 @@ class Partitioner:
             spec = self.merge([v for v in ins if v.shape], rank[0])
             xs = [v.val if not v.shape else self.reshard(v, spec) for v in ins]
             return [self.bind(eqn, xs, spec)]
+        if name == "inspect_sharding":
+            from kiln.sharding import NamedSharding
+            p["callback"](NamedSharding(self.mesh, to_pspec(ins[0].spec)))
+            return []
+        if _per_shard(eqn):      # each device calls back with its blocks
+            eqn.primitive.bind(*[v.val for v in ins], **p)
+            return []
+        if name == "slice" and len(ins) == 1:
+            return [self.slice(eqn, ins[0])]
         if name == "broadcast_in_dim" and len(ins) == 1:
             return [self._broadcast(ins[0], p["broadcast_dimensions"], p["shape"], p)]
         if name == "sharding_constraint":
@@ -293,6 +326,20 @@ class Partitioner:
         ys = ys if eqn.primitive.multiple_results else [ys]
         return [_Val(y, ((),) * len(o.aval.shape), tuple(o.aval.shape))
                 for y, o in zip(ys, eqn.outvars)]
+
+    def slice(self, eqn, v: _Val) -> _Val:
+        """``slice``: a dimension taken whole (stride 1) keeps its split; the others are
+        gathered first."""
+        p = eqn.params
+        starts, limits = p["start_indices"], p["limit_indices"]
+        strides = p.get("strides") or (1,) * len(starts)
+        whole = [s == 0 and lim == n and st == 1 for s, lim, st, n in
+                 zip(starts, limits, strides, v.shape)]
+        spec = tuple(a if w else () for a, w in zip(v.spec, whole))
+        x = self.reshard(v, spec)
+        local = self.local_shape(v.shape, spec)
+        lim = tuple(n if w else lim for n, w, lim in zip(local, whole, limits))
+        return self.bind(eqn, [x], spec, limit_indices=lim)
 
     def constraint(self, v: _Val, p: dict) -> _Val:
         sh = p["sharding"]

@@ -331,6 +331,23 @@ def _signature(closed: ClosedJaxpr):
                   for e in j.eqns))
 
 
+def run_at_compile(closed: ClosedJaxpr) -> ClosedJaxpr:
+    """Call the ``at_compile(params)`` hook of each top-level equation whose primitive has
+    one (``inspect_sharding``: the layout is known now) and drop those equations (they
+    have no outputs). Equations inside loop or branch bodies stay, and run their impl."""
+    eqns = closed.jaxpr.eqns
+    if not any(hasattr(e.primitive, "at_compile") for e in eqns):
+        return closed
+    kept = []
+    for e in eqns:
+        hook = getattr(e.primitive, "at_compile", None)
+        if hook is None:
+            kept.append(e)
+        else:
+            hook(e.params)
+    return rebuild(closed, kept, closed.jaxpr.outvars)
+
+
 def optimize(closed: ClosedJaxpr, max_rounds: int = 4) -> ClosedJaxpr:
     """Run :func:`inline_calls`, then ``mask_selected_scatters``, ``simplify``,
     ``fold_constants``, ``cse`` and ``dce``
@@ -362,6 +379,7 @@ def optimize(closed: ClosedJaxpr, max_rounds: int = 4) -> ClosedJaxpr:
         return y
 
     closed = run("inline_calls", inline_calls, closed, 0)
+    closed = run_at_compile(closed)
     for rnd in range(1, max_rounds + 1):
         before = _signature(closed)
         for name, fn in PASSES:
