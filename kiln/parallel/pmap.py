@@ -345,6 +345,10 @@ def _run(call, fun, dyn_args, kwargs, dyn_in_axes, dyn_pos, statics, axis_name, 
         finally:
             batching.axis_env.pop()
         assert not tconsts, "pmap traced at top level cannot close over tracers"
+        ordered = _ordered_effects(closed.jaxpr)
+        if ordered and global_size > 1:
+            raise ValueError("The following ordered effects are not supported for more "
+                             f"than 1 device: {ordered}")
         entry = cache[key] = (closed, store["tree"])
     closed, out_tree = entry
     devs = pool[:size]
@@ -375,6 +379,20 @@ def _run(call, fun, dyn_args, kwargs, dyn_in_axes, dyn_pos, statics, axis_name, 
         arr._sharding = NamedSharding(mesh, spec)
         outs.append(arr)
     return tree_unflatten(out_tree, outs)
+
+
+def _ordered_effects(jaxpr) -> list:
+    """The ordered effects of ``jaxpr`` (callbacks with ``ordered=True``, sub-jaxprs
+    included), named as ``ordered <primitive>``: their order across devices is undefined,
+    so JAX refuses them in a ``pmap`` over more than one device."""
+    from kiln.core.jaxpr import sub_jaxprs
+    out = []
+    for e in jaxpr.eqns:
+        if e.params.get("ordered") is True:
+            out.append(f"ordered {e.primitive.name}")
+        for sub in sub_jaxprs(e.params):
+            out += _ordered_effects(sub)
+    return out
 
 
 def _owners(dyn_args, kwargs, names, dyn_pos) -> list:

@@ -359,3 +359,19 @@ def test_copy_of_sharded_array_keeps_its_layout():
     assert cp.sharding == out.sharding
     np.testing.assert_array_equal(cp, out)
     assert cp.unsafe_buffer_pointer() != out.unsafe_buffer_pointer()
+
+
+def test_ordered_effects_refused_over_several_devices(capsys):
+    """JAX refuses ordered callbacks in a pmap over more than one device (their order
+    across devices is undefined); unordered ones print once per device."""
+    f = kiln.pmap(lambda x: kiln.debug.print("{}", x, ordered=True))
+    with pytest.raises(ValueError, match="ordered effects are not supported for more "
+                       "than 1 device"):
+        f(jnp.arange(2))
+    g = kiln.pmap(lambda x: lax.cond(x > 0, lambda: kiln.debug.print("c", ordered=True),
+                                     lambda: None))
+    with pytest.raises(ValueError, match="ordered debug_print"):
+        g(jnp.arange(2))
+    f(jnp.arange(1))        # one device: allowed
+    kiln.pmap(lambda x: kiln.debug.print("u{}", x))(jnp.arange(2))
+    assert sorted(capsys.readouterr().out.split()) == ["0", "u0", "u1"]
