@@ -564,19 +564,24 @@ def _custom_jvp_rule(error, enabled_errors, eqn, *args, call_jaxpr, jvp_jaxpr_fu
     """The function is checkified; its JVP rule is not (the input error is passed on),
     as in JAX."""
     from kiln.custom_derivatives import _copy_display, custom_jvp_call_p
+    in_error = error
     error = _merged_error(error, enabled_errors, [call_jaxpr], args)
     err_vals, err_tree = tree_flatten(error)
     new, out_tree, _ = _checkify_closed(call_jaxpr, enabled_errors, err_tree,
                                         _avals([*err_vals, *args]))
     n = len(err_vals)
+    ran_rule = []
 
     def jvp(primals, tangents):
+        ran_rule.append(True)
         outs, t_outs = jvp_jaxpr_fun(list(primals[n:]), list(tangents[n:]))
         zeros = [ad.Zero(ad.tangent_aval(get_aval(e))) for e in primals[:n]]
         return [*primals[:n], *outs], [*zeros, *t_outs]
     _copy_display(jvp, jvp_jaxpr_fun)
     outs = custom_jvp_call_p.bind(*err_vals, *args, call_jaxpr=new, jvp_jaxpr_fun=jvp,
                                   num_consts=num_consts, symbolic_zeros=symbolic_zeros)
+    if ran_rule:    # the JVP rule ran now (jvp-of-checkify): no checks added, the input
+        return in_error, outs[n:]   # error passes through unchanged
     return tree_unflatten(out_tree, outs[:n]), outs[n:]
 
 
@@ -585,13 +590,16 @@ def _custom_vjp_rule(error, enabled_errors, eqn, *args, call_jaxpr, fwd_jaxpr_th
     """The function is checkified; ``fwd``/``bwd`` are not (the input error is passed
     on), as in JAX. The error leaves travel as leading constants."""
     from kiln.custom_derivatives import _copy_display, custom_vjp_call_p
+    in_error = error
     error = _merged_error(error, enabled_errors, [call_jaxpr], args)
     err_vals, err_tree = tree_flatten(error)
     new, out_tree, _ = _checkify_closed(call_jaxpr, enabled_errors, err_tree,
                                         _avals([*err_vals, *args]))
     n = len(err_vals)
+    ran_rule = []
 
     def fwd(primals, perturbed=None):
+        ran_rule.append(True)
         p_out, res = fwd_jaxpr_thunk(list(primals[n:]),
                                      None if perturbed is None else list(perturbed[n:]))
         return [*primals[:n], *p_out], res
@@ -603,6 +611,8 @@ def _custom_vjp_rule(error, enabled_errors, eqn, *args, call_jaxpr, fwd_jaxpr_th
     outs = custom_vjp_call_p.bind(*err_vals, *args, call_jaxpr=new, fwd_jaxpr_thunk=fwd,
                                   bwd=bwd_, num_consts=num_consts + n,
                                   symbolic_zeros=symbolic_zeros)
+    if ran_rule:    # fwd ran now (vjp-of-checkify): the input error passes through
+        return in_error, outs[n:]
     return tree_unflatten(out_tree, outs[:n]), outs[n:]
 
 
