@@ -450,8 +450,8 @@ def _hoisted(fun, in_avals):
 
 def _while_rule(error, enabled_errors, eqn, *args, cond_jaxpr, body_jaxpr, cond_nconsts,
                 body_nconsts):
-    from kiln.lax.control.loops import while_p
-    if cond_jaxpr.out_avals[0].shape:
+    from kiln.lax.control.loops import batched_predicates, while_p
+    if cond_jaxpr.out_avals[0].shape or cond_jaxpr in batched_predicates:
         raise ValueError("Checkify does not support batched while-loops "
                          "(checkify-of-vmap-of-while). \nHint: if possible, move the vmap to "
                          "the outer level to get vmap-of-checkify-of-while.")

@@ -7,6 +7,8 @@ The body is traced once, so staging cost does not depend on the trip count.
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from kiln._fp_warnings import quiet
@@ -359,6 +361,11 @@ ad.transpose_rules[while_p] = _while_transpose
 
 # -- batching -------------------------------------------------------------------------------------
 
+#: The predicates of loops that ``vmap`` made from a batched predicate (any lane still
+#: running): the loop JAX keeps with a batched predicate, which ``checkify`` refuses.
+batched_predicates: weakref.WeakSet = weakref.WeakSet()
+
+
 def _while_batch(axis_data, vals, dims, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
     from kiln import lax
     nc, nb = cond_nconsts, body_nconsts
@@ -428,8 +435,10 @@ def _while_batch(axis_data, vals, dims, *, cond_jaxpr, body_jaxpr, cond_nconsts,
 
     cj, cjc = staging.trace_to_jaxpr(new_cond, cc_avals + carry_avals)
     bj, bjc = staging.trace_to_jaxpr(new_body, cc_avals + bc_avals + carry_avals)
+    cond_closed = ClosedJaxpr(cj, cjc)
+    batched_predicates.add(cond_closed)
     outs = while_p.bind(*vals[:nc], *vals[:nc], *vals[nc:nc + nb], *init,
-                        cond_jaxpr=ClosedJaxpr(cj, cjc), body_jaxpr=ClosedJaxpr(bj, bjc),
+                        cond_jaxpr=cond_closed, body_jaxpr=ClosedJaxpr(bj, bjc),
                         cond_nconsts=nc, body_nconsts=nc + nb)
     del n_carry
     return outs, [0] * len(outs)
