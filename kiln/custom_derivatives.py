@@ -507,12 +507,22 @@ def checkpoint(fun=None, *, prevent_cse: bool = True, policy=None, static_argnum
                                     static_argnums=static_argnums)
     static_argnums = (static_argnums,) if isinstance(static_argnums, int) else tuple(
         static_argnums)
+    # Traces of ``fun`` by argument signature (types, static values, trace context), as
+    # JAX caches them: calling the checkpointed function again does not retrace it.
+    traces: dict = {}
 
     @_wraps(fun)
     @api_boundary
     def wrapped(*args, **kwargs):
         dyn = [a for i, a in enumerate(args) if i not in static_argnums]
         flat, in_tree = tree_flatten((tuple(dyn), kwargs))
+        key = _remat_key(args, static_argnums, flat, in_tree)
+        hit = traces.get(key) if key is not None else None
+        if hit is not None:
+            closed, out_tree = hit
+            outs = remat_p.bind(*flat, jaxpr=closed, prevent_cse=prevent_cse,
+                                differentiated=False, policy=policy)
+            return tree_unflatten(out_tree, outs)
         store = {}
 
         def flat_fun(*xs):
@@ -525,11 +535,27 @@ def checkpoint(fun=None, *, prevent_cse: bool = True, policy=None, static_argnum
             return leaves
 
         closed, tconsts = _trace_fun(flat_fun, flat)
+        if key is not None and not tconsts and len(traces) < 64:
+            traces[key] = (closed, store["tree"])   # closes over no tracer: reusable
         outs = remat_p.bind(*tconsts, *flat, jaxpr=closed, prevent_cse=prevent_cse,
                             differentiated=False, policy=policy)
         return tree_unflatten(store["tree"], outs)
 
     return wrapped
+
+
+def _remat_key(args, static_argnums, flat, in_tree):
+    """The trace-cache key of a checkpointed call, or ``None`` (an unhashable static
+    argument, a value without a type)."""
+    from kiln._compile_log import trace_context
+    try:
+        avals = tuple((a.shape, a.dtype, a.weak_type) for a in map(get_aval, flat))
+        statics = tuple((i, args[i]) for i in static_argnums if -len(args) <= i < len(args))
+        key = (in_tree, avals, statics, trace_context())
+        hash(key)
+    except Exception:       # noqa: BLE001 - no key: trace every call
+        return None
+    return key
 
 
 remat = checkpoint

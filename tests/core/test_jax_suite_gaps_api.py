@@ -362,3 +362,48 @@ def test_leaked_tracer_error_names_where_it_was_created():
                        r"float32\[\] wrapped in a DynamicJaxprTracer.*global state.*"
                        r"was created on line .*test_jax_suite_gaps_api.py:\d+"):
         kiln.jit(lambda y: y + box[0])(1.)
+
+
+def test_checkpoint_does_not_retrace_the_same_signature():
+    """``checkpoint`` caches its traces by argument types, static arguments and trace
+    context (as JAX's): ten calls trace once; a new shape or static value traces again;
+    a function closing over a tracer is traced every time (its jaxpr captures it)."""
+    import functools
+
+    import kiln
+    from kiln import lax
+    count = [0]
+
+    @kiln.checkpoint
+    def g(x):
+        count[0] += 1
+        return lax.sin(x), 3.
+
+    for _ in range(10):
+        g(2.)
+    assert count[0] == 1
+    g(np.ones(3, np.float32))
+    assert count[0] == 2
+    assert abs(float(kiln.grad(lambda x: g(x)[0])(2.)) - np.cos(2.)) < 1e-6
+
+    @functools.partial(kiln.checkpoint, static_argnums=(0,))
+    def h(x):
+        count[0] += 1
+        return lax.sin(x) if x > 0 else lax.cos(x)
+
+    before = count[0]
+    for _ in range(5):
+        h(2.)
+    h(-2.)
+    assert count[0] == before + 2
+
+    def outer(y):
+        @kiln.checkpoint
+        def k(x):
+            count[0] += 1
+            return x * y
+        return k(y)
+    before = count[0]
+    kiln.grad(outer)(3.)
+    kiln.grad(outer)(3.)
+    assert count[0] == before + 2
