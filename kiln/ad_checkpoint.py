@@ -6,11 +6,11 @@ equation may be saved as a residual for the backward pass (``True``), or must be
 recomputed (``False``). The policies here answer exactly as JAX's do, so a user's policy
 combinators (``save_from_both_policies``) and hand-written policies work unchanged.
 
-kiln's ``checkpoint`` accepts a policy but does not consult it yet: it recomputes every
-intermediate in the backward pass (JAX's ``nothing_saveable``). Values and gradients are
-the same under every policy; only the memory/compute trade-off differs from JAX's.
-``checkpoint_name`` is therefore the identity on values (as in JAX, where it only marks
-the value for policies). Offloading policies (``offload_dot_with_no_batch_dims``,
+kiln's ``checkpoint`` consults the policy when it is differentiated
+(``kiln.interpreters.remat``): the outputs of equations the policy saves are residuals of
+the forward pass, everything else the backward pass needs is recomputed (no policy:
+everything, JAX's ``nothing_saveable``). ``checkpoint_name`` binds the ``name`` primitive,
+the identity on values that policies recognise by its name. Offloading policies (``offload_dot_with_no_batch_dims``,
 ``save_and_offload_only_these_names``) name memory spaces that kiln's single CPU device
 does not have; their predicates answer as JAX's, returning :data:`Recompute`,
 :data:`Saveable` or an :class:`Offloadable`.
@@ -22,7 +22,9 @@ import types
 from typing import Any
 
 from kiln._physical_tree import tree_map
+from kiln.core.trace import Primitive
 from kiln.custom_derivatives import checkpoint, remat
+from kiln.interpreters import ad, batching
 
 __all__ = ["checkpoint", "remat", "checkpoint_name", "checkpoint_policies", "Recompute",
            "Saveable", "Offloadable"]
@@ -51,6 +53,21 @@ class Offloadable:
     dst: str
 
 
+def _name_jvp(primals, tangents, *, name):
+    return name_p.bind(primals[0], name=name), tangents[0]
+
+
+#: ``checkpoint_name``'s primitive (``name`` in jaxprs, as JAX's): the identity, which
+#: policies (``save_only_these_names`` ...) recognise by its ``name`` parameter. The
+#: compiler treats it as the identity; its tangent is the input's, unnamed.
+name_p = Primitive("name")
+name_p.impl = lambda x, *, name: x
+name_p.abstract_eval = lambda aval, *, name: aval
+name_p.weak_type_rule = lambda w, *, name: w
+ad.jvp_rules[name_p] = _name_jvp
+batching.vectorized_batcher(name_p)
+
+
 def checkpoint_name(x: Any, name: str) -> Any:
     """Name the value(s) ``x`` for checkpoint policies (``save_only_these_names`` ...).
 
@@ -64,7 +81,7 @@ def checkpoint_name(x: Any, name: str) -> Any:
     """
     if not isinstance(name, str):
         raise TypeError(f"checkpoint_name expects a string name, got {name!r}")
-    return tree_map(lambda v: v, x)
+    return tree_map(lambda v: name_p.bind(v, name=name), x)
 
 
 def _is_prim(prim, name: str) -> bool:

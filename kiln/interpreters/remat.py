@@ -49,29 +49,91 @@ def _remat_jvp(primals, tangents, *, jaxpr, prevent_cse, differentiated, policy)
 ad.jvp_rules[remat_p] = _remat_jvp
 
 
+def saveable(policy, eqn) -> bool:
+    """Whether ``policy`` lets the outputs of ``eqn`` be saved as residuals (JAX's
+    answers: a true bool, ``Saveable`` or an ``Offloadable``; ``Recompute``/false: not).
+    No policy: nothing is saved."""
+    if policy is None:
+        return False
+    ans = policy(eqn.primitive, *[v.aval for v in eqn.invars], **eqn.params)
+    if isinstance(ans, bool) or ans is None:
+        return bool(ans)
+    return repr(ans) != "Recompute"
+
+
+def _saved_plan(jaxpr, n_out: int, policy):
+    """For the known jaxpr of a checkpoint (outputs: ``n_out`` primal outputs, then the
+    residuals): which equations the backward pass replays and which values it takes as
+    saved instead. Walking back from the residuals, an equation the policy saves gives its
+    outputs (``saved``, in program order) and is not replayed; any other equation that is
+    needed, or that has effects, is replayed (``replay``: equation indices)."""
+    from kiln.core.jaxpr import Var
+    from kiln.interpreters.staging import has_effects
+    live = {v for v in jaxpr.outvars[n_out:] if isinstance(v, Var)}
+    save_eqn = [saveable(policy, e) for e in jaxpr.eqns]
+    # Values the backward pass has without saving anything: the inputs and what it
+    # recomputes anyway (outputs of equations the policy does not save). An effect the
+    # policy saves is replayed only when all of its operands are such values (JAX's rule
+    # for debug callbacks: print again, but never recompute more to do so).
+    at_hand = set(jaxpr.invars) | set(jaxpr.constvars)
+    for e, keep in zip(jaxpr.eqns, save_eqn):
+        if not keep:
+            at_hand.update(e.outvars)
+    replay, saved = set(), []
+    for i in range(len(jaxpr.eqns) - 1, -1, -1):
+        e = jaxpr.eqns[i]
+        needed = [v for v in e.outvars if v in live]
+        effect = has_effects(e)
+        if save_eqn[i] and not (effect and all(v in at_hand for v in e.invars
+                                               if isinstance(v, Var))):
+            saved = needed + saved
+            continue
+        if needed or effect:
+            replay.add(i)
+            live.update(v for v in e.invars if isinstance(v, Var))
+    return replay, saved
+
+
 def _remat_partial_eval(trace, args, params):
-    """Known part: compute only the primal outputs. Unknown part: recompute the forward
-    pass from the (known) inputs inside the linear jaxpr, so no intermediate is saved."""
+    """Known part: the primal outputs, and the values the policy saves (none without a
+    policy). Unknown part: the forward pass recomputed from the known inputs and the saved
+    values inside the linear jaxpr (only what the residuals need; effects replayed unless
+    the policy saves them)."""
+    from kiln.core.jaxpr import Jaxpr, Literal
     from kiln.interpreters.pjit import partial_eval_jaxpr
     jaxpr = params["jaxpr"]
     unknowns = [trace.is_own(x) for x in args]
     known, unknown, out_unk, num_res = partial_eval_jaxpr(jaxpr, unknowns)
+    kj = known.jaxpr
+    n_known_out = len(kj.outvars) - num_res
+    replay, saved_vars = _saved_plan(kj, n_known_out, params["policy"])
+    fwd = Jaxpr(kj.constvars, kj.invars, [*kj.outvars[:n_known_out], *saved_vars], kj.eqns,
+                kj.effects, kj.debug_info)
     known_args = [x for x, u in zip(args, unknowns) if not u]
     with set_current_trace(trace.parent):
-        kouts = eval_jaxpr(known.jaxpr, known.consts, *known_args)
-    n_known_out = len(kouts) - num_res
-    known_outs = kouts[:n_known_out]
+        kouts = eval_jaxpr(fwd, known.consts, *known_args)
+    known_outs, saved = kouts[:n_known_out], kouts[n_known_out:]
     unknown_args = [x for x, u in zip(args, unknowns) if u]
-    n_k = len(known_args)
+    n_k, n_s = len(known_args), len(saved)
 
     def recompute(*xs):
-        ka, ua = xs[:n_k], xs[n_k:]
-        res = eval_jaxpr(known.jaxpr, known.consts, *ka)[n_known_out:]
-        return eval_jaxpr(unknown.jaxpr, unknown.consts, *res, *ua)
+        env = dict(zip(kj.constvars, known.consts))
+        env.update(zip(kj.invars, xs[:n_k]))
+        env.update(zip(saved_vars, xs[n_k:n_k + n_s]))
+        for i, e in enumerate(kj.eqns):
+            if i not in replay:
+                continue
+            ins = [a.val if isinstance(a, Literal) else env[a] for a in e.invars]
+            outs = e.primitive.bind(*ins, **e.params)
+            env.update(zip(e.outvars, outs if e.primitive.multiple_results else [outs]))
+        res = [a.val if isinstance(a, Literal) else env[a] for a in kj.outvars[n_known_out:]]
+        return eval_jaxpr(unknown.jaxpr, unknown.consts, *res, *xs[n_k + n_s:])
 
-    rec_avals = [get_aval(x) for x in known_args] + [x.aval for x in unknown_args]
+    rec_avals = ([get_aval(x) for x in known_args] + [v.aval for v in saved_vars]
+                 + [x.aval for x in unknown_args])
     rec_jaxpr, rec_consts = staging.trace_to_jaxpr(recompute, rec_avals)
     closed, tconsts = staging.split_concrete_consts(rec_jaxpr, rec_consts)
+    known_args = [*known_args, *saved]
     uouts = trace.stage(remat_p, [*tconsts, *known_args, *unknown_args],
                         dict(jaxpr=closed, prevent_cse=params["prevent_cse"],
                              differentiated=True, policy=params["policy"]),
