@@ -201,7 +201,8 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, reduce_axes=()):
     p_flat, p_tree = tree_flatten(tuple(primals))
     for p in p_flat:
         _check_arg(p, "vjp primals")
-    p_out, out_tree, lin, aux = _vjp_flat(fun, p_flat, p_tree, has_aux)
+    p_flat_arrays = ad.scalars_to_arrays(p_flat)
+    p_out, out_tree, lin, aux = _vjp_flat(fun, p_flat_arrays, p_tree, has_aux)
     out_avals = [get_aval(o) for o in p_out]
     in_avals = [get_aval(p) for p in p_flat]
 
@@ -237,10 +238,72 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, reduce_axes=()):
         return _user_float0_tree(_kb.key_tangents_to_float0(tree_unflatten(p_tree, res)))
 
     out = tree_unflatten(out_tree, p_out)
-    f = Partial(vjp_fun, list(lin.consts))
+    f = VJP.split(vjp_fun, lin_jaxpr, p_flat_arrays, list(lin.consts))
     if has_aux:
         return out, f, aux
     return out, f
+
+
+class NotNeeded:
+    """Stands in ``VJP.args_res`` for a primal argument the backward pass does not use
+    (an empty pytree node, as JAX's)."""
+
+    def __repr__(self):
+        return "NotNeeded()"
+
+
+_public_tree.register_pytree_node(NotNeeded, lambda x: ((), None), lambda _a, _c: NotNeeded())
+
+
+class VJP:
+    """The backward function ``vjp`` returns (JAX's ``api.VJP``): call it on output
+    cotangents. Its residuals are its pytree leaves, in two lists: ``args_res``, one entry
+    per primal argument leaf (the argument itself when the backward pass uses it, else a
+    :class:`NotNeeded`; it may be replaced, e.g. by the same arguments passed again), and
+    ``opaque_residuals``, the values computed in the forward pass. ``jaxpr`` is the linear
+    jaxpr (its constants are the residuals in the order it uses them)."""
+
+    __slots__ = ("fun", "jaxpr", "spec", "args_res", "opaque_residuals", "__weakref__")
+
+    def __init__(self, fun, jaxpr, spec, args_res, opaque_residuals):
+        self.fun = fun
+        self.jaxpr = jaxpr
+        self.spec = spec        # per residual: (True, argument index) or (False, opaque index)
+        self.args_res = list(args_res)
+        self.opaque_residuals = list(opaque_residuals)
+
+    @classmethod
+    def split(cls, fun, jaxpr, primals, residuals):
+        ids = {id(p): i for i, p in enumerate(primals)}
+        spec, opaque, used = [], [], set()
+        for r in residuals:
+            i = ids.get(id(r))
+            if i is not None:
+                spec.append((True, i))
+                used.add(i)
+            else:
+                spec.append((False, len(opaque)))
+                opaque.append(r)
+        args_res = [p if i in used else NotNeeded() for i, p in enumerate(primals)]
+        return cls(fun, jaxpr, tuple(spec), args_res, opaque)
+
+    def _residuals(self):
+        args = ad.scalars_to_arrays(list(self.args_res))
+        return [args[i] if primal else self.opaque_residuals[i] for primal, i in self.spec]
+
+    def __call__(self, ct, *extra):
+        if extra:
+            raise TypeError(f"The function returned by `jax.vjp` applied to {self.fun} was "
+                            f"called with {len(extra) + 1} arguments, but functions "
+                            "returned by `jax.vjp` must be called with a single argument "
+                            "corresponding to the single value returned by the function "
+                            "being differentiated.")
+        return self.fun(self._residuals(), ct)
+
+
+_public_tree.register_pytree_node(
+    VJP, lambda v: ((v.args_res, v.opaque_residuals), (v.fun, v.jaxpr, v.spec)),
+    lambda aux, ch: VJP(aux[0], aux[1], aux[2], ch[0], ch[1]))
 
 
 def _zeros_for(ct, primal_aval):

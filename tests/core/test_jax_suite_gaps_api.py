@@ -407,3 +407,30 @@ def test_checkpoint_does_not_retrace_the_same_signature():
     kiln.grad(outer)(3.)
     kiln.grad(outer)(3.)
     assert count[0] == before + 2
+
+
+def test_vjp_returns_jaxs_vjp_object():
+    """``vjp``'s function is JAX's ``VJP``: ``args_res`` holds each primal argument the
+    backward pass uses (else ``NotNeeded``), ``opaque_residuals`` the forward values,
+    ``jaxpr`` the linear jaxpr; a pytree (through ``jit``) whose ``args_res`` may be
+    passed again."""
+    import kiln
+    import kiln.numpy as jnp
+    from kiln._src.api import NotNeeded
+    a, b = jnp.full(2, 2.), jnp.full(2, 3.)
+    y, f_vjp = kiln.vjp(lambda x, y: x * y, a, b)
+    assert f_vjp.args_res[0] is a and f_vjp.args_res[1] is b and not f_vjp.opaque_residuals
+    f_vjp.args_res = [None, None]
+    f_vjp.args_res = [a, b]
+    assert [list(c) for c in f_vjp(jnp.ones(2))] == [[3., 3.], [2., 2.]]
+    _, g_vjp = kiln.vjp(lambda x: jnp.sin(x) * jnp.ones(3), jnp.ones(3))
+    assert isinstance(g_vjp.args_res[0], NotNeeded) and g_vjp.opaque_residuals
+    assert " mul " in str(g_vjp.jaxpr)
+
+    @kiln.jit
+    def h(v):
+        v.args_res = [b, a]
+        return v(jnp.ones(2))
+    assert [list(c) for c in h(f_vjp)] == [[2., 2.], [3., 3.]]
+    with pytest.raises(TypeError, match="single argument"):
+        f_vjp(1., 2.)
