@@ -27,6 +27,7 @@ from kiln.custom_derivatives import checkpoint, remat
 from kiln.interpreters import ad, batching
 
 __all__ = ["checkpoint", "remat", "checkpoint_name", "checkpoint_policies", "Recompute",
+           "saved_residuals", "name_p",
            "Saveable", "Offloadable"]
 
 
@@ -209,3 +210,70 @@ checkpoint_policies = types.SimpleNamespace(
     save_from_both_policies=save_from_both_policies,
     save_and_offload_only_these_names=save_and_offload_only_these_names,
 )
+
+
+def saved_residuals(f, *args, **kwargs) -> list:
+    """The values reverse-mode differentiation of ``f`` at ``args`` saves for the
+    backward pass (``jax.ad_checkpoint.saved_residuals``): a list of ``(aval, source)``,
+    ``source`` saying where each comes from: ``"from a literal"``, ``"from a constant"``,
+    ``"from the argument NAME"``, ``"named 'N' from FILE:LINE"`` (a ``checkpoint_name``),
+    ``"output of jitted function 'F' from ..."``, or ``"output of PRIM from ..."``. The
+    residuals are the leaves of the function ``vjp`` returns, staged by ``make_jaxpr``
+    (so a ``checkpoint`` policy decides them as in a real backward pass)."""
+    from kiln._physical_tree import tree_flatten, tree_unflatten
+    from kiln.core.jaxpr import Literal
+    from kiln.jitting import make_jaxpr
+    from kiln.transformations import _arg_names, vjp
+    leaves, in_tree = tree_flatten((args, kwargs))
+
+    def f_(*xs):
+        a, k = tree_unflatten(in_tree, list(xs))
+        return f(*a, **k)
+
+    closed, shapes = make_jaxpr(lambda *xs: vjp(f_, *xs), return_shape=True)(*leaves)
+    jaxpr = closed.jaxpr
+    n_res = len(tree_flatten(shapes[1])[0])
+    outs = jaxpr.outvars[len(jaxpr.outvars) - n_res:]
+    names = _arg_paths(f, args, kwargs, _arg_names)
+    lits = [x for x in outs if isinstance(x, Literal)]
+    res = {x for x in outs if not isinstance(x, Literal)}
+    results = [(x.aval, "from a literal") for x in lits]
+    results += [(v.aval, "from a constant") for v in jaxpr.constvars if v in res]
+    for i, v in enumerate(jaxpr.invars):
+        if v in res:
+            results.append((v.aval, f"from the argument {names[i]}" if names[i] else
+                            f"from the argument at flattened index {i}"))
+    for eqn in jaxpr.eqns:
+        src = str(eqn.source_info) if eqn.source_info is not None else "unknown"
+        for v in eqn.outvars:
+            if v not in res:
+                continue
+            if eqn.primitive is name_p:
+                results.append((v.aval, f"named '{eqn.params['name']}' from {src}"))
+            elif eqn.primitive.name == "jit":
+                results.append((v.aval, f"output of jitted function "
+                                f"'{eqn.params.get('name')}' from {src}"))
+            else:
+                results.append((v.aval, f"output of {eqn.primitive.name} from {src}"))
+    return results
+
+
+def _arg_paths(f, args, kwargs, arg_names) -> list:
+    """Per leaf of ``(args, kwargs)``, its name as JAX prints it (``x[0]``, ``y``)."""
+    from kiln.tree_util import keystr, tree_flatten_with_path
+    try:
+        import inspect
+        bound = inspect.signature(f).bind(*args, **kwargs)
+        named = dict(bound.arguments)
+    except (TypeError, ValueError):
+        named = None
+    out = []
+    pos = arg_names(f, len(args))
+    for group, tree in ((0, tuple(args)), (1, kwargs)):
+        for path, _ in tree_flatten_with_path(tree)[0]:
+            head = path[0]
+            first = pos[head.idx] if group == 0 else str(head.key)
+            if named is not None and group == 1 and first not in named:
+                first = ""
+            out.append(first + keystr(tuple(path[1:])) if first else "")
+    return out

@@ -94,6 +94,21 @@ def _saved_plan(jaxpr, n_out: int, policy):
     return replay, saved
 
 
+def _prune_known_inputs(jaxpr, consts, n_known: int):
+    """``jaxpr`` without dead equations and without those of its first ``n_known``
+    inputs (known values: residuals of the forward pass) that nothing uses, so they are
+    not saved. Returns ``(jaxpr, consts, kept)``, ``kept`` saying which of them stay."""
+    from kiln.core.jaxpr import Jaxpr, Var
+    j, used_consts = staging.dce_jaxpr_consts(jaxpr)
+    consts = [c for c, u in zip(consts, used_consts) if u]
+    used = {v for e in j.eqns for v in e.invars if isinstance(v, Var)}
+    used.update(v for v in j.outvars if isinstance(v, Var))
+    kept = [v in used for v in j.invars[:n_known]]
+    out = Jaxpr(j.constvars, [v for v, k in zip(j.invars[:n_known], kept) if k]
+                + j.invars[n_known:], j.outvars, j.eqns, j.effects, j.debug_info)
+    return out, consts, kept
+
+
 def _remat_partial_eval(trace, args, params):
     """Known part: the primal outputs, and the values the policy saves (none without a
     policy). Unknown part: the forward pass recomputed from the known inputs and the saved
@@ -132,8 +147,9 @@ def _remat_partial_eval(trace, args, params):
     rec_avals = ([get_aval(x) for x in known_args] + [v.aval for v in saved_vars]
                  + [x.aval for x in unknown_args])
     rec_jaxpr, rec_consts = staging.trace_to_jaxpr(recompute, rec_avals)
+    rec_jaxpr, rec_consts, kept = _prune_known_inputs(rec_jaxpr, rec_consts, n_k + n_s)
     closed, tconsts = staging.split_concrete_consts(rec_jaxpr, rec_consts)
-    known_args = [*known_args, *saved]
+    known_args = [x for x, keep in zip([*known_args, *saved], kept) if keep]
     uouts = trace.stage(remat_p, [*tconsts, *known_args, *unknown_args],
                         dict(jaxpr=closed, prevent_cse=params["prevent_cse"],
                              differentiated=True, policy=params["policy"]),

@@ -83,3 +83,21 @@ def test_debug_print_replayed_as_jax_decides():
         with contextlib.redirect_stdout(buf):
             kiln.grad(kiln.checkpoint(f_, policy=policy))(2.)
         assert buf.getvalue() == "y: 3.0, z: 6.0\n" * times, policy
+
+
+def test_saved_residuals_follows_the_policy():
+    from kiln.ad_checkpoint import saved_residuals
+
+    def f(x):
+        y = checkpoint_name(jnp.multiply(2., 2.), "y")
+        z = checkpoint_name(jnp.multiply(2., 2.), "z")
+        return ((x * y) * z) * jnp.multiply(2., 2.)
+    pol = kiln.checkpoint_policies.save_only_these_names
+    assert len(saved_residuals(kiln.checkpoint(f, policy=pol("y", "z")), 1.)) == 2
+    assert len(saved_residuals(kiln.checkpoint(f, policy=pol("z")), 1.)) == 1
+    assert len(saved_residuals(kiln.checkpoint(f, policy=pol()), 1.)) == 0
+    res = saved_residuals(lambda x, y: jnp.sin(x[0]) * y, (2., 3.), y=4.)
+    srcs = [s for _, s in res]
+    assert "from the argument y" in srcs and any(s.startswith("output of cos") for s in srcs)
+    zeros = kiln.checkpoint(lambda x: jnp.zeros_like(x) * x, policy=lambda *_, **__: False)
+    assert saved_residuals(zeros, jnp.ones((2, 2))) == []
