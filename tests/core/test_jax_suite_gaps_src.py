@@ -168,3 +168,19 @@ def test_src_core_jaxpr_helpers():
     assert len(subs) == 2 and all(len(s.eqns) == 1 for s in subs)
     assert float(kcore.jaxpr_as_fun(closed)(0.)[0]) == 1.
     assert float(kcore.eval_jaxpr(closed.jaxpr, closed.consts, 0.)[0]) == 1.
+
+
+def test_eval_jaxpr_p_calls_a_closed_jaxpr_under_every_transformation():
+    import kiln
+    import kiln.numpy as jnp
+    from kiln._src.lax.eval_jaxpr import eval_jaxpr_p
+
+    def g(x):
+        closed = kiln.make_jaxpr(lambda v: [v ** 3 + 1.0])(x)
+        return eval_jaxpr_p.bind(x, jaxpr=closed)[0]
+    x = jnp.array(2.0)
+    assert float(g(x)) == 9.0
+    assert float(kiln.jit(g)(x)) == 9.0
+    assert float(kiln.grad(g)(x)) == 12.0
+    assert kiln.jvp(g, (x,), (jnp.ones_like(x),))[1] == 12.0
+    np.testing.assert_allclose(kiln.vmap(g)(jnp.arange(3.)), np.arange(3.) ** 3 + 1)
