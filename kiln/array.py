@@ -76,6 +76,19 @@ class ArrayImpl:
     def itemsize(self):
         return self._value.dtype.itemsize
 
+    def on_device_size_in_bytes(self) -> int:
+        """The bytes the array takes on all of its devices together (JAX's
+        ``on_device_size_in_bytes``): one block's bytes times the number of devices (a
+        replicated array counts once per device)."""
+        s = self._sharding_or_none()
+        if s is None:
+            return int(self._value.nbytes)
+        block = s.shard_shape(self.shape)
+        n = 1
+        for d in block:
+            n *= d
+        return int(n * self._value.dtype.itemsize * len(s.device_set))
+
     @property
     def aval(self):
         return ShapedArray(self._value.shape, self._value.dtype, self.weak_type)

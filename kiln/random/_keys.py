@@ -453,7 +453,11 @@ class PRNGKeyArray:
         return self._base_array.is_deleted()
 
     def on_device_size_in_bytes(self) -> int:
-        return self._base_array.nbytes
+        return self._base_array.on_device_size_in_bytes()
+
+    def unsafe_buffer_pointer(self) -> int:
+        """The address of the key data's buffer (its ``_base_array``'s)."""
+        return self._base_array.unsafe_buffer_pointer()
 
     def addressable_data(self, index: int) -> PRNGKeyArray:
         return self._rewrap(self._base_array.addressable_data(index))

@@ -295,3 +295,19 @@ def test_astype_of_keys():
         with pytest.raises(ValueError, match="Cannot convert_element_type from key<fry> to "
                                              "float32"):
             jax.numpy.astype(jrandom.key(5), dt)
+
+
+def test_key_array_buffer_attributes_are_its_datas():
+    """``on_device_size_in_bytes`` (one block's bytes times the devices, as JAX's) and
+    ``unsafe_buffer_pointer`` of a key array are those of its key data."""
+    import kiln
+    import kiln.numpy as jnp
+    from kiln.sharding import Mesh, NamedSharding, PartitionSpec
+    keys = kiln.random.split(kiln.random.key(0), 10)
+    base = keys._base_array
+    assert keys.on_device_size_in_bytes() == base.on_device_size_in_bytes() == base.nbytes
+    assert keys.unsafe_buffer_pointer() == base.unsafe_buffer_pointer()
+    m = Mesh(np.array(kiln.devices()[:4]).reshape(2, 2), ("a", "b"))
+    x = kiln.device_put(np.ones((4, 6), np.float32), NamedSharding(m, PartitionSpec("a")))
+    assert x.on_device_size_in_bytes() == 2 * 6 * 4 * 4
+    assert jnp.ones(5).on_device_size_in_bytes() == 20
