@@ -106,7 +106,6 @@ MISSING_ATTRS = (
     ("kiln.lax.linalg", "_lu_python"),
     ("kiln.tree_util", "default_registry"),
     ("kiln.tree_util", "dispatch_registry"),
-    ("kiln.ad_checkpoint", "saved_residuals"),
     ("kiln._src.mesh", "empty_concrete_mesh"),
     ("kiln.ad_checkpoint", "custom_remat"),
 )
