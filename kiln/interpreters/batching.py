@@ -41,12 +41,15 @@ not_mapped = None
 
 
 class AxisData:
-    __slots__ = ("name", "size", "spmd_name")
+    __slots__ = ("name", "size", "spmd_name", "manual")
 
-    def __init__(self, name, size, spmd_name=None):
+    def __init__(self, name, size, spmd_name=None, manual=False):
         self.name = name
         self.size = size
         self.spmd_name = spmd_name
+        # a shard_map mesh axis (computed as a vmap): a value mapped along it varies
+        # along that manual axis (``aval.mat.varying``)
+        self.manual = manual
 
     def __repr__(self):
         return f"AxisData({self.name!r}, {self.size})"
@@ -69,7 +72,7 @@ def axis_size(name) -> int:
     sizes = getattr(thread_axes, "sizes", None)
     if sizes is not None and name in sizes:
         return sizes[name]
-    raise NameError(f"unbound axis name: {name}. The axis must be bound by an enclosing "
+    raise NameError(f"Found an unbound axis name: {name}. The axis must be bound by an enclosing "
                     "vmap(..., axis_name=...), pmap or shard_map.")
 
 
@@ -87,7 +90,11 @@ class BatchTracer(Tracer):
         shape = a.shape[:self.bdim] + a.shape[self.bdim + 1:]
         if type(a) is AbstractRef:
             return a.update(inner_aval=a.inner_aval.update(shape=shape))
-        return a.update(shape=shape)
+        out = a.update(shape=shape)
+        if self._trace.axis_data.manual and self.bdim is not None:
+            mat = out.mat
+            out = out.with_mat(mat.update(varying=mat.varying | {self._trace.axis_data.name}))
+        return out
 
     def _short_repr(self):
         return f"VmapTracer(aval={aval_str(self.aval)}, batched={aval_str(get_aval(self.val))})"

@@ -1047,6 +1047,86 @@ def pbroadcast(x, axis_name, source):
     return tree_map(lambda v: pbroadcast_p.bind(v, axis_name=axis_name, source=source), x)
 
 
+# ================================================================================================
+# pvary / pcast
+# ================================================================================================
+
+def _pvary_abstract_eval(x, *, axes):
+    _check_bound(axes)
+    return ShapedArray(x.shape, x.dtype, x.weak_type)
+
+
+# params: axes (tuple of names). The value becomes varying along ``axes``: the identity
+# on every device; under shard_map's vmap emulation an unmapped operand is broadcast
+# along the axis (it is then mapped, i.e. ``aval.mat.varying`` names the axis).
+pvary_p = _collective("pvary", _pvary_abstract_eval)
+pvary_p.impl = lambda x, *, axes: (_check_bound(axes), x)[1]
+
+
+def _pvary_batch(axis_data, vals, dims, *, axes):
+    (x,), (d,) = vals, dims
+    if axis_data.name not in axes:
+        return pvary_p.bind(x, axes=axes), d
+    if d is None:
+        x = _lax().broadcast_in_dim(x, (axis_data.size,) + tuple(_shape(x)),
+                                    tuple(range(1, len(_shape(x)) + 1)))
+        d = 0
+    rest = tuple(a for a in axes if a != axis_data.name)
+    return (pvary_p.bind(x, axes=rest) if rest else x), d
+
+
+def _pvary_transpose(ct, x, *, axes):
+    if type(ct) is Zero:
+        return [Zero(x.aval)]
+    return [psum_p.bind(ct, axes=axes, axis_index_groups=None)]
+
+
+batching.batch_rules[pvary_p] = _pvary_batch
+ad.deflinear2(pvary_p, _pvary_transpose)
+
+_PCAST_TO = ("varying", "reduced", "unreduced")
+
+
+def pcast(x, axis_name, *, to: str):
+    """Change how ``x`` varies over the manual mesh axes ``axis_name`` inside
+    ``shard_map`` (JAX's ``lax.pcast``). ``to='varying'``: the value (the same on every
+    device along those axes) becomes device-varying (its type says so; no data moves),
+    e.g. to be a loop carry that is updated per device. ``'reduced'``/``'unreduced'``
+    (JAX's reduced/unreduced types) are not implemented in kiln.
+
+    Args:
+      x: array(s) (a pytree).
+      axis_name: a mesh axis name or a tuple of names.
+      to: ``'varying'`` (``'reduced'``/``'unreduced'`` raise NotImplementedError).
+    """
+    if isinstance(axis_name, (set, frozenset)):
+        raise TypeError(f"axis_name={axis_name} must be a tuple or a str. Got {axis_name}")
+    axes = tuple(axis_name) if isinstance(axis_name, (tuple, list)) else (axis_name,)
+    if not axis_name:
+        return x
+    if to not in _PCAST_TO:
+        raise ValueError("Got unexpected `to` value. Allowed `to` values are: "
+                         f"{set(_PCAST_TO)}")
+    if to != "varying":
+        raise NotImplementedError(f"lax.pcast(..., to={to!r}): kiln has no reduced/unreduced "
+                                  "types (JAX's reduced and unreduced shardings).")
+
+    def one(v):
+        aval = get_aval(v)
+        varying = getattr(aval, "mat", None)
+        varying = varying.varying if varying is not None else frozenset()
+        state = {"varying" if a in varying else "invarying" for a in axes}
+        if len(state) > 1:
+            raise ValueError(
+                "jax.lax.pcast can only accept axis_name which corresponds to one of "
+                "varying, unreduced, reduced or invarying state of the input. Got input "
+                f"type: {aval}, axes: {axes} and input state: {state}")
+        if state == {"varying"}:
+            raise ValueError(f"Unsupported pcast from=varying, to={to!r}")
+        return pvary_p.bind(v, axes=axes)
+    return tree_map(one, x)
+
+
 # ``pargmax``/``pargmin`` live in JAX's ``jax._src.lax.parallel`` only (not in ``jax.lax``),
 # so they are left out of ``__all__``.
 
@@ -1080,4 +1160,4 @@ def pargmin(x, axis_name):
 __all__ = ["psum", "pmean", "pmax", "pmin", "all_gather", "axis_index", "axis_size",
            "ppermute", "pshuffle", "pswapaxes", "all_to_all", "psum_scatter", "pbroadcast",
            "psum_p", "pmax_p", "pmin_p", "all_gather_p", "axis_index_p", "ppermute_p",
-           "reduce_scatter_p", "all_to_all_p", "pbroadcast_p", "psum_size"]
+           "reduce_scatter_p", "all_to_all_p", "pbroadcast_p", "psum_size", "pcast", "pvary_p"]

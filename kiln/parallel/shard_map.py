@@ -25,21 +25,38 @@ from kiln.interpreters import batching
 from kiln.parallel import global_array, spmd
 from kiln.sharding import (
     AbstractMesh,
+    AxisType,
     Mesh,
     NamedSharding,
     PartitionSpec,
     concrete_named_sharding,
     context_mesh,
+    get_abstract_mesh,
 )
 from kiln.transformations import _check_arg
 
 
-def _specs_for(what: str, tree, specs, n_leaves: int) -> list:
-    """Broadcast a tree prefix of PartitionSpecs (``P`` leaves) to one per leaf."""
+class InferFromArgs:
+    """``in_specs``' default (JAX's ``jax.sharding.Infer``): take each argument's spec
+    from its sharding's ``Explicit`` mesh axes (every manual axis must be Explicit)."""
+
+    def __repr__(self):
+        return "jax.sharding.Infer"
+
+
+Infer = InferFromArgs()
+
+
+def _is_spec(s) -> bool:
+    return isinstance(s, PartitionSpec) or s is None
+
+
+def _specs_for(what: str, tree, specs, n_leaves: int, keep_none: bool = False) -> list:
+    """Broadcast a tree prefix of PartitionSpecs (``P`` leaves) to one per leaf. ``None``
+    is a leaf: with ``keep_none`` it stays ``None`` (an input passed through as is),
+    else it means ``P()``."""
     from kiln.transformations import _flatten_axes
-    def is_spec(s):
-        return isinstance(s, PartitionSpec) or s is None
-    s_leaves, s_tree = tree_flatten(specs, is_leaf=is_spec)
+    s_leaves, s_tree = tree_flatten(specs, is_leaf=_is_spec)
     # Replace each spec by a placeholder int so the generic prefix broadcast applies.
     proxy = tree_unflatten(s_tree, list(range(len(s_leaves))))
     try:
@@ -50,16 +67,16 @@ def _specs_for(what: str, tree, specs, n_leaves: int) -> list:
     out = []
     for i in idx:
         s = s_leaves[i] if i is not None else None
-        out.append(PartitionSpec() if s is None else s)
+        out.append(s if s is not None or keep_none else PartitionSpec())
     return out
 
 
-def _check_spec(spec: PartitionSpec, mesh: Mesh, what: str, where: str) -> None:
+def _check_spec(spec: PartitionSpec, manual, what: str, where: str) -> None:
     seen: set = set()
     for a in spec.mesh_axes():
-        if a not in mesh.axis_names:
+        if a not in manual:
             raise ValueError(f"shard_map {what} argument must refer to an axis marked as "
-                             f"manual ({frozenset(mesh.axis_names)}), but:\n\n  {what} refers "
+                             f"manual ({frozenset(manual)}), but:\n\n  {what} refers "
                              f"to {a!r} ({where})\n\nCheck the {what} values passed to "
                              "shard_map.")
         if a in seen:
@@ -68,10 +85,84 @@ def _check_spec(spec: PartitionSpec, mesh: Mesh, what: str, where: str) -> None:
         seen.add(a)
 
 
+def _check_reduced(specs, what: str) -> None:
+    for s in tree_flatten(specs, is_leaf=_is_spec)[0]:
+        if isinstance(s, PartitionSpec) and (s.reduced or s.unreduced):
+            raise NotImplementedError(
+                f"shard_map {what} {s!r}: kiln has no reduced/unreduced types (JAX's "
+                "reduced and unreduced shardings).")
+
+
+def _axis_type(mesh, name):
+    types = getattr(mesh, "axis_types", None) or ()
+    return dict(zip(mesh.axis_names, types)).get(name)
+
+
+def _inferred_spec(x, manual) -> PartitionSpec:
+    """The spec of an argument from its sharding's type: its ``Explicit`` mesh axes that
+    are manual here (JAX's inference of ``in_specs``)."""
+    from kiln.parallel.placement import typeof
+    if not isinstance(x, (Array, Tracer)):
+        return PartitionSpec()
+    spec = typeof(x).sharding.spec
+    if spec.reduced or spec.unreduced:
+        _check_reduced(spec, "in_specs (inferred)")
+    parts = []
+    for d in range(len(spec)):
+        axes = tuple(a for a in spec.axes_of(d) if a in manual)
+        parts.append(None if not axes else axes[0] if len(axes) == 1 else axes)
+    while parts and parts[-1] is None:
+        parts.pop()
+    return PartitionSpec(*parts)
+
+
+def _out_vma_error(f, mesh, k, spec, varying) -> ValueError:
+    """JAX's error for an output that varies along a mesh axis its spec does not name."""
+    fun_name = getattr(f, "__name__", str(f))
+    names = list(mesh.axis_names)
+    unmentioned = [n for n in names if n not in spec.mesh_axes()]
+    if len(unmentioned) > 1:
+        need = ",".join(str(n) for n in names if n in spec.mesh_axes())
+        got = ",".join(str(n) for n in names if n in varying)
+        diff = ",".join(str(n) for n in unmentioned if n in varying)
+        msg = (f"out_specs[{k}] is {spec} which implies that the corresponding output value "
+               f"is only varying across mesh axes {{{need}}} and not {{{diff}}}, but it was "
+               f"inferred to be possibly varying over {{{got}}}")
+    else:
+        msg = (f"out_specs[{k}] is {spec} which implies that the corresponding output value "
+               f"is replicated across mesh axis '{unmentioned[0]}', but could not infer "
+               "replication over any axes")
+    return ValueError(
+        f"shard_map applied to the function '{fun_name}' was given out_specs which require "
+        "replication which can't be statically inferred given the mesh:\n\n"
+        f"The mesh given has shape {tuple(mesh.shape.values())} with corresponding axis "
+        f"names {tuple(mesh.axis_names)}.\n\n{msg}\n\nCheck if these output values are "
+        "meant to be replicated over those mesh axes. If not, consider revising the "
+        "corresponding out_specs entries. If so, consider disabling the check by passing "
+        "the check_vma=False argument to `jax.shard_map`. (kiln checks the values "
+        "eagerly, and whether the value is mapped along the axis under a transformation.)")
+
+
+def _submesh(mesh, manual):
+    """The mesh of the manual axes alone (the first device along each other axis), for
+    a shard_map whose ``axis_names`` leave some mesh axes automatic: kiln does not
+    partition automatic axes, so their devices would compute the same blocks."""
+    if set(manual) == set(mesh.axis_names):
+        return mesh
+    keep = [i for i, a in enumerate(mesh.axis_names) if a in manual]
+    if isinstance(mesh, AbstractMesh):
+        return AbstractMesh(tuple(mesh.axis_sizes[i] for i in keep),
+                            tuple(mesh.axis_names[i] for i in keep),
+                            tuple(mesh.axis_types[i] for i in keep))
+    idx = tuple(slice(None) if i in keep else 0 for i in range(len(mesh.axis_names)))
+    return Mesh(mesh.devices[idx], tuple(mesh.axis_names[i] for i in keep),
+                axis_types=tuple(mesh.axis_types[i] for i in keep))
+
+
 @api_boundary
-def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=None, mesh=None,
+def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=Infer, mesh=None,
               axis_names=frozenset(), check_vma: bool = True, check_rep=None,
-              auto=frozenset()) -> Callable:
+              auto=frozenset(), _smap: bool = False) -> Callable:
     """Map ``f`` over the blocks of its arguments, one block per device of ``mesh``.
 
     Args:
@@ -80,41 +171,87 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=None, mesh=No
       out_specs: a tree prefix of the outputs, of ``PartitionSpec``s: which mesh axes
         split each output dimension. A mesh axis an output spec omits means the output is
         the same on every device along it.
-      in_specs: a tree prefix of the positional arguments, of ``PartitionSpec``s.
+      in_specs: a tree prefix of the positional arguments, of ``PartitionSpec``s; a
+        ``None`` leaf passes that argument to ``f`` as it is (any Python object). By
+        default (``Infer``) each argument's spec is its sharding's, which needs every
+        manual mesh axis to be ``Explicit``.
       mesh: the device mesh (default: the one set by ``kiln.sharding.set_mesh``).
-      axis_names: accepted for compatibility (kiln binds every mesh axis).
-      check_vma: accepted; see the module docstring for the check kiln makes.
+      axis_names: the manual mesh axes (default: all); the others are not bound inside
+        ``f`` and specs may not name them.
+      check_vma: check that outputs are the same along the mesh axes their spec omits
+        (see the module docstring); ``False`` takes the first device's value.
 
     Returns:
       The mapped function; eagerly its outputs are Arrays with ``NamedSharding``s.
     """
     if f is None:
         return functools.partial(shard_map, out_specs=out_specs, in_specs=in_specs,
-                                 mesh=mesh, axis_names=axis_names, check_vma=check_vma)
+                                 mesh=mesh, axis_names=axis_names, check_vma=check_vma,
+                                 _smap=_smap)
     if not callable(f):
-        raise TypeError(f"shard_map requires a callable, got {f!r}")
+        raise TypeError("shard_map requires a callable for its first argument, but got "
+                        f"{f} of type {type(f)}.")
     if check_rep is not None:       # the name before JAX 0.6
         check_vma = bool(check_rep)
+    if not isinstance(axis_names, (set, frozenset)):
+        raise TypeError("`axis_names` argument of shard_map should be of type `frozenset` "
+                        f"or `set`. Got type: {type(axis_names)}")
     cache: dict = {}
 
     @api_boundary
     @functools.wraps(f)
     def mapped(*args):
         m = mesh if mesh is not None else context_mesh()
-        if isinstance(m, AbstractMesh):     # resolved against the mesh context, as JAX
-            m = concrete_named_sharding(NamedSharding(m), "shard_map mesh").mesh
-        if m is None:
-            raise ValueError("shard_map requires a mesh: pass mesh=, or set one with "
-                             "kiln.sharding.set_mesh(mesh) / `with mesh:`.")
-        if in_specs is None:
-            raise ValueError("shard_map: kiln needs in_specs (JAX infers them from arguments "
-                             "whose sharding is explicit).")
+        if m is None and mesh is None:
+            am = get_abstract_mesh()
+            m = None if am.empty else am
+            if m is None:
+                raise ValueError("The context mesh cannot be empty. Use "
+                                 "`jax.set_mesh(mesh)` to enter into a mesh context")
+        if not isinstance(m, (Mesh, AbstractMesh)):
+            raise TypeError("shard_map requires a `jax.sharding.Mesh` or a "
+                            "`jax.sharding.AbstractMesh` instance for its second argument, "
+                            f"but got {m} of type {type(m)}.")
+        if m.empty:
+            raise ValueError(f"shard_map requires a non-empty mesh. Got {m}")
         flat, in_tree = tree_flatten(args)
-        ispecs = _specs_for("in_specs", in_tree, in_specs if isinstance(in_specs, tuple)
-                            or len(args) != 1 else (in_specs,), len(flat))
+        nested = (core.current_trace() is not core.eval_trace
+                  or any(isinstance(x, Tracer) for x in flat)
+                  or spmd.current_context() is not None)
+        if isinstance(m, AbstractMesh) and not nested:
+            # resolved against the mesh context, as JAX
+            m = concrete_named_sharding(NamedSharding(m), "shard_map mesh").mesh
+        manual = frozenset(axis_names) or frozenset(m.axis_names)
+        if not manual <= set(m.axis_names):
+            raise ValueError(f"jax.shard_map requires axis_names={set(manual)} to be a "
+                             f"subset of mesh.axis_names={set(m.axis_names)}")
+        if in_specs is Infer:
+            bad = [a for a in m.axis_names
+                   if a in manual and _axis_type(m, a) != AxisType.Explicit]
+            if bad:
+                types = ", ".join(str(_axis_type(m, a)) for a in m.axis_names if a in manual)
+                if _smap:
+                    raise TypeError(f"in_axes was not specified when axis_name={set(manual)} "
+                                    f"was of type {types}")
+                raise TypeError("shard_map in_specs argument must be a pytree of "
+                                "`jax.sharding.PartitionSpec` instances, but it was `None` "
+                                f"when axis_names={set(manual)} are of type {types}")
+            ispecs = [_inferred_spec(x, manual) for x in flat]
+        else:
+            _check_reduced(in_specs, "in_specs")
+            ispecs = _specs_for("in_specs", in_tree, in_specs if isinstance(in_specs, tuple)
+                                or len(args) != 1 else (in_specs,), len(flat),
+                                keep_none=True)
+        _check_reduced(out_specs, "out_specs")
+        for i, s in enumerate(tree_flatten(out_specs, is_leaf=_is_spec)[0]):
+            if isinstance(s, PartitionSpec):
+                _check_spec(s, manual, "out_specs", f"out_specs leaf {i}")
+        static = {i: x for i, (x, s) in enumerate(zip(flat, ispecs)) if s is None}
         for i, (x, s) in enumerate(zip(flat, ispecs)):
+            if s is None:
+                continue
             _check_arg(x, "shard_map arguments")
-            _check_spec(s, m, "in_specs", f"args leaf {i}")
+            _check_spec(s, manual, "in_specs", f"args leaf {i}")
             a = get_aval(x)
             if len(s) > a.ndim:
                 raise ValueError(f"shard_map in_specs {s!r} has {len(s)} entries but args "
@@ -130,12 +267,32 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=None, mesh=No
                         f"corresponding axis names {m.axis_names}.\n\nthe passed args leaf "
                         f"{i} of shape {a.str_short()} has dimension {d} of size "
                         f"{a.shape[d]}, split {k} ways by {s!r}.")
-        nested = (core.current_trace() is not core.eval_trace
-                  or any(isinstance(x, Tracer) for x in flat)
-                  or spmd.current_context() is not None)
+        g = f
+        if static:
+            dyn_tree_n = len(flat)
+
+            def g(*a):
+                leaves, _ = tree_flatten(a)
+                it = iter(leaves)
+                full = [static[i] if i in static else next(it) for i in range(dyn_tree_n)]
+                return f(*tree_unflatten(in_tree, full))
+            keep = [i for i in range(len(flat)) if i not in static]
+            flat = [flat[i] for i in keep]
+            ispecs = [ispecs[i] for i in keep]
+            in_tree = tree_flatten(tuple(flat))[1]
+            g.__name__ = getattr(f, "__name__", "f")
+        full_mesh = m
+        m = _submesh(m, manual)
         if nested:
-            return _emulate(f, m, flat, in_tree, ispecs, out_specs)
-        return _run(f, m, flat, in_tree, ispecs, out_specs, cache, check_vma)
+            return _emulate(g, m, flat, in_tree, ispecs, out_specs, check_vma, full_mesh)
+        try:
+            return _run(g, m, flat, in_tree, ispecs, out_specs,
+                        None if static else cache, check_vma, full_mesh)
+        except core.ConcretizationTypeError:
+            # the function needs concrete values (Python control flow on a value that is
+            # the same on every device, e.g. after a psum): computed as vmaps eagerly,
+            # where such values are concrete
+            return _emulate(g, m, flat, in_tree, ispecs, out_specs, check_vma, full_mesh)
 
     return mapped
 
@@ -150,7 +307,9 @@ def _global_shape(shape, spec: PartitionSpec, mesh: Mesh) -> tuple:
                  for d, n in enumerate(shape))
 
 
-def _run(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, cache, check_vma=True):
+def _run(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, cache, check_vma=True,
+         full_mesh=None):
+    full_mesh = mesh if full_mesh is None else full_mesh
     from kiln.interpreters.pjit import trace_closed
     multi = global_array.spans_processes(mesh)
     if multi:
@@ -160,7 +319,7 @@ def _run(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, cache, check_vma=True)
              for a, s in zip(arrays, ispecs)]
     key = (tuple((a.shape, a.dtype, a.weak_type) for a in local), in_tree,
            tuple(ispecs), mesh)
-    entry = cache.get(key)
+    entry = cache.get(key) if cache is not None else None
     if entry is None:
         store = {}
 
@@ -181,8 +340,10 @@ def _run(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, cache, check_vma=True)
         out_tree = store["tree"]
         ospecs = _specs_for("out_specs", out_tree, out_specs, out_tree.num_leaves)
         for i, s in enumerate(ospecs):
-            _check_spec(s, mesh, "out_specs", f"output leaf {i}")
-        entry = cache[key] = (closed, out_tree, ospecs)
+            _check_spec(s, mesh.axis_names, "out_specs", f"output leaf {i}")
+        entry = (closed, out_tree, ospecs)
+        if cache is not None:
+            cache[key] = entry
     closed, out_tree, ospecs = entry
     if multi:
         return _run_processes(closed, mesh, arrays, ispecs, out_tree, ospecs, check_vma)
@@ -208,16 +369,28 @@ def _run(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, cache, check_vma=True)
                 if sh.replica_id(c) and not np.array_equal(
                         g[sh.block_index(c, gshape)], r[k],
                         equal_nan=aval.dtype.kind in "fc"):
-                    raise ValueError(
-                        f"shard_map out_specs {s!r} say output leaf {k} is the same on every "
-                        f"device of mesh axes {missing} (the spec does not name them), but "
-                        "it varies along them. Name the axes in out_specs, or make the value "
-                        "the same everywhere (e.g. with lax.psum), or pass check_vma=False "
-                        "to take the first device's value.")
+                    raise _out_vma_error(f, mesh, k, s,
+                                         _varying_axes(mesh, sh, placements, results, k))
         arr = make_array(g, aval.weak_type)
-        arr._sharding = sh
+        arr._sharding = sh if full_mesh is mesh else NamedSharding(full_mesh, s)
         outs.append(arr)
     return tree_unflatten(out_tree, outs)
+
+
+def _varying_axes(mesh, sh, placements, results, k) -> set:
+    """The mesh axes along which output ``k``'s blocks differ (for the error message)."""
+    out = set()
+    ref = {}
+    for (_, c), r in zip(placements, results):
+        for a in mesh.axis_names:
+            key = (a, tuple(sorted((b, i) for b, i in c.items() if b != a)))
+            v = np.asarray(r[k])
+            if key in ref:
+                if not np.array_equal(ref[key], v, equal_nan=v.dtype.kind in "fc"):
+                    out.add(a)
+            else:
+                ref[key] = v
+    return out
 
 
 def _vma_error(s, k, missing) -> ValueError:
@@ -268,9 +441,11 @@ def _run_processes(closed, mesh: Mesh, arrays, ispecs, out_tree, ospecs, check_v
     return tree_unflatten(out_tree, outs)
 
 
-def _emulate(f, mesh: Mesh, flat, in_tree, ispecs, out_specs):
+def _emulate(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, check_vma=True,
+             full_mesh=None):
     """The same values as nested vmaps over the mesh axes (under transformations)."""
     from kiln import lax
+    full_mesh = mesh if full_mesh is None else full_mesh
     if global_array.spans_processes(mesh):
         raise NotImplementedError(
             "shard_map over a mesh with other processes' devices under a transformation "
@@ -306,10 +481,11 @@ def _emulate(f, mesh: Mesh, flat, in_tree, ispecs, out_specs):
         return leaves
 
     fn = inner
+    errors = {"f": f, "mesh": mesh, "check_vma": check_vma}
     for j in reversed(range(len(names))):
         ax = names[j]
         in_ax = [0 if ax in s.mesh_axes() else None for s in ispecs]
-        fn = _vmap_level(fn, ax, sizes[ax], in_ax, store, out_specs)
+        fn = _vmap_level(fn, ax, sizes[ax], in_ax, store, out_specs, errors)
     outs = fn(*xs)
     out_tree = store["tree"]
     ospecs = _specs_for("out_specs", out_tree, out_specs, out_tree.num_leaves)
@@ -319,35 +495,46 @@ def _emulate(f, mesh: Mesh, flat, in_tree, ispecs, out_specs):
     return tree_unflatten(out_tree, final)
 
 
-def _vmap_level(fn, ax, size, in_ax, store, out_specs):
+def _vmap_level(fn, ax, size, in_ax, store, out_specs, errors):
     """One mesh axis as a vmap; each output is mapped at 0 when its spec names ``ax``."""
-    def out_axes_for():
+    def out_specs_now():
         tree = store["tree"]
-        ospecs = _specs_for("out_specs", tree, out_specs, tree.num_leaves)
-        return [0 if ax in s.mesh_axes() else None for s in ospecs]
-    return _vmap_dynamic_out(fn, in_ax, ax, size, out_axes_for)
+        return _specs_for("out_specs", tree, out_specs, tree.num_leaves)
+    return _vmap_dynamic_out(fn, in_ax, ax, size, out_specs_now, errors)
 
 
-def _vmap_dynamic_out(fn, in_ax, name, size, out_axes_for):
+def _vmap_dynamic_out(fn, in_ax, name, size, out_specs_now, errors):
     """``vmap`` whose ``out_axes`` are computed after tracing ``fn``."""
     def run(*xs):
-        outs, dims = batching.batch_flat(lambda *ys: list(fn(*ys)), list(xs), list(in_ax),
-                                         batching.AxisData(name, size))
-        want = out_axes_for()
+        store = {}
+
+        def body(*ys):
+            outs = list(fn(*ys))
+            # which outputs vary along the inner manual axes (for the error message)
+            store["varying"] = [get_aval(o).mat.varying if isinstance(o, Tracer)
+                                else frozenset() for o in outs]
+            return outs
+        outs, dims = batching.batch_flat(body, list(xs), list(in_ax),
+                                         batching.AxisData(name, size, manual=True))
+        ospecs = out_specs_now()
         final = []
-        for o, d, w in zip(outs, dims, want):
-            if w is None:
+        for k, (o, d, s) in enumerate(zip(outs, dims, ospecs)):
+            if name not in s.mesh_axes():
                 if d is not None:
-                    raise ValueError(
-                        f"shard_map out_specs say an output is the same on every device of "
-                        f"mesh axis {name!r} (the spec does not name it), but it varies "
-                        "along that axis. Name the axis in out_specs, or make the value "
-                        f"the same everywhere (e.g. lax.psum(x, {name!r})).")
+                    if errors["check_vma"]:
+                        varying = set(store["varying"][k]) | {name}
+                        raise _out_vma_error(errors["f"], errors["mesh"], k, s, varying)
+                    o = _lax_index(o, d)     # check_vma=False: the first device's value
                 final.append(o)
             else:
                 final.append(batching.matchaxis(o, d, 0, size))
         return final
     return run
+
+
+def _lax_index(x, d):
+    from kiln import lax
+    return lax.index_in_dim(x, 0, d, keepdims=False)
 
 
 def _merge(o, spec: PartitionSpec, names, sizes):
