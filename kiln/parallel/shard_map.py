@@ -554,3 +554,41 @@ def _merge(o, spec: PartitionSpec, names, sizes):
     y = lax.transpose(o, tuple(perm)) if perm != list(range(len(perm))) else o
     return lax.reshape(y, tuple(shape))
 
+
+
+def _axes_to_spec(axis_name, axis) -> PartitionSpec:
+    return PartitionSpec() if axis is None else PartitionSpec(*([None] * axis), axis_name)
+
+
+def smap(f: Callable | None = None, /, *, in_axes=Infer, out_axes, axis_name) -> Callable:
+    """``shard_map`` over one mesh axis of the context mesh, with ``vmap``-style axes
+    (JAX's ``jax.smap``): ``in_axes``/``out_axes`` say which dimension of each argument /
+    output the mesh axis ``axis_name`` splits (``None``: not split). Without ``in_axes``
+    they are inferred from the arguments' shardings (the axis must be ``Explicit``).
+    The other mesh axes stay automatic (not bound inside ``f``)."""
+    if f is None:
+        return lambda g: smap(g, in_axes=in_axes, out_axes=out_axes, axis_name=axis_name)
+    if isinstance(axis_name, (list, tuple)):
+        raise TypeError(f"smap axis_name should be a `str` or a `Hashable`, but got "
+                        f"{axis_name}")
+    if in_axes is not None and in_axes is not Infer and not isinstance(in_axes, (int, tuple)):
+        raise TypeError("smap in_axes must be an int, None, jax.sharding.Infer, or a tuple of"
+                        " entries corresponding to the positional arguments passed to the"
+                        f" function, but got {in_axes}.")
+    is_none = lambda x: x is None    # noqa: E731
+    if in_axes is not Infer and not all(
+            isinstance(a, int) for a in tree_flatten(in_axes, is_leaf=is_none)[0]
+            if a is not None):
+        raise TypeError("smap in_axes must be an int, None, jax.sharding.Infer, or (nested)"
+                        f" container with those types as leaves, but got {in_axes}.")
+    if not all(isinstance(a, int) for a in tree_flatten(out_axes, is_leaf=is_none)[0]
+               if a is not None):
+        raise TypeError("smap out_axes must be an int, None, or (nested) container "
+                        f"with those types as leaves, but got {out_axes}.")
+
+    def to_specs(axes):
+        leaves, tree = tree_flatten(axes, is_leaf=is_none)
+        return tree_unflatten(tree, [_axes_to_spec(axis_name, a) for a in leaves])
+    in_specs = Infer if in_axes is Infer else to_specs(in_axes)
+    return shard_map(f, in_specs=in_specs, out_specs=to_specs(out_axes),
+                     axis_names=frozenset({axis_name}), _smap=True)
