@@ -492,7 +492,6 @@ class JitWrapped:
                     key = None
                 hit = self._fast.get(key) if key is not None else None
                 if hit is not None and all(type(a) is Array for a in args):
-                    closed, out_tree, weaks, exe = hit
                     return self._run_hit(hit, [a._value for a in args], args, kwargs)
             else:
                 key = None
@@ -538,14 +537,18 @@ class JitWrapped:
                     and len(self._fast) < 64 and not _extended_io(entry.jaxpr)):
                 self._fast[key] = (entry.jaxpr, entry.out_tree,
                                    [None if a.dtype == dtypes.float0 else a.weak_type
-                                    for a in entry.jaxpr.out_avals], [])
+                                    for a in entry.jaxpr.out_avals], [],
+                                   _out_layout(entry.jaxpr))
             elif (tree_key is not None and not tconsts and len(self._fast) < 64
                     and not _extended_io(entry.jaxpr)):
                 self._fast[tree_key] = (entry.jaxpr, entry.out_tree,
                                         [None if a.dtype == dtypes.float0 else a.weak_type
-                                         for a in entry.jaxpr.out_avals], [])
+                                         for a in entry.jaxpr.out_avals], [],
+                                        _out_layout(entry.jaxpr))
             if entry.float0_out and type(_current_trace()) is EvalTrace:
                 outs = user_float0(outs)
+            if type(_current_trace()) is EvalTrace:
+                _lay_out(outs, _out_layout(entry.jaxpr))
             return tree_unflatten(entry.out_tree, outs)
         except Exception as e:
             _traceback_util.filter_exception(e)
@@ -619,7 +622,7 @@ class JitWrapped:
 
     def _run_hit(self, hit, vals, args, kwargs):
         """Run a fast-path cache entry on the flat argument values."""
-        closed, out_tree, weaks, exe = hit
+        closed, out_tree, weaks, exe, layout = hit
         with program_running():
             if exe and _cpu.plain_mode():
                 # the cache entry, not the executable: an evicted one reloads (cpu LRU)
@@ -632,8 +635,11 @@ class JitWrapped:
                 ready = _cpu.ready_entry(closed)
                 if ready is not None and not exe:
                     exe.append(ready)
-        return tree_unflatten(out_tree, [make_array(o, w) if w is not None else
-                                         _float0_value(o) for o, w in zip(outs, weaks)])
+        outs = [make_array(o, w) if w is not None else _float0_value(o)
+                for o, w in zip(outs, weaks)]
+        if layout is not None:
+            _lay_out(outs, layout)
+        return tree_unflatten(out_tree, outs)
 
     def _tree_key(self, args, kwargs):
         """``(key, leaves)`` of the pytree fast path, or ``(None, None)`` when the call
@@ -747,6 +753,32 @@ def _arg_path(leaf, fun, args, kwargs) -> str:
                 first = (names[head.idx] if group == 0 else str(head.key))
                 return first + keystr(tuple(path[1:]))
     return repr(leaf)
+
+
+def _out_layout(closed) -> list | None:
+    """The layout of each output of a jitted program that ends in a sharding constraint
+    (``with_sharding_constraint``, or the outputs of a ``shard_map``) over a concrete
+    mesh: that ``NamedSharding`` (``None`` for the others); ``None`` when there is none.
+    As in JAX, such an output is laid out as constrained."""
+    from kiln.sharding import Mesh, NamedSharding
+    made = {}
+    for eqn in closed.jaxpr.eqns:
+        if eqn.primitive.name == "sharding_constraint":
+            sh = eqn.params.get("sharding")
+            if isinstance(sh, NamedSharding) and type(sh.mesh) is Mesh:
+                made[id(eqn.outvars[0])] = sh
+    if not made:
+        return None
+    out = [made.get(id(v)) for v in closed.jaxpr.outvars]
+    return out if any(s is not None for s in out) else None
+
+
+def _lay_out(outs, layout) -> None:
+    if layout is None:
+        return
+    for o, sh in zip(outs, layout):
+        if sh is not None and type(o) is Array:
+            o._sharding = sh
 
 
 def jit(fun: Callable | None = None, *, in_shardings=None, out_shardings=None,

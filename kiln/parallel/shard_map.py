@@ -23,6 +23,7 @@ from kiln.core import trace as core
 from kiln.core.trace import Tracer, get_aval
 from kiln.interpreters import batching
 from kiln.parallel import global_array, spmd
+from kiln.parallel.constraint import sharding_constraint_p
 from kiln.sharding import (
     AbstractMesh,
     AxisType,
@@ -143,6 +144,16 @@ def _out_vma_error(f, mesh, k, spec, varying) -> ValueError:
         "eagerly, and whether the value is mapped along the axis under a transformation.)")
 
 
+def _with_static(f, static: dict, n: int, tree):
+    """``f`` of the dynamic leaves alone: the static ones (``in_specs`` ``None``) put back."""
+    def g(*dyn):
+        it = iter(dyn)
+        full = [static[i] if i in static else next(it) for i in range(n)]
+        return f(*tree_unflatten(tree, full))
+    g.__name__ = getattr(f, "__name__", "f")
+    return g
+
+
 def _submesh(mesh, manual):
     """The mesh of the manual axes alone (the first device along each other axis), for
     a shard_map whose ``axis_names`` leave some mesh axes automatic: kiln does not
@@ -242,10 +253,6 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=Infer, mesh=N
             ispecs = _specs_for("in_specs", in_tree, in_specs if isinstance(in_specs, tuple)
                                 or len(args) != 1 else (in_specs,), len(flat),
                                 keep_none=True)
-        _check_reduced(out_specs, "out_specs")
-        for i, s in enumerate(tree_flatten(out_specs, is_leaf=_is_spec)[0]):
-            if isinstance(s, PartitionSpec):
-                _check_spec(s, manual, "out_specs", f"out_specs leaf {i}")
         static = {i: x for i, (x, s) in enumerate(zip(flat, ispecs)) if s is None}
         for i, (x, s) in enumerate(zip(flat, ispecs)):
             if s is None:
@@ -267,20 +274,17 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=Infer, mesh=N
                         f"corresponding axis names {m.axis_names}.\n\nthe passed args leaf "
                         f"{i} of shape {a.str_short()} has dimension {d} of size "
                         f"{a.shape[d]}, split {k} ways by {s!r}.")
+        _check_reduced(out_specs, "out_specs")
+        for i, s in enumerate(tree_flatten(out_specs, is_leaf=_is_spec)[0]):
+            if isinstance(s, PartitionSpec):
+                _check_spec(s, manual, "out_specs", f"out_specs leaf {i}")
         g = f
         if static:
-            dyn_tree_n = len(flat)
-
-            def g(*a):
-                leaves, _ = tree_flatten(a)
-                it = iter(leaves)
-                full = [static[i] if i in static else next(it) for i in range(dyn_tree_n)]
-                return f(*tree_unflatten(in_tree, full))
+            g = _with_static(f, static, len(flat), in_tree)
             keep = [i for i in range(len(flat)) if i not in static]
             flat = [flat[i] for i in keep]
             ispecs = [ispecs[i] for i in keep]
             in_tree = tree_flatten(tuple(flat))[1]
-            g.__name__ = getattr(f, "__name__", "f")
         full_mesh = m
         m = _submesh(m, manual)
         if nested:
@@ -491,7 +495,13 @@ def _emulate(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, check_vma=True,
     ospecs = _specs_for("out_specs", out_tree, out_specs, out_tree.num_leaves)
     final = []
     for o, s in zip(outs, ospecs):
-        final.append(_merge(o, s, names, sizes))
+        o = _merge(o, s, names, sizes)
+        if type(full_mesh) is Mesh and isinstance(o, Tracer):
+            # the outputs are laid out as out_specs say (a jit's output is, as in JAX)
+            o = sharding_constraint_p.bind(o, sharding=NamedSharding(full_mesh, s),
+                                           layout=None, context_mesh=get_abstract_mesh(),
+                                           unconstrained_dims=frozenset())
+        final.append(o)
     return tree_unflatten(out_tree, final)
 
 

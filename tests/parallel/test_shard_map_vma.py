@@ -1,0 +1,199 @@
+"""shard_map as JAX 0.10's: varying manual axes (``aval.mat``), ``lax.pcast``, inferred and
+``None`` in_specs, ``axis_names``, ``smap``, error texts, output layouts."""
+import numpy as np
+import pytest
+
+import kiln
+import kiln.numpy as jnp
+from kiln import lax
+from kiln.sharding import AxisType, Mesh, NamedSharding
+from kiln.sharding import PartitionSpec as P
+
+
+@pytest.fixture
+def mesh():
+    return Mesh(np.array(kiln.devices()[:4]).reshape(2, 2), ("x", "y"))
+
+
+@pytest.fixture
+def emesh():
+    return kiln.make_mesh((2, 2), ("x", "y"), axis_types=(AxisType.Explicit,) * 2)
+
+
+def test_mat_varying_under_jit(mesh):
+    seen = {}
+
+    def f(a, b):
+        seen["a"] = a.aval.mat.varying
+        seen["b"] = kiln.typeof(b).mat.varying
+        s = lax.psum(a, "x")
+        seen["psum"] = s.aval.mat.varying
+        seen["sin"] = jnp.sin(a).aval.mat.varying
+        seen["const"] = lax.pcast(jnp.float32(1), ("x", "y"), to="varying").aval.mat.varying
+        return a + s
+    kiln.jit(kiln.shard_map(f, mesh=mesh, in_specs=(P(("x", "y")), P()),
+                            out_specs=P(("x", "y"))))(jnp.arange(8.), jnp.ones(2))
+    assert seen == {"a": {"x", "y"}, "b": frozenset(), "psum": {"y"}, "sin": {"x", "y"},
+                    "const": {"x", "y"}}
+    assert kiln.ShapeDtypeStruct((2,), np.float32) is not None
+    assert kiln.typeof(jnp.ones(2)).mat.varying == frozenset()
+
+
+def test_pcast_varying_values_and_grad(mesh):
+    def f(x):
+        return x * lax.pcast(x.sum(), "x", to="varying")
+    g = kiln.shard_map(f, mesh=mesh, in_specs=P(), out_specs=P("x"))
+    x = jnp.arange(3.)
+    np.testing.assert_allclose(g(x), np.tile(np.arange(3.) * 3, 2))
+    np.testing.assert_allclose(kiln.jit(g)(x), np.tile(np.arange(3.) * 3, 2))
+    # d/dx of sum_devices(x * sum(x)) = 2 * (sum(x) + x * 1 ... ) summed over devices:
+    # pcast transposes to a psum over the axis
+    expect = 2 * (np.full(3, 3.) + np.arange(3.).sum())
+    np.testing.assert_allclose(kiln.grad(lambda v: g(v).sum())(x), expect)
+    with pytest.raises(NotImplementedError, match="reduced"):
+        kiln.shard_map(lambda v: lax.pcast(v, "x", to="reduced"), mesh=mesh, in_specs=P(),
+                       out_specs=P())(x)
+    with pytest.raises(ValueError, match="Allowed `to` values"):
+        lax.pcast(x, "x", to="nope")
+    with pytest.raises(ValueError, match="Unsupported pcast from=varying"):
+        kiln.jit(kiln.shard_map(lambda v: lax.pcast(v, "x", to="varying"), mesh=mesh,
+                                in_specs=P("x"), out_specs=P("x")))(jnp.arange(4.))
+    with pytest.raises(NameError, match="unbound axis name: x"):
+        lax.pcast(x, "x", to="varying")
+
+
+def test_in_specs_inferred_from_explicit_shardings(emesh):
+    with kiln.sharding.set_mesh(emesh):
+        a = kiln.device_put(np.arange(8.), P("x"))
+        shapes = []
+
+        @kiln.shard_map(out_specs=P("x"))
+        def f(v, w):
+            shapes.append((v.shape, w.shape))
+            return v * 2 + w.sum()
+        out = f(a, np.ones(3))
+        assert shapes[0] == ((4,), (3,))
+        np.testing.assert_allclose(out, np.arange(8.) * 2 + 3)
+        assert out.sharding == NamedSharding(emesh, P("x"))
+    auto = kiln.make_mesh((2,), ("x",), axis_types=(AxisType.Auto,))
+    with pytest.raises(TypeError, match="but it was `None` when axis_names"):
+        kiln.shard_map(lambda v: v, mesh=auto, out_specs=P())(np.ones(2))
+
+
+def test_none_in_specs_pass_objects_through(mesh):
+    obj = object()
+
+    def f(o, x, d):
+        assert o is obj and d["k"] is obj
+        return jnp.sin(x)
+    x = jnp.arange(8.)
+    y = kiln.shard_map(f, mesh=mesh, in_specs=(None, P("x"), {"k": None}),
+                       out_specs=P("x"))(obj, x, {"k": obj})
+    np.testing.assert_allclose(y, np.sin(np.arange(8.)), rtol=1e-6)
+    # in_specs=None: every argument passed as is
+    assert kiln.shard_map(lambda v: v, mesh=mesh, in_specs=None, out_specs=P())(3.) == 3.
+
+
+def test_axis_names_binds_only_manual_axes(mesh):
+    @kiln.jit
+    def f(x):
+        return kiln.shard_map(lambda v: lax.psum(v, "x"), mesh=mesh, in_specs=P("x"),
+                              out_specs=P(), axis_names={"x"})(x)
+    np.testing.assert_allclose(f(jnp.arange(8.)), np.arange(4.) + np.arange(4., 8.))
+    with pytest.raises(ValueError, match="in_specs refers to 'y'"):
+        kiln.shard_map(lambda v: v, mesh=mesh, in_specs=P("y"), out_specs=P("y"),
+                       axis_names={"x"})(jnp.arange(8.))
+    with pytest.raises(NameError, match="Found an unbound axis name: y"):
+        kiln.jit(kiln.shard_map(lambda v: lax.pcast(v, "y", to="varying"), mesh=mesh,
+                                in_specs=P(), out_specs=P("x"), axis_names={"x"},
+                                check_vma=False))(jnp.arange(8.))
+    # eagerly: outputs laid out over the whole mesh
+    out = kiln.shard_map(lambda v: v * 2, mesh=mesh, in_specs=P("x"), out_specs=P("x"),
+                         axis_names={"x"})(jnp.arange(8.))
+    assert out.sharding == NamedSharding(mesh, P("x"))
+
+
+def test_replication_error_and_check_vma_false_under_jit(mesh):
+    f = kiln.shard_map(lambda v: 2 * v, mesh=mesh, in_specs=P("x", "y"), out_specs=P(None, "y"))
+    with pytest.raises(ValueError, match="require replication which can't be statically "
+                                         "inferred"):
+        f(np.arange(16.).reshape(4, 4))
+    g = kiln.jit(kiln.shard_map(lambda v: v, mesh=mesh, in_specs=P("x"), out_specs=P(),
+                                check_vma=False))
+    np.testing.assert_allclose(g(jnp.arange(4.)), [0., 1.])
+
+
+def test_eager_python_control_flow_on_invariant_value(mesh):
+    def f(x):
+        if lax.psum(x, ("x", "y")).sum() < 0:
+            return x
+        return -x
+    x = jnp.arange(4.).reshape(2, 2)
+    out = kiln.shard_map(f, mesh=mesh, in_specs=P("x", "y"), out_specs=P("x", "y"))(x)
+    np.testing.assert_allclose(out, -np.arange(4.).reshape(2, 2))
+
+
+def test_smap(emesh):
+    with kiln.sharding.set_mesh(emesh):
+        @kiln.smap(in_axes=(None, 0), out_axes=(None, 0), axis_name="x")
+        def f(a, b):
+            assert b.shape == (4,) and a.shape == (8,)
+            return a * 2, b * 2
+        o1, o2 = f(np.arange(8.), np.arange(8.))
+        np.testing.assert_allclose(o1, np.arange(8.) * 2)
+        np.testing.assert_allclose(o2, np.arange(8.) * 2)
+        assert o2.sharding == NamedSharding(emesh, P("x"))
+
+        seen = []
+
+        @kiln.smap(axis_name="y", in_axes=0, out_axes=None)
+        def inner(v):
+            seen.append(kiln.typeof(v).mat.varying)
+            return lax.psum(v, "y")
+
+        @kiln.jit
+        @kiln.smap(axis_name="x", in_axes=0, out_axes=0)
+        def outer(v):
+            return inner(jnp.sin(v))
+        outer(jnp.arange(4.))
+        assert seen == [{"x", "y"}]
+    auto = kiln.make_mesh((2,), ("x",), axis_types=(AxisType.Auto,))
+    with kiln.sharding.set_mesh(auto), pytest.raises(TypeError, match="in_axes was not "
+                                                                      "specified"):
+        kiln.smap(lambda v: v, out_axes=0, axis_name="x")(np.arange(4))
+
+
+def test_mesh_errors():
+    from kiln._src.mesh import empty_concrete_mesh
+    with pytest.raises(ValueError, match="requires a non-empty mesh"):
+        kiln.shard_map(lambda v: v, mesh=empty_concrete_mesh, in_specs=P("x"),
+                       out_specs=P("x"))(jnp.arange(8))
+    with pytest.raises(ValueError, match="context mesh cannot be empty"):
+        kiln.shard_map(lambda v: v, in_specs=P(), out_specs=P())(jnp.arange(8))
+
+
+def test_abstract_mesh_under_jit(mesh):
+    f = kiln.jit(lambda v: kiln.shard_map(lambda b: b + lax.axis_index("x"),
+                                          mesh=mesh.abstract_mesh, in_specs=P("x"),
+                                          out_specs=P("x"))(v))
+    np.testing.assert_allclose(f(jnp.zeros(4)), [0., 0., 1., 1.])
+
+
+def test_zero_size_block_under_jit(mesh):
+    f = kiln.jit(kiln.shard_map(lambda v: v[:, 100:116], mesh=mesh, in_specs=P(None, "x"),
+                                out_specs=P(None, "x")))
+    assert f(jnp.ones((4, 8))).shape == (4, 0)
+
+
+def test_jit_output_laid_out_as_constrained(mesh):
+    f = kiln.jit(kiln.shard_map(lambda v: lax.all_gather(v, "y", axis=0, tiled=True),
+                                mesh=mesh, in_specs=P("x", "y"), out_specs=P("x", "y")))
+    a = jnp.arange(16.).reshape(4, 4)
+    for _ in range(2):      # the first call and the cached one
+        out = f(a)
+        assert out.sharding == NamedSharding(mesh, P("x", "y"))
+        assert out.addressable_data(0).shape == (4, 2)
+    s = NamedSharding(mesh, P("y"))
+    g = kiln.jit(lambda v: lax.with_sharding_constraint(v * 2, s))
+    for _ in range(2):
+        assert g(jnp.arange(4.)).sharding == s
