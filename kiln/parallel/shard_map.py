@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from kiln import transfer
 from kiln._physical_tree import tree_flatten, tree_unflatten
 from kiln._traceback_util import api_boundary
 from kiln.array import Array, make_array, to_array
@@ -335,9 +336,11 @@ def _run(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, cache, check_vma=True,
 
         for name, size in zip(mesh.axis_names, mesh.axis_sizes):
             batching.axis_env.append((name, size))
+        transfer.eager_shard_map_depth[0] += 1
         try:
             closed, tconsts = trace_closed(flat_fun, local)
         finally:
+            transfer.eager_shard_map_depth[0] -= 1
             for _ in mesh.axis_names:
                 batching.axis_env.pop()
         assert not tconsts

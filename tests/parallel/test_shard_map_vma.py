@@ -197,3 +197,15 @@ def test_jit_output_laid_out_as_constrained(mesh):
     g = kiln.jit(lambda v: lax.with_sharding_constraint(v * 2, s))
     for _ in range(2):
         assert g(jnp.arange(4.)).sharding == s
+
+
+def test_device_put_with_device_inside_eager_shard_map(mesh):
+    f = kiln.shard_map(lambda v: v + kiln.device_put(1), mesh=mesh, in_specs=P("x"),
+                       out_specs=P("x"))
+    np.testing.assert_allclose(f(jnp.arange(4.)), np.arange(4.) + 1)
+    g = kiln.shard_map(lambda v: v + kiln.device_put(1, kiln.devices()[0]), mesh=mesh,
+                       in_specs=P("x"), out_specs=P("x"))
+    with pytest.raises(ValueError, match="explicit device not allowed within shard_map"):
+        g(jnp.arange(4.))
+    np.testing.assert_allclose(kiln.jit(g)(jnp.arange(4.)), np.arange(4.) + 1)
+    assert kiln.device_put(1, kiln.devices()[1]) == 1     # outside: fine
