@@ -209,3 +209,17 @@ def test_device_put_with_device_inside_eager_shard_map(mesh):
         g(jnp.arange(4.))
     np.testing.assert_allclose(kiln.jit(g)(jnp.arange(4.)), np.arange(4.) + 1)
     assert kiln.device_put(1, kiln.devices()[1]) == 1     # outside: fine
+
+
+def test_remat_integer_output_has_zero_tangent(mesh):
+    # remat's JVP gives integer outputs symbolic-zero tangents (was a float0 array that
+    # the following sum could not take)
+    f = kiln.shard_map(lambda v: lax.scan(lambda c, _: (c, lax.axis_index("x")), None, None,
+                                          length=1)[1],
+                       mesh=mesh, in_specs=P("x"), out_specs=P("x"))
+    g = kiln.grad(lambda v: kiln.remat(f)(v).sum().astype("float32"))
+    np.testing.assert_allclose(g(jnp.arange(4.)), np.zeros(4))
+    assert kiln.eval_shape(g, jnp.arange(4.)).shape == (4,)
+    h = kiln.grad(lambda v: kiln.remat(lambda u: (u * 2).astype("int32"))(v).sum()
+                  .astype("float32"))
+    assert float(h(1.5)) == 0.0
