@@ -145,6 +145,19 @@ def _out_vma_error(f, mesh, k, spec, varying) -> ValueError:
         "eagerly, and whether the value is mapped along the axis under a transformation.)")
 
 
+def _manual_mesh_context(full_mesh, manual):
+    """The abstract mesh inside the body (``get_abstract_mesh()``): ``full_mesh``'s axes,
+    the manual ones (and those an enclosing shard_map made manual) typed ``Manual``."""
+    from kiln.sharding import _MeshContext
+    cur = get_abstract_mesh()
+    outer = (set(cur.manual_axes) if not cur.empty
+             and tuple(cur.axis_names) == tuple(full_mesh.axis_names) else set())
+    types = tuple(AxisType.Manual if a in manual or a in outer else t
+                  for a, t in zip(full_mesh.axis_names, full_mesh.axis_types))
+    return _MeshContext(AbstractMesh(tuple(full_mesh.axis_sizes),
+                                     tuple(full_mesh.axis_names), types), "abstract")
+
+
 def _with_static(f, static: dict, n: int, tree):
     """``f`` of the dynamic leaves alone: the static ones (``in_specs`` ``None``) put back."""
     def g(*dyn):
@@ -338,7 +351,8 @@ def _run(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, cache, check_vma=True,
             batching.axis_env.append((name, size))
         transfer.eager_shard_map_depth[0] += 1
         try:
-            closed, tconsts = trace_closed(flat_fun, local)
+            with _manual_mesh_context(full_mesh, mesh.axis_names):
+                closed, tconsts = trace_closed(flat_fun, local)
         finally:
             transfer.eager_shard_map_depth[0] -= 1
             for _ in mesh.axis_names:
@@ -493,7 +507,8 @@ def _emulate(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, check_vma=True,
         ax = names[j]
         in_ax = [0 if ax in s.mesh_axes() else None for s in ispecs]
         fn = _vmap_level(fn, ax, sizes[ax], in_ax, store, out_specs, errors)
-    outs = fn(*xs)
+    with _manual_mesh_context(full_mesh, names):
+        outs = fn(*xs)
     out_tree = store["tree"]
     ospecs = _specs_for("out_specs", out_tree, out_specs, out_tree.num_leaves)
     final = []

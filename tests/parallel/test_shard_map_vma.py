@@ -223,3 +223,28 @@ def test_remat_integer_output_has_zero_tangent(mesh):
     h = kiln.grad(lambda v: kiln.remat(lambda u: (u * 2).astype("int32"))(v).sum()
                   .astype("float32"))
     assert float(h(1.5)) == 0.0
+
+
+def test_abstract_mesh_inside_body_has_manual_axes():
+    mesh = kiln.make_mesh((2, 2, 2), ("x", "y", "z"), axis_types=(AxisType.Auto,) * 3)
+    seen = {}
+
+    def g(v):
+        am = kiln.sharding.get_abstract_mesh()
+        seen["inner"] = (am.manual_axes, am.auto_axes, v.aval.mat.varying)
+        return v * v
+
+    def h(v):
+        am = kiln.sharding.get_abstract_mesh()
+        seen["outer"] = (am.manual_axes, am.auto_axes)
+        return kiln.shard_map(g, in_specs=P(None, "y"), out_specs=P(None, "y"),
+                              axis_names={"y"})(v)
+
+    with kiln.sharding.set_mesh(mesh):
+        out = kiln.jit(lambda v: kiln.shard_map(h, in_specs=P("x"), out_specs=P("x"),
+                                                axis_names={"x"})(v))(jnp.arange(32.)
+                                                                      .reshape(4, 8))
+    np.testing.assert_allclose(out, np.arange(32.).reshape(4, 8) ** 2)
+    assert seen["outer"] == (("x",), ("y", "z"))
+    assert seen["inner"] == (("x", "y"), ("z",), {"x", "y"})
+    assert kiln.sharding.get_abstract_mesh().empty
