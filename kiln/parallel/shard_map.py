@@ -362,6 +362,7 @@ def _run(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, cache, check_vma=True,
         ospecs = _specs_for("out_specs", out_tree, out_specs, out_tree.num_leaves)
         for i, s in enumerate(ospecs):
             _check_spec(s, mesh.axis_names, "out_specs", f"output leaf {i}")
+        _check_vma_static(f, full_mesh, closed, ispecs, ospecs, check_vma)
         entry = (closed, out_tree, ospecs)
         if cache is not None:
             cache[key] = entry
@@ -396,6 +397,19 @@ def _run(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, cache, check_vma=True,
         arr._sharding = sh if full_mesh is mesh else NamedSharding(full_mesh, s)
         outs.append(arr)
     return tree_unflatten(out_tree, outs)
+
+
+def _check_vma_static(f, mesh, closed, ispecs, ospecs, check_vma) -> None:
+    """JAX's static check: which manual axes each output may vary along (inferred over
+    the traced body, ``kiln.parallel.vma``) against the axes its spec names; also the
+    carry types of loops (a TypeError, raised whatever ``check_vma``)."""
+    from kiln.parallel import vma
+    outs = vma.infer(closed.jaxpr, [frozenset(s.mesh_axes()) for s in ispecs])
+    if not check_vma:
+        return
+    for k, (m, s) in enumerate(zip(outs, ospecs)):
+        if m - set(s.mesh_axes()):
+            raise _out_vma_error(f, mesh, k, s, m)
 
 
 def _varying_axes(mesh, sh, placements, results, k) -> set:

@@ -248,3 +248,53 @@ def test_abstract_mesh_inside_body_has_manual_axes():
     assert seen["outer"] == (("x",), ("y", "z"))
     assert seen["inner"] == (("x", "y"), ("z",), {"x", "y"})
     assert kiln.sharding.get_abstract_mesh().empty
+
+
+def test_static_replication_check_eager(mesh):
+    # JAX's check is on types, not values: x * 0 still varies along 'x'
+    f = kiln.shard_map(lambda v: v * 0, mesh=mesh, in_specs=P("x"), out_specs=P())
+    with pytest.raises(ValueError, match="require replication"):
+        f(jnp.arange(4.))
+    np.testing.assert_allclose(
+        kiln.shard_map(lambda v: v * 0, mesh=mesh, in_specs=P("x"), out_specs=P(),
+                       check_vma=False)(jnp.arange(4.)), [0., 0.])
+    # collectives: psum/all_gather make the value invariant, axis_index varying
+    g = kiln.shard_map(lambda v: (lax.psum(v, "x"), lax.all_gather(v, "x", tiled=True)),
+                       mesh=mesh, in_specs=P("x"), out_specs=(P(), P()))
+    g(jnp.arange(4.))
+    with pytest.raises(ValueError, match="replicated across mesh axis 'y'"):
+        kiln.shard_map(lambda v: v + lax.axis_index("y"), mesh=mesh, in_specs=P("x"),
+                       out_specs=P("x"))(jnp.arange(4))
+    # cond joins its branches (as JAX, not its predicate); pcast inside a branch counts
+    def h(a, b):
+        return lax.cond(True, lambda a, b: lax.pcast(a, "y", to="varying"),
+                        lambda a, b: lax.pcast(b, "x", to="varying"), a, b)
+    kiln.shard_map(h, mesh=mesh, in_specs=(P("x"), P("y")), out_specs=P(("x", "y")))(
+        jnp.arange(4), jnp.arange(4))
+    with pytest.raises(ValueError, match="require replication"):
+        kiln.shard_map(h, mesh=mesh, in_specs=(P("x"), P("y")), out_specs=P("x"))(
+            jnp.arange(4), jnp.arange(4))
+    k = kiln.shard_map(lambda a, b: lax.cond(jnp.any(b > 0), lambda a: a, lambda a: a + 1, a),
+                       mesh=mesh, in_specs=(P("x"), P("y")), out_specs=P("x"))
+    k(jnp.arange(4), jnp.arange(4))
+
+
+def test_loop_carry_vma_error(mesh):
+    def f(x, y):
+        (a, b), _ = lax.scan(lambda c, _: ((c[1], c[0]), None), (x, y), None, length=2)
+        return a, b
+    sm = kiln.shard_map(f, mesh=mesh, in_specs=(P("x"), P()), out_specs=P("x"))
+    with pytest.raises(TypeError, match=r"This might be fixed by applying `jax.lax.pcast\("
+                                        r"\.\.\., \('x',\).*to the initial carry"):
+        sm(jnp.arange(4.), jnp.arange(2.))
+
+    def g(x, y):
+        return f(x, lax.pcast(y, "x", to="varying"))
+    kiln.shard_map(g, mesh=mesh, in_specs=(P("x"), P()), out_specs=P("x"))(
+        jnp.arange(4.), jnp.arange(2.))
+
+    def w(x, y):
+        return lax.while_loop(lambda c: c[2] < 3, lambda c: (c[1], c[0], c[2] + 1), (x, y, 0))
+    with pytest.raises(TypeError, match="body_fun function carry input"):
+        kiln.shard_map(w, mesh=mesh, in_specs=(P("x"), P()), out_specs=P("x"))(
+            jnp.arange(4.), jnp.arange(2.))
