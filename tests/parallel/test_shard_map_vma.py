@@ -298,3 +298,10 @@ def test_loop_carry_vma_error(mesh):
     with pytest.raises(TypeError, match="body_fun function carry input"):
         kiln.shard_map(w, mesh=mesh, in_specs=(P("x"), P()), out_specs=P("x"))(
             jnp.arange(4.), jnp.arange(2.))
+
+
+def test_partition_spec_repr_shows_reduced_axes():
+    assert repr(P(None, reduced={"x"})) == "P(None, reduced={'x'})"
+    assert repr(P("x", unreduced={"z", "y"}, reduced={"w"})) == \
+        "P('x', unreduced={'y', 'z'}, reduced={'w'})"
+    assert repr(P("x")) == "P('x',)" and repr(P()) == "P()"
