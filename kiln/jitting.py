@@ -548,7 +548,7 @@ class JitWrapped:
             if entry.float0_out and type(_current_trace()) is EvalTrace:
                 outs = user_float0(outs)
             if type(_current_trace()) is EvalTrace:
-                _lay_out(outs, _out_layout(entry.jaxpr))
+                _lay_out(outs, _out_layout(entry.jaxpr), a_flat)
             return tree_unflatten(entry.out_tree, outs)
         except Exception as e:
             _traceback_util.filter_exception(e)
@@ -638,7 +638,7 @@ class JitWrapped:
         outs = [make_array(o, w) if w is not None else _float0_value(o)
                 for o, w in zip(outs, weaks)]
         if layout is not None:
-            _lay_out(outs, layout)
+            _lay_out(outs, layout, args)
         return tree_unflatten(out_tree, outs)
 
     def _tree_key(self, args, kwargs):
@@ -760,12 +760,12 @@ def _out_layout(closed) -> list | None:
     (``with_sharding_constraint``, or the outputs of a ``shard_map``) over a concrete
     mesh: that ``NamedSharding`` (``None`` for the others); ``None`` when there is none.
     As in JAX, such an output is laid out as constrained."""
-    from kiln.sharding import Mesh, NamedSharding
+    from kiln.sharding import AbstractMesh, Mesh, NamedSharding
     made = {}
     for eqn in closed.jaxpr.eqns:
         if eqn.primitive.name == "sharding_constraint":
             sh = eqn.params.get("sharding")
-            if isinstance(sh, NamedSharding) and type(sh.mesh) is Mesh:
+            if isinstance(sh, NamedSharding) and type(sh.mesh) in (Mesh, AbstractMesh):
                 made[id(eqn.outvars[0])] = sh
     if not made:
         return None
@@ -773,12 +773,27 @@ def _out_layout(closed) -> list | None:
     return out if any(s is not None for s in out) else None
 
 
-def _lay_out(outs, layout) -> None:
+def _lay_out(outs, layout, args) -> None:
+    """Set the outputs' layouts; a sharding over an ``AbstractMesh`` is resolved against
+    the concrete mesh of an argument's sharding (or the mesh context) with its axes."""
     if layout is None:
         return
+    from kiln.sharding import AbstractMesh, NamedSharding, context_mesh
     for o, sh in zip(outs, layout):
-        if sh is not None and type(o) is Array:
-            o._sharding = sh
+        if sh is None or type(o) is not Array:
+            continue
+        if isinstance(sh.mesh, AbstractMesh):
+            am = sh.mesh
+            meshes = [getattr(a, "_sharding", None) for a in tree_flatten(args)[0]]
+            meshes = [m.mesh for m in meshes if isinstance(m, NamedSharding)]
+            meshes.append(context_mesh())
+            found = [m for m in meshes if m is not None and not isinstance(m, AbstractMesh)
+                     and tuple(m.axis_names) == tuple(am.axis_names)
+                     and tuple(m.axis_sizes) == tuple(am.axis_sizes)]
+            if not found:
+                continue
+            sh = NamedSharding(found[0], sh.spec)
+        o._sharding = sh
 
 
 def jit(fun: Callable | None = None, *, in_shardings=None, out_shardings=None,

@@ -528,7 +528,7 @@ def _emulate(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, check_vma=True,
     final = []
     for o, s in zip(outs, ospecs):
         o = _merge(o, s, names, sizes)
-        if type(full_mesh) is Mesh and isinstance(o, Tracer):
+        if isinstance(full_mesh, (Mesh, AbstractMesh)) and isinstance(o, Tracer):
             # the outputs are laid out as out_specs say (a jit's output is, as in JAX)
             o = sharding_constraint_p.bind(o, sharding=NamedSharding(full_mesh, s),
                                            layout=None, context_mesh=get_abstract_mesh(),

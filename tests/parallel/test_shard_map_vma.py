@@ -177,6 +177,10 @@ def test_abstract_mesh_under_jit(mesh):
                                           mesh=mesh.abstract_mesh, in_specs=P("x"),
                                           out_specs=P("x"))(v))
     np.testing.assert_allclose(f(jnp.zeros(4)), [0., 0., 1., 1.])
+    # the output's layout: the abstract mesh resolved against the argument's mesh
+    a = kiln.device_put(jnp.zeros(4), NamedSharding(mesh, P()))
+    for _ in range(2):
+        assert f(a).sharding == NamedSharding(mesh, P("x"))
 
 
 def test_zero_size_block_under_jit(mesh):
