@@ -179,8 +179,12 @@ def batch_flat_in(trace: BatchTrace, fun, vals, dims):
     """``batch_flat`` with ``trace`` itself as the batching trace, made a child of the
     current trace while ``fun`` runs, so that values ``fun`` closes over that ``trace``
     batches are its own (JAX's subtrace of the same tag). Returns ``(vals, dims)``."""
-    saved = trace.parent
+    saved, was_alive = trace.parent, trace.alive
     trace.parent = current_trace()
+    # ``fun`` may run after the vmap that made ``trace`` returned (a custom_vjp's fwd,
+    # traced when it is differentiated, e.g. inside a scan's JVP): the trace is live again
+    # while it runs, so the tracers it makes are not taken for leaked ones
+    trace.alive = True
     try:
         ins = [v if d is None else BatchTracer(trace, v, d) for v, d in zip(vals, dims)]
         with _set_trace(trace):
@@ -188,6 +192,7 @@ def batch_flat_in(trace: BatchTrace, fun, vals, dims):
         res = [trace.to_val_dim(o) for o in outs]
     finally:
         trace.parent = saved
+        trace.alive = was_alive
     return [v for v, _ in res], [d for _, d in res]
 
 

@@ -309,3 +309,20 @@ def test_partition_spec_repr_shows_reduced_axes():
     assert repr(P("x", unreduced={"z", "y"}, reduced={"w"})) == \
         "P('x', unreduced={'y', 'z'}, reduced={'w'})"
     assert repr(P("x")) == "P('x',)" and repr(P()) == "P()"
+
+
+def test_custom_vjp_fwd_of_vmap_traced_later_inside_scan():
+    # the batched fwd runs when the scan is differentiated, after the vmap returned; it
+    # returns a vjp function (closing over its inputs) as residuals
+    @kiln.custom_vjp
+    def g(x, y):
+        return x, y
+    g.defvjp(lambda x, y: kiln.vjp(lambda x, y: (x, y), x, y), lambda f, ct: f(ct))
+
+    def f(x, y):
+        x, y = lax.map(lambda xs: kiln.vmap(g)(xs[0], xs[1]), (x, y))
+        return x.sum()
+    dx, dy = kiln.grad(f, allow_int=True, argnums=(0, 1))(np.zeros((2, 4, 4), np.float32),
+                                                          np.zeros((2, 4, 4), np.int32))
+    np.testing.assert_allclose(dx, np.ones((2, 4, 4)))
+    assert dy.dtype == kiln.dtypes.float0
