@@ -231,6 +231,9 @@ class _Entry:
 _registry: dict[type, _Entry] = {}
 # _registry plus every namedtuple type seen so far: the node lookup.
 _lookup: dict[type, _Entry] = {}
+# Namedtuple types flattened as plain tuples of their fields (no custom registration):
+# the native walk of jit's fast path (``kiln_rt.tree_sig``) may take them apart too.
+native_walk_types: dict[type, bool] = {}
 _lookup_get = _lookup.get
 # Types already classified as leaves. Lets the hot paths decide "all children
 # are leaves" with one C-level set operation. Registration removes the type;
@@ -255,6 +258,7 @@ def _namedtuple_entry(t: type) -> _Entry:
             lambda x: (tuple((GetAttrKey(f), c) for f, c in zip(fields, x)), None),
         )
         _lookup[t] = e
+        native_walk_types[t] = True
     return e
 
 
@@ -298,6 +302,7 @@ def _add_entry(e: _Entry, what: str = "custom") -> None:
         raise ValueError(f"Duplicate {what} PyTreeDef type registration for {e.type}.")
     _registry[e.type] = e
     _lookup[e.type] = e  # overrides a cached namedtuple entry of the same type
+    native_walk_types.pop(e.type, None)
     _leaf_types.discard(e.type)
 
 
