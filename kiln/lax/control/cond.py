@@ -335,7 +335,7 @@ def _cond_partial_eval(trace, args, params):
     # Known branches: known outputs + the residual slots (zeros in the slots a branch
     # does not use).
     known_brs = []
-    for (known, _, _, num_res), to in zip(splits, where):
+    for (known, _, _, _), to in zip(splits, where):
         k_in = [a for a, u in zip(br_in_avals(branches[0]), unknowns) if not u]
 
         def kfun(*xs, known=known, to=to):
@@ -356,7 +356,7 @@ def _cond_partial_eval(trace, args, params):
     # Unknown branches: take (all residuals, unknown ops), use their own slice.
     unk_brs = []
     uk_in = [a for a, u in zip(br_in_avals(branches[0]), unknowns) if u]
-    for (_, unknown, _, num_res), to in zip(splits, where):
+    for (_, unknown, _, _), to in zip(splits, where):
         def ufun(*xs, unknown=unknown, to=to):
             r, u = xs[:len(all_res)], xs[len(all_res):]
             outs = common.jaxpr_fun(unknown)(*[r[j] for j in to], *u)
