@@ -221,7 +221,7 @@ class Executable:
             record(f"jit({self.name}) on the reference backend", "reference", t_start,
                    clock())
             return out
-        plan, labels, whole = _profiled_kernels.timed_plan(self)
+        plan, labels, whole, loops = _profiled_kernels.timed_plan(self)
         t_ready = clock()
         bufs = list(self._template)
         place = self._place
@@ -246,12 +246,19 @@ class Executable:
                 bufs[i] = a
         times = []
         run = self._run
+        loop_events = []
         try:
             with np.errstate(all="ignore") if self._has_islands else _NO_CONTEXT:
+                n_seg = 0
                 for p in plan:
                     t0 = clock()
                     if p[0] == "seg":
+                        if loops is not None:
+                            loops.reset()
                         run(p[1], *[bufs[i] for i in p[2]])
+                        if loops is not None:   # the loop bodies' steps, inside this one
+                            loops.emit(n_seg, t0, lambda *a: loop_events.append(a))
+                        n_seg += 1
                     else:
                         self._run_island(bufs, p[1], p[2])
                     times.append((t0, clock()))
@@ -270,6 +277,8 @@ class Executable:
         record(whole[0], "execute", t_ready, clock(), whole[1])
         for (t0, t1), (name, cat, info) in zip(times, labels):
             record(name, cat, t0, t1, info)
+        for ev in loop_events:
+            record(*ev)
         return out
 
     def _execute(self, bufs):
