@@ -298,6 +298,16 @@ def b_jit_call(L, d):
     return lambda: f(x).block_until_ready()
 
 
+def b_jit_call_tree(L, d):
+    # Issue 27: the per-call overhead of a cached jit whose arguments are a dict of
+    # parameters (16 layers of {"w", "b"}: 33 leaves), as a training step's are.
+    params = {f"layer{i}": {"w": L.put(np.full((8, 8), i, np.float32)),
+                            "b": L.put(np.full((8,), i, np.float32))} for i in range(16)}
+    x = L.put(np.arange(8, dtype=np.float32))
+    f = L.mod.jit(lambda p, x: x + p["layer3"]["b"])
+    return lambda: f(params, x).block_until_ready()
+
+
 def b_eager_add(L, d):
     add = L.jnp.add
     a = L.put(np.arange(10, dtype=np.float32))
@@ -335,6 +345,8 @@ WORKLOADS = [
     Workload("perex", "per-example grads jit(vmap(grad)), batch 128", 0.25, b_perex),
     Workload("normal", "jit random.normal(key, (10**7,))", 0.5, b_normal, exact=True),
     Workload("jit_call", "cached jit(x + 1.0) call, f32[10]", 1.5, b_jit_call),
+    Workload("jit_call_tree", "cached jit call, dict of 16 layers (33 leaves)", 1.0,
+             b_jit_call_tree),
     Workload("eager_add", "eager jnp.add(a, b), f32[10]", 0.5, b_eager_add),
 ]
 

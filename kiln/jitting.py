@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import sys
 import time
 import weakref
 from collections.abc import Callable
@@ -15,6 +16,7 @@ import numpy as np
 
 from kiln import _compile_log, _hijax, _traceback_util, dtypes
 from kiln import _key_boundary as _kb
+from kiln import tree_util as _tu
 from kiln._physical_tree import (
     tree_flatten,
     tree_unflatten,
@@ -180,8 +182,22 @@ def _raise_returned_ref(wrapped, leaf, args):
 _FUNCTION_CACHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-# First element of the pytree fast path's keys (the flat path's start with a bool).
+# First element of the pytree fast path's keys (the flat path's start with a bool); the
+# native walk's keys (kiln_rt.tree_sig: another form of the same information) have their own.
 _TREE_KEY = object()
+_TREE_KEY_NATIVE = object()
+_SIG_MARKERS = ("kiln.None", "kiln.tuple", "kiln.list", "kiln.dict")
+_tree_sig_fn: list = [None]
+
+
+def _native_tree_sig():
+    """``kiln_rt.tree_sig`` once the runtime extension is loaded (by the first native
+    program), else None. Looked up, never loaded from here: plain eager use of kiln never
+    imports the compiler."""
+    rt = sys.modules.get("kiln.compiler.build.runtime")
+    fn = rt.tree_sig() if rt is not None else None
+    _tree_sig_fn[0] = fn
+    return fn
 
 
 def _trace_caches(fun, options) -> tuple[dict, dict]:
@@ -341,6 +357,8 @@ class JitWrapped:
         return functools.partial(self, obj)
 
     def _split(self, args, kwargs):
+        if not self._static_argnums and not self._static_argnames:
+            return (), (), args, kwargs
         nargs = len(args)
         static_pos = []
         dyn_args = []
@@ -485,13 +503,15 @@ class JitWrapped:
             # Fast path: concrete Array arguments only, outside any transformation: one dict
             # lookup, then straight to the backend (no pytree flattening, no bind).
             if not kwargs and not self._donating and type(_current_trace()) is EvalTrace:
-                try:
+                key = None
+                for a in args:
+                    if type(a) is not Array:
+                        break
+                else:       # (a raised AttributeError would cost more than this loop)
                     key = (config.jax_enable_x64,) + tuple(
                         [(a._value.shape, a._value.dtype, a.weak_type) for a in args])
-                except AttributeError:
-                    key = None
                 hit = self._fast.get(key) if key is not None else None
-                if hit is not None and all(type(a) is Array for a in args):
+                if hit is not None:
                     return self._run_hit(hit, [a._value for a in args], args, kwargs)
             else:
                 key = None
@@ -499,14 +519,14 @@ class JitWrapped:
             if key is None and type(_current_trace()) is EvalTrace:
                 # Fast path for pytrees of concrete Arrays (static arguments allowed, no
                 # donated leaves): the same lookup keyed by the tree and leaf types.
-                tree_key, leaves = self._tree_key(args, kwargs)
+                tree_key, vals = self._tree_key(args, kwargs)
                 if tree_key is not None:
                     try:
                         hit = self._fast.get(tree_key)
                     except TypeError:       # an unhashable static: _trace says so
                         tree_key = hit = None
                     if hit is not None:
-                        return self._run_hit(hit, [a._value for a in leaves], args, kwargs)
+                        return self._run_hit(hit, vals, args, kwargs)
             if self._inline and isinstance(_current_trace(), staging.JaxprTrace):
                 return self._call_inline(args, kwargs)
             try:
@@ -642,20 +662,30 @@ class JitWrapped:
         return tree_unflatten(out_tree, outs)
 
     def _tree_key(self, args, kwargs):
-        """``(key, leaves)`` of the pytree fast path, or ``(None, None)`` when the call
-        cannot take it (a leaf that is not a concrete Array, or a donated leaf)."""
+        """``(key, values)`` of the pytree fast path (the leaves' NumPy values), or
+        ``(None, None)`` when the call cannot take it (a leaf that is not a concrete Array,
+        or a donated leaf)."""
         if self._donating and self._donates_leaves(args, kwargs):
             return None, None
         static_pos, static_kw, dyn_args, dyn_kw = self._split(args, kwargs)
-        leaves, a_tree = tree_flatten((tuple(dyn_args), dyn_kw))
+        tree = (tuple(dyn_args), dyn_kw)
+        walk = _tree_sig_fn[0] or _native_tree_sig()
+        if walk is not None:
+            r = walk(tree, Array, _tu.native_walk_types, _SIG_MARKERS)
+            if r is not None:
+                return (_TREE_KEY_NATIVE, config.jax_enable_x64, r[0], static_pos,
+                        static_kw), r[1]
+        leaves, a_tree = tree_flatten(tree)
         sig = []
+        vals = []
         for a in leaves:
             if type(a) is not Array:
                 return None, None
             v = a._value
+            vals.append(v)
             sig.append((v.shape, v.dtype, a.weak_type))
         return (_TREE_KEY, config.jax_enable_x64, a_tree, tuple(sig), static_pos,
-                static_kw), leaves
+                static_kw), vals
 
     def _donates_leaves(self, args, kwargs) -> bool:
         n = len(args)
