@@ -333,7 +333,7 @@ def _run(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, cache, check_vma=True,
     if multi:
         global_array.check_mesh(mesh, "shard_map")
     arrays = [x if type(x) is Array else to_array(x) for x in flat]
-    local = [a.aval.update(shape=_local_shape(a.shape, s, mesh))
+    local = [_with_vma(a.aval.update(shape=_local_shape(a.shape, s, mesh)), s)
              for a, s in zip(arrays, ispecs)]
     key = (tuple((a.shape, a.dtype, a.weak_type) for a in local), in_tree,
            tuple(ispecs), mesh)
@@ -349,11 +349,15 @@ def _run(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, cache, check_vma=True,
 
         for name, size in zip(mesh.axis_names, mesh.axis_sizes):
             batching.axis_env.append((name, size))
+        from kiln.interpreters import staging
+        from kiln.parallel import vma
         transfer.eager_shard_map_depth[0] += 1
+        prev_rule, staging.vma_rule[0] = staging.vma_rule[0], vma.stage_rule
         try:
             with _manual_mesh_context(full_mesh, mesh.axis_names):
                 closed, tconsts = trace_closed(flat_fun, local)
         finally:
+            staging.vma_rule[0] = prev_rule
             transfer.eager_shard_map_depth[0] -= 1
             for _ in mesh.axis_names:
                 batching.axis_env.pop()
@@ -397,6 +401,13 @@ def _run(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, cache, check_vma=True,
         arr._sharding = sh if full_mesh is mesh else NamedSharding(full_mesh, s)
         outs.append(arr)
     return tree_unflatten(out_tree, outs)
+
+
+def _with_vma(aval, spec):
+    from kiln.core.avals import ManualAxisType, ShapedArray
+    axes = frozenset(spec.mesh_axes())
+    return aval.with_mat(ManualAxisType(varying=axes)) if axes and type(aval) is ShapedArray \
+        else aval
 
 
 def _check_vma_static(f, mesh, closed, ispecs, ospecs, check_vma) -> None:

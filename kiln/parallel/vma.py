@@ -125,3 +125,21 @@ def _rule(eqn, ins) -> list:
         if len(sub.invars) == len(ins) and len(sub.outvars) == n_out:
             return infer(sub, ins)
     return [_union(ins)] * n_out
+
+
+def stage_rule(eqn) -> None:
+    """While an eager ``shard_map`` body is traced (``staging.vma_rule``): give ``eqn``'s
+    output variables abstract values that carry their varying manual axes, from its
+    operands' (so ``x.aval.mat.varying`` is known inside the body, as in JAX). Loop carry
+    mismatches raise JAX's TypeError here, at trace time."""
+    from kiln.core.avals import ManualAxisType, ShapedArray
+    ins = [_aval_vma(v.aval) for v in eqn.invars]
+    outs = _rule(eqn, ins)
+    for v, m in zip(eqn.outvars, outs):
+        if m and type(v.aval) is ShapedArray:
+            v.aval = v.aval.with_mat(ManualAxisType(varying=m))
+
+
+def _aval_vma(aval) -> frozenset:
+    mat = getattr(aval, "mat", None)
+    return mat.varying if mat is not None else frozenset()

@@ -326,3 +326,20 @@ def test_custom_vjp_fwd_of_vmap_traced_later_inside_scan():
                                                           np.zeros((2, 4, 4), np.int32))
     np.testing.assert_allclose(dx, np.ones((2, 4, 4)))
     assert dy.dtype == kiln.dtypes.float0
+
+
+def test_mat_varying_while_tracing_eager_body(mesh):
+    seen = {}
+
+    def f(a, b):
+        seen["a"], seen["b"] = a.aval.mat.varying, kiln.typeof(b).mat.varying
+        seen["psum"] = lax.psum(a, "x").aval.mat.varying
+        seen["add"] = (a + b).aval.mat.varying
+        seen["idx"] = lax.axis_index("y").aval.mat.varying
+        seen["cond"] = lax.cond(True, lambda v: v, lambda v: v * lax.axis_index("y"),
+                                a).aval.mat.varying
+        return a
+    kiln.shard_map(f, mesh=mesh, in_specs=(P("x"), P()), out_specs=P("x"),
+                   check_vma=False)(jnp.arange(4), jnp.arange(2))
+    assert seen == {"a": {"x"}, "b": frozenset(), "psum": frozenset(), "add": {"x"},
+                    "idx": {"y"}, "cond": {"x", "y"}}
