@@ -64,13 +64,123 @@ def _specs_for(what: str, tree, specs, n_leaves: int, keep_none: bool = False) -
     try:
         idx = _flatten_axes(f"shard_map {what}", tree, proxy, n_leaves)
     except ValueError:
-        raise ValueError(f"shard_map {what} must be a tree prefix of the corresponding "
-                         f"value, got {what}={specs} for value tree {tree}.") from None
+        msg = _prefix_error(f"shard_map {what}", specs, _tree_of(tree))
+        raise ValueError(msg or f"shard_map {what} must be a tree prefix of the "
+                         f"corresponding value, got {what}={specs} for value tree "
+                         f"{tree}.") from None
     out = []
     for i in idx:
         s = s_leaves[i] if i is not None else None
         out.append(s if s is not None or keep_none else PartitionSpec())
     return out
+
+
+def _tree_of(tree):
+    """The value tree ``tree`` with integer leaves (for key paths), or None."""
+    try:
+        return tree_unflatten(tree, list(range(tree.num_leaves)))
+    except Exception:       # noqa: BLE001 - a custom node that needs real leaves
+        return None
+
+
+def _prefix_error(name: str, prefix, full, path: str = "") -> str | None:
+    """JAX's message for a ``prefix`` tree that is no prefix of ``full``: the first key
+    path where they differ."""
+    if _is_spec(prefix) or full is None and path == "":
+        return None
+    head = "pytree structure error: "
+    if type(prefix) is not type(full):
+        return (f"{head}different types at key path\n    {name}{path}\nAt that key path, the "
+                f"prefix pytree {name} has a subtree of type\n    {type(prefix)}\nbut at the "
+                f"same key path the full pytree has a subtree of different type\n    "
+                f"{type(full)}.")
+    if isinstance(prefix, (list, tuple)):
+        if len(prefix) != len(full):
+            t = type(prefix).__name__
+            return (f"{head}different lengths of {t} at key path\n    {name}{path}\nAt that "
+                    f"key path, the prefix pytree {name} has a subtree of type {t} of length "
+                    f"{len(prefix)}, but the full pytree has a subtree of the same type but "
+                    f"of length {len(full)}.")
+        items = [(f"[{i}]", a, b) for i, (a, b) in enumerate(zip(prefix, full))]
+    elif isinstance(prefix, dict):
+        if set(prefix) != set(full):
+            return (f"{head}different pytree metadata at key path\n    {name}{path}\nAt "
+                    f"that key path, the prefix pytree {name} has a subtree of type dict "
+                    f"with keys {sorted(prefix, key=str)}, but the full pytree has keys "
+                    f"{sorted(full, key=str)}.")
+        items = [(f"[{k!r}]", prefix[k], full[k]) for k in prefix]
+    else:
+        return None
+    for key, a, b in items:
+        msg = _prefix_error(name, a, b, path + key)
+        if msg:
+            return msg
+    return None
+
+
+def _spec_keys(tree, specs, n_leaves: int) -> list:
+    """The key path (``keystr``) of the spec that applies to each value leaf."""
+    from kiln.transformations import _flatten_axes
+    from kiln.tree_util import keystr, tree_flatten_with_path
+    if _is_spec(specs):
+        return [""] * n_leaves
+    paths = [keystr(p) for p, _ in tree_flatten_with_path(specs, is_leaf=_is_spec)[0]]
+    s_leaves, s_tree = tree_flatten(specs, is_leaf=_is_spec)
+    proxy = tree_unflatten(s_tree, list(range(len(s_leaves))))
+    idx = _flatten_axes("shard_map specs", tree, proxy, n_leaves)
+    return [paths[i] if i is not None and i < len(paths) else "" for i in idx]
+
+
+def _value_keys(tree) -> list:
+    from kiln.tree_util import keystr, tree_flatten_with_path
+    full = _tree_of(tree)
+    if full is None:
+        return [f"[{i}]" for i in range(tree.num_leaves)]
+    return [keystr(p) for p, _ in tree_flatten_with_path(full)[0]]
+
+
+def _rank_error(what: str, f, spec_key: str, spec, value_key: str, aval) -> ValueError:
+    """JAX's error for a spec longer than its value's rank."""
+    import inspect
+    name = getattr(f, "__name__", str(f))
+    io = "in" if what == "in_specs" else "out"
+    extra = ""
+    if io == "in":
+        base = "the passed args"
+        try:
+            params = [q for q in inspect.signature(f).parameters.values()
+                      if q.kind not in (q.KEYWORD_ONLY, q.VAR_KEYWORD)]
+            pos = int(value_key[1:value_key.index("]")])
+            if pos < len(params) and params[pos].kind != params[pos].VAR_POSITIONAL:
+                extra = f", where args[{pos}] is bound to {name}'s parameter '{params[pos].name}',"
+        except (TypeError, ValueError):
+            pass
+    else:
+        base = f"{name}(*args)"
+    msg = (f"shard_map applied to the function '{name}' was given an {io}_specs entry which "
+           f"is too long to be compatible with the corresponding {io}put value from the "
+           f"function:\n\n{io}_specs{spec_key} is {spec!r} which has length {len(spec)}, but "
+           f"{base}{value_key}{extra} has shape {aval.str_short(short_dtypes=False)}, which has "
+           f"rank {aval.ndim} (and {aval.ndim} < {len(spec)})\n\nEntries in {io}_specs must "
+           f"be of length no greater than the number of axes in the corresponding {io}put "
+           f"value.\n\nEither revise the spec to be shorter, or modify '{name}' so that its "
+           f"{io}puts have sufficient rank.")
+    if aval.ndim == 0:
+        msg += (f"\n\nFor scalar values (rank 0), consider using an {io}_specs entry of "
+                "`P()`, where `P = jax.sharding.PartitionSpec`.")
+        if io == "out":
+            msg += (" In particular, for rank 0 outputs which are not constant over the "
+                    "mesh, add at least one (singleton) axis to them so that they can be "
+                    "concatenated using out_specs.")
+    return ValueError(msg)
+
+
+def _check_out_ranks(f, out_tree, out_specs, ospecs, avals) -> None:
+    for k, (s, a) in enumerate(zip(ospecs, avals)):
+        if len(s) > a.ndim:
+            raise _rank_error("out_specs", f, _spec_keys(out_tree, out_specs,
+                                                         out_tree.num_leaves)[k],
+                              s, _value_keys(out_tree)[k], a)
 
 
 def _check_spec(spec: PartitionSpec, manual, what: str, where: str) -> None:
@@ -118,7 +228,14 @@ def _inferred_spec(x, manual) -> PartitionSpec:
     return PartitionSpec(*parts)
 
 
-def _out_vma_error(f, mesh, k, spec, varying) -> ValueError:
+def _okey(out_tree, out_specs, k: int) -> str:
+    try:
+        return _spec_keys(out_tree, out_specs, out_tree.num_leaves)[k]
+    except Exception:       # noqa: BLE001 - only for the message
+        return f"[{k}]"
+
+
+def _out_vma_error(f, mesh, key, spec, varying) -> ValueError:
     """JAX's error for an output that varies along a mesh axis its spec does not name."""
     fun_name = getattr(f, "__name__", str(f))
     names = list(mesh.axis_names)
@@ -127,11 +244,11 @@ def _out_vma_error(f, mesh, k, spec, varying) -> ValueError:
         need = ",".join(str(n) for n in names if n in spec.mesh_axes())
         got = ",".join(str(n) for n in names if n in varying)
         diff = ",".join(str(n) for n in unmentioned if n in varying)
-        msg = (f"out_specs[{k}] is {spec} which implies that the corresponding output value "
+        msg = (f"out_specs{key} is {spec} which implies that the corresponding output value "
                f"is only varying across mesh axes {{{need}}} and not {{{diff}}}, but it was "
                f"inferred to be possibly varying over {{{got}}}")
     else:
-        msg = (f"out_specs[{k}] is {spec} which implies that the corresponding output value "
+        msg = (f"out_specs{key} is {spec} which implies that the corresponding output value "
                f"is replicated across mesh axis '{unmentioned[0]}', but could not infer "
                "replication over any axes")
     return ValueError(
@@ -275,8 +392,9 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=Infer, mesh=N
             _check_spec(s, manual, "in_specs", f"args leaf {i}")
             a = get_aval(x)
             if len(s) > a.ndim:
-                raise ValueError(f"shard_map in_specs {s!r} has {len(s)} entries but args "
-                                 f"leaf {i} is {a.str_short()} (rank {a.ndim}).")
+                raise _rank_error("in_specs", f, _spec_keys(in_tree, in_specs, len(flat))[i]
+                                  if not _is_spec(in_specs) else "", s,
+                                  _value_keys(in_tree)[i], a)
             for d in range(a.ndim):
                 k = math.prod(m.shape[ax] for ax in s.axes_of(d))
                 if a.shape[d] % k:
@@ -366,7 +484,9 @@ def _run(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, cache, check_vma=True,
         ospecs = _specs_for("out_specs", out_tree, out_specs, out_tree.num_leaves)
         for i, s in enumerate(ospecs):
             _check_spec(s, mesh.axis_names, "out_specs", f"output leaf {i}")
-        _check_vma_static(f, full_mesh, closed, ispecs, ospecs, check_vma)
+        _check_out_ranks(f, out_tree, out_specs, ospecs, closed.out_avals)
+        _check_vma_static(f, full_mesh, closed, ispecs, ospecs, check_vma,
+                          lambda k: _okey(out_tree, out_specs, k))
         entry = (closed, out_tree, ospecs)
         if cache is not None:
             cache[key] = entry
@@ -395,7 +515,7 @@ def _run(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, cache, check_vma=True,
                 if sh.replica_id(c) and not np.array_equal(
                         g[sh.block_index(c, gshape)], r[k],
                         equal_nan=aval.dtype.kind in "fc"):
-                    raise _out_vma_error(f, mesh, k, s,
+                    raise _out_vma_error(f, mesh, _okey(out_tree, out_specs, k), s,
                                          _varying_axes(mesh, sh, placements, results, k))
         arr = make_array(g, aval.weak_type)
         arr._sharding = sh if full_mesh is mesh else NamedSharding(full_mesh, s)
@@ -410,7 +530,7 @@ def _with_vma(aval, spec):
         else aval
 
 
-def _check_vma_static(f, mesh, closed, ispecs, ospecs, check_vma) -> None:
+def _check_vma_static(f, mesh, closed, ispecs, ospecs, check_vma, key_of) -> None:
     """JAX's static check: which manual axes each output may vary along (inferred over
     the traced body, ``kiln.parallel.vma``) against the axes its spec names; also the
     carry types of loops (a TypeError, raised whatever ``check_vma``)."""
@@ -420,7 +540,7 @@ def _check_vma_static(f, mesh, closed, ispecs, ospecs, check_vma) -> None:
         return
     for k, (m, s) in enumerate(zip(outs, ospecs)):
         if m - set(s.mesh_axes()):
-            raise _out_vma_error(f, mesh, k, s, m)
+            raise _out_vma_error(f, mesh, key_of(k), s, m)
 
 
 def _varying_axes(mesh, sh, placements, results, k) -> set:
@@ -524,10 +644,14 @@ def _emulate(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, check_vma=True,
         out = f(*tree_unflatten(in_tree, list(blocks)))
         leaves, tree = tree_flatten(out)
         store["tree"] = tree
+        _check_out_ranks(f, tree, out_specs,
+                         _specs_for("out_specs", tree, out_specs, tree.num_leaves),
+                         [get_aval(x) for x in leaves])
         return leaves
 
     fn = inner
-    errors = {"f": f, "mesh": mesh, "check_vma": check_vma}
+    errors = {"f": f, "mesh": mesh, "check_vma": check_vma,
+              "key": lambda k: _okey(store["tree"], out_specs, k)}
     for j in reversed(range(len(names))):
         ax = names[j]
         in_ax = [0 if ax in s.mesh_axes() else None for s in ispecs]
@@ -576,7 +700,8 @@ def _vmap_dynamic_out(fn, in_ax, name, size, out_specs_now, errors):
                 if d is not None:
                     if errors["check_vma"]:
                         varying = set(store["varying"][k]) | {name}
-                        raise _out_vma_error(errors["f"], errors["mesh"], k, s, varying)
+                        raise _out_vma_error(errors["f"], errors["mesh"], errors["key"](k), s,
+                                             varying)
                     o = _lax_index(o, d)     # check_vma=False: the first device's value
                 final.append(o)
             else:

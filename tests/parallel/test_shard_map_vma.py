@@ -343,3 +343,34 @@ def test_mat_varying_while_tracing_eager_body(mesh):
                    check_vma=False)(jnp.arange(4), jnp.arange(2))
     assert seen == {"a": {"x"}, "b": frozenset(), "psum": frozenset(), "add": {"x"},
                     "idx": {"y"}, "cond": {"x", "y"}}
+
+
+def test_error_texts_name_key_paths(mesh):
+    def foo():
+        return {"hi": [3.]}
+    with pytest.raises(ValueError, match=r"out_specs\['hi'\] is P\('x',\) which has length "
+                                         r"1, but foo\(\*args\)\['hi'\]\[0\] has shape "
+                                         r"float32\[\], which has rank 0"):
+        kiln.shard_map(foo, mesh=mesh, in_specs=(), out_specs={"hi": P("x")})()
+    with pytest.raises(ValueError, match="which has length 1"):
+        kiln.jit(lambda: kiln.shard_map(foo, mesh=mesh, in_specs=(),
+                                        out_specs={"hi": P("x")})())()
+
+    def bar(a):
+        return a
+    with pytest.raises(ValueError, match=r"in_specs\[0\]\['hi'\] is P\('x',\) .* the passed "
+                                         r"args\[0\]\['hi'\]\[0\], where args\[0\] is bound to "
+                                         r"bar's parameter 'a', has shape float32\[\]"):
+        kiln.shard_map(bar, mesh=mesh, in_specs=({"hi": P("x")},), out_specs=P())(
+            {"hi": [jnp.array(3.)]})
+    with pytest.raises(ValueError, match=r"consider using an in_specs entry of `P\(\)`"):
+        kiln.shard_map(bar, mesh=mesh, in_specs=P(None), out_specs=P())(3.)
+    with pytest.raises(ValueError, match=r"different lengths of list at key path\n    "
+                                         r"shard_map in_specs\[0\]"):
+        kiln.shard_map(bar, mesh=mesh, in_specs=([P("x")],), out_specs=P("x"))(
+            [jnp.ones(4), jnp.ones(4)])
+    with pytest.raises(ValueError, match=r"out_specs is P\('x',\) which implies that the "
+                                         r"corresponding output value is replicated across "
+                                         r"mesh axis 'y'"):
+        kiln.shard_map(lambda a: a, mesh=mesh, in_specs=P("x", "y"), out_specs=P("x"))(
+            jnp.ones((4, 4)))
