@@ -3,9 +3,9 @@
 
 An input varies along the mesh axes its ``in_spec`` names. Most primitives' outputs vary
 along the union of their operands' axes; collectives change that: ``psum``/``pmax``/
-``pmin``/``all_gather``/``pbroadcast`` make the result the same along their axes,
-``axis_index``/``pvary`` (``lax.pcast(to='varying')``)/``ppermute``/``psum_scatter``/
-``all_to_all`` make it vary along them. ``cond`` joins its branches (not its predicate,
+``pmin`` make the result the same along their axes; ``axis_index``/``pvary``
+(``lax.pcast(to='varying')``)/``ppermute``/``psum_scatter``/``all_to_all``/``all_gather``
+make it vary along them (as JAX's types: an ``all_gather`` result is varying). ``cond`` joins its branches (not its predicate,
 as JAX),
 ``scan``/``while`` require a carry output to vary along no more axes than the carry input
 (JAX's TypeError, with its hint to ``pcast`` the initial carry), other calls are
@@ -18,8 +18,9 @@ from __future__ import annotations
 
 from kiln.core.jaxpr import ClosedJaxpr, Jaxpr, Literal
 
-_INVARIANT_OVER = {"psum", "pmax", "pmin", "all_gather", "pbroadcast"}
-_VARYING_OVER = {"axis_index", "pvary", "ppermute", "reduce_scatter", "all_to_all"}
+_INVARIANT_OVER = {"psum", "pmax", "pmin"}
+_VARYING_OVER = {"axis_index", "pvary", "ppermute", "reduce_scatter", "all_to_all",
+                 "all_gather"}
 
 
 def _axes(eqn) -> frozenset:

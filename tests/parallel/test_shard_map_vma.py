@@ -262,10 +262,14 @@ def test_static_replication_check_eager(mesh):
     np.testing.assert_allclose(
         kiln.shard_map(lambda v: v * 0, mesh=mesh, in_specs=P("x"), out_specs=P(),
                        check_vma=False)(jnp.arange(4.)), [0., 0.])
-    # collectives: psum/all_gather make the value invariant, axis_index varying
-    g = kiln.shard_map(lambda v: (lax.psum(v, "x"), lax.all_gather(v, "x", tiled=True)),
+    # collectives: psum/pmax make the value invariant; all_gather's result is varying
+    # (JAX's types), axis_index varies along its axis
+    g = kiln.shard_map(lambda v: (lax.psum(v, "x"), lax.pmax(v, "x")),
                        mesh=mesh, in_specs=P("x"), out_specs=(P(), P()))
     g(jnp.arange(4.))
+    with pytest.raises(ValueError, match="require replication"):
+        kiln.shard_map(lambda v: lax.all_gather(v, "x", tiled=True), mesh=mesh,
+                       in_specs=P("x"), out_specs=P())(jnp.arange(4.))
     with pytest.raises(ValueError, match="replicated across mesh axis 'y'"):
         kiln.shard_map(lambda v: v + lax.axis_index("y"), mesh=mesh, in_specs=P("x"),
                        out_specs=P("x"))(jnp.arange(4))
