@@ -76,16 +76,36 @@ def _axis_size_of(axes) -> int:
 
 def _unbound_impl(name):
     def impl(*args, axes=None, **params):
-        raise NameError(f"unbound axis name: {axes[0] if axes else params.get('axis_name')}. "
-                        f"{name} must be called inside a transformation that binds the axis "
-                        "name: vmap(..., axis_name=...), pmap or shard_map.")
+        axis = axes[0] if axes else params.get("axis_name")
+        if isinstance(axis, (tuple, list)):
+            axis = axis[0]
+        raise NameError(f"Found an unbound axis name: {axis}. To fix this, please call "
+                        f"{name} under `jax.shard_map` (or inside a vmap(..., "
+                        "axis_name=...) or pmap that binds it).")
     return impl
+
+
+def _unbound_message(e: NameError, name: str) -> NameError:
+    """JAX's message for a collective over a name no transformation binds."""
+    msg = str(e)
+    if msg.startswith("Found an unbound axis name: "):
+        axis = msg[len("Found an unbound axis name: "):].split(". ", 1)[0]
+        return NameError(f"Found an unbound axis name: {axis}. To fix this, please call "
+                         f"{name} under `jax.shard_map` (or inside a vmap(..., axis_name=...) "
+                         "or pmap that binds it).")
+    return e
 
 
 def _collective(name, abstract_eval):
     p = Primitive(name)
     p.impl = _unbound_impl(name)
-    p.abstract_eval = abstract_eval
+
+    def checked_abstract_eval(*args, **params):
+        try:
+            return abstract_eval(*args, **params)
+        except NameError as e:
+            raise _unbound_message(e, name) from None
+    p.abstract_eval = checked_abstract_eval
     p.weak_type_rule = lambda *w, **_: bool(w) and all(w)
     batching.collective_prims.add(p)
     return p

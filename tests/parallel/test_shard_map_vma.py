@@ -378,3 +378,9 @@ def test_error_texts_name_key_paths(mesh):
                                          r"mesh axis 'y'"):
         kiln.shard_map(lambda a: a, mesh=mesh, in_specs=P("x", "y"), out_specs=P("x"))(
             jnp.ones((4, 4)))
+
+
+def test_collective_outside_shard_map_message():
+    with pytest.raises(NameError, match="Found an unbound axis name: x. To fix this, please "
+                                        "call psum under `jax.shard_map`"):
+        kiln.jit(lambda v: lax.psum(v, "x"))(jnp.arange(4.))
