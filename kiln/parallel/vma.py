@@ -5,8 +5,8 @@ An input varies along the mesh axes its ``in_spec`` names. Most primitives' outp
 along the union of their operands' axes; collectives change that: ``psum``/``pmax``/
 ``pmin`` make the result the same along their axes; ``axis_index``/``pvary``
 (``lax.pcast(to='varying')``)/``ppermute``/``psum_scatter``/``all_to_all``/``all_gather``
-make it vary along them (as JAX's types: an ``all_gather`` result is varying). ``cond`` joins its branches (not its predicate,
-as JAX),
+make it vary along them (as JAX's types: an ``all_gather`` result is varying). ``cond``'s
+branches must agree (JAX's TypeError; the predicate does not count),
 ``scan``/``while`` require a carry output to vary along no more axes than the carry input
 (JAX's TypeError, with its hint to ``pcast`` the initial carry), other calls are
 followed into their jaxprs.
@@ -59,6 +59,40 @@ def _check_carry(name, avals, carry_in, carry_out) -> None:
                     "all output types match the corresponding input types.")
 
 
+def _check_branches(branches, outs) -> None:
+    """JAX's TypeError for ``cond``/``switch`` branches whose outputs vary along different
+    manual axes."""
+    n = len(branches)
+    names = (["false_fun", "true_fun"] if n == 2 else [f"branch {i}" for i in range(n)])
+    order = [1, 0] if n == 2 else list(range(n))     # JAX compares true_fun first
+    i1 = order[0]
+    for i2 in order[1:]:
+        o1, o2 = outs[i1], outs[i2]
+        bad = [k for k, (a, b) in enumerate(zip(o1, o2)) if a != b]
+        if not bad:
+            continue
+        avals = [v.aval for v in _open(branches[i1]).outvars]
+        comp = (lambda k: f"[{k}]") if len(o1) > 1 else (lambda k: "")
+        n1, n2 = names[i1], names[i2]
+        diffs = [f"the output of {n1}{comp(k)} has type {_fmt(avals[k], o1[k])} but the "
+                 f"corresponding output of {n2} has type {_fmt(avals[k], o2[k])}, so the "
+                 "varying manual axes do not match" for k in bad]
+        fixes = []
+        for k in bad:
+            for name, need in ((n1, o2[k] - o1[k]), (n2, o1[k] - o2[k])):
+                if need:
+                    fixes.append(f"applying `jax.lax.pcast(..., {tuple(sorted(need))}, "
+                                 f"to='varying')` to the output of {name}{comp(k)}")
+        differences = (diffs[0][0].upper() + diffs[0][1:] + ".\n" if len(diffs) == 1 else
+                       "".join(f"  * {d};\n" for d in diffs))
+        fix = (f"This might be fixed by {fixes[0]}.\n" if len(fixes) == 1 else
+               "This might be fixed by:\n" + "".join(f"  * {d};\n" for d in fixes))
+        api = "cond" if n == 2 else "switch"
+        raise TypeError(f"{api} branches must have equal output types but they differ.\n\n"
+                        f"{differences}\n{fix}\nRevise {n1} and/or {n2} so that all output "
+                        "types match.")
+
+
 def infer(jaxpr, in_vma: list) -> list:
     """The varying manual axes of ``jaxpr``'s outputs given its inputs' (frozensets)."""
     jaxpr = _open(jaxpr)
@@ -99,12 +133,12 @@ def _rule(eqn, ins) -> list:
         return [m | _axes(eqn) for m in ins][:n_out] if n_out == len(ins) else \
             [_union(ins) | _axes(eqn)] * n_out
     if name == "cond":
-        # as JAX's: the branches' outputs (the predicate's axes are not added)
+        # as JAX's: the branches' outputs must agree (the predicate's axes are not added)
         ops = ins[1:]
-        outs = [frozenset()] * n_out
-        for br in p["branches"]:
-            outs = [a | b for a, b in zip(outs, infer(br, ops))]
-        return outs
+        brs = p["branches"]
+        outs = [infer(br, ops) for br in brs]
+        _check_branches(brs, outs)
+        return outs[0]
     if name == "scan":
         nc, nk = p["num_consts"], p["num_carry"]
         consts, carry, xs = ins[:nc], ins[nc:nc + nk], ins[nc + nk:]

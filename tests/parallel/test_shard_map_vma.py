@@ -340,8 +340,8 @@ def test_mat_varying_while_tracing_eager_body(mesh):
         seen["psum"] = lax.psum(a, "x").aval.mat.varying
         seen["add"] = (a + b).aval.mat.varying
         seen["idx"] = lax.axis_index("y").aval.mat.varying
-        seen["cond"] = lax.cond(True, lambda v: v, lambda v: v * lax.axis_index("y"),
-                                a).aval.mat.varying
+        seen["cond"] = lax.cond(True, lambda v: v + lax.axis_index("y"),
+                                lambda v: v * lax.axis_index("y"), a).aval.mat.varying
         return a
     kiln.shard_map(f, mesh=mesh, in_specs=(P("x"), P()), out_specs=P("x"),
                    check_vma=False)(jnp.arange(4), jnp.arange(2))
@@ -384,3 +384,18 @@ def test_collective_outside_shard_map_message():
     with pytest.raises(NameError, match="Found an unbound axis name: x. To fix this, please "
                                         "call psum under `jax.shard_map`"):
         kiln.jit(lambda v: lax.psum(v, "x"))(jnp.arange(4.))
+
+
+def test_cond_branches_must_vary_alike_eagerly(mesh):
+    def f(a, b):
+        return lax.cond(True, lambda a, b: a, lambda a, b: b, a, b)
+    with pytest.raises(TypeError, match=r"applying `jax.lax.pcast\(\.\.\., \('y',\), "
+                                        r"to='varying'\)` to the output of true_fun"):
+        kiln.shard_map(f, mesh=mesh, in_specs=(P("x"), P("y")), out_specs=P(("x", "y")))(
+            jnp.arange(4.), jnp.arange(4.))
+
+    def g(a, b):
+        return lax.cond(True, lambda a, b: lax.pcast(a, "y", to="varying"),
+                        lambda a, b: lax.pcast(b, "x", to="varying"), a, b)
+    kiln.shard_map(g, mesh=mesh, in_specs=(P("x"), P("y")), out_specs=P(("x", "y")))(
+        jnp.arange(4.), jnp.arange(4.))
