@@ -57,6 +57,15 @@ class ManualAxisType:
     def empty(self) -> bool:
         return not (self.varying or self.unreduced or self.reduced)
 
+    @property
+    def vur(self) -> frozenset:
+        """The varying, unreduced and reduced axes together."""
+        return self.varying | self.unreduced | self.reduced
+
+    def invarying(self, mesh) -> frozenset:
+        """The manual axes of ``mesh`` this value is the same along."""
+        return frozenset(getattr(mesh, "manual_axes", ())) - self.vur
+
     def __eq__(self, other):
         return (isinstance(other, ManualAxisType) and self.varying == other.varying
                 and self.unreduced == other.unreduced and self.reduced == other.reduced)

@@ -399,3 +399,15 @@ def test_cond_branches_must_vary_alike_eagerly(mesh):
                         lambda a, b: lax.pcast(b, "x", to="varying"), a, b)
     kiln.shard_map(g, mesh=mesh, in_specs=(P("x"), P("y")), out_specs=P(("x", "y")))(
         jnp.arange(4.), jnp.arange(4.))
+
+
+def test_mat_invarying_and_vur(mesh):
+    seen = []
+
+    def f(a):
+        am = kiln.sharding.get_abstract_mesh()
+        seen.append((a.aval.mat.invarying(am), lax.psum(a, "x").aval.mat.invarying(am),
+                     a.aval.mat.vur))
+        return a
+    kiln.jit(kiln.shard_map(f, mesh=mesh, in_specs=P("x"), out_specs=P("x")))(jnp.ones(4))
+    assert seen == [({"y"}, {"x", "y"}, {"x"})]
