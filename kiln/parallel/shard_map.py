@@ -275,6 +275,29 @@ def _manual_mesh_context(full_mesh, manual):
                                      tuple(full_mesh.axis_names), types), "abstract")
 
 
+def _mesh_from_args(flat, am):
+    """The concrete mesh of an eager shard_map given an ``AbstractMesh``: the mesh of the
+    arguments' ``NamedSharding``s (JAX's), else the mesh context's of the same axes."""
+    mesh = None
+    for a in flat:
+        sh = getattr(a, "_sharding", None) if isinstance(a, Array) else None
+        if isinstance(sh, NamedSharding) and isinstance(sh.mesh, Mesh) and sh.mesh.axis_names:
+            if tuple(sh.mesh.shape_tuple) != tuple(am.shape_tuple):
+                raise ValueError(
+                    f"Mesh shape of the input {tuple(sh.mesh.shape_tuple)} does not match the "
+                    f"mesh shape passed to shard_map  {tuple(am.shape_tuple)} for shape "
+                    f"{get_aval(a).str_short()}")
+            mesh = sh.mesh
+    if mesh is not None:
+        return mesh
+    ctx = context_mesh()
+    if (ctx is not None and tuple(ctx.axis_names) == tuple(am.axis_names)
+            and tuple(ctx.axis_sizes) == tuple(am.axis_sizes)):
+        return concrete_named_sharding(NamedSharding(am), "shard_map mesh").mesh
+    raise ValueError("Please pass `jax.Array`s with a `NamedSharding` as input to "
+                     "`shard_map` when passing `AbstractMesh` to the mesh argument.")
+
+
 def _with_static(f, static: dict, n: int, tree):
     """``f`` of the dynamic leaves alone: the static ones (``in_specs`` ``None``) put back."""
     def g(*dyn):
@@ -361,8 +384,7 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=Infer, mesh=N
                   or any(isinstance(x, Tracer) for x in flat)
                   or spmd.current_context() is not None)
         if isinstance(m, AbstractMesh) and not nested:
-            # resolved against the mesh context, as JAX
-            m = concrete_named_sharding(NamedSharding(m), "shard_map mesh").mesh
+            m = _mesh_from_args(flat, m)
         manual = frozenset(axis_names) or frozenset(m.axis_names)
         if not manual <= set(m.axis_names):
             raise ValueError(f"jax.shard_map requires axis_names={set(manual)} to be a "

@@ -411,3 +411,20 @@ def test_mat_invarying_and_vur(mesh):
         return a
     kiln.jit(kiln.shard_map(f, mesh=mesh, in_specs=P("x"), out_specs=P("x")))(jnp.ones(4))
     assert seen == [({"y"}, {"x", "y"}, {"x"})]
+
+
+def test_eager_abstract_mesh_resolved_from_arguments(mesh):
+    am = mesh.abstract_mesh
+    f = kiln.shard_map(lambda v: v + lax.axis_index("x"), mesh=am, in_specs=P("x"),
+                       out_specs=P("x"))
+    a = kiln.device_put(jnp.zeros(4), NamedSharding(mesh, P("x")))
+    out = f(a)
+    np.testing.assert_allclose(out, [0., 0., 1., 1.])
+    assert out.sharding == NamedSharding(mesh, P("x"))
+    with pytest.raises(ValueError, match="Please pass `jax.Array`s with a `NamedSharding`"):
+        f(jnp.zeros(4))
+    other = Mesh(np.array(kiln.devices()[:4]), ("x",))
+    with pytest.raises(ValueError, match="Mesh shape of the input"):
+        f(kiln.device_put(jnp.zeros(4), NamedSharding(other, P("x"))))
+    with kiln.sharding.set_mesh(mesh):      # or the mesh context's
+        np.testing.assert_allclose(f(jnp.zeros(4)), [0., 0., 1., 1.])
