@@ -611,6 +611,42 @@ def _all_gather_transpose(ct, x, *, all_gather_dimension, axis_name, axis_index_
 ad.deflinear2(all_gather_p, _all_gather_transpose)
 
 
+# ``all_gather(..., to='invarying')`` (JAX's ``all_gather_invariant``): the same values,
+# but typed the same on every device (inside shard_map), so its cotangent is too and the
+# transpose takes this position's chunk instead of a psum_scatter.
+# params: all_gather_dimension, axis_name (tuple), axis_size, tiled
+def _all_gather_invariant_abstract_eval(x, *, all_gather_dimension, axis_name, axis_size,
+                                        tiled):
+    return _all_gather_abstract_eval(x, all_gather_dimension=all_gather_dimension,
+                                     axis_name=axis_name, axis_index_groups=None,
+                                     axis_size=axis_size, tiled=tiled)
+
+
+all_gather_invariant_p = _collective("all_gather_invariant",
+                                     _all_gather_invariant_abstract_eval)
+
+
+def _all_gather_invariant_batch(axis_data, vals, dims, **params):
+    return _all_gather_batch(axis_data, vals, dims, axis_index_groups=None, **params)
+
+
+def _all_gather_invariant_transpose(ct, x, *, all_gather_dimension, axis_name, axis_size,
+                                    tiled):
+    if type(ct) is Zero:
+        return [Zero(x.aval)]
+    lax = _lax()
+    idx = axis_index(axis_name)
+    d = all_gather_dimension
+    if tiled:
+        n = x.aval.shape[d]
+        return [lax.dynamic_slice_in_dim(ct, lax.mul(idx, np.int32(n)), n, d)]
+    return [lax.dynamic_index_in_dim(ct, idx, d, keepdims=False)]
+
+
+batching.batch_rules[all_gather_invariant_p] = _all_gather_invariant_batch
+ad.deflinear2(all_gather_invariant_p, _all_gather_invariant_transpose)
+
+
 def _canonical_axis(axis, ndim):
     import operator
     axis = operator.index(axis)
@@ -632,7 +668,9 @@ def all_gather(x, axis_name, *, axis_index_groups=None, axis: int = 0, tiled: bo
       axis: the positional axis of the output that holds the gathered chunks.
       tiled: when ``False`` the chunks are stacked along a new axis ``axis``; when
         ``True`` they are concatenated along the existing axis ``axis``.
-      to: the output's manual axis type; only ``'varying'`` is supported by kiln.
+      to: the output's manual axis type inside ``shard_map``: ``'varying'`` (default) or
+        ``'invarying'`` (the same on every device: JAX's ``all_gather_invariant``, whose
+        transpose takes each position's chunk); ``'reduced'`` is not supported by kiln.
 
     Returns:
       Array(s) of ``x``'s shape with a new axis of the axis (group) size at ``axis``
@@ -641,9 +679,11 @@ def all_gather(x, axis_name, *, axis_index_groups=None, axis: int = 0, tiled: bo
     if to not in {"varying", "reduced", "invarying"}:
         raise ValueError("Got unexpected `to` value for `jax.lax.all_gather`. Allowed `to` "
                          "values are: {'varying', 'reduced', 'invarying'}")
-    if to != "varying":
-        raise NotImplementedError(f"all_gather(..., to={to!r}) (a shard_map manual-axis type) "
-                                  "is not supported by kiln")
+    if to == "reduced":
+        raise NotImplementedError("all_gather(..., to='reduced') (JAX's reduced type) is not "
+                                  "supported by kiln")
+    if to == "invarying" and axis_index_groups is not None:
+        raise ValueError("all_gather(..., to='invarying') does not take axis_index_groups")
     axes = _as_axes(axis_name)
     if not axes:
         return x
@@ -654,6 +694,9 @@ def all_gather(x, axis_name, *, axis_index_groups=None, axis: int = 0, tiled: bo
     def gather(v):
         nd = get_aval(v).ndim
         dim = _canonical_axis(axis, nd if tiled else nd + 1)
+        if to == "invarying":
+            return all_gather_invariant_p.bind(v, all_gather_dimension=dim, axis_name=axes,
+                                               axis_size=size, tiled=bool(tiled))
         return all_gather_p.bind(v, all_gather_dimension=dim, axis_name=axes,
                                  axis_index_groups=groups, axis_size=size, tiled=bool(tiled))
     return tree_map(gather, x)

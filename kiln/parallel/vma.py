@@ -3,7 +3,7 @@
 
 An input varies along the mesh axes its ``in_spec`` names. Most primitives' outputs vary
 along the union of their operands' axes; collectives change that: ``psum``/``pmax``/
-``pmin`` make the result the same along their axes; ``axis_index``/``pvary``
+``pmin``/``all_gather(to='invarying')`` make the result the same along their axes; ``axis_index``/``pvary``
 (``lax.pcast(to='varying')``)/``ppermute``/``psum_scatter``/``all_to_all``/``all_gather``
 make it vary along them (as JAX's types: an ``all_gather`` result is varying). ``cond``'s
 branches must agree (JAX's TypeError; the predicate does not count),
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from kiln.core.jaxpr import ClosedJaxpr, Jaxpr, Literal
 
-_INVARIANT_OVER = {"psum", "pmax", "pmin"}
+_INVARIANT_OVER = {"psum", "pmax", "pmin", "all_gather_invariant"}
 _VARYING_OVER = {"axis_index", "pvary", "ppermute", "reduce_scatter", "all_to_all",
                  "all_gather"}
 

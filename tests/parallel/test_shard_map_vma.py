@@ -428,3 +428,20 @@ def test_eager_abstract_mesh_resolved_from_arguments(mesh):
         f(kiln.device_put(jnp.zeros(4), NamedSharding(other, P("x"))))
     with kiln.sharding.set_mesh(mesh):      # or the mesh context's
         np.testing.assert_allclose(f(jnp.zeros(4)), [0., 0., 1., 1.])
+
+
+def test_all_gather_to_invarying(mesh):
+    g = kiln.shard_map(lambda v: lax.all_gather(v, "x", tiled=True, to="invarying"),
+                       mesh=mesh, in_specs=P("x"), out_specs=P())
+    x = jnp.arange(4.)
+    for fn in (g, kiln.jit(g)):
+        np.testing.assert_allclose(fn(x), np.arange(4.))
+    # its transpose takes each device's chunk of the (invariant) cotangent
+    np.testing.assert_allclose(kiln.grad(lambda v: (g(v) ** 2).sum())(x), 2 * np.arange(4.))
+    h = kiln.shard_map(lambda v: kiln.grad(lambda u: (lax.all_gather(
+        u, "x", tiled=True, to="invarying") ** 2).sum())(v), mesh=mesh, in_specs=P("x"),
+        out_specs=P("x"))
+    np.testing.assert_allclose(h(x), 2 * np.arange(4.))
+    with pytest.raises(ValueError, match="require replication"):      # plain: varying
+        kiln.shard_map(lambda v: lax.all_gather(v, "x", tiled=True), mesh=mesh,
+                       in_specs=P("x"), out_specs=P())(x)
