@@ -298,6 +298,26 @@ def _mesh_from_args(flat, am):
                      "`shard_map` when passing `AbstractMesh` to the mesh argument.")
 
 
+def _check_spmd_axis_names(ispecs, out_specs) -> None:
+    """JAX's error for a ``vmap(..., spmd_axis_name=...)`` around a shard_map whose specs
+    use that mesh axis."""
+    t = core.current_trace()
+    spmd: set = set()
+    while t is not None:
+        ad = getattr(t, "axis_data", None)
+        name = getattr(ad, "spmd_name", None) if ad is not None else None
+        if name is not None:
+            spmd |= set(name) if isinstance(name, (tuple, list)) else {name}
+        t = getattr(t, "parent", None)
+    if not spmd:
+        return
+    if spmd & {a for s in ispecs if s is not None for a in s.mesh_axes()}:
+        raise ValueError("vmap spmd_axis_name cannot appear in shard_map in_specs")
+    if spmd & {a for s in tree_flatten(out_specs, is_leaf=_is_spec)[0]
+               if isinstance(s, PartitionSpec) for a in s.mesh_axes()}:
+        raise ValueError("vmap spmd_axis_name cannot appear in shard_map out_specs")
+
+
 def _with_static(f, static: dict, n: int, tree):
     """``f`` of the dynamic leaves alone: the static ones (``in_specs`` ``None``) put back."""
     def g(*dyn):
@@ -442,6 +462,7 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=Infer, mesh=N
         full_mesh = m
         m = _submesh(m, manual)
         if nested:
+            _check_spmd_axis_names(ispecs, out_specs)
             return _emulate(g, m, flat, in_tree, ispecs, out_specs, check_vma, full_mesh)
         try:
             return _run(g, m, flat, in_tree, ispecs, out_specs,

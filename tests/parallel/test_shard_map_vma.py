@@ -445,3 +445,18 @@ def test_all_gather_to_invarying(mesh):
     with pytest.raises(ValueError, match="require replication"):      # plain: varying
         kiln.shard_map(lambda v: lax.all_gather(v, "x", tiled=True), mesh=mesh,
                        in_specs=P("x"), out_specs=P())(x)
+
+
+def test_vmap_spmd_axis_name_in_specs_error():
+    mesh = Mesh(np.array(kiln.devices()).reshape(4, 2), ("i", "j"))
+    f = kiln.shard_map(jnp.sin, mesh=mesh, in_specs=P("i"), out_specs=P("i"))
+    xs = jnp.arange(4 * 16.).reshape(4, 16)
+    with pytest.raises(ValueError, match="spmd_axis_name cannot appear in shard_map in_specs"):
+        kiln.vmap(f, spmd_axis_name="i")(xs)
+    g = kiln.shard_map(jnp.sin, mesh=mesh, in_specs=P("j"), out_specs=P(("i", "j")),
+                       check_vma=False)
+    with pytest.raises(ValueError, match="spmd_axis_name cannot appear in shard_map "
+                                         "out_specs"):
+        kiln.vmap(g, spmd_axis_name="i")(xs)
+    h = kiln.shard_map(jnp.sin, mesh=mesh, in_specs=P("j"), out_specs=P("j"))
+    np.testing.assert_allclose(kiln.vmap(h, spmd_axis_name="i")(xs), np.sin(xs), rtol=1e-6)
