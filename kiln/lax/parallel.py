@@ -62,6 +62,14 @@ def _as_axes(axis_name) -> tuple:
     return tuple(axis_name) if isinstance(axis_name, (tuple, list)) else (axis_name,)
 
 
+def _bound(name) -> bool:
+    try:
+        batching.axis_size(name)
+        return True
+    except NameError:
+        return False
+
+
 def _check_bound(axes):
     for a in axes:
         batching.axis_size(a)
@@ -1173,6 +1181,17 @@ def pcast(x, axis_name, *, to: str):
     if to != "varying":
         raise NotImplementedError(f"lax.pcast(..., to={to!r}): kiln has no reduced/unreduced "
                                   "types (JAX's reduced and unreduced shardings).")
+
+    from kiln.sharding import get_abstract_mesh
+    try:
+        _check_bound(axes)
+    except NameError:
+        if not get_abstract_mesh().manual_axes:     # outside any shard_map: JAX's error
+            raise ValueError("pvary should be called under jax.shard_map (lax.pcast(..., "
+                             f"to='varying') over the mesh axes {axes}).") from None
+        raise _unbound_message(NameError(f"Found an unbound axis name: "
+                                         f"{[a for a in axes if not _bound(a)][0]}. "),
+                               "pvary") from None
 
     def one(v):
         aval = get_aval(v)

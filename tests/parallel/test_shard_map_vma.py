@@ -58,8 +58,10 @@ def test_pcast_varying_values_and_grad(mesh):
     with pytest.raises(ValueError, match="Unsupported pcast from=varying"):
         kiln.jit(kiln.shard_map(lambda v: lax.pcast(v, "x", to="varying"), mesh=mesh,
                                 in_specs=P("x"), out_specs=P("x")))(jnp.arange(4.))
-    with pytest.raises(NameError, match="unbound axis name: x"):
+    with pytest.raises(ValueError, match="pvary should be called under jax.shard_map"):
         lax.pcast(x, "x", to="varying")
+    with pytest.raises(ValueError, match="pvary should be called under jax.shard_map"):
+        kiln.jit(lambda v: lax.pcast(v, "x", to="varying"))(x)
 
 
 def test_in_specs_inferred_from_explicit_shardings(emesh):
