@@ -787,9 +787,26 @@ def _arg_path(leaf, fun, args, kwargs) -> str:
 
 def _out_layout(closed) -> list | None:
     """The layout of each output of a jitted program that ends in a sharding constraint
-    (``with_sharding_constraint``, or the outputs of a ``shard_map``) over a concrete
-    mesh: that ``NamedSharding`` (``None`` for the others); ``None`` when there is none.
-    As in JAX, such an output is laid out as constrained."""
+    (``with_sharding_constraint``, or the outputs of a ``shard_map``): that
+    ``NamedSharding`` (``None`` for the others; an ``AbstractMesh`` one is resolved at
+    call time, ``_lay_out``); ``None`` when there is none. As in JAX, such an output is
+    laid out as constrained. Computed once per traced program."""
+    try:
+        return _OUT_LAYOUTS[closed]
+    except (KeyError, TypeError):
+        pass
+    out = _scan_out_layout(closed)
+    try:
+        _OUT_LAYOUTS[closed] = out
+    except TypeError:
+        pass
+    return out
+
+
+_OUT_LAYOUTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _scan_out_layout(closed) -> list | None:
     from kiln.sharding import AbstractMesh, Mesh, NamedSharding
     made = {}
     for eqn in closed.jaxpr.eqns:
