@@ -232,3 +232,31 @@ def test_a_value_feeding_two_gemms_is_written_once():
     h = a.astype(np.float64) * 2 - 1
     np.testing.assert_allclose(np.asarray(p), h @ w1, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(np.asarray(q), h.T @ w2, rtol=1e-4, atol=1e-4)
+
+
+def test_a_batch_of_small_products_runs_its_products_in_parallel():
+    """Attention's per-head products (each below the glue's split size, so one
+    single-threaded BLAS call each) run side by side over the batch; large single
+    products stay a serial loop (the glue splits each over the threads), and the bits
+    are those of each product computed alone."""
+    from kiln.compiler.render.render_c import CRenderer
+    assert CRenderer.gemm_split_min_macs == blas.PARALLEL_MIN_MACS
+    q = R.standard_normal((16, 128, 64)).astype(np.float32)
+    k = R.standard_normal((16, 128, 64)).astype(np.float32)
+
+    def f(q, k):
+        return jnp.einsum("bqd,bkd->bqk", q, k)
+
+    text = kiln.jit(f).lower(q, k).compile().as_text()
+    lines = text.splitlines()
+    i = next(j for j, ln in enumerate(lines) if "bt < 16" in ln)
+    assert "omp parallel for" in lines[i - 1]
+    got = np.asarray(kiln.jit(f)(q, k))
+    for b in range(16):
+        one = np.asarray(kiln.jit(lambda q, k: q @ k.T)(q[b], k[b]))
+        np.testing.assert_array_equal(got[b], one)
+    big = R.standard_normal((2, 256, 256)).astype(np.float32)
+    text = kiln.jit(lambda a: a @ a).lower(big).compile().as_text()
+    lines = text.splitlines()
+    i = next(j for j, ln in enumerate(lines) if "bt < 2" in ln)
+    assert "omp parallel for" not in lines[i - 1]

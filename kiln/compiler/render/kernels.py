@@ -150,4 +150,13 @@ class KernelMixin:
         call = (f"{f}({int(g.trans_a)}, {int(g.trans_b)}, {g.m}, {g.n}, {g.k}, "
                 f"b{g.a.id} + bt*{g.m * g.k}, {lda}, b{g.b.id} + bt*{g.k * g.n}, {ldb}, "
                 f"b{g.out.id} + bt*{g.m * g.n}, {g.n}, {zero});")
-        return f"  for (int64_t bt = 0; bt < {g.batch}; bt++) {call}"
+        loop = f"  for (int64_t bt = 0; bt < {g.batch}; bt++) {call}"
+        macs = g.m * g.n * g.k
+        if (g.batch > 1 and macs < self.gemm_split_min_macs
+                and g.batch * macs >= self.gemm_batch_parallel_min_macs):
+            # Each product is too small for the glue to split over threads (one
+            # single-threaded BLAS call): run the batch's products side by side instead
+            # (attention's per-head products: 32 of 128x128x64). Each is the same call
+            # as in the serial loop, so the bits do not change.
+            return f"  {self.parallel_for}\n{loop}"
+        return loop
