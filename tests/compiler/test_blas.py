@@ -260,3 +260,36 @@ def test_a_batch_of_small_products_runs_its_products_in_parallel():
     lines = text.splitlines()
     i = next(j for j, ln in enumerate(lines) if "bt < 2" in ln)
     assert "omp parallel for" not in lines[i - 1]
+
+
+def test_packed_operands_keep_their_source_layout_and_are_written_once():
+    """Attention's keys, [b, t, h, d] slices of a computed qkv viewed as [b, h, t, d] and
+    contracted over d, are packed as [b, h, t, d] (the packing kernel reads d
+    contiguously) and passed with the transpose flag; queries and keys are packed once
+    for the forward and backward products that share them."""
+    from kiln.compiler.lower.program import Kernel
+    B, T, H, D = 2, 32, 2, 16
+    x = R.standard_normal((B, T, H * D)).astype(np.float32)
+    w = R.standard_normal((H * D, 2 * H * D)).astype(np.float32)
+
+    def f(x, w):
+        qk = x @ w + 1.0
+        q, k = (a.reshape(B, T, H, D).transpose(0, 2, 1, 3) for a in jnp.split(qk, 2, -1))
+        s = jnp.einsum("bhqd,bhkd->bhqk", q, k)
+        return s, jnp.einsum("bhqk,bhkd->bhqd", s, k)
+
+    exe = cpu.executable_for(kiln.make_jaxpr(f)(x, w))
+    gemms = [s for s in exe.prog.steps if isinstance(s, Gemm)]
+    kernels = [s for s in exe.prog.steps if isinstance(s, Kernel)]
+    assert len(gemms) == 3
+    scores = next(g for g in gemms if g.k == D and g.n == T)
+    assert scores.trans_b and not scores.trans_a
+    assert gemms[2].b is scores.b          # the keys' pack, read by both products
+    assert sum(k.shape == (B, H, T, D) for k in kernels) <= 2
+    s, o = kiln.jit(f)(x, w)
+    qk = x.astype(np.float64) @ w + 1.0
+    q, k = (a.reshape(B, T, H, D).transpose(0, 2, 1, 3) for a in np.split(qk, 2, -1))
+    s64 = q @ k.transpose(0, 1, 3, 2)
+    np.testing.assert_allclose(np.asarray(s), s64, rtol=1e-4, atol=1e-4)
+    o64 = s64 @ k
+    np.testing.assert_allclose(np.asarray(o), o64, rtol=1e-4, atol=1e-5 * np.abs(o64).max())

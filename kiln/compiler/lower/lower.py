@@ -187,6 +187,17 @@ class Lowering:
         self._shared_bufs[key] = (node, self.prog.steps, out)
         return out
 
+    def materialize_shared_as(self, node: Node, perm) -> BufNode:
+        """``node`` transposed by ``perm``, written once per (node, perm) and step list (an
+        operand packed for two GEMMs, as attention's output cotangent, is stored once)."""
+        key = (id(node), tuple(perm), id(self.prog.steps))
+        hit = self._shared_bufs.get(key)
+        if hit is not None:
+            return hit[2]
+        out = self.materialize(_transpose_node(node, tuple(perm)))
+        self._shared_bufs[key] = (node, self.prog.steps, out)
+        return out
+
     def write_into(self, node: Node, buf: Buffer, offset: Idx | None = None) -> Kernel:
         """A Kernel storing ``node`` into the existing ``buf`` (at ``offset``, an Idx
         added to each row-major position, when given)."""
@@ -738,9 +749,15 @@ def _gemm_operand(ctx, x: Node, batch, first, second):
             return x.buf, False
         if tuple(batch) + tuple(second) + tuple(first) == tuple(range(nd)):
             return x.buf, True
-    perm = tuple(batch) + tuple(first) + tuple(second)
-    packed = ctx.materialize(_transpose_node(x, perm))
-    return packed.buf, False
+    # Packed as [batch, first, second], or as [batch, second, first] with the transpose
+    # flag when x's own last dim is among ``first``: the packing kernel's inner loop then
+    # runs along that dim, reading its source contiguously (attention's keys, [b, t, h, d]
+    # viewed as [b, h, t, d] and contracted over d, read with a stride of t otherwise).
+    trans = nd - 1 in first and nd - 1 not in second
+    perm = tuple(batch) + (tuple(second) + tuple(first) if trans else
+                           tuple(first) + tuple(second))
+    packed = ctx.materialize_shared_as(x, perm)
+    return packed.buf, trans
 
 
 def _dot_as_reduce(ctx, lhs, rhs, lc, rc, lb, rb, lf, rf, out, kind):
