@@ -168,12 +168,33 @@ class Lowering:
         e = node.read_flat(Idx.sym(flat_sym)) if n > 0 else None
         if e is not None:
             k = Kernel((n,), [flat_sym], [(buf, e)], self.kernel_name("k"))
+        elif n > 0 and getattr(node, "pieces", None) is not None:
+            self._write_pieces(node, buf)
+            return BufNode(self, buf)
         else:
             syms = self.syms(node.shape)
             e = node.read([Idx.sym(s) for s in syms])
             k = Kernel(tuple(node.shape), syms, [(buf, e)], self.kernel_name("k"))
         self.prog.steps.append(k)
         return BufNode(self, buf)
+
+    def _write_pieces(self, node: Node, buf: Buffer):
+        """One kernel per piece of a concatenation-like node (``pieces``), each over its
+        own region of ``buf``: every element then computes only its own piece's value,
+        with the region's index arithmetic, instead of selecting among all the pieces
+        (the gradient of ``jnp.split``, a sum of zero-padded pieces, read each piece
+        through clamped floor divisions at every element). Each element's expression is
+        the one the whole node gives there, so the bits are the same."""
+        dim, parts = node.pieces
+        strides = tuple(row_major_strides(node.shape))
+        for start, size, sub in parts:
+            if size == 0:
+                continue
+            syms = self.syms(sub.shape)
+            e = sub.read([Idx.sym(s) for s in syms])
+            self.prog.steps.append(Kernel(tuple(sub.shape), syms, [(buf, e)],
+                                          self.kernel_name("k"),
+                                          Idx.lit(start * strides[dim]), strides))
 
     def materialize_shared(self, node: Node) -> BufNode:
         """``materialize``, once per node and step list, for consumers that only read the
@@ -275,7 +296,15 @@ def _ew_rule(ctx: Lowering, eqn, ins):
 
     from kiln.compiler.lower.expr import EXPENSIVE
     cost = EXPENSIVE.get(name, 1) + sum(x.cost for x in ins if isinstance(x, LazyNode))
-    return LazyNode(shape, dtype, read, read_flat if flat_ok else None, cost)
+    node = LazyNode(shape, dtype, read, read_flat if flat_ok else None, cost)
+    if name == "add" and not flat_ok:
+
+        def make(sub_shape, ops):
+            return LazyNode(sub_shape, dtype, lambda idxs: table.op(
+                name, dtype, *[x.read(idxs if x.shape else []) for x in ops], **params),
+                None, cost)
+        _ew_pieces(node, ins, make)
+    return node
 
 
 def _broadcast_in_dim(ctx, eqn, ins):
@@ -441,7 +470,80 @@ def _pad(ctx, eqn, ins):
             return pv.read([])
         return table.where(cond, x.read(in_idx), pv.read([]))
 
-    return LazyNode(shape, x.dtype, read, None, x.cost + 1)
+    node = LazyNode(shape, x.dtype, read, None, x.cost + 1)
+    padded = [d for d, c in enumerate(config) if tuple(c) != (0, 0, 0)]
+    if len(padded) == 1 and config[padded[0]][2] == 0 and min(config[padded[0]][:2]) >= 0:
+        # Padding along one dim: the padding value, x, the padding value (see _pieces).
+        d = padded[0]
+        lo, hi, _ = config[d]
+
+        def fill(size):
+            sub = tuple(size if j == d else n for j, n in enumerate(shape))
+            return LazyNode(sub, x.dtype, lambda idxs: pv.read([]), None, 0)
+        _set_pieces(node, d, [(0, lo, fill(lo)), (lo, x.shape[d], x),
+                              (lo + x.shape[d], hi, fill(hi))])
+    return node
+
+
+# A node materialized as pieces has at most this many, and pieces along its last dim
+# are at least PIECE_MIN_INNER long (short inner loops would cost more than the selects).
+MAX_PIECES = 8
+PIECE_MIN_INNER = 16
+
+
+def _set_pieces(node, dim, parts):
+    """Mark ``node`` as the concatenation along ``dim`` of ``parts`` (``(start, size,
+    node)``, in order, covering the dim): ``Lowering.materialize`` then writes each part
+    into its region with a kernel of its own (``_write_pieces``)."""
+    parts = [p for p in parts if p[1] > 0]
+    if len(parts) < 2 or len(parts) > MAX_PIECES:
+        return
+    if dim == len(node.shape) - 1 and min(p[1] for p in parts) < PIECE_MIN_INNER:
+        return
+    node.pieces = (dim, parts)
+
+
+def _slice_along(x: Node, dim, start, size):
+    """``x[..., start:start + size, ...]`` along ``dim`` (lazily)."""
+    if start == 0 and size == x.shape[dim]:
+        return x
+    shape = tuple(size if j == dim else n for j, n in enumerate(x.shape))
+    if isinstance(x, ConstNode):
+        return ConstNode(x.ctx, x.value, x.dtype, shape)
+
+    def read(idxs):
+        return x.read([e + start if j == dim else e for j, e in enumerate(idxs)])
+    return LazyNode(shape, x.dtype, read, None, x.cost)
+
+
+def _ew_pieces(node, ins, make):
+    """Pieces of an elementwise ``node`` whose operands include concatenation-like ones
+    along one dim (an add of zero-padded pieces: the gradient of ``split``): the op of
+    the operands' parts over each interval where every operand is a single part.
+    ``make(shape, operands)`` gives the elementwise node of sliced operands."""
+    dims = {x.pieces[0] for x in ins if getattr(x, "pieces", None) is not None}
+    if len(dims) != 1 or any(x.shape not in ((), node.shape) for x in ins):
+        return
+    (dim,) = dims
+    cuts = {0, node.shape[dim]}
+    for x in ins:
+        if getattr(x, "pieces", None) is not None:
+            cuts |= {p[0] for p in x.pieces[1]}
+    cuts = sorted(cuts)
+    parts = []
+    for a, b in zip(cuts[:-1], cuts[1:]):
+        ops = []
+        for x in ins:
+            if x.shape == ():
+                ops.append(x)
+            elif getattr(x, "pieces", None) is not None:
+                start, size, sub = next(p for p in x.pieces[1] if p[0] <= a < p[0] + p[1])
+                ops.append(_slice_along(sub, dim, a - start, b - a))
+            else:
+                ops.append(_slice_along(x, dim, a, b - a))
+        shape = tuple(b - a if j == dim else n for j, n in enumerate(node.shape))
+        parts.append((a, b - a, make(shape, ops)))
+    _set_pieces(node, dim, parts)
 
 
 def _concatenate(ctx, eqn, ins):
@@ -464,8 +566,10 @@ def _concatenate(ctx, eqn, ins):
             expr = table.where(cond, x.read(sub), expr)
         return expr
 
-    return LazyNode(shape, eqn.outvars[0].aval.dtype, read, None,
+    node = LazyNode(shape, eqn.outvars[0].aval.dtype, read, None,
                     max(x.cost for x in ins) + len(ins))
+    _set_pieces(node, dim, [(o, x.shape[dim], x) for x, o in zip(ins, offsets)])
+    return node
 
 
 def _iota(ctx, eqn, ins):

@@ -52,13 +52,17 @@ class Buffer:
 @dataclass(eq=False)
 class Kernel:
     """A loop nest over ``shape`` storing each element of ``outs`` at its row-major
-    offset, plus ``offset`` (an Idx) when set: a scan writes its stacked outputs so."""
+    offset, plus ``offset`` (an Idx) when set: a scan writes its stacked outputs so.
+    With ``strides`` (one per loop, set together with ``offset``) the position is
+    ``sum(sym * stride) + offset`` instead: one piece of a concatenation written into
+    its region of the whole buffer."""
 
     shape: tuple
     syms: list[Sym]
     outs: list[tuple[Buffer, SExpr]]
     name: str = "kernel"
     offset: object = None
+    strides: tuple | None = None
 
 
 @dataclass(eq=False)

@@ -24,7 +24,11 @@ class KernelMixin:
     def render_kernel(self, prog: Program, k: Kernel, plan: KernelPlan) -> str:
         body = Body(self, prog)
         stores = []
-        flat = _flat_of_syms(k.syms, k.shape)
+        if k.strides is not None:
+            flat = " + ".join(s.name if st == 1 else f"{st}*{s.name}"
+                              for s, st in zip(k.syms, k.strides)) or "0"
+        else:
+            flat = _flat_of_syms(k.syms, k.shape)
         if k.offset is not None:
             flat = f"{flat} + {k.offset.c()}"
         for buf, e in k.outs:
