@@ -293,3 +293,34 @@ def test_packed_operands_keep_their_source_layout_and_are_written_once():
     np.testing.assert_allclose(np.asarray(s), s64, rtol=1e-4, atol=1e-4)
     o64 = s64 @ k
     np.testing.assert_allclose(np.asarray(o), o64, rtol=1e-4, atol=1e-5 * np.abs(o64).max())
+
+
+def test_heads_of_stored_arrays_are_read_in_place():
+    """Products batched over (b, h) of stored [b, t, h, d] arrays (``dot_product_attention``'s
+    layout) read each head's matrix in place (``Gemm.a_view``/``b_view``: leading
+    dimension h*d, batch offsets) instead of packing a transposed copy; each head's result
+    has the bits of that head's product computed from contiguous copies."""
+    from kiln.compiler.lower.program import Kernel
+    B, T, H, D = 2, 48, 3, 32
+    q, k, v = (R.standard_normal((B, T, H, D)).astype(np.float32) for _ in range(3))
+
+    def f(q, k, v):
+        s = jnp.einsum("bqhd,bkhd->bhqk", q, k)          # NT, both strided
+        o = jnp.einsum("bhqk,bkhd->bhqd", s, v)          # strided right operand
+        g = jnp.einsum("bqhd,bqhe->bhde", q, v)          # TN: left operand transposed
+        return s, o, g
+
+    exe = cpu.executable_for(kiln.make_jaxpr(f)(q, k, v))
+    gemms = [s for s in exe.prog.steps if isinstance(s, Gemm)]
+    assert len(gemms) == 3 and not [s for s in exe.prog.steps if isinstance(s, Kernel)]
+    assert gemms[0].a_view == (H * D, ((B, T * H * D), (H, D))) and not gemms[0].trans_a
+    assert gemms[0].b_view == gemms[0].a_view and gemms[0].trans_b
+    assert gemms[2].trans_a and gemms[2].a_view == gemms[0].a_view
+    s, o, g = (np.asarray(x) for x in kiln.jit(f)(q, k, v))
+    mm = kiln.jit(lambda a, b: a @ b)
+    for b in range(B):
+        for h in range(H):
+            qh, kh, vh = (np.ascontiguousarray(x[b, :, h]) for x in (q, k, v))
+            np.testing.assert_array_equal(s[b, h], np.asarray(mm(qh, np.ascontiguousarray(kh.T))))
+            np.testing.assert_array_equal(o[b, h], np.asarray(mm(np.ascontiguousarray(s[b, h]), vh)))
+            np.testing.assert_array_equal(g[b, h], np.asarray(mm(np.ascontiguousarray(qh.T), vh)))

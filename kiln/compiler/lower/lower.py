@@ -819,16 +819,37 @@ def _dot_general(ctx: Lowering, eqn, ins, kind):
                 blas_support.available())
     if not use_blas:
         return _dot_as_reduce(ctx, lhs, rhs, lc, rc, lb, rb, lf, rf, out, kind)
-    a, ta = _gemm_operand(ctx, lhs, lb, lf, lc)
-    b, tb = _gemm_operand(ctx, rhs, rb, rc, rf)
+    a, ta, av = _gemm_operand(ctx, lhs, lb, lf, lc)
+    b, tb, bv = _gemm_operand(ctx, rhs, rb, rc, rf)
     buf = ctx.prog.new_buffer(out.shape, out.dtype, kind)
-    ctx.prog.steps.append(Gemm(a, ta, b, tb, buf, B, M, N, K, name=ctx.kernel_name("g")))
+    ctx.prog.steps.append(Gemm(a, ta, b, tb, buf, B, M, N, K, name=ctx.kernel_name("g"),
+                               a_view=av, b_view=bv))
     return BufNode(ctx, buf)
 
 
+def _strided_operand(x, batch, first, second):
+    """``(trans, (ld, batch dims))`` addressing a stored ``x`` as the GEMM operand
+    [batch, first, second] in place, when ``first`` and ``second`` are one dim each and
+    one of them is x's last (unit stride): the rows are then ``ld`` apart and each batch
+    element's matrix starts at its batch dims' offsets. None otherwise."""
+    if len(first) != 1 or len(second) != 1:
+        return None
+    strides = row_major_strides(x.shape)
+    nd = len(x.shape)
+    (f,), (s,) = first, second
+    if s == nd - 1:
+        trans, ld = False, strides[f]
+    elif f == nd - 1:
+        trans, ld = True, strides[s]
+    else:
+        return None
+    return trans, (int(ld), tuple((int(x.shape[d]), int(strides[d])) for d in batch))
+
+
 def _gemm_operand(ctx, x: Node, batch, first, second):
-    """A buffer holding ``x`` as [batch, first, second] (returns trans=False) or
-    [batch, second, first] (trans=True), packing it with a kernel if needed."""
+    """``(buffer, trans, view)``: a buffer holding ``x`` as [batch, first, second]
+    (trans=False) or [batch, second, first] (trans=True), packing it with a kernel if
+    needed; ``view`` (see ``Gemm.a_view``) when a stored buffer is read in place."""
     nd = len(x.shape)
     view = getattr(x, "view_of", None)
     natural = tuple(range(nd))
@@ -850,9 +871,14 @@ def _gemm_operand(ctx, x: Node, batch, first, second):
             x = ctx.materialize_shared(x)
     if isinstance(x, BufNode):
         if tuple(batch) + tuple(first) + tuple(second) == tuple(range(nd)):
-            return x.buf, False
+            return x.buf, False, None
         if tuple(batch) + tuple(second) + tuple(first) == tuple(range(nd)):
-            return x.buf, True
+            return x.buf, True, None
+        # A permuted view of a stored buffer (attention's heads of a [b, t, h, d] array,
+        # batched over (b, h)): read in place with a leading dimension and batch strides.
+        strided = _strided_operand(x, batch, first, second)
+        if strided is not None:
+            return x.buf, strided[0], strided[1]
     # Packed as [batch, first, second], or as [batch, second, first] with the transpose
     # flag when x's own last dim is among ``first``: the packing kernel's inner loop then
     # runs along that dim, reading its source contiguously (attention's keys, [b, t, h, d]
@@ -861,7 +887,7 @@ def _gemm_operand(ctx, x: Node, batch, first, second):
     perm = tuple(batch) + (tuple(second) + tuple(first) if trans else
                            tuple(first) + tuple(second))
     packed = ctx.materialize_shared_as(x, perm)
-    return packed.buf, trans
+    return packed.buf, trans, None
 
 
 def _dot_as_reduce(ctx, lhs, rhs, lc, rc, lb, rb, lf, rf, out, kind):
