@@ -99,6 +99,11 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
     # The numbers below are the plans' LoopTarget (plan_loops.LoopTarget.of).
     # Elements of work above which a loop runs on all cores.
     parallel_threshold = 1 << 17
+    # GEMMs of at least this many multiply-adds are split over threads by the BLAS glue
+    # (kiln/compiler/build/blas.py, PARALLEL_MIN_MACS); a batch of smaller ones whose
+    # total reaches the second number runs its products in parallel (render_gemm).
+    gemm_split_min_macs = 1 << 22
+    gemm_batch_parallel_min_macs = 1 << 20
     # One C function per step (for timing each step; see Executable.profile).
     segment_per_step = False
     # Time each step of a loop body inside the C loop (the profiler's per-step build):
