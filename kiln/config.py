@@ -172,6 +172,21 @@ def _parse_default_device(value: Any, name: str) -> Any:
     return value
 
 
+def _parse_explicit_x64(value: Any, name: str) -> str:
+    """``'warn'``, ``'error'`` or ``'allow'``; also JAX's ``ExplicitX64Mode`` members (an
+    int enum: 1, 2, 3) and their names in any case."""
+    choices = ("warn", "error", "allow")
+    if isinstance(value, str) and value.lower() in choices:
+        return value.lower()
+    if not isinstance(value, (str, bool)) and isinstance(value, int) and 1 <= value <= 3:
+        return choices[int(value) - 1]
+    raise ValueError(f"config option {name!r} must be one of {list(choices)} (or JAX's "
+                     f"ExplicitX64Mode), got {value!r}")
+
+
+_parse_explicit_x64.choices = ("warn", "error", "allow")  # type: ignore[attr-defined]
+
+
 # name -> (default, parser). The order is the order of `config.values`.
 _FLAGS: dict[str, tuple[Any, Callable[[Any, str], Any]]] = {
     "jax_enable_x64": (False, _parse_bool),
@@ -184,6 +199,7 @@ _FLAGS: dict[str, tuple[Any, Callable[[Any, str], Any]]] = {
     "jax_default_matmul_precision": (None, _parse_precision),
     "jax_numpy_rank_promotion": ("allow", _enum("allow", "warn", "raise")),
     "jax_numpy_dtype_promotion": ("standard", _enum("standard", "strict")),
+    "jax_explicit_x64_dtypes": ("warn", _parse_explicit_x64),
     "jax_platforms": (None, _optional_str),
     "jax_platform_name": ("", _str),
     "jax_default_prng_impl": ("threefry2x32", _enum("threefry2x32", "threefry4x32", "rbg",
@@ -241,6 +257,10 @@ _HELP: dict[str, str] = {
                                 "broadcasting ('allow', 'warn', or 'raise').",
     "jax_numpy_dtype_promotion": "Specify the rules used for implicit type promotion in "
                                  "operations between arrays ('standard' or 'strict').",
+    "jax_explicit_x64_dtypes": "What an explicitly requested 64-bit dtype does while "
+                               "jax_enable_x64 is off: 'warn' (truncate it to 32 bits, with "
+                               "a warning), 'error' (raise ValueError) or 'allow' (respect "
+                               "it).",
     "jax_platforms": "Comma-separated list of platform names specifying which platforms "
                      "jax should initialize.",
     "jax_platform_name": "Deprecated, please use --jax_platforms instead.",

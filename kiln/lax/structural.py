@@ -96,7 +96,10 @@ def convert_element_type(operand, new_dtype):
             _extended.has_rules(getattr(operand, "dtype", None)):
         from kiln.lax.edtype import convert_extended
         return convert_extended(operand, new_dtype)
-    new_dtype = dtypes.canonicalize_dtype(new_dtype, allow_extended_dtype=True)
+    if dtypes.explicit_x64_allowed() and not isinstance(new_dtype, dtypes.ExtendedDType):
+        new_dtype = dtypes.check_and_canonicalize_user_dtype(new_dtype, "convert_element_type")
+    else:
+        new_dtype = dtypes.canonicalize_dtype(new_dtype, allow_extended_dtype=True)
     aval = get_aval(operand)
     _check_extended(aval, new_dtype)
     if aval.dtype == new_dtype and not aval.weak_type:
@@ -112,8 +115,10 @@ def _convert_element_type(operand, new_dtype=None, weak_type=False):
         from kiln.lax.edtype import convert_extended
         return convert_extended(operand, aval.dtype if new_dtype is None else new_dtype,
                                 weak_type=weak_type)
-    new_dtype = aval.dtype if new_dtype is None else \
-        dtypes.canonicalize_dtype(new_dtype, allow_extended_dtype=True)
+    if new_dtype is None:
+        new_dtype = aval.dtype
+    elif not (isinstance(new_dtype, np.dtype) and dtypes.explicit_x64_allowed()):
+        new_dtype = dtypes.canonicalize_dtype(new_dtype, allow_extended_dtype=True)
     _check_extended(aval, new_dtype)
     if aval.dtype == new_dtype and aval.weak_type == weak_type and isinstance(
             operand, (Array, Tracer)):

@@ -275,7 +275,7 @@ def _prototype(a, name, *others):
             raise ValueError(f"Could not convert {a} to a NumPy dtype (via `.dtype` value "
                              f"{dt}).")
         if dt != dtypes.float0:
-            dt = dtypes.canonicalize_dtype(dtypes.check_and_canonicalize_user_dtype(dt, name))
+            dt = dtypes.check_and_canonicalize_user_dtype(dt, name)
         return shape, np.dtype(dt), False
     m = getattr(a, "__jax_array__", None)
     if m is not None:
