@@ -2,6 +2,8 @@
 squeeze/expand_dims, select_n. Each beside its jvp/transpose/batching rules."""
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from kiln import _extended, dtypes
@@ -262,9 +264,29 @@ ad.deflinear2(reshape_p, _reshape_transpose)
 batching.batch_rules[reshape_p] = _reshape_batch
 
 
+def _static_sizes(sizes) -> tuple[int, ...]:
+    """``sizes`` as a tuple of Python ints (each an integer or a concrete integer scalar),
+    or JAX's TypeError."""
+    if np.ndim(sizes) == 0:
+        raise TypeError("Shapes must be 1D sequences of concrete values of integer type, "
+                        f"got {sizes!r}.")
+    out = []
+    for d in sizes:
+        if isinstance(d, Tracer):
+            from kiln.errors import ConcretizationTypeError
+            raise ConcretizationTypeError(d, "The new_sizes argument of lax.reshape must be "
+                                             "static.")
+        try:
+            out.append(operator.index(d))
+        except TypeError:
+            raise TypeError("Shapes must be 1D sequences of concrete values of integer type, "
+                            f"got {tuple(sizes)}.") from None
+    return tuple(out)
+
+
 def reshape(operand, new_sizes, dimensions=None, out_sharding=None):
     """Reshape (after an optional transpose by ``dimensions``) to ``new_sizes``."""
-    new_sizes = tuple(int(s) for s in new_sizes)
+    new_sizes = _static_sizes(new_sizes)
     dims = None if dimensions is None else tuple(int(d) for d in dimensions)
     aval = get_aval(operand)
     if dims is not None and dims == tuple(range(aval.ndim)):
@@ -503,8 +525,36 @@ def broadcast_like(x, y):
     return broadcast_in_dim(x, shape, tuple(range(len(shape) - nd, len(shape))))
 
 
+def shape_as_value(shape):
+    """A shape as an integer array (``lax.shape_as_value``): int32, or int64 when a
+    dimension exceeds the int32 range. kiln's shapes are static, so the result is a
+    constant: a NumPy array (a kiln array for the empty shape), as JAX gives for static
+    shapes."""
+    dims = [operator.index(d) for d in shape]
+    dt = np.dtype(np.int64) if any(d > np.iinfo(np.int32).max for d in dims) \
+        else np.dtype(np.int32)
+    if not dims:
+        from kiln.lax.slicing import full
+        return full((0,), np.array(0, dt))
+    return np.asarray(dims, dt)
+
+
+def asarray(x):
+    """``jax._src.lax.lax.asarray``: a kiln array for an array-like, binding no primitive
+    (arrays and tracers unchanged; NumPy values strongly typed, Python scalars weakly typed,
+    both at their canonical dtype)."""
+    from kiln.array import make_array
+    if isinstance(x, (Array, Tracer)):
+        return x
+    if isinstance(x, (bool, np.ndarray, np.generic)):
+        return make_array(dtypes.coerce_to_array(x), False)
+    if isinstance(x, (int, float, complex)):
+        return make_array(dtypes.coerce_to_array(x), True)
+    raise TypeError(f"asarray: expected ArrayLike, got {x} of type {type(x)}.")
+
+
 __all__ = ["convert_element_type", "broadcast_in_dim", "broadcast", "broadcast_like",
-           "reshape", "transpose",
+           "reshape", "transpose", "shape_as_value",
            "squeeze", "expand_dims", "select_n", "select", "_convert_element_type",
            "convert_element_type_p", "broadcast_in_dim_p", "reshape_p", "transpose_p",
            "squeeze_p", "select_n_p"]

@@ -1,0 +1,54 @@
+"""Small ``lax`` behaviours from JAX's lax_test: ``shape_as_value``,
+``jax._src.lax.lax.asarray``, ``reshape``'s shape checks, ``top_k``'s int32 overflow
+error, ``reduce``'s tree-structure and scalar-init errors."""
+import numpy as np
+import pytest
+
+import kiln
+from kiln import lax
+from kiln._src.lax import lax as lax_internal
+
+
+def test_shape_as_value():
+    e = lax.shape_as_value(())
+    assert e.shape == (0,) and e.dtype == np.int32
+    v = lax.shape_as_value((2, 3))
+    np.testing.assert_array_equal(v, np.array([2, 3], np.int32))
+    assert v.dtype == np.int32
+    assert lax.shape_as_value((2 ** 31,)).dtype == np.int64
+
+
+@pytest.mark.parametrize("x,weak", [(1.0, True), (np.array(1.0, np.float32), False),
+                                    (np.float32(1), False), (True, False)])
+def test_asarray_binds_nothing(x, weak):
+    a = lax_internal.asarray(x)
+    assert isinstance(a, kiln.Array) and a.weak_type == weak
+    np.testing.assert_array_equal(a, x)
+    assert len(kiln.make_jaxpr(lax_internal.asarray)(x).eqns) == 0
+    assert len(kiln.make_jaxpr(lambda: lax_internal.asarray(x))().eqns) == 0
+    with pytest.raises(TypeError, match="asarray: expected ArrayLike"):
+        lax_internal.asarray([1])
+
+
+def test_reshape_shape_checks():
+    out = lax.reshape(np.ones((3,), np.float32), (lax.add(1, 2), 1))
+    assert out.shape == (3, 1)
+    for bad in [(np.array([3, 1]),), (1.5, 2.0)]:
+        with pytest.raises(TypeError, match="Shapes must be 1D sequences of concrete values"):
+            lax.reshape(np.ones(3), bad)
+
+
+def test_top_k_index_overflow():
+    x = kiln.ShapeDtypeStruct((2 ** 31 + 1,), np.dtype("bfloat16"))
+    with pytest.raises(ValueError, match="top_k returns int32 indices, which will overflow"):
+        kiln.eval_shape(lambda x: lax.top_k(x, 100), x)
+    y = kiln.ShapeDtypeStruct((2 ** 31,), np.dtype("bfloat16"))
+    assert kiln.eval_shape(lambda x: lax.top_k(x, 3), y)[1].dtype == np.int32
+
+
+def test_reduce_argument_errors():
+    f = lambda x, y: dict(x=x["x"] + y["x"])  # noqa: E731
+    with pytest.raises(ValueError, match="same tree structure as init_values"):
+        lax.reduce({"x": np.ones(5)}, {"y": 0.0}, f, [0])
+    with pytest.raises(ValueError, match=r"reduce found non-scalar initial value: \[\(5,\)\]"):
+        lax.reduce({"x": np.ones(5)}, {"x": np.ones(5)}, f, [0])
