@@ -50,7 +50,7 @@ __all__ = [
     "EigImplementation", "EighImplementation", "SvdAlgorithm",
     "cholesky_p", "eigh_p", "eig_p", "lu_p", "lu_pivots_to_permutation_p", "qr_p", "svd_p",
     "triangular_solve_p", "geqrf_p", "schur_p", "hessenberg_p", "householder_product_p",
-    "tridiagonal_solve",
+    "tridiagonal_solve", "ormqr",
 ]
 
 
@@ -1363,6 +1363,61 @@ def householder_product(a, taus):
     """The product of Householder reflectors ``(I - tau_i v_i v_i^H)`` stored LAPACK-style in
     ``a`` (``[..., m, n]``, ``m >= n``) and ``taus``: the first ``n`` columns of ``Q``."""
     return householder_product_p.bind(a, taus)
+
+
+def ormqr(a, taus, c, *, left: bool = True, transpose: bool = False):
+    """Multiply ``c`` by the ``Q`` of a Householder QR factorization (``lax.linalg.ormqr``).
+
+    ``a`` (``[..., m, n]``) and ``taus`` (``[..., k]``) are ``geqrf``'s packed reflectors;
+    the result is ``Q @ c`` (``left``) or ``c @ Q``, with ``Q`` replaced by its (conjugate)
+    transpose when ``transpose``; ``c`` is ``[..., m, p]`` (``left``) or ``[..., p, m]``,
+    and the result has its shape. ``Q`` (``m x m``) is formed from the reflectors with
+    :func:`householder_product` and applied with a highest-precision matmul, so the
+    function runs eagerly and under ``jit``/``vmap``/``grad``.
+    """
+    a, taus, c = (_as_operand(v) for v in (a, taus, c))
+    sa, sc = get_aval(a).shape, get_aval(c).shape
+    if len(sa) < 2 or len(sc) < 2:
+        raise ValueError(f"ormqr expects a and c of rank >= 2, got shapes {sa} and {sc}")
+    m, n = sa[-2:]
+    if left and sc[-2] != m:
+        raise ValueError(
+            "ormqr with left=True expects c to have the same number of rows as the "
+            f"Householder matrix a. Got a shape {tuple(sa[-2:])} and c shape "
+            f"{tuple(sc[-2:])}.")
+    if not left and sc[-1] != m:
+        raise ValueError(
+            "ormqr with left=False expects c to have the same number of columns as the "
+            f"Householder matrix a has rows. Got a shape {tuple(sa[-2:])} and c shape "
+            f"{tuple(sc[-2:])}.")
+    nb = len(sa) - 2
+    # the reflectors in an m x m matrix (columns past n are zero; past m unused)
+    if n < m:
+        a = pad(a, full((), 0, get_aval(a).dtype), [(0, 0, 0)] * nb + [(0, 0, 0),
+                                                                       (0, m - n, 0)])
+    elif n > m:
+        a = _slice(a, (0,) * (nb + 2), tuple(sa[:-1]) + (m,))
+    k = get_aval(taus).shape[-1]
+    if k > m:
+        taus = _slice(taus, (0,) * (nb + 1), tuple(get_aval(taus).shape[:-1]) + (m,))
+    q = householder_product(a, taus)
+    if transpose:
+        q = _T(q)
+        if dtypes.issubdtype(get_aval(q).dtype, np.complexfloating):
+            q = conj(q)
+    batch = tuple(range(nb))
+    from kiln.lax.dot import Precision
+    if left:    # q [..., m, m] @ c [..., m, p]
+        return dot_general(q, c, (((nb + 1,), (nb,)), (batch, batch)),
+                           precision=Precision.HIGHEST)
+    return dot_general(c, q, (((nb + 1,), (nb,)), (batch, batch)),
+                       precision=Precision.HIGHEST)
+
+
+def _as_operand(x):
+    from kiln.array import Array, to_array
+    from kiln.core.trace import Tracer
+    return x if isinstance(x, (Array, Tracer)) else to_array(x)
 
 
 from kiln.lax.tridiagonal import tridiagonal_solve  # noqa: E402,F401
