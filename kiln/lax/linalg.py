@@ -334,12 +334,24 @@ def _check_inexact(name, aval):
     check_dtype(name, aval.dtype, _inexact)
 
 
+#: The element types LAPACK (what JAX's CPU lowering calls) has routines for.
+_LAPACK_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.complex64,
+                                                 np.complex128))
+
+
+def _check_lapack(name, aval):
+    """JAX's CPU error for a factorization of a type LAPACK lacks (float16, bfloat16)."""
+    _check_inexact(name, aval)
+    if aval.dtype not in _LAPACK_DTYPES:
+        raise NotImplementedError(f"Unsupported dtype {np.dtype(aval.dtype).name}.")
+
+
 # ================================================================================================
 # cholesky
 # ================================================================================================
 
 def _cholesky_abstract_eval(x):
-    _check_inexact("cholesky", x)
+    _check_lapack("cholesky", x)
     _check_square("cholesky", x)
     return ShapedArray(x.shape, x.dtype, x.weak_type)
 
@@ -399,7 +411,7 @@ def cholesky(x, *, symmetrize_input: bool = True):
 # ================================================================================================
 
 def _eigh_abstract_eval(x, *, lower, sort_eigenvalues, subset_by_index, algorithm):
-    _check_inexact("eigh", x)
+    _check_lapack("eigh", x)
     _check_square("eigh", x)
     n = x.shape[-1]
     d = n
@@ -489,7 +501,7 @@ def eigh(x, *, lower: bool = True, symmetrize_input: bool = True,
 
 def _eig_abstract_eval(x, *, compute_left_eigenvectors, compute_right_eigenvectors,
                        enable_eigvec_derivs, implementation):
-    _check_inexact("eig", x)
+    _check_lapack("eig", x)
     _check_square("eig", x)
     cdt = _complex_dtype(x.dtype if x.dtype not in _LOW else np.float32)
     batch, n = x.shape[:-2], x.shape[-1]
@@ -625,7 +637,7 @@ def _pivots_to_perm_np(piv, m):
 
 
 def _lu_abstract_eval(x):
-    _check_inexact("lu", x)
+    _check_lapack("lu", x)
     _check_matrix("lu", x)
     batch, (m, n) = x.shape[:-2], x.shape[-2:]
     i32 = np.dtype(np.int32)
@@ -790,7 +802,7 @@ def _solve(a, b):
 # ================================================================================================
 
 def _qr_abstract_eval(x, *, pivoting, full_matrices, use_magma):
-    _check_inexact("qr", x)
+    _check_lapack("qr", x)
     _check_matrix("qr", x)
     batch, (m, n) = x.shape[:-2], x.shape[-2:]
     k = m if full_matrices else min(m, n)
@@ -936,7 +948,7 @@ def _svd_shapes(shape, full_matrices, compute_uv, subset_by_index):
 
 
 def _svd_abstract_eval(x, *, full_matrices, compute_uv, subset_by_index, algorithm):
-    _check_inexact("svd", x)
+    _check_lapack("svd", x)
     _check_matrix("svd", x)
     batch = x.shape[:-2]
     shapes = _svd_shapes(x.shape, full_matrices, compute_uv, subset_by_index)
@@ -1202,7 +1214,7 @@ def triangular_solve(a, b, *, left_side: bool = False, lower: bool = False,
 
 
 def _geqrf_abstract_eval(a):
-    _check_inexact("geqrf", a)
+    _check_lapack("geqrf", a)
     _check_matrix("geqrf", a)
     m, n = a.shape[-2:]
     return [ShapedArray(a.shape, a.dtype, a.weak_type),
@@ -1237,7 +1249,7 @@ def geqrf(a):
 # ================================================================================================
 
 def _schur_abstract_eval(x, *, compute_schur_vectors, sort_eig_vals, select_callable):
-    _check_inexact("schur", x)
+    _check_lapack("schur", x)
     _check_square("schur", x)
     out = ShapedArray(x.shape, x.dtype, x.weak_type)
     return [out, out] if compute_schur_vectors else [out]
@@ -1283,7 +1295,7 @@ def schur(x, *, compute_schur_vectors: bool = True, sort_eig_vals: bool = False,
 
 
 def _hessenberg_abstract_eval(a):
-    _check_inexact("hessenberg", a)
+    _check_lapack("hessenberg", a)
     _check_square("hessenberg", a)
     n = a.shape[-1]
     return [ShapedArray(a.shape, a.dtype, a.weak_type),
@@ -1320,7 +1332,7 @@ def hessenberg(a):
 
 
 def _hp_abstract_eval(a, taus):
-    _check_inexact("householder_product", a)
+    _check_lapack("householder_product", a)
     if a.ndim < 2 or taus.ndim != a.ndim - 1 or a.shape[:-2] != taus.shape[:-1]:
         raise ValueError("householder_product requires a [..., m, n] and taus [..., k], got "
                          f"{a.shape} and {taus.shape}")

@@ -88,3 +88,15 @@ def test_ormqr_matches_dense_q(a_shape, c_shape, left, dtype, transpose):
     np.testing.assert_allclose(kiln.jit(f)(h, taus, c), want, rtol=1e-4, atol=1e-5)
     with pytest.raises(ValueError, match="ormqr with left="):
         L.ormqr(h, taus, c[..., :1, :1], left=left)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, "bfloat16"])
+def test_lapack_factorizations_refuse_half_precision(dtype):
+    """As JAX on CPU (LAPACK has no half-precision routines); det and triangular_solve work."""
+    a = (np.eye(3) + 0.1).astype(jnp.dtype(dtype))
+    for f in (jnp.linalg.qr, jnp.linalg.cholesky, jnp.linalg.svd, jnp.linalg.eigh,
+              jnp.linalg.inv, ksp.lu, ksp.schur):
+        with pytest.raises(NotImplementedError, match="Unsupported dtype"):
+            f(a)
+    assert jnp.linalg.det(a).dtype == a.dtype
+    assert L.triangular_solve(a, a).dtype == a.dtype
