@@ -80,7 +80,9 @@ def ragged_dot(lhs, rhs, group_sizes, precision=None, preferred_element_type=Non
 
 
 def _check(lhs_shape, rhs_shape, gs_shape, dn):
+    """JAX's checks of a ragged ``dot_general``, in JAX's order; ``(ragged dim, groups)``."""
     (lc, rc), (lb, rb) = dn.dot_dimension_numbers
+    lc, rc, lb, rb = (list(v) for v in (lc, rc, lb, rb))
     if len(dn.lhs_ragged_dimensions) != 1:
         raise TypeError("ragged_dot_general expects exactly one lhs ragged dimension.")
     r = dn.lhs_ragged_dimensions[0]
@@ -88,26 +90,44 @@ def _check(lhs_shape, rhs_shape, gs_shape, dn):
         raise TypeError("ragged_dot_general requires lhs ragged dimension numbers to be "
                         "nonnegative and less than the number of axes of the lhs value, "
                         f"got {dn.lhs_ragged_dimensions} for lhs of rank {len(lhs_shape)}")
-    if len(dn.rhs_group_dimensions) > 1:
-        raise TypeError("ragged_dot_general expects at most one rhs group dimension.")
-    for gd in dn.rhs_group_dimensions:
-        if gd in rc or gd in rb:
-            raise TypeError("ragged_dot_general requires rhs group dimension numbers to "
-                            "be distinct from contracting and batch dimensions, got "
-                            f"{dn.rhs_group_dimensions}")
-        if not 0 <= gd < len(rhs_shape):
-            raise TypeError("ragged_dot_general requires rhs group dimension numbers to be "
-                            "nonnegative and less than the number of axes of the rhs value")
-    if r in lc or r in lb or not dn.rhs_group_dimensions:
+    free = [d for d in range(len(lhs_shape)) if d not in lc and d not in lb]
+    mode = "noncontracting" if r in free else "contracting" if r in lc else "batch"
+    if len(gs_shape) == 0:
+        raise TypeError("expected rank of group_sizes to be >=1.")
+    # group_sizes is [g] or [b..., x..., g]: the lhs dims before the ragged one of its kind
+    prefix = {"noncontracting": lb + free[:free.index(r)] if r in free else [],
+              "contracting": lb + lc[:lc.index(r)] if r in lc else [],
+              "batch": lb[:lb.index(r)] if r in lb else []}[mode]
+    expected = tuple(lhs_shape[i] for i in prefix) + (gs_shape[-1],)
+    if len(gs_shape) != 1 and tuple(gs_shape) != expected:
+        raise TypeError(f"expected group_sizes to have shape {expected}, got "
+                        f"{tuple(gs_shape)}.")
+    g = gs_shape[-1]
+    gdims = list(dn.rhs_group_dimensions)
+    if mode != "noncontracting":
+        if gdims:
+            raise TypeError("ragged_dot_general requires zero group dimensions in the rhs "
+                            "when lhs ragged dimension is contracting or batch.")
         raise NotImplementedError(
             "ragged_dot_general: kiln implements the mode where the lhs ragged dimension "
             "is a non-contracting dimension and rhs has a group dimension; a ragged "
             "contracting or batch dimension is not supported")
-    g = rhs_shape[dn.rhs_group_dimensions[0]]
-    expected = tuple(lhs_shape[:r]) + (g,)
-    if tuple(gs_shape) not in (expected, (g,)):
-        raise TypeError(f"expected group_sizes to have shape {expected}, got "
-                        f"{tuple(gs_shape)}")
+    if len(gdims) != 1:
+        raise TypeError("ragged_dot_general requires exactly one rhs group dimension when "
+                        "lhs ragged dimension is noncontracting.")
+    gd = gdims[0]
+    if not 0 <= gd < len(rhs_shape):
+        raise TypeError("ragged_dot_general requires rhs group dimension numbers to be "
+                        "nonnegative and less than the number of axes of the rhs value")
+    if gd in rc or gd in rb:
+        raise TypeError("ragged_dot_general requires rhs group dimension numbers to be "
+                        "distinct from contracting and batch dimensions.")
+    if rhs_shape[gd] != g:
+        raise TypeError(f"expected rhs group dimension size to be {g}, got {rhs_shape[gd]}.")
+    if len(gs_shape) != 1 and tuple(gs_shape) != tuple(lhs_shape[:r]) + (g,):
+        raise NotImplementedError(
+            f"ragged_dot_general: group_sizes of shape {tuple(gs_shape)} (per-batch group "
+            "sizes over lhs dimensions that are not the leading ones) is not supported")
     return r, g
 
 

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import kiln
+import kiln.numpy as jnp
 from kiln import lax
 
 try:
@@ -105,3 +106,20 @@ def test_errors():
         lax.ragged_dot_general(lhs, np.ones((5, 7)), gs, dn)
     with pytest.raises(NotImplementedError, match="group_offset"):
         lax.ragged_dot(lhs, rhs, gs, group_offset=np.zeros(1, np.int32))
+
+
+@pytest.mark.parametrize("lhs,rhs,gs,dn,msg", [
+    ((2, 11, 5), (3, 2, 5, 7), (3,), ((([2], [2]), ([0], [1])), [0], [0]),
+     "requires zero group dimensions in the rhs when lhs ragged dimension is contracting"),
+    ((11, 5), (5, 7), (3,), ((([1], [0]), ([], [])), [0], []),
+     "requires exactly one rhs group dimension when lhs ragged dimension is noncontracting"),
+    ((11, 5), (3, 5, 7), (2,), ((([1], [1]), ([], [])), [0], [0]),
+     "expected rhs group dimension size to be 2, got 3"),
+    ((19, 11, 17, 5), (19, 17, 5, 7), (19, 11, 3), ((([2, 3], [1, 2]), ([0], [0])), [3], []),
+     r"expected group_sizes to have shape \(19, 17, 3\), got \(19, 11, 3\)"),
+])
+def test_shape_errors_in_jax_order(lhs, rhs, gs, dn, msg):
+    """JAX's shape checks come before kiln's unsupported-mode error."""
+    dnums = lax.RaggedDotDimensionNumbers(*dn)
+    with pytest.raises(TypeError, match=msg):
+        lax.ragged_dot_general(jnp.ones(lhs), jnp.ones(rhs), jnp.ones(gs, jnp.int32), dnums)
