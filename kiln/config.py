@@ -144,11 +144,6 @@ def _parse_transfer_guard(value: Any, name: str) -> str | None:
     if value is not None and value not in _TRANSFER_LEVELS:
         raise ValueError(f"Invalid value '{value}' for {name}; expected one of "
                          f"{', '.join(_TRANSFER_LEVELS)} or None")
-    if value not in (None, "allow"):
-        raise NotImplementedError(
-            f"{name}={value!r}: kiln does not track transfers between the host and its "
-            "CPU device (its arrays live in host memory), so it cannot log or disallow "
-            "them; only 'allow' (the default) is supported")
     return value
 
 
@@ -287,14 +282,14 @@ _HELP: dict[str, str] = {
                         "compiling still work.",
     "jax_default_device": "The device new uncommitted arrays are placed on (kiln: None, "
                           "'cpu' or its first device).",
-    "jax_transfer_guard": "The transfer guard level for all transfers (kiln: only "
-                          "'allow').",
+    "jax_transfer_guard": "The transfer guard level for all transfers ('allow', 'log', "
+                          "'disallow', 'log_explicit', 'disallow_explicit').",
     "jax_transfer_guard_host_to_device": "The transfer guard level for host-to-device "
-                                         "transfers (kiln: only 'allow').",
+                                         "transfers (overrides jax_transfer_guard).",
     "jax_transfer_guard_device_to_device": "The transfer guard level for device-to-device "
-                                           "transfers (kiln: only 'allow').",
+                                           "transfers (none on kiln's CPU devices).",
     "jax_transfer_guard_device_to_host": "The transfer guard level for device-to-host "
-                                         "transfers (kiln: only 'allow').",
+                                         "transfers (none on kiln's CPU devices).",
     "kiln_backend": "Which backend runs jitted programs: 'cpu' (compiled C) or "
                     "'reference' (NumPy).",
     "kiln_compile": "When the C build of a jitted program happens: 'sync' (the default: "
@@ -675,8 +670,9 @@ def no_execution(new_val: bool = True) -> config_context:
 
 def transfer_guard(new_val: str) -> config_context:
     """The transfer guard level of every direction inside the block
-    (``jax.transfer_guard``). kiln's arrays live in host memory and it does not track
-    transfers: only ``'allow'`` is supported, other levels raise ``NotImplementedError``."""
+    (``jax.transfer_guard``): see ``kiln/_transfer_guard.py`` for what kiln counts as a
+    host-to-device transfer (device-to-host and device-to-device copies are not transfers
+    for kiln's CPU devices)."""
     return config_context(jax_transfer_guard_host_to_device=new_val,
                           jax_transfer_guard_device_to_device=new_val,
                           jax_transfer_guard_device_to_host=new_val)

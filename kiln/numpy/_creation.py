@@ -124,9 +124,11 @@ def array(object, dtype=None, copy=True, order="K", ndmin=0, *, device=None):  #
                 np.array(vals, dtype=dtype).reshape(shape), dtype))
         else:
             shape = _nested_shape(object)
+            _util._guard_host_value(object)
             out = make_array(dtypes.coerce_to_array(
                 np.array(object, dtype=dtype).reshape(shape), dtype))
     elif type(object) in (bool, int, float, complex):
+        _util._guard_host_value(object)
         out = make_array(dtypes.coerce_to_array(object, dtype), dtype is None
                          and type(object) is not bool)
     elif isinstance(object, (np.ndarray, np.generic)):
@@ -134,6 +136,7 @@ def array(object, dtype=None, copy=True, order="K", ndmin=0, *, device=None):  #
             object = object.data             # as JAX's jnp.array: the mask is dropped
         if object.dtype == object_dtype:
             raise TypeError("JAX only supports number and bool dtypes, got dtype object in array")
+        _util._guard_host_value(object)
         # Always copy: the caller may later mutate its NumPy array, ours must not change.
         out = make_array(np.array(dtypes.coerce_to_array(object, dtype), copy=True))
     elif hasattr(object, "__array__"):
