@@ -108,10 +108,7 @@ def _check(lhs_shape, rhs_shape, gs_shape, dn):
         if gdims:
             raise TypeError("ragged_dot_general requires zero group dimensions in the rhs "
                             "when lhs ragged dimension is contracting or batch.")
-        raise NotImplementedError(
-            "ragged_dot_general: kiln implements the mode where the lhs ragged dimension "
-            "is a non-contracting dimension and rhs has a group dimension; a ragged "
-            "contracting or batch dimension is not supported")
+        return mode, r, g, prefix
     if len(gdims) != 1:
         raise TypeError("ragged_dot_general requires exactly one rhs group dimension when "
                         "lhs ragged dimension is noncontracting.")
@@ -128,7 +125,7 @@ def _check(lhs_shape, rhs_shape, gs_shape, dn):
         raise NotImplementedError(
             f"ragged_dot_general: group_sizes of shape {tuple(gs_shape)} (per-batch group "
             "sizes over lhs dimensions that are not the leading ones) is not supported")
-    return r, g
+    return mode, r, g, prefix
 
 
 def ragged_dot_general(lhs, rhs, group_sizes, ragged_dot_dimension_numbers,
@@ -150,10 +147,16 @@ def ragged_dot_general(lhs, rhs, group_sizes, ragged_dot_dimension_numbers,
         raise TypeError("ragged_dot_dimension_numbers must be a "
                         f"RaggedDotDimensionNumbers, got {dn!r}")
     lshape, rshape, gshape = np.shape(lhs), np.shape(rhs), np.shape(group_sizes)
-    r, g = _check(lshape, rshape, gshape, dn)
+    mode, r, g, prefix = _check(lshape, rshape, gshape, dn)
     gdt = dtypes.dtype(group_sizes)
     if not dtypes.issubdtype(gdt, np.integer):
         raise TypeError(f"ragged_dot_general: group_sizes must be integers, got {gdt}")
+    if mode == "batch":      # each batch row is in one group: a plain dot_general
+        return lax.dot_general(lhs, rhs, dn.dot_dimension_numbers, precision=precision,
+                               preferred_element_type=preferred_element_type)
+    if mode == "contracting":
+        return _ragged_contracting(lhs, rhs, group_sizes, dn, r, g, prefix, precision,
+                                   preferred_element_type)
     (lc, rc), (lb, rb) = dn.dot_dimension_numbers
     gd = dn.rhs_group_dimensions[0]
     full = lax.dot_general(lhs, rhs, dn.dot_dimension_numbers, precision=precision,
@@ -182,3 +185,45 @@ def ragged_dot_general(lhs, rhs, group_sizes, ragged_dot_dimension_numbers,
     member = lax.broadcast_in_dim(member, full.shape, dims)
     picked = lax.select(member, full, lax.full_like(full, 0))
     return lax.reduce_sum(picked, (gpos,))
+
+
+def _group_mask(x_shape, ragged, prefix, gs, g):
+    """``(g,) + x_shape`` booleans: position ``i`` of ``x``'s ``ragged`` dimension is in
+    group ``j`` (per the prefix dimensions ``prefix`` that ``gs[..., j]`` is indexed by)."""
+    lax = _lax()
+    gs = lax.convert_element_type(gs, np.int32)
+    if gs.ndim == 1 and prefix:
+        gs = lax.broadcast_in_dim(gs, tuple(x_shape[d] for d in prefix) + (g,),
+                                  (len(prefix),))
+    ends = lax.cumsum(gs, axis=gs.ndim - 1)
+    starts = lax.sub(ends, gs)
+    shape = (g,) + tuple(x_shape)
+    dims = tuple(1 + d for d in prefix) + (0,)
+    st = lax.broadcast_in_dim(starts, shape, dims)
+    en = lax.broadcast_in_dim(ends, shape, dims)
+    iota = lax.broadcasted_iota(np.int32, shape, 1 + ragged)
+    return lax.bitwise_and(lax.ge(iota, st), lax.lt(iota, en))
+
+
+def _ragged_contracting(lhs, rhs, group_sizes, dn, r, g, prefix, precision, pet):
+    """The ragged contracting mode: for each group, the product over that group's part of
+    the contracting dimension; the group is the result's leading dimension."""
+    lax = _lax()
+    from kiln.array import Array, to_array
+    from kiln.core.trace import Tracer
+    lhs, rhs = (x if isinstance(x, (Array, Tracer)) else to_array(x) for x in (lhs, rhs))
+    (lc, rc), (lb, rb) = dn.dot_dimension_numbers
+    lc, rc, lb, rb = (list(v) for v in (lc, rc, lb, rb))
+    rr = rc[lc.index(r)]
+    rprefix = [rb[lb.index(d)] if d in lb else rc[lc.index(d)] for d in prefix]
+
+    def expand(x, ragged, pre):
+        shape = tuple(np.shape(x))
+        mask = _group_mask(shape, ragged, pre, group_sizes, g)
+        xb = lax.broadcast_in_dim(x, (g,) + shape, tuple(range(1, len(shape) + 1)))
+        return lax.select(mask, xb, lax.full_like(xb, 0))
+
+    inc = lambda ds: tuple(d + 1 for d in ds)  # noqa: E731
+    return lax.dot_general(expand(lhs, r, prefix), expand(rhs, rr, rprefix),
+                           ((inc(lc), inc(rc)), ((0,) + inc(lb), (0,) + inc(rb))),
+                           precision=precision, preferred_element_type=pet)
