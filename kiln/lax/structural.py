@@ -141,23 +141,32 @@ def _bid_impl(x, *, shape, broadcast_dimensions, sharding=None):
 
 
 def _bid_abstract_eval(x, *, shape, broadcast_dimensions, sharding=None):
-    if len(broadcast_dimensions) != x.ndim:
+    # JAX's checks, in JAX's order
+    bd = broadcast_dimensions
+    if len(bd) != x.ndim:
         raise TypeError(
             "broadcast_in_dim broadcast_dimensions must have length equal to operand ndim; "
-            f"got broadcast_dimensions {broadcast_dimensions} for operand ndim {x.ndim}.")
-    for i, d in enumerate(broadcast_dimensions):
-        if not 0 <= d < len(shape):
-            raise TypeError(f"broadcast_in_dim broadcast_dimensions must be valid indices into "
-                            f"the result shape {shape}; got {broadcast_dimensions}.")
+            f"got broadcast_dimensions {bd} for operand ndim {x.ndim}.")
+    if len(shape) < x.ndim:
+        raise TypeError("broadcast_in_dim target broadcast shape must have equal or higher "
+                        f"rank to the operand shape; got operand ndim {x.ndim} and target "
+                        f"broadcast ndim {len(shape)}.")
+    if not all(0 <= d < len(shape) for d in bd):
+        raise TypeError("broadcast_in_dim broadcast_dimensions must be a subset of output "
+                        f"dimensions, got {bd} for operand ndim {x.ndim} and shape {shape}.")
+    for i, d in enumerate(bd):
         if x.shape[i] != 1 and x.shape[i] != shape[d]:
             raise TypeError(
                 "broadcast_in_dim operand dimension sizes must either be 1, or be equal to their "
                 f"corresponding dimensions in the target broadcast shape; got operand of shape "
-                f"{x.shape}, target broadcast shape {shape}, broadcast_dimensions "
-                f"{broadcast_dimensions}")
-    if list(broadcast_dimensions) != sorted(set(broadcast_dimensions)):
+                f"{x.shape}, target broadcast shape {shape}, broadcast_dimensions {bd} ")
+    if len(set(bd)) != len(bd):
+        raise TypeError("broadcast_in_dim broadcast_dimensions must not contain duplicates, "
+                        f"got broadcast_dimensions {bd}")
+    if list(bd) != sorted(bd):
+        # (JAX accepts a permuting broadcast; kiln's implementations need increasing dims)
         raise TypeError("broadcast_in_dim broadcast_dimensions must be strictly increasing; "
-                        f"got broadcast_dimensions {broadcast_dimensions}")
+                        f"got broadcast_dimensions {bd}")
     return ShapedArray(shape, x.dtype, x.weak_type)
 
 
@@ -373,7 +382,7 @@ def squeeze(array, dimensions):
     nd = get_aval(array).ndim
     canon = []
     for d in dimensions:
-        d = int(d)
+        d = operator.index(d)       # JAX's TypeError for None, floats, ...
         if not -nd <= d < nd:
             raise ValueError(f"axis {d} is out of bounds for array of dimension {nd}")
         canon.append(d % nd)

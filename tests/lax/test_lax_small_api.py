@@ -52,3 +52,25 @@ def test_reduce_argument_errors():
         lax.reduce({"x": np.ones(5)}, {"y": 0.0}, f, [0])
     with pytest.raises(ValueError, match=r"reduce found non-scalar initial value: \[\(5,\)\]"):
         lax.reduce({"x": np.ones(5)}, {"x": np.ones(5)}, f, [0])
+
+
+@pytest.mark.parametrize("inshape,outshape,dims,msg", [
+    ((2,), (2, 2), (0, 1), "must have length equal to operand ndim"),
+    ((2, 2), (2,), (0, 1), "target broadcast shape must have equal or higher rank"),
+    ((2,), (2, 3), (2,), "broadcast_dimensions must be a subset of output dimensions"),
+    ((2,), (3,), (0,), "operand dimension sizes must either be 1"),
+    ((2, 2), (2, 2), (0, 0), "broadcast_dimensions must not contain duplicates"),
+])
+def test_broadcast_in_dim_errors_in_jax_order(inshape, outshape, dims, msg):
+    with pytest.raises(TypeError, match=msg):
+        lax.broadcast_in_dim(np.ones(inshape, np.float32), outshape, dims)
+
+
+def test_squeeze_and_reduce_axis_errors():
+    x = np.ones((1, 2, 3), np.float32)
+    with pytest.raises(TypeError, match="cannot be interpreted as an integer"):
+        lax.squeeze(x, (None,))
+    with pytest.raises(ValueError, match="dimensions are not unique"):
+        lax.squeeze(x, (0, 0))
+    with pytest.raises(ValueError, match=r"duplicate value in 'axes' of reduction: \(0, 0\)"):
+        lax.reduce(np.arange(3), 0, lax.add, (0, 0))
