@@ -102,6 +102,12 @@ def convert_element_type(operand, new_dtype):
         new_dtype = dtypes.check_and_canonicalize_user_dtype(new_dtype, "convert_element_type")
     else:
         new_dtype = dtypes.canonicalize_dtype(new_dtype, allow_extended_dtype=True)
+    if type(operand) is int and isinstance(new_dtype, np.dtype) and \
+            new_dtype != dtypes.float0:
+        # A Python int converts with NumPy's (wrapping) cast, as JAX: 2**32 -> int32 is
+        # 0 and 2**100 -> float32 is fine (it never becomes a default-int array first)
+        from kiln.array import make_array
+        return make_array(np.asarray(operand).astype(new_dtype))
     aval = get_aval(operand)
     _check_extended(aval, new_dtype)
     if aval.dtype == new_dtype and not aval.weak_type:

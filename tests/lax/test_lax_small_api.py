@@ -74,3 +74,10 @@ def test_squeeze_and_reduce_axis_errors():
         lax.squeeze(x, (0, 0))
     with pytest.raises(ValueError, match=r"duplicate value in 'axes' of reduction: \(0, 0\)"):
         lax.reduce(np.arange(3), 0, lax.add, (0, 0))
+
+
+def test_convert_element_type_of_python_int_wraps_as_numpy():
+    assert int(lax.convert_element_type(2 ** 32, "int32")) == 0
+    assert float(lax.convert_element_type(2 ** 100, np.float32)) == np.float32(2.0 ** 100)
+    out = lax.convert_element_type(3, np.float32)
+    assert out.dtype == np.float32 and not out.weak_type
