@@ -50,7 +50,7 @@ __all__ = [
     "EigImplementation", "EighImplementation", "SvdAlgorithm",
     "cholesky_p", "eigh_p", "eig_p", "lu_p", "lu_pivots_to_permutation_p", "qr_p", "svd_p",
     "triangular_solve_p", "geqrf_p", "schur_p", "hessenberg_p", "householder_product_p",
-    "tridiagonal_solve", "ormqr",
+    "tridiagonal_solve", "ormqr", "symmetric_product",
 ]
 
 
@@ -1424,6 +1424,36 @@ def ormqr(a, taus, c, *, left: bool = True, transpose: bool = False):
                            precision=Precision.HIGHEST)
     return dot_general(c, q, (((nb + 1,), (nb,)), (batch, batch)),
                        precision=Precision.HIGHEST)
+
+
+def symmetric_product(a_matrix, c_matrix, *, alpha: float = 1., beta: float = 0.,
+                      symmetrize_output: bool = False):
+    """``alpha * A @ A^T + beta * C`` (``lax.linalg.symmetric_product``) for ``A``
+    ``[..., m, n]`` and a symmetric ``C`` ``[..., m, m]``, with a highest-precision matmul.
+
+    Every entry is computed (JAX's CPU result); JAX guarantees only the lower triangle on
+    other platforms. ``symmetrize_output`` replaces the upper triangle with the transpose
+    of the lower one."""
+    a, c = _as_operand(a_matrix), _as_operand(c_matrix)
+    sa, sc = get_aval(a).shape, get_aval(c).shape
+    for name, x in (("symmetric_product", a), ("symmetric_product", c)):
+        if not dtypes.issubdtype(get_aval(x).dtype, np.floating):
+            raise TypeError(f"{name} requires floating-point operands, got "
+                            f"{np.dtype(get_aval(x).dtype).name}")
+    if len(sa) < 2 or len(sc) < 2 or sa[-2] != sc[-1] or sc[-2] != sc[-1] \
+            or tuple(sa[:-2]) != tuple(sc[:-2]):
+        raise ValueError("symmetric_update expects a rectangular matrix of shape (m, n) and "
+                         f"a square matrix of shape (n, n). Got shapes {tuple(sa)} and "
+                         f"{tuple(sc)}.")
+    from kiln.lax.dot import Precision
+    nb = len(sa) - 2
+    batch = tuple(range(nb))
+    aat = dot_general(a, a, (((nb + 1,), (nb + 1,)), (batch, batch)),
+                      precision=Precision.HIGHEST)
+    out = add(mul(full_like(aat, alpha), aat), mul(full_like(c, beta), c))
+    if symmetrize_output:
+        out = add(_tril(out), _T(_tril(out, -1)))
+    return out
 
 
 def _as_operand(x):

@@ -100,3 +100,17 @@ def test_lapack_factorizations_refuse_half_precision(dtype):
             f(a)
     assert jnp.linalg.det(a).dtype == a.dtype
     assert L.triangular_solve(a, a).dtype == a.dtype
+
+
+@pytest.mark.parametrize("symmetrize", [False, True])
+def test_symmetric_product(symmetrize):
+    a = _rand((3, 4, 5), np.float32)
+    c = _rand((3, 4, 4), np.float32, 1)
+    c = c + np.swapaxes(c, -1, -2)
+    want = 2.0 * a @ np.swapaxes(a, -1, -2) + 0.5 * c
+    f = lambda a, c: L.symmetric_product(a, c, alpha=2.0, beta=0.5,  # noqa: E731
+                                         symmetrize_output=symmetrize)
+    for g in (f, kiln.jit(f), kiln.vmap(f)):
+        np.testing.assert_allclose(g(a, c), want, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="symmetric_update expects"):
+        L.symmetric_product(a, c[..., :3, :3])
