@@ -212,12 +212,15 @@ def _real_part(x):
 
 
 def _mm(a, b):
-    """Batched matrix product ``a @ b`` over equal leading batch shapes."""
+    """Batched matrix product ``a @ b`` over equal leading batch shapes, at the highest
+    precision (as JAX's linalg rules compute theirs)."""
+    from kiln.lax.dot import Precision
     na, nb = _ndim(a), _ndim(b)
     nbatch = na - 2
     assert nb == na, (na, nb)
     batch = tuple(range(nbatch))
-    return dot_general(a, b, (((na - 1,), (nbatch,)), (batch, batch)))
+    return dot_general(a, b, (((na - 1,), (nbatch,)), (batch, batch)),
+                       precision=Precision.HIGHEST)
 
 
 def _broadcast_const(mask2d, x):

@@ -81,3 +81,14 @@ def test_convert_element_type_of_python_int_wraps_as_numpy():
     assert float(lax.convert_element_type(2 ** 100, np.float32)) == np.float32(2.0 ** 100)
     out = lax.convert_element_type(3, np.float32)
     assert out.dtype == np.float32 and not out.weak_type
+
+
+def test_linalg_jvp_dots_are_highest_precision():
+    """As JAX's linalg rules (JAX's testCholeskyGradPrecision/testTriangularSolveGradPrecision)."""
+    a = np.array([[4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, 2.0]], np.float32)
+    jaxprs = [kiln.make_jaxpr(lambda a, t: kiln.jvp(lax.linalg.cholesky, (a,), (t,)))(a, a),
+              kiln.make_jaxpr(lambda a, b: kiln.jvp(lax.linalg.triangular_solve, (a, b),
+                                                    (a, b)))(np.tril(a), a[:1])]
+    for j in jaxprs:
+        precs = [e.params["precision"] for e in j.eqns if e.primitive.name == "dot_general"]
+        assert precs and all(p == lax.Precision.HIGHEST for p in precs), precs
