@@ -951,6 +951,8 @@ def iinfo(dt: Any) -> Any:
 
 def itemsize_bits(dt: Any) -> int:
     """Bits per element (sub-byte types report their logical width; bool is 8)."""
+    if dt is None:
+        raise ValueError("dtype cannot be None.")
     d = _np_dtype(dt)
     if d == _bool_dtype:
         return 8

@@ -149,6 +149,11 @@ def array(object, dtype=None, copy=True, order="K", ndmin=0, *, device=None):  #
         out = make_array(dtypes.coerce_to_array(np.array(memoryview(object)), dtype))
     elif object is None:
         raise ValueError("None is not a valid value for jnp.array")
+    elif isinstance(object, (int, float, complex)):
+        # a subclass of a Python scalar type (an IntEnum member): as that scalar
+        base = next(t for t in (int, float, complex) if isinstance(object, t))
+        return array(base(object), dtype=dtype, copy=copy, order=order, ndmin=ndmin,
+                     device=device)
     else:
         raise TypeError(f"Unexpected input type for array: {type(object)}")
     nd = get_aval(out).ndim

@@ -70,3 +70,17 @@ def test_searchsorted_index_dtype_follows_mode():
 def test_python_scalar_types_to_dtypes():
     assert src_dtypes.python_scalar_types_to_dtypes[int] == np.dtype(np.int64)
     assert src_dtypes.python_scalar_types_to_dtypes[float] == np.dtype(np.float64)
+
+
+def test_intenum_array_itemsize_none_lattice():
+    import enum
+
+    class E(enum.IntEnum):
+        A = 42
+    a = jnp.array(E.A)
+    assert int(a) == 42 and a.dtype == np.int32 and a.weak_type
+    assert int(jnp.int32(E.A)) == 42
+    with pytest.raises(ValueError, match="dtype cannot be None"):
+        kiln.dtypes.itemsize_bits(None)
+    assert src_dtypes.lattice_result_type(1, 2.0) == (np.dtype(np.float32), True)
+    assert src_dtypes.lattice_result_type(jnp.int8(1), 2) == (np.dtype(np.int8), False)
