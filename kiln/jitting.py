@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from kiln import _compile_log, _hijax, _traceback_util, dtypes
+from kiln import _compile_log, _hijax, _traceback_util, _transfer_guard, dtypes
 from kiln import _key_boundary as _kb
 from kiln import tree_util as _tu
 from kiln._physical_tree import (
@@ -395,6 +395,9 @@ class JitWrapped:
                     raise _HijaxArguments
                 _check_arg_jit(x, self._name, self._fun, args, kwargs)
                 avals.append(get_aval(x))
+                if not abstract and _transfer_guard.active() and \
+                        type(_current_trace()) is EvalTrace:
+                    _transfer_guard.host_to_device(avals[-1])    # a host argument
         key = (a_tree, tuple(avals), static_pos, static_kw, _compile_log.trace_context())
         entry = self._cache.get(key)
         tconsts = []

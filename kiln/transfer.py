@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kiln import _transfer_guard
 from kiln._physical_tree import (
     tree_map,
 )
@@ -50,6 +51,7 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
             return a
         if isinstance(a, np.ma.MaskedArray):
             masked_array_error()
+        _transfer_guard.check_value(a, explicit=True)
         return to_array(np.asarray(a)) if not isinstance(a, (int, float, complex, bool)) \
             else to_array(a)
     return tree_map(put, x)

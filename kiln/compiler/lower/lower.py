@@ -339,6 +339,10 @@ def _reshape_node(ctx, x: Node, shape):
         return BufNode(ctx, x.buf, shape)
     if isinstance(x, ConstNode):
         return ConstNode(ctx, x.value, x.dtype, shape)
+    if _size(shape) == 0:
+        # nothing is read from an empty result (and the index arithmetic below would
+        # divide by a zero extent)
+        return ConstNode(ctx, 0, x.dtype, shape)
     if _flat_capable(x):
         return LazyNode(shape, x.dtype, lambda idxs: x.read_flat(flat_index(idxs, shape)),
                         x.read_flat, x.cost)

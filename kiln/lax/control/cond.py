@@ -475,3 +475,44 @@ def _cond_batch(axis_data, vals, dims, *, branches):
 
 batching.batch_rules[cond_p] = _cond_batch
 _ = (ShapedArray, Tracer)
+
+
+def platform_dependent(*args, default=None, **per_platform):
+    """``per_platform[platform](*args)`` for the platform the computation runs on
+    (``lax.platform_dependent``), else ``default(*args)``.
+
+    kiln runs everything on its CPU backend, and its compiled and eager code are the
+    same platform, so the choice is made when the call is traced: the ``'cpu'`` branch
+    (or ``default``) is the one staged, as JAX's lowering for CPU keeps only that branch;
+    the others are never called. Platform names are JAX's (``'cpu'``, ``'tpu'``,
+    ``'cuda'``, ``'rocm'``, ...).
+
+    Raises:
+      TypeError: a branch (or ``default``) is not callable.
+      ValueError: a branch is named ``'gpu'`` (use ``'cuda'`` or ``'rocm'``).
+      NotImplementedError: neither a ``'cpu'`` branch nor ``default`` is given (JAX's
+        error when lowering for a platform without a branch).
+    """
+    for name, branch in per_platform.items():
+        if not callable(branch):
+            raise TypeError(f"lax.platform_dependent: the '{name}' branch must be a "
+                            "callable.")
+        if name == "gpu":
+            raise ValueError("Use 'cuda' or 'rocm' for lax.platform_dependent.")
+    if default is not None and not callable(default):
+        raise TypeError("lax.platform_dependent: the 'default' branch must be a callable.")
+    branch = per_platform.get("cpu", default)
+    if branch is None:
+        groups: list = []
+        for name, b in per_platform.items():
+            for g in groups:
+                if g[1] is b:
+                    g[0].append(name)
+                    break
+            else:
+                groups.append(([name], b))
+        platforms = tuple(tuple(g[0]) for g in groups)
+        raise NotImplementedError(
+            f"MLIR translation rule for primitive 'platform_index(platforms={platforms})' "
+            "not found for platform cpu")
+    return branch(*args)
