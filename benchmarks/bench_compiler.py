@@ -20,7 +20,12 @@ Workloads (target kiln ÷ JAX):
 8. ``first_call``   first call of ``jit(grad(loss))`` (batch 128; trace + compile + run)
    in a fresh subprocess: kiln with an empty disk cache vs JAX (persistent cache off) ≤ 1;
    kiln with the disk cache that run left behind vs the same JAX time            ≤ 0.33
-9. ``dot``          ``jit(jnp.dot)`` of two f32[2048,2048]: kiln vs JAX (no target) and
+9. ``xfmr``         ``jit(grad(loss))`` of one pre-LN transformer block (B=8, T=128, d=256,
+   4 heads, causal softmax attention masked with ``jnp.where(mask, s, -inf)``, GELU
+   MLP 1024, layer norms; loss ``mean(out**2)``) w.r.t. all 12 parameters        ≤ 0.75
+   ``sdpa``         ``jit(grad(...))`` of ``nn.dot_product_attention(q, k, v,
+   is_causal=True)``, q/k/v f32[8,128,4,64], w.r.t. q, k, v                      ≤ 0.75
+10. ``dot``          ``jit(jnp.dot)`` of two f32[2048,2048]: kiln vs JAX (no target) and
    kiln ÷ ``np.dot`` (NumPy's own OpenBLAS with its threads; kiln calls the
    ``scipy-openblas32`` wheel's OpenBLAS, split over its OpenMP threads): kiln must
    reach 95% of BLAS speed                                                     ≤ 1/0.95
@@ -67,6 +72,8 @@ BIG = (5000, 5000)
 LSE_SHAPE = (5000, 5000)
 DOT_N = 2048
 NORMAL_N = 10**7
+# One pre-LN transformer block: batch, sequence, model width, heads, MLP hidden width.
+XF_B, XF_T, XF_D, XF_H, XF_F = 8, 128, 256, 4, 1024
 
 
 # ----------------------------------------------------------------------------- libraries
@@ -298,6 +305,16 @@ def b_jit_call(L, d):
     return lambda: f(x).block_until_ready()
 
 
+def b_jit_call_tree(L, d):
+    # Issue 27: the per-call overhead of a cached jit whose arguments are a dict of
+    # parameters (16 layers of {"w", "b"}: 33 leaves), as a training step's are.
+    params = {f"layer{i}": {"w": L.put(np.full((8, 8), i, np.float32)),
+                            "b": L.put(np.full((8,), i, np.float32))} for i in range(16)}
+    x = L.put(np.arange(8, dtype=np.float32))
+    f = L.mod.jit(lambda p, x: x + p["layer3"]["b"])
+    return lambda: f(params, x).block_until_ready()
+
+
 def b_eager_add(L, d):
     add = L.jnp.add
     a = L.put(np.arange(10, dtype=np.float32))
@@ -310,6 +327,73 @@ def b_dot(L, d):
     f = L.mod.jit(lambda a, b: jnp.dot(a, b))
     a, b = (L.put(m) for m in dot_inputs(d))
     return lambda: f(a, b).block_until_ready()
+
+
+def xfmr_params(rng):
+    d, f = XF_D, XF_F
+
+    def w(m, n):
+        return (rng.standard_normal((m, n)) / np.sqrt(m)).astype(np.float32)
+
+    def v(n, scale=0.1, base=0.0):
+        return (base + scale * rng.standard_normal(n)).astype(np.float32)
+    return {"ln1_g": v(d, base=1.0), "ln1_b": v(d), "w_qkv": w(d, 3 * d), "b_qkv": v(3 * d),
+            "w_o": w(d, d), "b_o": v(d), "ln2_g": v(d, base=1.0), "ln2_b": v(d),
+            "w_1": w(d, f), "b_1": v(f), "w_2": w(f, d), "b_2": v(d)}
+
+
+def xfmr_loss_fn(L):
+    """The loss of one pre-LN transformer block, written as a plain JAX user would."""
+    jnp, nn = L.jnp, L.nn
+    B, T, D, H = XF_B, XF_T, XF_D, XF_H
+    hd = D // H
+
+    def layer_norm(x, g, b, eps=1e-5):
+        mu = jnp.mean(x, axis=-1, keepdims=True)
+        var = jnp.mean((x - mu) ** 2, axis=-1, keepdims=True)
+        return (x - mu) / jnp.sqrt(var + eps) * g + b
+
+    def attention(p, x):
+        qkv = x @ p["w_qkv"] + p["b_qkv"]
+        q, k, v = jnp.split(qkv, 3, axis=-1)
+        q, k, v = (a.reshape(B, T, H, hd).transpose(0, 2, 1, 3) for a in (q, k, v))
+        s = jnp.einsum("bhqd,bhkd->bhqk", q, k) / jnp.sqrt(hd).astype(x.dtype)
+        mask = jnp.tril(jnp.ones((T, T), dtype=bool))
+        s = jnp.where(mask, s, -jnp.inf)
+        a = nn.softmax(s, axis=-1)
+        y = jnp.einsum("bhqk,bhkd->bhqd", a, v)
+        y = y.transpose(0, 2, 1, 3).reshape(B, T, D)
+        return y @ p["w_o"] + p["b_o"]
+
+    def block(p, x):
+        x = x + attention(p, layer_norm(x, p["ln1_g"], p["ln1_b"]))
+        h = nn.gelu(layer_norm(x, p["ln2_g"], p["ln2_b"]) @ p["w_1"] + p["b_1"])
+        return x + h @ p["w_2"] + p["b_2"]
+
+    def loss(p, x):
+        return jnp.mean(block(p, x) ** 2)
+
+    return loss
+
+
+def b_xfmr(L, d):
+    f = L.mod.jit(L.mod.grad(xfmr_loss_fn(L)))
+    params = {k: L.put(v) for k, v in d.get("xfmr_params", xfmr_params).items()}
+    x = L.put(d.get("xfmr_x", lambda r: r.standard_normal((XF_B, XF_T, XF_D), dtype=np.float32)))
+    return lambda: L.block(f(params, x))
+
+
+def b_sdpa(L, d):
+    jnp, nn = L.jnp, L.nn
+
+    def loss(q, k, v):
+        return jnp.mean(nn.dot_product_attention(q, k, v, is_causal=True) ** 2)
+    f = L.mod.jit(L.mod.grad(loss, argnums=(0, 1, 2)))
+    shape = (XF_B, XF_T, XF_H, XF_D // XF_H)
+    qkv = d.get("sdpa_qkv", lambda r: [r.standard_normal(shape, dtype=np.float32)
+                                       for _ in range(3)])
+    q, k, v = (L.put(a) for a in qkv)
+    return lambda: L.block(f(q, k, v))
 
 
 def dot_inputs(d):
@@ -334,7 +418,13 @@ WORKLOADS = [
     Workload("mlp1024", "MLP jit(grad(loss)), batch 1024", 1.0, b_mlp(1024)),
     Workload("perex", "per-example grads jit(vmap(grad)), batch 128", 0.25, b_perex),
     Workload("normal", "jit random.normal(key, (10**7,))", 0.5, b_normal, exact=True),
+    Workload("xfmr", f"transformer block jit(grad(loss)), B{XF_B} T{XF_T} d{XF_D} h{XF_H}",
+             0.75, b_xfmr),
+    Workload("sdpa", f"dot_product_attention causal jit(grad), B{XF_B} T{XF_T} h{XF_H}",
+             0.75, b_sdpa),
     Workload("jit_call", "cached jit(x + 1.0) call, f32[10]", 1.5, b_jit_call),
+    Workload("jit_call_tree", "cached jit call, dict of 16 layers (33 leaves)", 1.0,
+             b_jit_call_tree),
     Workload("eager_add", "eager jnp.add(a, b), f32[10]", 0.5, b_eager_add),
 ]
 

@@ -119,7 +119,7 @@ from kiln.devices import (  # noqa: F401
 )
 from kiln.dtypes import float0  # noqa: F401
 from kiln.interpreters import pjit as _pjit  # noqa: F401
-from kiln.parallel import pmap, shard_map  # noqa: F401
+from kiln.parallel import pmap, shard_map, smap  # noqa: F401
 from kiln.parallel.placement import (  # noqa: F401
     make_array_from_callback,
     make_array_from_process_local_data,

@@ -34,7 +34,7 @@ logger = logging.getLogger("kiln")
 # the order of the context tuple that ends each cache key.
 CONTEXT_FLAGS = ("jax_enable_x64", "jax_numpy_dtype_promotion", "jax_numpy_rank_promotion",
                  "jax_default_matmul_precision", "jax_threefry_partitionable",
-                 "jax_default_prng_impl")
+                 "jax_default_prng_impl", "jax_explicit_x64_dtypes")
 
 
 # Other state that changes what a trace means, registered by the modules that own it:
@@ -53,7 +53,7 @@ def trace_context() -> tuple:
     c = config
     base = (c.jax_enable_x64, c.jax_numpy_dtype_promotion, c.jax_numpy_rank_promotion,
             c.jax_default_matmul_precision, c.jax_threefry_partitionable,
-            c.jax_default_prng_impl)
+            c.jax_default_prng_impl, c.jax_explicit_x64_dtypes)
     if _extra_context:
         return base + tuple([fn() for _, fn in _extra_context])
     return base

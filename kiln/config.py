@@ -144,11 +144,6 @@ def _parse_transfer_guard(value: Any, name: str) -> str | None:
     if value is not None and value not in _TRANSFER_LEVELS:
         raise ValueError(f"Invalid value '{value}' for {name}; expected one of "
                          f"{', '.join(_TRANSFER_LEVELS)} or None")
-    if value not in (None, "allow"):
-        raise NotImplementedError(
-            f"{name}={value!r}: kiln does not track transfers between the host and its "
-            "CPU device (its arrays live in host memory), so it cannot log or disallow "
-            "them; only 'allow' (the default) is supported")
     return value
 
 
@@ -172,6 +167,21 @@ def _parse_default_device(value: Any, name: str) -> Any:
     return value
 
 
+def _parse_explicit_x64(value: Any, name: str) -> str:
+    """``'warn'``, ``'error'`` or ``'allow'``; also JAX's ``ExplicitX64Mode`` members (an
+    int enum: 1, 2, 3) and their names in any case."""
+    choices = ("warn", "error", "allow")
+    if isinstance(value, str) and value.lower() in choices:
+        return value.lower()
+    if not isinstance(value, (str, bool)) and isinstance(value, int) and 1 <= value <= 3:
+        return choices[int(value) - 1]
+    raise ValueError(f"config option {name!r} must be one of {list(choices)} (or JAX's "
+                     f"ExplicitX64Mode), got {value!r}")
+
+
+_parse_explicit_x64.choices = ("warn", "error", "allow")  # type: ignore[attr-defined]
+
+
 # name -> (default, parser). The order is the order of `config.values`.
 _FLAGS: dict[str, tuple[Any, Callable[[Any, str], Any]]] = {
     "jax_enable_x64": (False, _parse_bool),
@@ -184,6 +194,7 @@ _FLAGS: dict[str, tuple[Any, Callable[[Any, str], Any]]] = {
     "jax_default_matmul_precision": (None, _parse_precision),
     "jax_numpy_rank_promotion": ("allow", _enum("allow", "warn", "raise")),
     "jax_numpy_dtype_promotion": ("standard", _enum("standard", "strict")),
+    "jax_explicit_x64_dtypes": ("warn", _parse_explicit_x64),
     "jax_platforms": (None, _optional_str),
     "jax_platform_name": ("", _str),
     "jax_default_prng_impl": ("threefry2x32", _enum("threefry2x32", "threefry4x32", "rbg",
@@ -241,6 +252,10 @@ _HELP: dict[str, str] = {
                                 "broadcasting ('allow', 'warn', or 'raise').",
     "jax_numpy_dtype_promotion": "Specify the rules used for implicit type promotion in "
                                  "operations between arrays ('standard' or 'strict').",
+    "jax_explicit_x64_dtypes": "What an explicitly requested 64-bit dtype does while "
+                               "jax_enable_x64 is off: 'warn' (truncate it to 32 bits, with "
+                               "a warning), 'error' (raise ValueError) or 'allow' (respect "
+                               "it).",
     "jax_platforms": "Comma-separated list of platform names specifying which platforms "
                      "jax should initialize.",
     "jax_platform_name": "Deprecated, please use --jax_platforms instead.",
@@ -267,14 +282,14 @@ _HELP: dict[str, str] = {
                         "compiling still work.",
     "jax_default_device": "The device new uncommitted arrays are placed on (kiln: None, "
                           "'cpu' or its first device).",
-    "jax_transfer_guard": "The transfer guard level for all transfers (kiln: only "
-                          "'allow').",
+    "jax_transfer_guard": "The transfer guard level for all transfers ('allow', 'log', "
+                          "'disallow', 'log_explicit', 'disallow_explicit').",
     "jax_transfer_guard_host_to_device": "The transfer guard level for host-to-device "
-                                         "transfers (kiln: only 'allow').",
+                                         "transfers (overrides jax_transfer_guard).",
     "jax_transfer_guard_device_to_device": "The transfer guard level for device-to-device "
-                                           "transfers (kiln: only 'allow').",
+                                           "transfers (none on kiln's CPU devices).",
     "jax_transfer_guard_device_to_host": "The transfer guard level for device-to-host "
-                                         "transfers (kiln: only 'allow').",
+                                         "transfers (none on kiln's CPU devices).",
     "kiln_backend": "Which backend runs jitted programs: 'cpu' (compiled C) or "
                     "'reference' (NumPy).",
     "kiln_compile": "When the C build of a jitted program happens: 'sync' (the default: "
@@ -655,8 +670,9 @@ def no_execution(new_val: bool = True) -> config_context:
 
 def transfer_guard(new_val: str) -> config_context:
     """The transfer guard level of every direction inside the block
-    (``jax.transfer_guard``). kiln's arrays live in host memory and it does not track
-    transfers: only ``'allow'`` is supported, other levels raise ``NotImplementedError``."""
+    (``jax.transfer_guard``): see ``kiln/_transfer_guard.py`` for what kiln counts as a
+    host-to-device transfer (device-to-host and device-to-device copies are not transfers
+    for kiln's CPU devices)."""
     return config_context(jax_transfer_guard_host_to_device=new_val,
                           jax_transfer_guard_device_to_device=new_val,
                           jax_transfer_guard_device_to_host=new_val)

@@ -51,6 +51,7 @@ x64). ``bool`` is never weak.
 from __future__ import annotations
 
 import functools
+import warnings
 from typing import Any
 
 import ml_dtypes
@@ -232,10 +233,30 @@ def _on_x64_change(_new_value: Any = None) -> None:
     }
     _py_scalar_canonical = {t: canon(d) for t, d in python_scalar_dtypes.items()}
     _canonical = {d: canon(d) for d in _valid_dtypes}
+    _on_explicit_x64_change()
 
 
+def _on_explicit_x64_change(_new_value: Any = None) -> None:
+    """Type promotion's view of its operands' dtypes: canonical, except that with x64 off
+    and ``jax_explicit_x64_dtypes='allow'`` a 64-bit array keeps its width (as JAX, whose
+    promotion canonicalizes its result as an explicitly requested dtype)."""
+    global _promo_canonical, _promo_state
+    allow = not config.jax_enable_x64 and config.jax_explicit_x64_dtypes == "allow"
+    _promo_state = "allow" if allow else config.jax_enable_x64
+    _promo_canonical = {d: d for d in _valid_dtypes} if allow else _canonical
+
+
+def explicit_x64_allowed() -> bool:
+    """True while x64 is off and ``jax_explicit_x64_dtypes`` is ``'allow'`` (64-bit dtypes
+    that were asked for, or that arrays already have, are kept)."""
+    return _promo_state == "allow"
+
+
+_promo_canonical: dict = {}
+_promo_state: Any = False
 _on_x64_change()
 config.on_change("jax_enable_x64", _on_x64_change)
+config.on_change("jax_explicit_x64_dtypes", _on_explicit_x64_change)
 
 
 def default_int_dtype() -> np.dtype:
@@ -434,6 +455,33 @@ def check_valid_dtype(dt: Any) -> None:
         )
 
 
+def canonicalize_explicit_dtype(dt: np.dtype, fun_name: str = "", stacklevel: int = 3) -> Any:
+    """A dtype the user asked for explicitly, under ``jax_explicit_x64_dtypes`` (JAX's
+    ``_maybe_canonicalize_explicit_dtype``): with x64 on, or in ``'allow'`` mode, ``dt``
+    itself; otherwise a 64-bit ``dt`` is truncated to 32 bits with a warning (``'warn'``,
+    the default) or refused with ValueError (``'error'``)."""
+    if config.jax_enable_x64:
+        return dt
+    mode = config.jax_explicit_x64_dtypes
+    if mode == "allow":
+        return dt
+    out = _to_32bit.get(dt, dt)
+    if out == dt:
+        return dt
+    where = f" requested in {fun_name}" if fun_name else ""
+    if mode == "error":
+        raise ValueError(
+            f"Explicitly requested dtype {dt}{where} is not available. To enable more "
+            "dtypes, set the jax_enable_x64 or allow_explicit_x64_dtypes configuration "
+            "options.See https://github.com/jax-ml/jax#current-gotchas for more.")
+    warnings.warn(
+        f"Explicitly requested dtype {dt}{where} is not available, and will be truncated "
+        f"to dtype {out.name}. To enable more dtypes, set the jax_enable_x64 configuration "
+        "option or the JAX_ENABLE_X64 shell environment variable. See "
+        "https://github.com/jax-ml/jax#current-gotchas for more.", stacklevel=stacklevel)
+    return out
+
+
 def check_and_canonicalize_user_dtype(dt: Any, fun_name: str | None = None) -> Any:
     """Validate a user's ``dtype=`` argument and return its canonical form."""
     if dt is None:
@@ -449,7 +497,9 @@ def check_and_canonicalize_user_dtype(dt: Any, fun_name: str | None = None) -> A
     if np_dt not in _valid_dtypes:
         where = f" in {fun_name}" if fun_name else ""
         raise TypeError(f"JAX only supports number, bool, and string dtypes, got dtype {dt}{where}")
-    return canonicalize_dtype(np_dt)
+    if isinstance(dt, type) and dt in _py_scalar_canonical:
+        return _py_scalar_canonical[dt]
+    return canonicalize_explicit_dtype(np_dt, fun_name or "", stacklevel=4)
 
 
 def _canonicalize_ndarray(x):
@@ -489,7 +539,11 @@ def coerce_to_array(x: Any, dtype: Any = None) -> np.ndarray:
         if config.jax_enable_x64 or dt not in _to_32bit:
             return arr
         return arr.astype(_to_32bit[dt])
-    dt = canonicalize_dtype(dtype)
+    if config.jax_explicit_x64_dtypes == "allow" and not config.jax_enable_x64 and \
+            not (isinstance(dtype, type) and dtype in _py_scalar_canonical):
+        dt = _np_dtype(dtype)       # an explicit 64-bit dtype is respected
+    else:
+        dt = canonicalize_dtype(dtype)
     if type(x) is np.ndarray and x.dtype == dt:
         return x
     return np.asarray(x, dt)
@@ -651,10 +705,12 @@ def _node(dt: np.dtype, weak: bool) -> str:
     raise ValueError(f"dtype={dt!r} is not a valid dtype for JAX type promotion.")
 
 
-def _node_dtype(n: str) -> np.dtype:
+def _node_dtype(n: str, keep64: bool = False) -> np.dtype:
     weak = _weak_node_types.get(n)
     if weak is not None:
         return _py_scalar_canonical[weak]
+    if keep64:      # jax_explicit_x64_dtypes='allow': a 64-bit join is respected
+        return np.dtype(_node_to_dtype[n])
     return canonicalize_dtype(_node_to_dtype[n])
 
 
@@ -666,7 +722,7 @@ def _dtype_and_weak(x: Any) -> tuple[Any, bool]:
         return dt, typ is not bool
     attr = getattr(x, "dtype", None)
     if type(attr) in _dtype_classes:  # fast path: arrays, tracers, avals
-        dt = _canonical.get(attr)
+        dt = _promo_canonical.get(attr)
         if dt is not None:
             return dt, is_weakly_typed(x)
     if x is int or x is float or x is complex:  # Python scalar types are weak too
@@ -678,8 +734,12 @@ def _dtype_and_weak(x: Any) -> tuple[Any, bool]:
 
 @functools.lru_cache(maxsize=4096)
 def _lattice_cached(
-    dts: tuple[Any, ...], weaks: tuple[bool, ...], x64: bool, mode: str
+    dts: tuple[Any, ...], weaks: tuple[bool, ...], x64: Any, mode: str
 ) -> tuple[Any, bool]:
+    # ``x64``: the x64 flag, or ``"allow"`` (x64 off, jax_explicit_x64_dtypes='allow':
+    # 64-bit operands keep their width)
+    keep64 = x64 == "allow"
+    x64 = x64 is True
     if len(dts) == 1:
         out, weak = dts[0], weaks[0]
     elif all(d == dts[0] for d in dts) and not all(weaks):
@@ -688,11 +748,11 @@ def _lattice_cached(
     elif all(weaks) and mode != "strict":
         # All weak: join the strong counterparts, then mark weak. (Joining the weak
         # nodes would lose the distinction between e.g. weak int16 and weak int32.)
-        out = _node_dtype(_join(mode, x64, frozenset(_node(d, False) for d in dts)))
+        out = _node_dtype(_join(mode, x64, frozenset(_node(d, False) for d in dts)), keep64)
         weak = True
     else:
         n = _join(mode, x64, frozenset(_node(d, w) for d, w in zip(dts, weaks)))
-        out, weak = _node_dtype(n), n in _weak_node_types
+        out, weak = _node_dtype(n, keep64), n in _weak_node_types
     return out, bool(weak) and out != _bool_dtype
 
 
@@ -701,7 +761,7 @@ def _lattice_result_type(*args: Any) -> tuple[Any, bool]:
     pairs = [_dtype_and_weak(a) for a in args]
     dts = tuple(p[0] for p in pairs)
     weaks = tuple(p[1] for p in pairs)
-    return _lattice_cached(dts, weaks, config.jax_enable_x64, config.jax_numpy_dtype_promotion)
+    return _lattice_cached(dts, weaks, _promo_state, config.jax_numpy_dtype_promotion)
 
 
 def result_type(*args: Any, return_weak_type_flag: bool = False) -> Any:
@@ -717,7 +777,7 @@ def result_type(*args: Any, return_weak_type_flag: bool = False) -> Any:
         raise ValueError("at least one array or dtype is required")
     # Called on every eager op: one memo lookup keyed by the inputs' (dtype, weak)
     # pairs and the two flags the answer depends on.
-    key = [config.jax_enable_x64, config.jax_numpy_dtype_promotion]
+    key = [_promo_state, config.jax_numpy_dtype_promotion]
     append = key.append
     for a in args:
         # Inlined fast paths of _dtype_and_weak: Python scalars, then arrays.
@@ -729,7 +789,7 @@ def result_type(*args: Any, return_weak_type_flag: bool = False) -> Any:
             continue
         attr = getattr(a, "dtype", None)
         if type(attr) in _dtype_classes:
-            dt = _canonical.get(attr)
+            dt = _promo_canonical.get(attr)
             if dt is not None:
                 append(dt)
                 append(is_weakly_typed(a))
@@ -891,6 +951,8 @@ def iinfo(dt: Any) -> Any:
 
 def itemsize_bits(dt: Any) -> int:
     """Bits per element (sub-byte types report their logical width; bool is 8)."""
+    if dt is None:
+        raise ValueError("dtype cannot be None.")
     d = _np_dtype(dt)
     if d == _bool_dtype:
         return 8

@@ -7,14 +7,16 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import sys
 import time
 import weakref
 from collections.abc import Callable
 
 import numpy as np
 
-from kiln import _compile_log, _hijax, _traceback_util, dtypes
+from kiln import _compile_log, _hijax, _traceback_util, _transfer_guard, dtypes
 from kiln import _key_boundary as _kb
+from kiln import tree_util as _tu
 from kiln._physical_tree import (
     tree_flatten,
     tree_unflatten,
@@ -180,8 +182,22 @@ def _raise_returned_ref(wrapped, leaf, args):
 _FUNCTION_CACHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-# First element of the pytree fast path's keys (the flat path's start with a bool).
+# First element of the pytree fast path's keys (the flat path's start with a bool); the
+# native walk's keys (kiln_rt.tree_sig: another form of the same information) have their own.
 _TREE_KEY = object()
+_TREE_KEY_NATIVE = object()
+_SIG_MARKERS = ("kiln.None", "kiln.tuple", "kiln.list", "kiln.dict")
+_tree_sig_fn: list = [None]
+
+
+def _native_tree_sig():
+    """``kiln_rt.tree_sig`` once the runtime extension is loaded (by the first native
+    program), else None. Looked up, never loaded from here: plain eager use of kiln never
+    imports the compiler."""
+    rt = sys.modules.get("kiln.compiler.build.runtime")
+    fn = rt.tree_sig() if rt is not None else None
+    _tree_sig_fn[0] = fn
+    return fn
 
 
 def _trace_caches(fun, options) -> tuple[dict, dict]:
@@ -355,6 +371,8 @@ class JitWrapped:
         return functools.partial(self, obj)
 
     def _split(self, args, kwargs):
+        if not self._static_argnums and not self._static_argnames:
+            return (), (), args, kwargs
         nargs = len(args)
         static_pos = []
         dyn_args = []
@@ -391,6 +409,9 @@ class JitWrapped:
                     raise _HijaxArguments
                 _check_arg_jit(x, self._name, self._fun, args, kwargs)
                 avals.append(get_aval(x))
+                if not abstract and _transfer_guard.active() and \
+                        type(_current_trace()) is EvalTrace:
+                    _transfer_guard.host_to_device(avals[-1])    # a host argument
         key = (a_tree, tuple(avals), static_pos, static_kw, _compile_log.trace_context())
         entry = self._cache.get(key)
         tconsts = []
@@ -499,14 +520,15 @@ class JitWrapped:
             # Fast path: concrete Array arguments only, outside any transformation: one dict
             # lookup, then straight to the backend (no pytree flattening, no bind).
             if not kwargs and not self._donating and type(_current_trace()) is EvalTrace:
-                try:
+                key = None
+                for a in args:
+                    if type(a) is not Array:
+                        break
+                else:       # (a raised AttributeError would cost more than this loop)
                     key = (config.jax_enable_x64,) + tuple(
                         [(a._value.shape, a._value.dtype, a.weak_type) for a in args])
-                except AttributeError:
-                    key = None
                 hit = self._fast.get(key) if key is not None else None
-                if hit is not None and all(type(a) is Array for a in args):
-                    closed, out_tree, weaks, exe = hit
+                if hit is not None:
                     return self._run_hit(hit, [a._value for a in args], args, kwargs)
             else:
                 key = None
@@ -514,14 +536,14 @@ class JitWrapped:
             if key is None and type(_current_trace()) is EvalTrace:
                 # Fast path for pytrees of concrete Arrays (static arguments allowed, no
                 # donated leaves): the same lookup keyed by the tree and leaf types.
-                tree_key, leaves = self._tree_key(args, kwargs)
+                tree_key, vals = self._tree_key(args, kwargs)
                 if tree_key is not None:
                     try:
                         hit = self._fast.get(tree_key)
                     except TypeError:       # an unhashable static: _trace says so
                         tree_key = hit = None
                     if hit is not None:
-                        return self._run_hit(hit, [a._value for a in leaves], args, kwargs)
+                        return self._run_hit(hit, vals, args, kwargs)
             if self._inline and isinstance(_current_trace(), staging.JaxprTrace):
                 return self._call_inline(args, kwargs)
             try:
@@ -562,14 +584,18 @@ class JitWrapped:
                     and len(self._fast) < 64 and not _extended_io(entry.jaxpr)):
                 self._fast[key] = (entry.jaxpr, entry.out_tree,
                                    [None if a.dtype == dtypes.float0 else a.weak_type
-                                    for a in entry.jaxpr.out_avals], [])
+                                    for a in entry.jaxpr.out_avals], [],
+                                   _out_layout(entry.jaxpr))
             elif (tree_key is not None and not tconsts and len(self._fast) < 64
                     and not _extended_io(entry.jaxpr)):
                 self._fast[tree_key] = (entry.jaxpr, entry.out_tree,
                                         [None if a.dtype == dtypes.float0 else a.weak_type
-                                         for a in entry.jaxpr.out_avals], [])
+                                         for a in entry.jaxpr.out_avals], [],
+                                        _out_layout(entry.jaxpr))
             if entry.float0_out and type(_current_trace()) is EvalTrace:
                 outs = user_float0(outs)
+            if type(_current_trace()) is EvalTrace:
+                _lay_out(outs, _out_layout(entry.jaxpr), a_flat)
             return tree_unflatten(entry.out_tree, outs)
         except Exception as e:
             _traceback_util.filter_exception(e)
@@ -643,7 +669,7 @@ class JitWrapped:
 
     def _run_hit(self, hit, vals, args, kwargs):
         """Run a fast-path cache entry on the flat argument values."""
-        closed, out_tree, weaks, exe = hit
+        closed, out_tree, weaks, exe, layout = hit
         with program_running():
             if exe and _cpu.plain_mode():
                 # the cache entry, not the executable: an evicted one reloads (cpu LRU)
@@ -656,24 +682,37 @@ class JitWrapped:
                 ready = _cpu.ready_entry(closed)
                 if ready is not None and not exe:
                     exe.append(ready)
-        return tree_unflatten(out_tree, [make_array(o, w) if w is not None else
-                                         _float0_value(o) for o, w in zip(outs, weaks)])
+        outs = [make_array(o, w) if w is not None else _float0_value(o)
+                for o, w in zip(outs, weaks)]
+        if layout is not None:
+            _lay_out(outs, layout, args)
+        return tree_unflatten(out_tree, outs)
 
     def _tree_key(self, args, kwargs):
-        """``(key, leaves)`` of the pytree fast path, or ``(None, None)`` when the call
-        cannot take it (a leaf that is not a concrete Array, or a donated leaf)."""
+        """``(key, values)`` of the pytree fast path (the leaves' NumPy values), or
+        ``(None, None)`` when the call cannot take it (a leaf that is not a concrete Array,
+        or a donated leaf)."""
         if self._donating and self._donates_leaves(args, kwargs):
             return None, None
         static_pos, static_kw, dyn_args, dyn_kw = self._split(args, kwargs)
-        leaves, a_tree = tree_flatten((tuple(dyn_args), dyn_kw))
+        tree = (tuple(dyn_args), dyn_kw)
+        walk = _tree_sig_fn[0] or _native_tree_sig()
+        if walk is not None:
+            r = walk(tree, Array, _tu.native_walk_types, _SIG_MARKERS)
+            if r is not None:
+                return (_TREE_KEY_NATIVE, config.jax_enable_x64, r[0], static_pos,
+                        static_kw), r[1]
+        leaves, a_tree = tree_flatten(tree)
         sig = []
+        vals = []
         for a in leaves:
             if type(a) is not Array:
                 return None, None
             v = a._value
+            vals.append(v)
             sig.append((v.shape, v.dtype, a.weak_type))
         return (_TREE_KEY, config.jax_enable_x64, a_tree, tuple(sig), static_pos,
-                static_kw), leaves
+                static_kw), vals
 
     def _donates_leaves(self, args, kwargs) -> bool:
         n = len(args)
@@ -771,6 +810,64 @@ def _arg_path(leaf, fun, args, kwargs) -> str:
                 first = (names[head.idx] if group == 0 else str(head.key))
                 return first + keystr(tuple(path[1:]))
     return repr(leaf)
+
+
+def _out_layout(closed) -> list | None:
+    """The layout of each output of a jitted program that ends in a sharding constraint
+    (``with_sharding_constraint``, or the outputs of a ``shard_map``): that
+    ``NamedSharding`` (``None`` for the others; an ``AbstractMesh`` one is resolved at
+    call time, ``_lay_out``); ``None`` when there is none. As in JAX, such an output is
+    laid out as constrained. Computed once per traced program."""
+    try:
+        return _OUT_LAYOUTS[closed]
+    except (KeyError, TypeError):
+        pass
+    out = _scan_out_layout(closed)
+    try:
+        _OUT_LAYOUTS[closed] = out
+    except TypeError:
+        pass
+    return out
+
+
+_OUT_LAYOUTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _scan_out_layout(closed) -> list | None:
+    from kiln.sharding import AbstractMesh, Mesh, NamedSharding
+    made = {}
+    for eqn in closed.jaxpr.eqns:
+        if eqn.primitive.name == "sharding_constraint":
+            sh = eqn.params.get("sharding")
+            if isinstance(sh, NamedSharding) and type(sh.mesh) in (Mesh, AbstractMesh):
+                made[id(eqn.outvars[0])] = sh
+    if not made:
+        return None
+    out = [made.get(id(v)) for v in closed.jaxpr.outvars]
+    return out if any(s is not None for s in out) else None
+
+
+def _lay_out(outs, layout, args) -> None:
+    """Set the outputs' layouts; a sharding over an ``AbstractMesh`` is resolved against
+    the concrete mesh of an argument's sharding (or the mesh context) with its axes."""
+    if layout is None:
+        return
+    from kiln.sharding import AbstractMesh, NamedSharding, context_mesh
+    for o, sh in zip(outs, layout):
+        if sh is None or type(o) is not Array:
+            continue
+        if isinstance(sh.mesh, AbstractMesh):
+            am = sh.mesh
+            meshes = [getattr(a, "_sharding", None) for a in tree_flatten(args)[0]]
+            meshes = [m.mesh for m in meshes if isinstance(m, NamedSharding)]
+            meshes.append(context_mesh())
+            found = [m for m in meshes if m is not None and not isinstance(m, AbstractMesh)
+                     and tuple(m.axis_names) == tuple(am.axis_names)
+                     and tuple(m.axis_sizes) == tuple(am.axis_sizes)]
+            if not found:
+                continue
+            sh = NamedSharding(found[0], sh.spec)
+        o._sharding = sh
 
 
 def jit(fun: Callable | None = None, *, in_shardings=None, out_shardings=None,

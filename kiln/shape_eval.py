@@ -26,8 +26,12 @@ class ShapeDtypeStruct:
 
     def __init__(self, shape, dtype, *, sharding=None, weak_type=False):
         self.shape = tuple(shape)
-        self.dtype = (dtypes.canonicalize_dtype(dtype, allow_extended_dtype=True)
-                      if dtype != dtypes.float0 else dtype)
+        if dtype == dtypes.float0 or isinstance(dtype, dtypes.ExtendedDType):
+            self.dtype = dtype
+        elif dtypes.explicit_x64_allowed():     # a 64-bit dtype is kept
+            self.dtype = np.dtype(dtype)
+        else:
+            self.dtype = dtypes.canonicalize_dtype(dtype)
         self.sharding = sharding
         self.weak_type = weak_type
 

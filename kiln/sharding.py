@@ -90,8 +90,13 @@ class PartitionSpec:
         return tuple(parts)
 
     def __repr__(self):
-        inner = ", ".join(repr(p) for p in self._partitions)
-        if len(self._partitions) == 1:
+        items = [repr(p) for p in self._partitions]
+        for name in ("unreduced", "reduced"):
+            axes = getattr(self, name)
+            if axes:
+                items.append(f"{name}={{{', '.join(repr(a) for a in sorted(axes, key=str))}}}")
+        inner = ", ".join(items)
+        if len(items) == 1 and len(self._partitions) == 1:
             inner += ","
         return f"P({inner})"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kiln import _transfer_guard
 from kiln._physical_tree import (
     tree_map,
 )
@@ -25,11 +26,20 @@ def effects_barrier() -> None:
     return None
 
 
+# > 0 while an eager shard_map traces its per-device function (kiln.parallel.shard_map)
+eager_shard_map_depth = [0]
+
+
 def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
     """Put the pytree ``x`` on ``device`` as kiln Arrays.
 
     ``device`` may be a Device, a Sharding (``NamedSharding(mesh, P(...))``: the
     arrays are laid out over the mesh's devices), or a tree prefix of those."""
+    if eager_shard_map_depth[0] and device is not None:
+        from kiln.devices import Device
+        if isinstance(device, Device):
+            raise ValueError("device_put with explicit device not allowed within "
+                             f"shard_map-decorated functions, but got device {device}")
     if device is not None and not _is_default_device(device):
         from kiln.parallel.placement import place_tree
         return place_tree(x, device, "device_put")
@@ -41,6 +51,7 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
             return a
         if isinstance(a, np.ma.MaskedArray):
             masked_array_error()
+        _transfer_guard.check_value(a, explicit=True)
         return to_array(np.asarray(a)) if not isinstance(a, (int, float, complex, bool)) \
             else to_array(a)
     return tree_map(put, x)

@@ -231,6 +231,9 @@ class _Entry:
 _registry: dict[type, _Entry] = {}
 # _registry plus every namedtuple type seen so far: the node lookup.
 _lookup: dict[type, _Entry] = {}
+# Namedtuple types flattened as plain tuples of their fields (no custom registration):
+# the native walk of jit's fast path (``kiln_rt.tree_sig``) may take them apart too.
+native_walk_types: dict[type, bool] = {}
 _lookup_get = _lookup.get
 # Types already classified as leaves. Lets the hot paths decide "all children
 # are leaves" with one C-level set operation. Registration removes the type;
@@ -255,6 +258,7 @@ def _namedtuple_entry(t: type) -> _Entry:
             lambda x: (tuple((GetAttrKey(f), c) for f, c in zip(fields, x)), None),
         )
         _lookup[t] = e
+        native_walk_types[t] = True
     return e
 
 
@@ -298,6 +302,7 @@ def _add_entry(e: _Entry, what: str = "custom") -> None:
         raise ValueError(f"Duplicate {what} PyTreeDef type registration for {e.type}.")
     _registry[e.type] = e
     _lookup[e.type] = e  # overrides a cached namedtuple entry of the same type
+    native_walk_types.pop(e.type, None)
     _leaf_types.discard(e.type)
 
 
@@ -977,12 +982,12 @@ class PyTreeDef:
     def __eq__(self, other):
         if not isinstance(other, PyTreeDef):
             return NotImplemented
-        return self._num_leaves == other._num_leaves and self._node == other._node
+        return self._num_leaves == other._num_leaves and _nodes_equal(self._node, other._node)
 
     def __ne__(self, other):
         if not isinstance(other, PyTreeDef):
             return NotImplemented
-        return not (self._num_leaves == other._num_leaves and self._node == other._node)
+        return not self.__eq__(other)
 
     def __hash__(self):
         h = self._hash
@@ -1253,6 +1258,8 @@ def flatten_one_level(tree: Any) -> tuple[Iterable[Any], Hashable]:
     if e is _DICT_E:
         children, aux = _flatten_dict(tree)
         return tuple(children), aux
+    if e.kind == _K_NAMEDTUPLE:
+        return list(tree), type(tree)        # JAX's: the fields as a list, the type
     return e.flatten(tree)
 
 
@@ -1500,6 +1507,19 @@ register_pytree_with_keys(
 # ---------------------------------------------------------------------------
 # A registry object with the method names of JAX's ``default_registry``
 # ---------------------------------------------------------------------------
+
+
+def _nodes_equal(a, b) -> bool:
+    """Treedef nodes compared; an exception from a node's metadata ``==`` (an array
+    passed as a static dataclass field: its ``==`` is elementwise) becomes JAX's
+    ValueError naming the cause."""
+    try:
+        return bool(a == b)
+    except Exception as err:
+        raise ValueError(
+            "Exception raised while checking equality of metadata fields of pytree. Make "
+            "sure that metadata fields are hashable and have simple equality semantics. "
+            "(Note: arrays cannot be passed as metadata fields!)") from err
 
 
 class PyTreeRegistry:

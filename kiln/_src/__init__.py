@@ -32,7 +32,7 @@ ALIASES = {
     "interpreters.batching": "kiln.interpreters.batching",
     "interpreters.ad": "kiln.interpreters.ad",
     "interpreters.partial_eval": "kiln.interpreters.partial_eval",
-    "lax.lax": "kiln.lax",
+    "lax.lax": "kiln._src.lax.lax",
     "lax.linalg": "kiln.lax.linalg",
     "lax.parallel": "kiln.lax.parallel",
     "lax.control_flow": "kiln.lax.control",

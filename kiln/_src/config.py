@@ -140,10 +140,6 @@ class FixedState:
 
 #: JAX options kiln lacks, read by JAX's tests: (kiln's fixed value, why).
 JAX_ONLY_OPTIONS: dict[str, tuple[Any, str]] = {
-    # JAX's default; kiln truncates as WARN does but issues no warning yet. ALLOW (64-bit
-    # arrays with x64 off) and ERROR are not implemented.
-    "jax_explicit_x64_dtypes": (ExplicitX64Mode.WARN, "an explicit 64-bit dtype with x64 "
-                                "off is truncated (kiln does not warn yet)"),
     "jax_use_shardy_partitioner": (False, "kiln partitions with its own SPMD partitioner"),
     "jax_use_simplified_jaxpr_constants": (False, "kiln's jaxprs keep constants as "
                                            "constvars"),
@@ -191,9 +187,25 @@ JAX_IMPL_SELECTORS: dict[str, tuple[Any, str]] = {
     "jax_remat3": (False, "JAX's rewrite of remat; kiln has one implementation"),
 }
 
+class EnumState(State):
+    """An option kiln stores as a lowercase string that JAX exposes as an enum
+    (``explicit_x64_dtypes``: ``ExplicitX64Mode``): ``value`` is the enum member."""
+
+    def __init__(self, name: str, enum_class: type):
+        super().__init__(name)
+        self.enum_class = enum_class
+
+    @property
+    def value(self) -> Any:
+        return self.enum_class[getattr(config, self.name).upper()]
+
+
+_ENUM_OPTIONS = {"jax_explicit_x64_dtypes": ExplicitX64Mode}
+
 config_states: dict[str, State | FixedState] = {}
 for _name in _FLAGS:
-    config_states[_name] = State(_name)
+    config_states[_name] = (EnumState(_name, _ENUM_OPTIONS[_name]) if _name in _ENUM_OPTIONS
+                            else State(_name))
     _short = _name[4:] if _name.startswith("jax_") else _name
     globals()[_short] = config_states[_name]
 for _name, (_value, _why) in JAX_ONLY_OPTIONS.items():

@@ -7,7 +7,7 @@ from kiln.dtypes import *  # noqa: F401,F403
 from kiln.dtypes import (  # noqa: F401
     ExtendedDType,
     canonicalize_dtype,
-    dtype,
+    canonicalize_explicit_dtype,
     extended,
     finfo,
     iinfo,
@@ -16,6 +16,21 @@ from kiln.dtypes import (  # noqa: F401
     result_type,
     supports_inf,
 )
+from kiln.dtypes import python_scalar_dtypes as python_scalar_types_to_dtypes  # noqa: E402,F401
+from kiln.lax.dtype_of import dtype  # noqa: E402,F401  (JAX's canonicalizing dtypes.dtype)
+
+
+def lattice_result_type(*args):
+    """``(dtype, weak_type)`` of the join of ``args`` on JAX's promotion lattice (before a
+    weak result takes its kind's default dtype)."""
+    import kiln.dtypes as _kd
+    return _kd._lattice_result_type(*args)
+
+
+def _maybe_canonicalize_explicit_dtype(dt, fun_name: str):
+    """JAX's name for :func:`kiln.dtypes.canonicalize_explicit_dtype`."""
+    return canonicalize_explicit_dtype(np.dtype(dt), fun_name, stacklevel=4)
+
 
 #: NumPy's dtype class (annotations in libraries use ``dtypes.DType``).
 DType = np.dtype

@@ -12,3 +12,11 @@ def __getattr__(name: str):
         if hasattr(mod, name):
             return getattr(mod, name)
     raise AttributeError(f"module 'jax._src.mesh' (kiln) has no attribute {name!r}")
+
+
+def _empty_concrete_mesh():
+    from kiln.sharding import _EMPTY_CONCRETE_MESH
+    return _EMPTY_CONCRETE_MESH
+
+
+empty_concrete_mesh = _empty_concrete_mesh()

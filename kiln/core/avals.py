@@ -36,10 +36,56 @@ class AbstractValue:
     has_qdd = False
 
 
+class ManualAxisType:
+    """How a value inside ``shard_map`` varies over the mesh's manual axes (JAX's
+    ``aval.mat``): ``varying`` holds the axes along which devices may hold different
+    values; ``unreduced``/``reduced`` are always empty in kiln."""
+
+    __slots__ = ("varying", "unreduced", "reduced")
+
+    def __init__(self, *, varying=frozenset(), unreduced=frozenset(), reduced=frozenset()):
+        self.varying = frozenset(varying)
+        self.unreduced = frozenset(unreduced)
+        self.reduced = frozenset(reduced)
+
+    def update(self, **kw) -> ManualAxisType:
+        return ManualAxisType(varying=kw.get("varying", self.varying),
+                              unreduced=kw.get("unreduced", self.unreduced),
+                              reduced=kw.get("reduced", self.reduced))
+
+    @property
+    def empty(self) -> bool:
+        return not (self.varying or self.unreduced or self.reduced)
+
+    @property
+    def vur(self) -> frozenset:
+        """The varying, unreduced and reduced axes together."""
+        return self.varying | self.unreduced | self.reduced
+
+    def invarying(self, mesh) -> frozenset:
+        """The manual axes of ``mesh`` this value is the same along."""
+        return frozenset(getattr(mesh, "manual_axes", ())) - self.vur
+
+    def __eq__(self, other):
+        return (isinstance(other, ManualAxisType) and self.varying == other.varying
+                and self.unreduced == other.unreduced and self.reduced == other.reduced)
+
+    def __hash__(self):
+        return hash((self.varying, self.unreduced, self.reduced))
+
+    def __repr__(self):
+        return (f"ManualAxisType(varying={set(self.varying) or 'set()'}, "
+                f"unreduced={set(self.unreduced) or 'set()'}, "
+                f"reduced={set(self.reduced) or 'set()'})")
+
+
+empty_mat = ManualAxisType()
+
+
 class ShapedArray(AbstractValue):
     """An abstract array: shape, dtype and weak type, no values."""
 
-    __slots__ = ("shape", "dtype", "weak_type")
+    __slots__ = ("shape", "dtype", "weak_type", "_mat")
     array_abstraction_level = 1
 
     def __init__(self, shape, dtype, weak_type: bool = False, *, sharding=None, vma=None,
@@ -52,6 +98,25 @@ class ShapedArray(AbstractValue):
         # as they are; abstract values of traced arrays always have NumPy dtypes.
         self.dtype = dtype if isinstance(dtype, ExtendedDType) else np.dtype(dtype)
         self.weak_type = bool(weak_type)
+        self._mat = None
+
+    @property
+    def mat(self) -> ManualAxisType:
+        """The manual axes this value varies along inside ``shard_map`` (JAX's
+        ``aval.mat``; ``.varying``). Set on the abstract values of a ``shard_map``
+        body's values under a transformation (the axes along which the value is mapped);
+        empty elsewhere. Not part of the type's equality."""
+        return self._mat if self._mat is not None else empty_mat
+
+    @property
+    def vma(self) -> frozenset:
+        """JAX's earlier name: the varying manual axes."""
+        return self.mat.varying
+
+    def with_mat(self, mat: ManualAxisType) -> ShapedArray:
+        out = ShapedArray(self.shape, self.dtype, self.weak_type)
+        out._mat = None if mat.empty else mat
+        return out
 
     @property
     def ndim(self) -> int:
@@ -72,9 +137,11 @@ class ShapedArray(AbstractValue):
         return unsharded_type_sharding(len(self.shape))
 
     def update(self, shape=None, dtype=None, weak_type=None) -> ShapedArray:
-        return ShapedArray(self.shape if shape is None else shape,
-                           self.dtype if dtype is None else dtype,
-                           self.weak_type if weak_type is None else weak_type)
+        out = ShapedArray(self.shape if shape is None else shape,
+                          self.dtype if dtype is None else dtype,
+                          self.weak_type if weak_type is None else weak_type)
+        out._mat = self._mat
+        return out
 
     # JAX's hijax protocol for an ordinary type: it lowers to itself.
     def lo_ty(self) -> list:

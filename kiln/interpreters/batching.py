@@ -41,12 +41,15 @@ not_mapped = None
 
 
 class AxisData:
-    __slots__ = ("name", "size", "spmd_name")
+    __slots__ = ("name", "size", "spmd_name", "manual")
 
-    def __init__(self, name, size, spmd_name=None):
+    def __init__(self, name, size, spmd_name=None, manual=False):
         self.name = name
         self.size = size
         self.spmd_name = spmd_name
+        # a shard_map mesh axis (computed as a vmap): a value mapped along it varies
+        # along that manual axis (``aval.mat.varying``)
+        self.manual = manual
 
     def __repr__(self):
         return f"AxisData({self.name!r}, {self.size})"
@@ -69,7 +72,7 @@ def axis_size(name) -> int:
     sizes = getattr(thread_axes, "sizes", None)
     if sizes is not None and name in sizes:
         return sizes[name]
-    raise NameError(f"unbound axis name: {name}. The axis must be bound by an enclosing "
+    raise NameError(f"Found an unbound axis name: {name}. The axis must be bound by an enclosing "
                     "vmap(..., axis_name=...), pmap or shard_map.")
 
 
@@ -87,7 +90,11 @@ class BatchTracer(Tracer):
         shape = a.shape[:self.bdim] + a.shape[self.bdim + 1:]
         if type(a) is AbstractRef:
             return a.update(inner_aval=a.inner_aval.update(shape=shape))
-        return a.update(shape=shape)
+        out = a.update(shape=shape)
+        if self._trace.axis_data.manual and self.bdim is not None:
+            mat = out.mat
+            out = out.with_mat(mat.update(varying=mat.varying | {self._trace.axis_data.name}))
+        return out
 
     def _short_repr(self):
         return f"VmapTracer(aval={aval_str(self.aval)}, batched={aval_str(get_aval(self.val))})"
@@ -172,8 +179,12 @@ def batch_flat_in(trace: BatchTrace, fun, vals, dims):
     """``batch_flat`` with ``trace`` itself as the batching trace, made a child of the
     current trace while ``fun`` runs, so that values ``fun`` closes over that ``trace``
     batches are its own (JAX's subtrace of the same tag). Returns ``(vals, dims)``."""
-    saved = trace.parent
+    saved, was_alive = trace.parent, trace.alive
     trace.parent = current_trace()
+    # ``fun`` may run after the vmap that made ``trace`` returned (a custom_vjp's fwd,
+    # traced when it is differentiated, e.g. inside a scan's JVP): the trace is live again
+    # while it runs, so the tracers it makes are not taken for leaked ones
+    trace.alive = True
     try:
         ins = [v if d is None else BatchTracer(trace, v, d) for v, d in zip(vals, dims)]
         with _set_trace(trace):
@@ -181,6 +192,7 @@ def batch_flat_in(trace: BatchTrace, fun, vals, dims):
         res = [trace.to_val_dim(o) for o in outs]
     finally:
         trace.parent = saved
+        trace.alive = was_alive
     return [v for v, _ in res], [d for _, d in res]
 
 

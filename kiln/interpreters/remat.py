@@ -8,6 +8,7 @@ the whole forward pass again into the linear jaxpr. :func:`kiln.checkpoint` (in
 """
 from __future__ import annotations
 
+from kiln import dtypes
 from kiln.core.jaxpr import eval_jaxpr
 from kiln.core.trace import Primitive, get_aval, set_current_trace
 from kiln.interpreters import ad, batching, staging
@@ -43,7 +44,10 @@ def _remat_jvp(primals, tangents, *, jaxpr, prevent_cse, differentiated, policy)
     outs = remat_p.bind(*tconsts, *args, jaxpr=closed, prevent_cse=prevent_cse,
                         differentiated=True, policy=policy)
     k = len(outs) // 2
-    return outs[:k], outs[k:]
+    # integer/boolean outputs have symbolic-zero (float0) tangents, as under jit
+    t_out = [Zero(get_aval(t)) if get_aval(t).dtype == dtypes.float0 else t
+             for t in outs[k:]]
+    return outs[:k], t_out
 
 
 ad.jvp_rules[remat_p] = _remat_jvp

@@ -40,6 +40,12 @@ always_stage: set = set()
 aval_only_const_types: set = set()
 
 
+# Set by ``kiln.parallel.shard_map`` while it traces an eager body: ``rule(eqn)`` gives
+# the new equation's output variables abstract values carrying their varying manual axes
+# (``aval.mat``, inferred as ``kiln.parallel.vma`` does).
+vma_rule: list = [None]
+
+
 class JaxprTracer(Tracer):
     # ``_var``, not ``var``: a slot named ``var`` would hide the ``x.var()`` array method.
     __slots__ = ("_aval", "_var")
@@ -148,8 +154,11 @@ class JaxprTrace(Trace):
             out = prim.abstract_eval(*in_avals, **params)
             out_avals = out if prim.multiple_results else [out]
         outvars = [Var(a) for a in out_avals]
-        self.eqns.append(JaxprEqn(prim, invars, outvars, params,
-                                  _source_info(name_stack=self._name_stack())))
+        eqn = JaxprEqn(prim, invars, outvars, params,
+                       _source_info(name_stack=self._name_stack()))
+        if vma_rule[0] is not None:     # tracing an eager shard_map's body: aval.mat
+            vma_rule[0](eqn)
+        self.eqns.append(eqn)
         tracers = [JaxprTracer(self, v.aval, v) for v in outvars]
         return tracers if prim.multiple_results else tracers[0]
 

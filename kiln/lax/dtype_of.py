@@ -7,30 +7,18 @@ JAX); kiln arrays and tracers keep the dtype they have.
 """
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import numpy as np
 
 from kiln import dtypes
-from kiln.config import config
 
 __all__ = ["dtype"]
 
 
 def _explicit(dt: np.dtype) -> np.dtype:
-    """``dt`` canonicalized; a 64-bit dtype the user named explicitly warns when truncated."""
-    if config.jax_enable_x64:
-        return dt
-    out = dtypes.canonicalize_dtype(dt)
-    if out != dt:
-        warnings.warn(
-            f"Explicitly requested dtype {dt} requested in dtype is not available, and "
-            f"will be truncated to dtype {out}. To enable more dtypes, set the "
-            "jax_enable_x64 configuration option or the JAX_ENABLE_X64 shell environment "
-            "variable. See https://github.com/jax-ml/jax#current-gotchas for more.",
-            stacklevel=3)
-    return out
+    """``dt`` as an explicitly requested dtype (``jax_explicit_x64_dtypes``)."""
+    return dtypes.canonicalize_explicit_dtype(dt, "dtype", stacklevel=4)
 
 
 def _check_valid(x: Any, dt: Any) -> None:

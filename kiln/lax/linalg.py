@@ -50,7 +50,7 @@ __all__ = [
     "EigImplementation", "EighImplementation", "SvdAlgorithm",
     "cholesky_p", "eigh_p", "eig_p", "lu_p", "lu_pivots_to_permutation_p", "qr_p", "svd_p",
     "triangular_solve_p", "geqrf_p", "schur_p", "hessenberg_p", "householder_product_p",
-    "tridiagonal_solve",
+    "tridiagonal_solve", "ormqr", "symmetric_product",
 ]
 
 
@@ -212,12 +212,15 @@ def _real_part(x):
 
 
 def _mm(a, b):
-    """Batched matrix product ``a @ b`` over equal leading batch shapes."""
+    """Batched matrix product ``a @ b`` over equal leading batch shapes, at the highest
+    precision (as JAX's linalg rules compute theirs)."""
+    from kiln.lax.dot import Precision
     na, nb = _ndim(a), _ndim(b)
     nbatch = na - 2
     assert nb == na, (na, nb)
     batch = tuple(range(nbatch))
-    return dot_general(a, b, (((na - 1,), (nbatch,)), (batch, batch)))
+    return dot_general(a, b, (((na - 1,), (nbatch,)), (batch, batch)),
+                       precision=Precision.HIGHEST)
 
 
 def _broadcast_const(mask2d, x):
@@ -334,12 +337,24 @@ def _check_inexact(name, aval):
     check_dtype(name, aval.dtype, _inexact)
 
 
+#: The element types LAPACK (what JAX's CPU lowering calls) has routines for.
+_LAPACK_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.complex64,
+                                                 np.complex128))
+
+
+def _check_lapack(name, aval):
+    """JAX's CPU error for a factorization of a type LAPACK lacks (float16, bfloat16)."""
+    _check_inexact(name, aval)
+    if aval.dtype not in _LAPACK_DTYPES:
+        raise NotImplementedError(f"Unsupported dtype {np.dtype(aval.dtype).name}.")
+
+
 # ================================================================================================
 # cholesky
 # ================================================================================================
 
 def _cholesky_abstract_eval(x):
-    _check_inexact("cholesky", x)
+    _check_lapack("cholesky", x)
     _check_square("cholesky", x)
     return ShapedArray(x.shape, x.dtype, x.weak_type)
 
@@ -399,7 +414,7 @@ def cholesky(x, *, symmetrize_input: bool = True):
 # ================================================================================================
 
 def _eigh_abstract_eval(x, *, lower, sort_eigenvalues, subset_by_index, algorithm):
-    _check_inexact("eigh", x)
+    _check_lapack("eigh", x)
     _check_square("eigh", x)
     n = x.shape[-1]
     d = n
@@ -489,7 +504,7 @@ def eigh(x, *, lower: bool = True, symmetrize_input: bool = True,
 
 def _eig_abstract_eval(x, *, compute_left_eigenvectors, compute_right_eigenvectors,
                        enable_eigvec_derivs, implementation):
-    _check_inexact("eig", x)
+    _check_lapack("eig", x)
     _check_square("eig", x)
     cdt = _complex_dtype(x.dtype if x.dtype not in _LOW else np.float32)
     batch, n = x.shape[:-2], x.shape[-1]
@@ -625,7 +640,7 @@ def _pivots_to_perm_np(piv, m):
 
 
 def _lu_abstract_eval(x):
-    _check_inexact("lu", x)
+    _check_lapack("lu", x)
     _check_matrix("lu", x)
     batch, (m, n) = x.shape[:-2], x.shape[-2:]
     i32 = np.dtype(np.int32)
@@ -790,7 +805,7 @@ def _solve(a, b):
 # ================================================================================================
 
 def _qr_abstract_eval(x, *, pivoting, full_matrices, use_magma):
-    _check_inexact("qr", x)
+    _check_lapack("qr", x)
     _check_matrix("qr", x)
     batch, (m, n) = x.shape[:-2], x.shape[-2:]
     k = m if full_matrices else min(m, n)
@@ -936,7 +951,7 @@ def _svd_shapes(shape, full_matrices, compute_uv, subset_by_index):
 
 
 def _svd_abstract_eval(x, *, full_matrices, compute_uv, subset_by_index, algorithm):
-    _check_inexact("svd", x)
+    _check_lapack("svd", x)
     _check_matrix("svd", x)
     batch = x.shape[:-2]
     shapes = _svd_shapes(x.shape, full_matrices, compute_uv, subset_by_index)
@@ -1202,7 +1217,7 @@ def triangular_solve(a, b, *, left_side: bool = False, lower: bool = False,
 
 
 def _geqrf_abstract_eval(a):
-    _check_inexact("geqrf", a)
+    _check_lapack("geqrf", a)
     _check_matrix("geqrf", a)
     m, n = a.shape[-2:]
     return [ShapedArray(a.shape, a.dtype, a.weak_type),
@@ -1237,7 +1252,7 @@ def geqrf(a):
 # ================================================================================================
 
 def _schur_abstract_eval(x, *, compute_schur_vectors, sort_eig_vals, select_callable):
-    _check_inexact("schur", x)
+    _check_lapack("schur", x)
     _check_square("schur", x)
     out = ShapedArray(x.shape, x.dtype, x.weak_type)
     return [out, out] if compute_schur_vectors else [out]
@@ -1283,7 +1298,7 @@ def schur(x, *, compute_schur_vectors: bool = True, sort_eig_vals: bool = False,
 
 
 def _hessenberg_abstract_eval(a):
-    _check_inexact("hessenberg", a)
+    _check_lapack("hessenberg", a)
     _check_square("hessenberg", a)
     n = a.shape[-1]
     return [ShapedArray(a.shape, a.dtype, a.weak_type),
@@ -1320,7 +1335,7 @@ def hessenberg(a):
 
 
 def _hp_abstract_eval(a, taus):
-    _check_inexact("householder_product", a)
+    _check_lapack("householder_product", a)
     if a.ndim < 2 or taus.ndim != a.ndim - 1 or a.shape[:-2] != taus.shape[:-1]:
         raise ValueError("householder_product requires a [..., m, n] and taus [..., k], got "
                          f"{a.shape} and {taus.shape}")
@@ -1363,6 +1378,91 @@ def householder_product(a, taus):
     """The product of Householder reflectors ``(I - tau_i v_i v_i^H)`` stored LAPACK-style in
     ``a`` (``[..., m, n]``, ``m >= n``) and ``taus``: the first ``n`` columns of ``Q``."""
     return householder_product_p.bind(a, taus)
+
+
+def ormqr(a, taus, c, *, left: bool = True, transpose: bool = False):
+    """Multiply ``c`` by the ``Q`` of a Householder QR factorization (``lax.linalg.ormqr``).
+
+    ``a`` (``[..., m, n]``) and ``taus`` (``[..., k]``) are ``geqrf``'s packed reflectors;
+    the result is ``Q @ c`` (``left``) or ``c @ Q``, with ``Q`` replaced by its (conjugate)
+    transpose when ``transpose``; ``c`` is ``[..., m, p]`` (``left``) or ``[..., p, m]``,
+    and the result has its shape. ``Q`` (``m x m``) is formed from the reflectors with
+    :func:`householder_product` and applied with a highest-precision matmul, so the
+    function runs eagerly and under ``jit``/``vmap``/``grad``.
+    """
+    a, taus, c = (_as_operand(v) for v in (a, taus, c))
+    sa, sc = get_aval(a).shape, get_aval(c).shape
+    if len(sa) < 2 or len(sc) < 2:
+        raise ValueError(f"ormqr expects a and c of rank >= 2, got shapes {sa} and {sc}")
+    m, n = sa[-2:]
+    if left and sc[-2] != m:
+        raise ValueError(
+            "ormqr with left=True expects c to have the same number of rows as the "
+            f"Householder matrix a. Got a shape {tuple(sa[-2:])} and c shape "
+            f"{tuple(sc[-2:])}.")
+    if not left and sc[-1] != m:
+        raise ValueError(
+            "ormqr with left=False expects c to have the same number of columns as the "
+            f"Householder matrix a has rows. Got a shape {tuple(sa[-2:])} and c shape "
+            f"{tuple(sc[-2:])}.")
+    nb = len(sa) - 2
+    # the reflectors in an m x m matrix (columns past n are zero; past m unused)
+    if n < m:
+        a = pad(a, full((), 0, get_aval(a).dtype), [(0, 0, 0)] * nb + [(0, 0, 0),
+                                                                       (0, m - n, 0)])
+    elif n > m:
+        a = _slice(a, (0,) * (nb + 2), tuple(sa[:-1]) + (m,))
+    k = get_aval(taus).shape[-1]
+    if k > m:
+        taus = _slice(taus, (0,) * (nb + 1), tuple(get_aval(taus).shape[:-1]) + (m,))
+    q = householder_product(a, taus)
+    if transpose:
+        q = _T(q)
+        if dtypes.issubdtype(get_aval(q).dtype, np.complexfloating):
+            q = conj(q)
+    batch = tuple(range(nb))
+    from kiln.lax.dot import Precision
+    if left:    # q [..., m, m] @ c [..., m, p]
+        return dot_general(q, c, (((nb + 1,), (nb,)), (batch, batch)),
+                           precision=Precision.HIGHEST)
+    return dot_general(c, q, (((nb + 1,), (nb,)), (batch, batch)),
+                       precision=Precision.HIGHEST)
+
+
+def symmetric_product(a_matrix, c_matrix, *, alpha: float = 1., beta: float = 0.,
+                      symmetrize_output: bool = False):
+    """``alpha * A @ A^T + beta * C`` (``lax.linalg.symmetric_product``) for ``A``
+    ``[..., m, n]`` and a symmetric ``C`` ``[..., m, m]``, with a highest-precision matmul.
+
+    Every entry is computed (JAX's CPU result); JAX guarantees only the lower triangle on
+    other platforms. ``symmetrize_output`` replaces the upper triangle with the transpose
+    of the lower one."""
+    a, c = _as_operand(a_matrix), _as_operand(c_matrix)
+    sa, sc = get_aval(a).shape, get_aval(c).shape
+    for name, x in (("symmetric_product", a), ("symmetric_product", c)):
+        if not dtypes.issubdtype(get_aval(x).dtype, np.floating):
+            raise TypeError(f"{name} requires floating-point operands, got "
+                            f"{np.dtype(get_aval(x).dtype).name}")
+    if len(sa) < 2 or len(sc) < 2 or sa[-2] != sc[-1] or sc[-2] != sc[-1] \
+            or tuple(sa[:-2]) != tuple(sc[:-2]):
+        raise ValueError("symmetric_update expects a rectangular matrix of shape (m, n) and "
+                         f"a square matrix of shape (n, n). Got shapes {tuple(sa)} and "
+                         f"{tuple(sc)}.")
+    from kiln.lax.dot import Precision
+    nb = len(sa) - 2
+    batch = tuple(range(nb))
+    aat = dot_general(a, a, (((nb + 1,), (nb + 1,)), (batch, batch)),
+                      precision=Precision.HIGHEST)
+    out = add(mul(full_like(aat, alpha), aat), mul(full_like(c, beta), c))
+    if symmetrize_output:
+        out = add(_tril(out), _T(_tril(out, -1)))
+    return out
+
+
+def _as_operand(x):
+    from kiln.array import Array, to_array
+    from kiln.core.trace import Tracer
+    return x if isinstance(x, (Array, Tracer)) else to_array(x)
 
 
 from kiln.lax.tridiagonal import tridiagonal_solve  # noqa: E402,F401

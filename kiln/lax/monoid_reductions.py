@@ -239,9 +239,15 @@ def reduce(operands, init_values, computation, dimensions, out_sharding=None):  
     from kiln.core.trace import is_concrete
     flat_ops, tree = tree_util.tree_flatten(operands)
     flat_inits, init_tree = tree_util.tree_flatten(init_values)
+    if tree != init_tree:
+        raise ValueError("Operands must have the same tree structure as init_values: "
+                         f"{tree} vs. {init_tree}")
     if len(flat_ops) != len(flat_inits):
         raise ValueError("reduce: operands and init_values must have the same number of "
                          f"leaves, got {len(flat_ops)} and {len(flat_inits)}")
+    init_shapes = [tuple(np.shape(v)) for v in flat_inits]
+    if any(sh != () for sh in init_shapes):
+        raise ValueError(f"reduce found non-scalar initial value: {init_shapes}")
     if len(flat_ops) != 1:
         raise NotImplementedError(
             "lax.reduce with several operands needs the general (variadic) `reduce` "

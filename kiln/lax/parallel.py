@@ -62,6 +62,14 @@ def _as_axes(axis_name) -> tuple:
     return tuple(axis_name) if isinstance(axis_name, (tuple, list)) else (axis_name,)
 
 
+def _bound(name) -> bool:
+    try:
+        batching.axis_size(name)
+        return True
+    except NameError:
+        return False
+
+
 def _check_bound(axes):
     for a in axes:
         batching.axis_size(a)
@@ -76,16 +84,36 @@ def _axis_size_of(axes) -> int:
 
 def _unbound_impl(name):
     def impl(*args, axes=None, **params):
-        raise NameError(f"unbound axis name: {axes[0] if axes else params.get('axis_name')}. "
-                        f"{name} must be called inside a transformation that binds the axis "
-                        "name: vmap(..., axis_name=...), pmap or shard_map.")
+        axis = axes[0] if axes else params.get("axis_name")
+        if isinstance(axis, (tuple, list)):
+            axis = axis[0]
+        raise NameError(f"Found an unbound axis name: {axis}. To fix this, please call "
+                        f"{name} under `jax.shard_map` (or inside a vmap(..., "
+                        "axis_name=...) or pmap that binds it).")
     return impl
+
+
+def _unbound_message(e: NameError, name: str) -> NameError:
+    """JAX's message for a collective over a name no transformation binds."""
+    msg = str(e)
+    if msg.startswith("Found an unbound axis name: "):
+        axis = msg[len("Found an unbound axis name: "):].split(". ", 1)[0]
+        return NameError(f"Found an unbound axis name: {axis}. To fix this, please call "
+                         f"{name} under `jax.shard_map` (or inside a vmap(..., axis_name=...) "
+                         "or pmap that binds it).")
+    return e
 
 
 def _collective(name, abstract_eval):
     p = Primitive(name)
     p.impl = _unbound_impl(name)
-    p.abstract_eval = abstract_eval
+
+    def checked_abstract_eval(*args, **params):
+        try:
+            return abstract_eval(*args, **params)
+        except NameError as e:
+            raise _unbound_message(e, name) from None
+    p.abstract_eval = checked_abstract_eval
     p.weak_type_rule = lambda *w, **_: bool(w) and all(w)
     batching.collective_prims.add(p)
     return p
@@ -591,6 +619,42 @@ def _all_gather_transpose(ct, x, *, all_gather_dimension, axis_name, axis_index_
 ad.deflinear2(all_gather_p, _all_gather_transpose)
 
 
+# ``all_gather(..., to='invarying')`` (JAX's ``all_gather_invariant``): the same values,
+# but typed the same on every device (inside shard_map), so its cotangent is too and the
+# transpose takes this position's chunk instead of a psum_scatter.
+# params: all_gather_dimension, axis_name (tuple), axis_size, tiled
+def _all_gather_invariant_abstract_eval(x, *, all_gather_dimension, axis_name, axis_size,
+                                        tiled):
+    return _all_gather_abstract_eval(x, all_gather_dimension=all_gather_dimension,
+                                     axis_name=axis_name, axis_index_groups=None,
+                                     axis_size=axis_size, tiled=tiled)
+
+
+all_gather_invariant_p = _collective("all_gather_invariant",
+                                     _all_gather_invariant_abstract_eval)
+
+
+def _all_gather_invariant_batch(axis_data, vals, dims, **params):
+    return _all_gather_batch(axis_data, vals, dims, axis_index_groups=None, **params)
+
+
+def _all_gather_invariant_transpose(ct, x, *, all_gather_dimension, axis_name, axis_size,
+                                    tiled):
+    if type(ct) is Zero:
+        return [Zero(x.aval)]
+    lax = _lax()
+    idx = axis_index(axis_name)
+    d = all_gather_dimension
+    if tiled:
+        n = x.aval.shape[d]
+        return [lax.dynamic_slice_in_dim(ct, lax.mul(idx, np.int32(n)), n, d)]
+    return [lax.dynamic_index_in_dim(ct, idx, d, keepdims=False)]
+
+
+batching.batch_rules[all_gather_invariant_p] = _all_gather_invariant_batch
+ad.deflinear2(all_gather_invariant_p, _all_gather_invariant_transpose)
+
+
 def _canonical_axis(axis, ndim):
     import operator
     axis = operator.index(axis)
@@ -612,7 +676,9 @@ def all_gather(x, axis_name, *, axis_index_groups=None, axis: int = 0, tiled: bo
       axis: the positional axis of the output that holds the gathered chunks.
       tiled: when ``False`` the chunks are stacked along a new axis ``axis``; when
         ``True`` they are concatenated along the existing axis ``axis``.
-      to: the output's manual axis type; only ``'varying'`` is supported by kiln.
+      to: the output's manual axis type inside ``shard_map``: ``'varying'`` (default) or
+        ``'invarying'`` (the same on every device: JAX's ``all_gather_invariant``, whose
+        transpose takes each position's chunk); ``'reduced'`` is not supported by kiln.
 
     Returns:
       Array(s) of ``x``'s shape with a new axis of the axis (group) size at ``axis``
@@ -621,9 +687,11 @@ def all_gather(x, axis_name, *, axis_index_groups=None, axis: int = 0, tiled: bo
     if to not in {"varying", "reduced", "invarying"}:
         raise ValueError("Got unexpected `to` value for `jax.lax.all_gather`. Allowed `to` "
                          "values are: {'varying', 'reduced', 'invarying'}")
-    if to != "varying":
-        raise NotImplementedError(f"all_gather(..., to={to!r}) (a shard_map manual-axis type) "
-                                  "is not supported by kiln")
+    if to == "reduced":
+        raise NotImplementedError("all_gather(..., to='reduced') (JAX's reduced type) is not "
+                                  "supported by kiln")
+    if to == "invarying" and axis_index_groups is not None:
+        raise ValueError("all_gather(..., to='invarying') does not take axis_index_groups")
     axes = _as_axes(axis_name)
     if not axes:
         return x
@@ -634,6 +702,9 @@ def all_gather(x, axis_name, *, axis_index_groups=None, axis: int = 0, tiled: bo
     def gather(v):
         nd = get_aval(v).ndim
         dim = _canonical_axis(axis, nd if tiled else nd + 1)
+        if to == "invarying":
+            return all_gather_invariant_p.bind(v, all_gather_dimension=dim, axis_name=axes,
+                                               axis_size=size, tiled=bool(tiled))
         return all_gather_p.bind(v, all_gather_dimension=dim, axis_name=axes,
                                  axis_index_groups=groups, axis_size=size, tiled=bool(tiled))
     return tree_map(gather, x)
@@ -1047,6 +1118,97 @@ def pbroadcast(x, axis_name, source):
     return tree_map(lambda v: pbroadcast_p.bind(v, axis_name=axis_name, source=source), x)
 
 
+# ================================================================================================
+# pvary / pcast
+# ================================================================================================
+
+def _pvary_abstract_eval(x, *, axes):
+    _check_bound(axes)
+    return ShapedArray(x.shape, x.dtype, x.weak_type)
+
+
+# params: axes (tuple of names). The value becomes varying along ``axes``: the identity
+# on every device; under shard_map's vmap emulation an unmapped operand is broadcast
+# along the axis (it is then mapped, i.e. ``aval.mat.varying`` names the axis).
+pvary_p = _collective("pvary", _pvary_abstract_eval)
+pvary_p.impl = lambda x, *, axes: (_check_bound(axes), x)[1]
+
+
+def _pvary_batch(axis_data, vals, dims, *, axes):
+    (x,), (d,) = vals, dims
+    if axis_data.name not in axes:
+        return pvary_p.bind(x, axes=axes), d
+    if d is None:
+        x = _lax().broadcast_in_dim(x, (axis_data.size,) + tuple(_shape(x)),
+                                    tuple(range(1, len(_shape(x)) + 1)))
+        d = 0
+    rest = tuple(a for a in axes if a != axis_data.name)
+    return (pvary_p.bind(x, axes=rest) if rest else x), d
+
+
+def _pvary_transpose(ct, x, *, axes):
+    if type(ct) is Zero:
+        return [Zero(x.aval)]
+    return [psum_p.bind(ct, axes=axes, axis_index_groups=None)]
+
+
+batching.batch_rules[pvary_p] = _pvary_batch
+ad.deflinear2(pvary_p, _pvary_transpose)
+
+_PCAST_TO = ("varying", "reduced", "unreduced")
+
+
+def pcast(x, axis_name, *, to: str):
+    """Change how ``x`` varies over the manual mesh axes ``axis_name`` inside
+    ``shard_map`` (JAX's ``lax.pcast``). ``to='varying'``: the value (the same on every
+    device along those axes) becomes device-varying (its type says so; no data moves),
+    e.g. to be a loop carry that is updated per device. ``'reduced'``/``'unreduced'``
+    (JAX's reduced/unreduced types) are not implemented in kiln.
+
+    Args:
+      x: array(s) (a pytree).
+      axis_name: a mesh axis name or a tuple of names.
+      to: ``'varying'`` (``'reduced'``/``'unreduced'`` raise NotImplementedError).
+    """
+    if isinstance(axis_name, (set, frozenset)):
+        raise TypeError(f"axis_name={axis_name} must be a tuple or a str. Got {axis_name}")
+    axes = tuple(axis_name) if isinstance(axis_name, (tuple, list)) else (axis_name,)
+    if not axis_name:
+        return x
+    if to not in _PCAST_TO:
+        raise ValueError("Got unexpected `to` value. Allowed `to` values are: "
+                         f"{set(_PCAST_TO)}")
+    if to != "varying":
+        raise NotImplementedError(f"lax.pcast(..., to={to!r}): kiln has no reduced/unreduced "
+                                  "types (JAX's reduced and unreduced shardings).")
+
+    from kiln.sharding import get_abstract_mesh
+    try:
+        _check_bound(axes)
+    except NameError:
+        if not get_abstract_mesh().manual_axes:     # outside any shard_map: JAX's error
+            raise ValueError("pvary should be called under jax.shard_map (lax.pcast(..., "
+                             f"to='varying') over the mesh axes {axes}).") from None
+        raise _unbound_message(NameError(f"Found an unbound axis name: "
+                                         f"{[a for a in axes if not _bound(a)][0]}. "),
+                               "pvary") from None
+
+    def one(v):
+        aval = get_aval(v)
+        varying = getattr(aval, "mat", None)
+        varying = varying.varying if varying is not None else frozenset()
+        state = {"varying" if a in varying else "invarying" for a in axes}
+        if len(state) > 1:
+            raise ValueError(
+                "jax.lax.pcast can only accept axis_name which corresponds to one of "
+                "varying, unreduced, reduced or invarying state of the input. Got input "
+                f"type: {aval}, axes: {axes} and input state: {state}")
+        if state == {"varying"}:
+            raise ValueError(f"Unsupported pcast from=varying, to={to!r}")
+        return pvary_p.bind(v, axes=axes)
+    return tree_map(one, x)
+
+
 # ``pargmax``/``pargmin`` live in JAX's ``jax._src.lax.parallel`` only (not in ``jax.lax``),
 # so they are left out of ``__all__``.
 
@@ -1080,4 +1242,4 @@ def pargmin(x, axis_name):
 __all__ = ["psum", "pmean", "pmax", "pmin", "all_gather", "axis_index", "axis_size",
            "ppermute", "pshuffle", "pswapaxes", "all_to_all", "psum_scatter", "pbroadcast",
            "psum_p", "pmax_p", "pmin_p", "all_gather_p", "axis_index_p", "ppermute_p",
-           "reduce_scatter_p", "all_to_all_p", "pbroadcast_p", "psum_size"]
+           "reduce_scatter_p", "all_to_all_p", "pbroadcast_p", "psum_size", "pcast", "pvary_p"]

@@ -80,7 +80,9 @@ def ragged_dot(lhs, rhs, group_sizes, precision=None, preferred_element_type=Non
 
 
 def _check(lhs_shape, rhs_shape, gs_shape, dn):
+    """JAX's checks of a ragged ``dot_general``, in JAX's order; ``(ragged dim, groups)``."""
     (lc, rc), (lb, rb) = dn.dot_dimension_numbers
+    lc, rc, lb, rb = (list(v) for v in (lc, rc, lb, rb))
     if len(dn.lhs_ragged_dimensions) != 1:
         raise TypeError("ragged_dot_general expects exactly one lhs ragged dimension.")
     r = dn.lhs_ragged_dimensions[0]
@@ -88,27 +90,42 @@ def _check(lhs_shape, rhs_shape, gs_shape, dn):
         raise TypeError("ragged_dot_general requires lhs ragged dimension numbers to be "
                         "nonnegative and less than the number of axes of the lhs value, "
                         f"got {dn.lhs_ragged_dimensions} for lhs of rank {len(lhs_shape)}")
-    if len(dn.rhs_group_dimensions) > 1:
-        raise TypeError("ragged_dot_general expects at most one rhs group dimension.")
-    for gd in dn.rhs_group_dimensions:
-        if gd in rc or gd in rb:
-            raise TypeError("ragged_dot_general requires rhs group dimension numbers to "
-                            "be distinct from contracting and batch dimensions, got "
-                            f"{dn.rhs_group_dimensions}")
-        if not 0 <= gd < len(rhs_shape):
-            raise TypeError("ragged_dot_general requires rhs group dimension numbers to be "
-                            "nonnegative and less than the number of axes of the rhs value")
-    if r in lc or r in lb or not dn.rhs_group_dimensions:
-        raise NotImplementedError(
-            "ragged_dot_general: kiln implements the mode where the lhs ragged dimension "
-            "is a non-contracting dimension and rhs has a group dimension; a ragged "
-            "contracting or batch dimension is not supported")
-    g = rhs_shape[dn.rhs_group_dimensions[0]]
-    expected = tuple(lhs_shape[:r]) + (g,)
-    if tuple(gs_shape) not in (expected, (g,)):
+    free = [d for d in range(len(lhs_shape)) if d not in lc and d not in lb]
+    mode = "noncontracting" if r in free else "contracting" if r in lc else "batch"
+    if len(gs_shape) == 0:
+        raise TypeError("expected rank of group_sizes to be >=1.")
+    # group_sizes is [g] or [b..., x..., g]: the lhs dims before the ragged one of its kind
+    prefix = {"noncontracting": lb + free[:free.index(r)] if r in free else [],
+              "contracting": lb + lc[:lc.index(r)] if r in lc else [],
+              "batch": lb[:lb.index(r)] if r in lb else []}[mode]
+    expected = tuple(lhs_shape[i] for i in prefix) + (gs_shape[-1],)
+    if len(gs_shape) != 1 and tuple(gs_shape) != expected:
         raise TypeError(f"expected group_sizes to have shape {expected}, got "
-                        f"{tuple(gs_shape)}")
-    return r, g
+                        f"{tuple(gs_shape)}.")
+    g = gs_shape[-1]
+    gdims = list(dn.rhs_group_dimensions)
+    if mode != "noncontracting":
+        if gdims:
+            raise TypeError("ragged_dot_general requires zero group dimensions in the rhs "
+                            "when lhs ragged dimension is contracting or batch.")
+        return mode, r, g, prefix
+    if len(gdims) != 1:
+        raise TypeError("ragged_dot_general requires exactly one rhs group dimension when "
+                        "lhs ragged dimension is noncontracting.")
+    gd = gdims[0]
+    if not 0 <= gd < len(rhs_shape):
+        raise TypeError("ragged_dot_general requires rhs group dimension numbers to be "
+                        "nonnegative and less than the number of axes of the rhs value")
+    if gd in rc or gd in rb:
+        raise TypeError("ragged_dot_general requires rhs group dimension numbers to be "
+                        "distinct from contracting and batch dimensions.")
+    if rhs_shape[gd] != g:
+        raise TypeError(f"expected rhs group dimension size to be {g}, got {rhs_shape[gd]}.")
+    if len(gs_shape) != 1 and tuple(gs_shape) != tuple(lhs_shape[:r]) + (g,):
+        raise NotImplementedError(
+            f"ragged_dot_general: group_sizes of shape {tuple(gs_shape)} (per-batch group "
+            "sizes over lhs dimensions that are not the leading ones) is not supported")
+    return mode, r, g, prefix
 
 
 def ragged_dot_general(lhs, rhs, group_sizes, ragged_dot_dimension_numbers,
@@ -130,10 +147,16 @@ def ragged_dot_general(lhs, rhs, group_sizes, ragged_dot_dimension_numbers,
         raise TypeError("ragged_dot_dimension_numbers must be a "
                         f"RaggedDotDimensionNumbers, got {dn!r}")
     lshape, rshape, gshape = np.shape(lhs), np.shape(rhs), np.shape(group_sizes)
-    r, g = _check(lshape, rshape, gshape, dn)
+    mode, r, g, prefix = _check(lshape, rshape, gshape, dn)
     gdt = dtypes.dtype(group_sizes)
     if not dtypes.issubdtype(gdt, np.integer):
         raise TypeError(f"ragged_dot_general: group_sizes must be integers, got {gdt}")
+    if mode == "batch":      # each batch row is in one group: a plain dot_general
+        return lax.dot_general(lhs, rhs, dn.dot_dimension_numbers, precision=precision,
+                               preferred_element_type=preferred_element_type)
+    if mode == "contracting":
+        return _ragged_contracting(lhs, rhs, group_sizes, dn, r, g, prefix, precision,
+                                   preferred_element_type)
     (lc, rc), (lb, rb) = dn.dot_dimension_numbers
     gd = dn.rhs_group_dimensions[0]
     full = lax.dot_general(lhs, rhs, dn.dot_dimension_numbers, precision=precision,
@@ -162,3 +185,45 @@ def ragged_dot_general(lhs, rhs, group_sizes, ragged_dot_dimension_numbers,
     member = lax.broadcast_in_dim(member, full.shape, dims)
     picked = lax.select(member, full, lax.full_like(full, 0))
     return lax.reduce_sum(picked, (gpos,))
+
+
+def _group_mask(x_shape, ragged, prefix, gs, g):
+    """``(g,) + x_shape`` booleans: position ``i`` of ``x``'s ``ragged`` dimension is in
+    group ``j`` (per the prefix dimensions ``prefix`` that ``gs[..., j]`` is indexed by)."""
+    lax = _lax()
+    gs = lax.convert_element_type(gs, np.int32)
+    if gs.ndim == 1 and prefix:
+        gs = lax.broadcast_in_dim(gs, tuple(x_shape[d] for d in prefix) + (g,),
+                                  (len(prefix),))
+    ends = lax.cumsum(gs, axis=gs.ndim - 1)
+    starts = lax.sub(ends, gs)
+    shape = (g,) + tuple(x_shape)
+    dims = tuple(1 + d for d in prefix) + (0,)
+    st = lax.broadcast_in_dim(starts, shape, dims)
+    en = lax.broadcast_in_dim(ends, shape, dims)
+    iota = lax.broadcasted_iota(np.int32, shape, 1 + ragged)
+    return lax.bitwise_and(lax.ge(iota, st), lax.lt(iota, en))
+
+
+def _ragged_contracting(lhs, rhs, group_sizes, dn, r, g, prefix, precision, pet):
+    """The ragged contracting mode: for each group, the product over that group's part of
+    the contracting dimension; the group is the result's leading dimension."""
+    lax = _lax()
+    from kiln.array import Array, to_array
+    from kiln.core.trace import Tracer
+    lhs, rhs = (x if isinstance(x, (Array, Tracer)) else to_array(x) for x in (lhs, rhs))
+    (lc, rc), (lb, rb) = dn.dot_dimension_numbers
+    lc, rc, lb, rb = (list(v) for v in (lc, rc, lb, rb))
+    rr = rc[lc.index(r)]
+    rprefix = [rb[lb.index(d)] if d in lb else rc[lc.index(d)] for d in prefix]
+
+    def expand(x, ragged, pre):
+        shape = tuple(np.shape(x))
+        mask = _group_mask(shape, ragged, pre, group_sizes, g)
+        xb = lax.broadcast_in_dim(x, (g,) + shape, tuple(range(1, len(shape) + 1)))
+        return lax.select(mask, xb, lax.full_like(xb, 0))
+
+    inc = lambda ds: tuple(d + 1 for d in ds)  # noqa: E731
+    return lax.dot_general(expand(lhs, r, prefix), expand(rhs, rr, rprefix),
+                           ((inc(lc), inc(rc)), ((0,) + inc(lb), (0,) + inc(rb))),
+                           precision=precision, preferred_element_type=pet)

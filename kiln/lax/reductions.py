@@ -16,7 +16,7 @@ def _reduce_shape(name, x, axes):
             raise ValueError(f"{name}: reduction axis {a} is out of bounds for array of "
                              f"rank {x.ndim}")
     if len(set(axes)) != len(axes):
-        raise ValueError(f"{name}: duplicate value in 'axes': {axes}")
+        raise ValueError(f"duplicate value in 'axes' of reduction: {axes}")
     return tuple(s for i, s in enumerate(x.shape) if i not in axes)
 
 

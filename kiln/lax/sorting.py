@@ -252,7 +252,14 @@ def top_k(operand, k, *, axis=-1):
     ndim = get_aval(operand).ndim
     if ndim == 0:
         raise TypeError(f"top_k operand must have >= 1 dimension, got {()}")
-    return top_k_p.bind(operand, k=k, axis=_canonical_dim(axis, ndim))
+    axis = _canonical_dim(axis, ndim)
+    shape = get_aval(operand).shape
+    int32_max = np.iinfo(np.int32).max
+    if shape[axis] > int32_max + 1:
+        raise ValueError("top_k returns int32 indices, which will overflow for array "
+                         f"dimensions larger than the maximum int32 ({int32_max}). Got "
+                         f"operand.shape={tuple(shape)}")
+    return top_k_p.bind(operand, k=k, axis=axis)
 
 
 __all__ = ["sort", "sort_key_val", "top_k", "sort_p", "top_k_p"]

@@ -2,6 +2,8 @@
 squeeze/expand_dims, select_n. Each beside its jvp/transpose/batching rules."""
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from kiln import _extended, dtypes
@@ -96,7 +98,16 @@ def convert_element_type(operand, new_dtype):
             _extended.has_rules(getattr(operand, "dtype", None)):
         from kiln.lax.edtype import convert_extended
         return convert_extended(operand, new_dtype)
-    new_dtype = dtypes.canonicalize_dtype(new_dtype, allow_extended_dtype=True)
+    if dtypes.explicit_x64_allowed() and not isinstance(new_dtype, dtypes.ExtendedDType):
+        new_dtype = dtypes.check_and_canonicalize_user_dtype(new_dtype, "convert_element_type")
+    else:
+        new_dtype = dtypes.canonicalize_dtype(new_dtype, allow_extended_dtype=True)
+    if type(operand) is int and isinstance(new_dtype, np.dtype) and \
+            new_dtype != dtypes.float0:
+        # A Python int converts with NumPy's (wrapping) cast, as JAX: 2**32 -> int32 is
+        # 0 and 2**100 -> float32 is fine (it never becomes a default-int array first)
+        from kiln.array import make_array
+        return make_array(np.asarray(operand).astype(new_dtype))
     aval = get_aval(operand)
     _check_extended(aval, new_dtype)
     if aval.dtype == new_dtype and not aval.weak_type:
@@ -112,8 +123,10 @@ def _convert_element_type(operand, new_dtype=None, weak_type=False):
         from kiln.lax.edtype import convert_extended
         return convert_extended(operand, aval.dtype if new_dtype is None else new_dtype,
                                 weak_type=weak_type)
-    new_dtype = aval.dtype if new_dtype is None else \
-        dtypes.canonicalize_dtype(new_dtype, allow_extended_dtype=True)
+    if new_dtype is None:
+        new_dtype = aval.dtype
+    elif not (isinstance(new_dtype, np.dtype) and dtypes.explicit_x64_allowed()):
+        new_dtype = dtypes.canonicalize_dtype(new_dtype, allow_extended_dtype=True)
     _check_extended(aval, new_dtype)
     if aval.dtype == new_dtype and aval.weak_type == weak_type and isinstance(
             operand, (Array, Tracer)):
@@ -134,23 +147,32 @@ def _bid_impl(x, *, shape, broadcast_dimensions, sharding=None):
 
 
 def _bid_abstract_eval(x, *, shape, broadcast_dimensions, sharding=None):
-    if len(broadcast_dimensions) != x.ndim:
+    # JAX's checks, in JAX's order
+    bd = broadcast_dimensions
+    if len(bd) != x.ndim:
         raise TypeError(
             "broadcast_in_dim broadcast_dimensions must have length equal to operand ndim; "
-            f"got broadcast_dimensions {broadcast_dimensions} for operand ndim {x.ndim}.")
-    for i, d in enumerate(broadcast_dimensions):
-        if not 0 <= d < len(shape):
-            raise TypeError(f"broadcast_in_dim broadcast_dimensions must be valid indices into "
-                            f"the result shape {shape}; got {broadcast_dimensions}.")
+            f"got broadcast_dimensions {bd} for operand ndim {x.ndim}.")
+    if len(shape) < x.ndim:
+        raise TypeError("broadcast_in_dim target broadcast shape must have equal or higher "
+                        f"rank to the operand shape; got operand ndim {x.ndim} and target "
+                        f"broadcast ndim {len(shape)}.")
+    if not all(0 <= d < len(shape) for d in bd):
+        raise TypeError("broadcast_in_dim broadcast_dimensions must be a subset of output "
+                        f"dimensions, got {bd} for operand ndim {x.ndim} and shape {shape}.")
+    for i, d in enumerate(bd):
         if x.shape[i] != 1 and x.shape[i] != shape[d]:
             raise TypeError(
                 "broadcast_in_dim operand dimension sizes must either be 1, or be equal to their "
                 f"corresponding dimensions in the target broadcast shape; got operand of shape "
-                f"{x.shape}, target broadcast shape {shape}, broadcast_dimensions "
-                f"{broadcast_dimensions}")
-    if list(broadcast_dimensions) != sorted(set(broadcast_dimensions)):
+                f"{x.shape}, target broadcast shape {shape}, broadcast_dimensions {bd} ")
+    if len(set(bd)) != len(bd):
+        raise TypeError("broadcast_in_dim broadcast_dimensions must not contain duplicates, "
+                        f"got broadcast_dimensions {bd}")
+    if list(bd) != sorted(bd):
+        # (JAX accepts a permuting broadcast; kiln's implementations need increasing dims)
         raise TypeError("broadcast_in_dim broadcast_dimensions must be strictly increasing; "
-                        f"got broadcast_dimensions {broadcast_dimensions}")
+                        f"got broadcast_dimensions {bd}")
     return ShapedArray(shape, x.dtype, x.weak_type)
 
 
@@ -257,9 +279,29 @@ ad.deflinear2(reshape_p, _reshape_transpose)
 batching.batch_rules[reshape_p] = _reshape_batch
 
 
+def _static_sizes(sizes) -> tuple[int, ...]:
+    """``sizes`` as a tuple of Python ints (each an integer or a concrete integer scalar),
+    or JAX's TypeError."""
+    if np.ndim(sizes) == 0:
+        raise TypeError("Shapes must be 1D sequences of concrete values of integer type, "
+                        f"got {sizes!r}.")
+    out = []
+    for d in sizes:
+        if isinstance(d, Tracer):
+            from kiln.errors import ConcretizationTypeError
+            raise ConcretizationTypeError(d, "The new_sizes argument of lax.reshape must be "
+                                             "static.")
+        try:
+            out.append(operator.index(d))
+        except TypeError:
+            raise TypeError("Shapes must be 1D sequences of concrete values of integer type, "
+                            f"got {tuple(sizes)}.") from None
+    return tuple(out)
+
+
 def reshape(operand, new_sizes, dimensions=None, out_sharding=None):
     """Reshape (after an optional transpose by ``dimensions``) to ``new_sizes``."""
-    new_sizes = tuple(int(s) for s in new_sizes)
+    new_sizes = _static_sizes(new_sizes)
     dims = None if dimensions is None else tuple(int(d) for d in dimensions)
     aval = get_aval(operand)
     if dims is not None and dims == tuple(range(aval.ndim)):
@@ -346,7 +388,7 @@ def squeeze(array, dimensions):
     nd = get_aval(array).ndim
     canon = []
     for d in dimensions:
-        d = int(d)
+        d = operator.index(d)       # JAX's TypeError for None, floats, ...
         if not -nd <= d < nd:
             raise ValueError(f"axis {d} is out of bounds for array of dimension {nd}")
         canon.append(d % nd)
@@ -498,8 +540,36 @@ def broadcast_like(x, y):
     return broadcast_in_dim(x, shape, tuple(range(len(shape) - nd, len(shape))))
 
 
+def shape_as_value(shape):
+    """A shape as an integer array (``lax.shape_as_value``): int32, or int64 when a
+    dimension exceeds the int32 range. kiln's shapes are static, so the result is a
+    constant: a NumPy array (a kiln array for the empty shape), as JAX gives for static
+    shapes."""
+    dims = [operator.index(d) for d in shape]
+    dt = np.dtype(np.int64) if any(d > np.iinfo(np.int32).max for d in dims) \
+        else np.dtype(np.int32)
+    if not dims:
+        from kiln.lax.slicing import full
+        return full((0,), np.array(0, dt))
+    return np.asarray(dims, dt)
+
+
+def asarray(x):
+    """``jax._src.lax.lax.asarray``: a kiln array for an array-like, binding no primitive
+    (arrays and tracers unchanged; NumPy values strongly typed, Python scalars weakly typed,
+    both at their canonical dtype)."""
+    from kiln.array import make_array
+    if isinstance(x, (Array, Tracer)):
+        return x
+    if isinstance(x, (bool, np.ndarray, np.generic)):
+        return make_array(dtypes.coerce_to_array(x), False)
+    if isinstance(x, (int, float, complex)):
+        return make_array(dtypes.coerce_to_array(x), True)
+    raise TypeError(f"asarray: expected ArrayLike, got {x} of type {type(x)}.")
+
+
 __all__ = ["convert_element_type", "broadcast_in_dim", "broadcast", "broadcast_like",
-           "reshape", "transpose",
+           "reshape", "transpose", "shape_as_value",
            "squeeze", "expand_dims", "select_n", "select", "_convert_element_type",
            "convert_element_type_p", "broadcast_in_dim_p", "reshape_p", "transpose_p",
            "squeeze_p", "select_n_p"]

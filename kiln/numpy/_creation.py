@@ -130,9 +130,11 @@ def array(object, dtype=None, copy=True, order="K", ndmin=0, *, device=None):  #
                 np.array(vals, dtype=dtype).reshape(shape), dtype))
         else:
             shape = _nested_shape(object)
+            _util._guard_host_value(object)
             out = make_array(dtypes.coerce_to_array(
                 np.array(object, dtype=dtype).reshape(shape), dtype))
     elif type(object) in (bool, int, float, complex):
+        _util._guard_host_value(object)
         out = make_array(dtypes.coerce_to_array(object, dtype), dtype is None
                          and type(object) is not bool)
     elif isinstance(object, (np.ndarray, np.generic)):
@@ -140,6 +142,7 @@ def array(object, dtype=None, copy=True, order="K", ndmin=0, *, device=None):  #
             object = object.data             # as JAX's jnp.array: the mask is dropped
         if object.dtype == object_dtype:
             raise TypeError("JAX only supports number and bool dtypes, got dtype object in array")
+        _util._guard_host_value(object)
         # Always copy: the caller may later mutate its NumPy array, ours must not change.
         out = make_array(np.array(dtypes.coerce_to_array(object, dtype), copy=True))
     elif hasattr(object, "__array__"):
@@ -152,6 +155,11 @@ def array(object, dtype=None, copy=True, order="K", ndmin=0, *, device=None):  #
         out = make_array(dtypes.coerce_to_array(np.array(memoryview(object)), dtype))
     elif object is None:
         raise ValueError("None is not a valid value for jnp.array")
+    elif isinstance(object, (int, float, complex)):
+        # a subclass of a Python scalar type (an IntEnum member): as that scalar
+        base = next(t for t in (int, float, complex) if isinstance(object, t))
+        return array(base(object), dtype=dtype, copy=copy, order=order, ndmin=ndmin,
+                     device=device)
     else:
         raise TypeError(f"Unexpected input type for array: {type(object)}")
     nd = get_aval(out).ndim
@@ -281,7 +289,7 @@ def _prototype(a, name, *others):
             raise ValueError(f"Could not convert {a} to a NumPy dtype (via `.dtype` value "
                              f"{dt}).")
         if dt != dtypes.float0:
-            dt = dtypes.canonicalize_dtype(dtypes.check_and_canonicalize_user_dtype(dt, name))
+            dt = dtypes.check_and_canonicalize_user_dtype(dt, name)
         return shape, np.dtype(dt), False
     m = getattr(a, "__jax_array__", None)
     if m is not None:

@@ -636,12 +636,33 @@ def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
                       unique_indices=unique_indices, indices_are_sorted=indices_are_sorted)
 
 
+def _take_one_hot(a_t, i_t, n, k, wrap_negative_indices):
+    """``take_along_axis(mode='one_hot')``: ``a_t`` (``B + (n,)``) contracted with the
+    one-hot encoding of ``i_t`` (``B + (m,)``) over ``n``, as JAX (an out-of-range index
+    selects nothing and gives 0)."""
+    if wrap_negative_indices:
+        i_t = lax.select(lax.lt(i_t, lax.full_like(i_t, 0)),
+                         lax.add(i_t, lax.full_like(i_t, n)), i_t)
+    ishape = tuple(i_t.shape)
+    iota = lax.broadcasted_iota(i_t.dtype, ishape + (n,), k + 1)
+    hot = lax.eq(lax.broadcast_in_dim(i_t, ishape + (n,), tuple(range(k + 1))), iota)
+    dt = a_t.dtype
+    work = np.dtype(np.int32) if dt == np.bool_ else dt
+    batch = tuple(range(k))
+    out = lax.dot_general(lax.convert_element_type(hot, work),
+                          lax.convert_element_type(a_t, work),
+                          (((k + 1,), (k,)), (batch, batch)),
+                          precision=lax.Precision.HIGHEST, preferred_element_type=work)
+    return lax.ne(out, lax.full_like(out, 0)) if dt == np.bool_ else out
+
+
 def take_along_axis(arr, indices, axis=-1, mode=None, fill_value=None, *,
                     wrap_negative_indices=None):
     """``arr`` gathered along ``axis`` at ``indices`` (same rank; other axes broadcast).
 
     ``mode``: 'fill' (default; out-of-bound indices give ``fill_value``, NaN for floats),
-    'clip' or 'promise_in_bounds' (clamp). Negative indices wrap unless
+    'clip' or 'promise_in_bounds' (clamp), 'one_hot' (a contraction with the indices'
+    one-hot encoding; out-of-range indices give 0). Negative indices wrap unless
     ``wrap_negative_indices`` is False (default: all modes but 'promise_in_bounds').
     """
     _util.check_arraylike("take_along_axis", arr, indices)
@@ -660,7 +681,7 @@ def take_along_axis(arr, indices, axis=-1, mode=None, fill_value=None, *,
         raise ValueError("indices and arr must have the same number of dimensions; "
                          f"{indices.ndim} vs. {nd}")
     axis = _util.canonicalize_axis(axis, nd)
-    if mode is not None and mode not in ("fill", "clip", "promise_in_bounds"):
+    if mode is not None and mode not in ("fill", "clip", "promise_in_bounds", "one_hot"):
         _gather_mode(mode)
     gmode = GatherScatterMode.FILL_OR_DROP if mode is None else _gather_mode(mode)
     if wrap_negative_indices is None:
@@ -679,6 +700,9 @@ def take_along_axis(arr, indices, axis=-1, mode=None, fill_value=None, *,
     a_t = _util.broadcast_to(lax.transpose(arr, perm), bshape + (n,))
     i_t = _util.broadcast_to(lax.transpose(indices, perm), bshape + (m,))
     k = len(bshape)
+    if gmode == GatherScatterMode.ONE_HOT:
+        out = _take_one_hot(a_t, i_t, n, k, wrap_negative_indices)
+        return lax.transpose(out, tuple(int(i) for i in np.argsort(perm)))
     v = np.asarray(i_t._value) if type(i_t) is Array else i_t
     idx, _ = index_array([v], [n], wrap_negative_indices)
     batch = tuple(range(k))

@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from kiln import dtypes, lax
+from kiln.array import to_array
 from kiln.core.trace import get_aval
 from kiln.numpy import _eager, _util
 from kiln.numpy._util import as_operand, canonicalize_axes, ensure_arraylike, user_dtype
@@ -119,7 +120,12 @@ def _reduce(a, name, lax_reduce, init_val, *, has_identity=True, bool_reduce=Non
     else:
         result = reducer(a, axes) if axes else a
     if initial is not None:
-        init = lax.convert_element_type(as_operand(initial), comp_dtype)
+        if isinstance(initial, (bool, int, float, complex, np.generic, np.ndarray)):
+            # A constant converted with NumPy, as JAX's jitted reductions fold it: not an
+            # eager primitive whose -inf jax_debug_infs would report (softmax's initial).
+            init = to_array(np.asarray(initial).astype(comp_dtype))
+        else:
+            init = lax.convert_element_type(as_operand(initial), comp_dtype)
         if get_aval(init).shape != ():
             raise ValueError("initial value must be a scalar. Got array of shape "
                              f"{get_aval(init).shape}")

@@ -293,6 +293,11 @@ def searchsorted(a, v, side="left", sorter=None, *, method="scan"):
         a = _rewriting_take(a, sorter)
     n = get_aval(a).shape[0]
     out_dt = np.dtype(np.int32) if n < 2 ** 31 else np.dtype(np.int64)
+    # int64 with x64 off is an explicit 64-bit request (warned and truncated by default):
+    # then the indices up to n do not fit, as in JAX (NumPy's OverflowError)
+    out_dt = dtypes.canonicalize_explicit_dtype(out_dt, "searchsorted", stacklevel=3)
+    if n > np.iinfo(out_dt).max:
+        raise OverflowError(f"Python integer {n} out of bounds for {out_dt}")
     vshape = get_aval(v).shape
     if n == 0:
         return _util.full_const(vshape, 0, out_dt)

@@ -15,7 +15,7 @@ import warnings
 
 import numpy as np
 
-from kiln import dtypes, lax
+from kiln import _transfer_guard, dtypes, lax
 from kiln.array import Array, make_array, to_array
 from kiln.config import config
 from kiln.core import trace as _core
@@ -64,7 +64,15 @@ def as_operand(x):
         return as_operand(m())
     if isinstance(x, np.ndarray) and x.dtype == object:
         raise TypeError(f"kiln.numpy does not support arrays of dtype object: {x!r}")
+    _guard_host_value(x)
     return to_array(x)
+
+
+def _guard_host_value(x):
+    """JAX's host-to-device transfer guard for a host value becoming an operand at top
+    level (inside a trace it is a constant of the traced program: no transfer)."""
+    if _transfer_guard.active() and type(_core.current_trace()) is _core.EvalTrace:
+        _transfer_guard.check_value(x)
 
 
 def ensure_arraylike(fun_name: str, *args):
@@ -167,6 +175,7 @@ def _convert(x, dtype, weak_type):
     """Convert one operand to (dtype, weak_type); Python scalars and concrete scalars whose
     conversion NumPy does exactly as lax does go straight to ``dtype`` (constant folding)."""
     if type(x) in _py_scalars:
+        _guard_host_value(x)
         if type(x) is int:
             return make_array(_python_int(x, dtype), weak_type)
         return make_array(np.asarray(x, dtype), weak_type)

@@ -329,7 +329,8 @@ def tensorsolve(a, b, axes: tuple[int, ...] | None = None):
     a_arr, b_arr = ensure_arraylike("tensorsolve", a, b)
     if axes is not None:
         nd = _ndim(a_arr)
-        a_arr = jnp.moveaxis(a_arr, axes, len(axes) * (nd - 1,))
+        # each axis of ``axes`` moved to the end, in order (NumPy's)
+        a_arr = jnp.moveaxis(a_arr, tuple(axes), tuple(range(nd - len(axes), nd)))
     sa, sb = _shape(a_arr), _shape(b_arr)
     out_shape = sa[len(sb):]
     if sa[:len(sb)] != sb:

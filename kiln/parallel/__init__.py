@@ -2,6 +2,6 @@
 and the collectives' per-device implementations (``collectives``)."""
 from kiln.parallel import collectives  # noqa: F401  (installs the SPMD collective impls)
 from kiln.parallel.pmap import pmap
-from kiln.parallel.shard_map import shard_map
+from kiln.parallel.shard_map import shard_map, smap
 
-__all__ = ["pmap", "shard_map"]
+__all__ = ["pmap", "shard_map", "smap"]

@@ -187,6 +187,8 @@ _install(P.pmax_p, _reducer(np.maximum, "MAX"))
 _install(P.pmin_p, _reducer(np.minimum, "MIN"))
 _install(P.axis_index_p, _axis_index)
 _install(P.all_gather_p, _all_gather)
+_install(P.all_gather_invariant_p,
+         lambda ctx, x, **params: _all_gather(ctx, x, axis_index_groups=None, **params))
 _install(P.reduce_scatter_p, _reduce_scatter)
 _install(P.all_to_all_p, _all_to_all)
 _install(P.ppermute_p, _ppermute)

@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from kiln import transfer
 from kiln._physical_tree import tree_flatten, tree_unflatten
 from kiln._traceback_util import api_boundary
 from kiln.array import Array, make_array, to_array
@@ -23,43 +24,171 @@ from kiln.core import trace as core
 from kiln.core.trace import Tracer, get_aval
 from kiln.interpreters import batching
 from kiln.parallel import global_array, spmd
+from kiln.parallel.constraint import sharding_constraint_p
 from kiln.sharding import (
     AbstractMesh,
+    AxisType,
     Mesh,
     NamedSharding,
     PartitionSpec,
     concrete_named_sharding,
     context_mesh,
+    get_abstract_mesh,
 )
 from kiln.transformations import _check_arg
 
 
-def _specs_for(what: str, tree, specs, n_leaves: int) -> list:
-    """Broadcast a tree prefix of PartitionSpecs (``P`` leaves) to one per leaf."""
+class InferFromArgs:
+    """``in_specs``' default (JAX's ``jax.sharding.Infer``): take each argument's spec
+    from its sharding's ``Explicit`` mesh axes (every manual axis must be Explicit)."""
+
+    def __repr__(self):
+        return "jax.sharding.Infer"
+
+
+Infer = InferFromArgs()
+
+
+def _is_spec(s) -> bool:
+    return isinstance(s, PartitionSpec) or s is None
+
+
+def _specs_for(what: str, tree, specs, n_leaves: int, keep_none: bool = False) -> list:
+    """Broadcast a tree prefix of PartitionSpecs (``P`` leaves) to one per leaf. ``None``
+    is a leaf: with ``keep_none`` it stays ``None`` (an input passed through as is),
+    else it means ``P()``."""
     from kiln.transformations import _flatten_axes
-    def is_spec(s):
-        return isinstance(s, PartitionSpec) or s is None
-    s_leaves, s_tree = tree_flatten(specs, is_leaf=is_spec)
+    s_leaves, s_tree = tree_flatten(specs, is_leaf=_is_spec)
     # Replace each spec by a placeholder int so the generic prefix broadcast applies.
     proxy = tree_unflatten(s_tree, list(range(len(s_leaves))))
     try:
         idx = _flatten_axes(f"shard_map {what}", tree, proxy, n_leaves)
     except ValueError:
-        raise ValueError(f"shard_map {what} must be a tree prefix of the corresponding "
-                         f"value, got {what}={specs} for value tree {tree}.") from None
+        msg = _prefix_error(f"shard_map {what}", specs, _tree_of(tree))
+        raise ValueError(msg or f"shard_map {what} must be a tree prefix of the "
+                         f"corresponding value, got {what}={specs} for value tree "
+                         f"{tree}.") from None
     out = []
     for i in idx:
         s = s_leaves[i] if i is not None else None
-        out.append(PartitionSpec() if s is None else s)
+        out.append(s if s is not None or keep_none else PartitionSpec())
     return out
 
 
-def _check_spec(spec: PartitionSpec, mesh: Mesh, what: str, where: str) -> None:
+def _tree_of(tree):
+    """The value tree ``tree`` with integer leaves (for key paths), or None."""
+    try:
+        return tree_unflatten(tree, list(range(tree.num_leaves)))
+    except Exception:       # noqa: BLE001 - a custom node that needs real leaves
+        return None
+
+
+def _prefix_error(name: str, prefix, full, path: str = "") -> str | None:
+    """JAX's message for a ``prefix`` tree that is no prefix of ``full``: the first key
+    path where they differ."""
+    if _is_spec(prefix) or full is None and path == "":
+        return None
+    head = "pytree structure error: "
+    if type(prefix) is not type(full):
+        return (f"{head}different types at key path\n    {name}{path}\nAt that key path, the "
+                f"prefix pytree {name} has a subtree of type\n    {type(prefix)}\nbut at the "
+                f"same key path the full pytree has a subtree of different type\n    "
+                f"{type(full)}.")
+    if isinstance(prefix, (list, tuple)):
+        if len(prefix) != len(full):
+            t = type(prefix).__name__
+            return (f"{head}different lengths of {t} at key path\n    {name}{path}\nAt that "
+                    f"key path, the prefix pytree {name} has a subtree of type {t} of length "
+                    f"{len(prefix)}, but the full pytree has a subtree of the same type but "
+                    f"of length {len(full)}.")
+        items = [(f"[{i}]", a, b) for i, (a, b) in enumerate(zip(prefix, full))]
+    elif isinstance(prefix, dict):
+        if set(prefix) != set(full):
+            return (f"{head}different pytree metadata at key path\n    {name}{path}\nAt "
+                    f"that key path, the prefix pytree {name} has a subtree of type dict "
+                    f"with keys {sorted(prefix, key=str)}, but the full pytree has keys "
+                    f"{sorted(full, key=str)}.")
+        items = [(f"[{k!r}]", prefix[k], full[k]) for k in prefix]
+    else:
+        return None
+    for key, a, b in items:
+        msg = _prefix_error(name, a, b, path + key)
+        if msg:
+            return msg
+    return None
+
+
+def _spec_keys(tree, specs, n_leaves: int) -> list:
+    """The key path (``keystr``) of the spec that applies to each value leaf."""
+    from kiln.transformations import _flatten_axes
+    from kiln.tree_util import keystr, tree_flatten_with_path
+    if _is_spec(specs):
+        return [""] * n_leaves
+    paths = [keystr(p) for p, _ in tree_flatten_with_path(specs, is_leaf=_is_spec)[0]]
+    s_leaves, s_tree = tree_flatten(specs, is_leaf=_is_spec)
+    proxy = tree_unflatten(s_tree, list(range(len(s_leaves))))
+    idx = _flatten_axes("shard_map specs", tree, proxy, n_leaves)
+    return [paths[i] if i is not None and i < len(paths) else "" for i in idx]
+
+
+def _value_keys(tree) -> list:
+    from kiln.tree_util import keystr, tree_flatten_with_path
+    full = _tree_of(tree)
+    if full is None:
+        return [f"[{i}]" for i in range(tree.num_leaves)]
+    return [keystr(p) for p, _ in tree_flatten_with_path(full)[0]]
+
+
+def _rank_error(what: str, f, spec_key: str, spec, value_key: str, aval) -> ValueError:
+    """JAX's error for a spec longer than its value's rank."""
+    import inspect
+    name = getattr(f, "__name__", str(f))
+    io = "in" if what == "in_specs" else "out"
+    extra = ""
+    if io == "in":
+        base = "the passed args"
+        try:
+            params = [q for q in inspect.signature(f).parameters.values()
+                      if q.kind not in (q.KEYWORD_ONLY, q.VAR_KEYWORD)]
+            pos = int(value_key[1:value_key.index("]")])
+            if pos < len(params) and params[pos].kind != params[pos].VAR_POSITIONAL:
+                extra = f", where args[{pos}] is bound to {name}'s parameter '{params[pos].name}',"
+        except (TypeError, ValueError):
+            pass
+    else:
+        base = f"{name}(*args)"
+    msg = (f"shard_map applied to the function '{name}' was given an {io}_specs entry which "
+           f"is too long to be compatible with the corresponding {io}put value from the "
+           f"function:\n\n{io}_specs{spec_key} is {spec!r} which has length {len(spec)}, but "
+           f"{base}{value_key}{extra} has shape {aval.str_short(short_dtypes=False)}, which has "
+           f"rank {aval.ndim} (and {aval.ndim} < {len(spec)})\n\nEntries in {io}_specs must "
+           f"be of length no greater than the number of axes in the corresponding {io}put "
+           f"value.\n\nEither revise the spec to be shorter, or modify '{name}' so that its "
+           f"{io}puts have sufficient rank.")
+    if aval.ndim == 0:
+        msg += (f"\n\nFor scalar values (rank 0), consider using an {io}_specs entry of "
+                "`P()`, where `P = jax.sharding.PartitionSpec`.")
+        if io == "out":
+            msg += (" In particular, for rank 0 outputs which are not constant over the "
+                    "mesh, add at least one (singleton) axis to them so that they can be "
+                    "concatenated using out_specs.")
+    return ValueError(msg)
+
+
+def _check_out_ranks(f, out_tree, out_specs, ospecs, avals) -> None:
+    for k, (s, a) in enumerate(zip(ospecs, avals)):
+        if len(s) > a.ndim:
+            raise _rank_error("out_specs", f, _spec_keys(out_tree, out_specs,
+                                                         out_tree.num_leaves)[k],
+                              s, _value_keys(out_tree)[k], a)
+
+
+def _check_spec(spec: PartitionSpec, manual, what: str, where: str) -> None:
     seen: set = set()
     for a in spec.mesh_axes():
-        if a not in mesh.axis_names:
+        if a not in manual:
             raise ValueError(f"shard_map {what} argument must refer to an axis marked as "
-                             f"manual ({frozenset(mesh.axis_names)}), but:\n\n  {what} refers "
+                             f"manual ({frozenset(manual)}), but:\n\n  {what} refers "
                              f"to {a!r} ({where})\n\nCheck the {what} values passed to "
                              "shard_map.")
         if a in seen:
@@ -68,10 +197,157 @@ def _check_spec(spec: PartitionSpec, mesh: Mesh, what: str, where: str) -> None:
         seen.add(a)
 
 
+def _check_reduced(specs, what: str) -> None:
+    for s in tree_flatten(specs, is_leaf=_is_spec)[0]:
+        if isinstance(s, PartitionSpec) and (s.reduced or s.unreduced):
+            raise NotImplementedError(
+                f"shard_map {what} {s!r}: kiln has no reduced/unreduced types (JAX's "
+                "reduced and unreduced shardings).")
+
+
+def _axis_type(mesh, name):
+    types = getattr(mesh, "axis_types", None) or ()
+    return dict(zip(mesh.axis_names, types)).get(name)
+
+
+def _inferred_spec(x, manual) -> PartitionSpec:
+    """The spec of an argument from its sharding's type: its ``Explicit`` mesh axes that
+    are manual here (JAX's inference of ``in_specs``)."""
+    from kiln.parallel.placement import typeof
+    if not isinstance(x, (Array, Tracer)):
+        return PartitionSpec()
+    spec = typeof(x).sharding.spec
+    if spec.reduced or spec.unreduced:
+        _check_reduced(spec, "in_specs (inferred)")
+    parts = []
+    for d in range(len(spec)):
+        axes = tuple(a for a in spec.axes_of(d) if a in manual)
+        parts.append(None if not axes else axes[0] if len(axes) == 1 else axes)
+    while parts and parts[-1] is None:
+        parts.pop()
+    return PartitionSpec(*parts)
+
+
+def _okey(out_tree, out_specs, k: int) -> str:
+    try:
+        return _spec_keys(out_tree, out_specs, out_tree.num_leaves)[k]
+    except Exception:       # noqa: BLE001 - only for the message
+        return f"[{k}]"
+
+
+def _out_vma_error(f, mesh, key, spec, varying) -> ValueError:
+    """JAX's error for an output that varies along a mesh axis its spec does not name."""
+    fun_name = getattr(f, "__name__", str(f))
+    names = list(mesh.axis_names)
+    unmentioned = [n for n in names if n not in spec.mesh_axes()]
+    if len(unmentioned) > 1:
+        need = ",".join(str(n) for n in names if n in spec.mesh_axes())
+        got = ",".join(str(n) for n in names if n in varying)
+        diff = ",".join(str(n) for n in unmentioned if n in varying)
+        msg = (f"out_specs{key} is {spec} which implies that the corresponding output value "
+               f"is only varying across mesh axes {{{need}}} and not {{{diff}}}, but it was "
+               f"inferred to be possibly varying over {{{got}}}")
+    else:
+        msg = (f"out_specs{key} is {spec} which implies that the corresponding output value "
+               f"is replicated across mesh axis '{unmentioned[0]}', but could not infer "
+               "replication over any axes")
+    return ValueError(
+        f"shard_map applied to the function '{fun_name}' was given out_specs which require "
+        "replication which can't be statically inferred given the mesh:\n\n"
+        f"The mesh given has shape {tuple(mesh.shape.values())} with corresponding axis "
+        f"names {tuple(mesh.axis_names)}.\n\n{msg}\n\nCheck if these output values are "
+        "meant to be replicated over those mesh axes. If not, consider revising the "
+        "corresponding out_specs entries. If so, consider disabling the check by passing "
+        "the check_vma=False argument to `jax.shard_map`. (kiln checks the values "
+        "eagerly, and whether the value is mapped along the axis under a transformation.)")
+
+
+def _manual_mesh_context(full_mesh, manual):
+    """The abstract mesh inside the body (``get_abstract_mesh()``): ``full_mesh``'s axes,
+    the manual ones (and those an enclosing shard_map made manual) typed ``Manual``."""
+    from kiln.sharding import _MeshContext
+    cur = get_abstract_mesh()
+    outer = (set(cur.manual_axes) if not cur.empty
+             and tuple(cur.axis_names) == tuple(full_mesh.axis_names) else set())
+    types = tuple(AxisType.Manual if a in manual or a in outer else t
+                  for a, t in zip(full_mesh.axis_names, full_mesh.axis_types))
+    return _MeshContext(AbstractMesh(tuple(full_mesh.axis_sizes),
+                                     tuple(full_mesh.axis_names), types), "abstract")
+
+
+def _mesh_from_args(flat, am):
+    """The concrete mesh of an eager shard_map given an ``AbstractMesh``: the mesh of the
+    arguments' ``NamedSharding``s (JAX's), else the mesh context's of the same axes."""
+    mesh = None
+    for a in flat:
+        sh = getattr(a, "_sharding", None) if isinstance(a, Array) else None
+        if isinstance(sh, NamedSharding) and isinstance(sh.mesh, Mesh) and sh.mesh.axis_names:
+            if tuple(sh.mesh.shape_tuple) != tuple(am.shape_tuple):
+                raise ValueError(
+                    f"Mesh shape of the input {tuple(sh.mesh.shape_tuple)} does not match the "
+                    f"mesh shape passed to shard_map  {tuple(am.shape_tuple)} for shape "
+                    f"{get_aval(a).str_short()}")
+            mesh = sh.mesh
+    if mesh is not None:
+        return mesh
+    ctx = context_mesh()
+    if (ctx is not None and tuple(ctx.axis_names) == tuple(am.axis_names)
+            and tuple(ctx.axis_sizes) == tuple(am.axis_sizes)):
+        return concrete_named_sharding(NamedSharding(am), "shard_map mesh").mesh
+    raise ValueError("Please pass `jax.Array`s with a `NamedSharding` as input to "
+                     "`shard_map` when passing `AbstractMesh` to the mesh argument.")
+
+
+def _check_spmd_axis_names(ispecs, out_specs) -> None:
+    """JAX's error for a ``vmap(..., spmd_axis_name=...)`` around a shard_map whose specs
+    use that mesh axis."""
+    t = core.current_trace()
+    spmd: set = set()
+    while t is not None:
+        ad = getattr(t, "axis_data", None)
+        name = getattr(ad, "spmd_name", None) if ad is not None else None
+        if name is not None:
+            spmd |= set(name) if isinstance(name, (tuple, list)) else {name}
+        t = getattr(t, "parent", None)
+    if not spmd:
+        return
+    if spmd & {a for s in ispecs if s is not None for a in s.mesh_axes()}:
+        raise ValueError("vmap spmd_axis_name cannot appear in shard_map in_specs")
+    if spmd & {a for s in tree_flatten(out_specs, is_leaf=_is_spec)[0]
+               if isinstance(s, PartitionSpec) for a in s.mesh_axes()}:
+        raise ValueError("vmap spmd_axis_name cannot appear in shard_map out_specs")
+
+
+def _with_static(f, static: dict, n: int, tree):
+    """``f`` of the dynamic leaves alone: the static ones (``in_specs`` ``None``) put back."""
+    def g(*dyn):
+        it = iter(dyn)
+        full = [static[i] if i in static else next(it) for i in range(n)]
+        return f(*tree_unflatten(tree, full))
+    g.__name__ = getattr(f, "__name__", "f")
+    return g
+
+
+def _submesh(mesh, manual):
+    """The mesh of the manual axes alone (the first device along each other axis), for
+    a shard_map whose ``axis_names`` leave some mesh axes automatic: kiln does not
+    partition automatic axes, so their devices would compute the same blocks."""
+    if set(manual) == set(mesh.axis_names):
+        return mesh
+    keep = [i for i, a in enumerate(mesh.axis_names) if a in manual]
+    if isinstance(mesh, AbstractMesh):
+        return AbstractMesh(tuple(mesh.axis_sizes[i] for i in keep),
+                            tuple(mesh.axis_names[i] for i in keep),
+                            tuple(mesh.axis_types[i] for i in keep))
+    idx = tuple(slice(None) if i in keep else 0 for i in range(len(mesh.axis_names)))
+    return Mesh(mesh.devices[idx], tuple(mesh.axis_names[i] for i in keep),
+                axis_types=tuple(mesh.axis_types[i] for i in keep))
+
+
 @api_boundary
-def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=None, mesh=None,
+def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=Infer, mesh=None,
               axis_names=frozenset(), check_vma: bool = True, check_rep=None,
-              auto=frozenset()) -> Callable:
+              auto=frozenset(), _smap: bool = False) -> Callable:
     """Map ``f`` over the blocks of its arguments, one block per device of ``mesh``.
 
     Args:
@@ -80,45 +356,87 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=None, mesh=No
       out_specs: a tree prefix of the outputs, of ``PartitionSpec``s: which mesh axes
         split each output dimension. A mesh axis an output spec omits means the output is
         the same on every device along it.
-      in_specs: a tree prefix of the positional arguments, of ``PartitionSpec``s.
+      in_specs: a tree prefix of the positional arguments, of ``PartitionSpec``s; a
+        ``None`` leaf passes that argument to ``f`` as it is (any Python object). By
+        default (``Infer``) each argument's spec is its sharding's, which needs every
+        manual mesh axis to be ``Explicit``.
       mesh: the device mesh (default: the one set by ``kiln.sharding.set_mesh``).
-      axis_names: accepted for compatibility (kiln binds every mesh axis).
-      check_vma: accepted; see the module docstring for the check kiln makes.
+      axis_names: the manual mesh axes (default: all); the others are not bound inside
+        ``f`` and specs may not name them.
+      check_vma: check that outputs are the same along the mesh axes their spec omits
+        (see the module docstring); ``False`` takes the first device's value.
 
     Returns:
       The mapped function; eagerly its outputs are Arrays with ``NamedSharding``s.
     """
     if f is None:
         return functools.partial(shard_map, out_specs=out_specs, in_specs=in_specs,
-                                 mesh=mesh, axis_names=axis_names, check_vma=check_vma)
+                                 mesh=mesh, axis_names=axis_names, check_vma=check_vma,
+                                 _smap=_smap)
     if not callable(f):
-        raise TypeError(f"shard_map requires a callable, got {f!r}")
+        raise TypeError("shard_map requires a callable for its first argument, but got "
+                        f"{f} of type {type(f)}.")
     if check_rep is not None:       # the name before JAX 0.6
         check_vma = bool(check_rep)
+    if not isinstance(axis_names, (set, frozenset)):
+        raise TypeError("`axis_names` argument of shard_map should be of type `frozenset` "
+                        f"or `set`. Got type: {type(axis_names)}")
     cache: dict = {}
 
     @api_boundary
     @functools.wraps(f)
     def mapped(*args):
         m = mesh if mesh is not None else context_mesh()
-        if isinstance(m, AbstractMesh):     # resolved against the mesh context, as JAX
-            m = concrete_named_sharding(NamedSharding(m), "shard_map mesh").mesh
-        if m is None:
-            raise ValueError("shard_map requires a mesh: pass mesh=, or set one with "
-                             "kiln.sharding.set_mesh(mesh) / `with mesh:`.")
-        if in_specs is None:
-            raise ValueError("shard_map: kiln needs in_specs (JAX infers them from arguments "
-                             "whose sharding is explicit).")
+        if m is None and mesh is None:
+            am = get_abstract_mesh()
+            m = None if am.empty else am
+            if m is None:
+                raise ValueError("The context mesh cannot be empty. Use "
+                                 "`jax.set_mesh(mesh)` to enter into a mesh context")
+        if not isinstance(m, (Mesh, AbstractMesh)):
+            raise TypeError("shard_map requires a `jax.sharding.Mesh` or a "
+                            "`jax.sharding.AbstractMesh` instance for its second argument, "
+                            f"but got {m} of type {type(m)}.")
+        if m.empty:
+            raise ValueError(f"shard_map requires a non-empty mesh. Got {m}")
         flat, in_tree = tree_flatten(args)
-        ispecs = _specs_for("in_specs", in_tree, in_specs if isinstance(in_specs, tuple)
-                            or len(args) != 1 else (in_specs,), len(flat))
+        nested = (core.current_trace() is not core.eval_trace
+                  or any(isinstance(x, Tracer) for x in flat)
+                  or spmd.current_context() is not None)
+        if isinstance(m, AbstractMesh) and not nested:
+            m = _mesh_from_args(flat, m)
+        manual = frozenset(axis_names) or frozenset(m.axis_names)
+        if not manual <= set(m.axis_names):
+            raise ValueError(f"jax.shard_map requires axis_names={set(manual)} to be a "
+                             f"subset of mesh.axis_names={set(m.axis_names)}")
+        if in_specs is Infer:
+            bad = [a for a in m.axis_names
+                   if a in manual and _axis_type(m, a) != AxisType.Explicit]
+            if bad:
+                types = ", ".join(str(_axis_type(m, a)) for a in m.axis_names if a in manual)
+                if _smap:
+                    raise TypeError(f"in_axes was not specified when axis_name={set(manual)} "
+                                    f"was of type {types}")
+                raise TypeError("shard_map in_specs argument must be a pytree of "
+                                "`jax.sharding.PartitionSpec` instances, but it was `None` "
+                                f"when axis_names={set(manual)} are of type {types}")
+            ispecs = [_inferred_spec(x, manual) for x in flat]
+        else:
+            _check_reduced(in_specs, "in_specs")
+            ispecs = _specs_for("in_specs", in_tree, in_specs if isinstance(in_specs, tuple)
+                                or len(args) != 1 else (in_specs,), len(flat),
+                                keep_none=True)
+        static = {i: x for i, (x, s) in enumerate(zip(flat, ispecs)) if s is None}
         for i, (x, s) in enumerate(zip(flat, ispecs)):
+            if s is None:
+                continue
             _check_arg(x, "shard_map arguments")
-            _check_spec(s, m, "in_specs", f"args leaf {i}")
+            _check_spec(s, manual, "in_specs", f"args leaf {i}")
             a = get_aval(x)
             if len(s) > a.ndim:
-                raise ValueError(f"shard_map in_specs {s!r} has {len(s)} entries but args "
-                                 f"leaf {i} is {a.str_short()} (rank {a.ndim}).")
+                raise _rank_error("in_specs", f, _spec_keys(in_tree, in_specs, len(flat))[i]
+                                  if not _is_spec(in_specs) else "", s,
+                                  _value_keys(in_tree)[i], a)
             for d in range(a.ndim):
                 k = math.prod(m.shape[ax] for ax in s.axes_of(d))
                 if a.shape[d] % k:
@@ -130,12 +448,30 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=None, mesh=No
                         f"corresponding axis names {m.axis_names}.\n\nthe passed args leaf "
                         f"{i} of shape {a.str_short()} has dimension {d} of size "
                         f"{a.shape[d]}, split {k} ways by {s!r}.")
-        nested = (core.current_trace() is not core.eval_trace
-                  or any(isinstance(x, Tracer) for x in flat)
-                  or spmd.current_context() is not None)
+        _check_reduced(out_specs, "out_specs")
+        for i, s in enumerate(tree_flatten(out_specs, is_leaf=_is_spec)[0]):
+            if isinstance(s, PartitionSpec):
+                _check_spec(s, manual, "out_specs", f"out_specs leaf {i}")
+        g = f
+        if static:
+            g = _with_static(f, static, len(flat), in_tree)
+            keep = [i for i in range(len(flat)) if i not in static]
+            flat = [flat[i] for i in keep]
+            ispecs = [ispecs[i] for i in keep]
+            in_tree = tree_flatten(tuple(flat))[1]
+        full_mesh = m
+        m = _submesh(m, manual)
         if nested:
-            return _emulate(f, m, flat, in_tree, ispecs, out_specs)
-        return _run(f, m, flat, in_tree, ispecs, out_specs, cache, check_vma)
+            _check_spmd_axis_names(ispecs, out_specs)
+            return _emulate(g, m, flat, in_tree, ispecs, out_specs, check_vma, full_mesh)
+        try:
+            return _run(g, m, flat, in_tree, ispecs, out_specs,
+                        None if static else cache, check_vma, full_mesh)
+        except core.ConcretizationTypeError:
+            # the function needs concrete values (Python control flow on a value that is
+            # the same on every device, e.g. after a psum): computed as vmaps eagerly,
+            # where such values are concrete
+            return _emulate(g, m, flat, in_tree, ispecs, out_specs, check_vma, full_mesh)
 
     return mapped
 
@@ -150,17 +486,19 @@ def _global_shape(shape, spec: PartitionSpec, mesh: Mesh) -> tuple:
                  for d, n in enumerate(shape))
 
 
-def _run(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, cache, check_vma=True):
+def _run(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, cache, check_vma=True,
+         full_mesh=None):
+    full_mesh = mesh if full_mesh is None else full_mesh
     from kiln.interpreters.pjit import trace_closed
     multi = global_array.spans_processes(mesh)
     if multi:
         global_array.check_mesh(mesh, "shard_map")
     arrays = [x if type(x) is Array else to_array(x) for x in flat]
-    local = [a.aval.update(shape=_local_shape(a.shape, s, mesh))
+    local = [_with_vma(a.aval.update(shape=_local_shape(a.shape, s, mesh)), s)
              for a, s in zip(arrays, ispecs)]
     key = (tuple((a.shape, a.dtype, a.weak_type) for a in local), in_tree,
            tuple(ispecs), mesh)
-    entry = cache.get(key)
+    entry = cache.get(key) if cache is not None else None
     if entry is None:
         store = {}
 
@@ -172,17 +510,29 @@ def _run(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, cache, check_vma=True)
 
         for name, size in zip(mesh.axis_names, mesh.axis_sizes):
             batching.axis_env.append((name, size))
+        from kiln.interpreters import staging
+        from kiln.parallel import vma
+        transfer.eager_shard_map_depth[0] += 1
+        prev_rule, staging.vma_rule[0] = staging.vma_rule[0], vma.stage_rule
         try:
-            closed, tconsts = trace_closed(flat_fun, local)
+            with _manual_mesh_context(full_mesh, mesh.axis_names):
+                closed, tconsts = trace_closed(flat_fun, local)
         finally:
+            staging.vma_rule[0] = prev_rule
+            transfer.eager_shard_map_depth[0] -= 1
             for _ in mesh.axis_names:
                 batching.axis_env.pop()
         assert not tconsts
         out_tree = store["tree"]
         ospecs = _specs_for("out_specs", out_tree, out_specs, out_tree.num_leaves)
         for i, s in enumerate(ospecs):
-            _check_spec(s, mesh, "out_specs", f"output leaf {i}")
-        entry = cache[key] = (closed, out_tree, ospecs)
+            _check_spec(s, mesh.axis_names, "out_specs", f"output leaf {i}")
+        _check_out_ranks(f, out_tree, out_specs, ospecs, closed.out_avals)
+        _check_vma_static(f, full_mesh, closed, ispecs, ospecs, check_vma,
+                          lambda k: _okey(out_tree, out_specs, k))
+        entry = (closed, out_tree, ospecs)
+        if cache is not None:
+            cache[key] = entry
     closed, out_tree, ospecs = entry
     if multi:
         return _run_processes(closed, mesh, arrays, ispecs, out_tree, ospecs, check_vma)
@@ -208,16 +558,48 @@ def _run(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, cache, check_vma=True)
                 if sh.replica_id(c) and not np.array_equal(
                         g[sh.block_index(c, gshape)], r[k],
                         equal_nan=aval.dtype.kind in "fc"):
-                    raise ValueError(
-                        f"shard_map out_specs {s!r} say output leaf {k} is the same on every "
-                        f"device of mesh axes {missing} (the spec does not name them), but "
-                        "it varies along them. Name the axes in out_specs, or make the value "
-                        "the same everywhere (e.g. with lax.psum), or pass check_vma=False "
-                        "to take the first device's value.")
+                    raise _out_vma_error(f, mesh, _okey(out_tree, out_specs, k), s,
+                                         _varying_axes(mesh, sh, placements, results, k))
         arr = make_array(g, aval.weak_type)
-        arr._sharding = sh
+        arr._sharding = sh if full_mesh is mesh else NamedSharding(full_mesh, s)
         outs.append(arr)
     return tree_unflatten(out_tree, outs)
+
+
+def _with_vma(aval, spec):
+    from kiln.core.avals import ManualAxisType, ShapedArray
+    axes = frozenset(spec.mesh_axes())
+    return aval.with_mat(ManualAxisType(varying=axes)) if axes and type(aval) is ShapedArray \
+        else aval
+
+
+def _check_vma_static(f, mesh, closed, ispecs, ospecs, check_vma, key_of) -> None:
+    """JAX's static check: which manual axes each output may vary along (inferred over
+    the traced body, ``kiln.parallel.vma``) against the axes its spec names; also the
+    carry types of loops (a TypeError, raised whatever ``check_vma``)."""
+    from kiln.parallel import vma
+    outs = vma.infer(closed.jaxpr, [frozenset(s.mesh_axes()) for s in ispecs])
+    if not check_vma:
+        return
+    for k, (m, s) in enumerate(zip(outs, ospecs)):
+        if m - set(s.mesh_axes()):
+            raise _out_vma_error(f, mesh, key_of(k), s, m)
+
+
+def _varying_axes(mesh, sh, placements, results, k) -> set:
+    """The mesh axes along which output ``k``'s blocks differ (for the error message)."""
+    out = set()
+    ref = {}
+    for (_, c), r in zip(placements, results):
+        for a in mesh.axis_names:
+            key = (a, tuple(sorted((b, i) for b, i in c.items() if b != a)))
+            v = np.asarray(r[k])
+            if key in ref:
+                if not np.array_equal(ref[key], v, equal_nan=v.dtype.kind in "fc"):
+                    out.add(a)
+            else:
+                ref[key] = v
+    return out
 
 
 def _vma_error(s, k, missing) -> ValueError:
@@ -268,9 +650,11 @@ def _run_processes(closed, mesh: Mesh, arrays, ispecs, out_tree, ospecs, check_v
     return tree_unflatten(out_tree, outs)
 
 
-def _emulate(f, mesh: Mesh, flat, in_tree, ispecs, out_specs):
+def _emulate(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, check_vma=True,
+             full_mesh=None):
     """The same values as nested vmaps over the mesh axes (under transformations)."""
     from kiln import lax
+    full_mesh = mesh if full_mesh is None else full_mesh
     if global_array.spans_processes(mesh):
         raise NotImplementedError(
             "shard_map over a mesh with other processes' devices under a transformation "
@@ -303,51 +687,75 @@ def _emulate(f, mesh: Mesh, flat, in_tree, ispecs, out_specs):
         out = f(*tree_unflatten(in_tree, list(blocks)))
         leaves, tree = tree_flatten(out)
         store["tree"] = tree
+        _check_out_ranks(f, tree, out_specs,
+                         _specs_for("out_specs", tree, out_specs, tree.num_leaves),
+                         [get_aval(x) for x in leaves])
         return leaves
 
     fn = inner
+    errors = {"f": f, "mesh": mesh, "check_vma": check_vma,
+              "key": lambda k: _okey(store["tree"], out_specs, k)}
     for j in reversed(range(len(names))):
         ax = names[j]
         in_ax = [0 if ax in s.mesh_axes() else None for s in ispecs]
-        fn = _vmap_level(fn, ax, sizes[ax], in_ax, store, out_specs)
-    outs = fn(*xs)
+        fn = _vmap_level(fn, ax, sizes[ax], in_ax, store, out_specs, errors)
+    with _manual_mesh_context(full_mesh, names):
+        outs = fn(*xs)
     out_tree = store["tree"]
     ospecs = _specs_for("out_specs", out_tree, out_specs, out_tree.num_leaves)
     final = []
     for o, s in zip(outs, ospecs):
-        final.append(_merge(o, s, names, sizes))
+        o = _merge(o, s, names, sizes)
+        if isinstance(full_mesh, (Mesh, AbstractMesh)) and isinstance(o, Tracer):
+            # the outputs are laid out as out_specs say (a jit's output is, as in JAX)
+            o = sharding_constraint_p.bind(o, sharding=NamedSharding(full_mesh, s),
+                                           layout=None, context_mesh=get_abstract_mesh(),
+                                           unconstrained_dims=frozenset())
+        final.append(o)
     return tree_unflatten(out_tree, final)
 
 
-def _vmap_level(fn, ax, size, in_ax, store, out_specs):
+def _vmap_level(fn, ax, size, in_ax, store, out_specs, errors):
     """One mesh axis as a vmap; each output is mapped at 0 when its spec names ``ax``."""
-    def out_axes_for():
+    def out_specs_now():
         tree = store["tree"]
-        ospecs = _specs_for("out_specs", tree, out_specs, tree.num_leaves)
-        return [0 if ax in s.mesh_axes() else None for s in ospecs]
-    return _vmap_dynamic_out(fn, in_ax, ax, size, out_axes_for)
+        return _specs_for("out_specs", tree, out_specs, tree.num_leaves)
+    return _vmap_dynamic_out(fn, in_ax, ax, size, out_specs_now, errors)
 
 
-def _vmap_dynamic_out(fn, in_ax, name, size, out_axes_for):
+def _vmap_dynamic_out(fn, in_ax, name, size, out_specs_now, errors):
     """``vmap`` whose ``out_axes`` are computed after tracing ``fn``."""
     def run(*xs):
-        outs, dims = batching.batch_flat(lambda *ys: list(fn(*ys)), list(xs), list(in_ax),
-                                         batching.AxisData(name, size))
-        want = out_axes_for()
+        store = {}
+
+        def body(*ys):
+            outs = list(fn(*ys))
+            # which outputs vary along the inner manual axes (for the error message)
+            store["varying"] = [get_aval(o).mat.varying if isinstance(o, Tracer)
+                                else frozenset() for o in outs]
+            return outs
+        outs, dims = batching.batch_flat(body, list(xs), list(in_ax),
+                                         batching.AxisData(name, size, manual=True))
+        ospecs = out_specs_now()
         final = []
-        for o, d, w in zip(outs, dims, want):
-            if w is None:
+        for k, (o, d, s) in enumerate(zip(outs, dims, ospecs)):
+            if name not in s.mesh_axes():
                 if d is not None:
-                    raise ValueError(
-                        f"shard_map out_specs say an output is the same on every device of "
-                        f"mesh axis {name!r} (the spec does not name it), but it varies "
-                        "along that axis. Name the axis in out_specs, or make the value "
-                        f"the same everywhere (e.g. lax.psum(x, {name!r})).")
+                    if errors["check_vma"]:
+                        varying = set(store["varying"][k]) | {name}
+                        raise _out_vma_error(errors["f"], errors["mesh"], errors["key"](k), s,
+                                             varying)
+                    o = _lax_index(o, d)     # check_vma=False: the first device's value
                 final.append(o)
             else:
                 final.append(batching.matchaxis(o, d, 0, size))
         return final
     return run
+
+
+def _lax_index(x, d):
+    from kiln import lax
+    return lax.index_in_dim(x, 0, d, keepdims=False)
 
 
 def _merge(o, spec: PartitionSpec, names, sizes):
@@ -367,3 +775,41 @@ def _merge(o, spec: PartitionSpec, names, sizes):
     y = lax.transpose(o, tuple(perm)) if perm != list(range(len(perm))) else o
     return lax.reshape(y, tuple(shape))
 
+
+
+def _axes_to_spec(axis_name, axis) -> PartitionSpec:
+    return PartitionSpec() if axis is None else PartitionSpec(*([None] * axis), axis_name)
+
+
+def smap(f: Callable | None = None, /, *, in_axes=Infer, out_axes, axis_name) -> Callable:
+    """``shard_map`` over one mesh axis of the context mesh, with ``vmap``-style axes
+    (JAX's ``jax.smap``): ``in_axes``/``out_axes`` say which dimension of each argument /
+    output the mesh axis ``axis_name`` splits (``None``: not split). Without ``in_axes``
+    they are inferred from the arguments' shardings (the axis must be ``Explicit``).
+    The other mesh axes stay automatic (not bound inside ``f``)."""
+    if f is None:
+        return lambda g: smap(g, in_axes=in_axes, out_axes=out_axes, axis_name=axis_name)
+    if isinstance(axis_name, (list, tuple)):
+        raise TypeError(f"smap axis_name should be a `str` or a `Hashable`, but got "
+                        f"{axis_name}")
+    if in_axes is not None and in_axes is not Infer and not isinstance(in_axes, (int, tuple)):
+        raise TypeError("smap in_axes must be an int, None, jax.sharding.Infer, or a tuple of"
+                        " entries corresponding to the positional arguments passed to the"
+                        f" function, but got {in_axes}.")
+    is_none = lambda x: x is None    # noqa: E731
+    if in_axes is not Infer and not all(
+            isinstance(a, int) for a in tree_flatten(in_axes, is_leaf=is_none)[0]
+            if a is not None):
+        raise TypeError("smap in_axes must be an int, None, jax.sharding.Infer, or (nested)"
+                        f" container with those types as leaves, but got {in_axes}.")
+    if not all(isinstance(a, int) for a in tree_flatten(out_axes, is_leaf=is_none)[0]
+               if a is not None):
+        raise TypeError("smap out_axes must be an int, None, or (nested) container "
+                        f"with those types as leaves, but got {out_axes}.")
+
+    def to_specs(axes):
+        leaves, tree = tree_flatten(axes, is_leaf=is_none)
+        return tree_unflatten(tree, [_axes_to_spec(axis_name, a) for a in leaves])
+    in_specs = Infer if in_axes is Infer else to_specs(in_axes)
+    return shard_map(f, in_specs=in_specs, out_specs=to_specs(out_axes),
+                     axis_names=frozenset({axis_name}), _smap=True)

@@ -53,7 +53,8 @@ def timed_plan(exe) -> tuple[list, list, tuple]:
     with _lock:
         if exe._timed is None:
             exe._timed = _timed(exe, exe)
-            if granularity == "step" and any(len(seg.steps) > 1 for seg in exe._segments):
+            if granularity == "step" and any(len(seg.steps) > 1 or _has_loop(seg.steps)
+                                             for seg in exe._segments):
                 from kiln.config import config
                 if config.kiln_compile == "sync":
                     _swap_in_per_step(exe)
@@ -63,11 +64,78 @@ def timed_plan(exe) -> tuple[list, list, tuple]:
     return exe._timed
 
 
+def _has_loop(steps) -> bool:
+    from kiln.compiler.lower import program as P
+    return any(isinstance(s, P.Loop) for s in steps)
+
+
 def _timed(exe, src) -> tuple:
     labels = _labels(exe, src)
     whole = (f"jit({exe.name})", {"program": exe.name, "kernels": len(labels),
                                   "source": _where_text(exe.where)})
-    return (src._plan, labels, whole)
+    return (src._plan, labels, whole, LoopBodies.of(exe, src))
+
+
+class LoopBodies:
+    """The steps of loop bodies in a per-step build, timed inside the C loop (each step's
+    total time and number of runs accumulate in the library's ``kiln_loop_t`` /
+    ``kiln_loop_n``; ``CRenderer.time_loop_bodies``). After each profiled call of a
+    segment, :meth:`emit` records one ``loop kernel`` event per body step that ran, laid
+    end to end inside the segment's event (a nested loop's steps inside their loop's),
+    each as long as the step's total time in that call."""
+
+    def __init__(self, exe, src, timers):
+        import ctypes
+        n = len(timers)
+        self._t = (ctypes.c_double * n).in_dll(src.lib, "kiln_loop_t")
+        self._n = (ctypes.c_longlong * n).in_dll(src.lib, "kiln_loop_n")
+        self._bytes = ctypes.sizeof(self._t), ctypes.sizeof(self._n)
+        slot_of_step = {id(step): k for k, step, _, _ in timers}
+        seg_index = {seg.name: i for i, seg in enumerate(src._segments)}
+        self.children: dict = {}      # (segment index, parent slot or None) -> [slots]
+        self.labels = {}
+        fallback = _where_text(exe.where)
+        for k, step, loop, seg in timers:
+            parent = slot_of_step.get(id(loop))
+            self.children.setdefault((seg_index.get(seg), parent), []).append(k)
+            kind, shape, prims = describe_step(step)
+            sources = _source_texts(exe.prog, [step])
+            name = f"{','.join(_short(_merge(prims)))} {shape}".strip()
+            self.labels[k] = (name, {"program": exe.name, "kind": kind,
+                                     "primitives": ",".join(_merge(prims)), "shape": shape,
+                                     "loop_body": True,
+                                     "source": sources[0] if sources else
+                                     fallback or f"jit({exe.name}) loop body"})
+
+    @classmethod
+    def of(cls, exe, src):
+        timers = getattr(src, "_loop_timers", None)
+        if not timers:
+            return None
+        try:
+            return cls(exe, src, timers)
+        except (ValueError, AttributeError):     # a library without the timer arrays
+            return None
+
+    def reset(self) -> None:
+        import ctypes
+        ctypes.memset(self._t, 0, self._bytes[0])
+        ctypes.memset(self._n, 0, self._bytes[1])
+
+    def emit(self, seg_index: int, t0: int, record) -> None:
+        self._place(seg_index, None, t0, record)
+
+    def _place(self, seg_index, parent, t, record) -> None:
+        for k in self.children.get((seg_index, parent), ()):
+            runs = int(self._n[k])
+            if runs == 0:
+                continue
+            dur = int(self._t[k])
+            name, info = self.labels[k]
+            record(f"{name} (loop body, {runs} runs)", "loop kernel", t, t + dur,
+                   dict(info, runs=runs))
+            self._place(seg_index, k, t, record)
+            t += dur
 
 
 def _swap_in_per_step(exe) -> None:
@@ -89,10 +157,13 @@ def _per_step_build(exe):
             src_math, fns = cmath_support.math()
             renderer = CRenderer(src_math, fns, blas_support.declarations())
             renderer.segment_per_step = True
+            renderer.time_loop_bodies = True
             source, segments = renderer.render(exe.prog)
             lib = load_library(source, extra_flags=["-fwrapv"], name="kiln")
             blas_support.init(lib)
-            return type(exe)(exe.prog, lib, segments, source)   # (an Executable)
+            variant = type(exe)(exe.prog, lib, segments, source)   # (an Executable)
+            variant._loop_timers = list(renderer.loop_timers)
+            return variant
     except Exception as e:      # noqa: BLE001 - profiles then time whole segments
         logger.warning("kiln.profiler: building jit(%s) with one function per kernel failed "
                        "(%s: %s); timing whole segments instead", exe.name,

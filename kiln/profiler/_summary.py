@@ -47,12 +47,16 @@ class Summary:
     kernels: list = field(default_factory=list)
     ops: list = field(default_factory=list)
     spans: list = field(default_factory=list)
+    loop_kernels: list = field(default_factory=list)
     top: int = 20
 
     def __str__(self) -> str:
         out = [f"kiln profile summary: {self.path}"]
         out += _table("Kernels (compiled code), by total time", self.kernels[:self.top],
                       kernel=True)
+        if self.loop_kernels:
+            out += _table("Steps of native loop bodies (inside the loops' kernels above; "
+                          "calls = runs)", self.loop_kernels[:self.top], kernel=True)
         out += _table("Ops (kernel time by what the kernels compute)", self.ops[:self.top])
         out += _table("Host spans (trace, compile, build, execute, annotations; % of the "
                       "trace's wall time)",
@@ -140,6 +144,7 @@ def summary(log_dir: str | os.PathLike, top: int = 20) -> Summary:
     kernels: dict = {}
     ops: dict = {}
     spans: dict = {}
+    loops: dict = {}
     for line in (plane.lines if plane is not None else []):
         for ev in line.events:
             st = dict(ev.stats)
@@ -160,6 +165,17 @@ def summary(log_dir: str | os.PathLike, top: int = 20) -> Summary:
                     o = ops[op] = Row(op, kind=r.kind, primitives=r.primitives)
                 o.total_ns += ev.duration_ns
                 o.calls += 1
+            elif cat == "loop kernel":
+                base = ev.name.rsplit(" (loop body, ", 1)[0]
+                key = (st.get("program", ""), base, st.get("source", ""))
+                r = loops.get(key)
+                if r is None:
+                    r = loops[key] = Row(base, program=str(st.get("program", "")),
+                                         kind=str(st.get("kind", "")),
+                                         primitives=str(st.get("primitives", "")),
+                                         source=str(st.get("source", "")))
+                r.total_ns += ev.duration_ns
+                r.calls += int(st.get("runs", 1))
             else:
                 r = spans.get((cat, ev.name))
                 if r is None:
@@ -170,7 +186,8 @@ def summary(log_dir: str | os.PathLike, top: int = 20) -> Summary:
         if data.find_plane_with_name(TASK_PLANE) is not None else {}
     wall = float(task.get("profile_stop_time", 0) - task.get("profile_start_time", 0))
     out = Summary(path, top=top)
-    for name, table in (("kernels", kernels), ("ops", ops), ("spans", spans)):
+    for name, table in (("kernels", kernels), ("ops", ops), ("spans", spans),
+                        ("loop_kernels", loops)):
         rows = sorted(table.values(), key=lambda r: -r.total_ns)
         # Kernels do not overlap: shares of their total. Spans nest: shares of the trace.
         total = (wall if name == "spans" else sum(r.total_ns for r in rows)) or 1.0

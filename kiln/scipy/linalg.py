@@ -24,7 +24,7 @@ __all__ = ["block_diag", "cho_factor", "cho_solve", "cholesky", "circulant", "co
            "fiedler_companion", "hadamard", "hankel", "helmert", "hessenberg", "hilbert",
            "inv", "invhilbert", "invpascal", "leslie", "lu", "lu_factor", "lu_solve",
            "pascal", "polar", "qr", "schur", "solve", "solve_sylvester", "solve_triangular",
-           "sqrtm", "svd", "toeplitz"]
+           "sqrtm", "svd", "toeplitz", "funm", "qr_multiply", "rsf2csf"]
 
 
 from kiln.numpy.linalg import jnp  # noqa: E402  (lazy kiln.numpy proxy, shared)
@@ -38,6 +38,7 @@ from kiln.scipy._linalg_matrices import (  # noqa: E402,F401
     leslie,
     pascal,
 )
+from kiln.scipy._linalg_schur import funm, qr_multiply, rsf2csf  # noqa: E402,F401
 
 
 def _shape(x):

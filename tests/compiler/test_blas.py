@@ -232,3 +232,95 @@ def test_a_value_feeding_two_gemms_is_written_once():
     h = a.astype(np.float64) * 2 - 1
     np.testing.assert_allclose(np.asarray(p), h @ w1, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(np.asarray(q), h.T @ w2, rtol=1e-4, atol=1e-4)
+
+
+def test_a_batch_of_small_products_runs_its_products_in_parallel():
+    """Attention's per-head products (each below the glue's split size, so one
+    single-threaded BLAS call each) run side by side over the batch; large single
+    products stay a serial loop (the glue splits each over the threads), and the bits
+    are those of each product computed alone."""
+    from kiln.compiler.render.render_c import CRenderer
+    assert CRenderer.gemm_split_min_macs == blas.PARALLEL_MIN_MACS
+    q = R.standard_normal((16, 128, 64)).astype(np.float32)
+    k = R.standard_normal((16, 128, 64)).astype(np.float32)
+
+    def f(q, k):
+        return jnp.einsum("bqd,bkd->bqk", q, k)
+
+    text = kiln.jit(f).lower(q, k).compile().as_text()
+    lines = text.splitlines()
+    i = next(j for j, ln in enumerate(lines) if "bt < 16" in ln)
+    assert "omp parallel for" in lines[i - 1]
+    got = np.asarray(kiln.jit(f)(q, k))
+    for b in range(16):
+        one = np.asarray(kiln.jit(lambda q, k: q @ k.T)(q[b], k[b]))
+        np.testing.assert_array_equal(got[b], one)
+    big = R.standard_normal((2, 256, 256)).astype(np.float32)
+    text = kiln.jit(lambda a: a @ a).lower(big).compile().as_text()
+    lines = text.splitlines()
+    i = next(j for j, ln in enumerate(lines) if "bt < 2" in ln)
+    assert "omp parallel for" not in lines[i - 1]
+
+
+def test_packed_operands_keep_their_source_layout_and_are_written_once():
+    """Attention's keys, [b, t, h, d] slices of a computed qkv viewed as [b, h, t, d] and
+    contracted over d, are packed as [b, h, t, d] (the packing kernel reads d
+    contiguously) and passed with the transpose flag; queries and keys are packed once
+    for the forward and backward products that share them."""
+    from kiln.compiler.lower.program import Kernel
+    B, T, H, D = 2, 32, 2, 16
+    x = R.standard_normal((B, T, H * D)).astype(np.float32)
+    w = R.standard_normal((H * D, 2 * H * D)).astype(np.float32)
+
+    def f(x, w):
+        qk = x @ w + 1.0
+        q, k = (a.reshape(B, T, H, D).transpose(0, 2, 1, 3) for a in jnp.split(qk, 2, -1))
+        s = jnp.einsum("bhqd,bhkd->bhqk", q, k)
+        return s, jnp.einsum("bhqk,bhkd->bhqd", s, k)
+
+    exe = cpu.executable_for(kiln.make_jaxpr(f)(x, w))
+    gemms = [s for s in exe.prog.steps if isinstance(s, Gemm)]
+    kernels = [s for s in exe.prog.steps if isinstance(s, Kernel)]
+    assert len(gemms) == 3
+    scores = next(g for g in gemms if g.k == D and g.n == T)
+    assert scores.trans_b and not scores.trans_a
+    assert gemms[2].b is scores.b          # the keys' pack, read by both products
+    assert sum(k.shape == (B, H, T, D) for k in kernels) <= 2
+    s, o = kiln.jit(f)(x, w)
+    qk = x.astype(np.float64) @ w + 1.0
+    q, k = (a.reshape(B, T, H, D).transpose(0, 2, 1, 3) for a in np.split(qk, 2, -1))
+    s64 = q @ k.transpose(0, 1, 3, 2)
+    np.testing.assert_allclose(np.asarray(s), s64, rtol=1e-4, atol=1e-4)
+    o64 = s64 @ k
+    np.testing.assert_allclose(np.asarray(o), o64, rtol=1e-4, atol=1e-5 * np.abs(o64).max())
+
+
+def test_heads_of_stored_arrays_are_read_in_place():
+    """Products batched over (b, h) of stored [b, t, h, d] arrays (``dot_product_attention``'s
+    layout) read each head's matrix in place (``Gemm.a_view``/``b_view``: leading
+    dimension h*d, batch offsets) instead of packing a transposed copy; each head's result
+    has the bits of that head's product computed from contiguous copies."""
+    from kiln.compiler.lower.program import Kernel
+    B, T, H, D = 2, 48, 3, 32
+    q, k, v = (R.standard_normal((B, T, H, D)).astype(np.float32) for _ in range(3))
+
+    def f(q, k, v):
+        s = jnp.einsum("bqhd,bkhd->bhqk", q, k)          # NT, both strided
+        o = jnp.einsum("bhqk,bkhd->bhqd", s, v)          # strided right operand
+        g = jnp.einsum("bqhd,bqhe->bhde", q, v)          # TN: left operand transposed
+        return s, o, g
+
+    exe = cpu.executable_for(kiln.make_jaxpr(f)(q, k, v))
+    gemms = [s for s in exe.prog.steps if isinstance(s, Gemm)]
+    assert len(gemms) == 3 and not [s for s in exe.prog.steps if isinstance(s, Kernel)]
+    assert gemms[0].a_view == (H * D, ((B, T * H * D), (H, D))) and not gemms[0].trans_a
+    assert gemms[0].b_view == gemms[0].a_view and gemms[0].trans_b
+    assert gemms[2].trans_a and gemms[2].a_view == gemms[0].a_view
+    s, o, g = (np.asarray(x) for x in kiln.jit(f)(q, k, v))
+    mm = kiln.jit(lambda a, b: a @ b)
+    for b in range(B):
+        for h in range(H):
+            qh, kh, vh = (np.ascontiguousarray(x[b, :, h]) for x in (q, k, v))
+            np.testing.assert_array_equal(s[b, h], np.asarray(mm(qh, np.ascontiguousarray(kh.T))))
+            np.testing.assert_array_equal(o[b, h], np.asarray(mm(np.ascontiguousarray(s[b, h]), vh)))
+            np.testing.assert_array_equal(g[b, h], np.asarray(mm(np.ascontiguousarray(qh.T), vh)))

@@ -31,6 +31,7 @@ DEFAULTS = {
     "jax_default_matmul_precision": None,
     "jax_numpy_rank_promotion": "allow",
     "jax_numpy_dtype_promotion": "standard",
+    "jax_explicit_x64_dtypes": "warn",
     "jax_platforms": None,
     "jax_platform_name": "",
     "jax_default_prng_impl": "threefry2x32",

@@ -179,3 +179,19 @@ def test_jit_caches_survive_the_flag():
         b = f(x)
     np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(f(x), a)
+
+
+def test_debug_infs_quiet_for_masked_float64_attention():
+    # JAX's jnp reductions fold a constant `initial` (softmax's -inf): no eager
+    # convert_element_type of -inf for jax_debug_infs to report (JAX's nn_test regression).
+    import kiln
+    import kiln.numpy as jnp
+    from kiln import nn
+    with kiln.enable_x64(), kiln.debug_infs(True):
+        T, S, K, N, H = 5, 7, 3, 6, 11
+        out = nn.dot_product_attention(jnp.zeros((T, N, H), jnp.float64),
+                                       jnp.zeros((S, K, H), jnp.float64),
+                                       jnp.zeros((S, K, H), jnp.float64),
+                                       mask=jnp.arange(S) <= S // 2)
+        assert out.dtype == jnp.float64 and out.shape == (T, N, H)
+        assert float(jnp.max(jnp.array([1.0, 2.0]), initial=-float("inf"))) == 2.0

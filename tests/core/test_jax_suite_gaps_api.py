@@ -125,9 +125,8 @@ def test_transfer_guard():
     assert kiln.config.jax_transfer_guard_host_to_device is None
     for cm in (kiln.transfer_guard, kiln.transfer_guard_host_to_device,
                kiln.transfer_guard_device_to_host, kiln.transfer_guard_device_to_device):
-        with pytest.raises(NotImplementedError, match="does not track transfers"):
-            with cm("disallow"):
-                pass
+        with cm("disallow"):       # levels are accepted (tests/core/test_transfer_guard.py)
+            pass
     assert kiln.config.jax_transfer_guard_device_to_host is None
     with pytest.raises(ValueError, match="Invalid value"):
         kiln.transfer_guard("forbid").__enter__()

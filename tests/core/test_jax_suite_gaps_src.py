@@ -37,13 +37,21 @@ def test_config_states_read_and_set_kiln_flags():
 
 
 def test_fixed_jax_only_options_refuse_other_values():
+    st = kcfg.use_shardy_partitioner
+    assert st.value is False
+    with st(False):
+        pass
+    with pytest.raises(NotImplementedError, match="use_shardy_partitioner"):
+        with st(True):
+            pass
+
+
+def test_explicit_x64_dtypes_is_a_real_option():
     st = kcfg.explicit_x64_dtypes
     assert st.value == kcfg.ExplicitX64Mode.WARN
-    with st("warn"):
-        pass
-    with pytest.raises(NotImplementedError, match="explicit_x64_dtypes"):
-        with st("error"):
-            pass
+    with st("error"):
+        assert st.value == kcfg.ExplicitX64Mode.ERROR
+    assert st.value == kcfg.ExplicitX64Mode.WARN
 
 
 def test_flag_definers_and_env(monkeypatch):

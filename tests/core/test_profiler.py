@@ -409,6 +409,39 @@ def test_island_and_reference_events(tmp_path):
     assert "sort 6 (host)" in str(prof.summary(str(tmp_path)))
 
 
+def test_loop_body_steps_are_timed_inside_the_loop(tmp_path):
+    # A fori_loop compiled as one native loop: its body's GEMM and fused kernels get
+    # their own events (aggregated per call, inside the loop's event), with run counts.
+    from kiln import lax
+
+    @kiln.jit
+    def f(x, w):
+        def body(i, c):
+            x, h = c
+            return jnp.tanh(x * 0.5 + 0.1), jnp.tanh(h @ w)
+        return lax.fori_loop(0, 7, body, (x, jnp.ones((16, 16), jnp.float32)))
+
+    x = jnp.asarray(np.linspace(-1, 1, 256, dtype=np.float32))
+    w = jnp.asarray(np.full((16, 16), 0.01, np.float32))
+    want = f(x, w)
+    with prof.trace(str(tmp_path)):
+        got = f(x, w)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))   # same bits
+    evs = _host_events(str(tmp_path))
+    loops = [e for e in evs if dict(e.stats)["category"] == "loop kernel"]
+    names = sorted(e.name for e in loops)
+    assert any(n.startswith("dot_general 16x16@16x16 (loop body, 7 runs)") for n in names)
+    assert any("tanh" in n and "(loop body, 7 runs)" in n for n in names)
+    assert all(dict(e.stats)["runs"] == 7 for e in loops)
+    (scan,) = [e for e in evs if dict(e.stats)["category"] == "kernel"
+               and "iterations" in e.name]
+    for e in loops:        # inside the loop's own event
+        assert scan.start_ns <= e.start_ns and e.end_ns <= scan.end_ns + 1000
+    text = str(prof.summary(str(tmp_path)))
+    assert "Steps of native loop bodies" in text and "dot_general 16x16@16x16" in text
+
+
 def test_segment_granularity(tmp_path, monkeypatch):
     monkeypatch.setattr(_kernels, "granularity", "segment")
     f = kiln.jit(lambda a, b: jnp.tanh(a @ b).sum(axis=0))

@@ -1110,3 +1110,34 @@ def test_parity_random_trees(jtu):
         full = jtu.tree_map(lambda x: [x, {"z": x}], tree)
         assert _eq(tu.tree_map(lambda x, y: y, tree, full), jtu.tree_map(lambda x, y: y, tree, full))
         assert tu.tree_structure(tree).flatten_up_to(full) == jtd.flatten_up_to(full)
+
+
+def test_flatten_one_level_of_a_namedtuple_is_a_list_and_its_type():
+    import collections
+
+    from kiln.tree_util import flatten_one_level
+    A = collections.namedtuple("A", "x y")
+    children, meta = flatten_one_level(A(1, [2]))
+    assert children == [1, [2]] and type(children) is list and meta is A
+    assert flatten_one_level((1, 2)) == ((1, 2), None)
+    assert flatten_one_level({"b": 1, "a": 2}) == ((2, 1), ("a", "b"))
+
+
+def test_treedef_equality_with_array_metadata_raises_jax_valueerror():
+    import dataclasses
+
+    import pytest
+
+    import kiln
+    import kiln.numpy as jnp
+    from kiln import tree_util
+
+    @tree_util.register_dataclass
+    @dataclasses.dataclass
+    class Tree:
+        x: jnp.ndarray = dataclasses.field(metadata={"static": True})
+
+    f = kiln.jit(lambda t: t)
+    f(Tree(jnp.arange(4)))
+    with pytest.raises(ValueError, match="checking equality of metadata fields of pytree"):
+        f(Tree(jnp.arange(4)))

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import kiln
+import kiln.numpy as jnp
 from kiln import lax
 
 try:
@@ -101,7 +102,70 @@ def test_errors():
     with pytest.raises(TypeError, match="distinct from contracting and batch"):
         lax.ragged_dot_general(np.ones((11, 3)), np.ones((3, 3, 7)), gs, dn)
     dn = lax.RaggedDotDimensionNumbers((([1], [1]), ([], [])), [1], [])
-    with pytest.raises(NotImplementedError, match="ragged"):
+    with pytest.raises(TypeError, match="contracting dimensions to have the same shape"):
         lax.ragged_dot_general(lhs, np.ones((5, 7)), gs, dn)
     with pytest.raises(NotImplementedError, match="group_offset"):
         lax.ragged_dot(lhs, rhs, gs, group_offset=np.zeros(1, np.int32))
+
+
+@pytest.mark.parametrize("lhs,rhs,gs,dn,msg", [
+    ((2, 11, 5), (3, 2, 5, 7), (3,), ((([2], [2]), ([0], [1])), [0], [0]),
+     "requires zero group dimensions in the rhs when lhs ragged dimension is contracting"),
+    ((11, 5), (5, 7), (3,), ((([1], [0]), ([], [])), [0], []),
+     "requires exactly one rhs group dimension when lhs ragged dimension is noncontracting"),
+    ((11, 5), (3, 5, 7), (2,), ((([1], [1]), ([], [])), [0], [0]),
+     "expected rhs group dimension size to be 2, got 3"),
+    ((19, 11, 17, 5), (19, 17, 5, 7), (19, 11, 3), ((([2, 3], [1, 2]), ([0], [0])), [3], []),
+     r"expected group_sizes to have shape \(19, 17, 3\), got \(19, 11, 3\)"),
+])
+def test_shape_errors_in_jax_order(lhs, rhs, gs, dn, msg):
+    """JAX's shape checks come before kiln's unsupported-mode error."""
+    dnums = lax.RaggedDotDimensionNumbers(*dn)
+    with pytest.raises(TypeError, match=msg):
+        lax.ragged_dot_general(jnp.ones(lhs), jnp.ones(rhs), jnp.ones(gs, jnp.int32), dnums)
+
+
+@pytest.mark.parametrize("ls,rs,gs,dd,rag", [
+    ((11, 5), (5, 7), (3,), (([1], [0]), ([], [])), [1]),          # ragged contracting
+    ((2, 11, 5), (2, 5, 7), (2, 3), (([2], [1]), ([0], [0])), [2]),  # per-batch groups
+    ((4, 11, 5), (4, 5, 7), (3,), (([2], [1]), ([0], [0])), [0]),    # ragged batch
+])
+def test_ragged_contracting_and_batch_modes(ls, rs, gs, dd, rag):
+    rng = np.random.default_rng(0)
+    lhs = rng.normal(size=ls).astype(np.float32)
+    rhs = rng.normal(size=rs).astype(np.float32)
+    n, g = ls[rag[0]], gs[-1]
+    sizes = np.stack([np.diff(np.concatenate([[0], np.sort(rng.integers(0, n + 1, g - 1)),
+                                              [n]])) for _ in range(int(np.prod(gs[:-1])))])
+    sizes = sizes.reshape(gs).astype(np.int32)
+    dn = lax.RaggedDotDimensionNumbers(dd, rag, [])
+    out = lax.ragged_dot_general(lhs, rhs, sizes, dn)
+    (lc, rc), (lb, rb) = dd
+    if rag[0] in lb:            # a batch row belongs to one group: plain dot_general
+        want = np.asarray(lax.dot_general(lhs, rhs, dd))
+    else:                       # one product per group over its slice of the contraction
+        k = rag[0]
+        want = []
+        for j in range(g):
+            if sizes.ndim == 1:
+                s0, s1 = sizes[:j].sum(), sizes[:j + 1].sum()
+                sl = [slice(None)] * lhs.ndim
+                sl[k] = slice(s0, s1)
+                sr = [slice(None)] * rhs.ndim
+                sr[rc[lc.index(k)]] = slice(s0, s1)
+                want.append(np.asarray(lax.dot_general(lhs[tuple(sl)], rhs[tuple(sr)], dd)))
+            else:
+                rows = []
+                for b in range(ls[0]):
+                    s0, s1 = sizes[b, :j].sum(), sizes[b, :j + 1].sum()
+                    rows.append(lhs[b, :, s0:s1] @ rhs[b, s0:s1, :])
+                want.append(np.stack(rows))
+        want = np.stack(want)
+    assert out.shape == want.shape
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+    jitted = kiln.jit(lambda a, b, c: lax.ragged_dot_general(a, b, c, dn))(lhs, rhs, sizes)
+    np.testing.assert_allclose(jitted, want, rtol=1e-4, atol=1e-4)
+    if jax is not None:
+        jd = jax.lax.RaggedDotDimensionNumbers(dd, rag, [])
+        np.testing.assert_allclose(out, jax.lax.ragged_dot_general(lhs, rhs, sizes, jd),
+                                   rtol=1e-4, atol=1e-4)

@@ -71,8 +71,6 @@ def test_errors():
         L.tridiagonal_solve(f, f, np.ones(4, np.float32), np.ones((3, 1), np.float32))
     with pytest.raises(TypeError, match="leading ndim-1"):
         L.tridiagonal_solve(f, f, f, np.ones((4, 1), np.float32))
-    with pytest.raises(NotImplementedError, match="perturb_singular"):
-        L.tridiagonal_solve(f, f, f, np.ones((3, 1), np.float32), perturb_singular=True)
 
 
 def test_vmap_and_grad():
@@ -104,3 +102,50 @@ def test_vmap_and_grad():
                 mine, ref = np.asarray(mine)[:-1], ref[:-1]
             np.testing.assert_allclose(mine, ref, rtol=1e-3, atol=1e-4, err_msg=name)
     assert jnp.isfinite(g[3]).all()
+
+
+# -- perturb_singular=True (LAPACK xLAGTF/xLAGTS-style pivoting and pivot perturbation) ----
+
+_f32 = np.float32
+_PERTURBED_CASES = [
+    # singular (zero matrix; a 2x2 with equal rows): large finite solutions, JAX's values
+    (np.zeros(3, _f32), np.zeros(3, _f32), np.zeros(3, _f32), np.ones((3, 1), _f32),
+     np.full((3, 1), 8.507059e37, _f32)),
+    (np.array([0, 1.], _f32), np.array([1, 3.], _f32), np.array([3, 0.], _f32),
+     np.array([[1], [4.]], _f32), np.array([[-25165824.], [8388608.]], _f32)),
+    # regular, needing row swaps
+    (np.array([0, 2, -2, 3], _f32), np.array([1, 4, 1, -1], _f32),
+     np.array([2, -1, 1, 0], _f32), np.array([[1], [2], [3], [4]], _f32),
+     np.array([[8], [-3.5], [0], [-4]], _f32)),
+    # tiny nonzero pivots: scaled, not perturbed
+    (np.zeros(3, _f32), np.full(3, 1e-30, _f32), np.zeros(3, _f32), np.ones((3, 2), _f32),
+     np.full((3, 2), 1e30, _f32)),
+]
+
+
+@pytest.mark.parametrize("case", range(len(_PERTURBED_CASES)))
+def test_perturb_singular_values(case):
+    dl, d, du, b, want = _PERTURBED_CASES[case]
+    x = np.asarray(L.tridiagonal_solve(dl, d, du, b, perturb_singular=True))
+    assert np.isfinite(x).all()
+    np.testing.assert_allclose(x, want, rtol=1e-5)
+    xj = kiln.jit(lambda *a: L.tridiagonal_solve(*a, perturb_singular=True))(dl, d, du, b)
+    np.testing.assert_allclose(xj, want, rtol=1e-5)
+
+
+@pytest.mark.parametrize("shape,k,dtype", [((1,), 1, np.float32), ((3, 5), 2, np.float32),
+                                           ((2, 4), 2, np.complex64)])
+def test_perturb_singular_regular_matches_dense_vmap_grad(shape, k, dtype):
+    dl, d, du, b = _case(shape, k, dtype, seed=3)
+    solve = lambda *a: L.tridiagonal_solve(*a, perturb_singular=True)  # noqa: E731
+    x = solve(dl, d, du, b)
+    np.testing.assert_allclose(x, np.linalg.solve(_dense(dl, d, du), b), rtol=1e-4,
+                               atol=1e-5)
+    if len(shape) == 2:
+        np.testing.assert_allclose(kiln.vmap(solve)(dl, d, du, b), x, rtol=1e-5, atol=1e-6)
+    g = kiln.grad(lambda d, b: (jnp.abs(solve(dl, d, du, b)) ** 2).sum(),
+                  argnums=(0, 1))(d, b)
+    g0 = kiln.grad(lambda d, b: (jnp.abs(L.tridiagonal_solve(dl, d, du, b)) ** 2).sum(),
+                   argnums=(0, 1))(d, b)
+    for a, r in zip(g, g0):
+        np.testing.assert_allclose(a, r, rtol=1e-3, atol=1e-4)

@@ -566,3 +566,14 @@ def test_linalg_is_a_module_of_kiln_numpy():
     import jax.numpy.linalg as jmod
     public = {n for n in dir(jmod) if not n.startswith("_")}
     assert public <= set(dir(mod)), public - set(dir(mod))
+
+
+@pytest.mark.parametrize("axes", [(0, 2), (2, 0)])
+def test_tensorsolve_several_axes(axes):
+    """Each axis of ``axes`` goes to the end in order, as NumPy (JAX's testTensorsolveAxes)."""
+    rng = np.random.default_rng(0)
+    a = rng.random((2, 1, 3, 6)).astype(np.float32) + 2 * np.eye(6, dtype=np.float32)[
+        None, None, :3, :]
+    b = rng.random((1, 6)).astype(np.float32)
+    np.testing.assert_allclose(knp.linalg.tensorsolve(a, b, axes=axes),
+                               np.linalg.tensorsolve(a, b, axes=axes), rtol=2e-3, atol=2e-3)

@@ -749,7 +749,7 @@ def test_errors():
     with pytest.raises(ValueError, match="unexpected `to`"):
         _vm(lambda v: lax.all_gather(v, "i", to="bad"))
     with pytest.raises(NotImplementedError):
-        _vm(lambda v: lax.all_gather(v, "i", to="invarying"))
+        _vm(lambda v: lax.all_gather(v, "i", to="reduced"))
     with pytest.raises(NotImplementedError, match="positional"):
         _vm(lambda v: lax.psum(v, 0))
     with pytest.raises(ValueError, match="just named axes"):

@@ -78,9 +78,9 @@ def test_shard_map_errors(mesh):
         kiln.shard_map(lambda a: a, mesh=mesh, in_specs=P("z"), out_specs=P("x"))(jnp.ones(8))
     with pytest.raises(ValueError, match="evenly divisible"):
         kiln.shard_map(lambda a: a, mesh=mesh, in_specs=P("x"), out_specs=P("x"))(jnp.ones(6))
-    with pytest.raises(ValueError, match="varies"):
+    with pytest.raises(ValueError, match="require replication"):
         kiln.shard_map(lambda a: a, mesh=mesh, in_specs=P("x"), out_specs=P())(jnp.arange(8.))
-    with pytest.raises(ValueError, match="varies"):
+    with pytest.raises(ValueError, match="require replication"):
         kiln.jit(kiln.shard_map(lambda a: a, mesh=mesh, in_specs=P("x"),
                                 out_specs=P()))(jnp.arange(8.))
     with pytest.raises(ValueError, match="twice"):
@@ -97,7 +97,7 @@ def test_set_mesh_and_experimental_import(mesh):
         f = shard_map(lambda a: lax.psum(a, ("x", "y")), in_specs=P(("x", "y")),
                       out_specs=P())
         np.testing.assert_array_equal(np.asarray(f(jnp.arange(8.))), [28.])
-    with pytest.raises(ValueError, match="requires a mesh"):
+    with pytest.raises(ValueError, match="context mesh cannot be empty"):
         kiln.shard_map(lambda a: a, in_specs=P(), out_specs=P())(jnp.ones(2))
 
 

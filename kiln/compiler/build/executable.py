@@ -17,7 +17,7 @@ from contextlib import nullcontext
 import numpy as np
 
 from kiln import _fp_warnings
-from kiln.compiler.build.runtime import HUGE_THRESHOLD, alloc, get_run
+from kiln.compiler.build.runtime import HUGE_THRESHOLD, alloc, get_run, runtime_place
 from kiln.compiler.lower.program import Island, Program
 from kiln.core.trace import apply_impl
 from kiln.profiler import _kernels as _profiled_kernels
@@ -69,7 +69,8 @@ class Executable:
         self._segments = segments
         self._has_islands = any(p[0] == "island" for p in plan)
         self._in_ids = [b.id for b in prog.inputs]
-        self._in_dtypes = [b.dtype for b in prog.inputs]
+        self._in_dtypes = [np.dtype(b.dtype) for b in prog.inputs]
+        self._place = runtime_place()
         self._outs_alloc = [(b.id, b.shape, b.dtype, np.empty if b.nbytes < HUGE_THRESHOLD
                              else alloc) for b in prog.buffers if b.kind == "out"]
         self._tmps = [b for b in prog.buffers if b.kind == "tmp"]
@@ -111,10 +112,13 @@ class Executable:
         if self.prog.guards and self.fallback is not None and self._stale():
             return self.fallback(args)
         bufs = list(self._template)
-        for i, x, dt in zip(self._in_ids, args, self._in_dtypes):
-            if type(x) is not np.ndarray or not x.flags.c_contiguous or x.dtype != dt:
-                x = np.ascontiguousarray(x, dt)
-            bufs[i] = x
+        place = self._place
+        if place is None or type(args) is not list or not place(
+                bufs, self._in_ids, args, self._in_dtypes):
+            for i, x, dt in zip(self._in_ids, args, self._in_dtypes):
+                if type(x) is not np.ndarray or not x.flags.c_contiguous or x.dtype != dt:
+                    x = np.ascontiguousarray(x, dt)
+                bufs[i] = x
         if reuse:
             taken = self._take_donated(args, bufs, reuse)
             for i, shape, dt, make in self._outs_alloc:
@@ -217,13 +221,16 @@ class Executable:
             record(f"jit({self.name}) on the reference backend", "reference", t_start,
                    clock())
             return out
-        plan, labels, whole = _profiled_kernels.timed_plan(self)
+        plan, labels, whole, loops = _profiled_kernels.timed_plan(self)
         t_ready = clock()
         bufs = list(self._template)
-        for i, x, dt in zip(self._in_ids, args, self._in_dtypes):
-            if type(x) is not np.ndarray or not x.flags.c_contiguous or x.dtype != dt:
-                x = np.ascontiguousarray(x, dt)
-            bufs[i] = x
+        place = self._place
+        if place is None or type(args) is not list or not place(
+                bufs, self._in_ids, args, self._in_dtypes):
+            for i, x, dt in zip(self._in_ids, args, self._in_dtypes):
+                if type(x) is not np.ndarray or not x.flags.c_contiguous or x.dtype != dt:
+                    x = np.ascontiguousarray(x, dt)
+                bufs[i] = x
         for i, shape, dt, make in self._outs_alloc:
             bufs[i] = make(shape, dt)
         locked = False
@@ -239,12 +246,19 @@ class Executable:
                 bufs[i] = a
         times = []
         run = self._run
+        loop_events = []
         try:
             with np.errstate(all="ignore") if self._has_islands else _NO_CONTEXT:
+                n_seg = 0
                 for p in plan:
                     t0 = clock()
                     if p[0] == "seg":
+                        if loops is not None:
+                            loops.reset()
                         run(p[1], *[bufs[i] for i in p[2]])
+                        if loops is not None:   # the loop bodies' steps, inside this one
+                            loops.emit(n_seg, t0, lambda *a: loop_events.append(a))
+                        n_seg += 1
                     else:
                         self._run_island(bufs, p[1], p[2])
                     times.append((t0, clock()))
@@ -263,6 +277,8 @@ class Executable:
         record(whole[0], "execute", t_ready, clock(), whole[1])
         for (t0, t1), (name, cat, info) in zip(times, labels):
             record(name, cat, t0, t1, info)
+        for ev in loop_events:
+            record(*ev)
         return out
 
     def _execute(self, bufs):

@@ -10,6 +10,9 @@ anonymous ``mmap`` with ``madvise(MADV_HUGEPAGE)`` (page faults on a fresh 100 M
 buffer cost a fifth of what small pages cost), and recycled through a small pool when
 the array dies (a reused block costs no page faults at all).
 
+``tree_sig(tree, ...)`` is the key of a cached ``jit`` call with pytree arguments (dicts
+of parameters): one C walk instead of Python's flattening (see ``kiln.jitting``).
+
 If the extension cannot be built (no Python headers), the same calls go through
 ``ctypes``.
 
@@ -51,6 +54,8 @@ def get_run():
                 fn = mod.run
                 _state["alloc_large"] = mod.alloc_large
                 _state["pool_stats"] = mod.pool_stats
+                _state["tree_sig"] = mod.tree_sig
+                _state["place"] = mod.place
             except Exception:        # no headers or no compiler: ctypes still works
                 fn = _ctypes_run
             _state["run"] = fn
@@ -58,6 +63,19 @@ def get_run():
 
 
 HUGE_THRESHOLD = 1 << 22     # 4 MiB
+
+
+def tree_sig():
+    """``kiln_rt.tree_sig`` once the extension is loaded (by the first native program),
+    else None: the jit fast path then keys calls in Python."""
+    return _state.get("tree_sig")
+
+
+def runtime_place():
+    """``kiln_rt.place(bufs, ids, args, dtypes)`` (an executable's input checks in one
+    call) after :func:`get_run` has loaded the extension, else None."""
+    get_run()
+    return _state.get("place")
 
 
 def pool_stats() -> dict:

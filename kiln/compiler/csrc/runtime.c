@@ -1,5 +1,6 @@
 /* kiln_rt: the CPython extension that calls generated segment functions (run) and
-   allocates large arrays (alloc_large, pool_stats); kiln/compiler/runtime.py builds it
+   allocates large arrays (alloc_large, pool_stats) and keys the cached-jit fast path
+   (tree_sig); kiln/compiler/runtime.py builds it
    with build.build_extension. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -110,10 +111,177 @@ static PyObject *kiln_pool_stats(PyObject *self, PyObject *noargs) {
                        "hits", pool_hits, "maps", pool_maps);
 }
 
+/* ---- tree_sig: the cached-jit fast path's key ----------------------------------------
+   tree_sig(tree, array_type, namedtuple_types, markers) walks tuples, lists, dicts
+   (keys sorted), None, the namedtuple types given (a dict: type -> anything) and leaves of
+   exactly array_type, and returns (sig, values): sig a flat tuple in preorder, a node a
+   2-tuple (kind marker or namedtuple type, arity or sorted keys), None a marker, a leaf a
+   3-tuple (shape, dtype, weak_type); values the leaves' `_value` ndarrays. Anything else
+   (another leaf or node type, keys that do not sort, a `_value` that is not an ndarray,
+   nesting deeper than 64) returns None with no error set: the caller takes its general
+   path, which also raises the errors Python's flattening raises. Preorder with arities is
+   unambiguous, so equal sigs mean equal tree structures and leaf avals. */
+static PyObject *s_value = NULL, *s_weak = NULL;
+
+/* 1: walked; 0: not this path (no error set); -1: error set */
+static int sig_walk(PyObject *x, PyObject *atype, PyObject *nts, PyObject *mk,
+                    PyObject *sig, PyObject *vals, int depth) {
+  if (depth > 64) return 0;
+  PyTypeObject *t = Py_TYPE(x);
+  if ((PyObject *)t == atype) {
+    PyObject *v = PyObject_GetAttr(x, s_value);
+    if (v == NULL) { PyErr_Clear(); return 0; }
+    if (!PyArray_CheckExact(v)) { Py_DECREF(v); return 0; }
+    PyObject *w = PyObject_GetAttr(x, s_weak);
+    if (w == NULL) { PyErr_Clear(); Py_DECREF(v); return 0; }
+    PyArrayObject *a = (PyArrayObject *)v;
+    int nd = PyArray_NDIM(a);
+    PyObject *shape = PyTuple_New(nd);
+    if (shape == NULL) { Py_DECREF(v); Py_DECREF(w); return -1; }
+    for (int i = 0; i < nd; i++) {
+      PyObject *d = PyLong_FromSsize_t((Py_ssize_t)PyArray_DIM(a, i));
+      if (d == NULL) { Py_DECREF(shape); Py_DECREF(v); Py_DECREF(w); return -1; }
+      PyTuple_SET_ITEM(shape, i, d);
+    }
+    PyObject *leaf = PyTuple_Pack(3, shape, (PyObject *)PyArray_DESCR(a), w);
+    Py_DECREF(shape); Py_DECREF(w);
+    if (leaf == NULL) { Py_DECREF(v); return -1; }
+    int rc = PyList_Append(sig, leaf);
+    Py_DECREF(leaf);
+    if (rc == 0) rc = PyList_Append(vals, v);
+    Py_DECREF(v);
+    return rc < 0 ? -1 : 1;
+  }
+  if (x == Py_None) return PyList_Append(sig, PyTuple_GET_ITEM(mk, 0)) < 0 ? -1 : 1;
+  PyObject *kind = NULL;
+  if (t == &PyTuple_Type) kind = PyTuple_GET_ITEM(mk, 1);
+  else if (t == &PyList_Type) kind = PyTuple_GET_ITEM(mk, 2);
+  else if (t == &PyDict_Type) {
+    PyObject *keys = PyDict_Keys(x);
+    if (keys == NULL) return -1;
+    if (PyList_Sort(keys) < 0) { PyErr_Clear(); Py_DECREF(keys); return 0; }
+    PyObject *kt = PyList_AsTuple(keys);
+    if (kt == NULL) { Py_DECREF(keys); return -1; }
+    PyObject *node = PyTuple_Pack(2, PyTuple_GET_ITEM(mk, 3), kt);
+    Py_DECREF(kt);
+    if (node == NULL || PyList_Append(sig, node) < 0) {
+      Py_XDECREF(node); Py_DECREF(keys); return -1;
+    }
+    Py_DECREF(node);
+    Py_ssize_t n = PyList_GET_SIZE(keys);
+    for (Py_ssize_t i = 0; i < n; i++) {
+      PyObject *c = PyDict_GetItemWithError(x, PyList_GET_ITEM(keys, i));   /* borrowed */
+      if (c == NULL) {
+        Py_DECREF(keys);
+        if (PyErr_Occurred()) return -1;
+        return 0;
+      }
+      Py_INCREF(c);
+      int rc = sig_walk(c, atype, nts, mk, sig, vals, depth + 1);
+      Py_DECREF(c);
+      if (rc != 1) { Py_DECREF(keys); return rc; }
+    }
+    Py_DECREF(keys);
+    return 1;
+  } else if (PyTuple_Check(x)) {
+    PyObject *hit = PyDict_GetItemWithError(nts, (PyObject *)t);   /* borrowed */
+    if (hit == NULL) return PyErr_Occurred() ? -1 : 0;
+    kind = (PyObject *)t;
+  } else {
+    return 0;
+  }
+  int is_list = (t == &PyList_Type);
+  Py_ssize_t n = is_list ? PyList_GET_SIZE(x) : PyTuple_GET_SIZE(x);
+  PyObject *arity = PyLong_FromSsize_t(n);
+  if (arity == NULL) return -1;
+  PyObject *node = PyTuple_Pack(2, kind, arity);
+  Py_DECREF(arity);
+  if (node == NULL || PyList_Append(sig, node) < 0) { Py_XDECREF(node); return -1; }
+  Py_DECREF(node);
+  for (Py_ssize_t i = 0; i < n; i++) {
+    /* a list can change under a __getattr__ of a child: re-check its size */
+    if (is_list && i >= PyList_GET_SIZE(x)) return 0;
+    PyObject *c = is_list ? PyList_GET_ITEM(x, i) : PyTuple_GET_ITEM(x, i);
+    Py_INCREF(c);
+    int rc = sig_walk(c, atype, nts, mk, sig, vals, depth + 1);
+    Py_DECREF(c);
+    if (rc != 1) return rc;
+  }
+  return 1;
+}
+
+static PyObject *kiln_tree_sig(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+  if (nargs != 4 || !PyDict_Check(args[2]) || !PyTuple_Check(args[3]) ||
+      PyTuple_GET_SIZE(args[3]) != 4) {
+    PyErr_SetString(PyExc_TypeError,
+                    "tree_sig(tree, array_type, namedtuple_types: dict, markers: 4-tuple)");
+    return NULL;
+  }
+  if (s_value == NULL) {
+    s_value = PyUnicode_InternFromString("_value");
+    s_weak = PyUnicode_InternFromString("weak_type");
+    if (s_value == NULL || s_weak == NULL) return NULL;
+  }
+  PyObject *sig = PyList_New(0), *vals = PyList_New(0);
+  if (sig == NULL || vals == NULL) { Py_XDECREF(sig); Py_XDECREF(vals); return NULL; }
+  int rc = sig_walk(args[0], args[1], args[2], args[3], sig, vals, 0);
+  if (rc != 1) {
+    Py_DECREF(sig); Py_DECREF(vals);
+    if (rc < 0) return NULL;
+    Py_RETURN_NONE;
+  }
+  PyObject *st = PyList_AsTuple(sig);
+  Py_DECREF(sig);
+  if (st == NULL) { Py_DECREF(vals); return NULL; }
+  PyObject *out = PyTuple_Pack(2, st, vals);
+  Py_DECREF(st); Py_DECREF(vals);
+  return out;
+}
+
+/* place(bufs: list, ids: list[int], args: list, dtypes: list[np.dtype]) -> bool: when every
+   args[k] is an ndarray (exactly), C-contiguous, of dtype dtypes[k], store it at
+   bufs[ids[k]] and return True; otherwise change nothing and return False (the caller
+   converts). One call instead of a Python loop of attribute checks per input. */
+static PyObject *kiln_place(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+  if (nargs != 4 || !PyList_Check(args[0]) || !PyList_Check(args[1]) ||
+      !PyList_Check(args[2]) || !PyList_Check(args[3])) {
+    PyErr_SetString(PyExc_TypeError, "place(bufs, ids, args, dtypes): lists");
+    return NULL;
+  }
+  PyObject *bufs = args[0], *ids = args[1], *xs = args[2], *dts = args[3];
+  Py_ssize_t n = PyList_GET_SIZE(ids);
+  if (PyList_GET_SIZE(xs) != n || PyList_GET_SIZE(dts) != n) Py_RETURN_FALSE;
+  Py_ssize_t nb = PyList_GET_SIZE(bufs);
+  for (Py_ssize_t k = 0; k < n; k++) {
+    PyObject *x = PyList_GET_ITEM(xs, k);
+    if (!PyArray_CheckExact(x) || !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)x))
+      Py_RETURN_FALSE;
+    PyArray_Descr *have = PyArray_DESCR((PyArrayObject *)x);
+    PyObject *want = PyList_GET_ITEM(dts, k);
+    if ((PyObject *)have != want &&
+        (!PyArray_DescrCheck(want) || !PyArray_EquivTypes(have, (PyArray_Descr *)want)))
+      Py_RETURN_FALSE;
+    Py_ssize_t i = PyLong_AsSsize_t(PyList_GET_ITEM(ids, k));
+    if (i == -1 && PyErr_Occurred()) return NULL;
+    if (i < 0 || i >= nb) { PyErr_SetString(PyExc_IndexError, "place: buffer id"); return NULL; }
+  }
+  for (Py_ssize_t k = 0; k < n; k++) {
+    Py_ssize_t i = PyLong_AsSsize_t(PyList_GET_ITEM(ids, k));
+    PyObject *x = PyList_GET_ITEM(xs, k);
+    Py_INCREF(x);
+    PyList_SetItem(bufs, i, x);     /* steals x, releases the old item */
+  }
+  Py_RETURN_TRUE;
+}
+
 static PyMethodDef kiln_methods[] = {
   {"run", (PyCFunction)(void (*)(void))kiln_run, METH_FASTCALL, "run(fnptr, *arrays)"},
   {"alloc_large", kiln_alloc_large, METH_VARARGS, "alloc_large(shape, dtype)"},
   {"pool_stats", kiln_pool_stats, METH_NOARGS, "pool_stats()"},
+  {"place", (PyCFunction)(void (*)(void))kiln_place, METH_FASTCALL,
+   "place(bufs, ids, args, dtypes) -> bool"},
+  {"tree_sig", (PyCFunction)(void (*)(void))kiln_tree_sig, METH_FASTCALL,
+   "tree_sig(tree, array_type, namedtuple_types, markers) -> (sig, values) | None"},
   {NULL, NULL, 0, NULL}
 };
 

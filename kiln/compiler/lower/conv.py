@@ -34,6 +34,8 @@ def is_native(eqn) -> bool:
         return False
     if int(p.get("batch_group_count", 1)) != 1 and int(p.get("feature_group_count", 1)) != 1:
         return False
+    if lhs.ndim < 3:        # no spatial dimensions (a dot): the native kernel needs one
+        return False
     return all(int(d) > 0 for d in out.shape) and all(int(d) > 0 for d in rhs.shape)
 
 

@@ -115,6 +115,8 @@ class Idx:
         d = int(d)
         if d == 1:
             return self
+        if d == 0:      # a zero-size dimension: the index is never evaluated
+            return Idx.lit(0)
         if 0 <= self.lo and self.hi < d:
             return Idx.lit(0)
         if self.is_affine:
@@ -128,7 +130,7 @@ class Idx:
     def mod(self, d: int) -> Idx:
         """``self % d`` (floor semantics) for ``d > 0``, simplified with ranges."""
         d = int(d)
-        if d == 1:
+        if d in (0, 1):     # 0: a zero-size dimension, the index is never evaluated
             return Idx.lit(0)
         if 0 <= self.lo and self.hi < d:
             return self

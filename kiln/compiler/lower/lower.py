@@ -168,12 +168,33 @@ class Lowering:
         e = node.read_flat(Idx.sym(flat_sym)) if n > 0 else None
         if e is not None:
             k = Kernel((n,), [flat_sym], [(buf, e)], self.kernel_name("k"))
+        elif n > 0 and getattr(node, "pieces", None) is not None:
+            self._write_pieces(node, buf)
+            return BufNode(self, buf)
         else:
             syms = self.syms(node.shape)
             e = node.read([Idx.sym(s) for s in syms])
             k = Kernel(tuple(node.shape), syms, [(buf, e)], self.kernel_name("k"))
         self.prog.steps.append(k)
         return BufNode(self, buf)
+
+    def _write_pieces(self, node: Node, buf: Buffer):
+        """One kernel per piece of a concatenation-like node (``pieces``), each over its
+        own region of ``buf``: every element then computes only its own piece's value,
+        with the region's index arithmetic, instead of selecting among all the pieces
+        (the gradient of ``jnp.split``, a sum of zero-padded pieces, read each piece
+        through clamped floor divisions at every element). Each element's expression is
+        the one the whole node gives there, so the bits are the same."""
+        dim, parts = node.pieces
+        strides = tuple(row_major_strides(node.shape))
+        for start, size, sub in parts:
+            if size == 0:
+                continue
+            syms = self.syms(sub.shape)
+            e = sub.read([Idx.sym(s) for s in syms])
+            self.prog.steps.append(Kernel(tuple(sub.shape), syms, [(buf, e)],
+                                          self.kernel_name("k"),
+                                          Idx.lit(start * strides[dim]), strides))
 
     def materialize_shared(self, node: Node) -> BufNode:
         """``materialize``, once per node and step list, for consumers that only read the
@@ -184,6 +205,17 @@ class Lowering:
         if hit is not None:
             return hit[2]
         out = self.materialize(node)
+        self._shared_bufs[key] = (node, self.prog.steps, out)
+        return out
+
+    def materialize_shared_as(self, node: Node, perm) -> BufNode:
+        """``node`` transposed by ``perm``, written once per (node, perm) and step list (an
+        operand packed for two GEMMs, as attention's output cotangent, is stored once)."""
+        key = (id(node), tuple(perm), id(self.prog.steps))
+        hit = self._shared_bufs.get(key)
+        if hit is not None:
+            return hit[2]
+        out = self.materialize(_transpose_node(node, tuple(perm)))
         self._shared_bufs[key] = (node, self.prog.steps, out)
         return out
 
@@ -264,7 +296,15 @@ def _ew_rule(ctx: Lowering, eqn, ins):
 
     from kiln.compiler.lower.expr import EXPENSIVE
     cost = EXPENSIVE.get(name, 1) + sum(x.cost for x in ins if isinstance(x, LazyNode))
-    return LazyNode(shape, dtype, read, read_flat if flat_ok else None, cost)
+    node = LazyNode(shape, dtype, read, read_flat if flat_ok else None, cost)
+    if name == "add" and not flat_ok:
+
+        def make(sub_shape, ops):
+            return LazyNode(sub_shape, dtype, lambda idxs: table.op(
+                name, dtype, *[x.read(idxs if x.shape else []) for x in ops], **params),
+                None, cost)
+        _ew_pieces(node, ins, make)
+    return node
 
 
 def _broadcast_in_dim(ctx, eqn, ins):
@@ -299,6 +339,10 @@ def _reshape_node(ctx, x: Node, shape):
         return BufNode(ctx, x.buf, shape)
     if isinstance(x, ConstNode):
         return ConstNode(ctx, x.value, x.dtype, shape)
+    if _size(shape) == 0:
+        # nothing is read from an empty result (and the index arithmetic below would
+        # divide by a zero extent)
+        return ConstNode(ctx, 0, x.dtype, shape)
     if _flat_capable(x):
         return LazyNode(shape, x.dtype, lambda idxs: x.read_flat(flat_index(idxs, shape)),
                         x.read_flat, x.cost)
@@ -430,7 +474,80 @@ def _pad(ctx, eqn, ins):
             return pv.read([])
         return table.where(cond, x.read(in_idx), pv.read([]))
 
-    return LazyNode(shape, x.dtype, read, None, x.cost + 1)
+    node = LazyNode(shape, x.dtype, read, None, x.cost + 1)
+    padded = [d for d, c in enumerate(config) if tuple(c) != (0, 0, 0)]
+    if len(padded) == 1 and config[padded[0]][2] == 0 and min(config[padded[0]][:2]) >= 0:
+        # Padding along one dim: the padding value, x, the padding value (see _pieces).
+        d = padded[0]
+        lo, hi, _ = config[d]
+
+        def fill(size):
+            sub = tuple(size if j == d else n for j, n in enumerate(shape))
+            return LazyNode(sub, x.dtype, lambda idxs: pv.read([]), None, 0)
+        _set_pieces(node, d, [(0, lo, fill(lo)), (lo, x.shape[d], x),
+                              (lo + x.shape[d], hi, fill(hi))])
+    return node
+
+
+# A node materialized as pieces has at most this many, and pieces along its last dim
+# are at least PIECE_MIN_INNER long (short inner loops would cost more than the selects).
+MAX_PIECES = 8
+PIECE_MIN_INNER = 16
+
+
+def _set_pieces(node, dim, parts):
+    """Mark ``node`` as the concatenation along ``dim`` of ``parts`` (``(start, size,
+    node)``, in order, covering the dim): ``Lowering.materialize`` then writes each part
+    into its region with a kernel of its own (``_write_pieces``)."""
+    parts = [p for p in parts if p[1] > 0]
+    if len(parts) < 2 or len(parts) > MAX_PIECES:
+        return
+    if dim == len(node.shape) - 1 and min(p[1] for p in parts) < PIECE_MIN_INNER:
+        return
+    node.pieces = (dim, parts)
+
+
+def _slice_along(x: Node, dim, start, size):
+    """``x[..., start:start + size, ...]`` along ``dim`` (lazily)."""
+    if start == 0 and size == x.shape[dim]:
+        return x
+    shape = tuple(size if j == dim else n for j, n in enumerate(x.shape))
+    if isinstance(x, ConstNode):
+        return ConstNode(x.ctx, x.value, x.dtype, shape)
+
+    def read(idxs):
+        return x.read([e + start if j == dim else e for j, e in enumerate(idxs)])
+    return LazyNode(shape, x.dtype, read, None, x.cost)
+
+
+def _ew_pieces(node, ins, make):
+    """Pieces of an elementwise ``node`` whose operands include concatenation-like ones
+    along one dim (an add of zero-padded pieces: the gradient of ``split``): the op of
+    the operands' parts over each interval where every operand is a single part.
+    ``make(shape, operands)`` gives the elementwise node of sliced operands."""
+    dims = {x.pieces[0] for x in ins if getattr(x, "pieces", None) is not None}
+    if len(dims) != 1 or any(x.shape not in ((), node.shape) for x in ins):
+        return
+    (dim,) = dims
+    cuts = {0, node.shape[dim]}
+    for x in ins:
+        if getattr(x, "pieces", None) is not None:
+            cuts |= {p[0] for p in x.pieces[1]}
+    cuts = sorted(cuts)
+    parts = []
+    for a, b in zip(cuts[:-1], cuts[1:]):
+        ops = []
+        for x in ins:
+            if x.shape == ():
+                ops.append(x)
+            elif getattr(x, "pieces", None) is not None:
+                start, size, sub = next(p for p in x.pieces[1] if p[0] <= a < p[0] + p[1])
+                ops.append(_slice_along(sub, dim, a - start, b - a))
+            else:
+                ops.append(_slice_along(x, dim, a, b - a))
+        shape = tuple(b - a if j == dim else n for j, n in enumerate(node.shape))
+        parts.append((a, b - a, make(shape, ops)))
+    _set_pieces(node, dim, parts)
 
 
 def _concatenate(ctx, eqn, ins):
@@ -453,8 +570,10 @@ def _concatenate(ctx, eqn, ins):
             expr = table.where(cond, x.read(sub), expr)
         return expr
 
-    return LazyNode(shape, eqn.outvars[0].aval.dtype, read, None,
+    node = LazyNode(shape, eqn.outvars[0].aval.dtype, read, None,
                     max(x.cost for x in ins) + len(ins))
+    _set_pieces(node, dim, [(o, x.shape[dim], x) for x, o in zip(ins, offsets)])
+    return node
 
 
 def _iota(ctx, eqn, ins):
@@ -704,16 +823,37 @@ def _dot_general(ctx: Lowering, eqn, ins, kind):
                 blas_support.available())
     if not use_blas:
         return _dot_as_reduce(ctx, lhs, rhs, lc, rc, lb, rb, lf, rf, out, kind)
-    a, ta = _gemm_operand(ctx, lhs, lb, lf, lc)
-    b, tb = _gemm_operand(ctx, rhs, rb, rc, rf)
+    a, ta, av = _gemm_operand(ctx, lhs, lb, lf, lc)
+    b, tb, bv = _gemm_operand(ctx, rhs, rb, rc, rf)
     buf = ctx.prog.new_buffer(out.shape, out.dtype, kind)
-    ctx.prog.steps.append(Gemm(a, ta, b, tb, buf, B, M, N, K, name=ctx.kernel_name("g")))
+    ctx.prog.steps.append(Gemm(a, ta, b, tb, buf, B, M, N, K, name=ctx.kernel_name("g"),
+                               a_view=av, b_view=bv))
     return BufNode(ctx, buf)
 
 
+def _strided_operand(x, batch, first, second):
+    """``(trans, (ld, batch dims))`` addressing a stored ``x`` as the GEMM operand
+    [batch, first, second] in place, when ``first`` and ``second`` are one dim each and
+    one of them is x's last (unit stride): the rows are then ``ld`` apart and each batch
+    element's matrix starts at its batch dims' offsets. None otherwise."""
+    if len(first) != 1 or len(second) != 1:
+        return None
+    strides = row_major_strides(x.shape)
+    nd = len(x.shape)
+    (f,), (s,) = first, second
+    if s == nd - 1:
+        trans, ld = False, strides[f]
+    elif f == nd - 1:
+        trans, ld = True, strides[s]
+    else:
+        return None
+    return trans, (int(ld), tuple((int(x.shape[d]), int(strides[d])) for d in batch))
+
+
 def _gemm_operand(ctx, x: Node, batch, first, second):
-    """A buffer holding ``x`` as [batch, first, second] (returns trans=False) or
-    [batch, second, first] (trans=True), packing it with a kernel if needed."""
+    """``(buffer, trans, view)``: a buffer holding ``x`` as [batch, first, second]
+    (trans=False) or [batch, second, first] (trans=True), packing it with a kernel if
+    needed; ``view`` (see ``Gemm.a_view``) when a stored buffer is read in place."""
     nd = len(x.shape)
     view = getattr(x, "view_of", None)
     natural = tuple(range(nd))
@@ -735,12 +875,23 @@ def _gemm_operand(ctx, x: Node, batch, first, second):
             x = ctx.materialize_shared(x)
     if isinstance(x, BufNode):
         if tuple(batch) + tuple(first) + tuple(second) == tuple(range(nd)):
-            return x.buf, False
+            return x.buf, False, None
         if tuple(batch) + tuple(second) + tuple(first) == tuple(range(nd)):
-            return x.buf, True
-    perm = tuple(batch) + tuple(first) + tuple(second)
-    packed = ctx.materialize(_transpose_node(x, perm))
-    return packed.buf, False
+            return x.buf, True, None
+        # A permuted view of a stored buffer (attention's heads of a [b, t, h, d] array,
+        # batched over (b, h)): read in place with a leading dimension and batch strides.
+        strided = _strided_operand(x, batch, first, second)
+        if strided is not None:
+            return x.buf, strided[0], strided[1]
+    # Packed as [batch, first, second], or as [batch, second, first] with the transpose
+    # flag when x's own last dim is among ``first``: the packing kernel's inner loop then
+    # runs along that dim, reading its source contiguously (attention's keys, [b, t, h, d]
+    # viewed as [b, h, t, d] and contracted over d, read with a stride of t otherwise).
+    trans = nd - 1 in first and nd - 1 not in second
+    perm = tuple(batch) + (tuple(second) + tuple(first) if trans else
+                           tuple(first) + tuple(second))
+    packed = ctx.materialize_shared_as(x, perm)
+    return packed.buf, trans, None
 
 
 def _dot_as_reduce(ctx, lhs, rhs, lc, rc, lb, rb, lf, rf, out, kind):

@@ -128,4 +128,33 @@ def merge_kernels(prog: Program, table) -> int:
                 break
         if not done:
             j += 1
+    if merged:
+        _drop_dead_outputs(prog)
     return merged
+
+
+def _drop_dead_outputs(prog: Program):
+    """Drop the outputs of merged kernels that nothing reads any more: a value stored
+    for its consumers (the cost rule) whose consumers all merged into its kernel, which
+    then computes it in place (a GELU gradient's 8x128x1024 term was still written to a
+    buffer no step read). Temporaries only; program outputs and every buffer another
+    step (or the kernel itself) reads are kept."""
+    steps = prog.steps
+    keep = {o[1].id for o in prog.outputs if o[0] == "buf"}
+    touched = [step_buffer_ids(prog, s) for s in steps]
+    users: dict = {}
+    for ids in touched:
+        for b in ids:
+            users[b] = users.get(b, 0) + 1
+    for i, k in enumerate(steps):
+        if not isinstance(k, Kernel) or len(k.outs) < 2:
+            continue
+        reads, _ = _reads_writes(prog, k)
+        live = [(buf, e) for buf, e in k.outs
+                if buf.kind != "tmp" or buf.id in keep or buf.id in reads
+                or users.get(buf.id, 0) > 1]
+        if live and len(live) < len(k.outs):
+            steps[i] = Kernel(tuple(k.shape), list(k.syms), live, k.name, k.offset, k.strides)
+            src = prog.step_source.get(id(k))
+            if src is not None:
+                prog.step_source[id(steps[i])] = src

@@ -52,13 +52,17 @@ class Buffer:
 @dataclass(eq=False)
 class Kernel:
     """A loop nest over ``shape`` storing each element of ``outs`` at its row-major
-    offset, plus ``offset`` (an Idx) when set: a scan writes its stacked outputs so."""
+    offset, plus ``offset`` (an Idx) when set: a scan writes its stacked outputs so.
+    With ``strides`` (one per loop, set together with ``offset``) the position is
+    ``sum(sym * stride) + offset`` instead: one piece of a concatenation written into
+    its region of the whole buffer."""
 
     shape: tuple
     syms: list[Sym]
     outs: list[tuple[Buffer, SExpr]]
     name: str = "kernel"
     offset: object = None
+    strides: tuple | None = None
 
 
 @dataclass(eq=False)
@@ -110,7 +114,13 @@ class Scatter:
 @dataclass(eq=False)
 class Gemm:
     """``out[b] = op(a[b]) @ op(b_[b])``: row-major; ``a`` is [batch, M, K] (or [batch, K, M]
-    when ``trans_a``), ``b`` is [batch, K, N] (or [batch, N, K] when ``trans_b``)."""
+    when ``trans_a``), ``b`` is [batch, K, N] (or [batch, N, K] when ``trans_b``).
+
+    ``a_view``/``b_view``, when set, read the operand in place from a buffer of another
+    layout: ``(ld, ((size, stride), ...))``, the matrix's leading dimension and the batch
+    index split row-major over those sizes, each with its element stride in the buffer
+    (attention's heads of a ``[b, t, h, d]`` array: ld ``h*d``, batch ``((b, t*h*d),
+    (h, d))``). None: the contiguous layout above."""
 
     a: Buffer
     trans_a: bool
@@ -122,6 +132,8 @@ class Gemm:
     n: int
     k: int
     name: str = "gemm"
+    a_view: tuple | None = None
+    b_view: tuple | None = None
 
 
 @dataclass(eq=False)

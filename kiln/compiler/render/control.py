@@ -43,10 +43,29 @@ class ControlMixin:
             lines += ["      " + x for x in body.prelude_lines() + body.lines]
             lines.append(f"      if (!({v})) break;")
             lines.append("    }")
-        lines += _indented(self.render_step_list(prog, loop.body))
+        lines += _indented(self._timed_body(prog, loop, loop.body))
         lines.append("  }")
         lines.append("  }")
         return "\n".join(lines)
+
+    def _timed_body(self, prog, loop, steps):
+        """The loop body's rendered steps; with ``time_loop_bodies`` (the profiler's
+        per-step build) each is bracketed by a clock read that adds its time and one call
+        to the library's ``kiln_loop_t``/``kiln_loop_n`` slot ``k``, and ``(k, step,
+        loop, segment name)`` is appended to ``loop_timers`` (a nested loop's own slot is
+        the one whose step is that loop)."""
+        texts = self.render_step_list(prog, steps)
+        if not getattr(self, "time_loop_bodies", False):
+            return texts
+        timers = self.loop_timers
+        out = []
+        for step, text in texts:
+            k = len(timers)
+            timers.append((k, step, loop, getattr(self, "_cur_segment", None)))
+            out.append((step, f"  {{ double kiln_t0_ = kiln_loop_now();\n{text}\n"
+                              f"  kiln_loop_t[{k}] += kiln_loop_now() - kiln_t0_; "
+                              f"kiln_loop_n[{k}]++; }}"))
+        return out
 
     def render_branch(self, prog, branch) -> str:
         body = Body(self, prog)

@@ -4,6 +4,8 @@ stores for large outputs through tiles), scatters, and GEMM calls, as their plan
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from kiln.compiler.lower.program import (
@@ -24,7 +26,11 @@ class KernelMixin:
     def render_kernel(self, prog: Program, k: Kernel, plan: KernelPlan) -> str:
         body = Body(self, prog)
         stores = []
-        flat = _flat_of_syms(k.syms, k.shape)
+        if k.strides is not None:
+            flat = " + ".join(s.name if st == 1 else f"{st}*{s.name}"
+                              for s, st in zip(k.syms, k.strides)) or "0"
+        else:
+            flat = _flat_of_syms(k.syms, k.shape)
         if k.offset is not None:
             flat = f"{flat} + {k.offset.c()}"
         for buf, e in k.outs:
@@ -144,10 +150,37 @@ class KernelMixin:
 
     def render_gemm(self, g: Gemm) -> str:
         f = "kiln_gemm_f32" if g.out.dtype == F32 else "kiln_gemm_f64"
-        lda = g.m if g.trans_a else g.k
-        ldb = g.k if g.trans_b else g.n
+        a, lda = _gemm_operand_c(g.a, g.a_view, g.m if g.trans_a else g.k, g.m * g.k)
+        b, ldb = _gemm_operand_c(g.b, g.b_view, g.k if g.trans_b else g.n, g.k * g.n)
         zero = "0.0f" if g.out.dtype == F32 else "0.0"
         call = (f"{f}({int(g.trans_a)}, {int(g.trans_b)}, {g.m}, {g.n}, {g.k}, "
-                f"b{g.a.id} + bt*{g.m * g.k}, {lda}, b{g.b.id} + bt*{g.k * g.n}, {ldb}, "
+                f"{a}, {lda}, {b}, {ldb}, "
                 f"b{g.out.id} + bt*{g.m * g.n}, {g.n}, {zero});")
-        return f"  for (int64_t bt = 0; bt < {g.batch}; bt++) {call}"
+        loop = f"  for (int64_t bt = 0; bt < {g.batch}; bt++) {call}"
+        macs = g.m * g.n * g.k
+        if (g.batch > 1 and macs < self.gemm_split_min_macs
+                and g.batch * macs >= self.gemm_batch_parallel_min_macs):
+            # Each product is too small for the glue to split over threads (one
+            # single-threaded BLAS call): run the batch's products side by side instead
+            # (attention's per-head products: 32 of 128x128x64). Each is the same call
+            # as in the serial loop, so the bits do not change.
+            return f"  {self.parallel_for}\n{loop}"
+        return loop
+
+
+def _gemm_operand_c(buf, view, ld, size):
+    """C of a GEMM operand's matrix for batch ``bt`` and its leading dimension: contiguous
+    matrices of ``size`` elements, or a ``Gemm.a_view``/``b_view`` in place."""
+    if view is None:
+        return f"b{buf.id} + bt*{size}", ld
+    ld, dims = view
+    terms = []
+    inner = 1
+    for size_d, stride in reversed(dims):
+        if size_d > 1:
+            idx = "bt" if inner == 1 else f"(bt / {inner})"
+            if inner * size_d < math.prod(n for n, _ in dims):
+                idx = f"({idx} % {size_d})"
+            terms.append(f"{idx}*{stride}")
+        inner *= size_d
+    return " + ".join([f"b{buf.id}"] + terms[::-1]), ld

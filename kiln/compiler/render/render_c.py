@@ -99,8 +99,16 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
     # The numbers below are the plans' LoopTarget (plan_loops.LoopTarget.of).
     # Elements of work above which a loop runs on all cores.
     parallel_threshold = 1 << 17
+    # GEMMs of at least this many multiply-adds are split over threads by the BLAS glue
+    # (kiln/compiler/build/blas.py, PARALLEL_MIN_MACS); a batch of smaller ones whose
+    # total reaches the second number runs its products in parallel (render_gemm).
+    gemm_split_min_macs = 1 << 22
+    gemm_batch_parallel_min_macs = 1 << 20
     # One C function per step (for timing each step; see Executable.profile).
     segment_per_step = False
+    # Time each step of a loop body inside the C loop (the profiler's per-step build):
+    # `loop_timers` lists the slots (render/control.py); one translation unit then.
+    time_loop_bodies = False
     # Programs whose steps render to at least this many characters are split into
     # `build_units` translation units that the build compiles in parallel (the
     # MLP-gradient program: one gcc of 0.28 s, or two of ~0.15 s side by side).
@@ -146,9 +154,15 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
                     cur = []
         if cur:
             segments.append(Segment(f"seg{len(segments)}", cur))
-        rendered = [self._render_steps(prog, seg) for seg in segments]
+        self.loop_timers: list = []
+        rendered = []
+        for seg in segments:
+            self._cur_segment = seg.name
+            rendered.append(self._render_steps(prog, seg))
         total = sum(len(t) for r in rendered for _, t in r)
         units = self.build_units if total >= self.split_min_chars else 1
+        if self.loop_timers:
+            units = 1       # the timer arrays are defined once
         if units > 1:
             return self._render_units(prog, segments, rendered, units)
         bodies = [self._segment_function(seg, [t for _, t in r],
@@ -164,6 +178,13 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
         if self.math_source:
             parts.append(self.math_source)
         parts += lower_random.preludes("\n".join(bodies))
+        if getattr(self, "loop_timers", None):
+            n = len(self.loop_timers)
+            parts.append("#include <time.h>\n"
+                         f"double kiln_loop_t[{n}];\nlong long kiln_loop_n[{n}];\n"
+                         "static inline double kiln_loop_now(void) {\n"
+                         "  struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts);\n"
+                         "  return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec; }")
         needs = getattr(self, "_needs", set())
         if "stdlib" in needs:           # convolution tiles' scratch
             parts.append("#include <stdlib.h>")

@@ -1,6 +1,6 @@
 """Structured control flow: cond, switch, while_loop, fori_loop, scan, map, associative_scan."""
 from kiln.lax.control.associative_scan import associative_scan  # noqa: F401
-from kiln.lax.control.cond import cond, cond_p, switch  # noqa: F401
+from kiln.lax.control.cond import cond, cond_p, platform_dependent, switch  # noqa: F401
 from kiln.lax.control.loops import (  # noqa: F401
     fori_loop,
     map,
@@ -11,4 +11,4 @@ from kiln.lax.control.loops import (  # noqa: F401
 )
 
 __all__ = ["cond", "switch", "cond_p", "while_loop", "fori_loop", "scan", "map", "while_p",
-           "scan_p", "associative_scan"]
+           "scan_p", "associative_scan", "platform_dependent"]

@@ -330,46 +330,69 @@ def _cond_partial_eval(trace, args, params):
     res_avals = []
     for known, _, _, num_res in splits:
         res_avals.append(known.out_avals[len(known.out_avals) - num_res:])
-    all_res = [a for ra in res_avals for a in ra]
+    all_res, where = _merge_residual_slots(res_avals)
     n_known_out = sum(1 for u in out_uk if not u)
-    # Known branches: known outputs + all residual slots (zeros for other branches').
+    # Known branches: known outputs + the residual slots (zeros in the slots a branch
+    # does not use).
     known_brs = []
-    offset = 0
-    for known, _, _, num_res in splits:
+    for (known, _, _, _), to in zip(splits, where):
         k_in = [a for a, u in zip(br_in_avals(branches[0]), unknowns) if not u]
 
-        def kfun(*xs, known=known, offset=offset, num_res=num_res):
+        def kfun(*xs, known=known, to=to):
             outs = common.jaxpr_fun(known)(*xs)
             kout, res = outs[:n_known_out], outs[n_known_out:]
-            slots = [common.zeros(a) for a in all_res]
-            slots[offset:offset + num_res] = res
+            slots = [None] * len(all_res)
+            for r, j in zip(res, to):
+                slots[j] = r
+            slots = [common.zeros(a) if r is None else r for r, a in zip(slots, all_res)]
             return list(kout) + slots
 
         kb, kconsts = staging.trace_to_jaxpr(kfun, k_in)
         known_brs.append(ClosedJaxpr(kb, kconsts))
-        offset += num_res
     known_ops = [x for x, u in zip(ops, unknowns) if not u]
     with set_current_trace(trace.parent):
         kouts = cond_p.bind(index, *known_ops, branches=tuple(known_brs))
     known_outs, res = kouts[:n_known_out], kouts[n_known_out:]
     # Unknown branches: take (all residuals, unknown ops), use their own slice.
     unk_brs = []
-    offset = 0
     uk_in = [a for a, u in zip(br_in_avals(branches[0]), unknowns) if u]
-    for (_, unknown, _, num_res) in splits:
-        def ufun(*xs, unknown=unknown, offset=offset, num_res=num_res):
+    for (_, unknown, _, _), to in zip(splits, where):
+        def ufun(*xs, unknown=unknown, to=to):
             r, u = xs[:len(all_res)], xs[len(all_res):]
-            outs = common.jaxpr_fun(unknown)(*r[offset:offset + num_res], *u)
+            outs = common.jaxpr_fun(unknown)(*[r[j] for j in to], *u)
             return [common.match_aval(o, a) for o, a in
                     zip(outs, [a for a, uk in zip(branches[0].out_avals, out_uk) if uk])]
         ub, uconsts = staging.trace_to_jaxpr(ufun, list(all_res) + uk_in)
         unk_brs.append(ClosedJaxpr(ub, uconsts))
-        offset += num_res
     unknown_ops = [x for x, u in zip(ops, unknowns) if u]
     uouts = trace.stage(cond_p, [index, *res, *unknown_ops], dict(branches=tuple(unk_brs)),
                         out_avals=unk_brs[0].out_avals)
     ki, ui = iter(known_outs), iter(uouts)
     return [next(ui) if u else next(ki) for u in out_uk]
+
+
+def _merge_residual_slots(res_avals):
+    """Shared residual slots for the branches of a partially evaluated ``cond``: a
+    branch's residual takes a slot of its type (shape, dtype, weak type) that the branch
+    does not use yet, and a new slot only when there is none (as JAX merges them: a
+    ``switch`` whose branches each keep one float32 residual passes one, not one per
+    branch). Returns the slots' avals and, per branch, the slot of each residual."""
+    slots: list = []
+    where = []
+    for ra in res_avals:
+        used: set = set()
+        to = []
+        for a in ra:
+            key = (a.shape, a.dtype, getattr(a, "weak_type", False))
+            j = next((j for j, s in enumerate(slots) if j not in used and
+                      (s.shape, s.dtype, getattr(s, "weak_type", False)) == key), None)
+            if j is None:
+                j = len(slots)
+                slots.append(a)
+            used.add(j)
+            to.append(j)
+        where.append(to)
+    return slots, where
 
 
 def br_in_avals(br):
@@ -452,3 +475,44 @@ def _cond_batch(axis_data, vals, dims, *, branches):
 
 batching.batch_rules[cond_p] = _cond_batch
 _ = (ShapedArray, Tracer)
+
+
+def platform_dependent(*args, default=None, **per_platform):
+    """``per_platform[platform](*args)`` for the platform the computation runs on
+    (``lax.platform_dependent``), else ``default(*args)``.
+
+    kiln runs everything on its CPU backend, and its compiled and eager code are the
+    same platform, so the choice is made when the call is traced: the ``'cpu'`` branch
+    (or ``default``) is the one staged, as JAX's lowering for CPU keeps only that branch;
+    the others are never called. Platform names are JAX's (``'cpu'``, ``'tpu'``,
+    ``'cuda'``, ``'rocm'``, ...).
+
+    Raises:
+      TypeError: a branch (or ``default``) is not callable.
+      ValueError: a branch is named ``'gpu'`` (use ``'cuda'`` or ``'rocm'``).
+      NotImplementedError: neither a ``'cpu'`` branch nor ``default`` is given (JAX's
+        error when lowering for a platform without a branch).
+    """
+    for name, branch in per_platform.items():
+        if not callable(branch):
+            raise TypeError(f"lax.platform_dependent: the '{name}' branch must be a "
+                            "callable.")
+        if name == "gpu":
+            raise ValueError("Use 'cuda' or 'rocm' for lax.platform_dependent.")
+    if default is not None and not callable(default):
+        raise TypeError("lax.platform_dependent: the 'default' branch must be a callable.")
+    branch = per_platform.get("cpu", default)
+    if branch is None:
+        groups: list = []
+        for name, b in per_platform.items():
+            for g in groups:
+                if g[1] is b:
+                    g[0].append(name)
+                    break
+            else:
+                groups.append(([name], b))
+        platforms = tuple(tuple(g[0]) for g in groups)
+        raise NotImplementedError(
+            f"MLIR translation rule for primitive 'platform_index(platforms={platforms})' "
+            "not found for platform cpu")
+    return branch(*args)

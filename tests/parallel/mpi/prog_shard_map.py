@@ -59,7 +59,10 @@ def body(b):
 
 sm = kiln.shard_map(body, mesh=mesh, in_specs=P(("p", "l")),
                     out_specs=(P("l"), P("p"), P("l"), P(("p", "l")), P(), P("l"), P("p"),
-                               P(("p", "l")), P(("p", "l"))))
+                               P(("p", "l")), P(("p", "l"))),
+                    # all_gather results are device-varying in JAX's types (check_vma
+                    # would refuse the P("l")/P("p") specs); their values are the same
+                    check_vma=False)
 outs = sm(x)
 names = ["psum_p", "psum_l", "gather_p", "perm_p", "psum_all", "pmax_p", "gather_l",
          "perm_l", "index"]
