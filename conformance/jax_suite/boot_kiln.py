@@ -94,7 +94,6 @@ class XlaOnlyFinder(importlib.abc.MetaPathFinder):
 #: or public API kiln lacks). They load as placeholders (as :data:`XLA_ONLY`) so that the
 #: rest of the module's tests run; a test that uses one fails naming it.
 NOT_IN_KILN = ("jax.export", "jax._src.literals",
-               "jax._src.numpy.fft",
                "jax._src.lax.utils", "jax._src.pmap",
                "jax._src.export", "jax._src.cudnn", "jax.experimental.custom_partitioning",
                "jax.experimental.serialize_executable")

@@ -37,6 +37,7 @@ ALIASES = {
     "lax.parallel": "kiln.lax.parallel",
     "lax.control_flow": "kiln.lax.control",
     "numpy.util": "kiln.numpy._util",
+    "numpy.fft": "kiln.numpy.fft",
     "random.prng": "kiln.random._keys",
     "random.random": "kiln.random._keys",
     "random.threefry2x32": "kiln.random.prng",

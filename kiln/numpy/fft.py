@@ -44,6 +44,27 @@ def _norm_factor(s, func_name, norm, dtype):
     return np.asarray(f, dtype)
 
 
+def _fft_norm(s, func_name: str, norm: str):
+    """The factor a transform named ``func_name`` scales by for ``norm``, from the
+    transformed axes' sizes ``s`` (an array, possibly traced), computed in an inexact
+    dtype so that a large product cannot overflow (JAX's private helper of the same
+    name, which its tests call)."""
+    jnp = _jnp()
+    if norm == "backward":
+        return jnp.array(1)
+    from kiln.numpy._util import promote_dtypes_inexact
+    (s,) = promote_dtypes_inexact(s)
+    inverse = func_name.startswith("i")
+    if norm == "ortho":
+        r = jnp.sqrt(jnp.prod(s))
+        return r if inverse else 1 / r
+    if norm == "forward":
+        p = jnp.prod(s)
+        return p if inverse else 1 / p
+    raise ValueError(f'Invalid norm value {norm}; should be "backward", "ortho" or '
+                     '"forward".')
+
+
 def _fft_core(func_name, fft_type, a, s, axes, norm):
     jnp = _jnp()
     full_name = f"jax.numpy.fft.{func_name}"

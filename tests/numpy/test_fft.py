@@ -209,3 +209,20 @@ def test_errors_match_jax(call, exc):
         call(jnp)
     with pytest.raises(exc):
         call(knp)
+
+
+@pytest.mark.parametrize("norm", ["ortho", "forward", "backward"])
+@pytest.mark.parametrize("func_name", ["fftn", "ifftn"])
+def test_fft_norm_does_not_overflow_int32_sizes(func_name, norm):
+    # JAX's private _fft_norm (read as jax._src.numpy.fft by JAX's tests): sizes whose
+    # product overflows int32 are multiplied in an inexact dtype.
+    from kiln.numpy.fft import _fft_norm
+    s = knp.array([3, 900, 900, 900], dtype=knp.int32)
+    want = 1.0 if norm == "backward" else float(np.prod([3.0, 900, 900, 900]))
+    if norm == "ortho":
+        want = np.sqrt(want)
+    if norm != "backward" and func_name[0] != "i":
+        want = 1 / want
+    np.testing.assert_allclose(float(_fft_norm(s, func_name, norm)), want, rtol=3e-7)
+    with pytest.raises(ValueError, match="Invalid norm value"):
+        _fft_norm(s, func_name, "bogus")
