@@ -145,6 +145,8 @@ class ExprMixin:
             return f"({a} - {b})"
         if name == "mul":
             return f"({a} * {b})" if dt.kind != "b" else f"({a} & {b})"
+        if name == "fma":     # XLA's contraction (passes/xla_fma.py), rounded once
+            return f"{'fmaf' if dt == F32 else 'fma'}({a}, {b}, {args[2]})"
         if name == "div":
             return f"({a} / {b})" if fl else f"kiln_div_{_short(dt)}({a}, {b})"
         if name == "rem":
