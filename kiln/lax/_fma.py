@@ -26,7 +26,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from kiln.lax._factory import _float, naryop
+from kiln.core.avals import ShapedArray
+from kiln.lax._factory import _float, naryop, standard_primitive
 
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
@@ -124,3 +125,32 @@ def _impl(a, b, c):
 
 
 fma_p = naryop("fma", _impl, _float)
+
+
+# ---- reduce_sum_fma: XLA's short sums of products --------------------------------------
+
+def _reduce_sum_fma_impl(a, b, *, axes):
+    """``sum(a * b, axes)`` folded in order, ``acc = fma(a[i], b[i], acc)`` from +0 (the
+    order of the reduced positions is row-major, as XLA's loop)."""
+    a, b = np.asarray(a), np.asarray(b)
+    axes = tuple(sorted(int(d) for d in axes))
+    keep = [d for d in range(a.ndim) if d not in axes]
+    perm = keep + list(axes)
+    kept_shape = tuple(a.shape[d] for d in keep)
+    a2 = np.transpose(a, perm).reshape(kept_shape + (-1,))
+    b2 = np.transpose(b, perm).reshape(kept_shape + (-1,))
+    acc = np.zeros(kept_shape, a.dtype)
+    for i in range(a2.shape[-1]):
+        acc = np.asarray(fma(a2[..., i], b2[..., i], acc), a.dtype)
+    return acc
+
+
+def _reduce_sum_fma_abstract(a, b, *, axes):
+    if a.shape != b.shape or a.dtype != b.dtype:
+        raise TypeError("reduce_sum_fma: operands of one shape and dtype")
+    shape = tuple(n for d, n in enumerate(a.shape) if d not in axes)
+    return ShapedArray(shape, a.dtype, a.weak_type and b.weak_type)
+
+
+reduce_sum_fma_p = standard_primitive("reduce_sum_fma", _reduce_sum_fma_abstract,
+                                      _reduce_sum_fma_impl)

@@ -39,7 +39,7 @@ import numpy as np
 
 from kiln.compiler.passes.common import literal_value, make_literal, rebuild
 from kiln.core.jaxpr import ClosedJaxpr, JaxprEqn, Literal, Var
-from kiln.lax._fma import fma_p
+from kiln.lax._fma import fma_p, reduce_sum_fma_p
 from kiln.lax.arith import mul_p, neg_p
 
 FMA_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
@@ -73,6 +73,12 @@ def contract_fma(closed: ClosedJaxpr) -> ClosedJaxpr:
         if name in ("mul", "integer_pow", "square", "neg") and len(eqn.outvars) == 1:
             producer[eqn.outvars[0]] = eqn
             continue
+        if name == "reduce_sum":
+            prod = _reduced_product(eqn, producer, uses)
+            if prod is not None:
+                plans[id(eqn)] = prod
+                dropped.add(id(prod))
+            continue
         if name not in _ADDS or eqn.outvars[0].aval.dtype not in FMA_DTYPES:
             continue
         out = eqn.outvars[0].aval
@@ -97,6 +103,10 @@ def contract_fma(closed: ClosedJaxpr) -> ClosedJaxpr:
         plan = plans.get(id(eqn))
         if plan is None:
             eqns.append(eqn)
+            continue
+        if isinstance(plan, JaxprEqn):      # a reduce_sum of a product
+            eqns.append(JaxprEqn(reduce_sum_fma_p, list(plan.invars), list(eqn.outvars),
+                                 {"axes": tuple(eqn.params["axes"])}, eqn.source_info))
             continue
         prod, negate_prod, addend, negate_addend = plan
         x, y = _factors(prod, eqns)
@@ -130,6 +140,42 @@ def _product(atom, out, producer, uses):
     if eqn.primitive.name == "integer_pow" and int(eqn.params["y"]) < 2:
         return None
     return eqn, neg
+
+
+# XLA's reductions fold in order with the product contracted (``acc = fma(x, y, acc)``)
+# when they stay in one fused loop: one reduced axis of at most 32 elements, in an operand
+# of at most 4000 elements (larger ones are split, run in parallel or on products
+# computed apart); along the minor axis, rows of 5 to 8 elements fold the rounded
+# products instead (XLA's vectorized form).
+REDUCE_MAX_LENGTH = 32
+REDUCE_MAX_SIZE = 4000
+_MINOR_UNFUSED = range(5, 9)
+
+
+def _reduced_product(eqn, producer, uses):
+    """The single-use product ``x * y`` (distinct ``x`` and ``y`` of the operand's shape)
+    that the ``reduce_sum`` ``eqn`` folds with one fma per element, or None."""
+    atom = eqn.invars[0]
+    aval = atom.aval
+    if aval.dtype not in FMA_DTYPES or not isinstance(atom, Var) or uses.get(atom, 0) != 1:
+        return None
+    prod = producer.get(atom)
+    if prod is None or prod.primitive.name != "mul":
+        return None
+    x, y = prod.invars
+    if x is y or any(getattr(v, "aval", None) is None or v.aval.shape != aval.shape or
+                     v.aval.dtype != aval.dtype for v in (x, y)):
+        return None                     # squares and broadcast scalars: left alone
+    axes = tuple(eqn.params["axes"])
+    if len(axes) != 1:
+        return None
+    (ax,) = axes
+    n = aval.shape[ax]
+    if not 2 <= n <= REDUCE_MAX_LENGTH or int(np.prod(aval.shape)) > REDUCE_MAX_SIZE:
+        return None
+    if ax == len(aval.shape) - 1 and n in _MINOR_UNFUSED:
+        return None
+    return prod
 
 
 def _factors(prod, eqns):

@@ -98,7 +98,7 @@ class RowsMixin:
         row = body.hoisting(st.syms[m:])
         if isinstance(st, Reduce):
             body.summed = summed(st)
-            vals = [body.value(st.body)]
+            vals = [self.reduce_value(body, st)]
         else:
             vals = [body.value(e) for _, e in st.outs]
         prelude = [x for b in (row, body) for x in b.prelude_lines()]
