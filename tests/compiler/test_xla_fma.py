@@ -119,7 +119,7 @@ def _compiled_and_reference(f, *args, top=True):
     flat = [np.asarray(a) for a in args]
     got = [np.asarray(o) for o in exe(flat)]
     ref = cpu._reference_form(closed)
-    assert not top or any(e.primitive.name == "fma" for e in ref.jaxpr.eqns)
+    assert not top or any("fma" in e.primitive.name for e in ref.jaxpr.eqns)
     want = [np.asarray(o) for o in reference.run_jaxpr(ref.jaxpr, ref.consts, flat)]
     return got, want
 
@@ -172,3 +172,53 @@ def test_eager_ops_do_not_contract():
     got = np.asarray(knp.add(knp.multiply(A, B), C))
     np.testing.assert_array_equal(got, A * B + C)
     assert (got != _c_fma(A, B, C)).sum() > 10
+
+
+def _in_order_fma_sum(a, b, axis):
+    a, b = np.moveaxis(a, axis, -1), np.moveaxis(b, axis, -1)
+    acc = np.zeros(a.shape[:-1], a.dtype)
+    for i in range(a.shape[-1]):
+        acc = _c_fma(a[..., i], b[..., i], acc)
+    return acc
+
+
+@pytest.mark.parametrize("shape,axis,contracted", [
+    ((16, 32), 1, True), ((64, 9), 1, True), ((32, 64), 0, True), ((7, 5, 9), 1, True),
+    ((20,), 0, True), ((2000, 2), 1, True),
+    ((64, 33), 1, False),       # longer than 32
+    ((64, 6), 1, False),        # minor rows of 5-8: XLA folds the rounded products
+    ((3000, 3), 1, False),      # over 4000 elements
+])
+def test_short_sums_of_products(shape, axis, contracted):
+    a, b = (_RNG.standard_normal(shape).astype(np.float32) for _ in range(2))
+    f = lambda a, b: (a * b).sum(axis)      # noqa: E731
+    assert ("reduce_sum_fma" in _prims(f, a, b)) == contracted
+    if contracted:
+        got, want = _compiled_and_reference(f, a, b)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[0], _in_order_fma_sum(a, b, axis))
+
+
+@pytest.mark.parametrize("f", [
+    lambda a, b: (a * a).sum(1),                # a square
+    lambda a, b: (a * 0.3).sum(1),              # a rank-0 factor
+    lambda a, b: (a * b).sum((0, 1)),           # two axes
+    lambda a, b: ((a * b).sum(1), a * b),       # the product used twice
+    lambda a, b: (a * b).max(1),
+])
+def test_sums_left_alone(f):
+    a, b = (_RNG.standard_normal((16, 12)).astype(np.float32) for _ in range(2))
+    assert "reduce_sum_fma" not in _prims(f, a, b)
+
+
+def test_reduce_sum_fma_float64_and_middle_axis():
+    old = kiln.config.jax_enable_x64
+    kiln.config.update("jax_enable_x64", True)
+    try:
+        a, b = (_RNG.standard_normal((6, 17, 5)) for _ in range(2))
+        got, want = _compiled_and_reference(lambda a, b: (a * b).sum(1), a, b)
+    finally:
+        kiln.config.update("jax_enable_x64", old)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[0], _in_order_fma_sum(a, b, 1))
+    assert (got[0] != (a * b).sum(1)).sum() > 3

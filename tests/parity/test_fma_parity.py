@@ -160,3 +160,32 @@ def test_eager_does_not_contract():
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(got, a * b + c)
     assert (np.asarray(jax.jit(lambda a, b, c: a * b + c)(a, b, c)) != want).sum() > 20
+
+
+# Reductions: one reduced axis of at most 32 elements, operands up to 4000 elements,
+# fold ``acc = fma(x, y, acc)`` in order (minor rows of 5-8: the rounded products);
+# longer or larger ones add rounded products (summation order aside).
+_REDUCE_SHAPES = [((16, 32), 1), ((64, 31), 1), ((64, 9), 1), ((64, 2), 1), ((64, 6), 1),
+                  ((32, 64), 0), ((20, 100), 0), ((7, 5, 9), 1), ((7, 5, 9), 2), ((20,), 0),
+                  ((2000, 2), 1), ((3, 1000), 0), ((4, 4, 16), 2)]
+
+
+def _reductions(np_):
+    def f(*args):
+        outs = [(a * b).sum(ax) for (a, b), (_, ax) in zip(zip(args[::2], args[1::2]),
+                                                            _REDUCE_SHAPES)]
+        a, b = args[0], args[1]
+        outs.append((a * b).mean(1))
+        outs.append((a * b).sum(1) * 2.0 + b[:, 0])        # the sum's own fma after it
+        return tuple(outs)
+    return f
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_short_sums_of_products_match_jax_jit(dt, x64):
+    args = [x for shape, _ in _REDUCE_SHAPES for x in
+            (_RNG.standard_normal(shape).astype(dt), _RNG.standard_normal(shape).astype(dt))]
+    want = jax.jit(_reductions(jnp))(*args)
+    got = kiln.jit(_reductions(knp))(*args)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
