@@ -133,6 +133,10 @@ def _compiled_and_reference(f, *args, top=True):
     ("(a*b+c)*d+a", lambda a, b, c, d: (a * b + c) * d + a,
      lambda a, b, c, d: _c_fma(_c_fma(a, b, c), d, a)),
     ("a**3+c", lambda a, b, c, d: a ** 3 + c, lambda a, b, c, d: _c_fma(a * a, a, c)),
+    ("(a*b+c)*d+a*c", lambda a, b, c, d: (a * b + c) * d + a * c,
+     lambda a, b, c, d: _c_fma(a, c, _c_fma(a, b, c) * d)),
+    ("(a*b+c)*d-a*c", lambda a, b, c, d: (a * b + c) * d - a * c,
+     lambda a, b, c, d: _c_fma(_c_fma(a, b, c), d, -(a * c))),
     ("a*0.3+1", lambda a, b, c, d: a * 0.3 + 1.0,
      lambda a, b, c, d: _c_fma(a, a.dtype.type(0.3), a.dtype.type(1))),
 ])

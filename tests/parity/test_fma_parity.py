@@ -43,6 +43,12 @@ def _cases(np_):
         "sum(a,1,keep)*b+c": lambda a, b, c, d: a.sum(1, keepdims=True) * b + c,
         "sum(a*b+c,1)": lambda a, b, c, d: (a * b + c).sum(1),
         "a*b+c in a loop": lambda a, b, c, d: kiln_or_jax_fori(np_, a, b, c),
+        # two products, the left one computed with an fma: the right one is contracted
+        "(a*b+c)*d+a*c": lambda a, b, c, d: (a * b + c) * d + a * c,
+        "exp(a*b+c)*d+a*c": lambda a, b, c, d: np_.exp(a * b + c) * d + a * c,
+        "s*(1-a*.3)+a*t": lambda a, b, c, d: b[0, 0] * (1 - a * 0.3) + a * c[0, 0],
+        "(a*b+c)*d+(c*d+b)*c": lambda a, b, c, d: (a * b + c) * d + (c * d + b) * c,
+        "(a*b+c)*d-a*c": lambda a, b, c, d: (a * b + c) * d - a * c,
         # left alone
         "(a*b+c)*(a*b+d)": lambda a, b, c, d: (a * b + c) * (a * b + d),
         "(a*b+c, a*b)": lambda a, b, c, d: (a * b + c, a * b),

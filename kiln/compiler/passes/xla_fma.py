@@ -68,8 +68,12 @@ def contract_fma(closed: ClosedJaxpr) -> ClosedJaxpr:
     producer: dict = {}
     plans: dict = {}            # id(add eqn) -> (product eqn, negated product, neg eqn, addend)
     dropped: set = set()        # ids of the product (and neg) equations folded into an fma
+    fused: set = set()          # values whose elementwise computation holds an fma
     for eqn in j.eqns:
         name = eqn.primitive.name
+        if name in _ELEMENTWISE and any(isinstance(v, Var) and v in fused
+                                        for v in eqn.invars):
+            fused.update(eqn.outvars)
         if name in ("mul", "integer_pow", "square", "neg") and len(eqn.outvars) == 1:
             producer[eqn.outvars[0]] = eqn
             continue
@@ -82,11 +86,16 @@ def contract_fma(closed: ClosedJaxpr) -> ClosedJaxpr:
         if name not in _ADDS or eqn.outvars[0].aval.dtype not in FMA_DTYPES:
             continue
         out = eqn.outvars[0].aval
-        for pos in (0, 1):
-            found = _product(eqn.invars[pos], out, producer, uses)
-            if found is None:
+        found = [_product(v, out, producer, uses) for v in eqn.invars]
+        order = (0, 1)
+        if name != "sub" and found[0] is not None and found[1] is not None and \
+                _holds(found[0][0], fused) and not _holds(found[1][0], fused):
+            order = (1, 0)      # (fma(...) * w) + x * z: XLA contracts the right one
+        for pos in order:
+            if found[pos] is None:
                 continue
-            prod, neg = found
+            prod, neg = found[pos]
+            fused.update(eqn.outvars)
             negate_prod = (neg is not None) != (name == "sub" and pos == 1)
             negate_addend = name == "sub" and pos == 0
             plans[id(eqn)] = (prod, negate_prod, eqn.invars[1 - pos], negate_addend)
@@ -116,6 +125,19 @@ def contract_fma(closed: ClosedJaxpr) -> ClosedJaxpr:
             addend = _negated(addend, eqns, eqn)
         eqns.append(JaxprEqn(fma_p, [x, y, addend], list(eqn.outvars), {}, eqn.source_info))
     return rebuild(closed, eqns, list(j.outvars))
+
+
+_ELEMENTWISE = frozenset((
+    "add", "add_any", "sub", "mul", "div", "neg", "max", "min", "abs", "sign", "exp",
+    "exp2", "log", "log1p", "expm1", "tanh", "logistic", "sin", "cos", "tan", "sqrt",
+    "rsqrt", "cbrt", "pow", "integer_pow", "square", "select_n", "convert_element_type",
+    "clamp", "erf", "erfc", "erf_inv", "atan2", "asin", "acos", "atan", "sinh", "cosh",
+    "asinh", "acosh", "atanh", "floor", "ceil", "round", "rem", "fma"))
+
+
+def _holds(prod, fused) -> bool:
+    """Whether a factor of the product ``prod`` is computed with an fma."""
+    return any(isinstance(v, Var) and v in fused for v in prod.invars)
 
 
 def _product(atom, out, producer, uses):
