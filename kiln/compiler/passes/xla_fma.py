@@ -13,13 +13,19 @@ for float32 and float64 alike:
    -- when the product has this one use in the whole program (not also an output, not
    also used by another operation).
 2. Two products (``a*b + c*d``): the left one is contracted, ``fma(a, b, c*d)``; the
-   right one when only it has a single use.
+   right one when only it has a single use, or (an add) when the left product has a
+   factor computed with an fma and the right one has none: ``(a*b + c)*d + a*c`` =>
+   ``fma(a, c, fma(a, b, c)*d)`` (JAX's traced ``linspace``; ``y*(1 - x*0.3) + x*w`` and
+   ``(x*y + z)*w + w*z`` contract the left one in JAX, not reproduced).
 3. Chains contract at every step: ``(a*b + c)*d + e`` => ``fma(fma(a, b, c), d, e)``.
 4. ``x**2``, ``x**3``, ... (``integer_pow``, ``square``): XLA's multiplies by binary
    powering, the last one contracted: ``x**3 + c`` => ``fma(x*x, x, c)``.
-5. No contraction across a broadcast (a product of a smaller shape, rank 0 included,
-   added to a larger array), a conversion, a ``select``, or into a reduction's
-   accumulator (``sum(a*b)`` adds the rounded products); eager operations are separate
+5. Short sums of products: ``sum(a*b, axis)`` over one axis of 2 to 32 elements, with
+   operands of at most 4000 elements, folds in order, ``acc = fma(a_i, b_i, acc)``
+   (``reduce_sum_fma``), but for minor-axis rows of 5 to 8 elements, squares, several
+   axes, a rank-0 factor (XLA's vectorized or split reductions add rounded products).
+6. No contraction across a broadcast (a product of a smaller shape, rank 0 included,
+   added to a larger array), a conversion or a ``select``; eager operations are separate
    XLA programs and never contract.
 
 Constants take part as any operand (``x*0.3 + 1`` => ``fma(x, 0.3, 1)``), after XLA's
@@ -27,11 +33,11 @@ own rewrites (``x/3 + y`` => ``fma(x, fl(1/3), y)``, ``xla_simplify.py``), as in
 Only float32 and float64 are contracted. Not reproduced: a product used several times
 that XLA duplicates into separate fusions (``(a*b + c, a*b + d)`` as two outputs
 contracts both in JAX), and a transpose or reshape between the product and the add
-(contracted in JAX).
+(contracted in JAX). docs/compatibility.md, "FMA contraction", has the measurements.
 
-The ``fma`` primitive is ``kiln.lax._fma.fma_p``: C's ``fmaf``/``fma`` in compiled code
-(``-ffp-contract=off`` stays: kiln decides every contraction), an exact NumPy
-implementation on the reference backend.
+The ``fma`` and ``reduce_sum_fma`` primitives are in ``kiln.lax._fma``: C's
+``fmaf``/``fma`` in compiled code (``-ffp-contract=off`` stays: kiln decides every
+contraction), exact NumPy implementations on the reference backend.
 """
 from __future__ import annotations
 
