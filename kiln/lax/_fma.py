@@ -154,3 +154,26 @@ def _reduce_sum_fma_abstract(a, b, *, axes):
 
 reduce_sum_fma_p = standard_primitive("reduce_sum_fma", _reduce_sum_fma_abstract,
                                       _reduce_sum_fma_impl)
+
+
+# ---- rounded: a product XLA rounds before the sum it feeds --------------------------------
+
+def _make_rounded():
+    from kiln.interpreters import ad, batching
+    prim = standard_primitive(
+        "rounded", lambda x: ShapedArray(x.shape, x.dtype, x.weak_type), lambda x: x,
+        weak_type_rule=lambda w: w)
+    batching.vectorized_batcher(prim)
+    ad.deflinear(prim, lambda ct: [prim.bind(ct)])
+    return prim
+
+
+rounded_p = _make_rounded()
+
+
+def rounded(x):
+    """``x`` itself, marked as rounded: the compiler's FMA contraction leaves a sum of it
+    alone. For kiln's own code that reproduces a whole XLA program's bits (a sampler whose
+    fused loop adds a product XLA rounds first: ``maxwell``'s sum of squares); the
+    compiler lowers it to nothing."""
+    return rounded_p.bind(x)

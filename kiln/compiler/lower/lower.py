@@ -62,7 +62,7 @@ ELEMENTWISE = {
 }
 # Primitives rendered as another one's scalar op (add_any is the gradient's add).
 OP_ALIASES = {"add_any": "add", "erf_inv": "xla_erf_inv"}
-IDENTITY = frozenset(("stop_gradient", "copy", "copy_p", "optimization_barrier_1",
+IDENTITY = frozenset(("stop_gradient", "copy", "copy_p", "optimization_barrier_1", "rounded",
                       "sharding_constraint"))
 REDUCTIONS = {"reduce_sum": "sum", "reduce_max": "max", "reduce_min": "min",
               "reduce_prod": "prod", "reduce_and": "and", "reduce_or": "or",
