@@ -150,4 +150,8 @@ class KernelMixin:
         call = (f"{f}({int(g.trans_a)}, {int(g.trans_b)}, {g.m}, {g.n}, {g.k}, "
                 f"b{g.a.id} + bt*{g.m * g.k}, {lda}, b{g.b.id} + bt*{g.k * g.n}, {ldb}, "
                 f"b{g.out.id} + bt*{g.m * g.n}, {g.n}, {zero});")
-        return f"  for (int64_t bt = 0; bt < {g.batch}; bt++) {call}"
+        # BLAS runs on its own threads, without XLA's DAZ/FTZ: the calling thread's part
+        # too (not reproduced: a GEMM's subnormals are kept, docs/compatibility.md).
+        return (f"  {{ const unsigned kiln_g = kiln_ftz_clear(); "
+                f"for (int64_t bt = 0; bt < {g.batch}; bt++) {call} "
+                f"kiln_ftz_leave(kiln_g); }}")
