@@ -72,14 +72,15 @@ def contract_fma(closed: ClosedJaxpr) -> ClosedJaxpr:
         if isinstance(v, Var):
             uses[v] = uses.get(v, 0) + 2
     producer: dict = {}
-    plans: dict = {}            # id(add eqn) -> (product eqn, negated product, neg eqn, addend)
+    plans: dict = {}            # id(add eqn) -> (product, negate it?, addend, negate it?),
+    #                             id(reduce_sum eqn) -> product eqn
     dropped: set = set()        # ids of the product (and neg) equations folded into an fma
     fused: set = set()          # values whose elementwise computation holds an fma
     for eqn in j.eqns:
         name = eqn.primitive.name
-        if name in _ELEMENTWISE and any(isinstance(v, Var) and v in fused
-                                        for v in eqn.invars):
-            fused.update(eqn.outvars)
+        if name == "xla_fma" or (name in _ELEMENTWISE and any(
+                isinstance(v, Var) and v in fused for v in eqn.invars)):
+            fused.update(eqn.outvars)       # (xla_fma: kiln.random's explicit FMAs)
         if name in ("mul", "integer_pow", "square", "neg") and len(eqn.outvars) == 1:
             producer[eqn.outvars[0]] = eqn
             continue
