@@ -119,17 +119,22 @@ def fma(a, b, c) -> np.ndarray:
     return np.asarray(fma64(a, b, c)).astype(dt)
 
 
-def _impl(a, b, c):
+def _impl(a, b, c, *, weak_type=False):
     out = fma(a, b, c)
     return np.asarray(out, np.result_type(a, b, c))
 
 
-fma_p = naryop("fma", _impl, _float)
+def _weak_type_rule(*weak_types, weak_type=False):
+    # The weak type of the add/subtract the fma replaces (its rule may differ: add_any).
+    return bool(weak_type)
+
+
+fma_p = naryop("fma", _impl, _float, weak_type_rule=_weak_type_rule)
 
 
 # ---- reduce_sum_fma: XLA's short sums of products --------------------------------------
 
-def _reduce_sum_fma_impl(a, b, *, axes):
+def _reduce_sum_fma_impl(a, b, *, axes, weak_type=False):
     """``sum(a * b, axes)`` folded in order, ``acc = fma(a[i], b[i], acc)`` from +0 (the
     order of the reduced positions is row-major, as XLA's loop)."""
     a, b = np.asarray(a), np.asarray(b)
@@ -145,11 +150,11 @@ def _reduce_sum_fma_impl(a, b, *, axes):
     return acc
 
 
-def _reduce_sum_fma_abstract(a, b, *, axes):
+def _reduce_sum_fma_abstract(a, b, *, axes, weak_type=False):
     if a.shape != b.shape or a.dtype != b.dtype:
         raise TypeError("reduce_sum_fma: operands of one shape and dtype")
     shape = tuple(n for d, n in enumerate(a.shape) if d not in axes)
-    return ShapedArray(shape, a.dtype, a.weak_type and b.weak_type)
+    return ShapedArray(shape, a.dtype, bool(weak_type))
 
 
 reduce_sum_fma_p = standard_primitive("reduce_sum_fma", _reduce_sum_fma_abstract,

@@ -122,7 +122,9 @@ def contract_fma(closed: ClosedJaxpr) -> ClosedJaxpr:
             continue
         if isinstance(plan, JaxprEqn):      # a reduce_sum of a product
             eqns.append(JaxprEqn(reduce_sum_fma_p, list(plan.invars), list(eqn.outvars),
-                                 {"axes": tuple(eqn.params["axes"])}, eqn.source_info))
+                                 {"axes": tuple(eqn.params["axes"]),
+                                  "weak_type": eqn.outvars[0].aval.weak_type},
+                                 eqn.source_info))
             continue
         prod, negate_prod, addend, negate_addend = plan
         x, y = _factors(prod, eqns)
@@ -130,7 +132,8 @@ def contract_fma(closed: ClosedJaxpr) -> ClosedJaxpr:
             x = _negated(x, eqns, eqn)
         if negate_addend:
             addend = _negated(addend, eqns, eqn)
-        eqns.append(JaxprEqn(fma_p, [x, y, addend], list(eqn.outvars), {}, eqn.source_info))
+        eqns.append(JaxprEqn(fma_p, [x, y, addend], list(eqn.outvars),
+                             {"weak_type": eqn.outvars[0].aval.weak_type}, eqn.source_info))
     return rebuild(closed, eqns, list(j.outvars))
 
 
