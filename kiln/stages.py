@@ -91,10 +91,11 @@ class Lowered:
             return optimize(self.jaxpr)
         if dialect == "hlo":
             from kiln.compiler.hlo.text import lower_to_hlo
-            return lower_to_hlo(optimize(self.jaxpr), self.name)
+            return lower_to_hlo(optimize(self.jaxpr, contract=False), self.name)
         if dialect == "stablehlo":
             from kiln.compiler.hlo.stablehlo_text import lower_to_stablehlo
-            return lower_to_stablehlo(optimize(self.jaxpr), self.name, self.out_tree)
+            return lower_to_stablehlo(optimize(self.jaxpr, contract=False), self.name,
+                                      self.out_tree)
         raise ValueError(
             f"Lowered.compiler_ir: unknown dialect {dialect!r}; kiln renders None (its "
             "optimised jaxpr), 'hlo' and 'stablehlo'")

@@ -58,7 +58,7 @@ square rem eq ne lt le gt ge and or xor not shift_left shift_right_logical
 shift_right_arithmetic select_n convert_element_type clamp is_finite erf erfc nextafter
 population_count clz bitcast_convert_type add_any erf_inv lgamma digamma igamma igammac
 igamma_grad_a polygamma zeta bessel_i0e bessel_i1e regularized_incomplete_beta real imag
-complex conj stop_gradient reduce_precision xla_erf xla_erf_inv xla_exp xla_fma xla_log
+complex conj stop_gradient rounded reduce_precision xla_erf xla_erf_inv xla_exp xla_fma xla_log
 xla_log1p xla_pow xla_tan random_gamma_grad name
 """.split())
 _REDUCE_COLLECTIVE = {"reduce_sum": "psum", "reduce_max": "pmax", "reduce_min": "pmin"}

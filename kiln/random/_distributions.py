@@ -20,6 +20,7 @@ import numpy as np
 
 from kiln import dtypes
 from kiln.core.trace import get_aval
+from kiln.lax._fma import rounded
 from kiln.random import _ops
 from kiln.random import _util as u
 from kiln.random._keys import (
@@ -680,7 +681,9 @@ def _norm_last3(z):
                        u.shape(z)[:-1]) for i in range(3)]
     x0, x1, x2 = parts
     if math.prod(u.shape(z)) >= 4096:
-        acc = u.add(u.add(u.mul(x0, x0), u.mul(x2, x2)), u.mul(x1, x1))
+        # Rounded squares: the compiler's FMA contraction must leave these sums alone.
+        acc = u.add(u.add(rounded(u.mul(x0, x0)), rounded(u.mul(x2, x2))),
+                    rounded(u.mul(x1, x1)))
     elif u.dtype_of(z) == np.float64:
         acc = u.fma(x2, x2, u.fma(x1, x1, u.mul(x0, x0)))
     else:
@@ -752,7 +755,7 @@ def wald(key, mean, shape=None, dtype=None, *, out_sharding=None):
     sqrt_term = u.sqrt(u.fma(u.mul(u.const(dtype, 4), mean), y, u.mul(mean_sq, y_sq)))
     half = u.const(dtype, 0.5)
     # mean + mean_sq * y / 2 - mean / 2 * sqrt_term (halving is exact; the last product fuses).
-    t1 = u.add(mean, u.mul(u.mul(mean_sq, y), half))
+    t1 = u.add(mean, rounded(u.mul(u.mul(mean_sq, y), half)))     # (not contracted)
     x = u.fma(u.neg(u.mul(mean, half)), sqrt_term, t1)
     return u.select(u.le(z, u.div(mean, u.add(mean, x))), x, u.div(mean_sq, x))
 

@@ -15,13 +15,17 @@ from kiln.compiler.lower.program import Gemm, Island, Kernel, Reduce
 from kiln.compiler.passes.passes import optimize
 
 
-def _both(f, *args):
+def _both(f, *args, passes=False):
+    """The compiled program's outputs, the reference backend's (of the program as
+    written, or with ``passes`` after the compiler's passes: XLA's rewrites and FMA
+    contraction, which change the rounding) and the executable."""
     closed = kiln.make_jaxpr(f)(*args)
     flat = [np.asarray(a) for a in kiln.tree_util.tree_leaves(args)]
     exe = cpu.executable_for(closed)
     assert exe is not None, "nothing native in this program"
     got = exe(flat)
-    want = reference.run_jaxpr(closed.jaxpr, closed.consts, flat)
+    ref = cpu._reference_form(closed) if passes else closed
+    want = reference.run_jaxpr(ref.jaxpr, ref.consts, flat)
     return got, want, exe
 
 
@@ -264,7 +268,7 @@ def test_cumulative_ops_are_native(op, axis, reverse):
     xi = R.integers(-4, 5, (3, 4, 5)).astype(np.int32)
     for arg, f in [(x, lambda v: op(v * 1.5 + 0.5, axis=axis, reverse=reverse)),
                    (xi, lambda v: op(v, axis=axis, reverse=reverse))]:
-        got, want, exe = _both(f, arg)
+        got, want, exe = _both(f, arg, passes=True)  # v * 1.5 + 0.5: an fma
         assert not _steps(exe, Island)
         # Sequential, as NumPy's accumulate: the same bits.
         np.testing.assert_array_equal(np.asarray(got[0]), np.asarray(want[0]))

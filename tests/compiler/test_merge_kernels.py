@@ -8,6 +8,7 @@ import kiln.numpy as jnp
 from kiln.backends import cpu
 from kiln.compiler.lower.program import Kernel
 from kiln.config import config
+from kiln.lax._fma import fma32
 
 pytestmark = pytest.mark.skipif(config.kiln_backend == "reference",
                                 reason="a compiled-backend pass")
@@ -24,8 +25,10 @@ def adam_like(p, m, v, g):
 
 
 def _numpy_adam(p, m, v, g):
-    m2 = F(0.9) * m + F(0.1) * g
-    v2 = F(0.999) * v + F(0.001) * g * g
+    # XLA's CPU code (so JAX's jit and kiln's compiler) contracts the left product of
+    # each sum into an FMA (kiln/compiler/passes/xla_fma.py).
+    m2 = fma32(F(0.9), m, F(0.1) * g)
+    v2 = fma32(F(0.999), v, F(0.001) * g * g)
     p2 = p - F(0.001) * m2 / (np.sqrt(v2) + F(1e-8))
     return p2, m2, v2
 

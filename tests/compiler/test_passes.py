@@ -2,6 +2,8 @@
 (which equations remain) and values (the reference backend before vs after)."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -428,6 +430,8 @@ def _program(x):
 def test_optimize_end_to_end():
     closed = jax.make_jaxpr(_program)(X23)
     out = apply(P.optimize, closed, X23)
+    assert names(out) == ["sin", "add", "fma"]     # z * 2 + 3, contracted as XLA does
+    out = apply(functools.partial(P.optimize, contract=False), closed, X23)
     assert names(out) == ["sin", "add", "mul", "add"]
     assert out.consts == []
 

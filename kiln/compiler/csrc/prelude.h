@@ -6,6 +6,29 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+/* XLA's CPU runtime runs compiled code with denormals flushed: DAZ (subnormal operands
+   read as zero) and FTZ (subnormal results become zero) in MXCSR. Each segment sets both
+   on the calling thread and gives back the caller's bits when it returns; each parallel
+   region sets them on every thread of its team and gives the bits back at its end (the
+   kiln_ftz reduction: its initializer runs on each thread as the region starts, its
+   combiner on each thread as the region ends, inside libgomp's atomic section). */
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__SSE__)
+#include <xmmintrin.h>
+static inline unsigned kiln_ftz_enter(void) {
+  unsigned c = _mm_getcsr(); _mm_setcsr(c | 0x8040u); return c; }
+static inline unsigned kiln_ftz_clear(void) {
+  unsigned c = _mm_getcsr(); _mm_setcsr(c & ~0x8040u); return c; }
+static inline unsigned kiln_ftz_leave(unsigned c) { _mm_setcsr(c); return c; }
+#else
+static inline unsigned kiln_ftz_enter(void) { return 0u; }
+static inline unsigned kiln_ftz_clear(void) { return 0u; }
+static inline unsigned kiln_ftz_leave(unsigned c) { return c; }
+#endif
+static unsigned kiln_ftz_tok __attribute__((unused));
+#ifdef _OPENMP
+#pragma omp declare reduction(kiln_ftz : unsigned : omp_out = kiln_ftz_leave(omp_in)) \
+    initializer(omp_priv = kiln_ftz_enter())
+#endif
 /* Functions holding only small loops (SMALL_ELEMENTS): gcc's loop vectorizer, peeling and
    unrolling cost compile time there that the run never earns back. `omp simd` loops still
    vectorize (OpenMP forces them), so reductions sum in the same order as elsewhere. */

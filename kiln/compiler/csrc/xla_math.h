@@ -352,7 +352,8 @@ static inline double xrsqrt64(double x) { return 1.0 / sqrt(x); }
      atanh(x) = |x| > 1 ? NaN : 0.5 * (log1p(x) - log1p(-x))
    with XLA's own exp/expm1/log/log1p above, the correctly rounded sqrt and the C
    library's atan2. XLA's CPU code runs with denormals flushed (DAZ/FTZ); compiled kiln
-   code does not, hence the ftz calls around arithmetic. atan2 gets its operands unflushed:
+   code now does too (prelude.h), but these functions also run in the eager kernels and
+   without the MXCSR bits (non-x86), hence the ftz calls around arithmetic. atan2 gets its operands unflushed:
    the C library reads their bits (DAZ affects only the arithmetic), so acos(-1e-45) is
    atan2(1, -1e-45), not atan2(1, -0), and atan(1e-45) is 1e-45.
    Contraction: LLVM's backend (fp-contract=fast) fuses a multiply with one use into the

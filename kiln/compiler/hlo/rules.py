@@ -32,7 +32,7 @@ BINARY = {
 }
 COMPARE = {"eq": "EQ", "ne": "NE", "lt": "LT", "le": "LE", "gt": "GT", "ge": "GE"}
 # Primitives that are the identity on their (single) operand in a compiled program.
-IDENTITY = {"stop_gradient", "pbroadcast", "optimization_barrier", "name"}
+IDENTITY = {"stop_gradient", "pbroadcast", "optimization_barrier", "name", "rounded"}
 # Call-like primitives (not inlined inside sub-jaxprs) -> the param holding the body.
 CALLS = {"jit": "jaxpr", "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr",
          "checkpoint": "jaxpr", "composite": "jaxpr", "custom_lin": None}

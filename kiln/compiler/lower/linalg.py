@@ -60,7 +60,7 @@ def _expansion(name, avals, params):
     fn = _cholesky if name == "cholesky" else functools.partial(_triangular_solve,
                                                                  **dict(params))
     jaxpr, consts = staging.trace_to_jaxpr(lambda *xs: [fn(*xs)], list(avals))
-    return optimize(ClosedJaxpr(jaxpr, consts))
+    return optimize(ClosedJaxpr(jaxpr, consts), contract=False)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -58,15 +58,16 @@ ELEMENTWISE = {
     "shift_left": (), "shift_right_logical": (), "shift_right_arithmetic": (),
     "select_n": (), "convert_element_type": (), "clamp": (), "is_finite": (), "erf": (),
     "erfc": (), "nextafter": (), "population_count": (), "clz": (), "bitcast_convert_type": (),
-    "add_any": (), "erf_inv": (), "lgamma": (),
+    "add_any": (), "erf_inv": (), "lgamma": (), "fma": (),
 }
 # Primitives rendered as another one's scalar op (add_any is the gradient's add).
 OP_ALIASES = {"add_any": "add", "erf_inv": "xla_erf_inv"}
-IDENTITY = frozenset(("stop_gradient", "copy", "copy_p", "optimization_barrier_1",
+IDENTITY = frozenset(("stop_gradient", "copy", "copy_p", "optimization_barrier_1", "rounded",
                       "sharding_constraint", "name"))
 REDUCTIONS = {"reduce_sum": "sum", "reduce_max": "max", "reduce_min": "min",
               "reduce_prod": "prod", "reduce_and": "and", "reduce_or": "or",
-              "reduce_xor": "xor", "argmax": "argmax", "argmin": "argmin"}
+              "reduce_xor": "xor", "argmax": "argmax", "argmin": "argmin",
+              "reduce_sum_fma": "sum"}
 
 
 class Node:
@@ -680,16 +681,22 @@ MOVEMENT = {
 # Reductions and dot_general: they write buffers.
 
 def _reduce(ctx: Lowering, eqn, ins, kind):
-    (x,) = ins
+    # reduce_sum_fma (passes/xla_fma.py): the sum of x * y, each product fused into the
+    # accumulator (``acc = fma(x, y, acc)``), XLA's short reductions.
+    fma = eqn.primitive.name == "reduce_sum_fma"
+    if fma:
+        x, y = ins
+    else:
+        (x,) = ins
     op = REDUCTIONS[eqn.primitive.name]
     axes = tuple(sorted(eqn.params["axes"]))
     out_aval = eqn.outvars[0].aval
-    if not axes:
+    if not axes and not fma:
         return LazyNode(x.shape, out_aval.dtype,
                         lambda idxs: ctx.table.op("convert_element_type", out_aval.dtype,
                                                   x.read(idxs)), None, x.cost)
     in_shape = tuple(x.shape)
-    if _flat_capable(x) and op not in ("argmax", "argmin"):
+    if _flat_capable(x) and (not fma or _flat_capable(y)) and op not in ("argmax", "argmin"):
         # Merge runs of adjacent dims that are all reduced or all kept: the loops get
         # longer (vectorizable, parallel) and the row-major offsets are unchanged.
         groups: list = []
@@ -702,13 +709,19 @@ def _reduce(ctx: Lowering, eqn, ins, kind):
         in_shape = tuple(n for _, n in groups)
         axes = tuple(j for j, (red, _) in enumerate(groups) if red)
         syms = ctx.syms(in_shape)
-        body = x.read_flat(flat_index([Idx.sym(s) for s in syms], in_shape))
+        flat = flat_index([Idx.sym(s) for s in syms], in_shape)
+        body = x.read_flat(flat)
+        if fma:
+            body = ctx.table.op("mul", out_aval.dtype, body, y.read_flat(flat))
     else:
         syms = ctx.syms(in_shape)
         body = x.read([Idx.sym(s) for s in syms])
+        if fma:
+            body = ctx.table.op("mul", out_aval.dtype, body,
+                                y.read([Idx.sym(s) for s in syms]))
     buf = ctx.prog.new_buffer(out_aval.shape, out_aval.dtype, kind)
     ctx.prog.steps.append(Reduce(in_shape, syms, axes, op, buf, body,
-                                 name=ctx.kernel_name("r")))
+                                 name=ctx.kernel_name("r"), fma=fma))
     return BufNode(ctx, buf)
 
 

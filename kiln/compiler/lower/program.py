@@ -75,6 +75,7 @@ class Reduce:
     body: SExpr
     acc_dtype: np.dtype = None
     name: str = "reduce"
+    fma: bool = False       # body is a product x * y, folded as acc = fma(x, y, acc)
 
 
 @dataclass(eq=False)

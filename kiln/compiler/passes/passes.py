@@ -18,6 +18,8 @@ Every pass maps a ``ClosedJaxpr`` to a new ``ClosedJaxpr`` computing the same va
 - :func:`~kiln.compiler.passes.xla_simplify.xla_simplify` (last) rewrites float arithmetic as
   XLA's simplifier does (``A / Broadcast(B) => A * Broadcast(1 / B)``, ``A / sqrt(B) =>
   A * rsqrt(B)``, ...), for JAX's bits.
+- :func:`~kiln.compiler.passes.xla_fma.contract_fma` (after it) fuses a single-use product
+  into the add/subtract it feeds (an ``fma`` equation), as XLA's CPU code does.
 - :func:`optimize` runs them all to a fixed point; with ``KILN_DUMP=passes`` (a
   comma-separated list, e.g. ``KILN_DUMP=passes,c``) it prints the jaxpr after each pass
   to stderr.
@@ -48,6 +50,7 @@ from kiln.compiler.passes.common import (
 from kiln.compiler.passes.fold import FOLD_MAX_ELEMENTS, fold_constants
 from kiln.compiler.passes.masked_scatter import mask_selected_scatters
 from kiln.compiler.passes.simplify import exact_conversion, simplify
+from kiln.compiler.passes.xla_fma import contract_fma
 from kiln.compiler.passes.xla_simplify import xla_simplify
 from kiln.config import config
 from kiln.core.avals import ShapedArray
@@ -348,7 +351,7 @@ def run_at_compile(closed: ClosedJaxpr) -> ClosedJaxpr:
     return rebuild(closed, kept, closed.jaxpr.outvars)
 
 
-def optimize(closed: ClosedJaxpr, max_rounds: int = 4) -> ClosedJaxpr:
+def optimize(closed: ClosedJaxpr, max_rounds: int = 4, contract: bool = True) -> ClosedJaxpr:
     """Run :func:`inline_calls`, then ``mask_selected_scatters``, ``simplify``,
     ``fold_constants``, ``cse`` and ``dce``
     in rounds until a round changes nothing (at most ``max_rounds`` rounds).
@@ -361,6 +364,8 @@ def optimize(closed: ClosedJaxpr, max_rounds: int = 4) -> ClosedJaxpr:
     Args:
       closed: the jaxpr to optimise; not modified.
       max_rounds: the most rounds of the four passes after inlining.
+      contract: end with :func:`~kiln.compiler.passes.xla_fma.contract_fma` (XLA's FMA
+        contraction, ``fma`` equations); off for renderings of the program as HLO text.
 
     Returns:
       A new ``ClosedJaxpr`` with the same invars and output avals computing the same
@@ -391,4 +396,7 @@ def optimize(closed: ClosedJaxpr, max_rounds: int = 4) -> ClosedJaxpr:
     rec = run("xla_simplify", xla_simplify, closed, max_rounds + 1)
     if rec is not closed:
         closed = run("dce", dce, run("cse", cse, rec, max_rounds + 1), max_rounds + 1)
+    # Then XLA's FMA contraction of a single-use product feeding an add/subtract.
+    if contract:
+        closed = run("contract_fma", contract_fma, closed, max_rounds + 1)
     return closed

@@ -67,6 +67,16 @@ def _flat_of_syms(syms, shape, suffix: str = "") -> str:
     return " + ".join(parts) or "0"
 
 
+class FmaTerm(str):
+    """A summand ``x * y`` that a float sum folds as ``fma(x, y, acc)`` (a reduction of
+    ``reduce_sum_fma``); as text, the product."""
+
+    def __new__(cls, x: str, y: str):
+        self = super().__new__(cls, f"({x} * {y})")
+        self.factors = (x, y)
+        return self
+
+
 class ExprMixin:
     """Methods of :class:`~kiln.compiler.render.render_c.CRenderer` (see its attributes)."""
 
@@ -87,6 +97,9 @@ class ExprMixin:
         return _int_extreme(dt, low)
 
     def combine(self, op, dt, acc, v) -> str:
+        if op == "sum" and isinstance(v, FmaTerm):
+            x, y = v.factors
+            return f"{'fmaf' if dt == F32 else 'fma'}({x}, {y}, {acc})"
         if op == "sum":
             return f"{acc} + {v}" if dt.kind != "b" else f"{acc} | {v}"
         if op == "prod":
@@ -145,6 +158,8 @@ class ExprMixin:
             return f"({a} - {b})"
         if name == "mul":
             return f"({a} * {b})" if dt.kind != "b" else f"({a} & {b})"
+        if name == "fma":     # XLA's contraction (passes/xla_fma.py), rounded once
+            return f"{'fmaf' if dt == F32 else 'fma'}({a}, {b}, {args[2]})"
         if name == "div":
             return f"({a} / {b})" if fl else f"kiln_div_{_short(dt)}({a}, {b})"
         if name == "rem":

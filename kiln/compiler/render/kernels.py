@@ -156,7 +156,7 @@ class KernelMixin:
         call = (f"{f}({int(g.trans_a)}, {int(g.trans_b)}, {g.m}, {g.n}, {g.k}, "
                 f"{a}, {lda}, {b}, {ldb}, "
                 f"b{g.out.id} + bt*{g.m * g.n}, {g.n}, {zero});")
-        loop = f"  for (int64_t bt = 0; bt < {g.batch}; bt++) {call}"
+        loop = f"for (int64_t bt = 0; bt < {g.batch}; bt++) {call}"
         macs = g.m * g.n * g.k
         if (g.batch > 1 and macs < self.gemm_split_min_macs
                 and g.batch * macs >= self.gemm_batch_parallel_min_macs):
@@ -164,8 +164,11 @@ class KernelMixin:
             # single-threaded BLAS call): run the batch's products side by side instead
             # (attention's per-head products: 32 of 128x128x64). Each is the same call
             # as in the serial loop, so the bits do not change.
-            return f"  {self.parallel_for}\n{loop}"
-        return loop
+            loop = f"{self.parallel_for}\n  {loop}"
+        # BLAS runs on its own threads, without XLA's DAZ/FTZ: the calling thread's part
+        # too (not reproduced: a GEMM's subnormals are kept, docs/compatibility.md).
+        return (f"  {{ const unsigned kiln_g = kiln_ftz_clear();\n  {loop}\n"
+                f"  kiln_ftz_leave(kiln_g); }}")
 
 
 def _gemm_operand_c(buf, view, ld, size):

@@ -136,6 +136,10 @@ def plan_fold(r: Reduce, t: LoopTarget, parallel: bool,
     loops = tuple((r.syms[d], r.in_shape[d]) for d in trailing)
     tn = math.prod(r.in_shape[d] for d in trailing)
     fl = r.out.dtype.kind == "f"
+    if r.fma:
+        # XLA's short sums of products: in order, one fma per element (no SIMD
+        # reduction, which would fold lanes apart).
+        return FoldPlan("plain", loops, tn, None)
     if len(trailing) == 1 and tn > 2 * t.chunk and r.op == "sum" and fl:
         return FoldPlan("chunked", loops, tn, "+", t.chunk, parallel,
                         t.prefetch and r.body.cost >= t.prefetch_min_cost,

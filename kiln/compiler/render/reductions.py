@@ -15,7 +15,13 @@ from kiln.compiler.lower.program import (
     Scan,
 )
 from kiln.compiler.render.body import Body
-from kiln.compiler.render.c_expr import C_TYPES, _flat_of_syms, _int_extreme, c_literal
+from kiln.compiler.render.c_expr import (
+    C_TYPES,
+    FmaTerm,
+    _flat_of_syms,
+    _int_extreme,
+    c_literal,
+)
 from kiln.compiler.render.plan_loops import NestPlan
 from kiln.compiler.render.plan_reduce import ColumnPlan, FoldPlan, summed
 
@@ -39,7 +45,7 @@ class ReduceMixin:
         pad = "  "
         body = Body(self, prog)
         body.summed = summed(r)
-        val = body.value(r.body)
+        val = self.reduce_value(body, r)
         lines = [pad + "{"]
         lines += [pad + "  " + s for s in body.prelude_lines()]
         if plan.column is not None:
@@ -71,6 +77,14 @@ class ReduceMixin:
             lines.append(" " * depth + "}")
         lines.append(pad + "}")
         return "\n".join(lines)
+
+    def reduce_value(self, body: Body, r: Reduce) -> str:
+        """The C value ``r`` folds: its body's, or for ``r.fma`` (XLA's short sums of
+        products, ``acc = fma(x, y, acc)``) an :class:`~.c_expr.FmaTerm` of the two
+        factors, which ``combine`` folds with one rounding."""
+        if r.fma:
+            return FmaTerm(body.value(r.body.args[0]), body.value(r.body.args[1]))
+        return body.value(r.body)
 
     def _column_reduce(self, r: Reduce, body: Body, val: str, ind: str,
                        plan: ColumnPlan) -> list[str]:

@@ -90,12 +90,15 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
     """Renders programs as C. Attributes describe the dialect."""
 
     restrict = "restrict"
-    parallel_for = "#pragma omp parallel for schedule(static)"
-    parallel_region = "#pragma omp parallel"
+    # Every parallel region flushes denormals on its threads, as XLA (prelude.h).
+    ftz_clause = " reduction(kiln_ftz:kiln_ftz_tok)"
+    parallel_for = "#pragma omp parallel for schedule(static)" + ftz_clause
+    parallel_region = "#pragma omp parallel" + ftz_clause
     for_in_region = "#pragma omp for schedule(static)"
     simd_reduce = "#pragma omp simd reduction({op}:{acc})"
     simd = "#pragma omp simd"
-    parallel_reduce = "#pragma omp parallel for schedule(static) reduction({op}:{acc})"
+    parallel_reduce = ("#pragma omp parallel for schedule(static) reduction({op}:{acc})" +
+                       ftz_clause)
     # The numbers below are the plans' LoopTarget (plan_loops.LoopTarget.of).
     # Elements of work above which a loop runs on all cores.
     parallel_threshold = 1 << 17
@@ -253,7 +256,8 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
 
     def _segment_function(self, seg: Segment, texts: list[str], name: str | None = None,
                           small: bool = False) -> str:
-        lines = [f"{'KILN_SMALL ' if small else ''}void {name or seg.name}(void **b) {{"]
+        lines = [f"{'KILN_SMALL ' if small else ''}void {name or seg.name}(void **b) {{",
+                 "  const unsigned kiln_csr = kiln_ftz_enter();    /* XLA's DAZ/FTZ */"]
         shared = getattr(self, "_shared", {})
         for j, b in enumerate(seg.buffers):
             # Buffers sharing memory with another (plan_buffers) may alias: no restrict.
@@ -261,6 +265,7 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
             lines.append(f"  {C_TYPES[b.dtype]} *{qual}b{b.id} = "
                          f"({C_TYPES[b.dtype]} *)b[{j}];")
         lines += texts
+        lines.append("  kiln_ftz_leave(kiln_csr);")
         lines.append("}")
         return "\n".join(lines)
 

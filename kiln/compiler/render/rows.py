@@ -98,7 +98,7 @@ class RowsMixin:
         row = body.hoisting(st.syms[m:])
         if isinstance(st, Reduce):
             body.summed = summed(st)
-            vals = [body.value(st.body)]
+            vals = [self.reduce_value(body, st)]
         else:
             vals = [body.value(e) for _, e in st.outs]
         prelude = [x for b in (row, body) for x in b.prelude_lines()]
@@ -166,7 +166,7 @@ class RowsMixin:
         block, n_blocks = skew.block, skew.n_blocks
         lines = []
         if skew.parallel:
-            lines.append("    #pragma omp parallel for schedule(dynamic, 1)")
+            lines.append("    #pragma omp parallel for schedule(dynamic, 1)" + self.ftz_clause)
         lines += [f"    for (int64_t blk = 0; blk < {n_blocks}; blk++) {{",
                   f"      const int64_t g_lo = blk * {block}, g_hi = g_lo + {block} < {n_rows} "
                   f"? g_lo + {block} : {n_rows};"]
