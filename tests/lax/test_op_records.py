@@ -519,6 +519,7 @@ RECORD_EXEMPT = {
     "reduce_scatter": "collective (lax.psum_scatter): needs an axis name bound by vmap/pmap "
                       "(test_collectives.py)",
     "pbroadcast": "collective: needs an axis name bound by vmap/pmap (test_collectives.py)",
+    "pvary": "collective: marks a value device-varying inside shard_map (an identity with a psum transpose; tests/parallel/test_shard_map_vma.py)",
     "stop_gradient": "its derivative is zero by design, so finite differences disagree "
                      "(test_transformations.py::test_stop_gradient)",
     "rng_bit_generator": "JAX's batching rule draws a whole batch from its first key, so vmap "
