@@ -634,7 +634,7 @@ def run_first_call(args):
     Children get Python bytecode caches as an installed package has (this machine sets
     PYTHONDONTWRITEBYTECODE=1, which would charge ~20 ms of compiling kiln's own .py files
     to every kiln first call but not to JAX's pip-compiled ones)."""
-    tiered = Row("first call jit(grad(mlp)) b128, fresh process, default (tiered) mode",
+    tiered = Row("first call jit(grad(mlp)) b128, fresh process, opt-in tiered mode (KILN_COMPILE=async)",
                  target=1.0)
     cold = Row("first call, fresh process, waiting for the C build (program not cached)",
                target=1.0)
