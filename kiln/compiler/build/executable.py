@@ -106,11 +106,9 @@ class Executable:
         from kiln.config import config
         return any(getattr(config, k) != v for k, v in self.prog.guards.items())
 
-    def __call__(self, args, reuse=()):
-        if PROFILING:
-            return self._call_timed(args)
-        if self.prog.guards and self.fallback is not None and self._stale():
-            return self.fallback(args)
+    def _input_bufs(self, args) -> list:
+        """The buffer list with the inputs in place: one C call (``kiln_rt.place``) when
+        every input is already a C-contiguous ndarray of its dtype, else converted here."""
         bufs = list(self._template)
         place = self._place
         if place is None or type(args) is not list or not place(
@@ -119,6 +117,14 @@ class Executable:
                 if type(x) is not np.ndarray or not x.flags.c_contiguous or x.dtype != dt:
                     x = np.ascontiguousarray(x, dt)
                 bufs[i] = x
+        return bufs
+
+    def __call__(self, args, reuse=()):
+        if PROFILING:
+            return self._call_timed(args)
+        if self.prog.guards and self.fallback is not None and self._stale():
+            return self.fallback(args)
+        bufs = self._input_bufs(args)
         if reuse:
             taken = self._take_donated(args, bufs, reuse)
             for i, shape, dt, make in self._outs_alloc:
@@ -223,14 +229,7 @@ class Executable:
             return out
         plan, labels, whole, loops = _profiled_kernels.timed_plan(self)
         t_ready = clock()
-        bufs = list(self._template)
-        place = self._place
-        if place is None or type(args) is not list or not place(
-                bufs, self._in_ids, args, self._in_dtypes):
-            for i, x, dt in zip(self._in_ids, args, self._in_dtypes):
-                if type(x) is not np.ndarray or not x.flags.c_contiguous or x.dtype != dt:
-                    x = np.ascontiguousarray(x, dt)
-                bufs[i] = x
+        bufs = self._input_bufs(args)
         for i, shape, dt, make in self._outs_alloc:
             bufs[i] = make(shape, dt)
         locked = False
