@@ -908,16 +908,28 @@ def _gemm_operand(ctx, x: Node, batch, first, second):
 
 
 def _dot_as_reduce(ctx, lhs, rhs, lc, rc, lb, rb, lf, rf, out, kind):
-    """Small or integer dots: a reduction over the contracting dims of a fused product."""
+    """Small or integer dots: a reduction over the contracting dims of a fused product.
+
+    Contracting dims of size 1 are read at index 0 and not looped over; with none left
+    (an outer product, as per-example gradients under ``vmap`` have) the dot is an
+    elementwise kernel of the products: XLA's algebraic simplifier makes such a dot a
+    multiply, so a product of -0.0 stays -0.0 (a sum from 0.0 would make it +0.0), and
+    the kernel's inner loop runs along the output's last dim (vectorized, stored as a
+    stream when large) where a reduction's ran over a one-element loop."""
     dt = out.dtype
+    one = [(dl, dr) for dl, dr in zip(lc, rc) if lhs.shape[dl] == 1]
+    lidx = [None] * len(lhs.shape)
+    ridx = [None] * len(rhs.shape)
+    for dl, dr in one:
+        lidx[dl] = ridx[dr] = Idx.lit(0)
+    kept = [(dl, dr) for dl, dr in zip(lc, rc) if lhs.shape[dl] != 1]
+    lc, rc = tuple(dl for dl, _ in kept), tuple(dr for _, dr in kept)
     in_shape = ([lhs.shape[d] for d in lb] + [lhs.shape[d] for d in lf] +
                 [rhs.shape[d] for d in rf] + [lhs.shape[d] for d in lc])
     syms = ctx.syms(in_shape)
     nb, nf, nr = len(lb), len(lf), len(rf)
     table = ctx.table
 
-    lidx = [None] * len(lhs.shape)
-    ridx = [None] * len(rhs.shape)
     for p, (dl, dr) in enumerate(zip(lb, rb)):
         lidx[dl] = ridx[dr] = Idx.sym(syms[p])
     for q, d in enumerate(lf):
