@@ -40,6 +40,21 @@ def test_streamed_multi_output_and_other_dtypes():
     np.testing.assert_array_equal(np.asarray(c), x.astype(np.float64) * 0.5)
 
 
+def test_short_rows_stream_in_tiles_of_one_row():
+    """An outer product with rows of 300 elements (a quarter tile or more; unaligned row
+    starts): streamed in tiles of one row; rows of 200 are not streamed."""
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal(14_000).astype(np.float32)
+    b = rng.standard_normal(300).astype(np.float32)
+    f = kiln.jit(lambda a, b: a[:, None] * b[None, :])
+    src = _source(f, a, b)
+    assert "kiln_stream(&" in src and "tile0[300]" in src
+    np.testing.assert_array_equal(np.asarray(f(a, b)), a[:, None] * b[None, :])
+    a2 = np.zeros(21_000, np.float32)
+    assert a2.nbytes * 200 >= CRenderer.stream_min_bytes
+    assert "kiln_stream(&" not in _source(f, a2, b[:200])
+
+
 def test_small_outputs_are_not_streamed():
     x = np.ones((100, 100), np.float32)
     assert "kiln_stream(&" not in _source(kiln.jit(lambda x: x * 2.0), x)

@@ -159,17 +159,21 @@ def _plain_copy_source(prog: Program, k: Kernel):
 
 def plan_kernel(prog: Program, k: Kernel, t: LoopTarget) -> KernelPlan:
     """Streamed when it writes at least ``stream_min_bytes`` over whole buffers with an
-    innermost loop of a tile or more; parallel when its work is large."""
+    innermost loop of a quarter tile or more (tiles of at most that loop's length);
+    parallel when its work is large."""
     work = math.prod(k.shape) * max(1, cost_of(k.outs))
     loops = tuple(zip(k.syms, k.shape))
     out_bytes = sum(buf.size * np.dtype(buf.dtype).itemsize for buf, _ in k.outs)
     stream = None
+    # Rows of 256 elements and more stream too: per-example weight gradients (rows of
+    # 512, 340 MB in all) took ~1.8x as long stored in place (a read for ownership of
+    # every line; benchmarks/NOTES.md, session 16).
     if (t.stream_min_bytes is not None and out_bytes >= t.stream_min_bytes
             and k.offset is None
-            and loops and loops[-1][1] >= t.stream_tile
+            and loops and loops[-1][1] >= t.stream_tile // 4
             and all(buf.size == math.prod(k.shape) for buf, _ in k.outs)):
         outer = loops[:-1]
-        stream = StreamPlan(t.stream_tile, work >= t.parallel_threshold,
+        stream = StreamPlan(min(t.stream_tile, loops[-1][1]), work >= t.parallel_threshold,
                             bool(outer) and outer[0][1] > 1)
     return KernelPlan(plan_nest(loops, work, t), stream, _plain_copy_source(prog, k))
 
