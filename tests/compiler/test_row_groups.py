@@ -281,3 +281,38 @@ def test_short_loop_under_vmap(monkeypatch):
     ok = np.isfinite(x64).all(axis=-1)
     ref = np.log(np.exp(x64[ok]).sum(axis=-1))
     np.testing.assert_allclose(got[ok], ref, rtol=2e-6)
+
+
+def test_skew_prefetch_of_the_row_after_next(monkeypatch):
+    # CRenderer.skew_prefetch: each chunk of a chunked skewed loop prefetches its lines of
+    # the row after the next one (one row further than the next row's loads); same bits
+    # with and without; "auto" only on Intel processors with AVX-512.
+    from kiln.compiler.build import build
+    from kiln.compiler.render import rows
+    from kiln.compiler.render.render_c import CRenderer
+    x = _rows(45, 3000)
+    x[9, 4] = np.nan
+    hint = "__builtin_prefetch({addr}, 0, 1)"
+    fns = [lambda x: kiln.nn.logsumexp(x, axis=1), _layernorm]
+    monkeypatch.setattr(CRenderer, "skew_prefetch", hint)
+    texts = [kiln.jit(f).lower(x).compile().as_text() for f in fns]
+    for t in texts:
+        assert "[kiln_clampi((3000*i0_n + i1_n) + 3000, 0, 134999)], 0, 1);" in t
+    got = [np.asarray(kiln.jit(f)(x)) for f in fns]
+    monkeypatch.setattr(CRenderer, "skew_prefetch", None)
+    fresh = [lambda x, f=f: f(x) for f in fns]
+    assert not any("i1_n) + 3000" in kiln.jit(f).lower(x).compile().as_text()
+                   for f in fresh)
+    for f, want in zip(fresh, got):
+        np.testing.assert_array_equal(np.asarray(kiln.jit(f)(x)), want)
+    # Not for rows short enough to go unchunked (a skewed softmax is not chunked either).
+    monkeypatch.setattr(CRenderer, "skew_prefetch", hint)
+    short = kiln.jit(lambda x: kiln.nn.logsumexp(x, axis=1) + 1.0).lower(
+        _rows(45, 1500)).compile().as_text()
+    assert "gn = g + 1 < g_hi" in short and "i1_n) + 1500" not in short
+    monkeypatch.setattr(CRenderer, "skew_prefetch", "auto")
+    for intel in (True, False):
+        monkeypatch.setattr(rows, "intel_avx512", lambda intel=intel: intel)
+        g = lambda x, intel=intel: kiln.nn.logsumexp(x, axis=1) - float(intel)  # noqa: E731
+        assert ("i1_n) + 3000" in kiln.jit(g).lower(x).compile().as_text()) == intel
+    assert isinstance(build.intel_avx512(), bool)

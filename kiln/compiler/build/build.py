@@ -460,6 +460,31 @@ def _has_avx512() -> bool:
     return False
 
 
+def intel_avx512() -> bool:
+    """Whether this is an Intel processor with AVX-512F/VL (``/proc/cpuinfo``), where
+    kiln's builds use 512-bit vectors: the renderer prefetches in skewed row loops there
+    (``CRenderer.skew_prefetch``). Read once per process."""
+    with _state_lock:
+        if _intel_cache:
+            return _intel_cache[0]
+    vendor = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("vendor_id"):
+                    vendor = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    result = vendor == "GenuineIntel" and _has_avx512()
+    with _state_lock:
+        _intel_cache[:] = [result]
+    return result
+
+
+_intel_cache: list = []
+
+
 def _flags_and_openmp() -> tuple[tuple[str, ...], bool]:
     argv = _compiler_argv()
     env_flags = os.environ.get("KILN_CFLAGS")

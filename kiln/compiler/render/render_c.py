@@ -132,6 +132,13 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
     prefetch_min_cost = 8
     prefetch_row = "__builtin_prefetch({addr}, 0, 3)"
     prefetch_ahead = 2048       # elements
+    # Software prefetch in the chunked inner loop of a skewed row group (rows.py): each
+    # chunk first prefetches its lines of the row after the next one into L2. "auto":
+    # on Intel processors with AVX-512 only (build.intel_avx512), where the 16-lane exp
+    # loop of logsumexp reads the next row faster than the hardware prefetchers stream
+    # it (one core: 14-17 -> 10-14 ms); on AMD (AVX2) the same loop is compute-bound
+    # and the prefetches cost 12% (benchmarks/NOTES.md, session 16). None disables.
+    skew_prefetch: str | None = "auto"
 
     def __init__(self, math_source: str | None = None, math_functions: dict | None = None,
                  blas_declarations: str | None = None):

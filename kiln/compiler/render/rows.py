@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kiln.compiler.build.build import intel_avx512
 from kiln.compiler.lower.index import row_major_strides
 from kiln.compiler.lower.program import Program, Reduce
 from kiln.compiler.render import plan_reduce
@@ -184,16 +185,47 @@ class RowsMixin:
         lines += [ind2 + x for x in ahead.row.lines]
         oflat0 = _flat_of_syms(r0.syms[:first.m], first.shape[:first.m], "_n")
         inner_n = f"const int64_t {r0.syms[first.m].name}_n = {s1};"
+        prefetch = (self._skew_prefetch_lines(ahead, r0, first.m)
+                    if skew.chunk_first or skew.chunk_second else [])
         lines += self._fused_rows(second, r0, [inner_n] + ahead.body.lines,
-                                  ahead.vals[0], oflat0, ind2, s1, skew)
+                                  ahead.vals[0], oflat0, ind2, s1, skew, prefetch)
         lines.append("        }")
         for part in parts[2:]:
             lines += self._row_step(part, " " * 8)
         lines += ["      }", "      }", "    }"]
         return lines
 
+    def _skew_prefetch_lines(self, ahead: _RowStep, r0: Reduce, m: int) -> list[str]:
+        """Prefetches (``skew_prefetch``) for the chunk ``[c0, c1)`` of a skewed row loop:
+        the same lines of the row after the next one (the first step's row-major loads,
+        ``ahead``'s names, one row further on), so that the next row's loads, which the
+        fused loop issues, find them in L2."""
+        hint = self.skew_prefetch
+        if hint == "auto":
+            hint = "__builtin_prefetch({addr}, 0, 1)" if intel_avx512() else None
+        if not hint or m < 1:
+            return []
+        body, inner, row = ahead.body, r0.syms[m], r0.syms[m - 1]
+        var = body.sym_names.get(inner.name, inner.name + "_n")
+        out, seen = [], set()
+        for buf, idx in body.loads:
+            stride = idx.coef(row) if idx.is_affine else 0
+            if (not idx.is_affine or idx.coef(inner) != 1 or not stride or stride < 0
+                    or (buf.id, idx.c()) in seen
+                    or any(d.name in body.prog.sym_defs for d in idx.deps)):
+                continue
+            seen.add((buf.id, idx.c()))
+            step = max(1, 64 // np.dtype(buf.dtype).itemsize)
+            # Past the last row: clamped to the buffer (a prefetch never faults, but the
+            # address must be valid C).
+            addr = (f"&b{buf.id}[kiln_clampi({idx.c(body.sym_names)} + {stride}, 0, "
+                    f"{max(buf.size - 1, 0)})]")
+            out.append(f"for (int64_t {var} = c0; {var} < c1; {var} += {step}) "
+                       f"{hint.format(addr=addr)};")
+        return out
+
     def _fused_rows(self, second: _RowStep, r0: Reduce, lines0, val0, oflat0, ind,
-                    s1, skew: SkewPlan) -> list[str]:
+                    s1, skew: SkewPlan, prefetch: list) -> list[str]:
         """One loop over a row doing the second step for this row (a reduction or an
         elementwise kernel) and folding ``r0`` (the first step, a reduction) for the next
         row, each reduction folded the same way as :meth:`_reduce_row` would alone
@@ -246,6 +278,7 @@ class RowsMixin:
                 lines.append(ind + f"  {C_TYPES[st1.out.dtype]} part = 0;")
             if chunk0:
                 lines.append(ind + f"  {t0} part_n = 0;")
+            lines += [ind + "  " + x for x in prefetch]
             lines += [ind + "  " + pragma,
                       ind + f"  for (int64_t {s1} = c0; {s1} < c1; {s1}++) {{"]
             lines += [ind + "    " + x for x in body]
