@@ -125,3 +125,39 @@ def test_printer_follows_the_plan(monkeypatch, parallel):
         prog = _prog(lambda x: jnp.sin(x) + 1.0, _x(*shape))
         text, _ = CRenderer().render(prog)
         assert ("#pragma omp parallel for" in text) == parallel, shape
+
+
+def test_cheap_chunked_sums_prefetch_into_l2(monkeypatch):
+    # CRenderer.cheap_prefetch: a chunked sum of a cheap body (x * x) prefetches
+    # prefetch_ahead elements ahead with its own hint; an expensive body keeps the far
+    # hint (CRenderer.prefetch); None turns the cheap case off. Same bits either way.
+    from kiln.compiler.render import render_c
+    x = _x(1 << 20)
+    hint = "__builtin_prefetch({addr}, 0, 1)"
+    monkeypatch.setattr(CRenderer, "cheap_prefetch", hint)
+    _, plans = _plans(lambda x: (jnp.sum(x * x), jnp.sum(jnp.exp(x))), x)
+    folds = sorted((p.fold for (s,), p in plans if isinstance(s, Reduce)),
+                   key=lambda f: f.cheap)
+    assert [(f.kind, f.prefetch, f.cheap) for f in folds] == [("chunked", True, False),
+                                                              ("chunked", True, True)]
+    f = kiln.jit(lambda x: jnp.sum(x * x))
+    text = f.lower(x).compile().as_text()
+    assert "i0 < c1 + 2048; i0 += 16) __builtin_prefetch(&b0[kiln_clampi(i0, 0, " \
+        "1048575)], 0, 1);" in text
+    want = np.asarray(f(x))
+    monkeypatch.setattr(CRenderer, "cheap_prefetch", None)
+    _, plans = _plans(lambda x: jnp.sum(x * x), x)
+    (fold,) = [p.fold for (s,), p in plans if isinstance(s, Reduce)]
+    assert not fold.prefetch and not fold.cheap
+    g = kiln.jit(lambda x: jnp.sum(x * x))
+    assert "__builtin_prefetch" not in g.lower(x).compile().as_text()
+    assert np.asarray(g(x)).tobytes() == want.tobytes()
+    # "auto": the L2 hint on Intel processors with AVX-512 only.
+    for intel in (True, False):
+        monkeypatch.setattr(render_c, "intel_avx512", lambda intel=intel: intel)
+        r = CRenderer()
+        assert (r.resolved_hint("auto") is not None) == intel
+        assert LoopTarget.of(r).prefetch_cheap is False
+        monkeypatch.setattr(CRenderer, "cheap_prefetch", "auto")
+        assert LoopTarget.of(CRenderer()).prefetch_cheap == intel
+        monkeypatch.setattr(CRenderer, "cheap_prefetch", None)

@@ -288,7 +288,7 @@ def test_skew_prefetch_of_the_row_after_next(monkeypatch):
     # the row after the next one (one row further than the next row's loads); same bits
     # with and without; "auto" only on Intel processors with AVX-512.
     from kiln.compiler.build import build
-    from kiln.compiler.render import rows
+    from kiln.compiler.render import render_c
     from kiln.compiler.render.render_c import CRenderer
     x = _rows(45, 3000)
     x[9, 4] = np.nan
@@ -312,7 +312,7 @@ def test_skew_prefetch_of_the_row_after_next(monkeypatch):
     assert "gn = g + 1 < g_hi" in short and "i1_n) + 1500" not in short
     monkeypatch.setattr(CRenderer, "skew_prefetch", "auto")
     for intel in (True, False):
-        monkeypatch.setattr(rows, "intel_avx512", lambda intel=intel: intel)
+        monkeypatch.setattr(render_c, "intel_avx512", lambda intel=intel: intel)
         g = lambda x, intel=intel: kiln.nn.logsumexp(x, axis=1) - float(intel)  # noqa: E731
         assert ("i1_n) + 3000" in kiln.jit(g).lower(x).compile().as_text()) == intel
     assert isinstance(build.intel_avx512(), bool)

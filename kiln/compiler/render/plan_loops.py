@@ -35,6 +35,7 @@ class LoopTarget:
     prefetch: bool                   # software prefetch in expensive chunked sums
     prefetch_min_cost: int           # body cost from which a chunked sum prefetches
     prefetch_ahead: int              # elements ahead a chunked sum prefetches
+    prefetch_cheap: bool             # cheaper bodies prefetch too (CRenderer.cheap_prefetch)
     conv_tile_elements: int          # patch elements per convolution tile (at most)
     conv_min_rows: int               # patch rows per convolution tile (at least)
     conv_cores: int                  # cores the convolution's tiles are spread over
@@ -44,6 +45,7 @@ class LoopTarget:
         """The target a renderer (its class attributes, possibly patched) describes."""
         return LoopTarget(r.parallel_threshold, r.chunk, r.stream_min_bytes, r.stream_tile,
                           bool(r.prefetch), r.prefetch_min_cost, r.prefetch_ahead,
+                          r.resolved_hint(r.cheap_prefetch) is not None,
                           r.conv_tile_elements, r.conv_min_rows, r.conv_cores)
 
 

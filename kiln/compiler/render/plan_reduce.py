@@ -38,7 +38,8 @@ class FoldPlan:
     ``kind``: ``"chunked"`` (a float sum over one long dim, in ``chunk``-element chunks,
     each a vectorized partial sum; the chunks shared by the threads when ``parallel``;
     ``prefetch``: prefetch ``prefetch_ahead`` elements ahead, or with ``next_row`` (the
-    innermost row loop's symbol in a row group) the same lines of the next row),
+    innermost row loop's symbol in a row group) the same lines of the next row;
+    ``cheap``: a body under ``prefetch_min_cost``, prefetched with the L2 hint),
     ``"nan_minmax"`` (float max/min: a vectorized fold plus a NaN flag), or ``"plain"``
     (vectorized with ``simd_op`` when there is one)."""
 
@@ -51,6 +52,7 @@ class FoldPlan:
     prefetch: bool = False
     prefetch_ahead: int = 0
     next_row: Sym | None = None
+    cheap: bool = False
 
 
 @dataclass(frozen=True)
@@ -141,9 +143,10 @@ def plan_fold(r: Reduce, t: LoopTarget, parallel: bool,
         # reduction, which would fold lanes apart).
         return FoldPlan("plain", loops, tn, None)
     if len(trailing) == 1 and tn > 2 * t.chunk and r.op == "sum" and fl:
+        dear = r.body.cost >= t.prefetch_min_cost
+        cheap = not dear and next_row is None and t.prefetch_cheap
         return FoldPlan("chunked", loops, tn, "+", t.chunk, parallel,
-                        t.prefetch and r.body.cost >= t.prefetch_min_cost,
-                        t.prefetch_ahead, next_row)
+                        (t.prefetch and dear) or cheap, t.prefetch_ahead, next_row, cheap)
     if r.op in ("max", "min") and fl:
         return FoldPlan("nan_minmax", loops, tn, r.op)
     boolean = r.out.dtype.kind == "b"

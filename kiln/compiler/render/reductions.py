@@ -202,7 +202,8 @@ class ReduceMixin:
             # the buffer (a prefetch never faults, but the address must be valid C).
             last = max(buf.size - 1, 0)
             addr = f"&b{buf.id}[kiln_clampi({idx.c()}, 0, {last})]"
-            hint = self.prefetch if next_row is None else self.prefetch_row
+            hint = (self.prefetch_row if next_row is not None else
+                    self.resolved_hint(self.cheap_prefetch) if fold.cheap else self.prefetch)
             out.append(f"for (int64_t {s} = c0 + {ahead}; {s} < c1 + {ahead}; "
                        f"{s} += {step}) {hint.format(addr=addr)};")
         return out

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from kiln.compiler import csrc
 from kiln.compiler.build.blas import DEFINITIONS_MARK as BLAS_DEFINITIONS_MARK
-from kiln.compiler.build.build import UNIT_MARK
+from kiln.compiler.build.build import UNIT_MARK, intel_avx512
 from kiln.compiler.lower import random as lower_random
 from kiln.compiler.lower.index import Sym
 from kiln.compiler.lower.program import (
@@ -139,6 +139,19 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
     # it (one core: 14-17 -> 10-14 ms); on AMD (AVX2) the same loop is compute-bound
     # and the prefetches cost 12% (benchmarks/NOTES.md, session 16). None disables.
     skew_prefetch: str | None = "auto"
+    # Software prefetch, `prefetch_ahead` elements ahead into L2, in chunked float sums
+    # of cheap bodies (memory-bound: `sum(x*x)` over 100 MB). "auto": on Intel processors
+    # with AVX-512 only, where one core streamed 12-15% faster with it (CPU time,
+    # benchmarks/NOTES.md, session 16); elsewhere (AMD) not measured to help. None
+    # disables.
+    cheap_prefetch: str | None = "auto"
+
+    def resolved_hint(self, hint: str | None) -> str | None:
+        """A prefetch attribute's C text: "auto" is the L2 hint on Intel processors with
+        AVX-512 (``build.intel_avx512``), None elsewhere."""
+        if hint == "auto":
+            return "__builtin_prefetch({addr}, 0, 1)" if intel_avx512() else None
+        return hint
 
     def __init__(self, math_source: str | None = None, math_functions: dict | None = None,
                  blas_declarations: str | None = None):

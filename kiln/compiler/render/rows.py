@@ -8,7 +8,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kiln.compiler.build.build import intel_avx512
 from kiln.compiler.lower.index import row_major_strides
 from kiln.compiler.lower.program import Program, Reduce
 from kiln.compiler.render import plan_reduce
@@ -200,9 +199,7 @@ class RowsMixin:
         the same lines of the row after the next one (the first step's row-major loads,
         ``ahead``'s names, one row further on), so that the next row's loads, which the
         fused loop issues, find them in L2."""
-        hint = self.skew_prefetch
-        if hint == "auto":
-            hint = "__builtin_prefetch({addr}, 0, 1)" if intel_avx512() else None
+        hint = self.resolved_hint(self.skew_prefetch)
         if not hint or m < 1:
             return []
         body, inner, row = ahead.body, r0.syms[m], r0.syms[m - 1]
