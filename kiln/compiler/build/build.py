@@ -462,8 +462,9 @@ def _has_avx512() -> bool:
 
 def intel_avx512() -> bool:
     """Whether this is an Intel processor with AVX-512F/VL (``/proc/cpuinfo``), where
-    kiln's builds use 512-bit vectors: the renderer prefetches in skewed row loops there
-    (``CRenderer.skew_prefetch``). Read once per process."""
+    kiln's default builds use 512-bit vectors: the renderer's "auto" prefetches
+    (``CRenderer.skew_prefetch``, ``cheap_prefetch``) are on there only. Read once per
+    process."""
     with _state_lock:
         if _intel_cache:
             return _intel_cache[0]
