@@ -1,4 +1,9 @@
 /* ---- float32 sin/cos with the C library's bits, vectorizable (see trig_math.py). ---- */
+/* KTRIG_MA(a, b, c): a * b + c as the C library computes it, fused (glibc's FMA build,
+   the default) or rounded twice ("#define KTRIG_MA(a, b, c) ((a) * (b) + (c))" first). */
+#ifndef KTRIG_MA
+#define KTRIG_MA(a, b, c) fma(a, b, c)
+#endif
 /* Cosine and sine polynomials on [-pi/4, pi/4], evaluated in double. */
 static const double KTRIG_C[5] = {0x1p0, -0x1.ffffffd0c621cp-2, 0x1.55553e1068f19p-5,
   -0x1.6c087e89a359dp-10, 0x1.99343027bf8c3p-16};
@@ -24,12 +29,12 @@ static inline double ktrig_sel(uint64_t m, double a, double b) {
 static inline float ktrig_poly32(double r, uint64_t odd, uint64_t neg) {
   double r2 = r * r;
   double r3 = r * r2, r4 = r2 * r2;
-  double sp = fma(r3, KTRIG_S[0], r);
-  double s12 = fma(r2, KTRIG_S[2], KTRIG_S[1]);
-  double sv = fma(s12, r3 * r2, sp);
-  double c01 = fma(r2, KTRIG_C[1], KTRIG_C[0]);
-  double c34 = fma(r2, KTRIG_C[4], KTRIG_C[3]);
-  double cv = fma(c34, r2 * r4, fma(r4, KTRIG_C[2], c01));
+  double sp = KTRIG_MA(r3, KTRIG_S[0], r);
+  double s12 = KTRIG_MA(r2, KTRIG_S[2], KTRIG_S[1]);
+  double sv = KTRIG_MA(s12, r3 * r2, sp);
+  double c01 = KTRIG_MA(r2, KTRIG_C[1], KTRIG_C[0]);
+  double c34 = KTRIG_MA(r2, KTRIG_C[4], KTRIG_C[3]);
+  double cv = KTRIG_MA(c34, r2 * r4, KTRIG_MA(r4, KTRIG_C[2], c01));
   cv = ktrig_sel(neg, -cv, cv);
   return (float)ktrig_sel(odd, cv, sv);
 }
@@ -48,7 +53,7 @@ static inline float ktrig32(float y, int cosine) {
      conversion). */
   double xm = ktrig_sel(large, 0.0, x);
   int32_t nm = ((int32_t)(xm * 0x1.45f306dc9c883p+23) + 0x800000) >> 24;
-  double rm = fma(-(double)nm, 0x1.921fb54442d18p0, xm);
+  double rm = KTRIG_MA(-(double)nm, 0x1.921fb54442d18p0, xm);
   /* |y| >= 120: the 24-bit mantissa, shifted by the exponent's low 3 bits, times a
      96-bit window of 4/pi chosen by its high bits gives |y| * 4/pi mod 8 in 2.62 fixed
      point (f); n is that rounded to a multiple of 2 (in units of 2^62), r the rest. */

@@ -1,0 +1,115 @@
+"""Vectorizable float32 ``sin``/``cos`` with the C library's bits: ``ksin32``/``kcos32``.
+
+Why: JAX's CPU backend computes float32 sin and cos with the C library's ``sinf`` and
+``cosf`` (on glibc machines kiln's eager and jit results equal JAX's because both call
+them), but a call of a scalar library function keeps gcc from vectorizing the loop it
+sits in. ``kiln/compiler/csrc/libm_trig.h`` reproduces glibc's (2.28 and later)
+algorithm bit for bit in branch-free C that gcc vectorizes: the float is widened to
+double; below 2^-12 the result is the argument (sin) or 1 (cos); below 120 the argument
+is reduced by ``n = rint(y * 2/pi)``, ``r = y - n pi/2`` in one step; above, a window of
+4/pi in 64-bit fixed point, chosen by the exponent, gives ``y * 4/pi mod 8`` exactly as
+glibc's integer reduction does; then the sine polynomial (degree 7) or the cosine one
+(degree 8) in double, with the quadrant's sign, rounded once to float; infinities and
+NaNs give ``y - y``. Every lane computes both reductions and both polynomials, then
+selects (the cost of never branching: ~1.7 ns a value for the common path alone, ~3.4
+with the large-argument reduction, against 4-13 ns for ``sinf`` on data with mixed
+magnitudes; benchmarks/NOTES.md, session 16).
+
+glibc builds its functions twice on x86-64 and picks one at load time: with FMA (every
+``a * b + c`` of the polynomials and of the reduction fused) on processors that have it,
+without elsewhere. ``KTRIG_MA`` selects which of the two the header reproduces, and
+other C libraries (musl, macOS, older glibc) use other algorithms altogether. So before
+the renderer uses these functions, :func:`prelude` runs a probe once per process
+(``kiln/compiler/csrc/trig_probe.c``, built per machine and cached like every library):
+each variant's results against this process's own ``sinf``/``cosf`` on every 4099th
+float32 bit pattern (all exponents, NaNs and infinities) plus 64 patterns around each
+boundary of the algorithm, with denormals flushed (as kernels run) and without, about
+10 ms. The first variant with no mismatch is used; when neither matches, generated code
+keeps calling ``sinf``/``cosf`` (slower, and the same bits as before). ``KILN_LIBM_TRIG=1``
+forces the library calls. All 2^32 inputs were compared on the development machine
+(glibc 2.36, FMA variant): ``tests/compiler/test_libm_trig.py`` with
+``KILN_EXHAUSTIVE=1``.
+
+Only float32: float64 sin/cos keep the library's ``sin``/``cos``, and ``tan`` (glibc's
+``tanf`` is a different, older algorithm) keeps ``tanf``.
+
+What this module must not hold: the C text (``csrc``), the renderer's choice of names
+(``c_expr.CExprRenderer.math_fn``).
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import threading
+
+from kiln.compiler import csrc
+
+__all__ = ["FUNCTIONS", "prelude", "probe_mismatches", "VARIANTS"]
+
+#: The C functions for float32 ``sin`` and ``cos`` when the probe passes.
+FUNCTIONS = {"sin": "ksin32", "cos": "kcos32"}
+
+#: ``KTRIG_MA`` definitions tried in order: glibc's FMA build, then its plain one.
+VARIANTS = {"fma": "#define KTRIG_MA(a, b, c) fma(a, b, c)\n",
+            "plain": "#define KTRIG_MA(a, b, c) ((a) * (b) + (c))\n"}
+
+#: The probe's sample: every STEP-th bit pattern, and DENSE patterns either side of
+#: each of EDGES (the thresholds 2^-126, 2^-12, 0.75, 120 and the top of the finite
+#: floats, and pi/4 multiples where the quadrant changes).
+STEP = 4099
+DENSE = 32
+EDGES = (0x00800000, 0x39800000, 0x3F400000, 0x3F490FDB, 0x3FC90FDB, 0x4016CBE4,
+         0x40490FDB, 0x42F00000, 0x7F7FFFFF, 0x7F800000, 0x4B000000, 0x5F000000)
+
+_lock = threading.Lock()
+
+
+def probe_mismatches(variant: str, flush: bool, step: int = STEP, first: int = 0,
+                     dense: int = DENSE) -> int:
+    """The number of mismatching results (sin and cos apart) of ``variant`` against
+    this process's ``sinf``/``cosf`` over the probe's sample (``step``, ``first``,
+    ``dense`` as in ``kiln_trig_probe``), denormals flushed when ``flush``.
+
+    Raises:
+      kiln.compiler.build.build.CompilerNotFound / BuildError: no working C compiler.
+    """
+    from kiln.compiler.build import build
+    lib = build.load_library(VARIANTS[variant] + csrc.source("trig_probe.c"))
+    fn = lib.kiln_trig_probe
+    fn.restype = ctypes.c_int64
+    fn.argtypes = [ctypes.c_int64, ctypes.c_int64, ctypes.POINTER(ctypes.c_uint32),
+                   ctypes.c_int, ctypes.c_int, ctypes.c_int]
+    edges = (ctypes.c_uint32 * len(EDGES))(*EDGES)
+    return int(fn(first, step, edges, len(EDGES), dense, int(flush)))
+
+
+@functools.cache
+def _chosen() -> str | None:
+    if os.environ.get("KILN_LIBM_TRIG", "").lower() in ("1", "true", "yes"):
+        return None
+    for variant in VARIANTS:
+        try:
+            if all(probe_mismatches(variant, flush) == 0 for flush in (True, False)):
+                return variant
+        except Exception:   # no compiler, a failed build: the library calls stay
+            return None
+    return None
+
+
+def prelude() -> str | None:
+    """The C text defining ``ksin32``/``kcos32`` (after ``xla_math.h``, which defines
+    ``sel32``) when they give this machine's ``sinf``/``cosf`` bits, else None (use the
+    library). The probe runs on the first call in a process."""
+    with _lock:
+        variant = _chosen()
+    if variant is None:
+        return None
+    return VARIANTS[variant] + csrc.text("libm_trig.h")
+
+
+def chosen_variant() -> str | None:
+    """``"fma"``, ``"plain"`` or None (the library's functions): what :func:`prelude`
+    decided in this process."""
+    with _lock:
+        return _chosen()
