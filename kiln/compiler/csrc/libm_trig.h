@@ -41,13 +41,15 @@ static inline float ktrig_poly32(double r, uint64_t odd, uint64_t neg) {
 
 /* sin (cosine == 0) or cos (cosine == 1) of y: the reduction r = y - n pi/2 in one fused
    step from a double pi/2 for |y| < 120, from a 4/pi table in 64-bit fixed point above,
-   both computed in every lane (then selected), as the polynomials are. */
-static inline float ktrig32(float y, int cosine) {
+   both computed in every lane (then selected), as the polynomials are. far == 0 (a
+   constant) leaves the second reduction and the non-finite select out: for |y| < 120
+   only. */
+static inline float ktrig32(float y, int cosine, int far) {
   uint32_t yi; memcpy(&yi, &y, 4);
   uint32_t top = (yi >> 20) & 0x7ffu;           /* exponent and 3 mantissa bits of |y| */
   int64_t top64 = (int64_t)top;
   double x = (double)y;
-  uint64_t large = ~ktrig_lt(top64, 0x42f), small = ktrig_lt(top64, 0x3f4);
+  uint64_t large = far ? ~ktrig_lt(top64, 0x42f) : 0, small = ktrig_lt(top64, 0x3f4);
   /* |y| < 120: n = y * 2/pi rounded to the nearest integer (scaled by 2^24 and rounded
      in the integer domain), r = y - n pi/2. Other lanes reduce 0 (no out-of-range
      conversion). */
@@ -80,7 +82,53 @@ static inline float ktrig32(float y, int cosine) {
   float v = ktrig_poly32(r, (uint64_t)0 - ((n & 1) ^ (uint64_t)cosine),
                          (uint64_t)0 - ((q >> 1) & 1));
   v = sel32(top < 0x398u, cosine ? 1.0f : y, v); /* |y| < 2^-12: y, or 1 */
-  return sel32(top >= 0x7f8u, y - y, v);   /* inf: the default NaN; NaN: quieted */
+  return far ? sel32(top >= 0x7f8u, y - y, v) : v;   /* inf: the default NaN; NaN: quieted */
 }
-static inline float ksin32(float y) { return ktrig32(y, 0); }
-static inline float kcos32(float y) { return ktrig32(y, 1); }
+
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 8 && defined(__x86_64__) \
+    && !defined(KTRIG_INLINE)
+/* gcc on x86-64: ksin32/kcos32 are declared SIMD functions (the x86 vector function
+   ABI, as libmvec's), so a vectorized loop calls a clone on 4, 8 or 16 lanes at once.
+   Each clone runs the |y| < 120 code on all its lanes, and the whole of ktrig32 (the
+   large reduction too) only when a lane needs it: half the instructions in the common
+   case. The scalar symbol (a loop's remainder, a loop that did not vectorize) is the C
+   library's own function. Weak and hidden: every compilation unit of a program
+   defines them, the library keeps one, nothing outside sees them. The asm labels give
+   the definitions the names gcc calls without making gcc derive clones of its own. */
+__attribute__((simd("notinbranch"), const, nothrow, visibility("hidden"))) float ksin32(float y);
+__attribute__((simd("notinbranch"), const, nothrow, visibility("hidden"))) float kcos32(float y);
+__attribute__((weak, visibility("hidden"))) float ktrig_sin_1(float y) __asm__("ksin32");
+__attribute__((weak, visibility("hidden"))) float ktrig_sin_1(float y) { return sinf(y); }
+__attribute__((weak, visibility("hidden"))) float ktrig_cos_1(float y) __asm__("kcos32");
+__attribute__((weak, visibility("hidden"))) float ktrig_cos_1(float y) { return cosf(y); }
+#define KTRIG_CLONE(NAME, COS, ISA, N, SYMBOL, TARGET) \
+  typedef float ktrig_v##N __attribute__((vector_size(4 * N))); \
+  __attribute__((weak, visibility("hidden"), target(TARGET))) \
+  ktrig_v##N NAME##_##ISA(ktrig_v##N y) __asm__(SYMBOL); \
+  __attribute__((weak, visibility("hidden"), target(TARGET))) \
+  ktrig_v##N NAME##_##ISA(ktrig_v##N y) { \
+    float in[N], out[N]; \
+    uint32_t bits[N]; \
+    int far = 0; \
+    memcpy(in, &y, sizeof in); \
+    memcpy(bits, &y, sizeof bits); \
+    for (int i = 0; i < N; i++) far |= ((bits[i] >> 20) & 0x7ffu) >= 0x42fu; \
+    if (far) { for (int i = 0; i < N; i++) out[i] = ktrig32(in[i], COS, 1); } \
+    else { for (int i = 0; i < N; i++) out[i] = ktrig32(in[i], COS, 0); } \
+    memcpy(&y, out, sizeof y); \
+    return y; }
+KTRIG_CLONE(ktrig_sin, 0, b, 4, "_ZGVbN4v_ksin32", "sse2")
+KTRIG_CLONE(ktrig_sin, 0, c, 8, "_ZGVcN8v_ksin32", "avx")
+KTRIG_CLONE(ktrig_sin, 0, d, 8, "_ZGVdN8v_ksin32", "avx2")
+KTRIG_CLONE(ktrig_sin, 0, e, 16, "_ZGVeN16v_ksin32", "avx512f")
+KTRIG_CLONE(ktrig_cos, 1, b, 4, "_ZGVbN4v_kcos32", "sse2")
+KTRIG_CLONE(ktrig_cos, 1, c, 8, "_ZGVcN8v_kcos32", "avx")
+KTRIG_CLONE(ktrig_cos, 1, d, 8, "_ZGVdN8v_kcos32", "avx2")
+KTRIG_CLONE(ktrig_cos, 1, e, 16, "_ZGVeN16v_kcos32", "avx512f")
+#undef KTRIG_CLONE
+#else
+/* Elsewhere: inline, branch-free over the whole range (vectorized where the compiler
+   can). */
+static inline float ksin32(float y) { return ktrig32(y, 0, 1); }
+static inline float kcos32(float y) { return ktrig32(y, 1, 1); }
+#endif
