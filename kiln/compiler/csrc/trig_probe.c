@@ -33,7 +33,7 @@ static int64_t ktrig_check(const float *x, int n) {
 }
 
 /* Mismatches (sin and cos counted apart) over the patterns first + k * step (k >= 0,
-   below 2^32) and the `dense` patterns after each of `edges` (reduction boundaries),
+   below 2^32) and each of `edges` with the `dense` patterns either side of it,
    both signs; with the flush bits on where flush != 0 (the caller's MXCSR restored). */
 int64_t kiln_trig_probe(int64_t first, int64_t step, const uint32_t *edges, int n_edges,
                         int dense, int flush) {
@@ -50,7 +50,7 @@ int64_t kiln_trig_probe(int64_t first, int64_t step, const uint32_t *edges, int 
     if (n == KTRIG_CHUNK) { bad += ktrig_check(x, n); n = 0; }
   }
   for (int e = 0; e < n_edges; e++)
-    for (int d = -dense; d < dense; d++)
+    for (int d = -dense; d <= dense; d++)
       for (uint32_t sign = 0; sign < 2; sign++) {
         uint32_t u = (edges[e] + (uint32_t)d) ^ (sign << 31);
         memcpy(&x[n++], &u, 4);

@@ -56,11 +56,20 @@ VARIANTS = {"fma": "#define KTRIG_MA(a, b, c) fma(a, b, c)\n",
 
 #: The probe's sample: every STEP-th bit pattern, and DENSE patterns either side of
 #: each of EDGES (the thresholds 2^-126, 2^-12, 0.75, 120 and the top of the finite
-#: floats, and pi/4 multiples where the quadrant changes).
+#: floats, and pi/4 multiples where the quadrant changes) and of DISCRIMINATING.
 STEP = 4099
 DENSE = 32
 EDGES = (0x00800000, 0x39800000, 0x3F400000, 0x3F490FDB, 0x3FC90FDB, 0x4016CBE4,
          0x40490FDB, 0x42F00000, 0x7F7FFFFF, 0x7F800000, 0x4B000000, 0x5F000000)
+
+#: The positive float32 patterns (their negatives too) where the two variants differ:
+#: all of them, found by comparing both over the 2^32 inputs (near multiples of pi/2
+#: below 120, where the reduction cancels). The fused variant gives glibc 2.36's FMA
+#: ``sinf``/``cosf`` on all of them; the probe includes them, so it tells the builds
+#: apart (a sparse sample would almost never hit one).
+DISCRIMINATING = (0x418A3ADB, 0x418A3ADC, 0x418A3ADD, 0x418A3ADE, 0x41BC76D9, 0x4202EB4B,
+                  0x4255B0A9, 0x42687A55, 0x4280CE28, 0x42870E40, 0x42A35C07, 0x42A35D44,
+                  0x42A97360, 0x42C55FAA, 0x42CF5854, 0x42D8D23E, 0x42E87A55)
 
 _lock = threading.Lock()
 
@@ -80,8 +89,9 @@ def probe_mismatches(variant: str, flush: bool, step: int = STEP, first: int = 0
     fn.restype = ctypes.c_int64
     fn.argtypes = [ctypes.c_int64, ctypes.c_int64, ctypes.POINTER(ctypes.c_uint32),
                    ctypes.c_int, ctypes.c_int, ctypes.c_int]
-    edges = (ctypes.c_uint32 * len(EDGES))(*EDGES)
-    return int(fn(first, step, edges, len(EDGES), dense, int(flush)))
+    points = EDGES + DISCRIMINATING
+    edges = (ctypes.c_uint32 * len(points))(*points)
+    return int(fn(first, step, edges, len(points), dense, int(flush)))
 
 
 @functools.cache
