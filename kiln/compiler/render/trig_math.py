@@ -10,10 +10,16 @@ is reduced by ``n = rint(y * 2/pi)``, ``r = y - n pi/2`` in one step; above, a w
 4/pi in 64-bit fixed point, chosen by the exponent, gives ``y * 4/pi mod 8`` exactly as
 glibc's integer reduction does; then the sine polynomial (degree 7) or the cosine one
 (degree 8) in double, with the quadrant's sign, rounded once to float; infinities and
-NaNs give ``y - y``. Every lane computes both reductions and both polynomials, then
-selects (the cost of never branching: ~1.7 ns a value for the common path alone, ~3.4
-with the large-argument reduction, against 4-13 ns for ``sinf`` on data with mixed
-magnitudes; benchmarks/NOTES.md, session 16).
+NaNs give ``y - y``. Lanes compute both polynomials, then select.
+
+With gcc on x86-64 ``ksin32``/``kcos32`` are declared SIMD functions (the x86 vector
+function ABI, as glibc's libmvec): a vectorized loop calls a clone on 4, 8 or 16 lanes,
+which runs the |y| < 120 code on all of them and the large reduction (~as many
+instructions again) only when some lane needs it; the scalar symbol, for a loop's
+remainder, is ``sinf``/``cosf`` itself. Elsewhere they are inline and branch-free over
+the whole range. On the development machine (AVX-512, 16 lanes): ~2.1 ns a value
+against 4-7 ns for ``sinf`` on values below 120, ~3.8 against ~13 above
+(benchmarks/NOTES.md, session 16).
 
 glibc builds its functions twice on x86-64 and picks one at load time: with FMA (every
 ``a * b + c`` of the polynomials and of the reduction fused) on processors that have it,
@@ -21,10 +27,11 @@ without elsewhere. ``KTRIG_MA`` selects which of the two the header reproduces, 
 other C libraries (musl, macOS, older glibc) use other algorithms altogether. So before
 the renderer uses these functions, :func:`prelude` runs a probe once per process
 (``kiln/compiler/csrc/trig_probe.c``, built per machine and cached like every library):
-each variant's results against this process's own ``sinf``/``cosf`` on every 4099th
-float32 bit pattern (all exponents, NaNs and infinities) plus 64 patterns around each
-boundary of the algorithm, with denormals flushed (as kernels run) and without, about
-10 ms. The first variant with no mismatch is used; when neither matches, generated code
+each variant's results (through vectorized loops, so the clones run) against this
+process's own ``sinf``/``cosf`` on every 4099th float32 bit pattern (all exponents, NaNs
+and infinities), the 65 patterns around each boundary of the algorithm and around each
+input where the two variants differ (``DISCRIMINATING``), with denormals flushed (as
+kernels run) and without: about 10 ms, plus a build (~0.4 s) on a machine's first use. The first variant with no mismatch is used; when neither matches, generated code
 keeps calling ``sinf``/``cosf`` (slower, and the same bits as before). ``KILN_LIBM_TRIG=1``
 forces the library calls. All 2^32 inputs were compared on the development machine
 (glibc 2.36, FMA variant): ``tests/compiler/test_libm_trig.py`` with
@@ -34,7 +41,7 @@ Only float32: float64 sin/cos keep the library's ``sin``/``cos``, and ``tan`` (g
 ``tanf`` is a different, older algorithm) keeps ``tanf``.
 
 What this module must not hold: the C text (``csrc``), the renderer's choice of names
-(``c_expr.CExprRenderer.math_fn``).
+(``c_expr.ExprMixin.math_fn``).
 """
 from __future__ import annotations
 
@@ -45,7 +52,8 @@ import threading
 
 from kiln.compiler import csrc
 
-__all__ = ["FUNCTIONS", "prelude", "probe_mismatches", "VARIANTS"]
+__all__ = ["DISCRIMINATING", "FUNCTIONS", "VARIANTS", "chosen_variant", "prelude",
+           "probe_mismatches"]
 
 #: The C functions for float32 ``sin`` and ``cos`` when the probe passes.
 FUNCTIONS = {"sin": "ksin32", "cos": "kcos32"}
