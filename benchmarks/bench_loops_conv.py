@@ -186,7 +186,7 @@ def main(argv=None):
     bc.print_table(rows)
     for r in rows:
         if r.title.startswith("fori") and r.kiln and r.ref:
-            print(f"\nper iteration ({r.title.split(',')[0]}): kiln {r.kiln[0] / FORI_N * 1e6:.3f} µs, "
+            print(f"\nper iteration ({r.title.split(' (')[0]}): kiln {r.kiln[0] / FORI_N * 1e6:.3f} µs, "
                   f"JAX {r.ref[0] / FORI_N * 1e6:.3f} µs")
     if bc.selected("trips", args.only):
         # Fresh cache directory so that kiln really builds.
