@@ -167,3 +167,25 @@ def test_jit_equals_eager_bits_over_every_exponent(name):
     near = ok & (np.abs(x) < 1e4)
     ref = getattr(np, name)(x[near].astype(np.float64))
     np.testing.assert_allclose(g[near], ref, rtol=0, atol=2e-7)
+
+
+def test_program_split_in_units_links(variant, monkeypatch):
+    """Every compilation unit of a program pastes the header, so the clones are defined
+    in each; weak symbols let the library link once (same bits as one unit)."""
+    from kiln.compiler.render.render_c import CRenderer
+
+    def f(x):
+        a = knp.sin(x) * 2
+        b = knp.cos(x @ x)
+        return a, b, knp.cos(knp.max(b, axis=1)), knp.sum(knp.sin(a), axis=0)
+    x = np.linspace(-300, 300, 48 * 48, dtype=np.float32).reshape(48, 48)
+    one = kiln.jit(f)
+    assert "@kiln-unit" not in one.lower(x).compile().as_text()
+    want = one(x)
+    monkeypatch.setattr(CRenderer, "split_min_chars", 0)
+    monkeypatch.setattr(CRenderer, "build_units", 2)
+    kiln.clear_caches()
+    two = kiln.jit(f)
+    assert two.lower(x).compile().as_text().count("@kiln-unit") == 2
+    for a, b in zip(two(x), want):
+        np.testing.assert_array_equal(_bits(a), _bits(b))
