@@ -1,10 +1,10 @@
-"""Compiled float32 ``sin``/``cos`` give JAX's bits (``ksin32``/``kcos32``,
-``kiln/compiler/render/trig_math.py``; the C library's ``sinf``/``cosf`` where its probe
-fails).
+"""Compiled float32 ``sin``/``cos``/``tan`` give JAX's bits (``ksin32``/``kcos32``/
+``ktan32``, ``kiln/compiler/render/trig_math.py``; the C library's functions where its
+probe fails).
 
 Sweeps every float32 exponent (``m * 2**e`` for random mantissas, subnormals to the
 largest finite, both signs) plus the special values, dense runs around the algorithm's
-thresholds (2^-12, 0.75, 120) and near multiples of pi/2 up to 1e5, through ``jax.jit``
+thresholds (2^-13, 2^-12, 0.6744, pi/4, 0.75, 120) and near multiples of pi/2 up to 1e5, through ``jax.jit``
 and ``kiln.jit`` alone and inside fused expressions and a ``fori_loop``; bits compared
 exactly (NaNs compare equal whatever their payload).
 """
@@ -25,7 +25,8 @@ def _sweep():
     e = np.repeat(np.arange(256, dtype=np.uint32), 128)
     m = rng.integers(0, 1 << 23, e.size, dtype=np.uint32)
     pos = ((e << 23) | m).view(np.float32)
-    edges = np.array([2.0**-12, 0.75, 120.0, 2.0**-126, 3.4e38], np.float32).view(np.uint32)
+    edges = np.array([2.0**-13, 2.0**-12, 0.6744, np.pi / 4, 0.75, 120.0, 2.0**-126, 3.4e38],
+                     np.float32).view(np.uint32)
     near = (edges[:, None] + np.arange(-300, 300, dtype=np.int64)[None, :]).ravel()
     near = near.astype(np.uint32).view(np.float32)
     k = np.arange(1, 60000, 7, dtype=np.float64)
@@ -45,11 +46,11 @@ def _same(got, want):
     assert bad.size == 0, f"{bad.size} differ, e.g. {g[ok][bad[:5]]} vs {w[ok][bad[:5]]}"
 
 
-@pytest.mark.parametrize("name", ["sin", "cos"])
+@pytest.mark.parametrize("name", ["sin", "cos", "tan"])
 def test_jit_bits_over_every_exponent(name):
     x = _sweep()
     f = kiln.jit(getattr(knp, name))
-    if trig_math.chosen_variant() is not None:      # not vacuous: the vector code ran
+    if trig_math.usable(name):                       # not vacuous: the vector code ran
         assert trig_math.FUNCTIONS[name] + "(" in f.lower(x).compile().as_text()
     _same(f(x), jax.jit(getattr(jnp, name))(x))
 
@@ -58,7 +59,7 @@ def test_fused_expression_bits():
     x = _sweep()
 
     def f(np_):
-        return lambda v: np_.sin(v) * np_.cos(v * 0.5) + np_.sin(v + 1.0)
+        return lambda v: np_.sin(v) * np_.cos(v * 0.5) + np_.tan(v + 1.0)
     _same(kiln.jit(f(knp))(x), jax.jit(f(jnp))(x))
 
 

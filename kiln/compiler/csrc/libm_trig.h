@@ -1,4 +1,4 @@
-/* ---- float32 sin/cos with the C library's bits, vectorizable (see trig_math.py). ---- */
+/* ---- float32 sin/cos/tan with the C library's bits, vectorizable (trig_math.py). ---- */
 /* KTRIG_MA(a, b, c): a * b + c as the C library computes it, fused (glibc's FMA build,
    the default) or rounded twice ("#define KTRIG_MA(a, b, c) ((a) * (b) + (c))" first). */
 #ifndef KTRIG_MA
@@ -22,6 +22,28 @@ static inline double ktrig_sel(uint64_t m, double a, double b) {
   uint64_t ai, bi; memcpy(&ai, &a, 8); memcpy(&bi, &b, 8);
   ai = (ai & m) | (bi & ~m);
   double r; memcpy(&r, &ai, 8); return r;
+}
+
+/* |y| >= 120 (yi: its bits; the sign ignored): the 24-bit mantissa, shifted by the
+   exponent's low 3 bits, times a 96-bit window of 4/pi chosen by its high bits gives
+   |y| * 4/pi mod 8 in 2.62 fixed point (f); *n is that rounded to a multiple of 2 (in
+   units of 2^62), the result the rest times pi/4, in double. */
+static inline double ktrig_far(uint32_t yi, uint64_t *n) {
+  uint64_t at = (uint64_t)((yi >> 23) & 0x78u);   /* the window's first bit, 8 * k */
+  uint64_t w = (uint64_t)0 - (at >> 6), sh = at & 63;
+  uint64_t wa = (KTRIG_4PI[1] & w) | (KTRIG_4PI[0] & ~w);
+  uint64_t wb = (KTRIG_4PI[2] & w) | (KTRIG_4PI[1] & ~w);
+  uint64_t wc = (KTRIG_4PI[3] & w) | (KTRIG_4PI[2] & ~w);
+  uint64_t win = (wa << sh) | ((wb >> 1) >> (63 - sh));      /* window bits 0..63 */
+  uint64_t low = ((wb << sh) | ((wc >> 1) >> (63 - sh))) >> 32;  /* bits 64..95 */
+  uint32_t m = ((yi & 0x7fffffu) | 0x800000u) << ((yi >> 23) & 7u);
+  uint64_t m64 = (uint64_t)m & 0xffffffffu;     /* 32x32 -> 64-bit products */
+  uint64_t hi = (uint64_t)(m * (uint32_t)(win >> 32)) << 32;
+  uint64_t mid = m64 * (win & 0xffffffffu), lo = m64 * (low & 0xffffffffu);
+  uint64_t f = (hi | (lo >> 32)) + mid;
+  uint64_t nl = (f + (1ull << 61)) >> 62;
+  *n = nl;
+  return (double)(int64_t)(f - (nl << 62)) * 0x1.921fb54442d18p-62;
 }
 
 /* cos (odd all-ones) or sin of the reduced argument r (|r| <= pi/4), the cosine's sign
@@ -56,23 +78,8 @@ static inline float ktrig32(float y, int cosine, int far) {
   double xm = ktrig_sel(large, 0.0, x);
   int32_t nm = ((int32_t)(xm * 0x1.45f306dc9c883p+23) + 0x800000) >> 24;
   double rm = KTRIG_MA(-(double)nm, 0x1.921fb54442d18p0, xm);
-  /* |y| >= 120: the 24-bit mantissa, shifted by the exponent's low 3 bits, times a
-     96-bit window of 4/pi chosen by its high bits gives |y| * 4/pi mod 8 in 2.62 fixed
-     point (f); n is that rounded to a multiple of 2 (in units of 2^62), r the rest. */
-  uint64_t at = (uint64_t)((yi >> 23) & 0x78u);   /* the window's first bit, 8 * k */
-  uint64_t w = (uint64_t)0 - (at >> 6), sh = at & 63;
-  uint64_t wa = (KTRIG_4PI[1] & w) | (KTRIG_4PI[0] & ~w);
-  uint64_t wb = (KTRIG_4PI[2] & w) | (KTRIG_4PI[1] & ~w);
-  uint64_t wc = (KTRIG_4PI[3] & w) | (KTRIG_4PI[2] & ~w);
-  uint64_t win = (wa << sh) | ((wb >> 1) >> (63 - sh));      /* window bits 0..63 */
-  uint64_t low = ((wb << sh) | ((wc >> 1) >> (63 - sh))) >> 32;  /* bits 64..95 */
-  uint32_t m = ((yi & 0x7fffffu) | 0x800000u) << ((yi >> 23) & 7u);
-  uint64_t m64 = (uint64_t)m & 0xffffffffu;     /* 32x32 -> 64-bit products (vpmuludq) */
-  uint64_t hi = (uint64_t)(m * (uint32_t)(win >> 32)) << 32;
-  uint64_t mid = m64 * (win & 0xffffffffu), lo = m64 * (low & 0xffffffffu);
-  uint64_t f = (hi | (lo >> 32)) + mid;
-  uint64_t nl = (f + (1ull << 61)) >> 62;
-  double rl = (double)(int64_t)(f - (nl << 62)) * 0x1.921fb54442d18p-62;
+  uint64_t nl;
+  double rl = ktrig_far(yi, &nl);
   /* the quadrant n picks the polynomial; q = n (+1 for negative y above 120, whose
      reduction was of |y|) picks the signs */
   uint64_t n = (nl & large) | ((uint64_t)(int64_t)nm & ~large & ~small);
@@ -83,6 +90,78 @@ static inline float ktrig32(float y, int cosine, int far) {
                          (uint64_t)0 - ((q >> 1) & 1));
   v = sel32(top < 0x398u, cosine ? 1.0f : y, v); /* |y| < 2^-12: y, or 1 */
   return far ? sel32(top >= 0x7f8u, y - y, v) : v;   /* inf: the default NaN; NaN: quieted */
+}
+
+/* tan: glibc's tanf (the fdlibm kernel in float arithmetic, unfused, after the
+   sincosf reduction in double split into a float head and tail). Its coefficients: */
+static const float KTAN_T[13] = {3.3333334327e-01f, 1.3333334029e-01f, 5.3968254477e-02f,
+  2.1869488060e-02f, 8.8632395491e-03f, 3.5920790397e-03f, 1.4562094584e-03f,
+  5.8804126456e-04f, 2.4646313977e-04f, 7.8179444245e-05f, 7.1407252108e-05f,
+  -1.8558637748e-05f, 2.5907305826e-05f};
+
+/* tan(x + y) (|x + y| <= pi/4, y below x's last bit) or -1/tan where iy == -1: every
+   case of the kernel computed, then selected. */
+static inline float ktan_kernel32(float x, float y, int32_t iy) {
+  uint32_t hx; memcpy(&hx, &x, 4);
+  uint32_t ix = hx & 0x7fffffffu;
+  int neg = (int32_t)hx < 0, big = ix >= 0x3f2ca140u, tiny = ix < 0x39000000u;
+  float sgn = sel32(neg, -1.0f, 1.0f), fiy = (float)iy;
+  /* |x| >= 0.6744: tan(pi/4 - |x|) instead, from pi/4 in two floats */
+  float xb = sel32(neg, -x, x), yb = sel32(neg, -y, y);
+  float xt = (7.8539812565e-01f - xb) + (3.7748947079e-08f - yb);
+  x = sel32(big, xt, x);
+  y = sel32(big, 0.0f, y);
+  float near = (sgn * fiy) * (1.0f - (2.0f * fiy) * x);     /* that below 2^-13 */
+  float z = x * x, w = z * z;
+  float r = KTAN_T[9] + w * KTAN_T[11], v = KTAN_T[10] + w * KTAN_T[12];
+  r = KTAN_T[7] + w * r; v = KTAN_T[8] + w * v;
+  r = KTAN_T[5] + w * r; v = KTAN_T[6] + w * v;
+  r = KTAN_T[3] + w * r; v = KTAN_T[4] + w * v;
+  r = KTAN_T[1] + w * r; v = KTAN_T[2] + w * v;
+  v = z * v;
+  float s = z * x;
+  r = y + z * (s * (r + v) + y);
+  r = r + KTAN_T[0] * s;
+  w = x + r;
+  float far = sgn * (fiy - 2.0f * (x - (w * w / (w + fiy) - r)));
+  /* -1/(x + r) from w's and its reciprocal's high halves */
+  uint32_t wi; memcpy(&wi, &w, 4);
+  wi &= 0xfffff000u;
+  float zh; memcpy(&zh, &wi, 4);
+  float vt = r - (zh - x);
+  float a = -1.0f / w;
+  uint32_t ai; memcpy(&ai, &a, 4);
+  ai &= 0xfffff000u;
+  float t; memcpy(&t, &ai, 4);
+  float inv = t + a * ((1.0f + t * zh) + t * vt);
+  float out = sel32(iy == 1, w, inv);
+  out = sel32(big, sel32(fabsf(x) < 0x1p-13f, near, far), out);
+  /* |x| < 2^-13 as given: x, -1/x, or 1/|x| for a zero when iy == -1 */
+  float small = sel32(iy == 1, x, -1.0f / x);
+  small = sel32((ix | (uint32_t)(iy + 1)) == 0, 1.0f / fabsf(x), small);
+  return sel32(tiny, small, out);
+}
+
+/* tan(y); far as ktrig32's. */
+static inline float ktan32_any(float y, int far) {
+  uint32_t yi; memcpy(&yi, &y, 4);
+  uint32_t ax = yi & 0x7fffffffu, top = (yi >> 20) & 0x7ffu;
+  int64_t top64 = (int64_t)top;
+  double x = (double)y;
+  uint64_t large = far ? ~ktrig_lt(top64, 0x42f) : 0;
+  double xm = ktrig_sel(large, 0.0, x);
+  int32_t nm = ((int32_t)(xm * 0x1.45f306dc9c883p+23) + 0x800000) >> 24;
+  double rm = xm - (double)nm * 0x1.921fb54442d18p0;        /* unfused, as tanf */
+  uint64_t nl;
+  double rl = ktrig_far(yi, &nl);
+  rl = ktrig_sel((uint64_t)0 - (uint64_t)(yi >> 31), -rl, rl);
+  double r = ktrig_sel(large, rl, rm);
+  int32_t n = (int32_t)((nl & large) | ((uint64_t)(int64_t)nm & ~large));
+  float hi = (float)r, lo = (float)(r - (double)hi);
+  int pio4 = ax <= 0x3f490fdau;
+  float v = ktan_kernel32(sel32(pio4, y, hi), sel32(pio4, 0.0f, lo),
+                          pio4 ? 1 : 1 - ((n & 1) << 1));
+  return far ? sel32(ax >= 0x7f800000u, y - y, v) : v;
 }
 
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 8 && defined(__x86_64__) \
@@ -97,11 +176,16 @@ static inline float ktrig32(float y, int cosine, int far) {
    the definitions the names gcc calls without making gcc derive clones of its own. */
 __attribute__((simd("notinbranch"), const, nothrow, visibility("hidden"))) float ksin32(float y);
 __attribute__((simd("notinbranch"), const, nothrow, visibility("hidden"))) float kcos32(float y);
+__attribute__((simd("notinbranch"), const, nothrow, visibility("hidden"))) float ktan32(float y);
 __attribute__((weak, visibility("hidden"))) float ktrig_sin_1(float y) __asm__("ksin32");
 __attribute__((weak, visibility("hidden"))) float ktrig_sin_1(float y) { return sinf(y); }
 __attribute__((weak, visibility("hidden"))) float ktrig_cos_1(float y) __asm__("kcos32");
 __attribute__((weak, visibility("hidden"))) float ktrig_cos_1(float y) { return cosf(y); }
-#define KTRIG_CLONE(NAME, COS, ISA, N, SYMBOL, TARGET) \
+__attribute__((weak, visibility("hidden"))) float ktrig_tan_1(float y) __asm__("ktan32");
+__attribute__((weak, visibility("hidden"))) float ktrig_tan_1(float y) { return tanf(y); }
+static inline float ktrig_sin_any(float y, int far) { return ktrig32(y, 0, far); }
+static inline float ktrig_cos_any(float y, int far) { return ktrig32(y, 1, far); }
+#define KTRIG_CLONE(NAME, FN, ISA, N, SYMBOL, TARGET) \
   typedef float ktrig_v##N __attribute__((vector_size(4 * N))); \
   __attribute__((weak, visibility("hidden"), target(TARGET))) \
   ktrig_v##N NAME##_##ISA(ktrig_v##N y) __asm__(SYMBOL); \
@@ -113,22 +197,24 @@ __attribute__((weak, visibility("hidden"))) float ktrig_cos_1(float y) { return 
     memcpy(in, &y, sizeof in); \
     memcpy(bits, &y, sizeof bits); \
     for (int i = 0; i < N; i++) far |= ((bits[i] >> 20) & 0x7ffu) >= 0x42fu; \
-    if (far) { for (int i = 0; i < N; i++) out[i] = ktrig32(in[i], COS, 1); } \
-    else { for (int i = 0; i < N; i++) out[i] = ktrig32(in[i], COS, 0); } \
+    if (far) { for (int i = 0; i < N; i++) out[i] = FN(in[i], 1); } \
+    else { for (int i = 0; i < N; i++) out[i] = FN(in[i], 0); } \
     memcpy(&y, out, sizeof y); \
     return y; }
-KTRIG_CLONE(ktrig_sin, 0, b, 4, "_ZGVbN4v_ksin32", "sse2")
-KTRIG_CLONE(ktrig_sin, 0, c, 8, "_ZGVcN8v_ksin32", "avx")
-KTRIG_CLONE(ktrig_sin, 0, d, 8, "_ZGVdN8v_ksin32", "avx2")
-KTRIG_CLONE(ktrig_sin, 0, e, 16, "_ZGVeN16v_ksin32", "avx512f")
-KTRIG_CLONE(ktrig_cos, 1, b, 4, "_ZGVbN4v_kcos32", "sse2")
-KTRIG_CLONE(ktrig_cos, 1, c, 8, "_ZGVcN8v_kcos32", "avx")
-KTRIG_CLONE(ktrig_cos, 1, d, 8, "_ZGVdN8v_kcos32", "avx2")
-KTRIG_CLONE(ktrig_cos, 1, e, 16, "_ZGVeN16v_kcos32", "avx512f")
+#define KTRIG_CLONES(NAME, FN, STEM) \
+  KTRIG_CLONE(NAME, FN, b, 4, "_ZGVbN4v_" STEM, "sse2") \
+  KTRIG_CLONE(NAME, FN, c, 8, "_ZGVcN8v_" STEM, "avx") \
+  KTRIG_CLONE(NAME, FN, d, 8, "_ZGVdN8v_" STEM, "avx2") \
+  KTRIG_CLONE(NAME, FN, e, 16, "_ZGVeN16v_" STEM, "avx512f")
+KTRIG_CLONES(ktrig_sin, ktrig_sin_any, "ksin32")
+KTRIG_CLONES(ktrig_cos, ktrig_cos_any, "kcos32")
+KTRIG_CLONES(ktrig_tan, ktan32_any, "ktan32")
+#undef KTRIG_CLONES
 #undef KTRIG_CLONE
 #else
 /* Elsewhere: inline, branch-free over the whole range (vectorized where the compiler
    can). */
 static inline float ksin32(float y) { return ktrig32(y, 0, 1); }
 static inline float kcos32(float y) { return ktrig32(y, 1, 1); }
+static inline float ktan32(float y) { return ktan32_any(y, 1); }
 #endif

@@ -120,8 +120,8 @@ class ExprMixin:
             else None
         if xla is not None:
             return xla
-        if dt == F32 and name in trig_math.FUNCTIONS and trig_math.prelude() is not None:
-            return trig_math.FUNCTIONS[name]     # glibc's sinf/cosf bits, vectorizable
+        if dt == F32 and name in trig_math.FUNCTIONS and trig_math.usable(name):
+            return trig_math.FUNCTIONS[name]     # glibc's sinf/cosf/tanf bits, vectorizable
         hit = self.math_functions.get(name)
         if hit:
             return hit[0] if dt == F32 else hit[1]

@@ -53,10 +53,10 @@ import threading
 from kiln.compiler import csrc
 
 __all__ = ["DISCRIMINATING", "FUNCTIONS", "KEEP_LOOP", "KEEP_LOOP_MAX", "VARIANTS",
-           "chosen_variant", "keep_loop", "prelude", "probe_mismatches"]
+           "chosen_variant", "keep_loop", "prelude", "probe_mismatches", "usable"]
 
-#: The C functions for float32 ``sin`` and ``cos`` when the probe passes.
-FUNCTIONS = {"sin": "ksin32", "cos": "kcos32"}
+#: The C functions for float32 ``sin``, ``cos`` and ``tan`` when the probe passes.
+FUNCTIONS = {"sin": "ksin32", "cos": "kcos32", "tan": "ktan32"}
 
 #: ``KTRIG_MA`` definitions tried in order: glibc's FMA build, then its plain one.
 VARIANTS = {"fma": "#define KTRIG_MA(a, b, c) fma(a, b, c)\n",
@@ -64,11 +64,13 @@ VARIANTS = {"fma": "#define KTRIG_MA(a, b, c) fma(a, b, c)\n",
 
 #: The probe's sample: every STEP-th bit pattern, and DENSE patterns either side of
 #: each of EDGES (the thresholds 2^-126, 2^-12, 0.75, 120 and the top of the finite
-#: floats, and pi/4 multiples where the quadrant changes) and of DISCRIMINATING.
+#: floats, pi/4 multiples where the quadrant changes, tanf's 2^-13, 0.6744 and pi/4)
+#: and of DISCRIMINATING.
 STEP = 4099
 DENSE = 32
 EDGES = (0x00800000, 0x39800000, 0x3F400000, 0x3F490FDB, 0x3FC90FDB, 0x4016CBE4,
-         0x40490FDB, 0x42F00000, 0x7F7FFFFF, 0x7F800000, 0x4B000000, 0x5F000000)
+         0x40490FDB, 0x42F00000, 0x7F7FFFFF, 0x7F800000, 0x4B000000, 0x5F000000,
+         0x39000000, 0x3F2CA140, 0x3F490FDA)
 
 #: The positive float32 patterns (their negatives too) where the two variants differ:
 #: all of them, found by comparing both over the 2^32 inputs (near multiples of pi/2
@@ -90,15 +92,16 @@ _lock = threading.Lock()
 
 
 def keep_loop(lines) -> bool:
-    """Whether C statements ``lines`` call ``ksin32``/``kcos32``."""
-    return any("ksin32(" in t or "kcos32(" in t for t in lines)
+    """Whether C statements ``lines`` call ``ksin32``/``kcos32``/``ktan32``."""
+    return any(f + "(" in t for t in lines for f in FUNCTIONS.values())
 
 
 def probe_mismatches(variant: str, flush: bool, step: int = STEP, first: int = 0,
-                     dense: int = DENSE) -> int:
-    """The number of mismatching results (sin and cos apart) of ``variant`` against
-    this process's ``sinf``/``cosf`` over the probe's sample (``step``, ``first``,
-    ``dense`` as in ``kiln_trig_probe``), denormals flushed when ``flush``.
+                     dense: int = DENSE, tan: bool = False) -> int:
+    """The number of mismatching results (sin and cos apart; tan's alone when ``tan``)
+    of ``variant`` against this process's ``sinf``/``cosf``/``tanf`` over the probe's
+    sample (``step``, ``first``, ``dense`` as in ``kiln_trig_probe``), denormals
+    flushed when ``flush``.
 
     Raises:
       kiln.compiler.build.build.CompilerNotFound / BuildError: no working C compiler.
@@ -108,38 +111,49 @@ def probe_mismatches(variant: str, flush: bool, step: int = STEP, first: int = 0
     fn = lib.kiln_trig_probe
     fn.restype = ctypes.c_int64
     fn.argtypes = [ctypes.c_int64, ctypes.c_int64, ctypes.POINTER(ctypes.c_uint32),
-                   ctypes.c_int, ctypes.c_int, ctypes.c_int]
+                   ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
     points = EDGES + DISCRIMINATING
     edges = (ctypes.c_uint32 * len(points))(*points)
-    return int(fn(first, step, edges, len(points), dense, int(flush)))
+    return int(fn(first, step, edges, len(points), dense, int(flush), int(tan)))
+
+
+def _passes(variant: str, tan: bool) -> bool:
+    try:
+        return all(probe_mismatches(variant, flush, tan=tan) == 0 for flush in (True, False))
+    except Exception:   # no compiler, a failed build: the library calls stay
+        return False
 
 
 @functools.cache
-def _chosen() -> str | None:
+def _chosen() -> tuple[str | None, bool]:
+    """(the variant for sin/cos or None, whether ktan32 matches tanf)."""
     if os.environ.get("KILN_LIBM_TRIG", "").lower() in ("1", "true", "yes"):
-        return None
-    for variant in VARIANTS:
-        try:
-            if all(probe_mismatches(variant, flush) == 0 for flush in (True, False)):
-                return variant
-        except Exception:   # no compiler, a failed build: the library calls stay
-            return None
-    return None
+        return None, False
+    variant = next((v for v in VARIANTS if _passes(v, False)), None)
+    # tanf's kernel has no a * b + c to fuse: either build of the header serves
+    return variant, _passes(variant or "fma", True)
+
+
+def usable(name: str) -> bool:
+    """Whether generated code may call ``FUNCTIONS[name]`` (the probe, run on the first
+    call in a process, passed for it)."""
+    with _lock:
+        variant, tan = _chosen()
+    return tan if name == "tan" else variant is not None
 
 
 def prelude() -> str | None:
-    """The C text defining ``ksin32``/``kcos32`` (after ``xla_math.h``, which defines
-    ``sel32``) when they give this machine's ``sinf``/``cosf`` bits, else None (use the
-    library). The probe runs on the first call in a process."""
+    """The C text defining ``ksin32``/``kcos32``/``ktan32`` (after ``xla_math.h``, which
+    defines ``sel32``) when any of them gives this machine's bits, else None."""
     with _lock:
-        variant = _chosen()
-    if variant is None:
+        variant, tan = _chosen()
+    if variant is None and not tan:
         return None
-    return VARIANTS[variant] + csrc.text("libm_trig.h")
+    return VARIANTS[variant or "fma"] + csrc.text("libm_trig.h")
 
 
 def chosen_variant() -> str | None:
-    """``"fma"``, ``"plain"`` or None (the library's functions): what :func:`prelude`
-    decided in this process."""
+    """``"fma"``, ``"plain"`` or None (the library's functions): what the probe decided
+    for sin/cos in this process."""
     with _lock:
-        return _chosen()
+        return _chosen()[0]
