@@ -1,44 +1,50 @@
-"""Vectorizable float32 ``sin``/``cos`` with the C library's bits: ``ksin32``/``kcos32``.
+"""Vectorizable float32 ``sin``/``cos``/``tan`` with the C library's bits: ``ksin32``,
+``kcos32``, ``ktan32``.
 
-Why: JAX's CPU backend computes float32 sin and cos with the C library's ``sinf`` and
-``cosf`` (on glibc machines kiln's eager and jit results equal JAX's because both call
-them), but a call of a scalar library function keeps gcc from vectorizing the loop it
-sits in. ``kiln/compiler/csrc/libm_trig.h`` reproduces glibc's (2.28 and later)
+Why: JAX's CPU backend computes float32 sin, cos and tan with the C library's ``sinf``,
+``cosf`` and ``tanf`` (on glibc machines kiln's eager and jit results equal JAX's because
+both call them), but a call of a scalar library function keeps gcc from vectorizing
+the loop it sits in. ``kiln/compiler/csrc/libm_trig.h`` reproduces glibc's (2.28 and later)
 algorithm bit for bit in branch-free C that gcc vectorizes: the float is widened to
 double; below 2^-12 the result is the argument (sin) or 1 (cos); below 120 the argument
 is reduced by ``n = rint(y * 2/pi)``, ``r = y - n pi/2`` in one step; above, a window of
 4/pi in 64-bit fixed point, chosen by the exponent, gives ``y * 4/pi mod 8`` exactly as
 glibc's integer reduction does; then the sine polynomial (degree 7) or the cosine one
 (degree 8) in double, with the quadrant's sign, rounded once to float; infinities and
-NaNs give ``y - y``. Lanes compute both polynomials, then select.
+NaNs give ``y - y``. Lanes compute both polynomials, then select. ``tanf`` (glibc 2.36:
+no FMA build) reduces the same way (unfused), splits the double remainder into a float
+head and tail and runs fdlibm's float kernel (odd polynomial, ``pi/4 - |x|`` above
+0.6744, ``-1/tan`` computed from split halves in odd quadrants); ``ktan32`` computes
+every case of that kernel and selects.
 
-With gcc on x86-64 ``ksin32``/``kcos32`` are declared SIMD functions (the x86 vector
+With gcc on x86-64 the three are declared SIMD functions (the x86 vector
 function ABI, as glibc's libmvec): a vectorized loop calls a clone on 4, 8 or 16 lanes,
 which runs the |y| < 120 code on all of them and the large reduction (~as many
 instructions again) only when some lane needs it; the scalar symbol, for a loop's
-remainder, is ``sinf``/``cosf`` itself. Elsewhere they are inline and branch-free over
-the whole range. On the development machine (AVX-512, 16 lanes): ~2.1 ns a value
-against 4-7 ns for ``sinf`` on values below 120, ~3.8 against ~13 above
-(benchmarks/NOTES.md, session 16).
+remainder, is ``sinf``/``cosf``/``tanf`` itself. Elsewhere they are inline and
+branch-free over the whole range. On the development machine (AVX-512, 16 lanes): sin
+~2.1 ns a value against 4-7 ns for ``sinf`` on values below 120, ~3.8 against ~13
+above; tan ~3 ns against 6-24 (benchmarks/NOTES.md, session 16).
 
-glibc builds its functions twice on x86-64 and picks one at load time: with FMA (every
+glibc builds sinf/cosf twice on x86-64 and picks one at load time: with FMA (every
 ``a * b + c`` of the polynomials and of the reduction fused) on processors that have it,
 without elsewhere. ``KTRIG_MA`` selects which of the two the header reproduces, and
-other C libraries (musl, macOS, older glibc) use other algorithms altogether. So before
-the renderer uses these functions, :func:`prelude` runs a probe once per process
-(``kiln/compiler/csrc/trig_probe.c``, built per machine and cached like every library):
-each variant's results (through vectorized loops, so the clones run) against this
-process's own ``sinf``/``cosf`` on every 4099th float32 bit pattern (all exponents, NaNs
-and infinities), the 65 patterns around each boundary of the algorithm and around each
+other C libraries (musl, macOS, other glibc versions) use other algorithms altogether.
+So before the renderer uses these functions, :func:`usable` runs a probe once per
+process (``kiln/compiler/csrc/trig_probe.c``, built per machine and cached like every
+library): each variant's results, through vectorized loops so that the clones run,
+against this process's own ``sinf``/``cosf`` (and ``ktan32``'s against ``tanf``,
+decided apart) on every 4099th float32 bit pattern (all exponents, NaNs and
+infinities), on the 65 patterns around each boundary of the algorithms and around each
 input where the two variants differ (``DISCRIMINATING``), with denormals flushed (as
-kernels run) and without: about 10 ms, plus a build (~0.4 s) on a machine's first use. The first variant with no mismatch is used; when neither matches, generated code
-keeps calling ``sinf``/``cosf`` (slower, and the same bits as before). ``KILN_LIBM_TRIG=1``
-forces the library calls. All 2^32 inputs were compared on the development machine
-(glibc 2.36, FMA variant): ``tests/compiler/test_libm_trig.py`` with
-``KILN_EXHAUSTIVE=1``.
+kernels run) and without: ~20 ms, plus a build (~0.4 s) on a machine's first use. The
+first variant with no mismatch is used; when neither matches, generated code keeps
+calling ``sinf``/``cosf`` (slower, the same bits as before), and ``tanf`` when ``ktan32``
+does not match. ``KILN_LIBM_TRIG=1`` forces the library calls. All 2^32 inputs were
+compared on the development machine (glibc 2.36; the FMA variant for sin/cos), with and
+without the flush: ``tests/compiler/test_libm_trig.py`` with ``KILN_EXHAUSTIVE=1``.
 
-Only float32: float64 sin/cos keep the library's ``sin``/``cos``, and ``tan`` (glibc's
-``tanf`` is a different, older algorithm) keeps ``tanf``.
+Only float32: float64 sin/cos/tan keep the library's functions.
 
 What this module must not hold: the C text (``csrc``), the renderer's choice of names
 (``c_expr.ExprMixin.math_fn``).
