@@ -202,3 +202,33 @@ def test_program_split_in_units_links(variant, monkeypatch):
     assert two.lower(x).compile().as_text().count("@kiln-unit") == 2
     for a, b in zip(two(x), want):
         np.testing.assert_array_equal(_bits(a), _bits(b))
+
+
+def test_verdict_is_cached_per_library_file(variant, monkeypatch, tmp_path):
+    """The probe's verdict is stored in the cache directory and read by later processes
+    (here: after clearing the in-process memo); a file others could have written is
+    ignored, and the probe runs again."""
+    if trig_math._libm_identity() is None:
+        pytest.skip("no /proc/self/maps naming the math library")
+    monkeypatch.setenv("KILN_CACHE_DIR", str(tmp_path))
+    calls = []
+
+    def fake(v, tan):
+        calls.append((v, tan))
+        return v == variant
+
+    monkeypatch.setattr(trig_math, "_passes", fake)
+    try:
+        trig_math._variant.cache_clear()
+        assert trig_math.usable("sin") and calls
+        files = list((tmp_path / "trig").glob("sincos-*.json"))
+        assert len(files) == 1 and files[0].stat().st_mode & 0o077 == 0
+        calls.clear()
+        trig_math._variant.cache_clear()
+        assert trig_math.chosen_variant() == variant and not calls     # read back
+        files[0].chmod(0o666)
+        files[0].write_text('{"verdict": null}')
+        trig_math._variant.cache_clear()
+        assert trig_math.chosen_variant() == variant and calls         # probed again
+    finally:
+        trig_math._variant.cache_clear()

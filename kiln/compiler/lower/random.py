@@ -176,7 +176,7 @@ def preludes(source_text: str) -> list[str]:
         out.append(csrc.text("fast_exp.h"))
     if trig:        # float32 sin/cos/tan with the C library's bits (render/trig_math.py)
         from kiln.compiler.render import trig_math
-        out.append(trig_math.prelude())
+        out.append(trig_math.prelude("ksin32(" in source_text or "kcos32(" in source_text))
     if logistic:    # XLA expands logistic(x) as 1 / (1 + exp(-x)) with its own exp
         out.append(csrc.text("xla_logistic.h"))
     return out

@@ -34,10 +34,14 @@ So before the renderer uses these functions, :func:`usable` runs a probe once pe
 process (``kiln/compiler/csrc/trig_probe.c``, built per machine and cached like every
 library): each variant's results, through vectorized loops so that the clones run,
 against this process's own ``sinf``/``cosf`` (and ``ktan32``'s against ``tanf``,
-decided apart) on every 4099th float32 bit pattern (all exponents, NaNs and
+decided apart) on every 16411th float32 bit pattern (all exponents, NaNs and
 infinities), on the 65 patterns around each boundary of the algorithms and around each
 input where the two variants differ (``DISCRIMINATING``), with denormals flushed (as
-kernels run) and without: ~20 ms, plus a build (~0.4 s) on a machine's first use. The
+kernels run) and without: 10-25 ms for sin/cos, as much for tan (each probed on its
+first use), plus a build (~0.4 s) on a machine's first use. The verdict is kept in the
+cache directory (``trig/``), keyed by the math library's file (path, inode, size,
+mtime), the compiler, flags, CPU and the probe itself, so later processes read it (~1
+ms); an upgraded library or compiler probes again. The
 first variant with no mismatch is used; when neither matches, generated code keeps
 calling ``sinf``/``cosf`` (slower, the same bits as before), and ``tanf`` when ``ktan32``
 does not match. ``KILN_LIBM_TRIG=1`` forces the library calls. All 2^32 inputs were
@@ -53,7 +57,11 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import hashlib
+import json
 import os
+import pathlib
+import tempfile
 import threading
 
 from kiln.compiler import csrc
@@ -72,7 +80,7 @@ VARIANTS = {"fma": "#define KTRIG_MA(a, b, c) fma(a, b, c)\n",
 #: each of EDGES (the thresholds 2^-126, 2^-12, 0.75, 120 and the top of the finite
 #: floats, pi/4 multiples where the quadrant changes, tanf's 2^-13, 0.6744 and pi/4)
 #: and of DISCRIMINATING.
-STEP = 4099
+STEP = 16411
 DENSE = 32
 EDGES = (0x00800000, 0x39800000, 0x3F400000, 0x3F490FDB, 0x3FC90FDB, 0x4016CBE4,
          0x40490FDB, 0x42F00000, 0x7F7FFFFF, 0x7F800000, 0x4B000000, 0x5F000000,
@@ -95,6 +103,7 @@ KEEP_LOOP = "#pragma GCC unroll 1"
 KEEP_LOOP_MAX = 64
 
 _lock = threading.Lock()
+_FORMAT = 1     # of the cached verdicts
 
 
 def keep_loop(lines) -> bool:
@@ -130,31 +139,98 @@ def _passes(variant: str, tan: bool) -> bool:
         return False
 
 
+def _libm_identity() -> str | None:
+    """The math library this process loaded (path, inode, size, mtime), or None where
+    /proc/self/maps does not name exactly one."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as f:
+            paths = {ln.split()[-1] for ln in f if "/libm.so" in ln or "/libm-" in ln}
+        if len(paths) != 1:
+            return None
+        path = paths.pop()
+        st = os.stat(path)
+    except (OSError, IndexError):
+        return None
+    return f"{path}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def _verdict_path(what: str) -> pathlib.Path | None:
+    """Where a probe's verdict is kept across processes: the cache directory's
+    ``trig/``, named by a hash of everything the verdict depends on (the math library's
+    file, the compiler, its flags, the CPU, the probe's C text and sample)."""
+    libm = _libm_identity()
+    if libm is None:
+        return None
+    from kiln.compiler.build import build
+    parts = [_FORMAT, what, libm, build.compiler_identity(), build.cpu_features(),
+             " ".join(build.default_flags()), csrc.source("trig_probe.c"),
+             repr((VARIANTS, STEP, DENSE, EDGES, DISCRIMINATING))]
+    key = hashlib.sha256("\0".join(map(str, parts)).encode()).hexdigest()
+    return build.cache_dir() / "trig" / f"{what}-{key[:32]}.json"
+
+
+def _cached(what: str, compute):
+    """``compute()``'s JSON-able verdict, read from the cache when a file of ours holds
+    it (owned by this user, not writable by others), else computed and stored."""
+    try:
+        path = _verdict_path(what)
+    except Exception:     # no compiler, no cache directory: probe every process
+        path = None
+    if path is not None:
+        try:
+            st = path.stat()
+            if st.st_uid == os.getuid() and not st.st_mode & 0o022:
+                return json.loads(path.read_text())["verdict"]
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    verdict = compute()
+    if path is not None:
+        try:
+            path.parent.mkdir(mode=0o700, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+            with os.fdopen(fd, "w") as f:
+                json.dump({"verdict": verdict}, f)
+            os.replace(tmp, path)
+        except OSError:
+            pass
+    return verdict
+
+
+def _forced() -> bool:
+    return os.environ.get("KILN_LIBM_TRIG", "").lower() in ("1", "true", "yes")
+
+
 @functools.cache
-def _chosen() -> tuple[str | None, bool]:
-    """(the variant for sin/cos or None, whether ktan32 matches tanf)."""
-    if os.environ.get("KILN_LIBM_TRIG", "").lower() in ("1", "true", "yes"):
-        return None, False
-    variant = next((v for v in VARIANTS if _passes(v, False)), None)
-    # tanf's kernel has no a * b + c to fuse: either build of the header serves
-    return variant, _passes(variant or "fma", True)
+def _variant() -> str | None:
+    """The variant whose sin/cos match this process's library, or None."""
+    if _forced():
+        return None
+    return _cached("sincos", lambda: next((v for v in VARIANTS if _passes(v, False)), None))
+
+
+@functools.cache
+def _tan() -> bool:
+    """Whether ktan32 matches this process's tanf (its kernel has no a * b + c to fuse:
+    either build of the header serves)."""
+    if _forced():
+        return False
+    return bool(_cached("tan", lambda: _passes("fma", True)))
 
 
 def usable(name: str) -> bool:
-    """Whether generated code may call ``FUNCTIONS[name]`` (the probe, run on the first
-    call in a process, passed for it)."""
+    """Whether generated code may call ``FUNCTIONS[name]``: the probe for sin/cos, or
+    for tan, runs on the first such question in a process."""
     with _lock:
-        variant, tan = _chosen()
-    return tan if name == "tan" else variant is not None
+        return _tan() if name == "tan" else _variant() is not None
 
 
-def prelude() -> str | None:
+def prelude(sincos: bool = True) -> str:
     """The C text defining ``ksin32``/``kcos32``/``ktan32`` (after ``xla_math.h``, which
-    defines ``sel32``) when any of them gives this machine's bits, else None."""
+    defines ``sel32``), for a program that calls the ones :func:`usable` allowed:
+    ``KTRIG_MA`` as the sin/cos probe chose (as for the FMA build when the program
+    calls only ``ktan32``, which does not use it: no probe then)."""
     with _lock:
-        variant, tan = _chosen()
-    if variant is None and not tan:
-        return None
+        variant = _variant() if sincos else None
     return VARIANTS[variant or "fma"] + csrc.text("libm_trig.h")
 
 
@@ -162,4 +238,4 @@ def chosen_variant() -> str | None:
     """``"fma"``, ``"plain"`` or None (the library's functions): what the probe decided
     for sin/cos in this process."""
     with _lock:
-        return _chosen()[0]
+        return _variant()
