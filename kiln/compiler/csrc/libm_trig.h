@@ -61,8 +61,8 @@ static inline float ktrig_poly32(double r, uint64_t odd, uint64_t neg) {
   return (float)ktrig_sel(odd, cv, sv);
 }
 
-/* sin (cosine == 0) or cos (cosine == 1) of y: the reduction r = y - n pi/2 in one fused
-   step from a double pi/2 for |y| < 120, from a 4/pi table in 64-bit fixed point above,
+/* sin (cosine == 0) or cos (cosine == 1) of y: the reduction r = y - n pi/2 in one
+   KTRIG_MA from a double pi/2 for |y| < 120, from a 4/pi table in 64-bit fixed point above,
    both computed in every lane (then selected), as the polynomials are. far == 0 (a
    constant) leaves the second reduction and the non-finite select out: for |y| < 120
    only. */
@@ -166,11 +166,11 @@ static inline float ktan32_any(float y, int far) {
 
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 8 && defined(__x86_64__) \
     && !defined(KTRIG_INLINE)
-/* gcc on x86-64: ksin32/kcos32 are declared SIMD functions (the x86 vector function
-   ABI, as libmvec's), so a vectorized loop calls a clone on 4, 8 or 16 lanes at once.
-   Each clone runs the |y| < 120 code on all its lanes, and the whole of ktrig32 (the
-   large reduction too) only when a lane needs it: half the instructions in the common
-   case. The scalar symbol (a loop's remainder, a loop that did not vectorize) is the C
+/* gcc on x86-64: ksin32/kcos32/ktan32 are declared SIMD functions (the x86 vector
+   function ABI, as libmvec's), so a vectorized loop calls a clone on 4, 8 or 16 lanes at
+   once. Each clone runs the |y| < 120 code on all its lanes, and the whole function (the
+   large reduction and the non-finite select too) only when a lane needs it: half the
+   instructions in the common case. The scalar symbol (a loop's remainder, a loop that did not vectorize) is the C
    library's own function. Weak and hidden: every compilation unit of a program
    defines them, the library keeps one, nothing outside sees them. The asm labels give
    the definitions the names gcc calls without making gcc derive clones of its own. */
