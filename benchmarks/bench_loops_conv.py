@@ -4,8 +4,11 @@ Workloads (issue "compiler part 2") and targets (kiln time ÷ JAX time):
 
 1. ``fori``     ``jit(fori_loop(0, 10_000, body, x))``, a few scalar ops per step on a
    f32[16] carry (``c * 0.99 + tanh(c) * 0.01 + 0.001``); reported per iteration  ≤ 1
-   (with ``sin`` instead of ``tanh`` kiln calls the C library's scalar ``sinf``:
-   0.075 µs per iteration against JAX's 0.045)
+   (before session 16, with ``sin`` instead of ``tanh`` kiln called the C library's
+   scalar ``sinf``: 0.075 µs per iteration against JAX's 0.045)
+1b. ``fori_sin`` the same with ``sin`` instead of ``tanh``: kiln's vectorizable
+   ``ksin32`` (glibc's bits, ``kiln/compiler/render/trig_math.py``)               ≤ 1
+1c. ``sin_array`` ``jit(jnp.sin)`` of a f32[2^22] array of normal(0, 10) values  ≤ 1
 2. ``rnn``      ``jit(grad(loss))`` of a scan RNN: hidden 128, 100 steps, batch 32
    (``h = tanh(h @ Wh + x_t @ Wx)``), gradient w.r.t. both weights           ≤ 1
 3. ``lenet``    ``jit(grad(loss))`` of a LeNet-like net: two 5x5 'SAME' convolutions
@@ -37,17 +40,28 @@ FORI_N = 10_000
 RNN = dict(hidden=128, steps=100, batch=32)
 
 
-def fori_fn(L, n, coef=0.99):
+def fori_fn(L, n, coef=0.99, fn="tanh"):
     lax, jnp = L.mod.lax, L.jnp
+    f = getattr(jnp, fn)
 
     def body(i, c):
-        return c * coef + jnp.tanh(c) * 0.01 + 0.001
+        return c * coef + f(c) * 0.01 + 0.001
     return L.mod.jit(lambda x: lax.fori_loop(0, n, body, x))
 
 
-def b_fori(L, d):
-    f = fori_fn(L, FORI_N)
+def b_fori(L, d, fn="tanh"):
+    f = fori_fn(L, FORI_N, fn=fn)
     x = L.put(np.linspace(0, 1, 16, dtype=np.float32))
+    return lambda: f(x).block_until_ready()
+
+
+def b_fori_sin(L, d):
+    return b_fori(L, d, fn="sin")
+
+
+def b_sin_array(L, d):
+    f = L.mod.jit(L.jnp.sin)
+    x = L.put((np.random.default_rng(0).standard_normal(1 << 22) * 10).astype(np.float32))
     return lambda: f(x).block_until_ready()
 
 
@@ -121,6 +135,9 @@ def b_lenet(L, d):
 WORKLOADS = [
     bc.Workload("fori", f"fori_loop of {FORI_N:,} small steps, f32[16] carry "
                 "(time per call; ÷ is per iteration too)", 1.0, b_fori),
+    bc.Workload("fori_sin", f"fori_loop of {FORI_N:,} steps with sin, f32[16] carry",
+                1.0, b_fori_sin),
+    bc.Workload("sin_array", "jit(jnp.sin) of f32[2^22], normal(0, 10)", 1.0, b_sin_array),
     bc.Workload("rnn", f"scan RNN jit(grad), hidden {RNN['hidden']}, {RNN['steps']} steps, "
                 f"batch {RNN['batch']}", 1.0, b_rnn),
     bc.Workload("lenet", "LeNet-like jit(grad), batch 64 of 28x28x1", 1.0, b_lenet),
@@ -169,7 +186,7 @@ def main(argv=None):
     bc.print_table(rows)
     for r in rows:
         if r.title.startswith("fori") and r.kiln and r.ref:
-            print(f"\nper iteration: kiln {r.kiln[0] / FORI_N * 1e6:.3f} µs, "
+            print(f"\nper iteration ({r.title.split(' (')[0]}): kiln {r.kiln[0] / FORI_N * 1e6:.3f} µs, "
                   f"JAX {r.ref[0] / FORI_N * 1e6:.3f} µs")
     if bc.selected("trips", args.only):
         # Fresh cache directory so that kiln really builds.

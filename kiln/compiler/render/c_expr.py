@@ -12,6 +12,7 @@ import numpy as np
 from kiln.compiler.lower import random as lower_random
 from kiln.compiler.lower.expr import SExpr
 from kiln.compiler.lower.index import row_major_strides
+from kiln.compiler.render import trig_math
 
 C_TYPES = {
     np.dtype(np.bool_): "uint8_t", np.dtype(np.int8): "int8_t", np.dtype(np.int16): "int16_t",
@@ -119,6 +120,8 @@ class ExprMixin:
             else None
         if xla is not None:
             return xla
+        if dt == F32 and name in trig_math.FUNCTIONS and trig_math.usable(name):
+            return trig_math.FUNCTIONS[name]     # glibc's sinf/cosf/tanf bits, vectorizable
         hit = self.math_functions.get(name)
         if hit:
             return hit[0] if dt == F32 else hit[1]

@@ -14,6 +14,7 @@ from kiln.compiler.lower.program import (
     Program,
     Scatter,
 )
+from kiln.compiler.render import trig_math
 from kiln.compiler.render.body import Body
 from kiln.compiler.render.c_expr import C_TYPES, F32, _flat_of_syms
 from kiln.compiler.render.plan_loops import KernelPlan, NestPlan, StreamPlan
@@ -99,9 +100,13 @@ class KernelMixin:
         out += [pad + "  " + s for s in body.prelude_lines()]
         depth = indent + 2
         loops = plan.loops
+        keep = trig_math.keep_loop([*body.lines, *inner_stmts])
         for d, (s, n) in enumerate(loops):
             if d == 0 and plan.parallel:
                 out.append(" " * depth + self.parallel_for)
+            elif keep and d == len(loops) - 1 and isinstance(n, int) \
+                    and n <= trig_math.KEEP_LOOP_MAX:
+                out.append(" " * depth + trig_math.KEEP_LOOP)
             if s is plan.backwards:
                 out.append(" " * depth + f"for (int64_t {s.name} = {n - 1}; {s.name} >= 0; "
                            f"{s.name}--) {{")

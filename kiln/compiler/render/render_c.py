@@ -340,7 +340,7 @@ def _compile_weight(text: str, small: bool = False) -> int:
     return len(text) + 2500 * lumps
 
 
-_MATH_CALL = re.compile(r"\bx[a-z0-9]+(?:32|64)\(|\bkiln_[a-z]+_xla(?:32|64)\(")
+_MATH_CALL = re.compile(r"\bx[a-z0-9]+(?:32|64)\(|\bkiln_[a-z]+_xla(?:32|64)\(|\bk(?:sin|cos|tan)32\(")
 
 
 __all__ = ["CRenderer", "Segment", "c_literal", "Sym"]
