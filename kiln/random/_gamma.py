@@ -50,7 +50,8 @@ def _gamma_c(d):
     """c = (1/3) / sqrt(d), which XLA computes as (1/3) * rsqrt(d).
 
     XLA's CPU rsqrt is the processor's approximate reciprocal square root refined by
-    two Newton steps (float64: AVX-512's estimate; without AVX-512 XLA uses 1/sqrt),
+    Newton steps (float32: one on AMD processors, two elsewhere, as XLA; float64: two
+    from AVX-512's estimate; without AVX-512 XLA uses 1/sqrt),
     reproduced by the native kernel where it can be built (x86); elsewhere the
     correctly rounded 1/sqrt(d) is used, and c may differ from JAX's in the last bit
     (see docs/random.md).

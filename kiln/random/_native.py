@@ -8,7 +8,7 @@ once per (source, compiler, flags, CPU), loaded with ``ctypes``:
 * ``threefry2x32``: the Threefry-2x32 hash, vectorized by the C compiler. The
   NumPy implementation in ``_threefry`` computes the same bits; this one is faster.
 * ``rsqrt_f32`` / ``rsqrt_f64``: XLA's CPU reciprocal square root: the processor's
-  estimate (``rsqrtss``; AVX-512's ``rsqrt14`` for float64) refined by two Newton
+  estimate (``rsqrtss``; AVX-512's ``rsqrt14`` for float64) refined by Newton
   steps ``r = fma(r * -0.5, fma(x * r, r, -1), r)``. Its last bit depends on the
   processor, which is why it needs the instruction itself (x86 only); elsewhere the
   correctly rounded ``1 / sqrt(x)`` is used.
@@ -65,7 +65,8 @@ def _build():
     # what it loads), its timeout. A fault of the machine (no compiler, a failing one, an
     # unusable cache) means the NumPy implementations.
     try:
-        lib = build.load_library(csrc.source("kiln_random.c"), name="kiln_random")
+        lib = build.load_library(csrc.cpu_defines() + csrc.source("kiln_random.c"),
+                                 name="kiln_random")
     except build.CompilerNotFound:
         return None
     except (build.BuildError, OSError) as e:

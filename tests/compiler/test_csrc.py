@@ -161,3 +161,21 @@ def test_program_prelude_does_not_pull_in_the_intrinsics_headers():
         pytest.skip(f"cc -E failed: {out.stderr[:200]}")
     assert "immintrin" not in out.stdout and "xmmintrin" not in out.stdout
     assert len(out.stdout.splitlines()) < 8000
+
+
+def test_rsqrt_steps_follow_the_processor_vendor():
+    """XLA refines float32 rsqrt once on AMD processors and twice elsewhere; the define
+    that selects kiln's count is put before every compiled xla_math.h."""
+    from kiln.compiler import csrc
+    from kiln.compiler.lower import random as lower_random
+    vendor = ""
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("vendor_id"):
+                vendor = line.split(":", 1)[1].strip()
+                break
+    want = 1 if vendor == "AuthenticAMD" else 2
+    assert csrc.cpu_defines() == f"#define KILN_RSQRT_STEPS32 {want}\n"
+    pre = "".join(lower_random.preludes("y = xrsqrt32(x);"))
+    assert pre.index("#define KILN_RSQRT_STEPS32") < pre.index("xrsqrt32(float x)")
+    assert "#ifndef KILN_RSQRT_STEPS32" in csrc.text("xla_math.h")

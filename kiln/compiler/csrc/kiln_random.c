@@ -210,7 +210,8 @@ int kiln_have_rsqrtps(void) {
 }
 
 /* XLA's CPU rsqrt: the processor's estimate (rsqrtss for a float32 scalar, AVX-512's
-   rsqrt14 for float64) refined by two Newton steps
+   rsqrt14 for float64) refined by Newton steps (float32: KILN_RSQRT_STEPS32, one on AMD
+   processors and two elsewhere, as XLA; float64: two)
        h = (x * r) * r - 1;  r = (r * -0.5) * h + r
    with both multiply-adds fused (XLA's LLVM contracts them). Below the smallest
    normal number (zero, negatives, subnormals) and at +inf the raw estimate is returned. */
@@ -219,7 +220,8 @@ void kiln_rsqrt_f32(const float *x, float *y, int64_t n) {
 #ifdef KILN_HAVE_RSQRTPS
     float e = _mm_cvtss_f32(_mm_rsqrt_ss(_mm_set_ss(x[i])));
     float r = e;
-    for (int k = 0; k < 2; k++) r = fmaf(r * -0.5f, fmaf(x[i] * r, r, -1.0f), r);
+    for (int k = 0; k < KILN_RSQRT_STEPS32; k++)
+      r = fmaf(r * -0.5f, fmaf(x[i] * r, r, -1.0f), r);
     y[i] = (x[i] < 1.17549435e-38f || x[i] == INFINITY) ? e : r;
 #else
     y[i] = 1.0f / sqrtf(x[i]);

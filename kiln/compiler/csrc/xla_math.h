@@ -297,8 +297,9 @@ static inline double xexpm164(double x) {
 
 /* rsqrt as XLA's CPU backend computes it (its rsqrt intrinsic): on x86 with AVX, float32
    starts from the processor's 12-bit estimate (rsqrtps/rsqrtss: the same on one machine,
-   though Intel's and AMD's differ, as JAX's results do) and takes one Newton-Raphson step
-   with fused multiply-adds, h = (x*g)*g - 1, r = (-g/2)*h + g; float64, with AVX-512 only,
+   though Intel's and AMD's differ, as JAX's results do) and takes Newton-Raphson steps
+   with fused multiply-adds, h = (x*g)*g - 1, r = (-g/2)*h + g: one on AMD processors,
+   two elsewhere (KILN_RSQRT_STEPS32, defined before this file by csrc.cpu_defines); float64, with AVX-512 only,
    starts from the 14-bit estimate (rsqrt14) and takes two steps. Inputs below the smallest
    normal (zero, negatives, subnormals: the estimate of a flushed zero is inf) and +inf
    keep the estimate. Without those instructions XLA computes 1/sqrt(x), and so does kiln.
@@ -317,9 +318,13 @@ typedef double kiln_v2df __attribute__((vector_size(16)));
 #define KILN_RSQRT14_SD(x) _mm_cvtsd_f64(_mm_rsqrt14_sd(_mm_setzero_pd(), _mm_set_sd(x)))
 #endif
 #if defined(__AVX__)
+#ifndef KILN_RSQRT_STEPS32
+#define KILN_RSQRT_STEPS32 2
+#endif
 static inline float xrsqrt32(float x) {
   float g = KILN_RSQRT_SS(x);
   float r = fmaf(g * -0.5f, fmaf(x * g, g, -1.0f), g);
+  if (KILN_RSQRT_STEPS32 > 1) r = fmaf(r * -0.5f, fmaf(x * r, r, -1.0f), r);
   return (x < FLT_MIN || x == INFINITY) ? g : r;
 }
 #else

@@ -171,7 +171,7 @@ def preludes(source_text: str) -> list[str]:
     trig = any(f in source_text for f in ("ksin32(", "kcos32(", "ktan32("))
     if logistic or fast_exp or trig or any(f"{b}{w}(" in source_text
                                    for b in xla_names for w in (32, 64)):
-        out.append("#include <float.h>\n" + csrc.text("xla_math.h"))
+        out.append("#include <float.h>\n" + csrc.cpu_defines() + csrc.text("xla_math.h"))
     if fast_exp:
         out.append(csrc.text("fast_exp.h"))
     if trig:        # float32 sin/cos/tan with the C library's bits (render/trig_math.py)
