@@ -204,6 +204,7 @@ _FLAGS: dict[str, tuple[Any, Callable[[Any, str], Any]]] = {
     "jax_log_compiles": (False, _parse_bool),
     "jax_check_tracer_leaks": (False, _parse_bool),
     "jax_enable_checks": (False, _parse_bool),
+    "jax_disable_bwd_checks": (False, _parse_bool),
     "jax_traceback_filtering": (
         "auto",
         _enum("off", "tracebackhide", "remove_frames", "quiet_remove_frames", "auto"),
@@ -271,6 +272,8 @@ _HELP: dict[str, str] = {
                               "completes.",
     "jax_enable_checks": "Turn on invariant checking for JAX internals. Makes things "
                          "slower.",
+    "jax_disable_bwd_checks": "Disable the shape check of the cotangents a custom_vjp's bwd "
+                              "rule returns (JAX's temporary escape hatch).",
     "jax_traceback_filtering": "Controls how JAX filters internal frames out of "
                                "tracebacks.",
     "jax_dynamic_shapes": "Enables experimental features for staging out computations "

@@ -43,6 +43,7 @@ from kiln._physical_tree import (
 from kiln._traceback_util import api_boundary
 from kiln._wraps import wraps as _wraps
 from kiln.array import make_array
+from kiln.config import config as _cfg
 from kiln.core.jaxpr import eval_jaxpr
 from kiln.core.trace import Tracer, current_trace, get_aval
 from kiln.interpreters import ad, jax_protocol, staging
@@ -309,6 +310,7 @@ class custom_vjp:
         self.fwd = None
         self.bwd = None
         self.symbolic_zeros = False
+        self.optimize_remat = False
 
     def __getattr__(self, name):
         # As JAX: attributes this object lacks (``def_vmap`` of a wrapped
@@ -323,10 +325,18 @@ class custom_vjp:
         return functools.partial(self, obj)
 
     def defvjp(self, fwd, bwd, symbolic_zeros: bool = False, optimize_remat: bool = False):
-        """``fwd(*args) -> (out, residuals)``; ``bwd(*nondiff, residuals, ct) -> cts tuple``."""
+        """``fwd(*args) -> (out, residuals)``; ``bwd(*nondiff, residuals, ct) -> cts tuple``.
+
+        ``optimize_remat``: the forward rule runs as a ``remat_opt`` equation that
+        dead-code elimination (``jit``, ``checkpoint``) replaces by the function itself
+        where none of its residuals is used (:func:`optimize_remat_of_custom_vjp_fwd`)."""
         self.fwd = fwd
         self.bwd = bwd
         self.symbolic_zeros = symbolic_zeros
+        self.optimize_remat = optimize_remat
+        if symbolic_zeros and optimize_remat:
+            raise NotImplementedError(
+                "remat optimization for custom_vjp does not support symbolic zeros")
 
     @api_boundary
     def __call__(self, *args, **kwargs):
@@ -337,10 +347,15 @@ class custom_vjp:
         n = len(args)
         if _outside_transformations(args):
             return self.fun(*args)      # as custom_jvp's
+        for i in self.nondiff_argnums:
+            _check_for_tracers(args[i])
         nondiff, diff = _split_nondiff(args, self.nondiff_argnums)
         flat, in_tree = tree_flatten(tuple(diff))
         store = {}
         user_fun, user_fwd, user_bwd = self.fun, self.fwd, self.bwd
+        if self.optimize_remat:
+            user_fwd = optimize_remat_of_custom_vjp_fwd(
+                user_fun, None, user_fwd, None, nondiff_argnums=self.nondiff_argnums)
         nd_list = [nondiff[i] for i in sorted(nondiff)]
 
         def flat_fun(*xs):
@@ -435,7 +450,7 @@ class custom_vjp:
                                 "instead of a SymbolicZero object.")
                         leaves.append(Zero(ad.tangent_aval(xa)))
                     else:
-                        if get_aval(cl).shape != xa.shape:
+                        if get_aval(cl).shape != xa.shape and not _cfg.jax_disable_bwd_checks:
                             raise ValueError(
                                 "Custom VJP bwd rule must produce an output with the same "
                                 "type as the args tuple of the primal function, but at "
@@ -450,6 +465,95 @@ class custom_vjp:
         outs = jax_protocol.custom_vjp_call(current_trace(), flat_fun, flat_fwd, flat_bwd, flat,
                                             None, symbolic_zeros=self.symbolic_zeros)
         return tree_unflatten(store["tree"], outs)
+
+
+def _check_for_tracers(x):
+    """JAX's error for a tracer among a ``custom_vjp``'s ``nondiff_argnums`` arguments."""
+    from kiln.errors import UnexpectedTracerError
+    if any(isinstance(leaf, Tracer) for leaf in tree_flatten(x)[0]):
+        raise UnexpectedTracerError(
+            "Found a JAX Tracer object passed as an argument to a custom_vjp function in a "
+            "position indicated by nondiff_argnums as non-differentiable. Tracers cannot be "
+            "passed as non-differentiable arguments to custom_vjp functions; instead, "
+            "nondiff_argnums should only be used for arguments that can't be or contain JAX "
+            "tracers, e.g. function-valued arguments. In particular, array-valued arguments "
+            "should typically not be indicated as nondiff_argnums.")
+
+
+def optimize_remat_of_custom_vjp_fwd(fun, debug_fun, fwd, debug_fwd, nondiff_argnums=(),
+                                     symbolic_zeros: bool = False):
+    """``fwd`` (a ``custom_vjp`` forward rule of ``fun``) as one ``remat_opt`` equation:
+    the same ``(out, residuals)``, but where dead-code elimination finds none of the
+    residuals used (under ``jit``, or the forward pass of a ``checkpoint``) the
+    equation becomes ``fun`` itself (:mod:`kiln.interpreters.remat_opt`). Residuals that
+    are arguments of ``fwd`` are passed through, not outputs of the equation.
+    ``debug_fun``/``debug_fwd`` (JAX's debug infos) are accepted and not used."""
+    from kiln.interpreters.remat_opt import memoize, remat_opt_p
+    del debug_fun, debug_fwd
+    if symbolic_zeros:
+        raise NotImplementedError(
+            "remat optimization for custom_vjp does not support symbolic zeros")
+    nondiff_argnums = tuple(nondiff_argnums)
+
+    @_wraps(fwd)
+    def wrapped_fwd(*args, **kwargs):
+        args = _resolve_kwargs(fun, args, kwargs, "custom_vjp")
+        n = len(args)
+        for i in nondiff_argnums:
+            _check_for_tracers(args[i])
+        nondiff, diff = _split_nondiff(args, nondiff_argnums)
+        flat, in_tree = tree_flatten(tuple(diff))
+        avals = [get_aval(x) for x in flat]
+        store = {}
+
+        def flat_fwd(*xs):
+            pair = fwd(*_merge(nondiff, tree_unflatten(in_tree, list(xs)), n))
+            if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
+                raise TypeError(
+                    f"Custom VJP fwd rule {_fn_name(fwd)} for function {_fn_name(fun)} must "
+                    "produce a pair (list or tuple of length two) where the first element "
+                    "represents the primal output and the second element represents "
+                    f"residuals, but instead the fwd rule produced {pair}.")
+            o_leaves, store["out_tree"] = tree_flatten(pair[0])
+            r_leaves, store["res_tree"] = tree_flatten(pair[1])
+            store["n_out"] = len(o_leaves)
+            return [*r_leaves, *o_leaves]
+
+        jaxpr, consts = staging.trace_to_jaxpr(flat_fwd, avals)
+        closed, tconsts = staging.split_concrete_consts(jaxpr, consts)
+        j = closed.jaxpr
+        nc, n_out = len(tconsts), store["n_out"]
+        n_res = len(j.outvars) - n_out
+        arg_vars = j.invars[nc:]
+        # Residuals that are arguments: passed through (JAX's forwarding).
+        fwds = [arg_vars.index(v) if any(v is a for a in arg_vars) else None
+                for v in j.outvars[:n_res]]
+        kept = [v for v, f in zip(j.outvars[:n_res], fwds) if f is None]
+        body = j.__class__(j.constvars, j.invars, [*kept, *j.outvars[n_res:]], j.eqns,
+                           j.effects, j.debug_info)
+        fwd_closed = closed.__class__(body, closed.consts)
+
+        @memoize
+        def fun_jaxpr():
+            def flat_fun(*xs):
+                out = fun(*_merge(nondiff, tree_unflatten(in_tree, list(xs)), n))
+                return tree_flatten(out)[0]
+            fj, fconsts = staging.trace_to_jaxpr(flat_fun, avals)
+            fclosed, ftconsts = staging.split_concrete_consts(fj, fconsts)
+            if ftconsts:
+                raise NotImplementedError(
+                    f"remat optimization for custom_vjp: {_fn_name(fun)} closes over a "
+                    "traced value; pass it as an argument instead")
+            return fclosed
+
+        outs = remat_opt_p.bind(*tconsts, *flat, num_consts=nc, num_res=len(kept),
+                                fwd_jaxpr=fwd_closed, fun_jaxpr_thunk=fun_jaxpr)
+        it = iter(outs[:len(kept)])
+        res = [next(it) if f is None else flat[f] for f in fwds]
+        out = tree_unflatten(store["out_tree"], list(outs[len(kept):]))
+        return out, tree_unflatten(store["res_tree"], res)
+
+    return wrapped_fwd
 
 
 def _leaf_keystr(argnum, d_tree, c_leaves, leaf) -> str:
