@@ -307,14 +307,16 @@ ad.transpose_rules[custom_jvp_call_p] = _custom_jvp_call_transpose
 def _custom_jvp_call_batch(axis_data, vals, dims, *, call_jaxpr, jvp_jaxpr_fun, num_consts,
                            symbolic_zeros):
     fun = functools.partial(eval_jaxpr, call_jaxpr.jaxpr, call_jaxpr.consts)
-    bfun, bjvp, bvals = _batched_jvp_callables(axis_data, fun, jvp_jaxpr_fun, vals, dims)
+    out_dims: list = []
+    bfun, bjvp, bvals = _batched_jvp_callables(axis_data, fun, jvp_jaxpr_fun, vals, dims,
+                                               out_dims=out_dims)
     with set_current_trace(current_trace()):
         closed, tconsts = _trace_fun(bfun, bvals)
     outs = custom_jvp_call_p.bind(*tconsts, *bvals, call_jaxpr=closed,
                                   jvp_jaxpr_fun=_copy_display(_drop_consts(bjvp, len(tconsts)),
                                                               jvp_jaxpr_fun),
                                   num_consts=len(tconsts), symbolic_zeros=symbolic_zeros)
-    return outs, [0] * len(outs)
+    return outs, list(out_dims)
 
 
 def _drop_consts(jvp, nc):
@@ -334,16 +336,30 @@ def _batcher(axis_data, trace):
     return lambda f, vals, dims: batching.batch_flat_in(trace, f, vals, dims)
 
 
-def _batched_jvp_callables(axis_data, fun, jvp, vals, dims, trace=None):
+def _batched_jvp_callables(axis_data, fun, jvp, vals, dims, trace=None, out_dims=None):
     size = axis_data.size
     batch = _batcher(axis_data, trace)
     bvals = [batching.bdim_at_front(v, d, size) if d is not None else v
              for v, d in zip(vals, dims)]
     bdims = [None if d is None else 0 for d in dims]
 
+    # No operand batched (the call is batched only for a collective over the axis inside
+    # it): outputs the function leaves unbatched stay unbatched, as JAX's batched jaxpr.
+    keep = out_dims is not None and all(d is None for d in dims)
+
+    def to_dims(outs, odims, want=None):
+        if not keep:
+            return [batching.matchaxis(o, d, 0, size) for o, d in zip(outs, odims)]
+        want = odims if want is None else want
+        return [o if w is None and d is None else batching.matchaxis(o, d, 0, size)
+                for o, d, w in zip(outs, odims, want)]
+
     def bfun(*xs):
         outs, odims = batch(fun, list(xs), bdims)
-        return [batching.matchaxis(o, d, 0, size) for o, d in zip(outs, odims)]
+        outs = to_dims(outs, odims)
+        if out_dims is not None:
+            out_dims[:] = [None if keep and d is None else 0 for d in odims]
+        return outs
 
     def bjvp(primals, tangents):
         n = len(primals)
@@ -361,7 +377,7 @@ def _batched_jvp_callables(axis_data, fun, jvp, vals, dims, trace=None):
             return list(p_out) + [ad.instantiate_zeros(t) for t in t_out]
         tdims = [d if get_aval(t).ndim == get_aval(p).ndim else None for p, t, d in nz]
         outs, odims = batch(f, list(primals) + [t for _, t, _ in nz], bdims + tdims)
-        outs = [batching.matchaxis(o, d, 0, size) for o, d in zip(outs, odims)]
+        outs = to_dims(outs, odims, None if out_dims is None else out_dims * 2)
         k = len(outs) // 2
         return outs[:k], outs[k:]
 
@@ -415,17 +431,23 @@ def _custom_vjp_call_jvp(primals, tangents, *, call_jaxpr, fwd_jaxpr_thunk, bwd,
 ad.jvp_rules[custom_vjp_call_p] = _custom_vjp_call_jvp
 
 
-def _batched_vjp_callables(axis_data, fun, fwd, bwd, vals, dims, trace=None):
+def _batched_vjp_callables(axis_data, fun, fwd, bwd, vals, dims, trace=None,
+                           out_dims=None):
     size = axis_data.size
     batch = _batcher(axis_data, trace)
     bvals = [batching.bdim_at_front(v, d, size) if d is not None else v
              for v, d in zip(vals, dims)]
     bdims = [None if d is None else 0 for d in dims]
     res_dims = {}
+    # As in _batched_jvp_callables: with no operand batched, unbatched outputs stay so.
+    keep = out_dims is not None and all(d is None for d in dims)
 
     def bfun(*xs):
         outs, odims = batch(fun, list(xs), bdims)
-        return [batching.matchaxis(o, d, 0, size) for o, d in zip(outs, odims)]
+        if out_dims is not None:
+            out_dims[:] = [None if keep and d is None else 0 for d in odims]
+        return [o if keep and d is None else batching.matchaxis(o, d, 0, size)
+                for o, d in zip(outs, odims)]
 
     def bfwd(primals, perturbed=None):
         cell = {}
@@ -435,8 +457,11 @@ def _batched_vjp_callables(axis_data, fun, fwd, bwd, vals, dims, trace=None):
             cell["n"] = len(p_out)
             return list(p_out) + list(res)
         outs, odims = batch(f, list(primals), bdims)
-        outs = [batching.matchaxis(o, d, 0, size) for o, d in zip(outs, odims)]
         k = cell["n"]
+        want = list(out_dims) if keep else [0] * k
+        outs = [o if i < k and want[i] is None and d is None
+                else batching.matchaxis(o, d, 0, size)
+                for i, (o, d) in enumerate(zip(outs, odims))]
         res_dims["n"] = len(outs) - k
         return outs[:k], outs[k:]
 
@@ -452,7 +477,8 @@ def _batched_vjp_callables(axis_data, fun, fwd, bwd, vals, dims, trace=None):
                   for c, z in zip(cts, zero)]
             out = bwd(list(xs[:n]), cs)
             return [_zeros_from_aval(o.aval) if type(o) is Zero else o for o in out]
-        outs, odims = batch(f, list(res) + nz, [0] * (n + len(nz)))
+        ct_dims = [d for d, z in zip(out_dims if keep else [0] * len(cts), zero) if not z]
+        outs, odims = batch(f, list(res) + nz, [0] * n + ct_dims)
         # Inputs that were not batched get the sum of the per-lane cotangents.
         return [batching.matchaxis(o, d, 0, size) if bd is not None else
                 (lax_ops.reduce_sum(o, (d,)) if d is not None else o)
@@ -473,8 +499,9 @@ def batch_custom_vjp(trace, fun, fwd, bwd, vals, dims, out_trees, symbolic_zeros
 def _custom_vjp_call_batch(axis_data, vals, dims, *, call_jaxpr, fwd_jaxpr_thunk, bwd,
                            num_consts, symbolic_zeros):
     fun = functools.partial(eval_jaxpr, call_jaxpr.jaxpr, call_jaxpr.consts)
+    out_dims: list = []
     bfun, bfwd, bbwd, bvals = _batched_vjp_callables(axis_data, fun, fwd_jaxpr_thunk, bwd, vals,
-                                                     dims)
+                                                     dims, out_dims=out_dims)
     closed, tconsts = _trace_fun(bfun, bvals)
     nc = len(tconsts)
     outs = custom_vjp_call_p.bind(*tconsts, *bvals, call_jaxpr=closed,
@@ -484,7 +511,7 @@ def _custom_vjp_call_batch(axis_data, vals, dims, *, call_jaxpr, fwd_jaxpr_thunk
                                       if nc else bfwd,
                                       fwd_jaxpr_thunk),
                                   bwd=bbwd, num_consts=nc, symbolic_zeros=symbolic_zeros)
-    return outs, [0] * len(outs)
+    return outs, list(out_dims)
 
 
 batching.batch_rules[custom_vjp_call_p] = _custom_vjp_call_batch

@@ -1,13 +1,16 @@
 """``custom_vjp.defvjp(..., optimize_remat=True)`` and
 ``custom_derivatives.optimize_remat_of_custom_vjp_fwd``: the forward rule is one
 ``remat_opt`` equation that dead-code elimination replaces by the function where its
-residuals are unused (JAX's ``test_optimize_remat*``; expected values computed here)."""
+residuals are unused (JAX's ``test_optimize_remat*``; expected values computed here);
+also the ``nondiff_argnums`` tracer error, ``jax_disable_bwd_checks`` and staged custom
+calls batched only for a collective inside them."""
 import numpy as np
 import pytest
 
 import kiln
 import kiln.numpy as jnp
 from kiln import custom_derivatives
+from kiln.config import config_context
 from kiln.interpreters.partial_eval import dce_jaxpr
 
 
@@ -119,3 +122,33 @@ def test_nondiff_argnums_tracer_is_an_error():
     with pytest.raises(kiln.errors.UnexpectedTracerError, match="custom_vjp"):
         kiln.jit(f)(2., 3.)
     assert float(f(2., 3.)) == 6.
+
+
+def test_disable_bwd_checks_lets_a_wrong_shape_through():
+    @kiln.custom_vjp
+    def foo(x, y):
+        return x
+    foo.defvjp(lambda x, y: (x, None), lambda _, g: (jnp.zeros(3), jnp.zeros(3)))
+    grad = kiln.grad(lambda x, y: foo(x, y).sum(), 1)
+    with pytest.raises(ValueError, match="Custom VJP bwd rule must produce"):
+        grad(jnp.ones(3), jnp.ones(4))
+    with config_context(jax_disable_bwd_checks=True):
+        assert grad(jnp.ones(3), jnp.ones(4)).shape == (3,)
+
+
+@pytest.mark.parametrize("kind", ["jvp", "vjp"])
+def test_staged_custom_call_with_a_collective_over_an_unbatched_operand(kind):
+    if kind == "jvp":
+        f = kiln.custom_jvp(lambda x: kiln.lax.psum(x, "foo"))
+        f.defjvp(lambda p, t: (kiln.lax.psum(p[0], "foo"), t[0]))
+    else:
+        f = kiln.custom_vjp(lambda x: kiln.lax.psum(x, "foo"))
+        f.defvjp(lambda x: (kiln.lax.psum(x, "foo"), None), lambda r, g: (g,))
+
+    def g(x):
+        closed = kiln.make_jaxpr(f)(x)
+        return kiln.core.eval_jaxpr(closed.jaxpr, [], x)[0]
+
+    out = kiln.vmap(lambda _, x: g(x), axis_name="foo", in_axes=(0, None),
+                    out_axes=None)(jnp.arange(4.), 2.)
+    assert float(out) == 8.
