@@ -245,6 +245,7 @@ class custom_jvp:
             out = user_fun(*_merge(nondiff, tree_unflatten(in_tree, list(xs)), n))
             leaves, tree = tree_flatten(out)
             store["tree"] = tree
+            store["fun_type"] = (tree, [get_aval(x) for x in leaves])
             return leaves
 
         def flat_jvp(primals, tangents):
@@ -269,12 +270,11 @@ class custom_jvp:
                                 "with equal container (pytree) structures, but got "
                                 f"{_public_tree.tree_structure(p_out)} and {t_tree} "
                                 "respectively.")
-            if "tree" in store and store["tree"] != p_tree:
-                raise TypeError("Custom JVP rule must produce a primal output with the same "
-                                f"structure as the function's output: {store['tree']} vs "
-                                f"{p_tree}")
+            if "fun_type" in store:     # the function itself ran (staged): types must agree
+                _check_jvp_primal_type(user_jvp, user_fun, store["fun_type"], p_tree,
+                                       [get_aval(x) for x in p_leaves])
             store["tree"] = p_tree
-            outs_t = []
+            outs_t, bad = [], []
             for p, t, pk in zip(p_leaves, t_leaves, p_keys):
                 pa = get_aval(p)
                 if isinstance(t, SymbolicZero) or t is None or _is_key(pk):
@@ -283,21 +283,64 @@ class custom_jvp:
                     continue
                 ta = get_aval(t)
                 exp = ad.tangent_aval(pa)
-                if ta.shape != pa.shape:
-                    raise ValueError("Custom JVP rule must produce primal and tangent outputs "
-                                     f"with corresponding shapes, but got primal shape {pa.shape}"
-                                     f" and tangent shape {ta.shape}.")
-                if ta.dtype != exp.dtype and exp.dtype != dtypes.float0:
-                    raise TypeError("Custom JVP rule must produce primal and tangent outputs with "
-                                    f"corresponding dtypes, but got {pa.dtype.name} and "
-                                    f"{ta.dtype.name}.")
+                if ta.shape != pa.shape or (ta.dtype != exp.dtype
+                                            and exp.dtype != dtypes.float0):
+                    bad.append((pa, exp, ta))
                 outs_t.append(Zero(exp) if exp.dtype == dtypes.float0 else t)
+            if bad:
+                _raise_tangent_type_error(bad, len(p_leaves))
             return list(p_leaves), outs_t
 
         _set_display(flat_jvp, name=_fn_name(user_fun), jvp=user_jvp)
         outs = jax_protocol.custom_jvp_call(current_trace(), flat_fun, flat_jvp, flat,
                                             symbolic_zeros=symbolic)
         return tree_unflatten(store["tree"], outs)
+
+
+def _strong(a) -> str:
+    return a.update(weak_type=False).str_short(short_dtypes=False)
+
+
+def _raise_tangent_type_error(bad, n_out: int):
+    """JAX's TypeError for tangent outputs of a custom JVP rule whose types are not the
+    tangent types of the primal outputs (``bad``: ``(primal, expected, got)`` avals)."""
+    if n_out == 1:
+        (pa, exp, ta), = bad
+        raise TypeError("Custom JVP rule must produce primal and tangent outputs with "
+                        f"corresponding shapes and dtypes. Expected {_strong(exp)} (tangent "
+                        f"type of {_strong(pa)}) but got {_strong(ta)}.")
+    lines = "\n".join(f"  primal {_strong(pa)} with tangent {_strong(ta)}, expecting tangent "
+                      f"{_strong(exp)}" for pa, exp, ta in bad)
+    raise TypeError("Custom JVP rule must produce primal and tangent outputs with "
+                    f"corresponding shapes and dtypes, but got:\n{lines}")
+
+
+def _check_jvp_primal_type(user_jvp, user_fun, fun_type, p_tree, p_avals):
+    """JAX's TypeErrors for a JVP rule whose primal output differs in structure or in
+    shapes/dtypes from the function's output (known when the function was staged)."""
+    f_tree, f_avals = fun_type
+    jvp_name, fun_name = _fn_name(user_jvp), _fn_name(user_fun)
+
+    def shown(tree, avals):
+        shorts = [a.str_short(short_dtypes=False) for a in avals]
+        return str(tree_unflatten(tree, shorts)).replace("'", "")
+    head = (f"Custom JVP rule {jvp_name} for function {fun_name} must produce a pair (list or "
+            "tuple of length two) where the first element represents the primal output "
+            "(equal in value to the output of the custom_jvp-decorated function "
+            f"{fun_name}, ")
+    if f_tree != p_tree:
+        raise TypeError(
+            head + "and in particular of the same container/pytree structure), but instead "
+            "the JVP rule output's first element had container/pytree structure:\n"
+            f"    {shown(p_tree, p_avals)}\nwhile the custom_jvp-decorated function "
+            f"{fun_name} had output container/pytree structure:\n    "
+            f"{shown(f_tree, f_avals)}.")
+    if any(a.shape != b.shape or a.dtype != b.dtype for a, b in zip(p_avals, f_avals)):
+        raise TypeError(
+            head + "and in particular with leaves of the same shape/dtype), but instead the "
+            "JVP rule output's first element had shapes/dtypes of:\n"
+            f"    {shown(p_tree, p_avals)}\nwhile the custom_jvp-decorated function "
+            f"{fun_name} had output shapes/dtypes of:\n    {shown(f_tree, f_avals)}")
 
 
 class custom_vjp:
@@ -399,8 +442,17 @@ class custom_vjp:
                         f"container/pytree structure:\n    {shown(o_tree, o_avals)}\nwhile "
                         f"the custom_vjp-decorated function {fun_name} had output "
                         f"container/pytree structure:\n    {shown(f_tree, f_avals)}.")
-                if any(a.shape != b.shape or a.dtype != b.dtype
-                       for a, b in zip(o_avals, f_avals)):
+                bad = [i for i, (a, b) in enumerate(zip(o_avals, f_avals))
+                       if a.shape != b.shape or a.dtype != b.dtype]
+                if bad and getattr(_cfg, "jax_custom_vjp3", False):
+                    # JAX's custom_vjp3 names the first leaf that differs.
+                    i = bad[0]
+                    path = _public_tree.tree_flatten_with_path(out)[0][i][0]
+                    raise TypeError(
+                        f"at {_public_tree.keystr(path)}, got fwd output type "
+                        f"{o_avals[i].str_short(short_dtypes=False)} which doesn't match "
+                        f"primal output type {f_avals[i].str_short(short_dtypes=False)}")
+                if bad:
                     raise TypeError(
                         pair + "instead the fwd rule output's first element had "
                         f"shapes/dtypes of:\n    {shown(o_tree, o_avals)}\nwhile the "
@@ -750,6 +802,11 @@ _gather_scatter.set_custom_jvp(custom_jvp)
 
 # ----------------------------------------------------------------------------------------------
 # closure_convert: hoist the closed-over values a custom rule must see as arguments.
+
+def _maybe_perturbed(x) -> bool:
+    """JAX's private name of :func:`_jax_maybe_perturbed`."""
+    return _jax_maybe_perturbed(x)
+
 
 def _jax_maybe_perturbed(x) -> bool:
     """JAX's test of whether a closed-over value may carry a tangent: a JVP tracer (kiln

@@ -152,3 +152,24 @@ def test_staged_custom_call_with_a_collective_over_an_unbatched_operand(kind):
     out = kiln.vmap(lambda _, x: g(x), axis_name="foo", in_axes=(0, None),
                     out_axes=None)(jnp.arange(4.), 2.)
     assert float(out) == 8.
+
+
+def test_custom_jvp_rule_type_errors_are_jaxs():
+    @kiln.custom_jvp
+    def f(x):
+        return x ** 2
+
+    f.defjvp(lambda p, t: (f(p[0]), jnp.reshape(t[0], (1,))))
+    with pytest.raises(TypeError, match=r"Expected float32\[\] \(tangent type of "
+                                        r"float32\[\]\) but got float32\[1\]\."):
+        kiln.jvp(f, (jnp.float32(2.),), (jnp.float32(1.),))
+
+    @kiln.custom_jvp
+    def g(x):
+        return x
+
+    g.defjvp(lambda p, t: ((p[0], p[0]), (t[0], t[0])))
+    scan_g = lambda x: kiln.lax.scan(lambda c, _: (g(c), None), x, None, length=1)[0]  # noqa
+    with pytest.raises(TypeError, match=r"structure:\n    \(float32\[\], float32\[\]\)\n"):
+        kiln.jvp(scan_g, (jnp.float32(1.),), (jnp.float32(1.),))
+    assert custom_derivatives._maybe_perturbed(1.) is False
