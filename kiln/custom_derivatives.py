@@ -513,10 +513,26 @@ class custom_vjp:
                         leaves.append(cl)
             return leaves
 
+        if getattr(_cfg, "jax_custom_vjp3", False):
+            _check_no_closed_over_tracers(flat_fun, flat, user_fun)
         _set_display(flat_fwd, name=_fn_name(user_fun), bwd=user_bwd, fwd=user_fwd)
+        _set_display(flat_bwd, bwd=user_bwd)
         outs = jax_protocol.custom_vjp_call(current_trace(), flat_fun, flat_fwd, flat_bwd, flat,
                                             None, symbolic_zeros=self.symbolic_zeros)
         return tree_unflatten(store["tree"], outs)
+
+
+def _check_no_closed_over_tracers(flat_fun, flat, user_fun):
+    """With ``jax_custom_vjp3`` (JAX's rewrite of custom_vjp): the function traced on its
+    own must close over no tracer (of ``vmap``, ``jit``, ``jvp``, ...): JAX's error."""
+    from kiln.errors import UnexpectedTracerError
+    _, consts = staging.trace_to_jaxpr(flat_fun, [get_aval(x) for x in flat])
+    t = next((c for c in consts if isinstance(c, Tracer)), None)
+    if t is not None:
+        raise UnexpectedTracerError(
+            f"custom_vjp-decorated function {user_fun} closed over a {type(t).__name__} of "
+            f"type {get_aval(t).str_short()}, but custom_vjp functions can't close over "
+            f"Tracers. Rewrite {user_fun} to take it as an explicit input.")
 
 
 def _check_for_tracers(x):

@@ -229,7 +229,17 @@ def _pp_custom_vjp(params):
     return shown
 
 
+def _pp_custom_lin(params):
+    # As JAX prints it: the user's bwd rule by name, which tangent operands are symbolic
+    # zeros (none: kiln instantiates them before binding), no avals.
+    bwd = params["bwd"]
+    return dict(bwd=getattr(bwd, "_kiln_display", {}).get("bwd", bwd),
+                in_zeros=[False] * len(params["in_avals"]), num_res=params["num_res"],
+                symbolic_zeros=params["symbolic_zeros"])
+
+
 pp_param_rules["custom_jvp_call"] = _pp_custom_jvp
+pp_param_rules["custom_lin"] = _pp_custom_lin
 pp_param_rules["custom_vjp_call"] = _pp_custom_vjp
 
 
@@ -293,6 +303,34 @@ def _custom_jvp_call_dce(used_outputs, eqn):
 
 
 custom_jvp_call_p.dce_rule = _custom_jvp_call_dce
+
+
+def _custom_vjp_call_dce(used_outputs, eqn):
+    """``eqn`` computing only the used outputs (JAX's rule): the function's jaxpr pruned,
+    the forward rule's primal outputs filtered, and the backward rule given zero
+    cotangents for the outputs that are gone (its operands are kept)."""
+    from kiln.interpreters.partial_eval import dce_jaxpr
+    call = eqn.params["call_jaxpr"]
+    body, _ = dce_jaxpr(call.jaxpr, used_outputs, instantiate=True)
+    fwd, bwd = eqn.params["fwd_jaxpr_thunk"], eqn.params["bwd"]
+    ct_avals = [ad.tangent_aval(a) for a in call.out_avals]
+
+    def pruned_fwd(primals, perturbed=None):
+        p_out, res = fwd(primals, perturbed)
+        return [p for p, u in zip(p_out, used_outputs) if u], res
+
+    def pruned_bwd(res, cts):
+        it = iter(cts)
+        return bwd(res, [next(it) if u else Zero(a) for u, a in zip(used_outputs, ct_avals)])
+
+    params = dict(eqn.params, call_jaxpr=ClosedJaxpr(body, call.consts),
+                  fwd_jaxpr_thunk=_copy_display(pruned_fwd, fwd),
+                  bwd=_copy_display(pruned_bwd, bwd))
+    return eqn.replace(outvars=[v for v, u in zip(eqn.outvars, used_outputs) if u],
+                       params=params)
+
+
+custom_vjp_call_p.dce_rule = _custom_vjp_call_dce
 
 
 def _custom_jvp_call_transpose(cts, *args, call_jaxpr, **_):
@@ -408,6 +446,7 @@ def stage_custom_vjp(trace, fun, fwd, bwd, args, out_trees, symbolic_zeros):
 
     def bwd_c(res, cts):
         return [None] * 0 + list(bwd(res, cts))
+    _copy_display(bwd_c, bwd)
 
     return trace.stage(custom_vjp_call_p, [*tconsts, *args],
                        dict(call_jaxpr=closed, fwd_jaxpr_thunk=fwd_c, bwd=bwd_c, num_consts=nc,
