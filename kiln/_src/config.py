@@ -52,7 +52,7 @@ class State:
         return getattr(config, self.name)
 
     def get_global(self) -> Any:
-        return self.value
+        return config.global_value(self.name)
 
     def get_local(self) -> Any:
         return self.value
