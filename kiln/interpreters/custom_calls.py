@@ -412,12 +412,18 @@ def _batched_jvp_callables(axis_data, fun, jvp, vals, dims, trace=None, out_dims
             ts = [Zero(ad.tangent_aval(a)) if z else next(it)
                   for a, z in zip(elt_avals, zero)]
             p_out, t_out = jvp(list(xs[:n]), ts)
+            out_zero[:] = [type(t) is Zero for t in t_out]
             return list(p_out) + [ad.instantiate_zeros(t) for t in t_out]
+        out_zero: list = []
         tdims = [d if get_aval(t).ndim == get_aval(p).ndim else None for p, t, d in nz]
         outs, odims = batch(f, list(primals) + [t for _, t, _ in nz], bdims + tdims)
         outs = to_dims(outs, odims, None if out_dims is None else out_dims * 2)
         k = len(outs) // 2
-        return outs[:k], outs[k:]
+        # A zero tangent the rule returned stays a symbolic zero (as JAX's batched rule),
+        # so a symbolic_zeros rule fed by it sees a SymbolicZero, not batched zeros.
+        t_out = [Zero(ad.tangent_aval(get_aval(p))) if z else t
+                 for p, t, z in zip(outs[:k], outs[k:], out_zero)]
+        return outs[:k], t_out
 
     return bfun, bjvp, bvals
 
