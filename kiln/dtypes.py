@@ -246,22 +246,38 @@ class _DtypeState(threading.local):
     """This thread's tables (see above); class attributes: the global flags' tables."""
 
 
-_st = _DtypeState()
+class _GlobalTables:
+    """The global flags' tables, as plain attributes (read while no thread has a context
+    value for the two flags: cheaper than a thread-local lookup)."""
+
+
+_local = _DtypeState()
+_plain = _GlobalTables()
+#: What the readers use: ``_plain``, or ``_local`` while some thread has a context value.
+_st: Any = _plain
+_st_lock = threading.Lock()
+_X64_FLAGS = ("jax_enable_x64", "jax_explicit_x64_dtypes")
 
 
 def _on_x64_change(_new_value: Any = None) -> None:
     """``jax_enable_x64`` or ``jax_explicit_x64_dtypes`` changed, globally or for this
     thread: the global tables, and this thread's own while it has a context value."""
-    global _py_scalar_canonical
+    global _py_scalar_canonical, _st
     glob = _tables(config.global_value("jax_enable_x64"),
                    config.global_value("jax_explicit_x64_dtypes"))
-    for k, v in glob.items():
-        setattr(_DtypeState, k, v)
-    _py_scalar_canonical = glob["py_scalar_canonical"]   # its keys: the scalar types
-    mine = _st.__dict__
-    mine.clear()
-    if config.has_override("jax_enable_x64") or config.has_override("jax_explicit_x64_dtypes"):
-        mine.update(_tables(config.jax_enable_x64, config.jax_explicit_x64_dtypes))
+    with _st_lock:
+        for k, v in glob.items():
+            setattr(_DtypeState, k, v)
+            setattr(_plain, k, v)
+        _py_scalar_canonical = glob["py_scalar_canonical"]   # its keys: the scalar types
+        mine = _local.__dict__
+        mine.clear()
+        if any(config.has_override(n) for n in _X64_FLAGS):
+            mine.update(_tables(config.jax_enable_x64, config.jax_explicit_x64_dtypes))
+        # Decided under the lock from the live count (context values are counted before
+        # their callbacks run), so the last decision holds whatever the threads' order.
+        busy = any(len(config.values_in_use(n)) > 1 for n in _X64_FLAGS)
+        _st = _local if busy else _plain
 
 
 _on_explicit_x64_change = _on_x64_change
