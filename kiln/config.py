@@ -388,6 +388,9 @@ class Config:
         # (one entry per thread and nesting level).
         object.__setattr__(self, "_tl", threading.local())
         object.__setattr__(self, "_active", {})
+        # Flags whose callbacks keep per-thread state: they run on every context enter/exit
+        # (``keep_per_thread``), not only when the thread's value changes.
+        object.__setattr__(self, "_per_thread", set())
         object.__setattr__(self, "use_absl", False)
         object.__setattr__(self, "absl_flags", None)
         for name, (default, _) in _FLAGS.items():
@@ -504,6 +507,12 @@ class Config:
                 del _desc_count[name]
                 if isinstance(Config.__dict__.get(name), _ThreadValue):
                     delattr(Config, name)
+
+    def keep_per_thread(self, name: str) -> None:
+        """Run flag ``name``'s callbacks on every context enter and exit (in that thread),
+        also when its value does not change: for callbacks that keep per-thread state."""
+        self._check_name(name)
+        self._per_thread.add(name)
 
     def _run_callbacks(self, name: str) -> None:
         value = getattr(self, name)
@@ -657,7 +666,7 @@ class config_context(contextlib.ContextDecorator):
                 value = parser(value, name)
                 before = getattr(cfg, name)
                 tokens.append(cfg._push(name, value))
-                if before != value:
+                if before != value or name in cfg._per_thread:
                     cfg._run_callbacks(name)
         except BaseException:
             self._restore(self._saved.pop())
@@ -673,7 +682,7 @@ class config_context(contextlib.ContextDecorator):
             name = token[0]
             before = getattr(cfg, name)
             cfg._pop(token)
-            if getattr(cfg, name) != before:
+            if getattr(cfg, name) != before or name in cfg._per_thread:
                 cfg._run_callbacks(name)
 
 

@@ -293,6 +293,8 @@ _py_scalar_canonical: dict[type, np.dtype] = {}
 _on_x64_change()
 config.on_change("jax_enable_x64", _on_x64_change)
 config.on_change("jax_explicit_x64_dtypes", _on_explicit_x64_change)
+for _name in _X64_FLAGS:
+    config.keep_per_thread(_name)
 
 
 def default_int_dtype() -> np.dtype:

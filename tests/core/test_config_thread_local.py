@@ -113,3 +113,15 @@ def test_spmd_device_threads_run_in_the_callers_context():
     with kiln.enable_x64():
         out = kiln.pmap(lambda x: x * 2)(np.ones((1, 2), np.float64))
         assert out.dtype == np.float64
+
+
+def test_a_same_value_context_survives_a_global_update_from_another_thread():
+    with kiln.enable_x64(False):          # the global value too: nothing changes here
+        try:
+            _in_thread(lambda: config.update("jax_enable_x64", True))
+            assert config.jax_enable_x64 is False
+            assert jnp.array(1.).dtype == np.float32
+            assert _in_thread(lambda: jnp.array(1.).dtype) == np.float64
+        finally:
+            config.update("jax_enable_x64", False)
+    assert jnp.array(1.).dtype == np.float32
