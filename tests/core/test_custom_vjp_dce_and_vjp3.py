@@ -80,3 +80,14 @@ def test_custom_vjp3_rejects_closed_over_tracers():
         f.defvjp(lambda y: (f(y), jnp.cos(y)), lambda c, g: (c * g,))
         np.testing.assert_allclose(kiln.vmap(kiln.grad(f))(np.arange(3.)),
                                    np.cos(np.arange(3.)), rtol=1e-6)
+
+
+def test_custom_vjp3_context_is_thread_local():
+    import threading
+    seen = {}
+    with src_config.custom_vjp3(True):
+        t = threading.Thread(target=lambda: seen.setdefault("v", src_config.custom_vjp3.value))
+        t.start()
+        t.join()
+        assert src_config.custom_vjp3.value is True
+    assert seen["v"] is False and src_config.custom_vjp3.value is False
