@@ -138,9 +138,13 @@ __version__ = "0.1.0"
 def _on_debug_flags(_value):
     from kiln.core.trace import _debug_checks
     from kiln.numpy._array_methods import _FAST
-    on = bool(config.jax_debug_nans or config.jax_debug_infs)
+    # For every thread's values (context managers are thread-local): these switches only
+    # gate the checks, which read the flags themselves.
+    on = any(config.values_in_use("jax_debug_nans")) or any(
+        config.values_in_use("jax_debug_infs"))
     # The eager operator fast path skips NaN checks and rank-promotion checks.
-    _FAST[0] = not on and config.jax_numpy_rank_promotion == "allow"
+    _FAST[0] = not on and all(v == "allow" for v in
+                              config.values_in_use("jax_numpy_rank_promotion"))
     _debug_checks[0] = on
 
 

@@ -24,8 +24,16 @@ What this module holds:
 What it must not hold: anything that imports the rest of kiln. Every other
 module imports this one, so it depends on the standard library only.
 
-Unlike JAX, flags are process-global rather than thread-local: a context manager
-in one thread is seen by all threads.
+As JAX's, ``config.update`` sets a flag's global value and the context managers set a
+*thread-local* value: a ``with enable_x64():`` block in one thread is not seen by the
+others (nor by threads started inside it). While some thread holds a context value for a
+flag, reads of that flag go through a descriptor on :class:`Config` that looks up the
+reading thread's value (:class:`_ThreadValue`); when no thread does, the descriptor is
+removed and reads are plain attribute reads again. Callbacks (``on_change``) run in the
+thread whose value changed; state derived from a flag must be kept per thread or hold
+for every thread's value (``values_in_use``). ``thread_overrides()`` /
+``with_overrides(...)`` carry one thread's context values to worker threads that act for
+it (device threads of an SPMD program, the compile pool).
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import operator
 import os
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -204,6 +213,7 @@ _FLAGS: dict[str, tuple[Any, Callable[[Any, str], Any]]] = {
     "jax_log_compiles": (False, _parse_bool),
     "jax_check_tracer_leaks": (False, _parse_bool),
     "jax_enable_checks": (False, _parse_bool),
+    "jax_disable_bwd_checks": (False, _parse_bool),
     "jax_traceback_filtering": (
         "auto",
         _enum("off", "tracebackhide", "remove_frames", "quiet_remove_frames", "auto"),
@@ -271,6 +281,8 @@ _HELP: dict[str, str] = {
                               "completes.",
     "jax_enable_checks": "Turn on invariant checking for JAX internals. Makes things "
                          "slower.",
+    "jax_disable_bwd_checks": "Disable the shape check of the cotangents a custom_vjp's bwd "
+                              "rule returns (JAX's temporary escape hatch).",
     "jax_traceback_filtering": "Controls how JAX filters internal frames out of "
                                "tracebacks.",
     "jax_dynamic_shapes": "Enables experimental features for staging out computations "
@@ -334,6 +346,34 @@ def _parse_env_value(name: str, raw: str, env_var: str) -> Any:
 external_options: dict[str, Callable[[], Any]] = {}
 
 
+_override_lock = threading.RLock()
+#: flag -> how many (Config instance, thread, nesting level) context values exist: the
+#: flag's descriptor is on :class:`Config` while it is not zero.
+_desc_count: dict[str, int] = {}
+
+
+class _ThreadValue:
+    """The data descriptor a flag has on :class:`Config` while some thread has a context
+    value for it: the reading thread's value, else the global one (the instance's)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        d = obj.__dict__
+        o = getattr(d["_tl"], "o", None)
+        if o and self.name in o:
+            return o[self.name]
+        return d[self.name]
+
+    def __set__(self, obj, value):
+        obj.__dict__[self.name] = value
+
+
 class Config:
     """The set of flags; see the module docstring.
 
@@ -344,6 +384,13 @@ class Config:
 
     def __init__(self) -> None:
         object.__setattr__(self, "_callbacks", {name: [] for name in _FLAGS})
+        # This thread's context values (``.o``: {flag: value}), and every thread's, by flag
+        # (one entry per thread and nesting level).
+        object.__setattr__(self, "_tl", threading.local())
+        object.__setattr__(self, "_active", {})
+        # Flags whose callbacks keep per-thread state: they run on every context enter/exit
+        # (``keep_per_thread``), not only when the thread's value changes.
+        object.__setattr__(self, "_per_thread", set())
         object.__setattr__(self, "use_absl", False)
         object.__setattr__(self, "absl_flags", None)
         for name, (default, _) in _FLAGS.items():
@@ -391,14 +438,86 @@ class Config:
         _, parser = _FLAGS[name]
         value = parser(value, name)
         object.__setattr__(self, name, value)
-        for fn in tuple(self._callbacks[name]):
-            fn(value)
+        # The callbacks see this thread's value (a context value, if any, still wins).
+        self._run_callbacks(name)
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name in _FLAGS:
             self.update(name, value)
         else:
             raise AttributeError(f"Unrecognized config option: {name}")
+
+    def global_value(self, name: str) -> Any:
+        """The flag's global value (what ``update`` set), whatever this thread's context."""
+        self._check_name(name)
+        return self.__dict__[name]
+
+    def has_override(self, name: str) -> bool:
+        """Whether this thread has a context value for flag ``name``."""
+        o = getattr(self._tl, "o", None)
+        return bool(o) and name in o
+
+    def values_in_use(self, name: str) -> list:
+        """The global value of flag ``name`` and every thread's context values for it."""
+        with _override_lock:
+            return [self.__dict__[name], *self._active.get(name, ())]
+
+    def overrides_any(self, names) -> bool:
+        """Whether this thread has a context value for any of the flags ``names``."""
+        o = getattr(self._tl, "o", None)
+        return bool(o) and any(n in o for n in names)
+
+    def thread_overrides(self) -> dict:
+        """This thread's context values ``{flag: value}`` (a snapshot)."""
+        return dict(getattr(self._tl, "o", None) or {})
+
+    def _thread_values(self) -> dict:
+        o = getattr(self._tl, "o", None)
+        if o is None:
+            o = self._tl.o = {}
+        return o
+
+    def _push(self, name: str, value: Any):
+        """Give this thread ``value`` for flag ``name``; returns what :meth:`_pop` needs."""
+        o = self._thread_values()
+        had = name in o
+        prev = o.get(name)
+        with _override_lock:
+            if not _desc_count.get(name):
+                setattr(Config, name, _ThreadValue(name))
+            _desc_count[name] = _desc_count.get(name, 0) + 1
+            self._active.setdefault(name, []).append(value)
+        o[name] = value
+        return (name, had, prev, value)
+
+    def _pop(self, token) -> None:
+        name, had, prev, value = token
+        o = self._thread_values()
+        if had:
+            o[name] = prev
+        else:
+            o.pop(name, None)
+        with _override_lock:
+            vals = self._active[name]
+            vals.remove(value)
+            if not vals:
+                del self._active[name]
+            _desc_count[name] -= 1
+            if not _desc_count[name]:
+                del _desc_count[name]
+                if isinstance(Config.__dict__.get(name), _ThreadValue):
+                    delattr(Config, name)
+
+    def keep_per_thread(self, name: str) -> None:
+        """Run flag ``name``'s callbacks on every context enter and exit (in that thread),
+        also when its value does not change: for callbacks that keep per-thread state."""
+        self._check_name(name)
+        self._per_thread.add(name)
+
+    def _run_callbacks(self, name: str) -> None:
+        value = getattr(self, name)
+        for fn in tuple(self._callbacks[name]):
+            fn(value)
 
     def on_change(self, name: str, fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
         """Call ``fn(new_value)`` after every ``update(name, ...)``. Returns ``fn``."""
@@ -539,11 +658,16 @@ class config_context(contextlib.ContextDecorator):
 
     def __enter__(self) -> config_context:
         cfg = self._config
-        saved = {name: getattr(cfg, name) for name in self._flags}
-        self._saved.append(saved)
+        tokens: list = []
+        self._saved.append(tokens)
         try:
             for name, value in self._flags.items():
-                cfg.update(name, value)
+                _, parser = _FLAGS[name]
+                value = parser(value, name)
+                before = getattr(cfg, name)
+                tokens.append(cfg._push(name, value))
+                if before != value or name in cfg._per_thread:
+                    cfg._run_callbacks(name)
         except BaseException:
             self._restore(self._saved.pop())
             raise
@@ -552,10 +676,25 @@ class config_context(contextlib.ContextDecorator):
     def __exit__(self, *exc: Any) -> None:
         self._restore(self._saved.pop())
 
-    def _restore(self, saved: dict[str, Any]) -> None:
-        for name, value in saved.items():
-            if getattr(self._config, name) != value:
-                self._config.update(name, value)
+    def _restore(self, tokens: list) -> None:
+        cfg = self._config
+        for token in reversed(tokens):
+            name = token[0]
+            before = getattr(cfg, name)
+            cfg._pop(token)
+            if getattr(cfg, name) != before or name in cfg._per_thread:
+                cfg._run_callbacks(name)
+
+
+@contextlib.contextmanager
+def with_overrides(overrides: Mapping[str, Any]):
+    """Run the block with ``overrides`` (``config.thread_overrides()`` of another thread)
+    as this thread's context values."""
+    if not overrides:
+        yield
+        return
+    with config_context(**overrides):
+        yield
 
 
 def disable_jit(disable: bool = True) -> config_context:

@@ -43,6 +43,7 @@ from kiln._physical_tree import (
 from kiln._traceback_util import api_boundary
 from kiln._wraps import wraps as _wraps
 from kiln.array import make_array
+from kiln.config import config as _cfg
 from kiln.core.jaxpr import eval_jaxpr
 from kiln.core.trace import Tracer, current_trace, get_aval
 from kiln.interpreters import ad, jax_protocol, staging
@@ -244,6 +245,7 @@ class custom_jvp:
             out = user_fun(*_merge(nondiff, tree_unflatten(in_tree, list(xs)), n))
             leaves, tree = tree_flatten(out)
             store["tree"] = tree
+            store["fun_type"] = (tree, [get_aval(x) for x in leaves])
             return leaves
 
         def flat_jvp(primals, tangents):
@@ -268,12 +270,11 @@ class custom_jvp:
                                 "with equal container (pytree) structures, but got "
                                 f"{_public_tree.tree_structure(p_out)} and {t_tree} "
                                 "respectively.")
-            if "tree" in store and store["tree"] != p_tree:
-                raise TypeError("Custom JVP rule must produce a primal output with the same "
-                                f"structure as the function's output: {store['tree']} vs "
-                                f"{p_tree}")
+            if "fun_type" in store:     # the function itself ran (staged): types must agree
+                _check_jvp_primal_type(user_jvp, user_fun, store["fun_type"], p_tree,
+                                       [get_aval(x) for x in p_leaves])
             store["tree"] = p_tree
-            outs_t = []
+            outs_t, bad = [], []
             for p, t, pk in zip(p_leaves, t_leaves, p_keys):
                 pa = get_aval(p)
                 if isinstance(t, SymbolicZero) or t is None or _is_key(pk):
@@ -282,21 +283,64 @@ class custom_jvp:
                     continue
                 ta = get_aval(t)
                 exp = ad.tangent_aval(pa)
-                if ta.shape != pa.shape:
-                    raise ValueError("Custom JVP rule must produce primal and tangent outputs "
-                                     f"with corresponding shapes, but got primal shape {pa.shape}"
-                                     f" and tangent shape {ta.shape}.")
-                if ta.dtype != exp.dtype and exp.dtype != dtypes.float0:
-                    raise TypeError("Custom JVP rule must produce primal and tangent outputs with "
-                                    f"corresponding dtypes, but got {pa.dtype.name} and "
-                                    f"{ta.dtype.name}.")
+                if ta.shape != pa.shape or (ta.dtype != exp.dtype
+                                            and exp.dtype != dtypes.float0):
+                    bad.append((pa, exp, ta))
                 outs_t.append(Zero(exp) if exp.dtype == dtypes.float0 else t)
+            if bad:
+                _raise_tangent_type_error(bad, len(p_leaves))
             return list(p_leaves), outs_t
 
         _set_display(flat_jvp, name=_fn_name(user_fun), jvp=user_jvp)
         outs = jax_protocol.custom_jvp_call(current_trace(), flat_fun, flat_jvp, flat,
                                             symbolic_zeros=symbolic)
         return tree_unflatten(store["tree"], outs)
+
+
+def _strong(a) -> str:
+    return a.update(weak_type=False).str_short(short_dtypes=False)
+
+
+def _raise_tangent_type_error(bad, n_out: int):
+    """JAX's TypeError for tangent outputs of a custom JVP rule whose types are not the
+    tangent types of the primal outputs (``bad``: ``(primal, expected, got)`` avals)."""
+    if n_out == 1:
+        (pa, exp, ta), = bad
+        raise TypeError("Custom JVP rule must produce primal and tangent outputs with "
+                        f"corresponding shapes and dtypes. Expected {_strong(exp)} (tangent "
+                        f"type of {_strong(pa)}) but got {_strong(ta)}.")
+    lines = "\n".join(f"  primal {_strong(pa)} with tangent {_strong(ta)}, expecting tangent "
+                      f"{_strong(exp)}" for pa, exp, ta in bad)
+    raise TypeError("Custom JVP rule must produce primal and tangent outputs with "
+                    f"corresponding shapes and dtypes, but got:\n{lines}")
+
+
+def _check_jvp_primal_type(user_jvp, user_fun, fun_type, p_tree, p_avals):
+    """JAX's TypeErrors for a JVP rule whose primal output differs in structure or in
+    shapes/dtypes from the function's output (known when the function was staged)."""
+    f_tree, f_avals = fun_type
+    jvp_name, fun_name = _fn_name(user_jvp), _fn_name(user_fun)
+
+    def shown(tree, avals):
+        shorts = [a.str_short(short_dtypes=False) for a in avals]
+        return str(tree_unflatten(tree, shorts)).replace("'", "")
+    head = (f"Custom JVP rule {jvp_name} for function {fun_name} must produce a pair (list or "
+            "tuple of length two) where the first element represents the primal output "
+            "(equal in value to the output of the custom_jvp-decorated function "
+            f"{fun_name}, ")
+    if f_tree != p_tree:
+        raise TypeError(
+            head + "and in particular of the same container/pytree structure), but instead "
+            "the JVP rule output's first element had container/pytree structure:\n"
+            f"    {shown(p_tree, p_avals)}\nwhile the custom_jvp-decorated function "
+            f"{fun_name} had output container/pytree structure:\n    "
+            f"{shown(f_tree, f_avals)}.")
+    if any(a.shape != b.shape or a.dtype != b.dtype for a, b in zip(p_avals, f_avals)):
+        raise TypeError(
+            head + "and in particular with leaves of the same shape/dtype), but instead the "
+            "JVP rule output's first element had shapes/dtypes of:\n"
+            f"    {shown(p_tree, p_avals)}\nwhile the custom_jvp-decorated function "
+            f"{fun_name} had output shapes/dtypes of:\n    {shown(f_tree, f_avals)}")
 
 
 class custom_vjp:
@@ -309,6 +353,7 @@ class custom_vjp:
         self.fwd = None
         self.bwd = None
         self.symbolic_zeros = False
+        self.optimize_remat = False
 
     def __getattr__(self, name):
         # As JAX: attributes this object lacks (``def_vmap`` of a wrapped
@@ -323,10 +368,18 @@ class custom_vjp:
         return functools.partial(self, obj)
 
     def defvjp(self, fwd, bwd, symbolic_zeros: bool = False, optimize_remat: bool = False):
-        """``fwd(*args) -> (out, residuals)``; ``bwd(*nondiff, residuals, ct) -> cts tuple``."""
+        """``fwd(*args) -> (out, residuals)``; ``bwd(*nondiff, residuals, ct) -> cts tuple``.
+
+        ``optimize_remat``: the forward rule runs as a ``remat_opt`` equation that
+        dead-code elimination (``jit``, ``checkpoint``) replaces by the function itself
+        where none of its residuals is used (:func:`optimize_remat_of_custom_vjp_fwd`)."""
         self.fwd = fwd
         self.bwd = bwd
         self.symbolic_zeros = symbolic_zeros
+        self.optimize_remat = optimize_remat
+        if symbolic_zeros and optimize_remat:
+            raise NotImplementedError(
+                "remat optimization for custom_vjp does not support symbolic zeros")
 
     @api_boundary
     def __call__(self, *args, **kwargs):
@@ -337,10 +390,15 @@ class custom_vjp:
         n = len(args)
         if _outside_transformations(args):
             return self.fun(*args)      # as custom_jvp's
+        for i in self.nondiff_argnums:
+            _check_for_tracers(args[i])
         nondiff, diff = _split_nondiff(args, self.nondiff_argnums)
         flat, in_tree = tree_flatten(tuple(diff))
         store = {}
         user_fun, user_fwd, user_bwd = self.fun, self.fwd, self.bwd
+        if self.optimize_remat:
+            user_fwd = optimize_remat_of_custom_vjp_fwd(
+                user_fun, None, user_fwd, None, nondiff_argnums=self.nondiff_argnums)
         nd_list = [nondiff[i] for i in sorted(nondiff)]
 
         def flat_fun(*xs):
@@ -384,8 +442,17 @@ class custom_vjp:
                         f"container/pytree structure:\n    {shown(o_tree, o_avals)}\nwhile "
                         f"the custom_vjp-decorated function {fun_name} had output "
                         f"container/pytree structure:\n    {shown(f_tree, f_avals)}.")
-                if any(a.shape != b.shape or a.dtype != b.dtype
-                       for a, b in zip(o_avals, f_avals)):
+                bad = [i for i, (a, b) in enumerate(zip(o_avals, f_avals))
+                       if a.shape != b.shape or a.dtype != b.dtype]
+                if bad and getattr(_cfg, "jax_custom_vjp3", False):
+                    # JAX's custom_vjp3 names the first leaf that differs.
+                    i = bad[0]
+                    path = _public_tree.tree_flatten_with_path(out)[0][i][0]
+                    raise TypeError(
+                        f"at {_public_tree.keystr(path)}, got fwd output type "
+                        f"{o_avals[i].str_short(short_dtypes=False)} which doesn't match "
+                        f"primal output type {f_avals[i].str_short(short_dtypes=False)}")
+                if bad:
                     raise TypeError(
                         pair + "instead the fwd rule output's first element had "
                         f"shapes/dtypes of:\n    {shown(o_tree, o_avals)}\nwhile the "
@@ -435,7 +502,7 @@ class custom_vjp:
                                 "instead of a SymbolicZero object.")
                         leaves.append(Zero(ad.tangent_aval(xa)))
                     else:
-                        if get_aval(cl).shape != xa.shape:
+                        if get_aval(cl).shape != xa.shape and not _cfg.jax_disable_bwd_checks:
                             raise ValueError(
                                 "Custom VJP bwd rule must produce an output with the same "
                                 "type as the args tuple of the primal function, but at "
@@ -446,10 +513,115 @@ class custom_vjp:
                         leaves.append(cl)
             return leaves
 
+        if getattr(_cfg, "jax_custom_vjp3", False):
+            _check_no_closed_over_tracers(flat_fun, flat, user_fun)
         _set_display(flat_fwd, name=_fn_name(user_fun), bwd=user_bwd, fwd=user_fwd)
+        _set_display(flat_bwd, bwd=user_bwd)
         outs = jax_protocol.custom_vjp_call(current_trace(), flat_fun, flat_fwd, flat_bwd, flat,
                                             None, symbolic_zeros=self.symbolic_zeros)
         return tree_unflatten(store["tree"], outs)
+
+
+def _check_no_closed_over_tracers(flat_fun, flat, user_fun):
+    """With ``jax_custom_vjp3`` (JAX's rewrite of custom_vjp): the function traced on its
+    own must close over no tracer (of ``vmap``, ``jit``, ``jvp``, ...): JAX's error."""
+    from kiln.errors import UnexpectedTracerError
+    _, consts = staging.trace_to_jaxpr(flat_fun, [get_aval(x) for x in flat])
+    t = next((c for c in consts if isinstance(c, Tracer)), None)
+    if t is not None:
+        raise UnexpectedTracerError(
+            f"custom_vjp-decorated function {user_fun} closed over a {type(t).__name__} of "
+            f"type {get_aval(t).str_short()}, but custom_vjp functions can't close over "
+            f"Tracers. Rewrite {user_fun} to take it as an explicit input.")
+
+
+def _check_for_tracers(x):
+    """JAX's error for a tracer among a ``custom_vjp``'s ``nondiff_argnums`` arguments."""
+    from kiln.errors import UnexpectedTracerError
+    if any(isinstance(leaf, Tracer) for leaf in tree_flatten(x)[0]):
+        raise UnexpectedTracerError(
+            "Found a JAX Tracer object passed as an argument to a custom_vjp function in a "
+            "position indicated by nondiff_argnums as non-differentiable. Tracers cannot be "
+            "passed as non-differentiable arguments to custom_vjp functions; instead, "
+            "nondiff_argnums should only be used for arguments that can't be or contain JAX "
+            "tracers, e.g. function-valued arguments. In particular, array-valued arguments "
+            "should typically not be indicated as nondiff_argnums.")
+
+
+def optimize_remat_of_custom_vjp_fwd(fun, debug_fun, fwd, debug_fwd, nondiff_argnums=(),
+                                     symbolic_zeros: bool = False):
+    """``fwd`` (a ``custom_vjp`` forward rule of ``fun``) as one ``remat_opt`` equation:
+    the same ``(out, residuals)``, but where dead-code elimination finds none of the
+    residuals used (under ``jit``, or the forward pass of a ``checkpoint``) the
+    equation becomes ``fun`` itself (:mod:`kiln.interpreters.remat_opt`). Residuals that
+    are arguments of ``fwd`` are passed through, not outputs of the equation.
+    ``debug_fun``/``debug_fwd`` (JAX's debug infos) are accepted and not used."""
+    from kiln.interpreters.remat_opt import memoize, remat_opt_p
+    del debug_fun, debug_fwd
+    if symbolic_zeros:
+        raise NotImplementedError(
+            "remat optimization for custom_vjp does not support symbolic zeros")
+    nondiff_argnums = tuple(nondiff_argnums)
+
+    @_wraps(fwd)
+    def wrapped_fwd(*args, **kwargs):
+        args = _resolve_kwargs(fun, args, kwargs, "custom_vjp")
+        n = len(args)
+        for i in nondiff_argnums:
+            _check_for_tracers(args[i])
+        nondiff, diff = _split_nondiff(args, nondiff_argnums)
+        flat, in_tree = tree_flatten(tuple(diff))
+        avals = [get_aval(x) for x in flat]
+        store = {}
+
+        def flat_fwd(*xs):
+            pair = fwd(*_merge(nondiff, tree_unflatten(in_tree, list(xs)), n))
+            if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
+                raise TypeError(
+                    f"Custom VJP fwd rule {_fn_name(fwd)} for function {_fn_name(fun)} must "
+                    "produce a pair (list or tuple of length two) where the first element "
+                    "represents the primal output and the second element represents "
+                    f"residuals, but instead the fwd rule produced {pair}.")
+            o_leaves, store["out_tree"] = tree_flatten(pair[0])
+            r_leaves, store["res_tree"] = tree_flatten(pair[1])
+            store["n_out"] = len(o_leaves)
+            return [*r_leaves, *o_leaves]
+
+        jaxpr, consts = staging.trace_to_jaxpr(flat_fwd, avals)
+        closed, tconsts = staging.split_concrete_consts(jaxpr, consts)
+        j = closed.jaxpr
+        nc, n_out = len(tconsts), store["n_out"]
+        n_res = len(j.outvars) - n_out
+        arg_vars = j.invars[nc:]
+        # Residuals that are arguments: passed through (JAX's forwarding).
+        fwds = [arg_vars.index(v) if any(v is a for a in arg_vars) else None
+                for v in j.outvars[:n_res]]
+        kept = [v for v, f in zip(j.outvars[:n_res], fwds) if f is None]
+        body = j.__class__(j.constvars, j.invars, [*kept, *j.outvars[n_res:]], j.eqns,
+                           j.effects, j.debug_info)
+        fwd_closed = closed.__class__(body, closed.consts)
+
+        @memoize
+        def fun_jaxpr():
+            def flat_fun(*xs):
+                out = fun(*_merge(nondiff, tree_unflatten(in_tree, list(xs)), n))
+                return tree_flatten(out)[0]
+            fj, fconsts = staging.trace_to_jaxpr(flat_fun, avals)
+            fclosed, ftconsts = staging.split_concrete_consts(fj, fconsts)
+            if ftconsts:
+                raise NotImplementedError(
+                    f"remat optimization for custom_vjp: {_fn_name(fun)} closes over a "
+                    "traced value; pass it as an argument instead")
+            return fclosed
+
+        outs = remat_opt_p.bind(*tconsts, *flat, num_consts=nc, num_res=len(kept),
+                                fwd_jaxpr=fwd_closed, fun_jaxpr_thunk=fun_jaxpr)
+        it = iter(outs[:len(kept)])
+        res = [next(it) if f is None else flat[f] for f in fwds]
+        out = tree_unflatten(store["out_tree"], list(outs[len(kept):]))
+        return out, tree_unflatten(store["res_tree"], res)
+
+    return wrapped_fwd
 
 
 def _leaf_keystr(argnum, d_tree, c_leaves, leaf) -> str:
@@ -646,6 +818,11 @@ _gather_scatter.set_custom_jvp(custom_jvp)
 
 # ----------------------------------------------------------------------------------------------
 # closure_convert: hoist the closed-over values a custom rule must see as arguments.
+
+def _maybe_perturbed(x) -> bool:
+    """JAX's private name of :func:`_jax_maybe_perturbed`."""
+    return _jax_maybe_perturbed(x)
+
 
 def _jax_maybe_perturbed(x) -> bool:
     """JAX's test of whether a closed-over value may carry a tangent: a JVP tracer (kiln

@@ -51,6 +51,7 @@ x64). ``bool`` is never weak.
 from __future__ import annotations
 
 import functools
+import threading
 import warnings
 from typing import Any
 
@@ -201,13 +202,12 @@ python_scalar_dtypes: dict[type, np.dtype] = {
     complex: np.dtype("complex128"),
 }
 
-# Per-x64-mode tables, rebuilt by _on_x64_change (as new dicts, swapped in, so a
-# reader in another thread sees the old table or the new one, never a half-built
-# one). Read on every eager op.
-_defaults: dict[str, np.dtype] = {}
-_py_scalar_canonical: dict[type, np.dtype] = {}
-#: Every valid dtype -> its canonical dtype. Doubles as the fast validity test.
-_canonical: dict[np.dtype, np.dtype] = {}
+# Per-x64-mode tables (read on every eager op): this thread's, in ``_st``. Their class
+# attributes are the tables of the flags' global values; a thread with a context value
+# for ``jax_enable_x64``/``jax_explicit_x64_dtypes`` (``with enable_x64():``, thread-local
+# as in JAX) has its own in its instance dict. Tables are built once per mode and never
+# modified, so a reader sees a whole table.
+_TABLES: dict[tuple, dict[str, Any]] = {}
 # The classes of the valid dtypes (np.dtypes.Float32DType, ...). `type(x) in
 # _dtype_classes` is a much cheaper test than `isinstance(x, np.dtype)`, whose
 # metaclass check costs about 0.2us.
@@ -217,62 +217,100 @@ _dtype_classes = frozenset(type(d) for d in _valid_dtypes)
 _result_memo: dict[tuple, tuple[Any, bool]] = {}
 
 
-def _on_x64_change(_new_value: Any = None) -> None:
-    global _defaults, _py_scalar_canonical, _canonical
-    x64 = config.jax_enable_x64
+def _tables(x64: bool, explicit: str) -> dict[str, Any]:
+    key = (bool(x64), explicit)
+    hit = _TABLES.get(key)
+    if hit is not None:
+        return hit
 
     def canon(d: np.dtype) -> np.dtype:
         return d if x64 else _to_32bit.get(d, d)
 
-    _defaults = {
-        "b": _bool_dtype,
-        "i": canon(np.dtype("int64")),
-        "u": canon(np.dtype("uint64")),
-        "f": canon(np.dtype("float64")),
-        "c": canon(np.dtype("complex128")),
-    }
-    _py_scalar_canonical = {t: canon(d) for t, d in python_scalar_dtypes.items()}
-    _canonical = {d: canon(d) for d in _valid_dtypes}
-    _on_explicit_x64_change()
+    canonical = {d: canon(d) for d in _valid_dtypes}
+    # Type promotion's view of its operands' dtypes: canonical, except that with x64 off
+    # and ``jax_explicit_x64_dtypes='allow'`` a 64-bit array keeps its width (as JAX,
+    # whose promotion canonicalizes its result as an explicitly requested dtype).
+    allow = not x64 and explicit == "allow"
+    out = _TABLES[key] = dict(
+        defaults={"b": _bool_dtype, "i": canon(np.dtype("int64")),
+                  "u": canon(np.dtype("uint64")), "f": canon(np.dtype("float64")),
+                  "c": canon(np.dtype("complex128"))},
+        py_scalar_canonical={t: canon(d) for t, d in python_scalar_dtypes.items()},
+        canonical=canonical,
+        promo_canonical={d: d for d in _valid_dtypes} if allow else canonical,
+        promo_state="allow" if allow else bool(x64))
+    return out
 
 
-def _on_explicit_x64_change(_new_value: Any = None) -> None:
-    """Type promotion's view of its operands' dtypes: canonical, except that with x64 off
-    and ``jax_explicit_x64_dtypes='allow'`` a 64-bit array keeps its width (as JAX, whose
-    promotion canonicalizes its result as an explicitly requested dtype)."""
-    global _promo_canonical, _promo_state
-    allow = not config.jax_enable_x64 and config.jax_explicit_x64_dtypes == "allow"
-    _promo_state = "allow" if allow else config.jax_enable_x64
-    _promo_canonical = {d: d for d in _valid_dtypes} if allow else _canonical
+class _DtypeState(threading.local):
+    """This thread's tables (see above); class attributes: the global flags' tables."""
+
+
+class _GlobalTables:
+    """The global flags' tables, as plain attributes (read while no thread has a context
+    value for the two flags: cheaper than a thread-local lookup)."""
+
+
+_local = _DtypeState()
+_plain = _GlobalTables()
+#: What the readers use: ``_plain``, or ``_local`` while some thread has a context value.
+_st: Any = _plain
+_st_lock = threading.Lock()
+_X64_FLAGS = ("jax_enable_x64", "jax_explicit_x64_dtypes")
+
+
+def _on_x64_change(_new_value: Any = None) -> None:
+    """``jax_enable_x64`` or ``jax_explicit_x64_dtypes`` changed, globally or for this
+    thread: the global tables, and this thread's own while it has a context value."""
+    global _py_scalar_canonical, _st
+    glob = _tables(config.global_value("jax_enable_x64"),
+                   config.global_value("jax_explicit_x64_dtypes"))
+    with _st_lock:
+        for k, v in glob.items():
+            setattr(_DtypeState, k, v)
+            setattr(_plain, k, v)
+        _py_scalar_canonical = glob["py_scalar_canonical"]   # its keys: the scalar types
+        mine = _local.__dict__
+        mine.clear()
+        if any(config.has_override(n) for n in _X64_FLAGS):
+            mine.update(_tables(config.jax_enable_x64, config.jax_explicit_x64_dtypes))
+        # Decided under the lock from the live count (context values are counted before
+        # their callbacks run), so the last decision holds whatever the threads' order.
+        busy = any(len(config.values_in_use(n)) > 1 for n in _X64_FLAGS)
+        _st = _local if busy else _plain
+
+
+_on_explicit_x64_change = _on_x64_change
 
 
 def explicit_x64_allowed() -> bool:
     """True while x64 is off and ``jax_explicit_x64_dtypes`` is ``'allow'`` (64-bit dtypes
     that were asked for, or that arrays already have, are kept)."""
-    return _promo_state == "allow"
+    return _st.promo_state == "allow"
 
 
-_promo_canonical: dict = {}
-_promo_state: Any = False
+_py_scalar_canonical: dict[type, np.dtype] = {}
 _on_x64_change()
 config.on_change("jax_enable_x64", _on_x64_change)
 config.on_change("jax_explicit_x64_dtypes", _on_explicit_x64_change)
+for _name in _X64_FLAGS:
+    config.keep_per_thread(_name)
 
 
 def default_int_dtype() -> np.dtype:
-    return _defaults["i"]
+    return _st.defaults["i"]
 
 
 def default_uint_dtype() -> np.dtype:
-    return _defaults["u"]
+    return _st.defaults["u"]
 
 
 def default_float_dtype() -> np.dtype:
-    return _defaults["f"]
+    return _st.defaults["f"]
 
 
 def default_complex_dtype() -> np.dtype:
-    return _defaults["c"]
+    return _st.defaults["c"]
 
 
 # Python-type dtype-likes and their JAX default dtypes (a function: x64-dependent).
@@ -334,7 +372,7 @@ def canonicalize_dtype(dtype: Any, allow_extended_dtype: bool = False) -> Any:
     kiln scalar types and arrays (anything with a ``.dtype``).
     """
     if type(dtype) in _dtype_classes:
-        out = _canonical.get(dtype)
+        out = _st.canonical.get(dtype)
         if out is not None:
             return out
     dt = _np_dtype(dtype)
@@ -356,7 +394,7 @@ def is_python_scalar(x: Any) -> bool:
 
 def scalar_type_to_dtype(typ: type, value: Any = None) -> np.dtype:
     """The canonical dtype of Python scalar type ``typ``; checks that an int ``value`` fits."""
-    dt = _py_scalar_canonical[typ]
+    dt = _st.py_scalar_canonical[typ]
     if typ is int and value is not None:
         info = np.iinfo(dt)
         if value < info.min or value > info.max:
@@ -372,7 +410,7 @@ def weak_type_scalar_dtype(x: Any) -> np.dtype:
     """
     typ = x if isinstance(x, type) else type(x)
     try:
-        return _py_scalar_canonical[typ]
+        return _st.py_scalar_canonical[typ]
     except KeyError:
         raise TypeError(f"{x!r} is not a Python scalar or Python scalar type") from None
 
@@ -407,13 +445,13 @@ def dtype(x: Any, *, canonicalize: bool = False) -> Any:
     canonicalized only when ``canonicalize=True``.
     """
     typ = type(x)
-    dt = _py_scalar_canonical.get(typ)
+    dt = _st.py_scalar_canonical.get(typ)
     if dt is not None:
         return dt
     # Fast path: arrays, tracers and avals with a valid NumPy dtype.
     attr = getattr(x, "dtype", None)
     if type(attr) in _dtype_classes:
-        out = _canonical.get(attr)
+        out = _st.canonical.get(attr)
         if out is not None:
             return out if canonicalize else attr
     if x is None:
@@ -422,7 +460,7 @@ def dtype(x: Any, *, canonicalize: bool = False) -> Any:
         dt = x
     elif isinstance(x, type):
         if x is bool or x is int or x is float or x is complex:
-            return _py_scalar_canonical[x]
+            return _st.py_scalar_canonical[x]
         if issubclass(x, np.generic):
             dt = np.dtype(x)
         else:
@@ -497,8 +535,8 @@ def check_and_canonicalize_user_dtype(dt: Any, fun_name: str | None = None) -> A
     if np_dt not in _valid_dtypes:
         where = f" in {fun_name}" if fun_name else ""
         raise TypeError(f"JAX only supports number, bool, and string dtypes, got dtype {dt}{where}")
-    if isinstance(dt, type) and dt in _py_scalar_canonical:
-        return _py_scalar_canonical[dt]
+    if isinstance(dt, type) and dt in _st.py_scalar_canonical:
+        return _st.py_scalar_canonical[dt]
     return canonicalize_explicit_dtype(np_dt, fun_name or "", stacklevel=4)
 
 
@@ -540,7 +578,7 @@ def coerce_to_array(x: Any, dtype: Any = None) -> np.ndarray:
             return arr
         return arr.astype(_to_32bit[dt])
     if config.jax_explicit_x64_dtypes == "allow" and not config.jax_enable_x64 and \
-            not (isinstance(dtype, type) and dtype in _py_scalar_canonical):
+            not (isinstance(dtype, type) and dtype in _st.py_scalar_canonical):
         dt = _np_dtype(dtype)       # an explicit 64-bit dtype is respected
     else:
         dt = canonicalize_dtype(dtype)
@@ -708,7 +746,7 @@ def _node(dt: np.dtype, weak: bool) -> str:
 def _node_dtype(n: str, keep64: bool = False) -> np.dtype:
     weak = _weak_node_types.get(n)
     if weak is not None:
-        return _py_scalar_canonical[weak]
+        return _st.py_scalar_canonical[weak]
     if keep64:      # jax_explicit_x64_dtypes='allow': a 64-bit join is respected
         return np.dtype(_node_to_dtype[n])
     return canonicalize_dtype(_node_to_dtype[n])
@@ -717,16 +755,16 @@ def _node_dtype(n: str, keep64: bool = False) -> np.dtype:
 def _dtype_and_weak(x: Any) -> tuple[Any, bool]:
     """(canonical dtype, weak_type) of one argument of ``result_type``."""
     typ = type(x)
-    dt = _py_scalar_canonical.get(typ)
+    dt = _st.py_scalar_canonical.get(typ)
     if dt is not None:  # a Python scalar value
         return dt, typ is not bool
     attr = getattr(x, "dtype", None)
     if type(attr) in _dtype_classes:  # fast path: arrays, tracers, avals
-        dt = _promo_canonical.get(attr)
+        dt = _st.promo_canonical.get(attr)
         if dt is not None:
             return dt, is_weakly_typed(x)
     if x is int or x is float or x is complex:  # Python scalar types are weak too
-        return _py_scalar_canonical[x], True
+        return _st.py_scalar_canonical[x], True
     if x is bool:
         return _bool_dtype, False
     return dtype(x, canonicalize=True), is_weakly_typed(x)
@@ -761,7 +799,7 @@ def _lattice_result_type(*args: Any) -> tuple[Any, bool]:
     pairs = [_dtype_and_weak(a) for a in args]
     dts = tuple(p[0] for p in pairs)
     weaks = tuple(p[1] for p in pairs)
-    return _lattice_cached(dts, weaks, _promo_state, config.jax_numpy_dtype_promotion)
+    return _lattice_cached(dts, weaks, _st.promo_state, config.jax_numpy_dtype_promotion)
 
 
 def result_type(*args: Any, return_weak_type_flag: bool = False) -> Any:
@@ -777,31 +815,31 @@ def result_type(*args: Any, return_weak_type_flag: bool = False) -> Any:
         raise ValueError("at least one array or dtype is required")
     # Called on every eager op: one memo lookup keyed by the inputs' (dtype, weak)
     # pairs and the two flags the answer depends on.
-    key = [_promo_state, config.jax_numpy_dtype_promotion]
+    key = [_st.promo_state, config.jax_numpy_dtype_promotion]
     append = key.append
     for a in args:
         # Inlined fast paths of _dtype_and_weak: Python scalars, then arrays.
         typ = type(a)
-        dt = _py_scalar_canonical.get(typ)
+        dt = _st.py_scalar_canonical.get(typ)
         if dt is not None:
             append(dt)
             append(typ is not bool)
             continue
         attr = getattr(a, "dtype", None)
         if type(attr) in _dtype_classes:
-            dt = _promo_canonical.get(attr)
+            dt = _st.promo_canonical.get(attr)
             if dt is not None:
                 append(dt)
                 append(is_weakly_typed(a))
                 continue
-        key.extend(_dtype_and_weak(_defaults["f"] if a is None else a))
+        key.extend(_dtype_and_weak(_st.defaults["f"] if a is None else a))
     key = tuple(key)
     res = _result_memo.get(key)
     if res is None:
         dts, weaks = key[2::2], key[3::2]
         dt, weak = _lattice_cached(dts, weaks, key[0], key[1])
         if weak:
-            dt = _defaults.get(_kind(dt), dt)
+            dt = _st.defaults.get(_kind(dt), dt)
         res = (dt, weak)
         if len(_result_memo) > 8192:
             _result_memo.clear()

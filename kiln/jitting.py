@@ -26,6 +26,7 @@ from kiln._wraps import wraps as _wraps
 from kiln.array import Array, make_array, to_array
 from kiln.backends import cpu as _cpu
 from kiln.callbacks import program_running
+from kiln.config import _desc_count as _ctx_values_active
 from kiln.config import config
 from kiln.core.avals import ShapedArray
 from kiln.core.jaxpr import ClosedJaxpr, check_jaxpr
@@ -251,7 +252,8 @@ def _clear_fast_caches(_value=None):
             fast.clear()
 
 
-for _flag in _compile_log.CONTEXT_FLAGS[1:]:
+_CTX_NON_X64 = _compile_log.CONTEXT_FLAGS[1:]
+for _flag in _CTX_NON_X64:
     config.on_change(_flag, _clear_fast_caches)
 
 
@@ -519,7 +521,11 @@ class JitWrapped:
                 return self._fun(*args, **kwargs)
             # Fast path: concrete Array arguments only, outside any transformation: one dict
             # lookup, then straight to the backend (no pytree flattening, no bind).
-            if not kwargs and not self._donating and type(_current_trace()) is EvalTrace:
+            # (Not in a thread with a context value of a tracing-context flag other than
+            # x64: the fast caches are keyed by x64 only, and shared by all threads.)
+            fast_ok = not (_ctx_values_active and config.overrides_any(_CTX_NON_X64))
+            if (not kwargs and not self._donating and type(_current_trace()) is EvalTrace
+                    and fast_ok):
                 key = None
                 for a in args:
                     if type(a) is not Array:
@@ -533,7 +539,7 @@ class JitWrapped:
             else:
                 key = None
             tree_key = None
-            if key is None and type(_current_trace()) is EvalTrace:
+            if key is None and type(_current_trace()) is EvalTrace and fast_ok:
                 # Fast path for pytrees of concrete Arrays (static arguments allowed, no
                 # donated leaves): the same lookup keyed by the tree and leaf types.
                 tree_key, vals = self._tree_key(args, kwargs)

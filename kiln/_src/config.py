@@ -22,6 +22,7 @@ import contextlib
 import enum
 import os
 import sys
+import threading
 from typing import Any
 
 from kiln.config import (  # noqa: F401
@@ -52,7 +53,7 @@ class State:
         return getattr(config, self.name)
 
     def get_global(self) -> Any:
-        return self.value
+        return config.global_value(self.name)
 
     def get_local(self) -> Any:
         return self.value
@@ -146,7 +147,6 @@ JAX_ONLY_OPTIONS: dict[str, tuple[Any, str]] = {
     "jax_enable_compilation_cache": (False, "kiln has no persistent XLA cache"),
     "jax_threefry_gpu_kernel_lowering": (False, "kiln has no GPU"),
     "jax_softmax_custom_jvp": (False, "kiln's softmax is differentiated as JAX's default"),
-    "jax_disable_bwd_checks": (False, "JAX's custom_vjp output checks are always on"),
     "jax_remove_size_one_mesh_axis_from_type": (False, "JAX's experimental sharding-type "
                                                 "option; kiln keeps JAX's default"),
     "jax_use_direct_linearize": (True, "kiln's linearize is JAX's default direct one"),
@@ -155,10 +155,20 @@ JAX_ONLY_OPTIONS: dict[str, tuple[Any, str]] = {
 }
 
 class SelectorState(FixedState):
-    """A JAX option that selects between two internal implementations with the same
-    user-visible semantics (``jax_custom_vjp3``, ``jax_remat3``). kiln has one
-    implementation: the option can be set (and reads back what was set), and kiln's
-    behaviour does not depend on it."""
+    """A JAX option that selects between two internal implementations
+    (``jax_custom_vjp3``, ``jax_remat3``). kiln has one implementation: the option can be
+    set (and reads back what was set); with ``jax_custom_vjp3`` on, ``custom_vjp`` raises
+    that implementation's errors (a closure over a tracer, its fwd output type text). As
+    JAX's options, a context value is thread-local."""
+
+    def __init__(self, name: str, value: Any, why: str):
+        super().__init__(name, value, why)
+        self._tl = threading.local()
+
+    @property
+    def value(self) -> Any:
+        stack = getattr(self._tl, "stack", None)
+        return stack[-1] if stack else self._value
 
     def _check(self, new_val: Any) -> None:
         pass
@@ -171,12 +181,14 @@ class SelectorState(FixedState):
 
         class _Context(contextlib.ContextDecorator):
             def __enter__(self):
-                self.saved = state._value
-                state._value = bool(new_val)
+                stack = getattr(state._tl, "stack", None)
+                if stack is None:
+                    stack = state._tl.stack = []
+                stack.append(bool(new_val))
                 return self
 
             def __exit__(self, *exc):
-                state._value = self.saved
+                state._tl.stack.pop()
                 return False
         return _Context()
 

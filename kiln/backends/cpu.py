@@ -36,7 +36,7 @@ import numpy as np
 from kiln.backends import reference
 from kiln.compiler.build import fork as _fork  # noqa: F401 - its at-fork hooks
 from kiln.compiler.build import loaded as _loaded
-from kiln.config import config
+from kiln.config import config, with_overrides
 from kiln.core.jaxpr import check_lowerable
 from kiln.core.trace import _debug_checks
 from kiln.interpreters import pjit as _pjit
@@ -244,7 +244,13 @@ def _entry_for(closed, name, sync: bool = False) -> _Entry:
         global _pool
         if _pool is None:
             _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kiln-compile")
-        entry.future = _pool.submit(_compile_into, entry, closed, name)
+        # The build runs in this thread's config context (context values are per thread).
+        overrides = config.thread_overrides()
+
+        def build():
+            with with_overrides(overrides):
+                return _compile_into(entry, closed, name)
+        entry.future = _pool.submit(build)
     return entry
 
 
@@ -342,6 +348,8 @@ def _check_outputs(closed, args, outs, name):
     it). When no operation produces one there (a NaN argument returned as is, or code
     the compiler changed), raise JAX's "de-optimized function did not produce invalid
     values" error."""
+    if not (config.jax_debug_nans or config.jax_debug_infs):
+        return      # on in another thread only (the switch is for every thread's values)
     for o in outs:
         kind = reference.special_kind(o)
         if kind is not None:

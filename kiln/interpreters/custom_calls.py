@@ -229,7 +229,17 @@ def _pp_custom_vjp(params):
     return shown
 
 
+def _pp_custom_lin(params):
+    # As JAX prints it: the user's bwd rule by name, which tangent operands are symbolic
+    # zeros (none: kiln instantiates them before binding), no avals.
+    bwd = params["bwd"]
+    return dict(bwd=getattr(bwd, "_kiln_display", {}).get("bwd", bwd),
+                in_zeros=[False] * len(params["in_avals"]), num_res=params["num_res"],
+                symbolic_zeros=params["symbolic_zeros"])
+
+
 pp_param_rules["custom_jvp_call"] = _pp_custom_jvp
+pp_param_rules["custom_lin"] = _pp_custom_lin
 pp_param_rules["custom_vjp_call"] = _pp_custom_vjp
 
 
@@ -295,6 +305,34 @@ def _custom_jvp_call_dce(used_outputs, eqn):
 custom_jvp_call_p.dce_rule = _custom_jvp_call_dce
 
 
+def _custom_vjp_call_dce(used_outputs, eqn):
+    """``eqn`` computing only the used outputs (JAX's rule): the function's jaxpr pruned,
+    the forward rule's primal outputs filtered, and the backward rule given zero
+    cotangents for the outputs that are gone (its operands are kept)."""
+    from kiln.interpreters.partial_eval import dce_jaxpr
+    call = eqn.params["call_jaxpr"]
+    body, _ = dce_jaxpr(call.jaxpr, used_outputs, instantiate=True)
+    fwd, bwd = eqn.params["fwd_jaxpr_thunk"], eqn.params["bwd"]
+    ct_avals = [ad.tangent_aval(a) for a in call.out_avals]
+
+    def pruned_fwd(primals, perturbed=None):
+        p_out, res = fwd(primals, perturbed)
+        return [p for p, u in zip(p_out, used_outputs) if u], res
+
+    def pruned_bwd(res, cts):
+        it = iter(cts)
+        return bwd(res, [next(it) if u else Zero(a) for u, a in zip(used_outputs, ct_avals)])
+
+    params = dict(eqn.params, call_jaxpr=ClosedJaxpr(body, call.consts),
+                  fwd_jaxpr_thunk=_copy_display(pruned_fwd, fwd),
+                  bwd=_copy_display(pruned_bwd, bwd))
+    return eqn.replace(outvars=[v for v, u in zip(eqn.outvars, used_outputs) if u],
+                       params=params)
+
+
+custom_vjp_call_p.dce_rule = _custom_vjp_call_dce
+
+
 def _custom_jvp_call_transpose(cts, *args, call_jaxpr, **_):
     # Linear use (a JVP rule applying the function to its tangent, ``f(x_dot)``): as JAX,
     # transpose the function itself (the custom rule plays no part in reverse mode).
@@ -307,14 +345,16 @@ ad.transpose_rules[custom_jvp_call_p] = _custom_jvp_call_transpose
 def _custom_jvp_call_batch(axis_data, vals, dims, *, call_jaxpr, jvp_jaxpr_fun, num_consts,
                            symbolic_zeros):
     fun = functools.partial(eval_jaxpr, call_jaxpr.jaxpr, call_jaxpr.consts)
-    bfun, bjvp, bvals = _batched_jvp_callables(axis_data, fun, jvp_jaxpr_fun, vals, dims)
+    out_dims: list = []
+    bfun, bjvp, bvals = _batched_jvp_callables(axis_data, fun, jvp_jaxpr_fun, vals, dims,
+                                               out_dims=out_dims)
     with set_current_trace(current_trace()):
         closed, tconsts = _trace_fun(bfun, bvals)
     outs = custom_jvp_call_p.bind(*tconsts, *bvals, call_jaxpr=closed,
                                   jvp_jaxpr_fun=_copy_display(_drop_consts(bjvp, len(tconsts)),
                                                               jvp_jaxpr_fun),
                                   num_consts=len(tconsts), symbolic_zeros=symbolic_zeros)
-    return outs, [0] * len(outs)
+    return outs, list(out_dims)
 
 
 def _drop_consts(jvp, nc):
@@ -334,16 +374,30 @@ def _batcher(axis_data, trace):
     return lambda f, vals, dims: batching.batch_flat_in(trace, f, vals, dims)
 
 
-def _batched_jvp_callables(axis_data, fun, jvp, vals, dims, trace=None):
+def _batched_jvp_callables(axis_data, fun, jvp, vals, dims, trace=None, out_dims=None):
     size = axis_data.size
     batch = _batcher(axis_data, trace)
     bvals = [batching.bdim_at_front(v, d, size) if d is not None else v
              for v, d in zip(vals, dims)]
     bdims = [None if d is None else 0 for d in dims]
 
+    # No operand batched (the call is batched only for a collective over the axis inside
+    # it): outputs the function leaves unbatched stay unbatched, as JAX's batched jaxpr.
+    keep = out_dims is not None and all(d is None for d in dims)
+
+    def to_dims(outs, odims, want=None):
+        if not keep:
+            return [batching.matchaxis(o, d, 0, size) for o, d in zip(outs, odims)]
+        want = odims if want is None else want
+        return [o if w is None and d is None else batching.matchaxis(o, d, 0, size)
+                for o, d, w in zip(outs, odims, want)]
+
     def bfun(*xs):
         outs, odims = batch(fun, list(xs), bdims)
-        return [batching.matchaxis(o, d, 0, size) for o, d in zip(outs, odims)]
+        outs = to_dims(outs, odims)
+        if out_dims is not None:
+            out_dims[:] = [None if keep and d is None else 0 for d in odims]
+        return outs
 
     def bjvp(primals, tangents):
         n = len(primals)
@@ -358,12 +412,18 @@ def _batched_jvp_callables(axis_data, fun, jvp, vals, dims, trace=None):
             ts = [Zero(ad.tangent_aval(a)) if z else next(it)
                   for a, z in zip(elt_avals, zero)]
             p_out, t_out = jvp(list(xs[:n]), ts)
+            out_zero[:] = [type(t) is Zero for t in t_out]
             return list(p_out) + [ad.instantiate_zeros(t) for t in t_out]
+        out_zero: list = []
         tdims = [d if get_aval(t).ndim == get_aval(p).ndim else None for p, t, d in nz]
         outs, odims = batch(f, list(primals) + [t for _, t, _ in nz], bdims + tdims)
-        outs = [batching.matchaxis(o, d, 0, size) for o, d in zip(outs, odims)]
+        outs = to_dims(outs, odims, None if out_dims is None else out_dims * 2)
         k = len(outs) // 2
-        return outs[:k], outs[k:]
+        # A zero tangent the rule returned stays a symbolic zero (as JAX's batched rule),
+        # so a symbolic_zeros rule fed by it sees a SymbolicZero, not batched zeros.
+        t_out = [Zero(ad.tangent_aval(get_aval(p))) if z else t
+                 for p, t, z in zip(outs[:k], outs[k:], out_zero)]
+        return outs[:k], t_out
 
     return bfun, bjvp, bvals
 
@@ -392,6 +452,7 @@ def stage_custom_vjp(trace, fun, fwd, bwd, args, out_trees, symbolic_zeros):
 
     def bwd_c(res, cts):
         return [None] * 0 + list(bwd(res, cts))
+    _copy_display(bwd_c, bwd)
 
     return trace.stage(custom_vjp_call_p, [*tconsts, *args],
                        dict(call_jaxpr=closed, fwd_jaxpr_thunk=fwd_c, bwd=bwd_c, num_consts=nc,
@@ -415,17 +476,23 @@ def _custom_vjp_call_jvp(primals, tangents, *, call_jaxpr, fwd_jaxpr_thunk, bwd,
 ad.jvp_rules[custom_vjp_call_p] = _custom_vjp_call_jvp
 
 
-def _batched_vjp_callables(axis_data, fun, fwd, bwd, vals, dims, trace=None):
+def _batched_vjp_callables(axis_data, fun, fwd, bwd, vals, dims, trace=None,
+                           out_dims=None):
     size = axis_data.size
     batch = _batcher(axis_data, trace)
     bvals = [batching.bdim_at_front(v, d, size) if d is not None else v
              for v, d in zip(vals, dims)]
     bdims = [None if d is None else 0 for d in dims]
     res_dims = {}
+    # As in _batched_jvp_callables: with no operand batched, unbatched outputs stay so.
+    keep = out_dims is not None and all(d is None for d in dims)
 
     def bfun(*xs):
         outs, odims = batch(fun, list(xs), bdims)
-        return [batching.matchaxis(o, d, 0, size) for o, d in zip(outs, odims)]
+        if out_dims is not None:
+            out_dims[:] = [None if keep and d is None else 0 for d in odims]
+        return [o if keep and d is None else batching.matchaxis(o, d, 0, size)
+                for o, d in zip(outs, odims)]
 
     def bfwd(primals, perturbed=None):
         cell = {}
@@ -435,8 +502,11 @@ def _batched_vjp_callables(axis_data, fun, fwd, bwd, vals, dims, trace=None):
             cell["n"] = len(p_out)
             return list(p_out) + list(res)
         outs, odims = batch(f, list(primals), bdims)
-        outs = [batching.matchaxis(o, d, 0, size) for o, d in zip(outs, odims)]
         k = cell["n"]
+        want = list(out_dims) if keep else [0] * k
+        outs = [o if i < k and want[i] is None and d is None
+                else batching.matchaxis(o, d, 0, size)
+                for i, (o, d) in enumerate(zip(outs, odims))]
         res_dims["n"] = len(outs) - k
         return outs[:k], outs[k:]
 
@@ -452,7 +522,8 @@ def _batched_vjp_callables(axis_data, fun, fwd, bwd, vals, dims, trace=None):
                   for c, z in zip(cts, zero)]
             out = bwd(list(xs[:n]), cs)
             return [_zeros_from_aval(o.aval) if type(o) is Zero else o for o in out]
-        outs, odims = batch(f, list(res) + nz, [0] * (n + len(nz)))
+        ct_dims = [d for d, z in zip(out_dims if keep else [0] * len(cts), zero) if not z]
+        outs, odims = batch(f, list(res) + nz, [0] * n + ct_dims)
         # Inputs that were not batched get the sum of the per-lane cotangents.
         return [batching.matchaxis(o, d, 0, size) if bd is not None else
                 (lax_ops.reduce_sum(o, (d,)) if d is not None else o)
@@ -473,8 +544,9 @@ def batch_custom_vjp(trace, fun, fwd, bwd, vals, dims, out_trees, symbolic_zeros
 def _custom_vjp_call_batch(axis_data, vals, dims, *, call_jaxpr, fwd_jaxpr_thunk, bwd,
                            num_consts, symbolic_zeros):
     fun = functools.partial(eval_jaxpr, call_jaxpr.jaxpr, call_jaxpr.consts)
+    out_dims: list = []
     bfun, bfwd, bbwd, bvals = _batched_vjp_callables(axis_data, fun, fwd_jaxpr_thunk, bwd, vals,
-                                                     dims)
+                                                     dims, out_dims=out_dims)
     closed, tconsts = _trace_fun(bfun, bvals)
     nc = len(tconsts)
     outs = custom_vjp_call_p.bind(*tconsts, *bvals, call_jaxpr=closed,
@@ -484,7 +556,7 @@ def _custom_vjp_call_batch(axis_data, vals, dims, *, call_jaxpr, fwd_jaxpr_thunk
                                       if nc else bfwd,
                                       fwd_jaxpr_thunk),
                                   bwd=bbwd, num_consts=nc, symbolic_zeros=symbolic_zeros)
-    return outs, [0] * len(outs)
+    return outs, list(out_dims)
 
 
 batching.batch_rules[custom_vjp_call_p] = _custom_vjp_call_batch

@@ -170,8 +170,10 @@ def _dce(jaxpr: Jaxpr, used_outputs: Sequence[bool], instantiate):
         used = [v in live for v in eqn.outvars]
         if any(used) or has_effects(eqn):
             rule = getattr(eqn.primitive, "dce_rule", None)
-            if rule is not None and not all(used) and not has_effects(eqn):
-                # A call whose unused outputs its body can stop computing (JAX's dce rules).
+            if (rule is not None and not has_effects(eqn)
+                    and (not all(used) or getattr(eqn.primitive, "dce_always", False))):
+                # A call whose unused outputs its body can stop computing (JAX's dce rules;
+                # ``dce_always``: a rule that may rewrite the equation even when all are).
                 eqn = rule(used, eqn)
             eqns.append(eqn)
             live.update(v for v in eqn.invars if not isinstance(v, Literal))

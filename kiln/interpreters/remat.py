@@ -119,7 +119,9 @@ def _remat_partial_eval(trace, args, params):
     values inside the linear jaxpr (only what the residuals need; effects replayed unless
     the policy saves them)."""
     from kiln.core.jaxpr import Jaxpr, Literal
+    from kiln.interpreters.partial_eval import dce_jaxpr
     from kiln.interpreters.pjit import partial_eval_jaxpr
+    from kiln.interpreters.remat_opt import has_remat_opt
     jaxpr = params["jaxpr"]
     unknowns = [trace.is_own(x) for x in args]
     known, unknown, out_unk, num_res = partial_eval_jaxpr(jaxpr, unknowns)
@@ -128,6 +130,10 @@ def _remat_partial_eval(trace, args, params):
     replay, saved_vars = _saved_plan(kj, n_known_out, params["policy"])
     fwd = Jaxpr(kj.constvars, kj.invars, [*kj.outvars[:n_known_out], *saved_vars], kj.eqns,
                 kj.effects, kj.debug_info)
+    if has_remat_opt(fwd):
+        # As JAX's forward pass (dead-code eliminated): a custom_vjp forward rule with
+        # ``optimize_remat`` whose residuals are not saved runs as its function.
+        fwd, _ = dce_jaxpr(fwd, [True] * len(fwd.outvars), instantiate=True)
     known_args = [x for x, u in zip(args, unknowns) if not u]
     with set_current_trace(trace.parent):
         kouts = eval_jaxpr(fwd, known.consts, *known_args)

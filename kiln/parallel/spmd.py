@@ -25,6 +25,8 @@ import queue
 import threading
 from concurrent.futures import Future
 
+from kiln.config import config, with_overrides
+
 _tls = threading.local()
 
 
@@ -364,16 +366,17 @@ def worker(device) -> _Worker:
 
 # -- running a program on every device ----------------------------------------------------------
 
-def _run_one(closed, ctx: DeviceContext, args, name):
+def _run_one(closed, ctx: DeviceContext, args, name, overrides=None):
     from kiln.backends import cpu
     from kiln.backends.reference import run_jaxpr
     from kiln.interpreters import batching
     _tls.ctx = ctx
     batching.thread_axes.sizes = ctx.sizes
     try:
-        if cpu.plain_mode():
-            return cpu.run(closed, args, name)
-        return run_jaxpr(closed.jaxpr, closed.consts, args)
+        with with_overrides(overrides):
+            if cpu.plain_mode():
+                return cpu.run(closed, args, name)
+            return run_jaxpr(closed.jaxpr, closed.consts, args)
     except BaseException:
         ctx.comm.abort()
         raise
@@ -404,10 +407,13 @@ def run_spmd(closed, sizes: dict, placements: list, args_per_device: list,
         finally:
             del batching.axis_env[len(batching.axis_env) - len(sizes):]
     comm = Communicator(placements, world, layout)
+    # Device threads act for this one: they run in its config context (thread-local).
+    overrides = config.thread_overrides()
     futures = []
     for (dev, coords), args in zip(placements, args_per_device):
         ctx = DeviceContext(dev, coords, sizes, comm)
-        futures.append(worker(dev).submit(_run_one, closed, ctx, list(args), name))
+        futures.append(worker(dev).submit(_run_one, closed, ctx, list(args), name,
+                                          overrides))
     results, first_error = [], None
     for f in futures:
         try:

@@ -40,6 +40,7 @@ DEFAULTS = {
     "jax_log_compiles": False,
     "jax_check_tracer_leaks": False,
     "jax_enable_checks": False,
+    "jax_disable_bwd_checks": False,
     "jax_traceback_filtering": "auto",
     "jax_dynamic_shapes": False,
     "jax_random_seed_offset": 0,

@@ -70,6 +70,7 @@ from kiln.interpreters.custom_vmap import custom_vmap_call_p
 from kiln.interpreters.mlir import eqn_lowering
 from kiln.interpreters.pjit import jit_p
 from kiln.interpreters.remat import remat_p
+from kiln.interpreters.remat_opt import remat_opt_p, resolve_remat_opt
 from kiln.interpreters.staging import dce_jaxpr_consts, has_effects
 from kiln.lax.composite import composite_p
 from kiln.lax.structural import broadcast_in_dim_p
@@ -92,6 +93,7 @@ _CALL_BODIES = {
     custom_jvp_call_p: "call_jaxpr",
     custom_vjp_call_p: "call_jaxpr",
     custom_vmap_call_p: "call",
+    remat_opt_p: "fwd_jaxpr",
 }
 
 
@@ -383,6 +385,8 @@ def optimize(closed: ClosedJaxpr, max_rounds: int = 4, contract: bool = True) ->
                   file=sys.stderr)
         return y
 
+    # ``remat_opt`` equations whose residuals are unused become their function first.
+    closed = resolve_remat_opt(closed)
     closed = run("inline_calls", inline_calls, closed, 0)
     closed = run_at_compile(closed)
     for rnd in range(1, max_rounds + 1):

@@ -42,6 +42,21 @@ cond_p.abstract_eval = _cond_abstract_eval
 cond_p.weak_type_rule = lambda *w, branches: [a.weak_type for a in branches[0].out_avals]
 
 
+def _cond_dce(used_outputs, eqn):
+    """``eqn`` computing only its used outputs: each branch dead-code eliminated (with the
+    rules of the equations inside it, as JAX's cond DCE rule); the operands are kept."""
+    from kiln.interpreters.partial_eval import dce_jaxpr_consts
+    branches = []
+    for br in eqn.params["branches"]:
+        body, used_consts, _ = dce_jaxpr_consts(br.jaxpr, used_outputs, instantiate=True)
+        branches.append(ClosedJaxpr(body, [c for c, u in zip(br.consts, used_consts) if u]))
+    return eqn.replace(outvars=[v for v, u in zip(eqn.outvars, used_outputs) if u],
+                       params=dict(eqn.params, branches=tuple(branches)))
+
+
+cond_p.dce_rule = _cond_dce
+
+
 # -- construction ------------------------------------------------------------------------------
 
 def _trace_branches(funs, ops_tree, op_avals, what):
