@@ -117,6 +117,9 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
     # MLP-gradient program: one gcc of 0.28 s, or two of ~0.15 s side by side).
     build_units = max(1, min(2, os.cpu_count() or 1))
     split_min_chars = 6000
+    # Steps whose C differs only in the buffers it names are compiled once, as a function
+    # each of them calls (``_share_kernels``).
+    share_kernels = True
     # Reductions longer than this accumulate in chunks of this many elements.
     chunk = 1024
     # Kernels writing at least this many bytes store through a small tile copied out
@@ -162,16 +165,85 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
         for seg in segments:
             self._cur_segment = seg.name
             rendered.append(self._render_steps(prog, seg))
+        self._shared_defs = {}
+        if self.share_kernels:
+            rendered, self._shared_defs = self._share_kernels(prog, rendered)
         total = sum(len(t) for r in rendered for _, t in r)
+        total += sum(len(d) for d, _ in self._shared_defs.values())
         units = self.build_units if total >= self.split_min_chars else 1
         if self.loop_timers:
             units = 1       # the timer arrays are defined once
         if units > 1:
             return self._render_units(prog, segments, rendered, units)
-        bodies = [self._segment_function(seg, [t for _, t in r],
-                                         small=all(is_small(st) for st, _ in r))
-                  for seg, r in zip(segments, rendered)]
+        bodies = [d for d, _ in self._shared_defs.values()]
+        bodies += [self._segment_function(seg, [t for _, t in r],
+                                          small=all(is_small(st) for st, _ in r))
+                   for seg, r in zip(segments, rendered)]
         return self._assemble(prog, [bodies]), segments
+
+    def _share_kernels(self, prog: Program, rendered):
+        """Steps whose C is the same but for the buffers it names (the MLP gradient's
+        two tanh layers, its two ``g * (1 - t*t)`` kernels and their column sums) are
+        compiled once: one function ``kiln_sharedN`` taking the buffers as arguments, called
+        where each step was. gcc's time goes into each function it optimizes (an
+        OpenMP region with an inlined polynomial is ~25 ms), not into calls.
+
+        Only top-level kernels, reductions and row groups without a reduction clause
+        other than the flushing one: their elements do not depend on how gcc vectorizes
+        the loop, so the function computes the same bits as the inlined text. Returns
+        the rendered steps (shared ones replaced by their call) and ``{name: (definition,
+        first step)}``."""
+        shared = getattr(self, "_shared", {})
+        groups: dict = {}
+        keyed = []
+        for steps in rendered:
+            row = []
+            for step, text in steps:
+                key = None
+                head, nl, body = text.partition("\n")
+                if (nl and head.startswith("  /* ") and
+                        (isinstance(step, (Kernel, Reduce)) or isinstance(step, list)) and
+                        body.count("reduction(") == body.count("reduction(kiln_ftz:")
+                        and "kiln_loop" not in body):
+                    ids = list(dict.fromkeys(int(m) for m in _BUF.findall(body)))
+                    if ids:
+                        index = {bid: j for j, bid in enumerate(ids)}
+                        canon = _BUF.sub(lambda m: f"b{index[int(m.group(1))]}", body)
+                        temps: dict = {}    # temporaries are named program-wide: renumber
+                        canon = _TMP.sub(lambda m: f"t{temps.setdefault(m.group(1), len(temps))}",
+                                         canon)
+                        sig = tuple((C_TYPES[prog.buffers[bid].dtype], bid not in shared)
+                                    for bid in ids)
+                        key = (canon, sig, is_small(step))
+                        groups.setdefault(key, []).append(step)
+                row.append((step, text, key, ids if key else None))
+            keyed.append(row)
+        names: dict = {}
+        defs: dict = {}
+        out = []
+        for row in keyed:
+            new = []
+            for step, text, key, ids in row:
+                if key is None or len(groups[key]) < 2:
+                    new.append((step, text))
+                    continue
+                name = names.get(key)
+                if name is None:
+                    name = names[key] = f"kiln_shared{len(names)}"
+                    canon, sig, small = key
+                    params = ", ".join(f"{ct} *{self.restrict + ' ' if r else ''}b{j}"
+                                       for j, (ct, r) in enumerate(sig))
+                    defs[name] = (f"{'KILN_SMALL ' if small else ''}{_SHARED_ATTR} void "
+                                  f"{name}({params}) {{\n{canon}\n}}", step)
+                head = text.partition("\n")[0]
+                args = ", ".join(f"b{bid}" for bid in ids)
+                new.append((step, f"{head}\n  {name}({args});"))
+            out.append(new)
+        return out, defs
+
+    def _shared_prototypes(self) -> str:
+        return "\n".join(d.partition(" {\n")[0] + ";"
+                          for d, _ in getattr(self, "_shared_defs", {}).values())
 
     def _assemble(self, prog: Program, units: list[list[str]]) -> str:
         """Preludes, then each unit's functions after a ``UNIT_MARK`` line when there
@@ -205,6 +277,8 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
         protos, _, defs = (self.blas_declarations or "").partition(BLAS_DEFINITIONS_MARK)
         if blas:
             parts.append(protos)
+        if getattr(self, "_shared_defs", None):
+            parts.append(self._shared_prototypes())
         for k, unit in enumerate(units):
             parts.append(UNIT_MARK)
             if k == 0 and blas:
@@ -275,12 +349,16 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
         becomes a function ``segN_pK``; ``segN`` (first unit) calls them in order."""
         units: list[list[str]] = [[] for _ in range(n_units)]
         size = [0] * n_units
+        first = {id(step): d for d, step in getattr(self, "_shared_defs", {}).values()}
         for seg, steps in zip(segments, rendered):
             runs: list[tuple[int, bool, list[str]]] = []
             for step, text in steps:
                 k = min(range(n_units), key=size.__getitem__)
                 small = is_small(step)
                 size[k] += _compile_weight(text, small)
+                if id(step) in first:       # a shared function: with its first caller
+                    units[k].append(first[id(step)])
+                    size[k] += _compile_weight(first[id(step)], small)
                 if runs and runs[-1][:2] == (k, small):
                     runs[-1][2].append(text)
                 else:
@@ -319,6 +397,12 @@ def _compile_weight(text: str, small: bool = False) -> int:
     lumps = text.count("omp parallel") + (0 if small else len(_MATH_CALL.findall(text)))
     return len(text) + 2500 * lumps
 
+
+_BUF = re.compile(r"\bb(\d+)\b")
+_TMP = re.compile(r"\bt(\d+)\b")
+# A shared step's function: called from each of its steps, never inlined back into them
+# (that would compile it once per call again); hidden, as the units call across.
+_SHARED_ATTR = '__attribute__((noinline, visibility("hidden")))'
 
 _MATH_CALL = re.compile(r"\bx[a-z0-9]+(?:32|64)\(|\bkiln_[a-z]+_xla(?:32|64)\(")
 
