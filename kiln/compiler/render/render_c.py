@@ -194,6 +194,7 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
         the rendered steps (shared ones replaced by their call) and ``{name: (definition,
         first step)}``."""
         shared = getattr(self, "_shared", {})
+        self._shared_calls: set = set()
         groups: dict = {}
         keyed = []
         for steps in rendered:
@@ -237,6 +238,7 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
                                   f"{name}({params}) {{\n{canon}\n}}", step)
                 head = text.partition("\n")[0]
                 args = ", ".join(f"b{bid}" for bid in ids)
+                self._shared_calls.add(id(step))
                 new.append((step, f"{head}\n  {name}({args});"))
             out.append(new)
         return out, defs
@@ -333,7 +335,12 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
         lines = [f"{'KILN_SMALL ' if small else ''}void {name or seg.name}(void **b) {{",
                  "  const unsigned kiln_csr = kiln_ftz_enter();    /* XLA's DAZ/FTZ */"]
         shared = getattr(self, "_shared", {})
+        # Only the buffers these steps name (a part of a split segment names a few of
+        # the segment's: each unused declaration is still parsed and optimized away).
+        named = {int(m) for t in texts for m in _BUF.findall(t)}
         for j, b in enumerate(seg.buffers):
+            if b.id not in named:
+                continue
             # Buffers sharing memory with another (plan_buffers) may alias: no restrict.
             qual = "" if b.id in shared else f"{self.restrict} "
             lines.append(f"  {C_TYPES[b.dtype]} *{qual}b{b.id} = "
@@ -344,35 +351,69 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
         return "\n".join(lines)
 
     def _render_units(self, prog: Program, segments, rendered, n_units: int):
-        """Spread the steps over ``n_units`` translation units, balanced by size. Each run
-        of consecutive steps in one unit (split where ``KILN_SMALL`` starts or stops)
-        becomes a function ``segN_pK``; ``segN`` (first unit) calls them in order."""
+        """Spread the steps over ``n_units`` translation units, balanced by their compile
+        weight. A segment's steps are cut into runs of consecutive steps that share a
+        ``KILN_SMALL`` mark (GEMM calls and calls of shared functions go with either);
+        a run heavier than a quarter of a unit's share is cut again. Each run becomes a
+        function ``segN_pK``; runs and shared functions go, heaviest first, to the
+        lightest unit; ``segN`` (first unit) calls the runs in order. gcc spends ~3 ms
+        on each function however small, so fewer, larger runs build faster."""
         units: list[list[str]] = [[] for _ in range(n_units)]
-        size = [0] * n_units
-        first = {id(step): d for d, step in getattr(self, "_shared_defs", {}).values()}
-        for seg, steps in zip(segments, rendered):
-            runs: list[tuple[int, bool, list[str]]] = []
+        defs = getattr(self, "_shared_defs", {})
+        calls_shared = getattr(self, "_shared_calls", set())
+        seg_runs = []
+        for steps in rendered:
+            runs: list[list] = []      # [small (None: either), texts, weight]
             for step, text in steps:
-                k = min(range(n_units), key=size.__getitem__)
-                small = is_small(step)
-                size[k] += _compile_weight(text, small)
-                if id(step) in first:       # a shared function: with its first caller
-                    units[k].append(first[id(step)])
-                    size[k] += _compile_weight(first[id(step)], small)
-                if runs and runs[-1][:2] == (k, small):
-                    runs[-1][2].append(text)
+                small = (None if isinstance(step, Gemm) or id(step) in calls_shared
+                         else is_small(step))
+                w = _compile_weight(text, bool(small))
+                if runs and None in (small, runs[-1][0]) or runs and runs[-1][0] == small:
+                    if runs[-1][0] is None:
+                        runs[-1][0] = small
+                    runs[-1][1].append(text)
+                    runs[-1][2] += w
                 else:
-                    runs.append((k, small, [text]))
+                    runs.append([small, [text], w])
+            seg_runs.append(runs)
+        total = (sum(r[2] for runs in seg_runs for r in runs) +
+                 sum(_compile_weight(d, is_small(st)) for d, st in defs.values()))
+        cap = max(1, total // (4 * n_units))
+        for j, runs in enumerate(seg_runs):
+            cut = []
+            for small, texts, _ in runs:
+                piece, w = [], 0
+                for t in texts:
+                    if piece and w >= cap:
+                        cut.append([small, piece, w])
+                        piece, w = [], 0
+                    piece.append(t)
+                    w += _compile_weight(t, bool(small))
+                cut.append([small, piece, w])
+            seg_runs[j] = cut
+        items = [(_compile_weight(d, is_small(st)), ("def", name))
+                 for name, (d, st) in defs.items()]
+        items += [(r[2], ("run", j, k)) for j, runs in enumerate(seg_runs)
+                  for k, r in enumerate(runs)]
+        size = [0] * n_units
+        where = {}
+        for w, item in sorted(items, key=lambda it: -it[0]):     # stable: ties in order
+            u = min(range(n_units), key=size.__getitem__)
+            size[u] += w
+            where[item] = u
+        for name, (d, _) in defs.items():
+            units[where[("def", name)]].append(d)
+        for j, (seg, runs) in enumerate(zip(segments, seg_runs)):
             calls = []
-            for j, (k, small, texts) in enumerate(runs):
-                part = f"{seg.name}_p{j}"
-                units[k].append(self._segment_function(seg, texts, part, small))
+            for k, (small, texts, _) in enumerate(runs):
+                part = f"{seg.name}_p{k}"
+                units[where[("run", j, k)]].append(
+                    self._segment_function(seg, texts, part, bool(small)))
                 calls.append(part)
             units[0].append("\n".join(f"void {c}(void **b);" for c in calls) + "\n" +
                             f"void {seg.name}(void **b) {{\n" +
                             "".join(f"  {c}(b);\n" for c in calls) + "}")
         return self._assemble(prog, units), segments
-
 
     # XLA's own float32 exp/log/log1p/expm1/tanh/erf (and float64's), reproduced bit for
     # bit in kiln/compiler/csrc/xla_math.h: vectorizable, and JAX's exact results. They
@@ -391,11 +432,12 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
 def _compile_weight(text: str, small: bool = False) -> int:
     """A step's share of its unit's compile time, to balance units: its length, plus a
     lump per OpenMP region (an outlined function) and per vectorized math call (the
-    inlined polynomial is vectorized again; not in a ``KILN_SMALL`` function). By length
-    alone the MLP gradient's units compiled in 0.20 and 0.15 s; by this, 0.15 and 0.15
-    (gcc 12, -O3)."""
+    inlined polynomial is vectorized again; not in a ``KILN_SMALL`` function), and a
+    smaller one per loop. By length alone the MLP gradient's units compiled in 0.20 and
+    0.15 s; by this, 0.15 and 0.15 (gcc 12, -O3). Measured per step (session 16, Xeon):
+    an OpenMP region ~45 ms, a small loop nest 5-30 ms, a GEMM call ~5 ms."""
     lumps = text.count("omp parallel") + (0 if small else len(_MATH_CALL.findall(text)))
-    return len(text) + 2500 * lumps
+    return len(text) + 2500 * lumps + 300 * text.count("for (")
 
 
 _BUF = re.compile(r"\bb(\d+)\b")
