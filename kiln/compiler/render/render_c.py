@@ -177,7 +177,7 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
             return self._render_units(prog, segments, rendered, units)
         bodies = [d for d, _ in self._shared_defs.values()]
         bodies += [self._segment_function(seg, [t for _, t in r],
-                                          small=all(is_small(st) for st, _ in r))
+                                          small=_mark([_size_class(st, t) for st, t in r]))
                    for seg, r in zip(segments, rendered)]
         return self._assemble(prog, [bodies]), segments
 
@@ -204,8 +204,7 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
                 head, nl, body = text.partition("\n")
                 if (nl and head.startswith("  /* ") and
                         (isinstance(step, (Kernel, Reduce)) or isinstance(step, list)) and
-                        body.count("reduction(") == body.count("reduction(kiln_ftz:")
-                        and "kiln_loop" not in body):
+                        _order_free(body) and "kiln_loop" not in body):
                     ids = list(dict.fromkeys(int(m) for m in _BUF.findall(body)))
                     if ids:
                         index = {bid: j for j, bid in enumerate(ids)}
@@ -234,7 +233,7 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
                     canon, sig, small = key
                     params = ", ".join(f"{ct} *{self.restrict + ' ' if r else ''}b{j}"
                                        for j, (ct, r) in enumerate(sig))
-                    defs[name] = (f"{'KILN_SMALL ' if small else ''}{_SHARED_ATTR} void "
+                    defs[name] = (f"{'KILN_SMALL_O1 ' if small else ''}{_SHARED_ATTR} void "
                                   f"{name}({params}) {{\n{canon}\n}}", step)
                 head = text.partition("\n")[0]
                 args = ", ".join(f"b{bid}" for bid in ids)
@@ -331,8 +330,11 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
         return out
 
     def _segment_function(self, seg: Segment, texts: list[str], name: str | None = None,
-                          small: bool = False) -> str:
-        lines = [f"{'KILN_SMALL ' if small else ''}void {name or seg.name}(void **b) {{",
+                          small: bool | str = False) -> str:
+        """``small``: ``True`` marks the function ``KILN_SMALL``, ``"O1"``
+        ``KILN_SMALL_O1`` (see :func:`_size_class`)."""
+        mark = {True: "KILN_SMALL ", "O1": "KILN_SMALL_O1 "}.get(small, "")
+        lines = [f"{mark}void {name or seg.name}(void **b) {{",
                  "  const unsigned kiln_csr = kiln_ftz_enter();    /* XLA's DAZ/FTZ */"]
         shared = getattr(self, "_shared", {})
         # Only the buffers these steps name (a part of a split segment names a few of
@@ -363,11 +365,11 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
         calls_shared = getattr(self, "_shared_calls", set())
         seg_runs = []
         for steps in rendered:
-            runs: list[list] = []      # [small (None: either), texts, weight]
+            runs: list[list] = []      # [size class (None: any), texts, weight]
             for step, text in steps:
                 small = (None if isinstance(step, Gemm) or id(step) in calls_shared
-                         else is_small(step))
-                w = _compile_weight(text, bool(small))
+                         else _size_class(step, text))
+                w = _compile_weight(text, small)
                 if runs and None in (small, runs[-1][0]) or runs and runs[-1][0] == small:
                     if runs[-1][0] is None:
                         runs[-1][0] = small
@@ -377,7 +379,8 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
                     runs.append([small, [text], w])
             seg_runs.append(runs)
         total = (sum(r[2] for runs in seg_runs for r in runs) +
-                 sum(_compile_weight(d, is_small(st)) for d, st in defs.values()))
+                 sum(_compile_weight(d, "O1" if is_small(st) else False)
+                     for d, st in defs.values()))
         cap = max(1, total // (4 * n_units))
         for j, runs in enumerate(seg_runs):
             cut = []
@@ -388,10 +391,10 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
                         cut.append([small, piece, w])
                         piece, w = [], 0
                     piece.append(t)
-                    w += _compile_weight(t, bool(small))
+                    w += _compile_weight(t, small)
                 cut.append([small, piece, w])
             seg_runs[j] = cut
-        items = [(_compile_weight(d, is_small(st)), ("def", name))
+        items = [(_compile_weight(d, "O1" if is_small(st) else False), ("def", name))
                  for name, (d, st) in defs.items()]
         items += [(r[2], ("run", j, k)) for j, runs in enumerate(seg_runs)
                   for k, r in enumerate(runs)]
@@ -408,7 +411,7 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
             for k, (small, texts, _) in enumerate(runs):
                 part = f"{seg.name}_p{k}"
                 units[where[("run", j, k)]].append(
-                    self._segment_function(seg, texts, part, bool(small)))
+                    self._segment_function(seg, texts, part, small or False))
                 calls.append(part)
             units[0].append("\n".join(f"void {c}(void **b);" for c in calls) + "\n" +
                             f"void {seg.name}(void **b) {{\n" +
@@ -429,7 +432,29 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
                    for w, n in (("f", 32), ("d", 64))}}
 
 
-def _compile_weight(text: str, small: bool = False) -> int:
+def _order_free(text: str) -> bool:
+    """No reduction clause but the flushing one: each value the text computes is the same
+    scalar arithmetic however gcc vectorizes or optimizes it (``omp simd reduction``
+    sums in an order that follows the vectorization)."""
+    return text.count("reduction(") == text.count("reduction(kiln_ftz:")
+
+
+def _size_class(step, text: str) -> bool | str:
+    """``False`` (full optimization), ``True`` (``KILN_SMALL``) or ``"O1"``
+    (``KILN_SMALL_O1``: small and :func:`_order_free`)."""
+    if not is_small(step):
+        return False
+    return "O1" if _order_free(text) else True
+
+
+def _mark(classes: list) -> bool | str:
+    """One function's class for steps of the given classes: the weakest of them."""
+    if not all(classes):
+        return False
+    return "O1" if all(c == "O1" for c in classes) else True
+
+
+def _compile_weight(text: str, small: bool | str = False) -> int:
     """A step's share of its unit's compile time, to balance units: its length, plus a
     lump per OpenMP region (an outlined function) and per vectorized math call (the
     inlined polynomial is vectorized again; not in a ``KILN_SMALL`` function), and a
@@ -437,7 +462,8 @@ def _compile_weight(text: str, small: bool = False) -> int:
     0.15 s; by this, 0.15 and 0.15 (gcc 12, -O3). Measured per step (session 16, Xeon):
     an OpenMP region ~45 ms, a small loop nest 5-30 ms, a GEMM call ~5 ms."""
     lumps = text.count("omp parallel") + (0 if small else len(_MATH_CALL.findall(text)))
-    return len(text) + 2500 * lumps + 300 * text.count("for (")
+    weight = len(text) + 2500 * lumps + 300 * text.count("for (")
+    return weight // 2 if small == "O1" else weight     # KILN_SMALL_O1: about half
 
 
 _BUF = re.compile(r"\bb(\d+)\b")
