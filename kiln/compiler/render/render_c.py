@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from kiln.compiler import csrc
 from kiln.compiler.build.blas import DEFINITIONS_MARK as BLAS_DEFINITIONS_MARK
-from kiln.compiler.build.build import UNIT_MARK
+from kiln.compiler.build.build import PCH_MARK, UNIT_MARK
 from kiln.compiler.lower import random as lower_random
 from kiln.compiler.lower.index import Sym
 from kiln.compiler.lower.program import (
@@ -253,6 +253,9 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
         parts = [PRELUDE, _int_helpers()]
         if self.math_source:
             parts.append(self.math_source)
+        # What precedes this line is the same in every program: the build compiles it
+        # once into a precompiled header (build.PCH_MARK).
+        parts.append(PCH_MARK)
         parts += lower_random.preludes("\n".join(bodies))
         if getattr(self, "loop_timers", None):
             n = len(self.loop_timers)
