@@ -91,3 +91,14 @@ def test_sources_without_the_mark_are_compiled_as_they_are(cache):
                            "{ return x; }\n", name="plain")
     assert _call(p, 7) == 7
     assert not list((cache / "so").glob("kiln_pch-*"))
+
+
+def test_background_builds_do_not_make_the_header(cache):
+    """A build on the tiered mode's background thread keeps to one core: it does not
+    start the header's build beside it (the next foreground build does)."""
+    with build.serial_units():
+        p = build.build_shared(_src(8), name="bg")
+    assert _call(p, 1) == 10
+    assert not list((cache / "so").glob("kiln_pch-*"))
+    build.build_shared(_src(9), name="fg")
+    assert list((cache / "so").glob("kiln_pch-*.h.gch"))

@@ -1258,6 +1258,8 @@ class _Pch:
         if _pch_ready(cache.so_fd, name, head):
             so_dir = _fd_path(cache.so_fd) or str(cache.so)
             return cls(f'#include "{name}.h"\n{mark}{rest}', [f"-I{so_dir}"], cache, name)
+        if getattr(_units_tls, "serial", False):
+            return cls(source)      # a background build takes one core: not a second
         try:
             with os.fdopen(_create_at(tmp_fd, f"{name}.h"), "w") as f:
                 f.write(head)
