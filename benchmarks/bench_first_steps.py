@@ -8,8 +8,9 @@ before the clock starts); the 20 steps are timed together, outputs blocked on ea
 Rows: JAX (its persistent compilation cache off); kiln in the default mode with the
 program not in the disk cache (kiln's per-machine runtime, BLAS glue and precompiled
 prelude are, as after any earlier use of kiln) and with it there; kiln's opt-in tiered
-mode (``KILN_COMPILE=async``), whose early steps run on the reference backend. The final parameters of every kiln row are
-compared bit for bit with each other (one set of numbers) and with JAX's (tolerance).
+mode (``KILN_COMPILE=async``), whose early steps run on the reference backend. The final
+parameters of every kiln row are compared bit for bit with each other (one set of
+numbers) and with JAX's (tolerance).
 
 Run from the repository root::
 
