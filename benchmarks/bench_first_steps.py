@@ -6,10 +6,11 @@ at most 0.8x JAX's. Each measurement is its own process (imports excluded, the i
 before the clock starts); the 20 steps are timed together, outputs blocked on each step.
 
 Rows: JAX (its persistent compilation cache off); kiln in the default mode with the
-program not in the disk cache (kiln's per-machine runtime and BLAS glue are, as after any
-earlier use of kiln) and with it there; kiln's opt-in tiered mode (``KILN_COMPILE=async``),
-whose early steps run on the reference backend. The final parameters of every kiln row are
-compared bit for bit with each other (one set of numbers) and with JAX's (tolerance).
+program not in the disk cache (kiln's per-machine runtime, BLAS glue and precompiled
+prelude are, as after any earlier use of kiln) and with it there; kiln's opt-in tiered
+mode (``KILN_COMPILE=async``), whose early steps run on the reference backend. The final
+parameters of every kiln row are compared bit for bit with each other (one set of
+numbers) and with JAX's (tolerance).
 
 Run from the repository root::
 
@@ -100,7 +101,8 @@ def main() -> None:
             subprocess.run([sys.executable, "-m", "compileall", "-q",
                             os.path.dirname(importlib.util.find_spec("kiln").origin)],
                            capture_output=True, timeout=900)
-        # kiln's per-machine libraries (runtime, BLAS glue) built once, as on any used machine
+        # kiln's per-machine files (runtime, BLAS glue, the precompiled prelude every
+        # program includes) built once, as on any used machine: by one small program
         subprocess.run([sys.executable, "-c", "import kiln, kiln.numpy as jnp; "
                         "kiln.jit(lambda a: a @ a + 1)(jnp.ones((256, 256)))"],
                        env=env, capture_output=True, timeout=900)

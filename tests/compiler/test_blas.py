@@ -192,8 +192,10 @@ def test_programs_call_the_glue_library_from_every_unit():
     x = R.standard_normal((32, 48)).astype(np.float32)
 
     def f(x, ws):
-        for w in ws:        # (enough code to be split: each step's sum is one fma)
-            x = jnp.tanh(x @ w) * 0.5 + jnp.sin(x)
+        # (enough code to be split: each step's sum is one fma; the scales differ, so
+        # no two layers' kernels are the same C, which the renderer would compile once)
+        for i, w in enumerate(ws):
+            x = jnp.tanh(x @ w) * (0.5 + i / 1024) + jnp.sin(x)
         return x
 
     text = kiln.jit(f).lower(x, ws).compile().as_text()
@@ -204,8 +206,8 @@ def test_programs_call_the_glue_library_from_every_unit():
         assert sum("kiln_gemm_f32(" in u for u in units[1:]) >= 2, "GEMMs in one unit only"
         assert sum("void kiln_blas_init" in u for u in units) == 1
     want = x.astype(np.float64)
-    for w in ws:
-        want = np.tanh(want @ w) * 0.5 + np.sin(want)
+    for i, w in enumerate(ws):
+        want = np.tanh(want @ w) * (0.5 + i / 1024) + np.sin(want)
     np.testing.assert_allclose(np.asarray(kiln.jit(f)(x, ws)), want, rtol=2e-4, atol=2e-4)
     glue = blas.glue_library(blas.blas_info())
     assert glue is blas.glue_library(blas.blas_info())   # loaded once per process

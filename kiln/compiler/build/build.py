@@ -1172,17 +1172,31 @@ def _compile(cache: _Cache, source: str, argv: list[str], flags: Sequence[str],
         src = f"{where}/{stem}.c"
         out_name = f"{stem}{suffix}"
         out = f"{where}/{out_name}"
-        with os.fdopen(_create_at(tmp_fd, f"{stem}.c"), "w") as f:
-            f.write(source)
         incs = [f"-I{i}" for i in include_dirs]
-        cmd = [*argv, *flags, *incs, src, "-o", out, *_library_args(libraries), "-lm"]
         t0 = time.perf_counter()
+
+        def compile_as(text: str, incs: list[str]):
+            with os.fdopen(_create_at(tmp_fd, f"{stem}.c"), "w") as f:
+                f.write(text)
+            if UNIT_MARK in text and not getattr(_units_tls, "serial", False):
+                return _compile_units(text, argv, flags, incs, libraries, tmp_fd, where,
+                                      stem, out)
+            cmd = [*argv, *flags, *incs, src, "-o", out, *_library_args(libraries), "-lm"]
+            return _run(cmd), cmd
+
+        pch = _Pch.of(cache, source, argv, flags, tmp_fd, where)
         try:
-            if UNIT_MARK in source and not getattr(_units_tls, "serial", False):
-                proc, cmd = _compile_units(source, argv, flags, incs, libraries, tmp_fd,
-                                           where, stem, out)
-            else:
-                proc = _run(cmd)
+            try:
+                proc, cmd = compile_as(pch.text, incs + pch.incs)
+                if proc.returncode != 0 and pch.incs:
+                    # A precompiled header gcc could not use (damaged): without it, and
+                    # it goes (the next build makes it again).
+                    pch.discard()
+                    proc, cmd = compile_as(source, incs)
+            except BaseException:
+                pch.abandon()           # a timeout, an interrupt: its build goes too
+                raise
+            pch.finish()
         except subprocess.TimeoutExpired as e:
             _count("failures")
             raise BuildTimeout(
@@ -1230,6 +1244,120 @@ def _compile(cache: _Cache, source: str, argv: list[str], flags: Sequence[str],
         if tmp_fd is not None:
             os.close(tmp_fd)
         _rmtree_at(tmp, d)
+
+
+# A line closing the part of a program's source that every program shares (kiln's prelude,
+# its math functions: ~700 lines with <math.h>, whose parse took ~35 ms of each unit's
+# gcc). That part is compiled once per machine, compiler and flags into a gcc precompiled
+# header in the cache (``kiln_pch-{hash}.h`` and ``.h.gch``, built beside the first
+# program's units); later programs include it instead. The library's key is the full
+# source's, so a build with the header and one without make the same library (same text).
+PCH_MARK = "/* @kiln-pch-end */"
+
+
+def _pch_enabled() -> bool:
+    if os.environ.get("KILN_PCH", "1") == "0":
+        return False
+    return "clang" not in compiler_identity().lower()      # gcc's .gch format
+
+
+class _Pch:
+    """A program's use of the shared precompiled header: ``text`` to compile (the source,
+    or its part after :data:`PCH_MARK` behind an ``#include`` of the header), ``incs``
+    (the cache directory, when the header is used), and a build of the header started
+    beside this one when the cache has none (:meth:`finish` waits for it and renames it
+    into place)."""
+
+    def __init__(self, text: str, incs: list[str] = (), cache=None, name: str = "",
+                 job=None, tmp_fd: int | None = None):
+        self.text, self.incs, self._cache, self._name = text, list(incs), cache, name
+        self._job, self._tmp_fd = job, tmp_fd
+
+    @classmethod
+    def of(cls, cache: _Cache, source: str, argv, flags, tmp_fd: int, where: str) -> _Pch:
+        head, mark, rest = source.partition(PCH_MARK)
+        if not mark or not _pch_enabled():
+            return cls(source)
+        name = "kiln_pch-" + hashlib.sha256("\0".join(
+            [str(_FORMAT), compiler_identity(), cpu_features(), *argv, *flags, head]
+        ).encode()).hexdigest()[:32]
+        if _pch_ready(cache.so_fd, name, head):
+            so_dir = _fd_path(cache.so_fd) or str(cache.so)
+            return cls(f'#include "{name}.h"\n{mark}{rest}', [f"-I{so_dir}"], cache, name)
+        if getattr(_units_tls, "serial", False):
+            return cls(source)      # a background build takes one core: not a second
+        try:
+            with os.fdopen(_create_at(tmp_fd, f"{name}.h"), "w") as f:
+                f.write(head)
+            cmd = [*argv, *flags, "-x", "c-header", f"{where}/{name}.h", "-o",
+                   f"{where}/{name}.h.gch"]
+            return cls(source, (), cache, name, (_spawn(cmd), cmd), tmp_fd)
+        except (OSError, BuildCancelled):
+            return cls(source)
+
+    def discard(self) -> None:
+        _unlink(f"{self._name}.h.gch", self._cache.so_fd)
+        self.incs = []
+
+    def abandon(self) -> None:
+        """Kill the header's build, if one is running (the program's build failed)."""
+        if self._job is not None:
+            p, _ = self._job
+            self._job = None
+            _kill(p)
+            try:
+                _finish(p, None, time.monotonic() + 5)
+            except BaseException:  # noqa: BLE001 - it was killed; nothing to report
+                pass
+
+    def finish(self) -> None:
+        """Wait for the header's build, if one was started, and put it into the cache
+        (header text first, then the compiled header); any failure only leaves the
+        cache without it."""
+        if self._job is None:
+            return
+        p, cmd = self._job
+        self._job = None
+        try:
+            done = _finish(p, cmd, time.monotonic() + _build_timeout())
+        except (subprocess.TimeoutExpired, BuildCancelled):
+            return
+        if done.returncode != 0:
+            return
+        fd = _output_fd(self._tmp_fd, f"{self._name}.h.gch")
+        if fd is None:
+            return
+        os.close(fd)
+        try:
+            for n in (f"{self._name}.h", f"{self._name}.h.gch"):
+                os.replace(n, n, src_dir_fd=self._tmp_fd, dst_dir_fd=self._cache.so_fd)
+        except OSError:
+            pass
+
+
+def _pch_ready(dir_fd: int, name: str, head: str) -> bool:
+    """Whether ``name.h`` (holding exactly ``head``) and ``name.h.gch`` are in the cache,
+    regular files of ours; marks the header used (for the cache's LRU eviction)."""
+    fd = _safe_fd(dir_fd, f"{name}.h")
+    if fd is None:
+        return False
+    try:
+        with os.fdopen(fd, "rb") as f:
+            if f.read() != head.encode():
+                return False
+    except OSError:
+        return False
+    fd = _safe_fd(dir_fd, f"{name}.h.gch")
+    if fd is None:
+        return False
+    try:
+        ok = os.fstat(fd).st_size > 0
+        os.utime(fd)
+    except OSError:
+        ok = False
+    finally:
+        os.close(fd)
+    return ok
 
 
 # A line splitting a source into translation units (kiln.compiler.render.render_c writes it):

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from kiln.compiler import csrc
 from kiln.compiler.build.blas import DEFINITIONS_MARK as BLAS_DEFINITIONS_MARK
-from kiln.compiler.build.build import UNIT_MARK, intel_avx512
+from kiln.compiler.build.build import PCH_MARK, UNIT_MARK, intel_avx512
 from kiln.compiler.lower import random as lower_random
 from kiln.compiler.lower.index import Sym
 from kiln.compiler.lower.program import (
@@ -117,6 +117,9 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
     # MLP-gradient program: one gcc of 0.28 s, or two of ~0.15 s side by side).
     build_units = max(1, min(2, os.cpu_count() or 1))
     split_min_chars = 6000
+    # Steps whose C differs only in the buffers it names are compiled once, as a function
+    # each of them calls (``_share_kernels``).
+    share_kernels = True
     # Reductions longer than this accumulate in chunks of this many elements.
     chunk = 1024
     # Kernels writing at least this many bytes store through a small tile copied out
@@ -182,16 +185,86 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
         for seg in segments:
             self._cur_segment = seg.name
             rendered.append(self._render_steps(prog, seg))
+        self._shared_defs = {}
+        if self.share_kernels:
+            rendered, self._shared_defs = self._share_kernels(prog, rendered)
         total = sum(len(t) for r in rendered for _, t in r)
+        total += sum(len(d) for d, _ in self._shared_defs.values())
         units = self.build_units if total >= self.split_min_chars else 1
         if self.loop_timers:
             units = 1       # the timer arrays are defined once
         if units > 1:
             return self._render_units(prog, segments, rendered, units)
-        bodies = [self._segment_function(seg, [t for _, t in r],
-                                         small=all(is_small(st) for st, _ in r))
-                  for seg, r in zip(segments, rendered)]
+        bodies = [d for d, _ in self._shared_defs.values()]
+        bodies += [self._segment_function(seg, [t for _, t in r],
+                                          small=_mark([_size_class(st, t) for st, t in r]))
+                   for seg, r in zip(segments, rendered)]
         return self._assemble(prog, [bodies]), segments
+
+    def _share_kernels(self, prog: Program, rendered):
+        """Steps whose C is the same but for the buffers it names (the MLP gradient's
+        two tanh layers, its two ``g * (1 - t*t)`` kernels and their column sums) are
+        compiled once: one function ``kiln_sharedN`` taking the buffers as arguments, called
+        where each step was. gcc's time goes into each function it optimizes (an
+        OpenMP region with an inlined polynomial is ~25 ms), not into calls.
+
+        Only top-level kernels, reductions and row groups without a reduction clause
+        other than the flushing one: their elements do not depend on how gcc vectorizes
+        the loop, so the function computes the same bits as the inlined text. Returns
+        the rendered steps (shared ones replaced by their call) and ``{name: (definition,
+        first step)}``."""
+        shared = getattr(self, "_shared", {})
+        self._shared_calls: set = set()
+        groups: dict = {}
+        keyed = []
+        for steps in rendered:
+            row = []
+            for step, text in steps:
+                key = None
+                head, nl, body = text.partition("\n")
+                if (nl and head.startswith("  /* ") and
+                        (isinstance(step, (Kernel, Reduce)) or isinstance(step, list)) and
+                        _order_free(body) and "kiln_loop" not in body):
+                    ids = list(dict.fromkeys(int(m) for m in _BUF.findall(body)))
+                    if ids:
+                        index = {bid: j for j, bid in enumerate(ids)}
+                        canon = _BUF.sub(lambda m: f"b{index[int(m.group(1))]}", body)
+                        temps: dict = {}    # temporaries are named program-wide: renumber
+                        canon = _TMP.sub(lambda m: f"t{temps.setdefault(m.group(1), len(temps))}",
+                                         canon)
+                        sig = tuple((C_TYPES[prog.buffers[bid].dtype], bid not in shared)
+                                    for bid in ids)
+                        key = (canon, sig, is_small(step))
+                        groups.setdefault(key, []).append(step)
+                row.append((step, text, key, ids if key else None))
+            keyed.append(row)
+        names: dict = {}
+        defs: dict = {}
+        out = []
+        for row in keyed:
+            new = []
+            for step, text, key, ids in row:
+                if key is None or len(groups[key]) < 2:
+                    new.append((step, text))
+                    continue
+                name = names.get(key)
+                if name is None:
+                    name = names[key] = f"kiln_shared{len(names)}"
+                    canon, sig, small = key
+                    params = ", ".join(f"{ct} *{self.restrict + ' ' if r else ''}b{j}"
+                                       for j, (ct, r) in enumerate(sig))
+                    defs[name] = (f"{'KILN_SMALL_O1 ' if small else ''}{_SHARED_ATTR} void "
+                                  f"{name}({params}) {{\n{canon}\n}}", step)
+                head = text.partition("\n")[0]
+                args = ", ".join(f"b{bid}" for bid in ids)
+                self._shared_calls.add(id(step))
+                new.append((step, f"{head}\n  {name}({args});"))
+            out.append(new)
+        return out, defs
+
+    def _shared_prototypes(self) -> str:
+        return "\n".join(d.partition(" {\n")[0] + ";"
+                          for d, _ in getattr(self, "_shared_defs", {}).values())
 
     def _assemble(self, prog: Program, units: list[list[str]]) -> str:
         """Preludes, then each unit's functions after a ``UNIT_MARK`` line when there
@@ -200,6 +273,9 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
         parts = [PRELUDE, _int_helpers()]
         if self.math_source:
             parts.append(self.math_source)
+        # What precedes this line is the same in every program: the build compiles it
+        # once into a precompiled header (build.PCH_MARK).
+        parts.append(PCH_MARK)
         parts += lower_random.preludes("\n".join(bodies))
         if getattr(self, "loop_timers", None):
             n = len(self.loop_timers)
@@ -225,6 +301,8 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
         protos, _, defs = (self.blas_declarations or "").partition(BLAS_DEFINITIONS_MARK)
         if blas:
             parts.append(protos)
+        if getattr(self, "_shared_defs", None):
+            parts.append(self._shared_prototypes())
         for k, unit in enumerate(units):
             parts.append(UNIT_MARK)
             if k == 0 and blas:
@@ -275,11 +353,19 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
         return out
 
     def _segment_function(self, seg: Segment, texts: list[str], name: str | None = None,
-                          small: bool = False) -> str:
-        lines = [f"{'KILN_SMALL ' if small else ''}void {name or seg.name}(void **b) {{",
+                          small: bool | str = False) -> str:
+        """``small``: ``True`` marks the function ``KILN_SMALL``, ``"O1"``
+        ``KILN_SMALL_O1`` (see :func:`_size_class`)."""
+        mark = {True: "KILN_SMALL ", "O1": "KILN_SMALL_O1 "}.get(small, "")
+        lines = [f"{mark}void {name or seg.name}(void **b) {{",
                  "  const unsigned kiln_csr = kiln_ftz_enter();    /* XLA's DAZ/FTZ */"]
         shared = getattr(self, "_shared", {})
+        # Only the buffers these steps name (a part of a split segment names a few of
+        # the segment's: each unused declaration is still parsed and optimized away).
+        named = {int(m) for t in texts for m in _BUF.findall(t)}
         for j, b in enumerate(seg.buffers):
+            if b.id not in named:
+                continue
             # Buffers sharing memory with another (plan_buffers) may alias: no restrict.
             qual = "" if b.id in shared else f"{self.restrict} "
             lines.append(f"  {C_TYPES[b.dtype]} *{qual}b{b.id} = "
@@ -290,31 +376,70 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
         return "\n".join(lines)
 
     def _render_units(self, prog: Program, segments, rendered, n_units: int):
-        """Spread the steps over ``n_units`` translation units, balanced by size. Each run
-        of consecutive steps in one unit (split where ``KILN_SMALL`` starts or stops)
-        becomes a function ``segN_pK``; ``segN`` (first unit) calls them in order."""
+        """Spread the steps over ``n_units`` translation units, balanced by their compile
+        weight. A segment's steps are cut into runs of consecutive steps that share a
+        ``KILN_SMALL`` mark (GEMM calls and calls of shared functions go with either);
+        a run heavier than a quarter of a unit's share is cut again. Each run becomes a
+        function ``segN_pK``; runs and shared functions go, heaviest first, to the
+        lightest unit; ``segN`` (first unit) calls the runs in order. gcc spends ~3 ms
+        on each function however small, so fewer, larger runs build faster."""
         units: list[list[str]] = [[] for _ in range(n_units)]
-        size = [0] * n_units
-        for seg, steps in zip(segments, rendered):
-            runs: list[tuple[int, bool, list[str]]] = []
+        defs = getattr(self, "_shared_defs", {})
+        calls_shared = getattr(self, "_shared_calls", set())
+        seg_runs = []
+        for steps in rendered:
+            runs: list[list] = []      # [size class (None: any), texts, weight]
             for step, text in steps:
-                k = min(range(n_units), key=size.__getitem__)
-                small = is_small(step)
-                size[k] += _compile_weight(text, small)
-                if runs and runs[-1][:2] == (k, small):
-                    runs[-1][2].append(text)
+                small = (None if isinstance(step, Gemm) or id(step) in calls_shared
+                         else _size_class(step, text))
+                w = _compile_weight(text, small)
+                if runs and None in (small, runs[-1][0]) or runs and runs[-1][0] == small:
+                    if runs[-1][0] is None:
+                        runs[-1][0] = small
+                    runs[-1][1].append(text)
+                    runs[-1][2] += w
                 else:
-                    runs.append((k, small, [text]))
+                    runs.append([small, [text], w])
+            seg_runs.append(runs)
+        total = (sum(r[2] for runs in seg_runs for r in runs) +
+                 sum(_compile_weight(d, "O1" if is_small(st) else False)
+                     for d, st in defs.values()))
+        cap = max(1, total // (4 * n_units))
+        for j, runs in enumerate(seg_runs):
+            cut = []
+            for small, texts, _ in runs:
+                piece, w = [], 0
+                for t in texts:
+                    if piece and w >= cap:
+                        cut.append([small, piece, w])
+                        piece, w = [], 0
+                    piece.append(t)
+                    w += _compile_weight(t, small)
+                cut.append([small, piece, w])
+            seg_runs[j] = cut
+        items = [(_compile_weight(d, "O1" if is_small(st) else False), ("def", name))
+                 for name, (d, st) in defs.items()]
+        items += [(r[2], ("run", j, k)) for j, runs in enumerate(seg_runs)
+                  for k, r in enumerate(runs)]
+        size = [0] * n_units
+        where = {}
+        for w, item in sorted(items, key=lambda it: -it[0]):     # stable: ties in order
+            u = min(range(n_units), key=size.__getitem__)
+            size[u] += w
+            where[item] = u
+        for name, (d, _) in defs.items():
+            units[where[("def", name)]].append(d)
+        for j, (seg, runs) in enumerate(zip(segments, seg_runs)):
             calls = []
-            for j, (k, small, texts) in enumerate(runs):
-                part = f"{seg.name}_p{j}"
-                units[k].append(self._segment_function(seg, texts, part, small))
+            for k, (small, texts, _) in enumerate(runs):
+                part = f"{seg.name}_p{k}"
+                units[where[("run", j, k)]].append(
+                    self._segment_function(seg, texts, part, small or False))
                 calls.append(part)
             units[0].append("\n".join(f"void {c}(void **b);" for c in calls) + "\n" +
                             f"void {seg.name}(void **b) {{\n" +
                             "".join(f"  {c}(b);\n" for c in calls) + "}")
         return self._assemble(prog, units), segments
-
 
     # XLA's own float32 exp/log/log1p/expm1/tanh/erf (and float64's), reproduced bit for
     # bit in kiln/compiler/csrc/xla_math.h: vectorizable, and JAX's exact results. They
@@ -330,15 +455,45 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
                    for w, n in (("f", 32), ("d", 64))}}
 
 
-def _compile_weight(text: str, small: bool = False) -> int:
+def _order_free(text: str) -> bool:
+    """No reduction clause but the flushing one: each value the text computes is the same
+    scalar arithmetic however gcc vectorizes or optimizes it (``omp simd reduction``
+    sums in an order that follows the vectorization)."""
+    return text.count("reduction(") == text.count("reduction(kiln_ftz:")
+
+
+def _size_class(step, text: str) -> bool | str:
+    """``False`` (full optimization), ``True`` (``KILN_SMALL``) or ``"O1"``
+    (``KILN_SMALL_O1``: small and :func:`_order_free`)."""
+    if not is_small(step):
+        return False
+    return "O1" if _order_free(text) else True
+
+
+def _mark(classes: list) -> bool | str:
+    """One function's class for steps of the given classes: the weakest of them."""
+    if not all(classes):
+        return False
+    return "O1" if all(c == "O1" for c in classes) else True
+
+
+def _compile_weight(text: str, small: bool | str = False) -> int:
     """A step's share of its unit's compile time, to balance units: its length, plus a
     lump per OpenMP region (an outlined function) and per vectorized math call (the
-    inlined polynomial is vectorized again; not in a ``KILN_SMALL`` function). By length
-    alone the MLP gradient's units compiled in 0.20 and 0.15 s; by this, 0.15 and 0.15
-    (gcc 12, -O3)."""
+    inlined polynomial is vectorized again; not in a ``KILN_SMALL`` function), and a
+    smaller one per loop. By length alone the MLP gradient's units compiled in 0.20 and
+    0.15 s; by this, 0.15 and 0.15 (gcc 12, -O3). Measured per step (session 16, Xeon):
+    an OpenMP region ~45 ms, a small loop nest 5-30 ms, a GEMM call ~5 ms."""
     lumps = text.count("omp parallel") + (0 if small else len(_MATH_CALL.findall(text)))
-    return len(text) + 2500 * lumps
+    weight = len(text) + 2500 * lumps + 300 * text.count("for (")
+    return weight // 2 if small == "O1" else weight     # KILN_SMALL_O1: about half
 
+
+_BUF = re.compile(r"\bb(\d+)\b")
+_TMP = re.compile(r"\bt(\d+)\b")
+# A shared step's function: called from each of its steps, never inlined back into them
+# (that would compile it once per call again); hidden, as the units call across.
+_SHARED_ATTR = '__attribute__((noinline, visibility("hidden")))'
 
 _MATH_CALL = re.compile(r"\bx[a-z0-9]+(?:32|64)\(|\bkiln_[a-z]+_xla(?:32|64)\(|\bk(?:sin|cos|tan)32\(")
 
