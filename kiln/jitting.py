@@ -412,7 +412,10 @@ class JitWrapped:
                 if not abstract and _transfer_guard.active() and \
                         type(_current_trace()) is EvalTrace:
                     _transfer_guard.host_to_device(avals[-1])    # a host argument
+        arg_types = _explicit_arg_types(a_flat)
         key = (a_tree, tuple(avals), static_pos, static_kw, _compile_log.trace_context())
+        if arg_types is not None:
+            key = key + (arg_types,)
         entry = self._cache.get(key)
         tconsts = []
         if any(type(a) is AbstractRef for a in avals):
@@ -427,6 +430,8 @@ class JitWrapped:
             nargs = len(args)
 
             def flat_fun(*xs):
+                if arg_types is not None:
+                    _record_arg_types(xs, arg_types)
                 d_args, d_kw = tree_unflatten(a_tree, list(xs))
                 full = []
                 it = iter(d_args)
@@ -810,6 +815,23 @@ def _arg_path(leaf, fun, args, kwargs) -> str:
                 first = (names[head.idx] if group == 0 else str(head.key))
                 return first + keystr(tuple(path[1:]))
     return repr(leaf)
+
+
+def _explicit_arg_types(flat) -> tuple | None:
+    """The shardings of the arguments laid out over a mesh with ``Explicit`` axes (their
+    types' shardings, JAX's), or None when there is none: traced arguments carry them
+    (``placement.arg_type_sharding``), e.g. for ``shard_map``'s inferred ``in_specs``."""
+    from kiln.parallel.placement import arg_type_sharding
+    out = [arg_type_sharding(x) if type(x) is Array or isinstance(x, Tracer) else None
+           for x in flat]
+    return tuple(out) if any(o is not None for o in out) else None
+
+
+def _record_arg_types(xs, arg_types) -> None:
+    from kiln.parallel.placement import record_arg_type
+    for x, t in zip(xs, arg_types):
+        if t is not None:
+            record_arg_type(x, t)
 
 
 def _out_layout(closed) -> list | None:

@@ -55,6 +55,14 @@ class AxisData:
         return f"AxisData({self.name!r}, {self.size})"
 
 
+# Set by ``kiln.parallel.vma``: ``hook(trace, prim, args, params, kinds)`` computes a
+# primitive's outputs on a manual axis (shard_map's emulation) when an operand is typed
+# reduced/unreduced there, or the primitive is one of ``ur_prims`` (the casts and
+# collectives of those types), and records the outputs' types on them.
+ur_hook: list = [None]
+ur_prims: set = set()
+
+
 # Stack of (name, size) of the named axes in scope, for abstract evaluation of collectives.
 axis_env: list = []
 
@@ -77,23 +85,36 @@ def axis_size(name) -> int:
 
 
 class BatchTracer(Tracer):
-    __slots__ = ("val", "bdim")
+    # ``ur``: under shard_map's emulation (a manual axis), ``'unreduced'`` for a mapped
+    # value holding the partials of a sum along the axis, ``'reduced'`` for an unmapped
+    # one typed reduced (``bdim`` None); None otherwise (mapped: varying)
+    __slots__ = ("val", "bdim", "ur")
 
-    def __init__(self, trace, val, bdim):
+    def __init__(self, trace, val, bdim, ur=None):
         self._trace = trace
         self.val = val
         self.bdim = bdim
+        self.ur = ur
 
     @property
     def aval(self):
         a = get_aval(self.val)
-        shape = a.shape[:self.bdim] + a.shape[self.bdim + 1:]
+        if self.bdim is None:
+            shape = a.shape
+        else:
+            shape = a.shape[:self.bdim] + a.shape[self.bdim + 1:]
         if type(a) is AbstractRef:
             return a.update(inner_aval=a.inner_aval.update(shape=shape))
         out = a.update(shape=shape)
-        if self._trace.axis_data.manual and self.bdim is not None:
-            mat = out.mat
-            out = out.with_mat(mat.update(varying=mat.varying | {self._trace.axis_data.name}))
+        if self._trace.axis_data.manual and (self.bdim is not None or self.ur):
+            mat, name = out.mat, {self._trace.axis_data.name}
+            if self.ur == "unreduced":
+                mat = mat.update(unreduced=mat.unreduced | name)
+            elif self.ur == "reduced":
+                mat = mat.update(reduced=mat.reduced | name)
+            else:
+                mat = mat.update(varying=mat.varying | name)
+            out = out.with_mat(mat)
         return out
 
     def _short_repr(self):
@@ -115,6 +136,14 @@ class BatchTrace(Trace):
         return x, None
 
     def process_primitive(self, prim, args, params):
+        if self.axis_data.manual and ur_hook[0] is not None:
+            kinds = [x.ur if isinstance(x, BatchTracer) and x._trace is self else None
+                     for x in args]
+            if any(kinds) or prim.name in ur_prims:
+                return ur_hook[0](self, prim, args, params, kinds)
+        return self.process_plain(prim, args, params)
+
+    def process_plain(self, prim, args, params):
         vals, dims = [], []
         for x in args:
             v, d = self.to_val_dim(x)

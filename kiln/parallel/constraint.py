@@ -13,7 +13,22 @@ from kiln.core.trace import Primitive
 from kiln.interpreters import ad, batching
 
 sharding_constraint_p = Primitive("sharding_constraint")
-sharding_constraint_p.impl = lambda x, **params: x
+
+
+def _impl(x, *, sharding, **params):
+    """Eagerly: ``x`` laid out as ``sharding`` (an Array with that ``NamedSharding``
+    over a concrete mesh), as a ``jit`` of the constraint returns it."""
+    from kiln.array import Array, make_array
+    from kiln.sharding import Mesh, NamedSharding
+    if (type(x) is Array and isinstance(sharding, NamedSharding)
+            and type(sharding.mesh) is Mesh and sharding.mesh.axis_names):
+        out = make_array(x._value, x.weak_type)
+        out._sharding = sharding
+        return out
+    return x
+
+
+sharding_constraint_p.impl = _impl
 sharding_constraint_p.abstract_eval = lambda x, **params: x
 
 
@@ -27,10 +42,15 @@ def constrain(x, sharding):
                                       unconstrained_dims=frozenset())
 
 
-def _transpose(ct, x, **params):
+def _transpose(ct, x, *, sharding, **params):
+    """The cotangent laid out the same way, but reduced and unreduced mesh axes swapped
+    (JAX's cotangent type of a reduced value is unreduced, and back)."""
     if type(ct) is ad.Zero:
         return [ct]
-    return [sharding_constraint_p.bind(ct, **params)]
+    spec = getattr(sharding, "spec", None)
+    if spec is not None and (spec.reduced or spec.unreduced):
+        sharding = sharding.update(spec=spec.to_ct_spec())
+    return [sharding_constraint_p.bind(ct, sharding=sharding, **params)]
 
 
 ad.deflinear2(sharding_constraint_p, _transpose)

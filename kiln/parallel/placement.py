@@ -483,6 +483,46 @@ def typeof(x):
     return aval
 
 
+# id(tracer) -> (weak reference to the tracer, its type's sharding): the arguments of a
+# jit traced from arrays laid out over Explicit mesh axes (``jitting``)
+_ARG_TYPES: dict = {}
+
+
+def explicit_type_sharding(x):
+    """The type's sharding of an Array laid out by a ``NamedSharding`` with some
+    ``Explicit`` mesh axis, else None."""
+    from kiln.sharding import AxisType
+    sh = getattr(x, "_sharding", None)
+    if not isinstance(sh, NamedSharding) or AxisType.Explicit not in tuple(
+            getattr(sh.mesh, "axis_types", ()) or ()):
+        return None
+    return type_sharding(sh, len(x.shape))
+
+
+def record_arg_type(tracer, sharding) -> None:
+    import weakref
+    if not isinstance(tracer, Tracer):
+        return
+    key = id(tracer)
+    _ARG_TYPES[key] = (weakref.ref(tracer, lambda _, k=key: _ARG_TYPES.pop(k, None)),
+                       sharding)
+
+
+def arg_type_sharding(x):
+    """The type's sharding of ``x``: an Array's (``typeof``), a traced jit argument's
+    (recorded when the jit traced it), a JVP tracer's primal's; else None."""
+    while True:
+        if type(x) is Array:
+            return explicit_type_sharding(x)
+        entry = _ARG_TYPES.get(id(x))
+        if entry is not None and entry[0]() is x:
+            return entry[1]
+        if hasattr(x, "primal") and isinstance(x, Tracer):
+            x = x.primal
+            continue
+        return None
+
+
 def type_sharding(sharding, ndim: int):
     """The sharding in the type of a value laid out as ``sharding``: the abstract mesh,
     and per dimension only the mesh axes of type ``Explicit``."""
@@ -494,7 +534,8 @@ def type_sharding(sharding, ndim: int):
         axes = tuple(a for a in sharding.spec.axes_of(d) if a in explicit) \
             if d < len(sharding.spec) else ()
         parts.append(None if not axes else axes[0] if len(axes) == 1 else axes)
-    return NamedSharding(type_mesh(mesh), PartitionSpec(*parts))
+    return NamedSharding(type_mesh(mesh), PartitionSpec(*parts, reduced=sharding.spec.reduced,
+                                                         unreduced=sharding.spec.unreduced))
 
 
 class ShardedShapedArray(ShapedArray):
