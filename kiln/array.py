@@ -225,7 +225,10 @@ class ArrayImpl:
     @property
     def addressable_shards(self) -> list:
         """One :class:`kiln.sharding.Shard` per device holding a block of this array."""
-        return self.sharding._shards(self._value)
+        sh = self.sharding
+        if getattr(getattr(sh, "spec", None), "unreduced", None):
+            return sh._shards(self._value, getattr(self, "_partials", None))
+        return sh._shards(self._value)
 
     @property
     def global_shards(self) -> list:

@@ -863,6 +863,13 @@ def _scan_out_layout(closed) -> list | None:
             sh = eqn.params.get("sharding")
             if isinstance(sh, NamedSharding) and type(sh.mesh) in (Mesh, AbstractMesh):
                 made[id(eqn.outvars[0])] = sh
+        elif eqn.primitive.name in ("jit", "pjit") and "jaxpr" in eqn.params:
+            # a nested jit's outputs laid out by its own constraints
+            inner = eqn.params["jaxpr"]
+            if hasattr(inner, "jaxpr"):
+                for v, sh in zip(eqn.outvars, _scan_out_layout(inner) or ()):
+                    if sh is not None:
+                        made[id(v)] = sh
     if not made:
         return None
     out = [made.get(id(v)) for v in closed.jaxpr.outvars]

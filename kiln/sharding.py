@@ -418,16 +418,17 @@ class _UnreducedShard(Shard):
     (the array's ``_partials``; else the whole block on the first device along those
     axes, zeros on the others)."""
 
-    __slots__ = ("_coords", "_unreduced")
+    __slots__ = ("_coords", "_unreduced", "_parts")
 
-    def __init__(self, device, index, replica_id, array, coords, unreduced):
+    def __init__(self, device, index, replica_id, array, coords, unreduced, partials):
         super().__init__(device, index, replica_id, array)
         self._coords = coords
         self._unreduced = unreduced
+        self._parts = partials
 
     @property
     def data(self):
-        parts = getattr(self._array, "_partials", None)
+        parts = self._parts
         if parts is not None and self.device.id in parts:
             return _make_array(np.asarray(parts[self.device.id]))
         block = np.asarray(self._array)[self.index]
@@ -590,11 +591,11 @@ class NamedSharding(Sharding):
     def devices_indices_map(self, global_shape) -> dict:
         return {dev: self.block_index(c, global_shape) for dev, c in self.mesh.coords()}
 
-    def _shards(self, array) -> list:
+    def _shards(self, array, partials=None) -> list:
         shape, here = array.shape, _process_index()
         if self.spec.unreduced:
             return [_UnreducedShard(dev, self.block_index(c, shape), self.replica_id(c),
-                                    array, c, self.spec.unreduced)
+                                    array, c, self.spec.unreduced, partials)
                     for dev, c in self.mesh.coords() if dev.process_index == here]
         return [Shard(dev, self.block_index(c, shape), self.replica_id(c), array)
                 for dev, c in self.mesh.coords() if dev.process_index == here]

@@ -1,0 +1,137 @@
+"""shard_map's reduced/unreduced manual-axis types (JAX's): ``P(reduced=...)``,
+``P(unreduced=...)``, ``lax.pcast(to='reduced'|'unreduced')``,
+``all_gather(to='reduced')``, psum/psum_scatter of an unreduced value; an unreduced array
+holds one partial per device and its value is their sum."""
+import numpy as np
+import pytest
+
+import kiln
+import kiln.numpy as jnp
+from kiln import lax
+from kiln.sharding import AxisType, NamedSharding
+from kiln.sharding import PartitionSpec as P
+
+
+@pytest.fixture
+def mesh():
+    m = kiln.make_mesh((2,), ("x",), axis_types=(AxisType.Explicit,))
+    with kiln.set_mesh(m):
+        yield m
+
+
+def test_spec_equality_includes_reduced_and_unreduced():
+    assert P(reduced={"x"}) != P()
+    assert P(None, unreduced={"x"}) == P(unreduced={"x"})
+    assert P("x", reduced={"y"}).to_ct_spec() == P("x", unreduced={"y"})
+
+
+def test_eager_unreduced_out_partials_and_sum(mesh):
+    arr = kiln.device_put(np.arange(8.), P("x"))
+
+    @kiln.shard_map(out_specs=P(unreduced={"x"}))
+    def f(x):
+        out = lax.pcast(x, "x", to="unreduced")
+        assert out.aval.mat.unreduced == {"x"} and not out.aval.mat.varying
+        return out
+    out = f(arr)
+    assert out.sharding == NamedSharding(mesh, P(unreduced={"x"}))
+    np.testing.assert_array_equal([np.asarray(s.data) for s in out.addressable_shards],
+                                  [np.arange(4.), np.arange(4., 8.)])
+    np.testing.assert_array_equal(kiln.reshard(out, P()), np.arange(4.) + np.arange(4., 8.))
+    g = kiln.grad(lambda x: f(x).sum())(arr)
+    np.testing.assert_array_equal(g, np.ones(8))
+    gj = kiln.jit(kiln.grad(lambda x: kiln.jit(f)(x).sum()))(arr)
+    np.testing.assert_array_equal(gj, np.ones(8))
+
+
+def test_sin_of_unreduced_raises(mesh):
+    arr = kiln.device_put(np.arange(8.), P("x"))
+
+    @kiln.shard_map(out_specs=P(unreduced={"x"}))
+    def g(x):
+        return jnp.sin(lax.pcast(x, "x", to="unreduced"))
+    with pytest.raises(NotImplementedError, match="unreduced rule for sin is not implemented"):
+        g(arr)
+
+
+def test_all_gather_reduced_and_its_grad(mesh):
+    arr = kiln.device_put(np.arange(8.), P("x"))
+
+    @kiln.shard_map(out_specs=P(reduced={"x"}))
+    def f(x):
+        out = lax.all_gather(x, "x", tiled=True, to="reduced")
+        assert out.aval.mat.reduced == {"x"} and not out.aval.mat.varying
+        return out
+    out = f(arr)
+    assert out.sharding == NamedSharding(mesh, P(reduced={"x"}))
+    np.testing.assert_array_equal(out, np.arange(8.))
+    np.testing.assert_array_equal(kiln.grad(lambda x: (f(x) * x).sum())(arr),
+                                  2 * np.arange(8.))
+
+
+def test_unreduced_in_psum_scatter(mesh):
+    arr = kiln.reshard(jnp.arange(8.), P(unreduced={"x"}))
+
+    @kiln.shard_map(out_specs=P("x"))
+    def f(x):
+        assert x.aval.mat.unreduced == {"x"}
+        out = lax.psum_scatter(x, "x", tiled=True)
+        assert out.aval.mat.varying == {"x"} and not out.aval.mat.unreduced
+        return out
+    np.testing.assert_array_equal(f(arr), np.arange(8.))
+    np.testing.assert_array_equal(kiln.jit(f)(arr), np.arange(8.))
+    np.testing.assert_array_equal(kiln.grad(lambda x: (f(x) ** 2).sum())(arr),
+                                  2 * np.arange(8.))
+
+
+def test_jit_grad_of_reduced_input_is_unreduced(mesh):
+    np1 = np.arange(8.)
+    arr = kiln.device_put(np1, P(None, reduced={"x"}))
+
+    @kiln.jit
+    @kiln.shard_map(out_specs=P("x"))
+    def f(x):
+        assert x.aval.mat.reduced == {"x"}
+        return lax.pcast(x, "x", to="varying")
+    out = f(arr)
+    assert out.sharding == NamedSharding(mesh, P("x"))
+    np.testing.assert_array_equal(out, np.concatenate([np1, np1]))
+    g = kiln.jit(kiln.grad(lambda x: (f(x) * np.arange(16.)).sum()))(arr)
+    assert g.sharding == NamedSharding(mesh, P(None, unreduced={"x"}))
+    np.testing.assert_array_equal(kiln.reshard(g, P()), np1 + np.arange(8., 16.))
+
+
+def test_psum_of_unreduced_and_preduced(mesh):
+    @kiln.jit
+    @kiln.shard_map(in_specs=P(), out_specs=P(reduced={"x"}))
+    def pr(x):
+        out = lax.pcast(x, "x", to="reduced")
+        assert out.aval.mat.reduced == {"x"}
+        return out
+    x = jnp.arange(4.)
+    np.testing.assert_array_equal(pr(x), np.arange(4.))
+    arr = kiln.device_put(np.arange(8.), P("x"))
+
+    @kiln.shard_map(out_specs=P())
+    def s(x):
+        u = lax.pcast(x, "x", to="unreduced")
+        out = lax.psum(u, "x")
+        assert not out.aval.mat.unreduced and not out.aval.mat.varying
+        return out
+    np.testing.assert_array_equal(s(arr), np.arange(4.) + np.arange(4., 8.))
+    np.testing.assert_array_equal(kiln.jit(s)(arr), np.arange(4.) + np.arange(4., 8.))
+
+
+def test_spec_errors(mesh):
+    arr = kiln.device_put(np.arange(8.), P(None))
+    with pytest.raises(ValueError, match="vary_unreduced_cast is a Varying->Unreduced"):
+        kiln.shard_map(lambda x: x, in_specs=P(), out_specs=P(unreduced={"x"}))(arr)
+    with pytest.raises(ValueError, match="should be equal to the reduced"):
+        kiln.shard_map(lambda x: x, in_specs=P(), out_specs=P(reduced={"x"}))(arr)
+    auto = kiln.make_mesh((2, 1), ("a", "b"), axis_types=(AxisType.Auto,) * 2)
+    with pytest.raises(ValueError, match="can only be used when the mesh passed"):
+        kiln.shard_map(lambda x: x, mesh=auto, in_specs=P(unreduced={"a"}),
+                       out_specs=P())(np.arange(8))
+    with pytest.raises(NotImplementedError, match="full manual mode"):
+        kiln.shard_map(lambda x: x, mesh=auto, in_specs=P(unreduced={"a"}),
+                       out_specs=P(), axis_names={"a"})(np.arange(8))
