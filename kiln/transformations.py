@@ -234,7 +234,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, reduce_axes=()):
                 c = to_array(c)     # a Python-scalar cotangent comes back as an array
             cts.append(Zero(ca) if ca.dtype == dtypes.float0 else c)
         cts_in = lin.transpose(cts)
-        res = [_zeros_for(ct, a) for ct, a in zip(cts_in, in_avals)]
+        res = [_zeros_for(ct, a, p) for ct, a, p in zip(cts_in, in_avals, p_flat)]
         return _user_float0_tree(_kb.key_tangents_to_float0(tree_unflatten(p_tree, res)))
 
     out = tree_unflatten(out_tree, p_out)
@@ -306,13 +306,19 @@ _public_tree.register_pytree_node(
     lambda aux, ch: VJP(aux[0], aux[1], aux[2], ch[0], ch[1]))
 
 
-def _zeros_for(ct, primal_aval):
-    """Instantiate a symbolic zero cotangent; integer primals get float0 zeros."""
+def _zeros_for(ct, primal_aval, primal=None):
+    """Instantiate a symbolic zero cotangent; integer primals get float0 zeros. The
+    zero cotangent of a primal whose type's sharding is reduced/unreduced along mesh
+    axes is laid out as its cotangent type (those swapped, JAX's)."""
     if type(ct) is Zero:
         ta = ad.tangent_aval(primal_aval)
         if type(ta) is AbstractRef:     # a new reference of zeros, as JAX
             return ad.zeros_like_aval(ta)
-        return make_array(np.zeros(ta.shape, ta.dtype), False)
+        z = make_array(np.zeros(ta.shape, ta.dtype), False)
+        if primal is not None and ta.dtype != dtypes.float0:
+            from kiln.parallel.placement import ct_layout
+            return ct_layout(z, primal)
+        return z
     return ct
 
 
@@ -396,7 +402,7 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic:
         one = make_array(np.ones((), a.dtype), False)
         cts = lin.transpose([one])
         # Gradients have their input's type (dtype and weak type), as in JAX.
-        g_flat = [_match_input(_zeros_for(ct, get_aval(x)), get_aval(x))
+        g_flat = [_match_input(_zeros_for(ct, get_aval(x), x), get_aval(x))
                   for ct, x in zip(cts, d_flat)]
         g = _user_float0_tree(_kb.key_tangents_to_float0(tree_unflatten(d_tree, g_flat)))
         if isinstance(argnums, int):

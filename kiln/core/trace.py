@@ -61,6 +61,10 @@ class Primitive:
     # kiln's own primitives have NumPy impls (``array_impl`` False); the machinery calls
     # either kind through :func:`apply_impl`.
     array_impl = False
+    # An eager application's result from the operand Arrays themselves (before the impl
+    # runs on their values), or None to go on as usual: ``sharding_constraint`` lays its
+    # result out as its sharding says.
+    eager_array_rule = None
 
     def __init__(self, name: str):
         self.name = name
@@ -319,6 +323,10 @@ class EvalTrace(Trace):
                 weak.append(x.weak_type)
         if prim.ref_primitive:
             return _ref_eager_rule()(prim, args, params)
+        if prim.eager_array_rule is not None:
+            out = prim.eager_array_rule(args, params)
+            if out is not None:
+                return out
         if refs and not prim.ref_operands:
             raise_ref_operand(prim)
         if prim.array_impl:

@@ -60,6 +60,7 @@ class AxisData:
 # reduced/unreduced there, or the primitive is one of ``ur_prims`` (the casts and
 # collectives of those types), and records the outputs' types on them.
 ur_hook: list = [None]
+ur_tag: list = [None]       # ``tag_outputs(trace, name, params, args, kinds, outs)``
 ur_prims: set = set()
 
 
@@ -171,7 +172,28 @@ class BatchTrace(Trace):
             return val
         return BatchTracer(self, val, dim)
 
+    def _ur_kinds(self, args):
+        if not self.axis_data.manual or ur_tag[0] is None:
+            return None
+        kinds = [x.ur if isinstance(x, BatchTracer) and x._trace is self else None
+                 for x in args]
+        return kinds if any(kinds) else None
+
     def process_custom_jvp_call(self, fun, jvp, args, *, symbolic_zeros=False):
+        kinds = self._ur_kinds(args)
+        outs = self._custom_jvp_call(fun, jvp, args, symbolic_zeros)
+        if kinds is None:
+            return outs
+        return ur_tag[0](self, "custom_jvp_call", {}, args, kinds, list(outs))
+
+    def process_custom_vjp_call(self, fun, fwd, bwd, args, out_trees, *, symbolic_zeros=False):
+        kinds = self._ur_kinds(args)
+        outs = self._custom_vjp_call(fun, fwd, bwd, args, out_trees, symbolic_zeros)
+        if kinds is None:
+            return outs
+        return ur_tag[0](self, "custom_vjp_call", {}, args, kinds, list(outs))
+
+    def _custom_jvp_call(self, fun, jvp, args, symbolic_zeros):
         vals, dims = zip(*(self.to_val_dim(x) for x in args)) if args else ((), ())
         if all(d is None for d in dims):
             try:
@@ -185,7 +207,7 @@ class BatchTrace(Trace):
         return custom_rules.rule("batch_custom_jvp")(self, fun, jvp, list(vals), list(dims),
                                                      symbolic_zeros)
 
-    def process_custom_vjp_call(self, fun, fwd, bwd, args, out_trees, *, symbolic_zeros=False):
+    def _custom_vjp_call(self, fun, fwd, bwd, args, out_trees, symbolic_zeros):
         vals, dims = zip(*(self.to_val_dim(x) for x in args)) if args else ((), ())
         if all(d is None for d in dims):
             try:

@@ -15,20 +15,23 @@ from kiln.interpreters import ad, batching
 sharding_constraint_p = Primitive("sharding_constraint")
 
 
-def _impl(x, *, sharding, **params):
-    """Eagerly: ``x`` laid out as ``sharding`` (an Array with that ``NamedSharding``
-    over a concrete mesh), as a ``jit`` of the constraint returns it."""
+def _eager(args, params):
+    """Eagerly: the operand laid out as the constraint's ``NamedSharding`` over a
+    concrete mesh (an Array with that sharding), as a ``jit`` of the constraint returns
+    it; None (the value as it is) otherwise."""
     from kiln.array import Array, make_array
     from kiln.sharding import Mesh, NamedSharding
+    (x,), sharding = args, params.get("sharding")
     if (type(x) is Array and isinstance(sharding, NamedSharding)
             and type(sharding.mesh) is Mesh and sharding.mesh.axis_names):
         out = make_array(x._value, x.weak_type)
         out._sharding = sharding
         return out
-    return x
+    return None
 
 
-sharding_constraint_p.impl = _impl
+sharding_constraint_p.impl = lambda x, **params: x
+sharding_constraint_p.eager_array_rule = _eager
 sharding_constraint_p.abstract_eval = lambda x, **params: x
 
 
@@ -45,9 +48,12 @@ def constrain(x, sharding):
 def _transpose(ct, x, *, sharding, **params):
     """The cotangent laid out the same way, but reduced and unreduced mesh axes swapped
     (JAX's cotangent type of a reduced value is unreduced, and back)."""
-    if type(ct) is ad.Zero:
-        return [ct]
     spec = getattr(sharding, "spec", None)
+    if type(ct) is ad.Zero:
+        if spec is None or not (spec.reduced or spec.unreduced):
+            return [ct]
+        # a zero cotangent of a reduced/unreduced value still has its layout (JAX's type)
+        ct = ad.instantiate_zeros(ct)
     if spec is not None and (spec.reduced or spec.unreduced):
         sharding = sharding.update(spec=spec.to_ct_spec())
     return [sharding_constraint_p.bind(ct, sharding=sharding, **params)]
@@ -74,3 +80,12 @@ def _batch(axis_data, vals, dims, *, sharding, layout, context_mesh, unconstrain
 
 
 batching.batch_rules[sharding_constraint_p] = _batch
+
+
+def _zero_ct_matters(eqn) -> bool:
+    spec = getattr(eqn.params.get("sharding"), "spec", None)
+    return spec is not None and bool(spec.reduced or spec.unreduced)
+
+
+# a zero cotangent of a reduced/unreduced value is laid out as its type says
+ad.zero_cotangent_transposes[sharding_constraint_p] = _zero_ct_matters

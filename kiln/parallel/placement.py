@@ -122,7 +122,23 @@ def with_sharding_constraint(x, shardings):
 
 
 def reshard(x, out_shardings):
-    """``x`` with its layout changed to ``out_shardings`` (values unchanged)."""
+    """``x`` with its layout changed to ``out_shardings`` (values unchanged). A traced
+    value whose type's sharding is known (a jit's argument) is first constrained to it,
+    so that a cotangent gets that layout back (reduced and unreduced swapped, JAX's)."""
+    if out_shardings is not None:
+        from kiln.parallel.constraint import constrain
+
+        def src(v):
+            t = arg_type_sharding(v) if isinstance(v, Tracer) else None
+            if t is None or not (t.spec.reduced or t.spec.unreduced):
+                return v
+            from kiln.sharding import context_mesh
+            mesh = context_mesh()
+            if mesh is None or tuple(mesh.axis_names) != tuple(t.mesh.axis_names):
+                return v
+            return constrain(v, NamedSharding(mesh, t.spec))
+        leaves, treedef = tree_flatten(x)
+        x = tree_unflatten(treedef, [src(v) for v in leaves])
     return _constrain_tree(x, out_shardings, "reshard out_shardings")
 
 
@@ -521,6 +537,23 @@ def arg_type_sharding(x):
             x = x.primal
             continue
         return None
+
+
+def ct_layout(z, primal):
+    """``z`` (a cotangent of ``primal``) laid out as ``primal``'s cotangent type when that
+    type is reduced/unreduced along mesh axes (their roles swapped); else ``z``."""
+    t = arg_type_sharding(primal) if isinstance(primal, (Array, Tracer)) else None
+    if t is None or not (t.spec.reduced or t.spec.unreduced):
+        return z
+    from kiln.parallel.constraint import constrain
+    from kiln.sharding import context_mesh
+    mesh = context_mesh()
+    if mesh is None or tuple(mesh.axis_names) != tuple(t.mesh.axis_names):
+        return z
+    sh = NamedSharding(mesh, t.spec.to_ct_spec())
+    if isinstance(z, Tracer) or isinstance(primal, Tracer):
+        return constrain(z, sh)
+    return place(z, sh)
 
 
 def type_sharding(sharding, ndim: int):

@@ -296,30 +296,38 @@ def _call_rule(eqn, ins) -> list:
 def _emulation_hook(trace, prim, args, params, kinds):
     """shard_map's vmap emulation (``batching.ur_hook``): the outputs of ``prim`` on the
     manual axis of ``trace``, typed reduced/unreduced along it as ``mat_rule`` says."""
+    outs = trace.process_plain(prim, args, params)
+    many = prim.multiple_results
+    final = tag_outputs(trace, prim.name, params, args, kinds, list(outs) if many else [outs])
+    return final if many else final[0]
+
+
+def tag_outputs(trace, name, params, args, kinds, outs: list) -> list:
+    """``outs`` (of an operation named ``name`` on ``args``, whose types along the manual
+    axis of ``trace`` are ``kinds``) typed reduced/unreduced along it as ``mat_rule``
+    says (``BatchTracer.ur``)."""
     from kiln.interpreters.batching import BatchTracer
-    name = trace.axis_data.name
-    axis = frozenset({name})
+    axname = trace.axis_data.name
+    axis = frozenset({axname})
     ins = []
     for x, k in zip(args, kinds):
         batched = isinstance(x, BatchTracer) and x._trace is trace and x.bdim is not None
         state = k or ("varying" if batched else "invarying")
         ins.append(_set(empty_mat, axis, state))
-    outs = trace.process_plain(prim, args, params)
-    many = prim.multiple_results
-    outs_l = list(outs) if many else [outs]
-    mats = mat_rule(prim.name, params, ins, None, len(outs_l))
+    mats = mat_rule(name, params, ins, None, len(outs))
     final = []
-    for o, m in zip(outs_l, mats + [empty_mat] * (len(outs_l) - len(mats))):
+    for o, m in zip(outs, mats + [empty_mat] * (len(outs) - len(mats))):
         mine = isinstance(o, BatchTracer) and o._trace is trace
-        if name in m.unreduced and mine and o.bdim is not None:
+        if axname in m.unreduced and mine and o.bdim is not None:
             o = BatchTracer(trace, o.val, o.bdim, "unreduced")
-        elif name in m.reduced and not (mine and o.bdim is not None):
+        elif axname in m.reduced and not (mine and o.bdim is not None):
             o = BatchTracer(trace, o.val if mine else o, None, "reduced")
         final.append(o)
-    return final if many else final[0]
+    return final
 
 
 def install_emulation_hook() -> None:
     from kiln.interpreters import batching
     batching.ur_hook[0] = _emulation_hook
+    batching.ur_tag[0] = tag_outputs
     batching.ur_prims.update(_CASTS)
