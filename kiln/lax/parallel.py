@@ -705,6 +705,7 @@ def all_gather(x, axis_name, *, axis_index_groups=None, axis: int = 0, tiled: bo
         nd = get_aval(v).ndim
         dim = _canonical_axis(axis, nd if tiled else nd + 1)
         if to == "reduced":
+            _check_gather_reduced(get_aval(v), axes)
             return all_gather_reduced_p.bind(v, all_gather_dimension=dim, axis_name=axes,
                                              axis_size=size, tiled=bool(tiled))
         if to == "invarying":
@@ -1390,3 +1391,20 @@ def _unreduced_on(v, axes, name: str) -> bool:
     if mat is None or not (mat.unreduced & set(axes)):
         return False
     return manual_state(aval, axes, f"jax.lax.{name}") == "unreduced"
+
+
+def _check_gather_reduced(aval, axes) -> None:
+    """JAX's checks of ``all_gather(..., to='reduced')``: a Varying -> Reduced
+    collective (inside a shard_map whose manual axes include ``axes``)."""
+    mat = getattr(aval, "mat", None)
+    varying = mat.varying if mat is not None else frozenset()
+    if not varying:
+        raise ValueError("all_gather_reduced only accepts inputs that are varying. Got "
+                         f"{aval.str_short()}")
+    if not varying & set(axes):
+        raise ValueError("all_gather_reduced is a Varying -> Reduced collective. This means "
+                         f"that the axis_name={axes} passed to `all_gather_reduced` must be "
+                         f"present in jax.typeof(x).mat.varying={varying}")
+    if mat.reduced & set(axes):
+        raise ValueError("all_gather_reduced's input cannot be reduced across the axis_name "
+                         f"provided. Got x={aval.str_short()} and axis_name={axes}")
