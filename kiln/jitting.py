@@ -689,7 +689,7 @@ class JitWrapped:
                     exe.append(ready)
         outs = [make_array(o, w) if w is not None else _float0_value(o)
                 for o, w in zip(outs, weaks)]
-        if layout is not None:
+        if layout is not None or _sharding_mod._mesh_stack:
             _lay_out(outs, layout, args)
         return tree_unflatten(out_tree, outs)
 
@@ -878,7 +878,12 @@ def _scan_out_layout(closed) -> list | None:
 
 def _lay_out(outs, layout, args) -> None:
     """Set the outputs' layouts; a sharding over an ``AbstractMesh`` is resolved against
-    the concrete mesh of an argument's sharding (or the mesh context) with its axes."""
+    the concrete mesh of an argument's sharding (or the mesh context) with its axes.
+    Under a mesh context with ``Explicit`` axes a scalar output with no layout of its own
+    is replicated over that mesh (its type's sharding, ``P()``, as JAX's)."""
+    from kiln.sharding import _mesh_stack
+    if _mesh_stack:
+        _lay_out_scalars(outs, layout)
     if layout is None:
         return
     from kiln.sharding import AbstractMesh, NamedSharding, context_mesh
@@ -897,6 +902,20 @@ def _lay_out(outs, layout, args) -> None:
                 continue
             sh = NamedSharding(found[0], sh.spec)
         o._sharding = sh
+
+
+from kiln import sharding as _sharding_mod  # noqa: E402
+
+
+def _lay_out_scalars(outs, layout) -> None:
+    from kiln.sharding import AxisType, NamedSharding, PartitionSpec, context_mesh
+    mesh = context_mesh()
+    if mesh is None or AxisType.Explicit not in tuple(mesh.axis_types or ()):
+        return
+    for k, o in enumerate(outs):
+        if (type(o) is Array and not o._value.shape and (layout is None or layout[k] is None)
+                and getattr(o, "_sharding", None) is None):
+            o._sharding = NamedSharding(mesh, PartitionSpec())
 
 
 def jit(fun: Callable | None = None, *, in_shardings=None, out_shardings=None,

@@ -64,3 +64,6 @@ def subjaxprs(jaxpr):
     ``core.subjaxprs``."""
     for eqn in jaxpr.eqns:
         yield from sub_jaxprs(eqn.params)
+
+
+from kiln.state.primitives import new_ref  # noqa: E402,F401  (JAX's core.new_ref)

@@ -924,7 +924,8 @@ def _explicit(mesh, names) -> bool:
 
 
 def _constrain(x, sharding):
-    if not isinstance(x, Tracer):
+    from kiln.core.avals import ShapedArray
+    if not isinstance(x, Tracer) or not isinstance(get_aval(x), ShapedArray):
         return x
     return sharding_constraint_p.bind(x, sharding=sharding, layout=None,
                                       context_mesh=get_abstract_mesh(),
