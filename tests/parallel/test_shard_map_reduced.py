@@ -135,3 +135,56 @@ def test_spec_errors(mesh):
     with pytest.raises(NotImplementedError, match="full manual mode"):
         kiln.shard_map(lambda x: x, mesh=auto, in_specs=P(unreduced={"a"}),
                        out_specs=P(), axis_names={"a"})(np.arange(8))
+
+
+def test_jit_argument_infers_in_specs_and_scalar_layout(mesh):
+    arr = kiln.device_put(np.arange(8.), P("x"))
+    seen = {}
+
+    @kiln.jit
+    def f(x):
+        def body(b):
+            seen["shape"] = b.shape
+            return lax.psum(b.sum(), "x")
+        return kiln.shard_map(body, out_specs=P())(x)
+    out = f(arr)
+    assert seen["shape"] == (4,)        # split as the argument's sharding says
+    assert float(out) == 28.
+    assert out.sharding == NamedSharding(mesh, P())
+
+
+def test_zero_cotangent_of_reduced_input_is_laid_out_unreduced(mesh):
+    @kiln.custom_vjp
+    def inner(x):
+        return x
+    inner.defvjp(lambda x: (x, None), lambda _, g: (None,))
+
+    @kiln.shard_map(out_specs=P(reduced={"x"}))
+    def f(x):
+        return inner(x)
+    arr = kiln.device_put(jnp.arange(8.), P(reduced={"x"}))
+    g = kiln.jit(kiln.grad(lambda x: f(x).sum()))(arr)
+    assert g.sharding == NamedSharding(mesh, P(None, unreduced={"x"}))
+    np.testing.assert_array_equal(g, np.zeros(8))
+
+
+def test_mul_unreduced_by_reduced(mesh):
+    arr = kiln.reshard(jnp.arange(8.), P(unreduced={"x"}))
+    arr2 = kiln.device_put(jnp.arange(8.), P(reduced={"x"}))
+
+    @kiln.shard_map(out_specs=P(unreduced={"x"}))
+    def f(x, y):
+        out = (x * y).sum()
+        assert out.aval.mat.unreduced == {"x"} and not out.aval.mat.reduced
+        return out
+    np.testing.assert_allclose(kiln.reshard(f(arr, arr2), P()), (np.arange(8.) ** 2).sum())
+    np.testing.assert_allclose(kiln.reshard(kiln.jit(f)(arr, arr2), P()),
+                               (np.arange(8.) ** 2).sum())
+
+
+def test_creation_out_sharding(mesh):
+    z = jnp.zeros(4, "float32", out_sharding=P("x"))
+    assert z.sharding == NamedSharding(mesh, P("x"))
+    np.testing.assert_array_equal(z, np.zeros(4))
+    o = kiln.jit(lambda: jnp.ones((2, 4), out_sharding=P(None, "x")))()
+    assert o.sharding == NamedSharding(mesh, P(None, "x"))
