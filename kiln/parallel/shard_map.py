@@ -226,6 +226,20 @@ def _check_unreduced(specs, what: str, mesh, manual) -> None:
                     f"shard_map contains axis names all of type `Explicit`. Got mesh {mesh}")
 
 
+def _check_in_type(x, spec, aval) -> None:
+    """JAX's check that an in_spec's unreduced/reduced axes are the argument's type's
+    (when kiln knows that type: an array's sharding, a ``jit`` argument's)."""
+    from kiln.parallel.placement import arg_type_sharding
+    t = arg_type_sharding(x) if isinstance(x, (Array, Tracer)) else None
+    if t is None:
+        return
+    for kind in ("unreduced", "reduced"):
+        if getattr(spec, kind) != getattr(t.spec, kind):
+            raise ValueError(
+                f"in_specs containing {kind} {spec} passed to shard_map should be equal to "
+                f"the {kind} present on the in_aval {aval.str_short()}")
+
+
 def _axis_type(mesh, name):
     types = getattr(mesh, "axis_types", None) or ()
     return dict(zip(mesh.axis_names, types)).get(name)
@@ -454,6 +468,8 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=Infer, mesh=N
             _check_arg(x, "shard_map arguments")
             _check_spec(s, manual, "in_specs", f"args leaf {i}")
             a = get_aval(x)
+            if s.unreduced or s.reduced:
+                _check_in_type(x, s, a)
             if len(s) > a.ndim:
                 raise _rank_error("in_specs", f, _spec_keys(in_tree, in_specs, len(flat))[i]
                                   if not _is_spec(in_specs) else "", s,

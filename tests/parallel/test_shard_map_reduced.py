@@ -188,3 +188,12 @@ def test_creation_out_sharding(mesh):
     np.testing.assert_array_equal(z, np.zeros(4))
     o = kiln.jit(lambda: jnp.ones((2, 4), out_sharding=P(None, "x")))()
     assert o.sharding == NamedSharding(mesh, P(None, "x"))
+
+
+def test_in_spec_must_match_argument_type(mesh):
+    arr = kiln.device_put(np.arange(8.), P())
+    with pytest.raises(ValueError, match="should be equal to the unreduced present"):
+        kiln.shard_map(lambda x: x, in_specs=P(unreduced={"x"}), out_specs=P())(arr)
+    with pytest.raises(ValueError, match="should be equal to the reduced present"):
+        kiln.jit(kiln.shard_map(lambda x: x, in_specs=P(reduced={"x"}),
+                                out_specs=P(reduced={"x"})))(arr)
