@@ -308,17 +308,16 @@ _public_tree.register_pytree_node(
 
 def _zeros_for(ct, primal_aval, primal=None):
     """Instantiate a symbolic zero cotangent; integer primals get float0 zeros. The
-    zero cotangent of a primal whose type's sharding is reduced/unreduced along mesh
-    axes is laid out as its cotangent type (those swapped, JAX's)."""
+    cotangent of a primal whose type has a sharding (``primal`` given) is laid out as
+    its cotangent type (JAX's: reduced and unreduced mesh axes swapped)."""
     if type(ct) is Zero:
         ta = ad.tangent_aval(primal_aval)
         if type(ta) is AbstractRef:     # a new reference of zeros, as JAX
             return ad.zeros_like_aval(ta)
-        z = make_array(np.zeros(ta.shape, ta.dtype), False)
-        if primal is not None and ta.dtype != dtypes.float0:
-            from kiln.parallel.placement import ct_layout
-            return ct_layout(z, primal)
-        return z
+        ct = make_array(np.zeros(ta.shape, ta.dtype), False)
+    if primal is not None and get_aval(ct).dtype != dtypes.float0:
+        from kiln.parallel.placement import ct_layout
+        return ct_layout(ct, primal)
     return ct
 
 

@@ -509,8 +509,13 @@ def _concrete_scalar(x, name):
 
 
 @_util.placed
-def arange(start, stop=None, step=None, dtype=None, *, device=None):
-    """Evenly spaced values in ``[start, stop)`` (arguments must be concrete)."""
+def arange(start, stop=None, step=None, dtype=None, *, device=None, out_sharding=None):
+    """Evenly spaced values in ``[start, stop)`` (arguments must be concrete), laid out
+    as ``out_sharding`` when given."""
+    return _util.laid_out(_arange(start, stop, step, dtype), out_sharding)
+
+
+def _arange(start, stop, step, dtype):
     _util.check_arraylike_or_none("arange", start, stop, step)
     dtype = user_dtype(dtype, "arange")
     args = [a for a in (start, stop, step) if a is not None]

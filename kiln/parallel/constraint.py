@@ -15,23 +15,18 @@ from kiln.interpreters import ad, batching
 sharding_constraint_p = Primitive("sharding_constraint")
 
 
-def _eager(args, params):
-    """Eagerly: the operand laid out as the constraint's ``NamedSharding`` over a
-    concrete mesh (an Array with that sharding), as a ``jit`` of the constraint returns
-    it; None (the value as it is) otherwise."""
-    from kiln.array import Array, make_array
+def _eager_lay_out(outs, args, params) -> None:
+    """Eagerly: the result laid out as the constraint's ``NamedSharding`` over a
+    concrete mesh, as a ``jit`` of the constraint returns it."""
     from kiln.sharding import Mesh, NamedSharding
-    (x,), sharding = args, params.get("sharding")
-    if (type(x) is Array and isinstance(sharding, NamedSharding)
-            and type(sharding.mesh) is Mesh and sharding.mesh.axis_names):
-        out = make_array(x._value, x.weak_type)
-        out._sharding = sharding
-        return out
-    return None
+    sharding = params.get("sharding")
+    if (isinstance(sharding, NamedSharding) and type(sharding.mesh) is Mesh
+            and sharding.mesh.axis_names):
+        outs[0]._sharding = sharding
 
 
 sharding_constraint_p.impl = lambda x, **params: x
-sharding_constraint_p.eager_array_rule = _eager
+sharding_constraint_p.eager_layout = _eager_lay_out
 sharding_constraint_p.abstract_eval = lambda x, **params: x
 
 

@@ -540,16 +540,23 @@ def arg_type_sharding(x):
 
 
 def ct_layout(z, primal):
-    """``z`` (a cotangent of ``primal``) laid out as ``primal``'s cotangent type when that
-    type is reduced/unreduced along mesh axes (their roles swapped); else ``z``."""
+    """``z`` (a cotangent of ``primal``) laid out as ``primal``'s cotangent type when
+    ``primal``'s type has a sharding (an array over a mesh with ``Explicit`` axes, or a
+    ``jit`` argument made from one): that layout, reduced and unreduced axes swapped
+    (JAX's cotangent type); else ``z``."""
     t = arg_type_sharding(primal) if isinstance(primal, (Array, Tracer)) else None
-    if t is None or not (t.spec.reduced or t.spec.unreduced):
+    if t is None:
         return z
     from kiln.parallel.constraint import constrain
     from kiln.sharding import context_mesh
     mesh = context_mesh()
     if mesh is None or tuple(mesh.axis_names) != tuple(t.mesh.axis_names):
-        return z
+        own = getattr(primal, "_sharding", None) if type(primal) is Array else None
+        mesh = own.mesh if isinstance(own, NamedSharding) else None
+    if mesh is None:
+        if not isinstance(z, Tracer) and not isinstance(primal, Tracer):
+            return z
+        mesh = t.mesh       # abstract: a jit output's layout resolves it
     sh = NamedSharding(mesh, t.spec.to_ct_spec())
     if isinstance(z, Tracer) or isinstance(primal, Tracer):
         return constrain(z, sh)

@@ -799,9 +799,10 @@ def _emulate(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, check_vma=True,
             used.append(ax)
         return y
 
-    if _explicit(full_mesh, names):
-        # an Explicit mesh: the argument's type is its spec's layout, and so is its
-        # cotangent's (reduced and unreduced swapped: ``sharding_constraint``'s transpose)
+    if isinstance(full_mesh, (Mesh, AbstractMesh)):
+        # each argument is laid out as its in_spec says, and so is its cotangent (as the
+        # outputs of JAX's transposed shard_map; reduced and unreduced swapped:
+        # ``sharding_constraint``'s transpose)
         flat = [_constrain(x, NamedSharding(full_mesh, s)) for x, s in zip(flat, ispecs)]
     xs = [partials(split(x, s), s) for x, s in zip(flat, ispecs)]
     store = {}
@@ -932,11 +933,6 @@ def _vmap_dynamic_out(fn, in_ax, name, size, out_specs_now, errors, kinds=None):
 def _times(x, n):
     from kiln import lax
     return lax.mul(x, np.asarray(n, get_aval(x).dtype))
-
-
-def _explicit(mesh, names) -> bool:
-    return isinstance(mesh, (Mesh, AbstractMesh)) and all(
-        _axis_type(mesh, a) == AxisType.Explicit for a in names)
 
 
 def _constrain(x, sharding):
