@@ -197,3 +197,17 @@ def test_in_spec_must_match_argument_type(mesh):
     with pytest.raises(ValueError, match="should be equal to the reduced present"):
         kiln.jit(kiln.shard_map(lambda x: x, in_specs=P(reduced={"x"}),
                                 out_specs=P(reduced={"x"})))(arr)
+
+
+def test_shape_dtype_struct_like_keeps_manual_axis_type(mesh):
+    seen = {}
+
+    @kiln.shard_map(in_specs=P("x"), out_specs=P("x"))
+    def f(x):
+        spec = kiln.ShapeDtypeStruct.like(x)
+        seen["mat"] = spec.manual_axis_type
+        seen["aval"] = spec.aval.mat.varying
+        return x
+    f(kiln.device_put(np.arange(8.), P("x")))
+    assert seen["mat"].varying == {"x"} and seen["aval"] == {"x"}
+    assert kiln.ShapeDtypeStruct.like(jnp.ones(3)).manual_axis_type is None
