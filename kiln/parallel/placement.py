@@ -109,9 +109,32 @@ def _constrain_tree(tree, shardings, what: str):
     out = []
     for x, s in zip(leaves, _per_leaf(treedef, len(leaves), shardings, what)):
         s = _as_sharding(s, what)
-        out.append(constrain(x, s) if isinstance(x, Tracer) and isinstance(s, NamedSharding)
-                   else place(x, s, what))
+        if isinstance(x, Tracer) and isinstance(s, NamedSharding):
+            y = constrain(x, s)
+            out.append(note_type(y, s))
+        else:
+            out.append(place(x, s, what))
     return tree_unflatten(treedef, out)
+
+
+def note_type(y, sharding):
+    """A traced value laid out as ``sharding`` (a constraint's output) over a mesh with
+    ``Explicit`` axes: its type's sharding is recorded (``arg_type_sharding``) and, on a
+    jit's staged value, in its abstract value (``x.aval.sharding``). Returns ``y``."""
+    t = _explicit_type(sharding, len(y.shape))
+    if t is not None:
+        record_arg_type(y, t)
+        a = getattr(y, "_aval", None)
+        if type(a) is ShapedArray:
+            y._aval = a.with_type_sharding(t)
+    return y
+
+
+def _explicit_type(sharding, ndim):
+    from kiln.sharding import AxisType
+    if AxisType.Explicit not in tuple(getattr(sharding.mesh, "axis_types", ()) or ()):
+        return None
+    return type_sharding(sharding, ndim)
 
 
 def with_sharding_constraint(x, shardings):

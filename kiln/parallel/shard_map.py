@@ -837,6 +837,8 @@ def _emulate(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, check_vma=True,
             o = sharding_constraint_p.bind(o, sharding=NamedSharding(full_mesh, s),
                                            layout=None, context_mesh=get_abstract_mesh(),
                                            unconstrained_dims=frozenset())
+            from kiln.parallel.placement import note_type
+            o = note_type(o, NamedSharding(full_mesh, s))
         final.append(o)
     return tree_unflatten(out_tree, final)
 

@@ -211,3 +211,25 @@ def test_shape_dtype_struct_like_keeps_manual_axis_type(mesh):
     f(kiln.device_put(np.arange(8.), P("x")))
     assert seen["mat"].varying == {"x"} and seen["aval"] == {"x"}
     assert kiln.ShapeDtypeStruct.like(jnp.ones(3)).manual_axis_type is None
+
+
+def test_einsum_out_sharding_unreduced_type_inside_jit(mesh):
+    a = kiln.device_put(np.arange(8.).reshape(2, 4), P(None, "x"))
+    b = kiln.device_put(np.arange(12.).reshape(4, 3), P("x", None))
+    seen = {}
+
+    @kiln.jit
+    def f(x, y):
+        z = jnp.einsum("ab,bc->ac", x, y, out_sharding=P(unreduced={"x"}))
+        seen["spec"] = z.aval.sharding.spec
+        # in_specs inferred from z's type: unreduced along x, so sin is JAX's error
+        return kiln.shard_map(lambda v: lax.psum(v, "x"), out_specs=P())(z)
+    np.testing.assert_allclose(f(a, b), np.arange(8.).reshape(2, 4) @ np.arange(12.).reshape(4, 3))
+    assert seen["spec"].unreduced == {"x"}
+
+    @kiln.jit
+    def g(x, y):
+        z = jnp.einsum("ab,bc->ac", x, y, out_sharding=P(unreduced={"x"}))
+        return kiln.shard_map(jnp.sin, out_specs=P())(z)
+    with pytest.raises(NotImplementedError, match="unreduced rule for sin"):
+        g(a, b)
