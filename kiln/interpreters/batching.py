@@ -85,6 +85,13 @@ def axis_size(name) -> int:
                     "vmap(..., axis_name=...), pmap or shard_map.")
 
 
+def _size_one_untyped() -> bool:
+    """``jax_remove_size_one_mesh_axis_from_type``: a manual axis of size 1 is left out
+    of the types."""
+    from kiln.config import config
+    return bool(config.jax_remove_size_one_mesh_axis_from_type)
+
+
 class BatchTracer(Tracer):
     # ``ur``: under shard_map's emulation (a manual axis), ``'unreduced'`` for a mapped
     # value holding the partials of a sum along the axis, ``'reduced'`` for an unmapped
@@ -107,7 +114,8 @@ class BatchTracer(Tracer):
         if type(a) is AbstractRef:
             return a.update(inner_aval=a.inner_aval.update(shape=shape))
         out = a.update(shape=shape)
-        if self._trace.axis_data.manual and (self.bdim is not None or self.ur):
+        if self._trace.axis_data.manual and (self.bdim is not None or self.ur) and not (
+                self._trace.axis_data.size == 1 and _size_one_untyped()):
             mat, name = out.mat, {self._trace.axis_data.name}
             if self.ur == "unreduced":
                 mat = mat.update(unreduced=mat.unreduced | name)

@@ -62,6 +62,29 @@ def _as_axes(axis_name) -> tuple:
     return tuple(axis_name) if isinstance(axis_name, (tuple, list)) else (axis_name,)
 
 
+def skip_size_one(axes: tuple) -> tuple:
+    """``axes`` without the mesh axes of size 1 under the option
+    ``jax_remove_size_one_mesh_axis_from_type`` (JAX's: they are left out of types, and
+    collectives and pcasts over them are no-ops); ``axes`` otherwise."""
+    from kiln.config import config
+    if not config.jax_remove_size_one_mesh_axis_from_type:
+        return axes
+    from kiln.sharding import get_abstract_mesh
+    mesh = get_abstract_mesh()
+    sizes = {} if mesh.empty else dict(zip(mesh.axis_names, mesh.axis_sizes))
+    out = []
+    for a in axes:
+        n = sizes.get(a)
+        if n is None:
+            try:
+                n = batching.axis_size(a)
+            except NameError:
+                n = None
+        if n != 1:
+            out.append(a)
+    return tuple(out)
+
+
 def _bound(name) -> bool:
     try:
         batching.axis_size(name)
@@ -371,6 +394,8 @@ _pminmax_jvp(pmin_p)
 
 def _reduction_axes(axis_name, axis_index_groups):
     axes = _as_axes(axis_name)
+    if axis_index_groups is None:
+        axes = skip_size_one(axes)
     if any(isinstance(a, int) and not isinstance(a, bool) for a in axes):
         if axis_index_groups is not None:
             raise ValueError("axis_index_groups only supported for sums over just named axes")
@@ -1190,6 +1215,9 @@ def pcast(x, axis_name, *, to: str):
     if to not in _PCAST_TO:
         raise ValueError("Got unexpected `to` value. Allowed `to` values are: "
                          f"{set(_PCAST_TO)}")
+    axes = skip_size_one(axes)
+    if not axes:
+        return x
     from kiln.sharding import get_abstract_mesh
     try:
         _check_bound(axes)

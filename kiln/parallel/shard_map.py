@@ -647,8 +647,10 @@ def _unreduced_out(mesh, full_mesh, sh, gshape, aval, placements, blocks):
 def _in_mat(spec, check_vma=True):
     """The manual axis types of a body's argument of in_spec ``spec`` (JAX's)."""
     from kiln.core.avals import ManualAxisType
+    from kiln.lax.parallel import skip_size_one
     u, r = (spec.unreduced, spec.reduced) if check_vma else (frozenset(), frozenset())
-    return ManualAxisType(varying=frozenset(spec.mesh_axes()), unreduced=u, reduced=r)
+    return ManualAxisType(varying=frozenset(skip_size_one(tuple(spec.mesh_axes()))),
+                          unreduced=u, reduced=r)
 
 
 def _with_vma(aval, spec, check_vma=True):
@@ -920,7 +922,7 @@ def _vmap_dynamic_out(fn, in_ax, name, size, out_specs_now, errors, kinds=None):
                 continue
             if name not in s.mesh_axes():
                 if d is not None:
-                    if errors["check_vma"]:
+                    if errors["check_vma"] and not (size == 1 and _drop_size_one()):
                         varying = set(store["varying"][k]) | {name}
                         raise _out_vma_error(errors["f"], errors["mesh"], errors["key"](k), s,
                                              varying)
@@ -930,6 +932,11 @@ def _vmap_dynamic_out(fn, in_ax, name, size, out_specs_now, errors, kinds=None):
                 final.append(batching.matchaxis(o, d, 0, size))
         return final
     return run
+
+
+def _drop_size_one() -> bool:
+    from kiln.config import config
+    return bool(config.jax_remove_size_one_mesh_axis_from_type)
 
 
 def _times(x, n):

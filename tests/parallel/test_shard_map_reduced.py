@@ -233,3 +233,28 @@ def test_einsum_out_sharding_unreduced_type_inside_jit(mesh):
         return kiln.shard_map(jnp.sin, out_specs=P())(z)
     with pytest.raises(NotImplementedError, match="unreduced rule for sin"):
         g(a, b)
+
+
+def test_remove_size_one_mesh_axis_from_type():
+    m = kiln.make_mesh((2, 1), ("x", "y"), axis_types=(AxisType.Explicit,) * 2)
+    np_inp = np.arange(16.).reshape(8, 2)
+    seen = {}
+
+    @kiln.jit
+    @kiln.shard_map(mesh=m, in_specs=P("x", "y"), out_specs=P())
+    def f(x):
+        seen["in"] = x.aval.mat.varying
+        return lax.psum(x, "x")
+    with kiln.set_mesh(m):
+        arr = kiln.device_put(np_inp, P("x", "y"))
+        with pytest.raises(ValueError, match="replication"):
+            f(arr)          # by default 'y' (size 1) is in the types
+        kiln.config.update("jax_remove_size_one_mesh_axis_from_type", True)
+        try:
+            np.testing.assert_array_equal(f(arr), np_inp[:4] + np_inp[4:])
+            assert seen["in"] == {"x"}
+            # a pcast over size-1 axes is a no-op, even outside shard_map
+            assert "pvary" not in str(kiln.make_jaxpr(
+                lambda v: lax.pcast(v, "y", to="varying"))(np_inp))
+        finally:
+            kiln.config.update("jax_remove_size_one_mesh_axis_from_type", False)
