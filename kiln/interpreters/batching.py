@@ -61,6 +61,9 @@ class AxisData:
 # collectives of those types), and records the outputs' types on them.
 ur_hook: list = [None]
 ur_tag: list = [None]       # ``tag_outputs(trace, name, params, args, kinds, outs)``
+# ``check(name, args)``: JAX's varying-axes check of an operation's operands when the
+# option ``jax_auto_pcast`` is off (None while it is on: nothing to check)
+vma_check: list = [None]
 ur_prims: set = set()
 
 
@@ -145,6 +148,8 @@ class BatchTrace(Trace):
         return x, None
 
     def process_primitive(self, prim, args, params):
+        if self.axis_data.manual and ur_hook[0] is not None and vma_check[0] is not None:
+            vma_check[0](prim.name, args)
         if self.axis_data.manual and ur_hook[0] is not None:
             kinds = [x.ur if isinstance(x, BatchTracer) and x._trace is self else None
                      for x in args]

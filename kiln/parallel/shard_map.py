@@ -533,8 +533,9 @@ def _run(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, cache, check_vma=True,
     arrays = [x if type(x) is Array else to_array(x) for x in flat]
     local = [_with_vma(a.aval.update(shape=_local_shape(a.shape, s, mesh)), s, check_vma)
              for a, s in zip(arrays, ispecs)]
+    from kiln._compile_log import trace_context
     key = (tuple((a.shape, a.dtype, a.weak_type) for a in local), in_tree,
-           tuple(ispecs), mesh)
+           tuple(ispecs), mesh, trace_context())
     entry = cache.get(key) if cache is not None else None
     if entry is None:
         store = {}

@@ -213,6 +213,29 @@ _CASTS = {  # primitive: (from, to) of the axes it names
 }
 
 
+# Elementwise operations of several operands (JAX's ``standard_vma_rule``): with the
+# option ``jax_auto_pcast`` off their operands must vary along the same manual axes.
+_MATCHING = {
+    "add", "sub", "mul", "div", "rem", "pow", "max", "min", "and", "or", "xor", "eq", "ne",
+    "ge", "gt", "le", "lt", "atan2", "nextafter", "complex", "shift_left",
+    "shift_right_logical", "shift_right_arithmetic", "select_n", "clamp", "dot_general",
+}
+
+
+def check_matching(name: str, varying: list) -> None:
+    """JAX's ValueError when ``jax_auto_pcast`` is off and the operands of ``name`` vary
+    along different manual axes (with it on, a less varying operand is ``pvary``-ed)."""
+    from kiln.config import config
+    if config.jax_auto_pcast or len(varying) < 2:
+        return
+    if any(v != varying[0] for v in varying[1:]):
+        raise ValueError(
+            f"Primitive {name} requires varying manual axes to match, but got "
+            f"{[set(v) if v else frozenset() for v in varying]}. Please open an issue at "
+            "https://github.com/jax-ml/jax/issues and as a temporary workaround pass the "
+            "check_vma=False argument to `jax.shard_map`")
+
+
 def _set(m: ManualAxisType, axes, state: str) -> ManualAxisType:
     v, u, r = m.varying - axes, m.unreduced - axes, m.reduced - axes
     if state == "varying":
@@ -231,6 +254,8 @@ def mat_rule(name: str, params, ins: list, eqn=None, n_out: int = 1) -> list:
     operations linear in that operand, and reduced axes through any operation, unless
     another operand varies along them (JAX inserts a ``reduced_vary_cast`` then)."""
     n_out = len(eqn.outvars) if eqn is not None else n_out
+    if name in _MATCHING:
+        check_matching(name, [m.varying for m in ins])
     if name in _CASTS:
         axes = frozenset(_axes_of(params))
         return [_set(m, axes, _CASTS[name][1]) for m in ins][:n_out]
@@ -326,8 +351,20 @@ def tag_outputs(trace, name, params, args, kinds, outs: list) -> list:
     return final
 
 
+def _emulation_check(name, args) -> None:
+    if name in _MATCHING:
+        from kiln.core.trace import get_aval
+        check_matching(name, [getattr(get_aval(a), "mat", empty_mat).varying for a in args])
+
+
 def install_emulation_hook() -> None:
+    from kiln.config import config
     from kiln.interpreters import batching
     batching.ur_hook[0] = _emulation_hook
     batching.ur_tag[0] = tag_outputs
     batching.ur_prims.update(_CASTS)
+
+    def on_auto_pcast(value):
+        batching.vma_check[0] = None if value else _emulation_check
+    on_auto_pcast(config.jax_auto_pcast)
+    config.on_change("jax_auto_pcast", on_auto_pcast)

@@ -258,3 +258,21 @@ def test_remove_size_one_mesh_axis_from_type():
                 lambda v: lax.pcast(v, "y", to="varying"))(np_inp))
         finally:
             kiln.config.update("jax_remove_size_one_mesh_axis_from_type", False)
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_auto_pcast_off_requires_matching_varying_axes(mesh, jit):
+    @kiln.smap(in_axes=(0, None), out_axes=0, axis_name="x")
+    def f(x, y):
+        return x * y
+    g = kiln.jit(f) if jit else f
+    x = kiln.device_put(jnp.zeros((2, 2)), P("x", None))
+    y = kiln.device_put(jnp.ones((2,)), P())
+    np.testing.assert_array_equal(g(x, y), np.zeros((2, 2)))     # on: y is pvary-ed
+    kiln.config.update("jax_auto_pcast", False)
+    try:
+        with pytest.raises(ValueError, match="requires varying manual axes to match"):
+            g(x, y)
+    finally:
+        kiln.config.update("jax_auto_pcast", True)
+    np.testing.assert_array_equal(g(x, y), np.zeros((2, 2)))
