@@ -744,6 +744,24 @@ def _flatten_axes(what, tree, axes_prefix, leaves_count):
 
 
 @_traceback_util.api_boundary
+def _explicit_batch_axes(flat, axes):
+    """The mesh axes of type ``Explicit`` that split the mapped dimension of the
+    arguments (their types' shardings; JAX: they act as ``spmd_axis_name``), or None."""
+    from kiln.parallel.placement import arg_type_sharding
+    found = None
+    for x, ax in zip(flat, axes):
+        if ax is None:
+            continue
+        t = arg_type_sharding(x) if isinstance(x, (Array, Tracer)) else None
+        if t is None:
+            continue
+        names = t.spec.axes_of(ax)
+        if names:
+            found = names[0] if len(names) == 1 else tuple(names)
+            break
+    return found
+
+
 def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size=None,
          spmd_axis_name=None) -> Callable:
     """Vectorizing map: ``fun`` mapped over array axes ``in_axes`` of its arguments."""
@@ -819,7 +837,17 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size=None,
             store["tree"] = tree
             return leaves
 
-        axis_data = batching.AxisData(axis_name, size, spmd_axis_name)
+        spmd = spmd_axis_name
+        explicit = _explicit_batch_axes(a_flat, norm_axes)
+        if explicit is not None:
+            as_t = (lambda a: tuple(a) if isinstance(a, (tuple, list)) else (a,))  # noqa: E731
+            if spmd is not None and as_t(spmd) != as_t(explicit):
+                raise ValueError("Only one of spmd_axis_name or arrays sharded on `Explicit` "
+                                 f"mesh axis type is allowed. Got spmd_axis_name="
+                                 f"{as_t(spmd)} and arrays sharded on explicit_mesh_axis="
+                                 f"{as_t(explicit)}")
+            spmd = explicit
+        axis_data = batching.AxisData(axis_name, size, spmd)
         outs, dims = batching.batch_flat(flat_fun, a_flat, norm_axes, axis_data)
         tree = store["tree"]
         oaxes = _flatten_axes("vmap out_axes", tree, out_axes, tree.num_leaves)

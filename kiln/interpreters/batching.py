@@ -88,6 +88,15 @@ def axis_size(name) -> int:
                     "vmap(..., axis_name=...), pmap or shard_map.")
 
 
+def _drop_dim(sharding, d: int, ndim: int):
+    """A type's sharding without dimension ``d`` (the mapped one)."""
+    spec = sharding.spec
+    parts = [spec[i] if i < len(spec) else None for i in range(ndim)]
+    del parts[d]
+    return sharding.update(spec=type(spec)(*parts, reduced=spec.reduced,
+                                          unreduced=spec.unreduced))
+
+
 def _size_one_untyped() -> bool:
     """``jax_remove_size_one_mesh_axis_from_type``: a manual axis of size 1 is left out
     of the types."""
@@ -117,6 +126,9 @@ class BatchTracer(Tracer):
         if type(a) is AbstractRef:
             return a.update(inner_aval=a.inner_aval.update(shape=shape))
         out = a.update(shape=shape)
+        tsh = getattr(a, "_tsh", None)
+        if tsh is not None and self.bdim is not None:
+            out = out.with_type_sharding(_drop_dim(tsh, self.bdim, len(a.shape)))
         if self._trace.axis_data.manual and (self.bdim is not None or self.ur) and not (
                 self._trace.axis_data.size == 1 and _size_one_untyped()):
             mat, name = out.mat, {self._trace.axis_data.name}

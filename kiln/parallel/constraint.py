@@ -27,7 +27,21 @@ def _eager_lay_out(outs, args, params) -> None:
 
 sharding_constraint_p.impl = lambda x, **params: x
 sharding_constraint_p.eager_layout = _eager_lay_out
-sharding_constraint_p.abstract_eval = lambda x, **params: x
+
+
+def _abstract_eval(x, *, sharding, **params):
+    """The operand's type; over a mesh with ``Explicit`` axes it carries the layout
+    (``x.aval.sharding``: the type's sharding, as JAX's)."""
+    from kiln.core.avals import ShapedArray
+    from kiln.sharding import AxisType, NamedSharding
+    if (type(x) is ShapedArray and isinstance(sharding, NamedSharding)
+            and AxisType.Explicit in tuple(getattr(sharding.mesh, "axis_types", ()) or ())):
+        from kiln.parallel.placement import type_sharding
+        return x.with_type_sharding(type_sharding(sharding, len(x.shape)))
+    return x
+
+
+sharding_constraint_p.abstract_eval = _abstract_eval
 
 
 def constrain(x, sharding):
@@ -66,8 +80,17 @@ def _batch(axis_data, vals, dims, *, sharding, layout, context_mesh, unconstrain
                                           unconstrained_dims=unconstrained_dims), None
     parts = list(sharding.spec)
     parts += [None] * (d - len(parts))
-    parts.insert(d, None)
-    moved = NamedSharding(sharding.mesh, PartitionSpec(*parts))
+    # the mapped dimension: split along vmap's spmd_axis_name (JAX's)
+    spmd = getattr(axis_data, "spmd_name", None)
+    if spmd is not None and not set(spmd if isinstance(spmd, tuple) else (spmd,)) & set(
+            sharding.spec.mesh_axes()) and all(
+            a in sharding.mesh.axis_names for a in (spmd if isinstance(spmd, tuple)
+                                                    else (spmd,))):
+        parts.insert(d, spmd)
+    else:
+        parts.insert(d, None)
+    moved = NamedSharding(sharding.mesh, PartitionSpec(*parts, reduced=sharding.spec.reduced,
+                                                       unreduced=sharding.spec.unreduced))
     dims_ = frozenset(u + (u >= d) for u in unconstrained_dims)
     return sharding_constraint_p.bind(x, sharding=moved, layout=layout,
                                       context_mesh=context_mesh,

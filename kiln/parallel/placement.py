@@ -146,14 +146,15 @@ def with_sharding_constraint(x, shardings):
 
 def reshard(x, out_shardings):
     """``x`` with its layout changed to ``out_shardings`` (values unchanged). A traced
-    value whose type's sharding is known (a jit's argument) is first constrained to it,
-    so that a cotangent gets that layout back (reduced and unreduced swapped, JAX's)."""
+    value whose type's sharding is known (a jit's argument, a value laid out over an
+    ``Explicit`` mesh) is first constrained to it, so that a cotangent gets that layout
+    back (reduced and unreduced swapped, JAX's)."""
     if out_shardings is not None:
         from kiln.parallel.constraint import constrain
 
         def src(v):
             t = arg_type_sharding(v) if isinstance(v, Tracer) else None
-            if t is None or not (t.spec.reduced or t.spec.unreduced):
+            if t is None:
                 return v
             from kiln.sharding import context_mesh
             mesh = context_mesh()
@@ -545,6 +546,9 @@ def record_arg_type(tracer, sharding) -> None:
     key = id(tracer)
     _ARG_TYPES[key] = (weakref.ref(tracer, lambda _, k=key: _ARG_TYPES.pop(k, None)),
                        sharding)
+    a = getattr(tracer, "_aval", None)
+    if type(a) is ShapedArray and a._tsh is None:
+        tracer._aval = a.with_type_sharding(sharding)
 
 
 def arg_type_sharding(x):
@@ -559,6 +563,9 @@ def arg_type_sharding(x):
         if hasattr(x, "primal") and isinstance(x, Tracer):
             x = x.primal
             continue
+        if isinstance(x, Tracer):       # a type's sharding in its abstract value
+            a = x.aval
+            return a._tsh if type(a) is ShapedArray else None
         return None
 
 
