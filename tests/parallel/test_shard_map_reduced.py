@@ -276,3 +276,29 @@ def test_auto_pcast_off_requires_matching_varying_axes(mesh, jit):
     finally:
         kiln.config.update("jax_auto_pcast", True)
     np.testing.assert_array_equal(g(x, y), np.zeros((2, 2)))
+
+
+def test_vmap_over_explicit_axis_keeps_its_layout():
+    m = kiln.make_mesh((2, 2), ("x", "y"), axis_types=(AxisType.Explicit,) * 2)
+    with kiln.set_mesh(m):
+        arr = kiln.device_put(jnp.arange(16.).reshape(2, 8), P("x", "y"))
+        seen = {}
+
+        @kiln.shard_map(in_specs=P("y"), out_specs=P(None))
+        def f(x):
+            return lax.psum(x, axis_name="y")
+
+        def g(x):
+            out = f(x)
+            seen["type"] = out.aval.sharding
+            return out
+        for h in (kiln.vmap(g), kiln.jit(kiln.vmap(g))):
+            out = h(arr)
+            assert out.sharding == NamedSharding(m, P("x", None))
+            np.testing.assert_array_equal(
+                out, np.arange(16.).reshape(2, 2, 4).sum(1))
+        # under jit the output's type is its out_specs' layout, the mapped entry dropped
+        assert tuple(seen["type"].mesh.axis_names) == ("x", "y")
+        assert seen["type"].spec == P(None)
+        with pytest.raises(ValueError, match="Only one of spmd_axis_name"):
+            kiln.vmap(g, spmd_axis_name="y")(arr)
