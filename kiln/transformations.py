@@ -847,7 +847,7 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size=None,
                                  f"{as_t(spmd)} and arrays sharded on explicit_mesh_axis="
                                  f"{as_t(explicit)}")
             spmd = explicit
-        axis_data = batching.AxisData(axis_name, size, spmd)
+        axis_data = batching.AxisData(axis_name, size, spmd, explicit=explicit is not None)
         outs, dims = batching.batch_flat(flat_fun, a_flat, norm_axes, axis_data)
         tree = store["tree"]
         oaxes = _flatten_axes("vmap out_axes", tree, out_axes, tree.num_leaves)

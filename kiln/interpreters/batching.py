@@ -41,12 +41,15 @@ not_mapped = None
 
 
 class AxisData:
-    __slots__ = ("name", "size", "spmd_name", "manual")
+    __slots__ = ("name", "size", "spmd_name", "manual", "explicit")
 
-    def __init__(self, name, size, spmd_name=None, manual=False):
+    def __init__(self, name, size, spmd_name=None, manual=False, explicit=False):
         self.name = name
         self.size = size
         self.spmd_name = spmd_name
+        # ``spmd_name`` was inferred from arguments split along ``Explicit`` mesh axes
+        # (JAX's ``explicit_mesh_axis``), not given as ``spmd_axis_name``
+        self.explicit = explicit
         # a shard_map mesh axis (computed as a vmap): a value mapped along it varies
         # along that manual axis (``aval.mat.varying``)
         self.manual = manual

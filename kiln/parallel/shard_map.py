@@ -333,17 +333,26 @@ def _mesh_from_args(flat, am):
                      "`shard_map` when passing `AbstractMesh` to the mesh argument.")
 
 
-def _check_spmd_axis_names(ispecs, out_specs) -> None:
+def _check_spmd_axis_names(ispecs, out_specs, mesh=None, manual=frozenset()) -> None:
     """JAX's error for a ``vmap(..., spmd_axis_name=...)`` around a shard_map whose specs
-    use that mesh axis."""
+    use that mesh axis; a ``vmap`` over a dimension split along ``Explicit`` mesh axes
+    takes them out of the mesh the shard_map may make manual."""
     t = core.current_trace()
     spmd: set = set()
+    explicit: set = set()
     while t is not None:
         ad = getattr(t, "axis_data", None)
         name = getattr(ad, "spmd_name", None) if ad is not None else None
         if name is not None:
-            spmd |= set(name) if isinstance(name, (tuple, list)) else {name}
+            names = set(name) if isinstance(name, (tuple, list)) else {name}
+            if getattr(ad, "explicit", False):
+                explicit |= names
+            else:
+                spmd |= names
         t = getattr(t, "parent", None)
+    if explicit & set(manual) and mesh is not None:
+        raise ValueError(f"jax.shard_map requires axis_names={set(manual)} to be a subset "
+                         f"of mesh.axis_names={set(mesh.axis_names) - explicit}")
     if not spmd:
         return
     if spmd & {a for s in ispecs if s is not None for a in s.mesh_axes()}:
@@ -499,7 +508,8 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=Infer, mesh=N
         full_mesh = m
         m = _submesh(m, manual)
         if nested:
-            _check_spmd_axis_names(ispecs, out_specs)
+            _check_spmd_axis_names(ispecs, out_specs, full_mesh,
+                                   manual if axis_names else frozenset())
             return _emulate(g, m, flat, in_tree, ispecs, out_specs, check_vma, full_mesh)
         try:
             return _run(g, m, flat, in_tree, ispecs, out_specs,
