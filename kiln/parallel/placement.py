@@ -110,11 +110,28 @@ def _constrain_tree(tree, shardings, what: str):
     for x, s in zip(leaves, _per_leaf(treedef, len(leaves), shardings, what)):
         s = _as_sharding(s, what)
         if isinstance(x, Tracer) and isinstance(s, NamedSharding):
+            _check_not_manual(s)
             y = constrain(x, s)
             out.append(note_type(y, s))
         else:
             out.append(place(x, s, what))
     return tree_unflatten(treedef, out)
+
+
+def _check_not_manual(sharding) -> None:
+    """JAX's error for a constraint inside a ``shard_map`` that splits a dimension along
+    one of its manual mesh axes."""
+    from kiln.sharding import get_abstract_mesh
+    am = get_abstract_mesh()
+    manual = set(getattr(am, "manual_axes", ()) or ())
+    if not manual or tuple(am.axis_names) != tuple(sharding.mesh.axis_names):
+        return
+    if any(a in manual for a in sharding.spec.mesh_axes()):
+        raise ValueError(
+            f"pspec {sharding.spec} contains a manual axes {tuple(sorted(manual, key=str))} "
+            "of mesh which is not allowed. If you are using a with_sharding_constraint "
+            "under a shard_map, only use the mesh axis in PartitionSpec which are not "
+            "manual.")
 
 
 def note_type(y, sharding):

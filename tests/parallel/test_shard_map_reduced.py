@@ -302,3 +302,19 @@ def test_vmap_over_explicit_axis_keeps_its_layout():
         assert seen["type"].spec == P(None)
         with pytest.raises(ValueError, match="Only one of spmd_axis_name"):
             kiln.vmap(g, spmd_axis_name="y")(arr)
+
+
+def test_constraint_on_a_manual_axis_inside_shard_map_raises():
+    m = kiln.make_mesh((2, 2), ("i", "j"), axis_types=(AxisType.Auto,) * 2)
+
+    def g(x):
+        return lax.with_sharding_constraint(x, NamedSharding(m, P("i", "j"))) * 2
+
+    def ok(x):
+        return lax.with_sharding_constraint(x, NamedSharding(m, P(None, "j"))) * 2
+    v = jnp.arange(32.).reshape(4, 8)
+    sm = lambda f: kiln.jit(kiln.shard_map(f, mesh=m, in_specs=P("i", None),  # noqa: E731
+                                           out_specs=P("i", None), axis_names={"i"}))
+    with pytest.raises(ValueError, match="contains a manual axes"):
+        sm(g)(v)
+    np.testing.assert_array_equal(sm(ok)(v), v * 2)
