@@ -240,6 +240,10 @@ def _check_in_type(x, spec, aval) -> None:
                 f"the {kind} present on the in_aval {aval.str_short()}")
 
 
+def _mesh_key(mesh) -> tuple:
+    return (tuple(mesh.axis_names), tuple(mesh.axis_sizes), tuple(mesh.axis_types))
+
+
 def _axis_type(mesh, name):
     types = getattr(mesh, "axis_types", None) or ()
     return dict(zip(mesh.axis_names, types)).get(name)
@@ -430,6 +434,11 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=Infer, mesh=N
     @api_boundary
     @functools.wraps(f)
     def mapped(*args):
+        if mesh is not None and isinstance(mesh, (Mesh, AbstractMesh)):
+            ctx = get_abstract_mesh()
+            if not ctx.empty and _mesh_key(ctx) != _mesh_key(mesh):
+                raise ValueError(f"The context mesh {ctx} should match the mesh passed to "
+                                 f"shard_map {mesh}")
         m = mesh if mesh is not None else context_mesh()
         if m is None and mesh is None:
             am = get_abstract_mesh()

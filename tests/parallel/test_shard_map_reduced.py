@@ -129,6 +129,12 @@ def test_spec_errors(mesh):
     with pytest.raises(ValueError, match="should be equal to the reduced"):
         kiln.shard_map(lambda x: x, in_specs=P(), out_specs=P(reduced={"x"}))(arr)
     auto = kiln.make_mesh((2, 1), ("a", "b"), axis_types=(AxisType.Auto,) * 2)
+    with pytest.raises(ValueError, match="context mesh .* should match the mesh passed"):
+        kiln.shard_map(lambda x: x, mesh=auto, in_specs=P(), out_specs=P())(np.arange(8))
+
+
+def test_reduced_spec_errors_need_explicit_full_manual():
+    auto = kiln.make_mesh((2, 1), ("a", "b"), axis_types=(AxisType.Auto,) * 2)
     with pytest.raises(ValueError, match="can only be used when the mesh passed"):
         kiln.shard_map(lambda x: x, mesh=auto, in_specs=P(unreduced={"a"}),
                        out_specs=P())(np.arange(8))
