@@ -44,7 +44,10 @@ class ArrayImpl:
 
     # ``_sharding`` is set only on arrays laid out over several devices (pmap, shard_map,
     # device_put with a sharding); unset means one whole copy on the default device.
-    __slots__ = ("_value", "weak_type", "_sharding", "__weakref__")
+    # ``_partials`` (device id -> block) only on an array unreduced along mesh axes that
+    # a shard_map made: each device's partial of the sum ``_value`` (unset: the whole
+    # value on the first device along those axes, zeros on the others).
+    __slots__ = ("_value", "weak_type", "_sharding", "_partials", "__weakref__")
     __array_priority__ = 100
 
     def __init__(self, value, weak_type: bool = False):
@@ -222,7 +225,10 @@ class ArrayImpl:
     @property
     def addressable_shards(self) -> list:
         """One :class:`kiln.sharding.Shard` per device holding a block of this array."""
-        return self.sharding._shards(self._value)
+        sh = self.sharding
+        if getattr(getattr(sh, "spec", None), "unreduced", None):
+            return sh._shards(self._value, getattr(self, "_partials", None))
+        return sh._shards(self._value)
 
     @property
     def global_shards(self) -> list:

@@ -227,6 +227,8 @@ _FLAGS: dict[str, tuple[Any, Callable[[Any, str], Any]]] = {
     "jax_transfer_guard_host_to_device": (None, _parse_transfer_guard),
     "jax_transfer_guard_device_to_device": (None, _parse_transfer_guard),
     "jax_transfer_guard_device_to_host": (None, _parse_transfer_guard),
+    "jax_remove_size_one_mesh_axis_from_type": (False, _parse_bool),
+    "jax_auto_pcast": (True, _parse_bool),
     # kiln's own: which backend runs jitted programs, and when the C build happens.
     # env KILN_BACKEND / KILN_COMPILE.
     "kiln_backend": ("cpu", _enum("cpu", "reference")),
@@ -240,6 +242,10 @@ _FLAGS: dict[str, tuple[Any, Callable[[Any, str], Any]]] = {
 
 # One line of help per flag: the text of the absl flags that ``config_with_absl`` defines.
 _HELP: dict[str, str] = {
+    "jax_auto_pcast": "If True, automatically insert `pvary` to match VMAs on simple ops.",
+    "jax_remove_size_one_mesh_axis_from_type": "Mesh axes of size 1 are left out of the "
+                                               "varying manual axes of types; collectives "
+                                               "and pcasts over them are no-ops.",
     "jax_enable_x64": "Enable 64-bit types to be used",
     "jax_disable_jit": "Disable JIT compilation and just call original Python.",
     "jax_debug_nans": "Add nan checks to every operation. When a nan is detected on the "

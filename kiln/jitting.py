@@ -414,7 +414,10 @@ class JitWrapped:
                 if not abstract and _transfer_guard.active() and \
                         type(_current_trace()) is EvalTrace:
                     _transfer_guard.host_to_device(avals[-1])    # a host argument
+        arg_types = _explicit_arg_types(a_flat)
         key = (a_tree, tuple(avals), static_pos, static_kw, _compile_log.trace_context())
+        if arg_types is not None:
+            key = key + (arg_types,)
         entry = self._cache.get(key)
         tconsts = []
         if any(type(a) is AbstractRef for a in avals):
@@ -429,6 +432,8 @@ class JitWrapped:
             nargs = len(args)
 
             def flat_fun(*xs):
+                if arg_types is not None:
+                    _record_arg_types(xs, arg_types)
                 d_args, d_kw = tree_unflatten(a_tree, list(xs))
                 full = []
                 it = iter(d_args)
@@ -690,7 +695,7 @@ class JitWrapped:
                     exe.append(ready)
         outs = [make_array(o, w) if w is not None else _float0_value(o)
                 for o, w in zip(outs, weaks)]
-        if layout is not None:
+        if layout is not None or _sharding_mod._mesh_stack:
             _lay_out(outs, layout, args)
         return tree_unflatten(out_tree, outs)
 
@@ -818,6 +823,23 @@ def _arg_path(leaf, fun, args, kwargs) -> str:
     return repr(leaf)
 
 
+def _explicit_arg_types(flat) -> tuple | None:
+    """The shardings of the arguments laid out over a mesh with ``Explicit`` axes (their
+    types' shardings, JAX's), or None when there is none: traced arguments carry them
+    (``placement.arg_type_sharding``), e.g. for ``shard_map``'s inferred ``in_specs``."""
+    from kiln.parallel.placement import arg_type_sharding
+    out = [arg_type_sharding(x) if type(x) is Array or isinstance(x, Tracer) else None
+           for x in flat]
+    return tuple(out) if any(o is not None for o in out) else None
+
+
+def _record_arg_types(xs, arg_types) -> None:
+    from kiln.parallel.placement import record_arg_type
+    for x, t in zip(xs, arg_types):
+        if t is not None:
+            record_arg_type(x, t)
+
+
 def _out_layout(closed) -> list | None:
     """The layout of each output of a jitted program that ends in a sharding constraint
     (``with_sharding_constraint``, or the outputs of a ``shard_map``): that
@@ -847,6 +869,13 @@ def _scan_out_layout(closed) -> list | None:
             sh = eqn.params.get("sharding")
             if isinstance(sh, NamedSharding) and type(sh.mesh) in (Mesh, AbstractMesh):
                 made[id(eqn.outvars[0])] = sh
+        elif eqn.primitive.name in ("jit", "pjit") and "jaxpr" in eqn.params:
+            # a nested jit's outputs laid out by its own constraints
+            inner = eqn.params["jaxpr"]
+            if hasattr(inner, "jaxpr"):
+                for v, sh in zip(eqn.outvars, _scan_out_layout(inner) or ()):
+                    if sh is not None:
+                        made[id(v)] = sh
     if not made:
         return None
     out = [made.get(id(v)) for v in closed.jaxpr.outvars]
@@ -855,7 +884,12 @@ def _scan_out_layout(closed) -> list | None:
 
 def _lay_out(outs, layout, args) -> None:
     """Set the outputs' layouts; a sharding over an ``AbstractMesh`` is resolved against
-    the concrete mesh of an argument's sharding (or the mesh context) with its axes."""
+    the concrete mesh of an argument's sharding (or the mesh context) with its axes.
+    Under a mesh context with ``Explicit`` axes a scalar output with no layout of its own
+    is replicated over that mesh (its type's sharding, ``P()``, as JAX's)."""
+    from kiln.sharding import _mesh_stack
+    if _mesh_stack:
+        _lay_out_scalars(outs, layout)
     if layout is None:
         return
     from kiln.sharding import AbstractMesh, NamedSharding, context_mesh
@@ -874,6 +908,20 @@ def _lay_out(outs, layout, args) -> None:
                 continue
             sh = NamedSharding(found[0], sh.spec)
         o._sharding = sh
+
+
+from kiln import sharding as _sharding_mod  # noqa: E402
+
+
+def _lay_out_scalars(outs, layout) -> None:
+    from kiln.sharding import AxisType, NamedSharding, PartitionSpec, context_mesh
+    mesh = context_mesh()
+    if mesh is None or AxisType.Explicit not in tuple(mesh.axis_types or ()):
+        return
+    for k, o in enumerate(outs):
+        if (type(o) is Array and not o._value.shape and (layout is None or layout[k] is None)
+                and getattr(o, "_sharding", None) is None):
+            o._sharding = NamedSharding(mesh, PartitionSpec())
 
 
 def jit(fun: Callable | None = None, *, in_shardings=None, out_shardings=None,

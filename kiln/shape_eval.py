@@ -22,9 +22,10 @@ from kiln.interpreters import staging
 class ShapeDtypeStruct:
     """A shape/dtype description usable in place of an array for tracing."""
 
-    __slots__ = ("shape", "dtype", "sharding", "weak_type")
+    __slots__ = ("shape", "dtype", "sharding", "weak_type", "manual_axis_type")
 
-    def __init__(self, shape, dtype, *, sharding=None, weak_type=False):
+    def __init__(self, shape, dtype, *, sharding=None, weak_type=False,
+                 manual_axis_type=None):
         self.shape = tuple(shape)
         if dtype == dtypes.float0 or isinstance(dtype, dtypes.ExtendedDType):
             self.dtype = dtype
@@ -34,6 +35,29 @@ class ShapeDtypeStruct:
             self.dtype = dtypes.canonicalize_dtype(dtype)
         self.sharding = sharding
         self.weak_type = weak_type
+        # the manual axis types inside shard_map (JAX's ``ManualAxisType``, ``aval.mat``)
+        from kiln.core.avals import ManualAxisType
+        if manual_axis_type is not None and not isinstance(manual_axis_type, ManualAxisType):
+            raise TypeError("`manual_axis_type` argument passed to ShapeDtypeStruct should "
+                            "be of type `jax.sharding.ManualAxisType`. Got type "
+                            f"{type(manual_axis_type)}")
+        self.manual_axis_type = manual_axis_type
+
+    @classmethod
+    def like(cls, x) -> ShapeDtypeStruct:
+        """The shape, dtype, weak type, sharding and manual axis types of ``x`` (JAX's
+        ``ShapeDtypeStruct.like``)."""
+        from kiln.core.ref import AbstractRef
+        from kiln.core.trace import get_aval
+        aval = x.aval if isinstance(x, ShapeDtypeStruct) else get_aval(x)
+        if type(aval) is AbstractRef:
+            raise NotImplementedError("Ref/AbstractRef support is not implemented. Please "
+                                      "file an issue at https://github.com/jax-ml/jax/issues")
+        sharding = getattr(x, "_sharding", None) if not isinstance(x, ShapeDtypeStruct) \
+            else x.sharding
+        mat = getattr(aval, "mat", None)
+        return cls(aval.shape, aval.dtype, sharding=sharding, weak_type=aval.weak_type,
+                   manual_axis_type=None if mat is None or mat.empty else mat)
 
     def __len__(self):
         try:
@@ -51,7 +75,8 @@ class ShapeDtypeStruct:
 
     @property
     def aval(self):
-        return ShapedArray(self.shape, self.dtype, self.weak_type)
+        a = ShapedArray(self.shape, self.dtype, self.weak_type)
+        return a.with_mat(self.manual_axis_type) if self.manual_axis_type is not None else a
 
     def update(self, **kwargs) -> ShapeDtypeStruct:
         """A copy with some of ``shape``, ``dtype``, ``sharding``, ``weak_type`` replaced."""

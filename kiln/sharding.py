@@ -87,7 +87,15 @@ class PartitionSpec:
         parts = list(self._partitions)
         while parts and parts[-1] is None:
             parts.pop()
+        if self.reduced or self.unreduced:
+            return tuple(parts), self.reduced, self.unreduced
         return tuple(parts)
+
+    def to_ct_spec(self) -> PartitionSpec:
+        """The spec of a cotangent of a value laid out as this one (JAX's): reduced axes
+        become unreduced and unreduced ones reduced."""
+        return PartitionSpec(*self._partitions, reduced=self.unreduced,
+                             unreduced=self.reduced)
 
     def __repr__(self):
         items = [repr(p) for p in self._partitions]
@@ -405,6 +413,30 @@ class Shard:
                 f"replica_id={self.replica_id}, data={self.data})")
 
 
+class _UnreducedShard(Shard):
+    """A device's block of an array unreduced along mesh axes: its partial of the sum
+    (the array's ``_partials``; else the whole block on the first device along those
+    axes, zeros on the others)."""
+
+    __slots__ = ("_coords", "_unreduced", "_parts")
+
+    def __init__(self, device, index, replica_id, array, coords, unreduced, partials):
+        super().__init__(device, index, replica_id, array)
+        self._coords = coords
+        self._unreduced = unreduced
+        self._parts = partials
+
+    @property
+    def data(self):
+        parts = self._parts
+        if parts is not None and self.device.id in parts:
+            return _make_array(np.asarray(parts[self.device.id]))
+        block = np.asarray(self._array)[self.index]
+        if any(self._coords[a] for a in self._unreduced):
+            block = np.zeros_like(block)
+        return _make_array(block)
+
+
 class Sharding:
     """Base class: how an array's elements are laid out over devices."""
 
@@ -559,8 +591,12 @@ class NamedSharding(Sharding):
     def devices_indices_map(self, global_shape) -> dict:
         return {dev: self.block_index(c, global_shape) for dev, c in self.mesh.coords()}
 
-    def _shards(self, array) -> list:
+    def _shards(self, array, partials=None) -> list:
         shape, here = array.shape, _process_index()
+        if self.spec.unreduced:
+            return [_UnreducedShard(dev, self.block_index(c, shape), self.replica_id(c),
+                                    array, c, self.spec.unreduced, partials)
+                    for dev, c in self.mesh.coords() if dev.process_index == here]
         return [Shard(dev, self.block_index(c, shape), self.replica_id(c), array)
                 for dev, c in self.mesh.coords() if dev.process_index == here]
 

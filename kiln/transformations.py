@@ -234,7 +234,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False, reduce_axes=()):
                 c = to_array(c)     # a Python-scalar cotangent comes back as an array
             cts.append(Zero(ca) if ca.dtype == dtypes.float0 else c)
         cts_in = lin.transpose(cts)
-        res = [_zeros_for(ct, a) for ct, a in zip(cts_in, in_avals)]
+        res = [_zeros_for(ct, a, p) for ct, a, p in zip(cts_in, in_avals, p_flat)]
         return _user_float0_tree(_kb.key_tangents_to_float0(tree_unflatten(p_tree, res)))
 
     out = tree_unflatten(out_tree, p_out)
@@ -306,13 +306,18 @@ _public_tree.register_pytree_node(
     lambda aux, ch: VJP(aux[0], aux[1], aux[2], ch[0], ch[1]))
 
 
-def _zeros_for(ct, primal_aval):
-    """Instantiate a symbolic zero cotangent; integer primals get float0 zeros."""
+def _zeros_for(ct, primal_aval, primal=None):
+    """Instantiate a symbolic zero cotangent; integer primals get float0 zeros. The
+    cotangent of a primal whose type has a sharding (``primal`` given) is laid out as
+    its cotangent type (JAX's: reduced and unreduced mesh axes swapped)."""
     if type(ct) is Zero:
         ta = ad.tangent_aval(primal_aval)
         if type(ta) is AbstractRef:     # a new reference of zeros, as JAX
             return ad.zeros_like_aval(ta)
-        return make_array(np.zeros(ta.shape, ta.dtype), False)
+        ct = make_array(np.zeros(ta.shape, ta.dtype), False)
+    if primal is not None and get_aval(ct).dtype != dtypes.float0:
+        from kiln.parallel.placement import ct_layout
+        return ct_layout(ct, primal)
     return ct
 
 
@@ -396,7 +401,7 @@ def value_and_grad(fun: Callable, argnums=0, has_aux: bool = False, holomorphic:
         one = make_array(np.ones((), a.dtype), False)
         cts = lin.transpose([one])
         # Gradients have their input's type (dtype and weak type), as in JAX.
-        g_flat = [_match_input(_zeros_for(ct, get_aval(x)), get_aval(x))
+        g_flat = [_match_input(_zeros_for(ct, get_aval(x), x), get_aval(x))
                   for ct, x in zip(cts, d_flat)]
         g = _user_float0_tree(_kb.key_tangents_to_float0(tree_unflatten(d_tree, g_flat)))
         if isinstance(argnums, int):
@@ -739,6 +744,24 @@ def _flatten_axes(what, tree, axes_prefix, leaves_count):
 
 
 @_traceback_util.api_boundary
+def _explicit_batch_axes(flat, axes):
+    """The mesh axes of type ``Explicit`` that split the mapped dimension of the
+    arguments (their types' shardings; JAX: they act as ``spmd_axis_name``), or None."""
+    from kiln.parallel.placement import arg_type_sharding
+    found = None
+    for x, ax in zip(flat, axes):
+        if ax is None:
+            continue
+        t = arg_type_sharding(x) if isinstance(x, (Array, Tracer)) else None
+        if t is None:
+            continue
+        names = t.spec.axes_of(ax)
+        if names:
+            found = names[0] if len(names) == 1 else tuple(names)
+            break
+    return found
+
+
 def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size=None,
          spmd_axis_name=None) -> Callable:
     """Vectorizing map: ``fun`` mapped over array axes ``in_axes`` of its arguments."""
@@ -814,7 +837,17 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size=None,
             store["tree"] = tree
             return leaves
 
-        axis_data = batching.AxisData(axis_name, size, spmd_axis_name)
+        spmd = spmd_axis_name
+        explicit = _explicit_batch_axes(a_flat, norm_axes)
+        if explicit is not None:
+            as_t = (lambda a: tuple(a) if isinstance(a, (tuple, list)) else (a,))  # noqa: E731
+            if spmd is not None and as_t(spmd) != as_t(explicit):
+                raise ValueError("Only one of spmd_axis_name or arrays sharded on `Explicit` "
+                                 f"mesh axis type is allowed. Got spmd_axis_name="
+                                 f"{as_t(spmd)} and arrays sharded on explicit_mesh_axis="
+                                 f"{as_t(explicit)}")
+            spmd = explicit
+        axis_data = batching.AxisData(axis_name, size, spmd, explicit=explicit is not None)
         outs, dims = batching.batch_flat(flat_fun, a_flat, norm_axes, axis_data)
         tree = store["tree"]
         oaxes = _flatten_axes("vmap out_axes", tree, out_axes, tree.num_leaves)

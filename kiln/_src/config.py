@@ -147,8 +147,6 @@ JAX_ONLY_OPTIONS: dict[str, tuple[Any, str]] = {
     "jax_enable_compilation_cache": (False, "kiln has no persistent XLA cache"),
     "jax_threefry_gpu_kernel_lowering": (False, "kiln has no GPU"),
     "jax_softmax_custom_jvp": (False, "kiln's softmax is differentiated as JAX's default"),
-    "jax_remove_size_one_mesh_axis_from_type": (False, "JAX's experimental sharding-type "
-                                                "option; kiln keeps JAX's default"),
     "jax_use_direct_linearize": (True, "kiln's linearize is JAX's default direct one"),
     "jax_disable_vmap_shmap_error": (False, "JAX's default"),
     "jax_pprint_use_color": (False, "kiln prints jaxprs without color"),

@@ -64,3 +64,19 @@ def subjaxprs(jaxpr):
     ``core.subjaxprs``."""
     for eqn in jaxpr.eqns:
         yield from sub_jaxprs(eqn.params)
+
+
+from kiln.state.primitives import new_ref  # noqa: E402,F401  (JAX's core.new_ref)
+
+
+def typeof(x):
+    """JAX's ``core.typeof``: the abstract value of ``x`` (``kiln.typeof``)."""
+    from kiln.parallel.placement import typeof as _typeof
+    return _typeof(x)
+
+
+def reduced_vary_cast(x, axis_name):
+    """JAX's ``core.reduced_vary_cast``: a value reduced along the manual axes
+    ``axis_name`` typed varying there (``lax.pcast(x, axis_name, to='varying')``)."""
+    from kiln.lax import pcast
+    return pcast(x, axis_name, to="varying")

@@ -85,7 +85,7 @@ empty_mat = ManualAxisType()
 class ShapedArray(AbstractValue):
     """An abstract array: shape, dtype and weak type, no values."""
 
-    __slots__ = ("shape", "dtype", "weak_type", "_mat")
+    __slots__ = ("shape", "dtype", "weak_type", "_mat", "_tsh")
     array_abstraction_level = 1
 
     def __init__(self, shape, dtype, weak_type: bool = False, *, sharding=None, vma=None,
@@ -99,6 +99,7 @@ class ShapedArray(AbstractValue):
         self.dtype = dtype if isinstance(dtype, ExtendedDType) else np.dtype(dtype)
         self.weak_type = bool(weak_type)
         self._mat = None
+        self._tsh = None
 
     @property
     def mat(self) -> ManualAxisType:
@@ -132,9 +133,19 @@ class ShapedArray(AbstractValue):
     @property
     def sharding(self):
         """The sharding in the type (``kiln.typeof(x).sharding``): kiln's abstract values
-        are unsharded, ``NamedSharding(AbstractMesh(()), P(None, ...))``."""
+        are unsharded, ``NamedSharding(AbstractMesh(()), P(None, ...))``, except a traced
+        value laid out by ``reshard``/a ``shard_map``'s ``out_specs`` over a mesh with
+        ``Explicit`` axes (``with_type_sharding``). Not part of the type's equality."""
+        if self._tsh is not None:
+            return self._tsh
         from kiln.sharding import unsharded_type_sharding
         return unsharded_type_sharding(len(self.shape))
+
+    def with_type_sharding(self, sharding) -> ShapedArray:
+        out = ShapedArray(self.shape, self.dtype, self.weak_type)
+        out._mat = self._mat
+        out._tsh = sharding
+        return out
 
     def update(self, shape=None, dtype=None, weak_type=None) -> ShapedArray:
         out = ShapedArray(self.shape if shape is None else shape,

@@ -61,6 +61,10 @@ class Primitive:
     # kiln's own primitives have NumPy impls (``array_impl`` False); the machinery calls
     # either kind through :func:`apply_impl`.
     array_impl = False
+    # ``lay_out(outs, args, params)``, after an eager application made its output Arrays:
+    # sets their layouts (``sharding_constraint``, and a ``jit`` equation whose outputs
+    # end in constraints, lay their results out as those say).
+    eager_layout = None
 
     def __init__(self, name: str):
         self.name = name
@@ -353,9 +357,15 @@ class EvalTrace(Trace):
         rule = prim.weak_type_rule
         if prim.multiple_results:
             ws = rule(*weak, **params) if rule else [False] * len(out)
-            return [make_array(o, w) for o, w in zip(out, ws)]
+            outs = [make_array(o, w) for o, w in zip(out, ws)]
+            if prim.eager_layout is not None:
+                prim.eager_layout(outs, args, params)
+            return outs
         w = rule(*weak, **params) if rule else False
-        return make_array(out, w)
+        out = make_array(out, w)
+        if prim.eager_layout is not None:
+            prim.eager_layout([out], args, params)
+        return out
 
     def _process_extended(self, prim, vals, weak, params, out_avals):
         """An eager application with arrays of extended dtypes: the impl runs on their
@@ -566,6 +576,12 @@ class Tracer:
         if type(attr) is aval_method:
             return attr.fun.__get__(self)
         raise AttributeError(f"{type(self).__name__} has no attribute {name}")
+
+    @property
+    def mat(self):
+        """The manual axis types of the value inside ``shard_map`` (JAX's ``x.mat``,
+        ``aval.mat``)."""
+        return self.aval.mat
 
     @property
     def shape(self):

@@ -41,18 +41,33 @@ not_mapped = None
 
 
 class AxisData:
-    __slots__ = ("name", "size", "spmd_name", "manual")
+    __slots__ = ("name", "size", "spmd_name", "manual", "explicit")
 
-    def __init__(self, name, size, spmd_name=None, manual=False):
+    def __init__(self, name, size, spmd_name=None, manual=False, explicit=False):
         self.name = name
         self.size = size
         self.spmd_name = spmd_name
+        # ``spmd_name`` was inferred from arguments split along ``Explicit`` mesh axes
+        # (JAX's ``explicit_mesh_axis``), not given as ``spmd_axis_name``
+        self.explicit = explicit
         # a shard_map mesh axis (computed as a vmap): a value mapped along it varies
         # along that manual axis (``aval.mat.varying``)
         self.manual = manual
 
     def __repr__(self):
         return f"AxisData({self.name!r}, {self.size})"
+
+
+# Set by ``kiln.parallel.vma``: ``hook(trace, prim, args, params, kinds)`` computes a
+# primitive's outputs on a manual axis (shard_map's emulation) when an operand is typed
+# reduced/unreduced there, or the primitive is one of ``ur_prims`` (the casts and
+# collectives of those types), and records the outputs' types on them.
+ur_hook: list = [None]
+ur_tag: list = [None]       # ``tag_outputs(trace, name, params, args, kinds, outs)``
+# ``check(name, args)``: JAX's varying-axes check of an operation's operands when the
+# option ``jax_auto_pcast`` is off (None while it is on: nothing to check)
+vma_check: list = [None]
+ur_prims: set = set()
 
 
 # Stack of (name, size) of the named axes in scope, for abstract evaluation of collectives.
@@ -76,24 +91,57 @@ def axis_size(name) -> int:
                     "vmap(..., axis_name=...), pmap or shard_map.")
 
 
-class BatchTracer(Tracer):
-    __slots__ = ("val", "bdim")
+def _drop_dim(sharding, d: int, ndim: int):
+    """A type's sharding without dimension ``d`` (the mapped one)."""
+    spec = sharding.spec
+    parts = [spec[i] if i < len(spec) else None for i in range(ndim)]
+    del parts[d]
+    return sharding.update(spec=type(spec)(*parts, reduced=spec.reduced,
+                                          unreduced=spec.unreduced))
 
-    def __init__(self, trace, val, bdim):
+
+def _size_one_untyped() -> bool:
+    """``jax_remove_size_one_mesh_axis_from_type``: a manual axis of size 1 is left out
+    of the types."""
+    from kiln.config import config
+    return bool(config.jax_remove_size_one_mesh_axis_from_type)
+
+
+class BatchTracer(Tracer):
+    # ``ur``: under shard_map's emulation (a manual axis), ``'unreduced'`` for a mapped
+    # value holding the partials of a sum along the axis, ``'reduced'`` for an unmapped
+    # one typed reduced (``bdim`` None); None otherwise (mapped: varying)
+    __slots__ = ("val", "bdim", "ur")
+
+    def __init__(self, trace, val, bdim, ur=None):
         self._trace = trace
         self.val = val
         self.bdim = bdim
+        self.ur = ur
 
     @property
     def aval(self):
         a = get_aval(self.val)
-        shape = a.shape[:self.bdim] + a.shape[self.bdim + 1:]
+        if self.bdim is None:
+            shape = a.shape
+        else:
+            shape = a.shape[:self.bdim] + a.shape[self.bdim + 1:]
         if type(a) is AbstractRef:
             return a.update(inner_aval=a.inner_aval.update(shape=shape))
         out = a.update(shape=shape)
-        if self._trace.axis_data.manual and self.bdim is not None:
-            mat = out.mat
-            out = out.with_mat(mat.update(varying=mat.varying | {self._trace.axis_data.name}))
+        tsh = getattr(a, "_tsh", None)
+        if tsh is not None and self.bdim is not None:
+            out = out.with_type_sharding(_drop_dim(tsh, self.bdim, len(a.shape)))
+        if self._trace.axis_data.manual and (self.bdim is not None or self.ur) and not (
+                self._trace.axis_data.size == 1 and _size_one_untyped()):
+            mat, name = out.mat, {self._trace.axis_data.name}
+            if self.ur == "unreduced":
+                mat = mat.update(unreduced=mat.unreduced | name)
+            elif self.ur == "reduced":
+                mat = mat.update(reduced=mat.reduced | name)
+            else:
+                mat = mat.update(varying=mat.varying | name)
+            out = out.with_mat(mat)
         return out
 
     def _short_repr(self):
@@ -115,6 +163,16 @@ class BatchTrace(Trace):
         return x, None
 
     def process_primitive(self, prim, args, params):
+        if self.axis_data.manual and ur_hook[0] is not None and vma_check[0] is not None:
+            vma_check[0](prim.name, args)
+        if self.axis_data.manual and ur_hook[0] is not None:
+            kinds = [x.ur if isinstance(x, BatchTracer) and x._trace is self else None
+                     for x in args]
+            if any(kinds) or prim.name in ur_prims:
+                return ur_hook[0](self, prim, args, params, kinds)
+        return self.process_plain(prim, args, params)
+
+    def process_plain(self, prim, args, params):
         vals, dims = [], []
         for x in args:
             v, d = self.to_val_dim(x)
@@ -142,7 +200,28 @@ class BatchTrace(Trace):
             return val
         return BatchTracer(self, val, dim)
 
+    def _ur_kinds(self, args):
+        if not self.axis_data.manual or ur_tag[0] is None:
+            return None
+        kinds = [x.ur if isinstance(x, BatchTracer) and x._trace is self else None
+                 for x in args]
+        return kinds if any(kinds) else None
+
     def process_custom_jvp_call(self, fun, jvp, args, *, symbolic_zeros=False):
+        kinds = self._ur_kinds(args)
+        outs = self._custom_jvp_call(fun, jvp, args, symbolic_zeros)
+        if kinds is None:
+            return outs
+        return ur_tag[0](self, "custom_jvp_call", {}, args, kinds, list(outs))
+
+    def process_custom_vjp_call(self, fun, fwd, bwd, args, out_trees, *, symbolic_zeros=False):
+        kinds = self._ur_kinds(args)
+        outs = self._custom_vjp_call(fun, fwd, bwd, args, out_trees, symbolic_zeros)
+        if kinds is None:
+            return outs
+        return ur_tag[0](self, "custom_vjp_call", {}, args, kinds, list(outs))
+
+    def _custom_jvp_call(self, fun, jvp, args, symbolic_zeros):
         vals, dims = zip(*(self.to_val_dim(x) for x in args)) if args else ((), ())
         if all(d is None for d in dims):
             try:
@@ -156,7 +235,7 @@ class BatchTrace(Trace):
         return custom_rules.rule("batch_custom_jvp")(self, fun, jvp, list(vals), list(dims),
                                                      symbolic_zeros)
 
-    def process_custom_vjp_call(self, fun, fwd, bwd, args, out_trees, *, symbolic_zeros=False):
+    def _custom_vjp_call(self, fun, fwd, bwd, args, out_trees, symbolic_zeros):
         vals, dims = zip(*(self.to_val_dim(x) for x in args)) if args else ((), ())
         if all(d is None for d in dims):
             try:

@@ -62,6 +62,29 @@ def _as_axes(axis_name) -> tuple:
     return tuple(axis_name) if isinstance(axis_name, (tuple, list)) else (axis_name,)
 
 
+def skip_size_one(axes: tuple) -> tuple:
+    """``axes`` without the mesh axes of size 1 under the option
+    ``jax_remove_size_one_mesh_axis_from_type`` (JAX's: they are left out of types, and
+    collectives and pcasts over them are no-ops); ``axes`` otherwise."""
+    from kiln.config import config
+    if not config.jax_remove_size_one_mesh_axis_from_type:
+        return axes
+    from kiln.sharding import get_abstract_mesh
+    mesh = get_abstract_mesh()
+    sizes = {} if mesh.empty else dict(zip(mesh.axis_names, mesh.axis_sizes))
+    out = []
+    for a in axes:
+        n = sizes.get(a)
+        if n is None:
+            try:
+                n = batching.axis_size(a)
+            except NameError:
+                n = None
+        if n != 1:
+            out.append(a)
+    return tuple(out)
+
+
 def _bound(name) -> bool:
     try:
         batching.axis_size(name)
@@ -371,6 +394,8 @@ _pminmax_jvp(pmin_p)
 
 def _reduction_axes(axis_name, axis_index_groups):
     axes = _as_axes(axis_name)
+    if axis_index_groups is None:
+        axes = skip_size_one(axes)
     if any(isinstance(a, int) and not isinstance(a, bool) for a in axes):
         if axis_index_groups is not None:
             raise ValueError("axis_index_groups only supported for sums over just named axes")
@@ -422,8 +447,12 @@ def psum(x, axis_name, *, axis_index_groups=None):
                 out.append(lax.mul(v, np.asarray(size, get_aval(v).dtype)))
         return tree_unflatten(tree, out)
     _check_groups_fit(groups, axes, "psum", equal_sizes=False)
-    return tree_unflatten(tree, [psum_p.bind(v, axes=axes, axis_index_groups=groups)
-                                 for v in leaves])
+
+    def bind(v):
+        if isinstance(v, Tracer) and groups is None and _unreduced_on(v, axes, "psum"):
+            return unreduced_psum_p.bind(v, axes=axes, axis_index_groups=None)
+        return psum_p.bind(v, axes=axes, axis_index_groups=groups)
+    return tree_unflatten(tree, [bind(v) for v in leaves])
 
 
 def pmax(x, axis_name, *, axis_index_groups=None):
@@ -678,7 +707,8 @@ def all_gather(x, axis_name, *, axis_index_groups=None, axis: int = 0, tiled: bo
         ``True`` they are concatenated along the existing axis ``axis``.
       to: the output's manual axis type inside ``shard_map``: ``'varying'`` (default) or
         ``'invarying'`` (the same on every device: JAX's ``all_gather_invariant``, whose
-        transpose takes each position's chunk); ``'reduced'`` is not supported by kiln.
+        transpose takes each position's chunk) or ``'reduced'`` (the same on every device,
+        typed reduced: its transpose is a psum_scatter of the unreduced cotangent).
 
     Returns:
       Array(s) of ``x``'s shape with a new axis of the axis (group) size at ``axis``
@@ -687,10 +717,7 @@ def all_gather(x, axis_name, *, axis_index_groups=None, axis: int = 0, tiled: bo
     if to not in {"varying", "reduced", "invarying"}:
         raise ValueError("Got unexpected `to` value for `jax.lax.all_gather`. Allowed `to` "
                          "values are: {'varying', 'reduced', 'invarying'}")
-    if to == "reduced":
-        raise NotImplementedError("all_gather(..., to='reduced') (JAX's reduced type) is not "
-                                  "supported by kiln")
-    if to == "invarying" and axis_index_groups is not None:
+    if to in ("invarying", "reduced") and axis_index_groups is not None:
         raise ValueError("all_gather(..., to='invarying') does not take axis_index_groups")
     axes = _as_axes(axis_name)
     if not axes:
@@ -702,6 +729,10 @@ def all_gather(x, axis_name, *, axis_index_groups=None, axis: int = 0, tiled: bo
     def gather(v):
         nd = get_aval(v).ndim
         dim = _canonical_axis(axis, nd if tiled else nd + 1)
+        if to == "reduced":
+            _check_gather_reduced(get_aval(v), axes)
+            return all_gather_reduced_p.bind(v, all_gather_dimension=dim, axis_name=axes,
+                                             axis_size=size, tiled=bool(tiled))
         if to == "invarying":
             return all_gather_invariant_p.bind(v, all_gather_dimension=dim, axis_name=axes,
                                                axis_size=size, tiled=bool(tiled))
@@ -820,6 +851,11 @@ def psum_scatter(x, axis_name, *, scatter_dimension=0, axis_index_groups=None, t
         shape = get_aval(v).shape
         sd = _canonical_axis(scatter_dimension, len(shape))
         _check_scatter_shape(shape, sd, size, tiled)
+        if (isinstance(v, Tracer) and groups is None
+                and _unreduced_on(v, axes, "psum_scatter")):
+            return unreduced_reduce_scatter_p.bind(
+                v, axis_name=axes, scatter_dimension=sd, axis_index_groups=None,
+                axis_size=size, tiled=bool(tiled))
         return reduce_scatter_p.bind(v, axis_name=axes, scatter_dimension=sd,
                                      axis_index_groups=groups, axis_size=size,
                                      tiled=bool(tiled))
@@ -1162,13 +1198,14 @@ def pcast(x, axis_name, *, to: str):
     """Change how ``x`` varies over the manual mesh axes ``axis_name`` inside
     ``shard_map`` (JAX's ``lax.pcast``). ``to='varying'``: the value (the same on every
     device along those axes) becomes device-varying (its type says so; no data moves),
-    e.g. to be a loop carry that is updated per device. ``'reduced'``/``'unreduced'``
-    (JAX's reduced/unreduced types) are not implemented in kiln.
+    e.g. to be a loop carry that is updated per device. ``'reduced'`` (from invarying:
+    the same value, whose cotangent is unreduced), ``'unreduced'`` (from varying: the
+    per-device values become partials of their sum); ``'varying'`` from reduced.
 
     Args:
       x: array(s) (a pytree).
       axis_name: a mesh axis name or a tuple of names.
-      to: ``'varying'`` (``'reduced'``/``'unreduced'`` raise NotImplementedError).
+      to: ``'varying'``, ``'reduced'`` or ``'unreduced'``.
     """
     if isinstance(axis_name, (set, frozenset)):
         raise TypeError(f"axis_name={axis_name} must be a tuple or a str. Got {axis_name}")
@@ -1178,10 +1215,9 @@ def pcast(x, axis_name, *, to: str):
     if to not in _PCAST_TO:
         raise ValueError("Got unexpected `to` value. Allowed `to` values are: "
                          f"{set(_PCAST_TO)}")
-    if to != "varying":
-        raise NotImplementedError(f"lax.pcast(..., to={to!r}): kiln has no reduced/unreduced "
-                                  "types (JAX's reduced and unreduced shardings).")
-
+    axes = skip_size_one(axes)
+    if not axes:
+        return x
     from kiln.sharding import get_abstract_mesh
     try:
         _check_bound(axes)
@@ -1192,20 +1228,16 @@ def pcast(x, axis_name, *, to: str):
         raise _unbound_message(NameError(f"Found an unbound axis name: "
                                          f"{[a for a in axes if not _bound(a)][0]}. "),
                                "pvary") from None
+    casts = {("invarying", "varying"): pvary_p, ("invarying", "reduced"): preduced_p,
+             ("varying", "unreduced"): vary_unreduced_cast_p,
+             ("reduced", "varying"): reduced_vary_cast_p}
 
     def one(v):
-        aval = get_aval(v)
-        varying = getattr(aval, "mat", None)
-        varying = varying.varying if varying is not None else frozenset()
-        state = {"varying" if a in varying else "invarying" for a in axes}
-        if len(state) > 1:
-            raise ValueError(
-                "jax.lax.pcast can only accept axis_name which corresponds to one of "
-                "varying, unreduced, reduced or invarying state of the input. Got input "
-                f"type: {aval}, axes: {axes} and input state: {state}")
-        if state == {"varying"}:
-            raise ValueError(f"Unsupported pcast from=varying, to={to!r}")
-        return pvary_p.bind(v, axes=axes)
+        src = manual_state(get_aval(v), axes, "jax.lax.pcast")
+        prim = casts.get((src, to))
+        if prim is None:
+            raise ValueError(f"Unsupported pcast from={src}, to={to!r}")
+        return prim.bind(v, axes=axes)
     return tree_map(one, x)
 
 
@@ -1243,3 +1275,164 @@ __all__ = ["psum", "pmean", "pmax", "pmin", "all_gather", "axis_index", "axis_si
            "ppermute", "pshuffle", "pswapaxes", "all_to_all", "psum_scatter", "pbroadcast",
            "psum_p", "pmax_p", "pmin_p", "all_gather_p", "axis_index_p", "ppermute_p",
            "reduce_scatter_p", "all_to_all_p", "pbroadcast_p", "psum_size", "pcast", "pvary_p"]
+
+
+# ================================================================================================
+# reduced / unreduced types (JAX's ``preduced``, ``vary_unreduced_cast``,
+# ``reduced_vary_cast``, ``unreduced_psum``, ``unreduced_reduce_scatter``,
+# ``all_gather_reduced``)
+#
+# Inside a shard_map, a value *unreduced* along a manual axis holds one partial value per
+# device; its value is their sum. A value *reduced* along an axis is the same on every
+# device, but its cotangent is unreduced there (it is the transpose of the unreduced
+# type). The casts move no data; on a device they are the identity. Under the vmap
+# emulation of shard_map an unreduced value is mapped along the axis (its partials), a
+# reduced one unmapped (``kiln.interpreters.batching`` records the type on the tracer).
+# ================================================================================================
+
+def _cast_prim(name, batch_broadcast: bool):
+    p = _collective(name, _pvary_abstract_eval)
+    p.impl = lambda x, *, axes: (_check_bound(axes), x)[1]
+
+    def batch(axis_data, vals, dims, *, axes):
+        (x,), (d,) = vals, dims
+        if axis_data.name not in axes:
+            return p.bind(x, axes=axes), d
+        if d is None and batch_broadcast:
+            x = _lax().broadcast_in_dim(x, (axis_data.size,) + tuple(_shape(x)),
+                                        tuple(range(1, len(_shape(x)) + 1)))
+            d = 0
+        rest = tuple(a for a in axes if a != axis_data.name)
+        return (p.bind(x, axes=rest) if rest else x), d
+    batching.batch_rules[p] = batch
+    return p
+
+
+# Invariant -> Reduced; Varying -> Unreduced; Reduced -> Varying (no data moves)
+preduced_p = _cast_prim("preduced", False)
+vary_unreduced_cast_p = _cast_prim("vary_unreduced_cast", False)
+reduced_vary_cast_p = _cast_prim("reduced_vary_cast", True)
+
+# Unreduced -> Invariant: the sum of the partials (the values of psum)
+unreduced_psum_p = _collective("unreduced_psum", _same_aval)
+_reducer_batch(unreduced_psum_p, _rs, _times_size)
+
+
+def _zero_or(ct, x, f):
+    return [Zero(x.aval)] if type(ct) is Zero else [f(ct)]
+
+
+ad.deflinear2(preduced_p, lambda ct, x, *, axes: _zero_or(
+    ct, x, lambda c: unreduced_psum_p.bind(c, axes=axes, axis_index_groups=None)))
+ad.deflinear2(unreduced_psum_p, lambda ct, x, *, axes, axis_index_groups=None: _zero_or(
+    ct, x, lambda c: preduced_p.bind(c, axes=axes)))
+ad.deflinear2(vary_unreduced_cast_p, lambda ct, x, *, axes: _zero_or(
+    ct, x, lambda c: reduced_vary_cast_p.bind(c, axes=axes)))
+ad.deflinear2(reduced_vary_cast_p, lambda ct, x, *, axes: _zero_or(
+    ct, x, lambda c: vary_unreduced_cast_p.bind(c, axes=axes)))
+
+# Unreduced -> Varying: each device keeps its chunk of the sum (reduce_scatter's values)
+unreduced_reduce_scatter_p = _collective("unreduced_reduce_scatter",
+                                         _reduce_scatter_abstract_eval)
+# Varying -> Reduced: the gathered value, the same on every device, typed reduced
+all_gather_reduced_p = _collective("all_gather_reduced", _all_gather_invariant_abstract_eval)
+
+
+def _urs_rule(axis_data, vals, dims, *, axis_name, scatter_dimension, axis_index_groups,
+              axis_size, tiled):
+    (x,), (d,) = vals, dims
+    if axis_data.name not in axis_name:
+        sd, out_d = scatter_dimension, d
+        if d is not None:
+            if d <= sd:
+                sd += 1
+            elif not tiled:
+                out_d = d - 1
+        return unreduced_reduce_scatter_p.bind(
+            x, axis_name=axis_name, scatter_dimension=sd, axis_index_groups=None,
+            axis_size=axis_size, tiled=tiled), out_d
+    return _reduce_scatter_batch(axis_data, vals, dims, axis_name=axis_name,
+                                 scatter_dimension=scatter_dimension,
+                                 axis_index_groups=axis_index_groups, axis_size=axis_size,
+                                 tiled=tiled)
+
+
+def _agr_rule(axis_data, vals, dims, *, all_gather_dimension, axis_name, axis_size, tiled):
+    (x,), (d,) = vals, dims
+    if axis_data.name not in axis_name:
+        a = all_gather_dimension
+        if d is not None:
+            if d <= a:
+                a += 1
+            elif not tiled:
+                d += 1
+        return all_gather_reduced_p.bind(x, all_gather_dimension=a, axis_name=axis_name,
+                                         axis_size=axis_size, tiled=tiled), d
+    return _all_gather_batch(axis_data, vals, dims, all_gather_dimension=all_gather_dimension,
+                             axis_name=axis_name, axis_index_groups=None,
+                             axis_size=axis_size, tiled=tiled)
+
+
+batching.batch_rules[unreduced_reduce_scatter_p] = _urs_rule
+batching.batch_rules[all_gather_reduced_p] = _agr_rule
+ad.deflinear2(unreduced_reduce_scatter_p, lambda ct, x, *, axis_name, scatter_dimension,
+              axis_index_groups, axis_size, tiled: _zero_or(
+                  ct, x, lambda c: all_gather_reduced_p.bind(
+                      c, all_gather_dimension=scatter_dimension, axis_name=axis_name,
+                      axis_size=axis_size, tiled=tiled)))
+ad.deflinear2(all_gather_reduced_p, lambda ct, x, *, all_gather_dimension, axis_name,
+              axis_size, tiled: _zero_or(
+                  ct, x, lambda c: unreduced_reduce_scatter_p.bind(
+                      c, axis_name=axis_name, scatter_dimension=all_gather_dimension,
+                      axis_index_groups=None, axis_size=axis_size, tiled=tiled)))
+
+
+def _mat_of(v):
+    from kiln.core.avals import empty_mat
+    return getattr(get_aval(v), "mat", None) or empty_mat
+
+
+def manual_state(aval, axes, name: str) -> str:
+    """How a value is typed along the manual axes ``axes``: ``'varying'``,
+    ``'unreduced'``, ``'reduced'`` or ``'invarying'`` (JAX's ``_get_from``; all of
+    ``axes`` must agree)."""
+    from kiln.core.avals import empty_mat
+    mat = getattr(aval, "mat", None) or empty_mat
+    out = set()
+    for a in axes:
+        out.add("varying" if a in mat.varying else "unreduced" if a in mat.unreduced
+                else "reduced" if a in mat.reduced else "invarying")
+    if len(out) > 1:
+        raise ValueError(
+            f"{name} can only accept axis_name which corresponds to one of varying, "
+            f"unreduced, reduced or invarying state of the input. Got input type: {aval}, "
+            f"axes: {axes} and input state: {out}")
+    return out.pop()
+
+
+def _unreduced_on(v, axes, name: str) -> bool:
+    """Whether ``v`` is unreduced along ``axes`` (then a sum over them is JAX's
+    ``unreduced_psum``/``unreduced_psum_scatter``); a value unreduced along only some
+    of them is JAX's ValueError."""
+    aval = get_aval(v)
+    mat = getattr(aval, "mat", None)
+    if mat is None or not (mat.unreduced & set(axes)):
+        return False
+    return manual_state(aval, axes, f"jax.lax.{name}") == "unreduced"
+
+
+def _check_gather_reduced(aval, axes) -> None:
+    """JAX's checks of ``all_gather(..., to='reduced')``: a Varying -> Reduced
+    collective (inside a shard_map whose manual axes include ``axes``)."""
+    mat = getattr(aval, "mat", None)
+    varying = mat.varying if mat is not None else frozenset()
+    if not varying:
+        raise ValueError("all_gather_reduced only accepts inputs that are varying. Got "
+                         f"{aval.str_short()}")
+    if not varying & set(axes):
+        raise ValueError("all_gather_reduced is a Varying -> Reduced collective. This means "
+                         f"that the axis_name={axes} passed to `all_gather_reduced` must be "
+                         f"present in jax.typeof(x).mat.varying={varying}")
+    if mat.reduced & set(axes):
+        raise ValueError("all_gather_reduced's input cannot be reduced across the axis_name "
+                         f"provided. Got x={aval.str_short()} and axis_name={axes}")

@@ -228,7 +228,7 @@ def _fill(shape, fill_value, dtype, weak):
 
 
 @_util.placed
-def full(shape, fill_value, dtype=None, *, device=None):
+def full(shape, fill_value, dtype=None, *, device=None, out_sharding=None):
     """An array of ``shape`` filled with ``fill_value`` (which may be an array to broadcast)."""
     shape = canonicalize_shape(shape, "The shape argument of jnp.full must be static.")
     _util.check_arraylike("full", fill_value)
@@ -238,34 +238,36 @@ def full(shape, fill_value, dtype=None, *, device=None):
     else:
         dt, weak = dtype, False
     if isinstance(dt, dtypes.ExtendedDType):
-        return dt._rules.full(shape, fill_value, dt)
+        return _util.laid_out(dt._rules.full(shape, fill_value, dt), out_sharding)
     if np.ndim(fill_value) if not isinstance(fill_value, (Array, Tracer)) \
             else get_aval(fill_value).ndim:
         v = lax._convert_element_type(as_operand(fill_value), dt, weak)
-        return _util.broadcast_to(v, shape)
-    return _fill(shape, fill_value, dt, weak)
+        return _util.laid_out(_util.broadcast_to(v, shape), out_sharding)
+    return _util.laid_out(_fill(shape, fill_value, dt, weak), out_sharding)
 
 
 @_util.placed
-def zeros(shape, dtype=None, *, device=None):
-    """An array of zeros (default dtype: the default float)."""
+def zeros(shape, dtype=None, *, device=None, out_sharding=None):
+    """An array of zeros (default dtype: the default float), laid out as
+    ``out_sharding`` when given."""
     shape = canonicalize_shape(shape, "The shape argument of jnp.zeros must be static.")
     dt = user_dtype(dtype, "zeros") or dtypes.default_float_dtype()
-    return _fill(shape, 0, dt, False)
+    return _util.laid_out(_fill(shape, 0, dt, False), out_sharding)
 
 
 @_util.placed
-def ones(shape, dtype=None, *, device=None):
-    """An array of ones (default dtype: the default float)."""
+def ones(shape, dtype=None, *, device=None, out_sharding=None):
+    """An array of ones (default dtype: the default float), laid out as
+    ``out_sharding`` when given."""
     shape = canonicalize_shape(shape, "The shape argument of jnp.ones must be static.")
     dt = user_dtype(dtype, "ones") or dtypes.default_float_dtype()
-    return _fill(shape, 1, dt, False)
+    return _util.laid_out(_fill(shape, 1, dt, False), out_sharding)
 
 
 @_util.placed
-def empty(shape, dtype=None, *, device=None):
+def empty(shape, dtype=None, *, device=None, out_sharding=None):
     """Like ``zeros`` (kiln arrays are always initialized)."""
-    return zeros(shape, dtype)
+    return _util.laid_out(zeros(shape, dtype), out_sharding)
 
 
 def _prototype(a, name, *others):
@@ -507,8 +509,13 @@ def _concrete_scalar(x, name):
 
 
 @_util.placed
-def arange(start, stop=None, step=None, dtype=None, *, device=None):
-    """Evenly spaced values in ``[start, stop)`` (arguments must be concrete)."""
+def arange(start, stop=None, step=None, dtype=None, *, device=None, out_sharding=None):
+    """Evenly spaced values in ``[start, stop)`` (arguments must be concrete), laid out
+    as ``out_sharding`` when given."""
+    return _util.laid_out(_arange(start, stop, step, dtype), out_sharding)
+
+
+def _arange(start, stop, step, dtype):
     _util.check_arraylike_or_none("arange", start, stop, step)
     dtype = user_dtype(dtype, "arange")
     args = [a for a in (start, stop, step) if a is not None]

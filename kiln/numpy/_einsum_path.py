@@ -238,7 +238,15 @@ def einsum(subscripts, /, *operands, out=None, optimize="auto", precision=None,
            preferred_element_type=None, _dot_general=None, out_sharding=None):
     """Einstein summation; with three or more operands the contraction order comes from
     ``einsum_path(..., optimize=optimize)`` and each step is one pairwise ``einsum``.
-    ``out_sharding`` is accepted as in JAX (a layout; kiln's values do not depend on it)."""
+    ``out_sharding``: the result's layout (``reshard``; e.g. ``P(unreduced={'x'})``
+    makes it unreduced along ``'x'``: the same value, as the sum of per-device partials)."""
+    out = _einsum(subscripts, operands, out, optimize, precision, preferred_element_type,
+                  _dot_general)
+    return _util.laid_out(out, out_sharding)
+
+
+def _einsum(subscripts, operands, out, optimize, precision, preferred_element_type,
+            _dot_general):
     if not isinstance(subscripts, str):
         subscripts, operands = _interleaved_to_string((subscripts,) + operands)
     kw = dict(out=out, precision=precision, preferred_element_type=preferred_element_type)

@@ -459,6 +459,16 @@ def user_dtype(dtype, fun_name: str | None = None):
     return dtypes.check_and_canonicalize_user_dtype(dtype, fun_name)
 
 
+def laid_out(x, out_sharding):
+    """``x`` laid out as ``out_sharding`` (a Sharding or a PartitionSpec of the context
+    mesh; ``reshard``), or ``x`` when it is None (a creation function's
+    ``out_sharding=``)."""
+    if out_sharding is None:
+        return x
+    from kiln.sharding import reshard
+    return reshard(x, out_sharding)
+
+
 def placed(fn):
     """``fn``'s ``device=`` argument honoured as JAX does: the (concrete) result is put on
     that device or sharding (``jnp.zeros(3, device=jax.devices()[1])``); a traced result is

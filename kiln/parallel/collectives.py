@@ -193,3 +193,9 @@ _install(P.reduce_scatter_p, _reduce_scatter)
 _install(P.all_to_all_p, _all_to_all)
 _install(P.ppermute_p, _ppermute)
 _install(P.pbroadcast_p, _pbroadcast)
+# reduced/unreduced (JAX's types): the casts are the identity on a device; the sums and
+# the gather are psum's, reduce_scatter's and all_gather's
+_install(P.unreduced_psum_p, _reducer(_psum_op, "SUM"))
+_install(P.unreduced_reduce_scatter_p, _reduce_scatter)
+_install(P.all_gather_reduced_p,
+         lambda ctx, x, **params: _all_gather(ctx, x, axis_index_groups=None, **params))

@@ -109,9 +109,49 @@ def _constrain_tree(tree, shardings, what: str):
     out = []
     for x, s in zip(leaves, _per_leaf(treedef, len(leaves), shardings, what)):
         s = _as_sharding(s, what)
-        out.append(constrain(x, s) if isinstance(x, Tracer) and isinstance(s, NamedSharding)
-                   else place(x, s, what))
+        if isinstance(x, Tracer) and isinstance(s, NamedSharding):
+            _check_not_manual(s)
+            y = constrain(x, s)
+            out.append(note_type(y, s))
+        else:
+            out.append(place(x, s, what))
     return tree_unflatten(treedef, out)
+
+
+def _check_not_manual(sharding) -> None:
+    """JAX's error for a constraint inside a ``shard_map`` that splits a dimension along
+    one of its manual mesh axes."""
+    from kiln.sharding import get_abstract_mesh
+    am = get_abstract_mesh()
+    manual = set(getattr(am, "manual_axes", ()) or ())
+    if not manual or tuple(am.axis_names) != tuple(sharding.mesh.axis_names):
+        return
+    if any(a in manual for a in sharding.spec.mesh_axes()):
+        raise ValueError(
+            f"pspec {sharding.spec} contains a manual axes {tuple(sorted(manual, key=str))} "
+            "of mesh which is not allowed. If you are using a with_sharding_constraint "
+            "under a shard_map, only use the mesh axis in PartitionSpec which are not "
+            "manual.")
+
+
+def note_type(y, sharding):
+    """A traced value laid out as ``sharding`` (a constraint's output) over a mesh with
+    ``Explicit`` axes: its type's sharding is recorded (``arg_type_sharding``) and, on a
+    jit's staged value, in its abstract value (``x.aval.sharding``). Returns ``y``."""
+    t = _explicit_type(sharding, len(y.shape))
+    if t is not None:
+        record_arg_type(y, t)
+        a = getattr(y, "_aval", None)
+        if type(a) is ShapedArray:
+            y._aval = a.with_type_sharding(t)
+    return y
+
+
+def _explicit_type(sharding, ndim):
+    from kiln.sharding import AxisType
+    if AxisType.Explicit not in tuple(getattr(sharding.mesh, "axis_types", ()) or ()):
+        return None
+    return type_sharding(sharding, ndim)
 
 
 def with_sharding_constraint(x, shardings):
@@ -122,7 +162,24 @@ def with_sharding_constraint(x, shardings):
 
 
 def reshard(x, out_shardings):
-    """``x`` with its layout changed to ``out_shardings`` (values unchanged)."""
+    """``x`` with its layout changed to ``out_shardings`` (values unchanged). A traced
+    value whose type's sharding is known (a jit's argument, a value laid out over an
+    ``Explicit`` mesh) is first constrained to it, so that a cotangent gets that layout
+    back (reduced and unreduced swapped, JAX's)."""
+    if out_shardings is not None:
+        from kiln.parallel.constraint import constrain
+
+        def src(v):
+            t = arg_type_sharding(v) if isinstance(v, Tracer) else None
+            if t is None:
+                return v
+            from kiln.sharding import context_mesh
+            mesh = context_mesh()
+            if mesh is None or tuple(mesh.axis_names) != tuple(t.mesh.axis_names):
+                return v
+            return constrain(v, NamedSharding(mesh, t.spec))
+        leaves, treedef = tree_flatten(x)
+        x = tree_unflatten(treedef, [src(v) for v in leaves])
     return _constrain_tree(x, out_shardings, "reshard out_shardings")
 
 
@@ -483,6 +540,76 @@ def typeof(x):
     return aval
 
 
+# id(tracer) -> (weak reference to the tracer, its type's sharding): the arguments of a
+# jit traced from arrays laid out over Explicit mesh axes (``jitting``)
+_ARG_TYPES: dict = {}
+
+
+def explicit_type_sharding(x):
+    """The type's sharding of an Array laid out by a ``NamedSharding`` with some
+    ``Explicit`` mesh axis, else None."""
+    from kiln.sharding import AxisType
+    sh = getattr(x, "_sharding", None)
+    if not isinstance(sh, NamedSharding) or AxisType.Explicit not in tuple(
+            getattr(sh.mesh, "axis_types", ()) or ()):
+        return None
+    return type_sharding(sh, len(x.shape))
+
+
+def record_arg_type(tracer, sharding) -> None:
+    import weakref
+    if not isinstance(tracer, Tracer):
+        return
+    key = id(tracer)
+    _ARG_TYPES[key] = (weakref.ref(tracer, lambda _, k=key: _ARG_TYPES.pop(k, None)),
+                       sharding)
+    a = getattr(tracer, "_aval", None)
+    if type(a) is ShapedArray and a._tsh is None:
+        tracer._aval = a.with_type_sharding(sharding)
+
+
+def arg_type_sharding(x):
+    """The type's sharding of ``x``: an Array's (``typeof``), a traced jit argument's
+    (recorded when the jit traced it), a JVP tracer's primal's; else None."""
+    while True:
+        if type(x) is Array:
+            return explicit_type_sharding(x)
+        entry = _ARG_TYPES.get(id(x))
+        if entry is not None and entry[0]() is x:
+            return entry[1]
+        if hasattr(x, "primal") and isinstance(x, Tracer):
+            x = x.primal
+            continue
+        if isinstance(x, Tracer):       # a type's sharding in its abstract value
+            a = x.aval
+            return a._tsh if type(a) is ShapedArray else None
+        return None
+
+
+def ct_layout(z, primal):
+    """``z`` (a cotangent of ``primal``) laid out as ``primal``'s cotangent type when
+    ``primal``'s type has a sharding (an array over a mesh with ``Explicit`` axes, or a
+    ``jit`` argument made from one): that layout, reduced and unreduced axes swapped
+    (JAX's cotangent type); else ``z``."""
+    t = arg_type_sharding(primal) if isinstance(primal, (Array, Tracer)) else None
+    if t is None:
+        return z
+    from kiln.parallel.constraint import constrain
+    from kiln.sharding import context_mesh
+    mesh = context_mesh()
+    if mesh is None or tuple(mesh.axis_names) != tuple(t.mesh.axis_names):
+        own = getattr(primal, "_sharding", None) if type(primal) is Array else None
+        mesh = own.mesh if isinstance(own, NamedSharding) else None
+    if mesh is None:
+        if not isinstance(z, Tracer) and not isinstance(primal, Tracer):
+            return z
+        mesh = t.mesh       # abstract: a jit output's layout resolves it
+    sh = NamedSharding(mesh, t.spec.to_ct_spec())
+    if isinstance(z, Tracer) or isinstance(primal, Tracer):
+        return constrain(z, sh)
+    return place(z, sh)
+
+
 def type_sharding(sharding, ndim: int):
     """The sharding in the type of a value laid out as ``sharding``: the abstract mesh,
     and per dimension only the mesh axes of type ``Explicit``."""
@@ -494,7 +621,8 @@ def type_sharding(sharding, ndim: int):
         axes = tuple(a for a in sharding.spec.axes_of(d) if a in explicit) \
             if d < len(sharding.spec) else ()
         parts.append(None if not axes else axes[0] if len(axes) == 1 else axes)
-    return NamedSharding(type_mesh(mesh), PartitionSpec(*parts))
+    return NamedSharding(type_mesh(mesh), PartitionSpec(*parts, reduced=sharding.spec.reduced,
+                                                         unreduced=sharding.spec.unreduced))
 
 
 class ShardedShapedArray(ShapedArray):

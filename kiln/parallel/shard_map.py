@@ -38,6 +38,14 @@ from kiln.sharding import (
 from kiln.transformations import _check_arg
 
 
+def _install_hook():
+    from kiln.parallel import vma
+    vma.install_emulation_hook()
+
+
+_install_hook()
+
+
 class InferFromArgs:
     """``in_specs``' default (JAX's ``jax.sharding.Infer``): take each argument's spec
     from its sharding's ``Explicit`` mesh axes (every manual axis must be Explicit)."""
@@ -197,12 +205,43 @@ def _check_spec(spec: PartitionSpec, manual, what: str, where: str) -> None:
         seen.add(a)
 
 
-def _check_reduced(specs, what: str) -> None:
+def _check_unreduced(specs, what: str, mesh, manual) -> None:
+    """JAX's checks of specs naming reduced/unreduced axes: only in a full manual
+    shard_map, over ``Explicit`` mesh axes."""
+    prefix = "in" if what.startswith("in") else "out"
+    full = frozenset(mesh.axis_names) == frozenset(manual)
     for s in tree_flatten(specs, is_leaf=_is_spec)[0]:
-        if isinstance(s, PartitionSpec) and (s.reduced or s.unreduced):
+        if not isinstance(s, PartitionSpec) or not (s.reduced or s.unreduced):
+            continue
+        if not full:
             raise NotImplementedError(
-                f"shard_map {what} {s!r}: kiln has no reduced/unreduced types (JAX's "
-                "reduced and unreduced shardings).")
+                f"unreduced/reduced can only be passed to {prefix}_specs when shard_map is "
+                f"in full manual mode. Got mesh axis names {tuple(mesh.axis_names)}, "
+                f"manual_axes: {frozenset(manual)}, specs: {s}. Please file a bug at "
+                "https://github.com/jax-ml/jax/issues.")
+        for kind in ("unreduced", "reduced"):
+            if not all(_axis_type(mesh, a) == AxisType.Explicit for a in getattr(s, kind)):
+                raise ValueError(
+                    f"{kind} in {prefix}_specs {s} can only be used when the mesh passed to "
+                    f"shard_map contains axis names all of type `Explicit`. Got mesh {mesh}")
+
+
+def _check_in_type(x, spec, aval) -> None:
+    """JAX's check that an in_spec's unreduced/reduced axes are the argument's type's
+    (when kiln knows that type: an array's sharding, a ``jit`` argument's)."""
+    from kiln.parallel.placement import arg_type_sharding
+    t = arg_type_sharding(x) if isinstance(x, (Array, Tracer)) else None
+    if t is None:
+        return
+    for kind in ("unreduced", "reduced"):
+        if getattr(spec, kind) != getattr(t.spec, kind):
+            raise ValueError(
+                f"in_specs containing {kind} {spec} passed to shard_map should be equal to "
+                f"the {kind} present on the in_aval {aval.str_short()}")
+
+
+def _mesh_key(mesh) -> tuple:
+    return (tuple(mesh.axis_names), tuple(mesh.axis_sizes), tuple(mesh.axis_types))
 
 
 def _axis_type(mesh, name):
@@ -213,19 +252,19 @@ def _axis_type(mesh, name):
 def _inferred_spec(x, manual) -> PartitionSpec:
     """The spec of an argument from its sharding's type: its ``Explicit`` mesh axes that
     are manual here (JAX's inference of ``in_specs``)."""
-    from kiln.parallel.placement import typeof
+    from kiln.parallel.placement import arg_type_sharding, typeof
     if not isinstance(x, (Array, Tracer)):
         return PartitionSpec()
-    spec = typeof(x).sharding.spec
-    if spec.reduced or spec.unreduced:
-        _check_reduced(spec, "in_specs (inferred)")
+    sh = arg_type_sharding(x)
+    spec = sh.spec if sh is not None else typeof(x).sharding.spec
     parts = []
     for d in range(len(spec)):
         axes = tuple(a for a in spec.axes_of(d) if a in manual)
         parts.append(None if not axes else axes[0] if len(axes) == 1 else axes)
     while parts and parts[-1] is None:
         parts.pop()
-    return PartitionSpec(*parts)
+    return PartitionSpec(*parts, reduced=spec.reduced & manual,
+                         unreduced=spec.unreduced & manual)
 
 
 def _okey(out_tree, out_specs, k: int) -> str:
@@ -298,17 +337,26 @@ def _mesh_from_args(flat, am):
                      "`shard_map` when passing `AbstractMesh` to the mesh argument.")
 
 
-def _check_spmd_axis_names(ispecs, out_specs) -> None:
+def _check_spmd_axis_names(ispecs, out_specs, mesh=None, manual=frozenset()) -> None:
     """JAX's error for a ``vmap(..., spmd_axis_name=...)`` around a shard_map whose specs
-    use that mesh axis."""
+    use that mesh axis; a ``vmap`` over a dimension split along ``Explicit`` mesh axes
+    takes them out of the mesh the shard_map may make manual."""
     t = core.current_trace()
     spmd: set = set()
+    explicit: set = set()
     while t is not None:
         ad = getattr(t, "axis_data", None)
         name = getattr(ad, "spmd_name", None) if ad is not None else None
         if name is not None:
-            spmd |= set(name) if isinstance(name, (tuple, list)) else {name}
+            names = set(name) if isinstance(name, (tuple, list)) else {name}
+            if getattr(ad, "explicit", False):
+                explicit |= names
+            else:
+                spmd |= names
         t = getattr(t, "parent", None)
+    if explicit & set(manual) and mesh is not None:
+        raise ValueError(f"jax.shard_map requires axis_names={set(manual)} to be a subset "
+                         f"of mesh.axis_names={set(mesh.axis_names) - explicit}")
     if not spmd:
         return
     if spmd & {a for s in ispecs if s is not None for a in s.mesh_axes()}:
@@ -386,6 +434,11 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=Infer, mesh=N
     @api_boundary
     @functools.wraps(f)
     def mapped(*args):
+        if mesh is not None and isinstance(mesh, (Mesh, AbstractMesh)):
+            ctx = get_abstract_mesh()
+            if not ctx.empty and _mesh_key(ctx) != _mesh_key(mesh):
+                raise ValueError(f"The context mesh {ctx} should match the mesh passed to "
+                                 f"shard_map {mesh}")
         m = mesh if mesh is not None else context_mesh()
         if m is None and mesh is None:
             am = get_abstract_mesh()
@@ -422,7 +475,7 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=Infer, mesh=N
                                 f"when axis_names={set(manual)} are of type {types}")
             ispecs = [_inferred_spec(x, manual) for x in flat]
         else:
-            _check_reduced(in_specs, "in_specs")
+            _check_unreduced(in_specs, "in_specs", m, manual)
             ispecs = _specs_for("in_specs", in_tree, in_specs if isinstance(in_specs, tuple)
                                 or len(args) != 1 else (in_specs,), len(flat),
                                 keep_none=True)
@@ -433,6 +486,8 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=Infer, mesh=N
             _check_arg(x, "shard_map arguments")
             _check_spec(s, manual, "in_specs", f"args leaf {i}")
             a = get_aval(x)
+            if s.unreduced or s.reduced:
+                _check_in_type(x, s, a)
             if len(s) > a.ndim:
                 raise _rank_error("in_specs", f, _spec_keys(in_tree, in_specs, len(flat))[i]
                                   if not _is_spec(in_specs) else "", s,
@@ -448,7 +503,7 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=Infer, mesh=N
                         f"corresponding axis names {m.axis_names}.\n\nthe passed args leaf "
                         f"{i} of shape {a.str_short()} has dimension {d} of size "
                         f"{a.shape[d]}, split {k} ways by {s!r}.")
-        _check_reduced(out_specs, "out_specs")
+        _check_unreduced(out_specs, "out_specs", m, manual)
         for i, s in enumerate(tree_flatten(out_specs, is_leaf=_is_spec)[0]):
             if isinstance(s, PartitionSpec):
                 _check_spec(s, manual, "out_specs", f"out_specs leaf {i}")
@@ -462,7 +517,8 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=Infer, mesh=N
         full_mesh = m
         m = _submesh(m, manual)
         if nested:
-            _check_spmd_axis_names(ispecs, out_specs)
+            _check_spmd_axis_names(ispecs, out_specs, full_mesh,
+                                   manual if axis_names else frozenset())
             return _emulate(g, m, flat, in_tree, ispecs, out_specs, check_vma, full_mesh)
         try:
             return _run(g, m, flat, in_tree, ispecs, out_specs,
@@ -494,10 +550,11 @@ def _run(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, cache, check_vma=True,
     if multi:
         global_array.check_mesh(mesh, "shard_map")
     arrays = [x if type(x) is Array else to_array(x) for x in flat]
-    local = [_with_vma(a.aval.update(shape=_local_shape(a.shape, s, mesh)), s)
+    local = [_with_vma(a.aval.update(shape=_local_shape(a.shape, s, mesh)), s, check_vma)
              for a, s in zip(arrays, ispecs)]
+    from kiln._compile_log import trace_context
     key = (tuple((a.shape, a.dtype, a.weak_type) for a in local), in_tree,
-           tuple(ispecs), mesh)
+           tuple(ispecs), mesh, trace_context())
     entry = cache.get(key) if cache is not None else None
     if entry is None:
         store = {}
@@ -539,8 +596,8 @@ def _run(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, cache, check_vma=True,
     placements = mesh.coords()
     values = [np.asarray(a._value) for a in arrays]
     in_shardings = [NamedSharding(mesh, s) for s in ispecs]
-    per_device = [[v[sh.block_index(c, v.shape)] for v, sh in zip(values, in_shardings)]
-                  for _, c in placements]
+    per_device = [[_in_block(a, v, sh, d, c) for a, v, sh in zip(arrays, values, in_shardings)]
+                  for d, c in placements]
     results = spmd.run_spmd(closed, dict(mesh.shape), placements, per_device,
                             name="shard_map")
     outs = []
@@ -548,6 +605,10 @@ def _run(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, cache, check_vma=True,
     for k, (aval, s) in enumerate(zip(closed.out_avals, ospecs)):
         sh = NamedSharding(mesh, s)
         gshape = _global_shape(aval.shape, s, mesh)
+        if s.unreduced:
+            outs.append(_unreduced_out(mesh, full_mesh, sh, gshape, aval, placements,
+                                       [r[k] for r in results]))
+            continue
         g = np.empty(gshape, aval.dtype)
         for (_, c), r in zip(placements, results):
             if sh.replica_id(c) == 0:
@@ -566,24 +627,89 @@ def _run(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, cache, check_vma=True,
     return tree_unflatten(out_tree, outs)
 
 
-def _with_vma(aval, spec):
-    from kiln.core.avals import ManualAxisType, ShapedArray
-    axes = frozenset(spec.mesh_axes())
-    return aval.with_mat(ManualAxisType(varying=axes)) if axes and type(aval) is ShapedArray \
-        else aval
+def _in_block(arr, value, sh, device, coords):
+    """The block of ``arr`` a device gets for the in_spec of ``sh``: for an unreduced
+    spec, the device's partial (those the array holds, else the whole value on the
+    first device along the unreduced axes and zeros on the others)."""
+    block = value[sh.block_index(coords, value.shape)]
+    u = sh.spec.unreduced
+    if not u:
+        return block
+    parts = getattr(arr, "_partials", None)
+    own = getattr(arr, "_sharding", None)
+    if parts is not None and own is not None and own.spec.unreduced == u \
+            and device.id in parts:
+        return parts[device.id]
+    if any(coords[a] for a in u):
+        return np.zeros_like(block)
+    return block
+
+
+def _unreduced_out(mesh, full_mesh, sh, gshape, aval, placements, blocks):
+    """An output whose spec is unreduced along some mesh axes: its value is the sum of
+    the devices' partials along them (the first replica along the other axes the spec
+    omits); the array keeps each device's partial (``addressable_shards``)."""
+    s = sh.spec
+    g = np.zeros(gshape, aval.dtype)
+    others = [a for a in mesh.axis_names if a not in s.mesh_axes() and a not in s.unreduced]
+    parts = {}
+    for (d, c), r in zip(placements, blocks):
+        r = np.asarray(r)
+        parts[d.id] = r
+        if not any(c[a] for a in others):
+            g[sh.block_index(c, gshape)] += r
+    arr = make_array(g, aval.weak_type)
+    arr._sharding = sh if full_mesh is mesh else NamedSharding(full_mesh, s)
+    arr._partials = parts
+    return arr
+
+
+def _in_mat(spec, check_vma=True):
+    """The manual axis types of a body's argument of in_spec ``spec`` (JAX's)."""
+    from kiln.core.avals import ManualAxisType
+    from kiln.lax.parallel import skip_size_one
+    u, r = (spec.unreduced, spec.reduced) if check_vma else (frozenset(), frozenset())
+    return ManualAxisType(varying=frozenset(skip_size_one(tuple(spec.mesh_axes()))),
+                          unreduced=u, reduced=r)
+
+
+def _with_vma(aval, spec, check_vma=True):
+    from kiln.core.avals import ShapedArray
+    m = _in_mat(spec, check_vma)
+    return aval.with_mat(m) if not m.empty and type(aval) is ShapedArray else aval
 
 
 def _check_vma_static(f, mesh, closed, ispecs, ospecs, check_vma, key_of) -> None:
-    """JAX's static check: which manual axes each output may vary along (inferred over
-    the traced body, ``kiln.parallel.vma``) against the axes its spec names; also the
-    carry types of loops (a TypeError, raised whatever ``check_vma``)."""
+    """JAX's static check: the manual axis types of each output (inferred over the
+    traced body, ``kiln.parallel.vma``) against its spec: it may vary only along the axes
+    the spec names (or makes unreduced: a varying value becomes the partials of an
+    unreduced one), and be unreduced/reduced exactly along the spec's; also the carry
+    types of loops (a TypeError, raised whatever ``check_vma``)."""
     from kiln.parallel import vma
-    outs = vma.infer(closed.jaxpr, [frozenset(s.mesh_axes()) for s in ispecs])
+    outs = vma.infer_mat(closed.jaxpr, [_in_mat(s, check_vma) for s in ispecs])
     if not check_vma:
         return
     for k, (m, s) in enumerate(zip(outs, ospecs)):
-        if m - set(s.mesh_axes()):
-            raise _out_vma_error(f, mesh, key_of(k), s, m)
+        _check_out_type(f, mesh, key_of(k), s, m, closed.out_avals[k])
+
+
+def _check_out_type(f, mesh, key, s, m, aval) -> None:
+    if m.varying - set(s.mesh_axes()) - s.unreduced:
+        raise _out_vma_error(f, mesh, key, s, m.varying)
+    need = s.unreduced - m.unreduced
+    if need and not (m.varying & need):
+        raise ValueError(
+            "vary_unreduced_cast is a Varying->Unreduced collective. This means that the "
+            "axis names mentioned in `axes` passed to `vary_unreduced_cast` must be present "
+            f"in `jax.typeof(x).mat.varying`. Got axes={tuple(sorted(need, key=str))} and "
+            f"jax.typeof(x).mat.varying={m.varying}")
+    t = aval.str_short()
+    if m.unreduced - s.unreduced:
+        raise ValueError("out_specs passed to shard_map should be equal to the unreduced "
+                         f"present on the out_aval. Got out_specs={s} and out_aval={t}")
+    if s.reduced != m.reduced:
+        raise ValueError("out_specs passed to shard_map should be equal to the reduced "
+                         f"present on the out_aval. Got out_specs={s} and out_aval={t}")
 
 
 def _varying_axes(mesh, sh, placements, results, k) -> set:
@@ -680,7 +806,27 @@ def _emulate(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, check_vma=True,
         rest = [i for i in range(len(shape)) if i not in front]
         return lax.transpose(y, tuple(front + rest))
 
-    xs = [split(x, s) for x, s in zip(flat, ispecs)]
+    def partials(y, spec):
+        # an unreduced spec: one more leading dim per unreduced mesh axis (mesh order
+        # among the leading dims), the value at index 0 and zeros at the others (any
+        # split into partials of the same sum is the same value)
+        used = [a for a in names if a in spec.mesh_axes()]
+        for ax in [a for a in names if a in spec.unreduced]:
+            pos = sum(1 for a in used if names.index(a) < names.index(ax))
+            nd = get_aval(y).ndim
+            y = lax.expand_dims(y, (pos,))
+            cfg = [(0, 0, 0)] * (nd + 1)
+            cfg[pos] = (0, sizes[ax] - 1, 0)
+            y = lax.pad(y, np.zeros((), get_aval(y).dtype), cfg)
+            used.append(ax)
+        return y
+
+    if isinstance(full_mesh, (Mesh, AbstractMesh)):
+        # each argument is laid out as its in_spec says, and so is its cotangent (as the
+        # outputs of JAX's transposed shard_map; reduced and unreduced swapped:
+        # ``sharding_constraint``'s transpose)
+        flat = [_constrain(x, NamedSharding(full_mesh, s)) for x, s in zip(flat, ispecs)]
+    xs = [partials(split(x, s), s) for x, s in zip(flat, ispecs)]
     store = {}
 
     def inner(*blocks):
@@ -697,8 +843,10 @@ def _emulate(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, check_vma=True,
               "key": lambda k: _okey(store["tree"], out_specs, k)}
     for j in reversed(range(len(names))):
         ax = names[j]
-        in_ax = [0 if ax in s.mesh_axes() else None for s in ispecs]
-        fn = _vmap_level(fn, ax, sizes[ax], in_ax, store, out_specs, errors)
+        in_ax = [0 if ax in s.mesh_axes() or ax in s.unreduced else None for s in ispecs]
+        kinds = [("unreduced" if ax in s.unreduced else "reduced" if ax in s.reduced
+                  else None) if check_vma else None for s in ispecs]
+        fn = _vmap_level(fn, ax, sizes[ax], in_ax, store, out_specs, errors, kinds)
     with _manual_mesh_context(full_mesh, names):
         outs = fn(*xs)
     out_tree = store["tree"]
@@ -711,37 +859,90 @@ def _emulate(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, check_vma=True,
             o = sharding_constraint_p.bind(o, sharding=NamedSharding(full_mesh, s),
                                            layout=None, context_mesh=get_abstract_mesh(),
                                            unconstrained_dims=frozenset())
+            from kiln.parallel.placement import note_type
+            o = note_type(o, NamedSharding(full_mesh, s))
         final.append(o)
     return tree_unflatten(out_tree, final)
 
 
-def _vmap_level(fn, ax, size, in_ax, store, out_specs, errors):
+def _vmap_level(fn, ax, size, in_ax, store, out_specs, errors, kinds=None):
     """One mesh axis as a vmap; each output is mapped at 0 when its spec names ``ax``."""
     def out_specs_now():
         tree = store["tree"]
         return _specs_for("out_specs", tree, out_specs, tree.num_leaves)
-    return _vmap_dynamic_out(fn, in_ax, ax, size, out_specs_now, errors)
+    return _vmap_dynamic_out(fn, in_ax, ax, size, out_specs_now, errors, kinds)
 
 
-def _vmap_dynamic_out(fn, in_ax, name, size, out_specs_now, errors):
+def _tag(ys, kinds):
+    """The arguments of one emulated mesh axis typed reduced/unreduced along it as their
+    in_specs say (``BatchTracer.ur``)."""
+    if not kinds or not any(kinds):
+        return ys
+    from kiln.interpreters.batching import BatchTrace, BatchTracer
+    trace = core.current_trace()
+    if not isinstance(trace, BatchTrace):
+        return ys
+    out = []
+    for y, k in zip(ys, kinds):
+        mine = isinstance(y, BatchTracer) and y._trace is trace
+        if k == "unreduced" and mine:
+            y = BatchTracer(trace, y.val, y.bdim, "unreduced")
+        elif k == "reduced" and not mine:
+            y = BatchTracer(trace, y, None, "reduced")
+        out.append(y)
+    return out
+
+
+def _ur_kind(o, name) -> str | None:
+    mat = get_aval(o).mat if isinstance(o, Tracer) else None
+    if mat is None:
+        return None
+    return "unreduced" if name in mat.unreduced else "reduced" if name in mat.reduced \
+        else None
+
+
+def _vmap_dynamic_out(fn, in_ax, name, size, out_specs_now, errors, kinds=None):
     """``vmap`` whose ``out_axes`` are computed after tracing ``fn``."""
     def run(*xs):
         store = {}
 
         def body(*ys):
-            outs = list(fn(*ys))
+            outs = list(fn(*_tag(list(ys), kinds)))
             # which outputs vary along the inner manual axes (for the error message)
             store["varying"] = [get_aval(o).mat.varying if isinstance(o, Tracer)
                                 else frozenset() for o in outs]
+            store["ur"] = [_ur_kind(o, name) for o in outs]
             return outs
         outs, dims = batching.batch_flat(body, list(xs), list(in_ax),
                                          batching.AxisData(name, size, manual=True))
         ospecs = out_specs_now()
         final = []
         for k, (o, d, s) in enumerate(zip(outs, dims, ospecs)):
+            if errors["check_vma"] and name in s.reduced and store["ur"][k] != "reduced":
+                m = get_aval(o) if d is None else None
+                raise ValueError(
+                    "out_specs passed to shard_map should be equal to the reduced present "
+                    f"on the out_aval. Got out_specs={s} and out_aval="
+                    f"{m.str_short() if m is not None else 'a varying value'}")
+            if name in s.unreduced:
+                # the partials' sum; a value the same on every device (check_vma=False)
+                # is each device's partial
+                if d is None:
+                    if errors["check_vma"]:
+                        raise ValueError(
+                            "vary_unreduced_cast is a Varying->Unreduced collective. This "
+                            "means that the axis names mentioned in `axes` passed to "
+                            "`vary_unreduced_cast` must be present in "
+                            f"`jax.typeof(x).mat.varying`. Got axes=({name!r},) and "
+                            f"jax.typeof(x).mat.varying={store['varying'][k]}")
+                    final.append(_times(o, size))
+                else:
+                    from kiln import lax
+                    final.append(lax.reduce_sum(o, (d,)))
+                continue
             if name not in s.mesh_axes():
                 if d is not None:
-                    if errors["check_vma"]:
+                    if errors["check_vma"] and not (size == 1 and _drop_size_one()):
                         varying = set(store["varying"][k]) | {name}
                         raise _out_vma_error(errors["f"], errors["mesh"], errors["key"](k), s,
                                              varying)
@@ -751,6 +952,25 @@ def _vmap_dynamic_out(fn, in_ax, name, size, out_specs_now, errors):
                 final.append(batching.matchaxis(o, d, 0, size))
         return final
     return run
+
+
+def _drop_size_one() -> bool:
+    from kiln.config import config
+    return bool(config.jax_remove_size_one_mesh_axis_from_type)
+
+
+def _times(x, n):
+    from kiln import lax
+    return lax.mul(x, np.asarray(n, get_aval(x).dtype))
+
+
+def _constrain(x, sharding):
+    from kiln.core.avals import ShapedArray
+    if not isinstance(x, Tracer) or not isinstance(get_aval(x), ShapedArray):
+        return x
+    return sharding_constraint_p.bind(x, sharding=sharding, layout=None,
+                                      context_mesh=get_abstract_mesh(),
+                                      unconstrained_dims=frozenset())
 
 
 def _lax_index(x, d):

@@ -16,6 +16,7 @@ The eager ``shard_map`` (``kiln.parallel.shard_map``) checks its outputs against
 """
 from __future__ import annotations
 
+from kiln.core.avals import ManualAxisType, empty_mat
 from kiln.core.jaxpr import ClosedJaxpr, Jaxpr, Literal
 
 _INVARIANT_OVER = {"psum", "pmax", "pmin", "all_gather_invariant"}
@@ -95,22 +96,32 @@ def _check_branches(branches, outs) -> None:
 
 def infer(jaxpr, in_vma: list) -> list:
     """The varying manual axes of ``jaxpr``'s outputs given its inputs' (frozensets)."""
+    return [m.varying for m in infer_mat(jaxpr, [_as_mat(m) for m in in_vma])]
+
+
+def infer_mat(jaxpr, in_mat: list) -> list:
+    """The manual axis types (``ManualAxisType``: varying, unreduced and reduced axes) of
+    ``jaxpr``'s outputs given its inputs'."""
     jaxpr = _open(jaxpr)
     env: dict = {}
     for v in jaxpr.constvars:
-        env[v] = frozenset()
-    for v, m in zip(jaxpr.invars, in_vma):
-        env[v] = frozenset(m)
+        env[v] = empty_mat
+    for v, m in zip(jaxpr.invars, in_mat):
+        env[v] = _as_mat(m)
 
     def read(v):
-        return frozenset() if isinstance(v, Literal) else env.get(v, frozenset())
+        return empty_mat if isinstance(v, Literal) else env.get(v, empty_mat)
 
     for eqn in jaxpr.eqns:
         ins = [read(v) for v in eqn.invars]
-        outs = _rule(eqn, ins)
+        outs = mat_rule(eqn.primitive.name, eqn.params, ins, eqn)
         for v, m in zip(eqn.outvars, outs):
             env[v] = m
     return [read(v) for v in jaxpr.outvars]
+
+
+def _as_mat(m) -> ManualAxisType:
+    return m if isinstance(m, ManualAxisType) else ManualAxisType(varying=frozenset(m))
 
 
 def _union(ins) -> frozenset:
@@ -164,17 +175,196 @@ def _rule(eqn, ins) -> list:
 
 def stage_rule(eqn) -> None:
     """While an eager ``shard_map`` body is traced (``staging.vma_rule``): give ``eqn``'s
-    output variables abstract values that carry their varying manual axes, from its
-    operands' (so ``x.aval.mat.varying`` is known inside the body, as in JAX). Loop carry
-    mismatches raise JAX's TypeError here, at trace time."""
-    from kiln.core.avals import ManualAxisType, ShapedArray
-    ins = [_aval_vma(v.aval) for v in eqn.invars]
-    outs = _rule(eqn, ins)
+    output variables abstract values that carry their manual axis types, from its
+    operands' (so ``x.aval.mat`` is known inside the body, as in JAX). Loop carry
+    mismatches raise JAX's TypeError here, at trace time; an unreduced operand of an
+    operation with no unreduced rule JAX's NotImplementedError."""
+    from kiln.core.avals import ShapedArray
+    ins = [_aval_mat(v.aval) for v in eqn.invars]
+    outs = mat_rule(eqn.primitive.name, eqn.params, ins, eqn)
     for v, m in zip(eqn.outvars, outs):
-        if m and type(v.aval) is ShapedArray:
-            v.aval = v.aval.with_mat(ManualAxisType(varying=m))
+        if not m.empty and type(v.aval) is ShapedArray:
+            v.aval = v.aval.with_mat(m)
 
 
-def _aval_vma(aval) -> frozenset:
+def _aval_mat(aval) -> ManualAxisType:
     mat = getattr(aval, "mat", None)
-    return mat.varying if mat is not None else frozenset()
+    return mat if mat is not None else empty_mat
+
+
+# Operations linear in each operand that JAX gives an unreduced rule: an unreduced
+# operand (partials of a sum) stays unreduced. Any other operation of an unreduced value
+# is JAX's NotImplementedError.
+_UNREDUCED_LINEAR = {
+    "add", "sub", "add_any", "neg", "reduce_sum", "transpose", "reshape",
+    "broadcast_in_dim", "squeeze", "expand_dims", "convert_element_type", "concatenate",
+    "pad", "select_n", "copy", "copy_p", "reduce_precision", "mul", "split", "slice",
+    "pjit", "jit", "closed_call", "core_call", "custom_jvp_call", "custom_vjp_call",
+    "remat", "checkpoint", "sharding_constraint", "optimization_barrier", "real", "imag",
+    "conj", "cumsum", "dynamic_slice", "dynamic_update_slice", "gather", "rev",
+}
+_CASTS = {  # primitive: (from, to) of the axes it names
+    "pvary": ("invarying", "varying"), "preduced": ("invarying", "reduced"),
+    "vary_unreduced_cast": ("varying", "unreduced"),
+    "reduced_vary_cast": ("reduced", "varying"),
+    "unreduced_psum": ("unreduced", "invarying"),
+    "unreduced_reduce_scatter": ("unreduced", "varying"),
+    "all_gather_reduced": ("varying", "reduced"),
+}
+
+
+# Elementwise operations of several operands (JAX's ``standard_vma_rule``): with the
+# option ``jax_auto_pcast`` off their operands must vary along the same manual axes.
+_MATCHING = {
+    "add", "sub", "mul", "div", "rem", "pow", "max", "min", "and", "or", "xor", "eq", "ne",
+    "ge", "gt", "le", "lt", "atan2", "nextafter", "complex", "shift_left",
+    "shift_right_logical", "shift_right_arithmetic", "select_n", "clamp", "dot_general",
+}
+
+
+def check_matching(name: str, varying: list) -> None:
+    """JAX's ValueError when ``jax_auto_pcast`` is off and the operands of ``name`` vary
+    along different manual axes (with it on, a less varying operand is ``pvary``-ed)."""
+    from kiln.config import config
+    if config.jax_auto_pcast or len(varying) < 2:
+        return
+    if any(v != varying[0] for v in varying[1:]):
+        raise ValueError(
+            f"Primitive {name} requires varying manual axes to match, but got "
+            f"{[set(v) if v else frozenset() for v in varying]}. Please open an issue at "
+            "https://github.com/jax-ml/jax/issues and as a temporary workaround pass the "
+            "check_vma=False argument to `jax.shard_map`")
+
+
+def _set(m: ManualAxisType, axes, state: str) -> ManualAxisType:
+    v, u, r = m.varying - axes, m.unreduced - axes, m.reduced - axes
+    if state == "varying":
+        v |= axes
+    elif state == "unreduced":
+        u |= axes
+    elif state == "reduced":
+        r |= axes
+    return ManualAxisType(varying=v, unreduced=u, reduced=r)
+
+
+def mat_rule(name: str, params, ins: list, eqn=None, n_out: int = 1) -> list:
+    """The manual axis types of an operation's outputs from its operands' (JAX's
+    ``vma_rule`` and ``ur_rule``s): varying as ``_rule`` says; the casts and collectives
+    of the reduced/unreduced types set their axes; otherwise unreduced axes pass through
+    operations linear in that operand, and reduced axes through any operation, unless
+    another operand varies along them (JAX inserts a ``reduced_vary_cast`` then)."""
+    n_out = len(eqn.outvars) if eqn is not None else n_out
+    if name in _MATCHING:
+        check_matching(name, [m.varying for m in ins])
+    if name in _CASTS:
+        axes = frozenset(_axes_of(params))
+        return [_set(m, axes, _CASTS[name][1]) for m in ins][:n_out]
+    plain = not any(m.unreduced or m.reduced for m in ins)
+    if eqn is not None:
+        if plain and name not in ("cond", "scan", "while") and not _subs(params):
+            return [ManualAxisType(varying=v) for v in _rule(eqn, [m.varying for m in ins])]
+        if name in ("cond", "scan", "while") or _subs(params):
+            return _call_rule(eqn, ins)
+    varying = _union([m.varying for m in ins])
+    unreduced = _union([m.unreduced for m in ins])
+    reduced = _union([m.reduced for m in ins])
+    if name in _INVARIANT_OVER:
+        varying -= _axes_of(params)
+    elif name in _VARYING_OVER:
+        varying |= _axes_of(params)
+    if unreduced:
+        if name not in _UNREDUCED_LINEAR:
+            raise NotImplementedError(f"unreduced rule for {name} is not implemented. Please "
+                                      "file an issue at https://github.com/jax-ml/jax/issues")
+        if name == "mul":
+            if all(m.unreduced for m in ins):
+                raise ValueError("lhs and rhs to `mul` cannot be unreduced since mul is "
+                                 f"bilinear. Got lhs={ins[0].unreduced}, "
+                                 f"rhs={ins[1].unreduced}")
+            if varying & unreduced:
+                raise ValueError("An operand of `mul` is unreduced along mesh axes "
+                                 f"{set(unreduced)} that the other varies along.")
+        elif name in ("add", "sub", "add_any"):
+            us = {m.unreduced for m in ins}
+            if len(us) > 1:
+                raise ValueError(
+                    "lhs and rhs to `add` must be unreduced along the same mesh axes. Got "
+                    + ", ".join(str(set(u)) for u in us))
+        reduced -= unreduced
+    reduced -= varying
+    return [ManualAxisType(varying=varying, unreduced=unreduced, reduced=reduced)] * n_out
+
+
+def _axes_of(params) -> frozenset:
+    names = params.get("axes", params.get("axis_name"))
+    return frozenset(names if isinstance(names, (tuple, list)) else (names,))
+
+
+def _subs(params) -> list:
+    return [v for v in params.values() if isinstance(v, (ClosedJaxpr, Jaxpr))]
+
+
+def _call_rule(eqn, ins) -> list:
+    """Control flow and calls: their varying axes as ``_rule`` infers them; their
+    unreduced/reduced axes from the called jaxpr when there is one to follow."""
+    varying = _rule(eqn, [m.varying for m in ins])
+    subs = _subs(eqn.params)
+    if len(subs) == 1 and eqn.primitive.name not in ("scan", "while"):
+        sub = _open(subs[0])
+        if len(sub.invars) == len(ins) and len(sub.outvars) == len(eqn.outvars):
+            outs = infer_mat(sub, ins)
+            return [ManualAxisType(varying=v, unreduced=o.unreduced,
+                                   reduced=o.reduced - v) for v, o in zip(varying, outs)]
+    return [ManualAxisType(varying=v) for v in varying]
+
+
+def _emulation_hook(trace, prim, args, params, kinds):
+    """shard_map's vmap emulation (``batching.ur_hook``): the outputs of ``prim`` on the
+    manual axis of ``trace``, typed reduced/unreduced along it as ``mat_rule`` says."""
+    outs = trace.process_plain(prim, args, params)
+    many = prim.multiple_results
+    final = tag_outputs(trace, prim.name, params, args, kinds, list(outs) if many else [outs])
+    return final if many else final[0]
+
+
+def tag_outputs(trace, name, params, args, kinds, outs: list) -> list:
+    """``outs`` (of an operation named ``name`` on ``args``, whose types along the manual
+    axis of ``trace`` are ``kinds``) typed reduced/unreduced along it as ``mat_rule``
+    says (``BatchTracer.ur``)."""
+    from kiln.interpreters.batching import BatchTracer
+    axname = trace.axis_data.name
+    axis = frozenset({axname})
+    ins = []
+    for x, k in zip(args, kinds):
+        batched = isinstance(x, BatchTracer) and x._trace is trace and x.bdim is not None
+        state = k or ("varying" if batched else "invarying")
+        ins.append(_set(empty_mat, axis, state))
+    mats = mat_rule(name, params, ins, None, len(outs))
+    final = []
+    for o, m in zip(outs, mats + [empty_mat] * (len(outs) - len(mats))):
+        mine = isinstance(o, BatchTracer) and o._trace is trace
+        if axname in m.unreduced and mine and o.bdim is not None:
+            o = BatchTracer(trace, o.val, o.bdim, "unreduced")
+        elif axname in m.reduced and not (mine and o.bdim is not None):
+            o = BatchTracer(trace, o.val if mine else o, None, "reduced")
+        final.append(o)
+    return final
+
+
+def _emulation_check(name, args) -> None:
+    if name in _MATCHING:
+        from kiln.core.trace import get_aval
+        check_matching(name, [getattr(get_aval(a), "mat", empty_mat).varying for a in args])
+
+
+def install_emulation_hook() -> None:
+    from kiln.config import config
+    from kiln.interpreters import batching
+    batching.ur_hook[0] = _emulation_hook
+    batching.ur_tag[0] = tag_outputs
+    batching.ur_prims.update(_CASTS)
+
+    def on_auto_pcast(value):
+        batching.vma_check[0] = None if value else _emulation_check
+    on_auto_pcast(config.jax_auto_pcast)
+    config.on_change("jax_auto_pcast", on_auto_pcast)

@@ -51,6 +51,8 @@ DEFAULTS = {
     "jax_transfer_guard_host_to_device": None,
     "jax_transfer_guard_device_to_device": None,
     "jax_transfer_guard_device_to_host": None,
+    "jax_remove_size_one_mesh_axis_from_type": False,
+    "jax_auto_pcast": True,
     "kiln_backend": "cpu",
     "kiln_compile": "sync",
     "kiln_warn_retrace": False,

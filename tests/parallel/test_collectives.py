@@ -748,8 +748,8 @@ def test_errors():
         _vm(lambda v: lax.all_gather(v, "i", axis=3))
     with pytest.raises(ValueError, match="unexpected `to`"):
         _vm(lambda v: lax.all_gather(v, "i", to="bad"))
-    with pytest.raises(NotImplementedError):
-        _vm(lambda v: lax.all_gather(v, "i", to="reduced"))
+    with pytest.raises(ValueError, match="only accepts inputs that are varying"):
+        _vm(lambda v: lax.all_gather(v, "i", to="reduced"))     # no manual axes: JAX's
     with pytest.raises(NotImplementedError, match="positional"):
         _vm(lambda v: lax.psum(v, 0))
     with pytest.raises(ValueError, match="just named axes"):
