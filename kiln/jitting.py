@@ -998,3 +998,14 @@ def make_jaxpr(fun: Callable, static_argnums=(), axis_env=None, return_shape: bo
     return make
 
 
+def _eager_jit_layout(outs, args, params) -> None:
+    """An eager application of a ``jit`` equation (e.g. a transposed ``jit`` run by an
+    eager ``grad``) whose outputs end in sharding constraints: the outputs are laid out
+    as those say (as a ``jit`` call's). Installed here, not in ``kiln.interpreters.pjit``:
+    the low layer holds the hook, this module the layout rules."""
+    layout = _out_layout(params["jaxpr"])
+    if layout is not None:
+        _lay_out(outs, layout, args)
+
+
+jit_p.eager_layout = _eager_jit_layout

@@ -41,19 +41,6 @@ def _abstract_eval(*avals, jaxpr: ClosedJaxpr, name: str, **_):
 
 
 jit_p.impl = _impl
-
-
-def _eager_lay_out(outs, args, params) -> None:
-    """An eager application of a ``jit`` equation (e.g. a transposed ``jit`` run by an
-    eager ``grad``) whose outputs end in sharding constraints: the outputs are laid out
-    as those say (as a ``jit`` call's)."""
-    from kiln.jitting import _lay_out, _out_layout
-    layout = _out_layout(params["jaxpr"])
-    if layout is not None:
-        _lay_out(outs, layout, args)
-
-
-jit_p.eager_layout = _eager_lay_out
 jit_p.abstract_eval = _abstract_eval
 jit_p.weak_type_rule = lambda *w, jaxpr, name, **_: [a.weak_type for a in jaxpr.out_avals]
 
