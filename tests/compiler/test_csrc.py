@@ -168,13 +168,10 @@ def test_rsqrt_steps_follow_the_processor_vendor():
     that selects kiln's count is put before every compiled xla_math.h."""
     from kiln.compiler import csrc
     from kiln.compiler.lower import random as lower_random
-    vendor = ""
     with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("vendor_id"):
-                vendor = line.split(":", 1)[1].strip()
-                break
-    want = 1 if vendor == "AuthenticAMD" else 2
+        vendors = {ln.split(":", 1)[1].strip() for ln in f if ln.startswith("vendor_id")}
+    assert vendors == {csrc.cpu_vendor()}
+    want = 1 if vendors == {"AuthenticAMD"} else 2
     assert csrc.cpu_defines() == f"#define KILN_RSQRT_STEPS32 {want}\n"
     pre = "".join(lower_random.preludes("y = xrsqrt32(x);"))
     assert pre.index("#define KILN_RSQRT_STEPS32") < pre.index("xrsqrt32(float x)")

@@ -468,16 +468,7 @@ def intel_avx512() -> bool:
     with _state_lock:
         if _intel_cache:
             return _intel_cache[0]
-    vendor = ""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith("vendor_id"):
-                    vendor = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    result = vendor == "GenuineIntel" and _has_avx512()
+    result = csrc.cpu_vendor() == "GenuineIntel" and _has_avx512()
     with _state_lock:
         _intel_cache[:] = [result]
     return result

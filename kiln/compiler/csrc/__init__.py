@@ -35,7 +35,7 @@ import functools
 import importlib.resources
 import re
 
-__all__ = ["cpu_defines", "source", "text"]
+__all__ = ["cpu_defines", "cpu_vendor", "source", "text"]
 
 _INCLUDE = re.compile(r'^#include "([A-Za-z0-9_.]+)"\n', re.MULTILINE)
 
@@ -59,6 +59,20 @@ def source(name: str) -> str:
 
 
 @functools.cache
+def cpu_vendor() -> str:
+    """The processor's vendor string (``/proc/cpuinfo``'s ``vendor_id``: "GenuineIntel",
+    "AuthenticAMD", ...), "" when unknown. Read once per process."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("vendor_id"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
+@functools.cache
 def cpu_defines() -> str:
     """``#define`` lines for what XLA's CPU code decides by the processor's vendor, put
     before ``xla_math.h`` wherever it is compiled (programs and ``kiln_random.c``).
@@ -67,16 +81,7 @@ def cpu_defines() -> str:
     (``rsqrtps``) with one Newton-Raphson step on AMD processors (whose estimate is more
     accurate) and two elsewhere; JAX's bits differ accordingly (checked against JAX
     0.10.2 on an Intel Xeon with AVX-512 and an AMD EPYC: each matches only its count).
-    The vendor comes from ``/proc/cpuinfo``; unknown means XLA's default, two steps.
+    Unknown vendors get XLA's default, two steps.
     """
-    vendor = ""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith("vendor_id"):
-                    vendor = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    steps = 1 if vendor == "AuthenticAMD" else 2
+    steps = 1 if cpu_vendor() == "AuthenticAMD" else 2
     return f"#define KILN_RSQRT_STEPS32 {steps}\n"
