@@ -31,8 +31,21 @@ class Lowered:
         self.name = name
         self.donated = list(donated)
 
-    def as_text(self, dialect=None, **_kw) -> str:
-        return pp_jaxpr(self.jaxpr.jaxpr)
+    def as_text(self, dialect: str | None = None, *, debug_info: bool = False) -> str:
+        """The program as text (``jax.stages.Lowered.as_text``): by default, as JAX, in
+        StableHLO MLIR syntax (``compiler_ir("stablehlo")``'s text: kiln's program, with
+        ``lax.composite`` operations kept as ``stablehlo.composite``); ``dialect="hlo"``
+        in HLO syntax; ``"jaxpr"`` (or ``"kiln"``) the staged jaxpr as ``make_jaxpr``
+        prints it. ``debug_info`` is accepted and adds nothing (kiln keeps no MLIR
+        locations)."""
+        if dialect in ("jaxpr", "kiln"):
+            return pp_jaxpr(self.jaxpr.jaxpr)
+        if dialect == "hlo":
+            return self.compiler_ir("hlo").as_hlo_text()
+        if dialect not in (None, "stablehlo"):
+            raise ValueError(f"Lowered.as_text: unknown dialect {dialect!r}; kiln renders "
+                             "'stablehlo' (the default), 'hlo' and 'jaxpr'")
+        return str(self.compiler_ir("stablehlo"))
 
     @property
     def out_info(self):
@@ -94,8 +107,9 @@ class Lowered:
             return lower_to_hlo(optimize(self.jaxpr, contract=False), self.name)
         if dialect == "stablehlo":
             from kiln.compiler.hlo.stablehlo_text import lower_to_stablehlo
-            return lower_to_stablehlo(optimize(self.jaxpr, contract=False), self.name,
-                                      self.out_tree)
+            return lower_to_stablehlo(optimize(self.jaxpr, contract=False,
+                                               keep_calls={"composite"}),
+                                      self.name, self.out_tree)
         raise ValueError(
             f"Lowered.compiler_ir: unknown dialect {dialect!r}; kiln renders None (its "
             "optimised jaxpr), 'hlo' and 'stablehlo'")

@@ -14,8 +14,8 @@ program keeps the high-level operation as one equation::
 Positional arguments are the operands; keyword arguments are the op's *attributes*
 (static: they parameterize the decomposition and are recorded as
 ``(name, leaves, treedef)`` triples, NumPy arrays wrapped as ``HashableArray``).
-Values the decomposition closes over become leading operands (as in JAX, its jaxpr has
-no constvars); closing over a tracer, or passing one as an attribute, raises
+Arrays the decomposition closes over become leading operands (as JAX's lowering passes
+them); closed-over scalars stay constants of the decomposition; closing over a tracer, or passing one as an attribute, raises
 ``UnexpectedTracerError``.
 
 Evaluation runs the decomposition (eagerly op by op; under ``jit`` the compiler inlines
@@ -32,7 +32,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from kiln.core.jaxpr import ClosedJaxpr, eval_jaxpr
+from kiln.core.jaxpr import ClosedJaxpr, Jaxpr, eval_jaxpr
 from kiln.core.trace import Primitive, Tracer, get_aval
 from kiln.errors import UnexpectedTracerError
 from kiln.interpreters import ad, staging
@@ -147,11 +147,19 @@ def composite(decomposition: Callable, name: str, version: int = 0) -> Callable:
             store["tree"] = out_tree
             return leaves
 
-        jaxpr, consts = staging.closed_call_jaxpr(flat_fun, in_avals)
+        traced, consts = staging.trace_to_jaxpr(flat_fun, in_avals)
         if any(isinstance(c, Tracer) for c in consts):
             raise UnexpectedTracerError(
                 "Found a JAX Tracer as a constant in the decomposition for the composite op "
                 f"'{name}'. {_TRACER_HINT}")
+        # Scalar constants stay inside the decomposition (JAX stages them as literals);
+        # larger ones become leading operands, as JAX's lowering passes its const args.
+        inner = [np.ndim(c) == 0 for c in consts]
+        jaxpr = Jaxpr([v for v, k in zip(traced.constvars, inner) if k],
+                      [v for v, k in zip(traced.constvars, inner) if not k] + traced.invars,
+                      traced.outvars, traced.eqns, traced.effects, traced.debug_info)
+        body_consts = [c for c, k in zip(consts, inner) if k]
+        consts = [c for c, k in zip(consts, inner) if not k]
         attributes = []
         for k, v in kwargs.items():
             leaves, treedef = tree_flatten(v)
@@ -160,7 +168,7 @@ def composite(decomposition: Callable, name: str, version: int = 0) -> Callable:
             attributes.append((k, leaves, treedef))
         outs = composite_p.bind(*consts, *flat_args, name=name,
                                 attributes=tuple(attributes), version=version,
-                                jaxpr=ClosedJaxpr(jaxpr, []))
+                                jaxpr=ClosedJaxpr(jaxpr, body_consts))
         return tree_unflatten(store["tree"], list(outs))
 
     return _decorator

@@ -862,9 +862,11 @@ def test_jit_inline_inlines():
 def test_jit_lower_and_compile():
     f = lambda x: lax.sin(lax.mul(x, 2.0))  # noqa: E731
     lowered = kiln.jit(f).lower(_A)
-    text = lowered.as_text()
+    text = lowered.as_text("jaxpr")
     assert text == str(kiln.make_jaxpr(f)(_A))
     assert "sin" in text and "f32[3]" in text
+    # JAX's default: StableHLO text
+    assert "stablehlo.sine" in lowered.as_text() and "tensor<3xf32>" in lowered.as_text()
     compiled = lowered.compile()
     np.testing.assert_allclose(compiled(_A), np.sin(2 * _A), rtol=1e-6)
     with pytest.raises(TypeError):

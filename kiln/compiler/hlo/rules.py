@@ -501,6 +501,27 @@ def _call(ctx, eqn, xs):
     return [res] if len(outs) == 1 else [ctx.gte(res, i) for i in range(len(outs))]
 
 
+def _composite(ctx, eqn, xs):
+    """``lax.composite``: a ``composite`` instruction whose decomposition is a private
+    computation named by the composite (kept only when the passes left the equation, as
+    the StableHLO rendering asks them to)."""
+    p = eqn.params
+    comp = jaxpr_computation(ctx, p["jaxpr"], str(p["name"]))
+    outs = [_out(eqn, i) for i in range(len(eqn.outvars))]
+    res = ctx.emit("composite", outs[0] if len(outs) == 1 else tuple(outs), xs, "composite",
+                   name=str(p["name"]), composite_attributes=tuple(p["attributes"]),
+                   version=int(p["version"]), decomposition=comp)
+    return [res] if len(outs) == 1 else [ctx.gte(res, i) for i in range(len(outs))]
+
+
+def _top_k(ctx, eqn, xs):
+    """``top_k`` along the last axis: CHLO's ``top_k`` (other axes: a custom-call)."""
+    if eqn.params["axis"] not in (-1, len(eqn.invars[0].aval.shape) - 1):
+        return _custom_call(ctx, eqn, xs)
+    res = ctx.emit("top-k", (_out(eqn, 0), _out(eqn, 1)), xs, "top_k", k=int(eqn.params["k"]))
+    return [ctx.gte(res, 0), ctx.gte(res, 1)]
+
+
 def _sub_jaxprs(params):
     for key, v in params.items():
         items = v if isinstance(v, (tuple, list)) else (v,)
@@ -546,6 +567,8 @@ for _n in CALLS:
     RULES[_n] = _call
 for _n in COMPARE:
     RULES[_n] = _compare
+RULES["composite"] = _composite
+RULES["top_k"] = _top_k
 
 
 def lower_eqn(ctx: Ctx, eqn, xs: list[Instr]) -> list[Instr]:

@@ -136,6 +136,42 @@ def _dense_text(value: np.ndarray) -> str:
     return f"dense<{nested(value)}>"
 
 
+def _attribute_text(value) -> str:
+    """MLIR's text of a composite attribute's value, converted as JAX's
+    ``mlir.ir_attribute`` does: Python ints/floats/bools as 64-bit integers, doubles and
+    ``i1``, NumPy scalars with their own type, arrays as dense elements, dtypes as types,
+    strings as strings, sequences as arrays, dicts as dictionaries."""
+    from kiln.lax.composite import HashableArray
+    if isinstance(value, HashableArray):
+        value = value.val
+    if isinstance(value, (str, bytes)):
+        text = value.decode() if isinstance(value, bytes) else value
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, np.dtype) or (isinstance(value, type)
+                                       and issubclass(value, np.generic)):
+        return _element(np.dtype(value))
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {_attribute_text(value[k])}"
+                               for k in sorted(value)) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_attribute_text(v) for v in value) + "]"
+    if isinstance(value, bool):
+        value = np.bool_(value)
+    elif isinstance(value, int):
+        value = np.int64(value)
+    elif isinstance(value, float):
+        value = np.float64(value)
+    if isinstance(value, np.generic):
+        if value.dtype == np.bool_:
+            return "true" if value else "false"
+        if np.issubdtype(value.dtype, np.complexfloating):
+            raise TypeError(f"Unsupported scalar attribute type: {type(value)}")
+        return f"{_elem_text(value, value.dtype)} : {_element(value.dtype)}"
+    if isinstance(value, np.ndarray):
+        return f"{_dense_text(value)} : {mlir_type(TensorT(value.shape, value.dtype))}"
+    raise TypeError(f"No attribute handler defined for type: {type(value)}")
+
+
 # ----------------------------------------------------------------------------------------------
 # The printer.
 
@@ -358,6 +394,11 @@ class _Printer:
         elif op == "call":
             fname = self.func_name(a["to_apply"])
             lines.append(f"{pre}call @{fname}({', '.join(ops)}) : {sig}")
+        elif op == "composite":
+            lines.append(f"{pre}{self.composite(ins, ops, sig)}")
+        elif op == "top-k":
+            res = f"({', '.join(out_t)})"
+            lines.append(f"{pre}chlo.top_k({ops[0]}, k = {a['k']}) : {in_t[0]} -> {res}")
         elif op == "custom-call":
             extra = ""
             if "called_computations" in a:
@@ -453,6 +494,27 @@ class _Printer:
                      "({")
         lines += body
         lines.append(f"{indent}}}) : {sig}")
+
+    def composite(self, ins, ops, sig):
+        """``stablehlo.composite "name" %args {composite_attributes = {...},
+        decomposition = @name, version = N : i32}`` (JAX's lowering: attributes that are
+        ``None`` are left out, an empty dictionary and version 0 are not printed)."""
+        a = ins.attrs
+        fname = self.func_name(a["decomposition"])
+        props = []
+        attrs = {}
+        for key, leaves, treedef in a["composite_attributes"]:
+            value = treedef.unflatten(list(leaves))
+            if value is not None:
+                attrs[key] = _attribute_text(value)
+        if attrs:
+            props.append("composite_attributes = {" + ", ".join(
+                f"{k} = {attrs[k]}" for k in sorted(attrs)) + "}")
+        props.append(f"decomposition = @{fname}")
+        if a["version"]:
+            props.append(f"version = {a['version']} : i32")
+        args = f" {', '.join(ops)}" if ops else ""
+        return f'stablehlo.composite "{a["name"]}"{args} {{{", ".join(props)}}} : {sig}'
 
     @staticmethod
     def convolution(ins, ops, sig):

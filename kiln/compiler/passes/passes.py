@@ -117,7 +117,7 @@ class _Consts:
         return v
 
 
-def inline_calls(closed: ClosedJaxpr) -> ClosedJaxpr:
+def inline_calls(closed: ClosedJaxpr, keep: frozenset = frozenset()) -> ClosedJaxpr:
     """Inline ``jit``, ``custom_jvp_call``, ``custom_vjp_call`` and ``checkpoint`` calls.
 
     Each such top-level equation is replaced by its body's equations (recursively, so
@@ -134,6 +134,8 @@ def inline_calls(closed: ClosedJaxpr) -> ClosedJaxpr:
 
     Args:
       closed: the jaxpr; not modified.
+      keep: names of call primitives left as equations (``{"composite"}`` for the
+        StableHLO rendering, which prints a composite as ``stablehlo.composite``).
 
     Returns:
       A new ``ClosedJaxpr`` with the same invars and output avals.
@@ -141,11 +143,13 @@ def inline_calls(closed: ClosedJaxpr) -> ClosedJaxpr:
     consts = _Consts(closed.jaxpr.constvars, closed.consts)
     sub = Subst()
     eqns = []
-    _inline_eqns(closed.jaxpr.eqns, sub, eqns, consts, rename=False)
+    _inline_eqns(closed.jaxpr.eqns, sub, eqns, consts, rename=False, keep=keep)
     return rebuild(closed, eqns, sub.atoms(closed.jaxpr.outvars), consts.vars, consts.vals)
 
 
-def _body_of(eqn, invars):
+def _body_of(eqn, invars, keep=frozenset()):
+    if eqn.primitive.name in keep:
+        return None
     key = _CALL_BODIES.get(eqn.primitive)
     if key is not None:
         body = eqn.params.get(key)
@@ -166,10 +170,11 @@ def _body_of(eqn, invars):
     return body
 
 
-def _inline_eqns(src_eqns, sub: Subst, out: list, consts: _Consts, rename: bool) -> None:
+def _inline_eqns(src_eqns, sub: Subst, out: list, consts: _Consts, rename: bool,
+                 keep: frozenset = frozenset()) -> None:
     for eqn in src_eqns:
         invars = sub.atoms(eqn.invars)
-        body = _body_of(eqn, invars)
+        body = _body_of(eqn, invars, keep)
         if body is None:
             if getattr(eqn.primitive, "broadcasts_size_one", False):
                 invars = _explicit_broadcasts(eqn, invars, out)
@@ -184,7 +189,7 @@ def _inline_eqns(src_eqns, sub: Subst, out: list, consts: _Consts, rename: bool)
             inner.bind(v, consts.var_for(c, v))
         for v, a in zip(body.jaxpr.invars, invars):
             inner.bind(v, a)
-        _inline_eqns(body.jaxpr.eqns, inner, out, consts, rename=True)
+        _inline_eqns(body.jaxpr.eqns, inner, out, consts, rename=True, keep=keep)
         for v, b in zip(eqn.outvars, body.jaxpr.outvars):
             sub.bind(v, inner(b))
 
@@ -353,7 +358,8 @@ def run_at_compile(closed: ClosedJaxpr) -> ClosedJaxpr:
     return rebuild(closed, kept, closed.jaxpr.outvars)
 
 
-def optimize(closed: ClosedJaxpr, max_rounds: int = 4, contract: bool = True) -> ClosedJaxpr:
+def optimize(closed: ClosedJaxpr, max_rounds: int = 4, contract: bool = True,
+             keep_calls: frozenset = frozenset()) -> ClosedJaxpr:
     """Run :func:`inline_calls`, then ``mask_selected_scatters``, ``simplify``,
     ``fold_constants``, ``cse`` and ``dce``
     in rounds until a round changes nothing (at most ``max_rounds`` rounds).
@@ -368,6 +374,7 @@ def optimize(closed: ClosedJaxpr, max_rounds: int = 4, contract: bool = True) ->
       max_rounds: the most rounds of the four passes after inlining.
       contract: end with :func:`~kiln.compiler.passes.xla_fma.contract_fma` (XLA's FMA
         contraction, ``fma`` equations); off for renderings of the program as HLO text.
+      keep_calls: names of call primitives :func:`inline_calls` leaves in place.
 
     Returns:
       A new ``ClosedJaxpr`` with the same invars and output avals computing the same
@@ -387,7 +394,7 @@ def optimize(closed: ClosedJaxpr, max_rounds: int = 4, contract: bool = True) ->
 
     # ``remat_opt`` equations whose residuals are unused become their function first.
     closed = resolve_remat_opt(closed)
-    closed = run("inline_calls", inline_calls, closed, 0)
+    closed = run("inline_calls", lambda c: inline_calls(c, frozenset(keep_calls)), closed, 0)
     closed = run_at_compile(closed)
     for rnd in range(1, max_rounds + 1):
         before = _signature(closed)
