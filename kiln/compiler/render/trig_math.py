@@ -66,8 +66,8 @@ import threading
 
 from kiln.compiler import csrc
 
-__all__ = ["DISCRIMINATING", "FUNCTIONS", "KEEP_LOOP", "KEEP_LOOP_MAX", "VARIANTS",
-           "chosen_variant", "keep_loop", "prelude", "probe_mismatches", "usable"]
+__all__ = ["DISCRIMINATING", "FUNCTIONS", "KEEP_LOOP", "KEEP_LOOP_MAX", "SIMD_FUNCTIONS",
+           "VARIANTS", "chosen_variant", "keep_loop", "prelude", "probe_mismatches", "usable"]
 
 #: The C functions for float32 ``sin``, ``cos`` and ``tan`` when the probe passes.
 FUNCTIONS = {"sin": "ksin32", "cos": "kcos32", "tan": "ktan32"}
@@ -106,9 +106,13 @@ _lock = threading.Lock()
 _FORMAT = 1     # of the cached verdicts
 
 
+#: Every declared SIMD function of kiln's headers (``binary_math``'s ``kpow32`` too).
+SIMD_FUNCTIONS = ("ksin32", "kcos32", "ktan32", "kpow32")
+
+
 def keep_loop(lines) -> bool:
-    """Whether C statements ``lines`` call ``ksin32``/``kcos32``/``ktan32``."""
-    return any(f + "(" in t for t in lines for f in FUNCTIONS.values())
+    """Whether C statements ``lines`` call one of SIMD_FUNCTIONS."""
+    return any(f + "(" in t for t in lines for f in SIMD_FUNCTIONS)
 
 
 def probe_mismatches(variant: str, flush: bool, step: int = STEP, first: int = 0,
@@ -154,26 +158,27 @@ def _libm_identity() -> str | None:
     return f"{path}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
 
 
-def _verdict_path(what: str) -> pathlib.Path | None:
+def _verdict_path(what: str, extra: tuple = ()) -> pathlib.Path | None:
     """Where a probe's verdict is kept across processes: the cache directory's
     ``trig/``, named by a hash of everything the verdict depends on (the math library's
-    file, the compiler, its flags, the CPU, the probe's C text and sample)."""
+    file, the compiler, its flags, the CPU, the probe's C text and sample; ``extra``: a
+    caller's own probe, ``binary_math``'s)."""
     libm = _libm_identity()
     if libm is None:
         return None
     from kiln.compiler.build import build
     parts = [_FORMAT, what, libm, build.compiler_identity(), build.cpu_features(),
              " ".join(build.default_flags()), csrc.source("trig_probe.c"),
-             repr((VARIANTS, STEP, DENSE, EDGES, DISCRIMINATING))]
+             repr((VARIANTS, STEP, DENSE, EDGES, DISCRIMINATING)), *extra]
     key = hashlib.sha256("\0".join(map(str, parts)).encode()).hexdigest()
     return build.cache_dir() / "trig" / f"{what}-{key[:32]}.json"
 
 
-def _cached(what: str, compute):
+def _cached(what: str, compute, extra: tuple = ()):
     """``compute()``'s JSON-able verdict, read from the cache when a file of ours holds
     it (owned by this user, not writable by others), else computed and stored."""
     try:
-        path = _verdict_path(what)
+        path = _verdict_path(what, extra)
     except Exception:     # no compiler, no cache directory: probe every process
         path = None
     if path is not None:
