@@ -219,6 +219,30 @@ def test_forced_library_calls_in_a_fresh_process():
     assert r.returncode == 0, r.stderr[-3000:]
 
 
+def test_program_split_in_units_links(monkeypatch):
+    """Every compilation unit pastes the header, so each defines kpow32's clones; weak
+    symbols let the library link once (same bits as one unit)."""
+    _variant("pow")
+    from kiln.compiler.render.render_c import CRenderer
+
+    def f(x):
+        a = knp.power(x, 0.75) * 2
+        b = knp.power(knp.abs(x @ x) + 1, 0.5 - x)
+        return a, b, knp.arctan2(knp.max(b, axis=1), 2.0), knp.sum(knp.power(a, 1.5), axis=0)
+    x = np.linspace(0.01, 3, 48 * 48, dtype=np.float32).reshape(48, 48)
+    one = kiln.jit(f)
+    assert "@kiln-unit" not in one.lower(x).compile().as_text()
+    want = one(x)
+    monkeypatch.setattr(CRenderer, "split_min_chars", 0)
+    monkeypatch.setattr(CRenderer, "build_units", 2)
+    kiln.clear_caches()
+    two = kiln.jit(f)
+    src = two.lower(x).compile().as_text()
+    assert src.count("@kiln-unit") == 2 and "kpow32(" in src
+    for a, b in zip(two(x), want):
+        np.testing.assert_array_equal(_bits(a), _bits(b))
+
+
 @pytest.mark.parametrize("name", ["power", "arctan2"])
 def test_jit_equals_eager_bits_over_every_exponent(name):
     rng = np.random.default_rng(9)
