@@ -205,6 +205,23 @@ def test_renderer_uses_them_after_the_probe():
     assert stmts and not any("powf(" in ln or "atan2f(" in ln for ln in stmts)
     assert binary_math.VARIANTS["pow"][pv] in src and binary_math.VARIANTS["atan2"][av] in src
 
+def test_asin_acos_use_it():
+    """XLA's float32 asin/acos formulas call the C library's atan2; with the probe passed
+    generated code gives them katan2_32 (vectorizable), same bits as eager (atan2f)."""
+    _variant("atan2")
+    rng = np.random.default_rng(6)
+    x = np.concatenate([rng.uniform(-1.1, 1.1, 5000),
+                        rng.standard_normal(200) * 1e-30]).astype(np.float32)
+    x = np.concatenate([x, np.arange(1, 900, 7, dtype=np.uint32).view(np.float32),
+                        np.array([0, -0.0, 1, -1, np.nan, np.inf], np.float32)])
+    for fn in (knp.arcsin, knp.arccos):
+        f = kiln.jit(lambda v: fn(v) * 1.0)
+        src = f.lower(x).compile().as_text()
+        assert "#define KILN_ATAN2F katan2_32" in src
+        assert src.index("KILN_ATAN2F katan2_32") < src.index("static inline float xasin32")
+        np.testing.assert_array_equal(_bits(f(x)), _bits(fn(x)))
+
+
 def test_forced_library_calls_in_a_fresh_process():
     code = ("import numpy as np, kiln, kiln.numpy as knp\n"
             "x = np.linspace(0.1, 9, 999, dtype=np.float32)\n"

@@ -170,8 +170,16 @@ def preludes(source_text: str) -> list[str]:
     fast_exp = "fexp32" in source_text
     trig = any(f in source_text for f in ("ksin32(", "kcos32(", "ktan32("))
     binary = [n for n, f in (("pow", "kpow32("), ("atan2", "katan2_32(")) if f in source_text]
+    early = False   # float32 asin/acos call atan2: katan2_32 where its probe passed
+    if "xasin32(" in source_text or "xacos32(" in source_text:
+        from kiln.compiler.render import binary_math
+        early = binary_math.usable("atan2")
     if logistic or fast_exp or trig or binary or any(f"{b}{w}(" in source_text
                                    for b in xla_names for w in (32, 64)):
+        if early:
+            from kiln.compiler.render import binary_math
+            out.append(binary_math.prelude(["atan2"]) + "#define KILN_ATAN2F katan2_32\n")
+            binary = [n for n in binary if n != "atan2"]
         out.append("#include <float.h>\n" + csrc.cpu_defines() + csrc.text("xla_math.h"))
     if fast_exp:
         out.append(csrc.text("fast_exp.h"))
