@@ -186,6 +186,9 @@ def preludes(source_text: str) -> list[str]:
     if trig:        # float32 sin/cos/tan with the C library's bits (render/trig_math.py)
         from kiln.compiler.render import trig_math
         out.append(trig_math.prelude("ksin32(" in source_text or "kcos32(" in source_text))
+    if "ksin64(" in source_text or "kcos64(" in source_text:   # float64 sin/cos, ditto
+        from kiln.compiler.render import trig_math
+        out.append(trig_math.prelude64())
     if binary:      # float32 pow/atan2 with the C library's bits (render/binary_math.py)
         from kiln.compiler.render import binary_math
         out.append(binary_math.prelude(binary))

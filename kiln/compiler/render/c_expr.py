@@ -122,6 +122,8 @@ class ExprMixin:
             return xla
         if dt == F32 and name in trig_math.FUNCTIONS and trig_math.usable(name):
             return trig_math.FUNCTIONS[name]     # glibc's sinf/cosf/tanf bits, vectorizable
+        if dt == F64 and name in trig_math.FUNCTIONS64 and trig_math.usable64(name):
+            return trig_math.FUNCTIONS64[name]   # glibc's sin/cos bits, SIMD clones
         if dt == F32 and name in binary_math.FUNCTIONS and binary_math.usable(name):
             return binary_math.FUNCTIONS[name]   # glibc's powf/atan2f bits, vectorizable
         hit = self.math_functions.get(name)

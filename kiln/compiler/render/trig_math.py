@@ -66,8 +66,10 @@ import threading
 
 from kiln.compiler import csrc
 
-__all__ = ["DISCRIMINATING", "FUNCTIONS", "KEEP_LOOP", "KEEP_LOOP_MAX", "SIMD_FUNCTIONS",
-           "VARIANTS", "chosen_variant", "keep_loop", "prelude", "probe_mismatches", "usable"]
+__all__ = ["DISCRIMINATING", "FUNCTIONS", "FUNCTIONS64", "KEEP_LOOP", "KEEP_LOOP_MAX",
+           "SIMD_FUNCTIONS", "VARIANTS", "VARIANTS64", "chosen_variant", "chosen_variant64",
+           "keep_loop", "prelude", "prelude64", "probe64_mismatches", "probe_mismatches",
+           "usable", "usable64"]
 
 #: The C functions for float32 ``sin``, ``cos`` and ``tan`` when the probe passes.
 FUNCTIONS = {"sin": "ksin32", "cos": "kcos32", "tan": "ktan32"}
@@ -102,12 +104,27 @@ DISCRIMINATING = (0x418A3ADB, 0x418A3ADC, 0x418A3ADD, 0x418A3ADE, 0x41BC76D9, 0x
 KEEP_LOOP = "#pragma GCC unroll 1"
 KEEP_LOOP_MAX = 64
 
+#: Float64 ``sin``/``cos`` (``libm_sincos64.h``): the C functions, the ``KSC_MA``
+#: definitions tried (glibc's FMA build of sin/cos first), the probe's sample (every
+#: STEP64-th high word with a pseudo-random low word; DENSE64 patterns either side of
+#: each of EDGES64: the algorithm's thresholds 2^-27, 2^-26, 0.126, 0.85546875,
+#: 2.426265, 105414350, infinity, and multiples of pi/2 up to 1e5 pi/2).
+FUNCTIONS64 = {"sin": "ksin64", "cos": "kcos64"}
+VARIANTS64 = {"fma": "#define KSC_MA(a, b, c) fma(a, b, c)\n",
+              "plain": "#define KSC_MA(a, b, c) ((a) * (b) + (c))\n"}
+STEP64 = 16411
+DENSE64 = 32
+EDGES64 = (0x3E40000000000000, 0x3E50000000000000, 0x3FC020C49BA5E354, 0x3FEB600000000000,
+           0x400368FD00000000, 0x419921FB00000000, 0x7FF0000000000000, 0x3FF921FB54442D18,
+           0x400921FB54442D18, 0x4012D97C7F3321D2, 0x401921FB54442D18, 0x4063A28C59D5433B,
+           0x41032CBD0FBA43A7)
+
 _lock = threading.Lock()
 _FORMAT = 1     # of the cached verdicts
 
 
 #: Every declared SIMD function of kiln's headers (``binary_math``'s ``kpow32`` too).
-SIMD_FUNCTIONS = ("ksin32", "kcos32", "ktan32", "kpow32")
+SIMD_FUNCTIONS = ("ksin32", "kcos32", "ktan32", "kpow32", "ksin64", "kcos64")
 
 
 def keep_loop(lines) -> bool:
@@ -141,6 +158,26 @@ def _passes(variant: str, tan: bool) -> bool:
         return all(probe_mismatches(variant, flush, tan=tan) == 0 for flush in (True, False))
     except Exception:   # no compiler, a failed build: the library calls stay
         return False
+
+
+def probe64_mismatches(variant: str, flush: bool, step: int = STEP64, first: int = 0,
+                       dense: int = DENSE64) -> int:
+    """The number of mismatching results (sin and cos apart) of ``ksin64``/``kcos64``
+    built as ``variant`` against this process's ``sin``/``cos`` over the probe's sample
+    (as ``kiln_trig64_probe``'s arguments), denormals flushed when ``flush``.
+
+    Raises:
+      kiln.compiler.build.build.CompilerNotFound / BuildError: no working C compiler (or
+      not gcc on x86-64: the header then defines no ksin64 and the link fails).
+    """
+    from kiln.compiler.build import build
+    lib = build.load_library(VARIANTS64[variant] + csrc.source("trig64_probe.c"))
+    fn = lib.kiln_trig64_probe
+    fn.restype = ctypes.c_int64
+    fn.argtypes = [ctypes.c_int64, ctypes.c_int64, ctypes.POINTER(ctypes.c_uint64),
+                   ctypes.c_int, ctypes.c_int, ctypes.c_int]
+    edges = (ctypes.c_uint64 * len(EDGES64))(*EDGES64)
+    return int(fn(first, step, edges, len(EDGES64), dense, int(flush)))
 
 
 def _libm_identity() -> str | None:
@@ -220,6 +257,42 @@ def _tan() -> bool:
     if _forced():
         return False
     return bool(_cached("tan", lambda: _passes("fma", True)))
+
+
+@functools.cache
+def _variant64() -> str | None:
+    """The variant whose float64 sin/cos match this process's library, or None."""
+    if _forced():
+        return None
+
+    def passes(v):
+        try:
+            return all(probe64_mismatches(v, flush) == 0 for flush in (True, False))
+        except Exception:   # no compiler, a failed build, not gcc on x86-64
+            return False
+    extra = (csrc.source("trig64_probe.c"), repr((VARIANTS64, STEP64, DENSE64, EDGES64)))
+    return _cached("sincos64", lambda: next((v for v in VARIANTS64 if passes(v)), None),
+                   extra)
+
+
+def usable64(name: str) -> bool:
+    """Whether generated code may call ``FUNCTIONS64[name]`` for float64 sin/cos (their
+    probe runs on the first such question in a process)."""
+    with _lock:
+        return name in FUNCTIONS64 and _variant64() is not None
+
+
+def prelude64() -> str:
+    """The C text defining ``ksin64``/``kcos64`` as their probe chose."""
+    with _lock:
+        variant = _variant64()
+    return VARIANTS64[variant or "fma"] + csrc.text("libm_sincos64.h")
+
+
+def chosen_variant64() -> str | None:
+    """``"fma"``, ``"plain"`` or None: what the probe decided for float64 sin/cos."""
+    with _lock:
+        return _variant64()
 
 
 def usable(name: str) -> bool:
