@@ -48,7 +48,22 @@ does not match. ``KILN_LIBM_TRIG=1`` forces the library calls. All 2^32 inputs w
 compared on the development machine (glibc 2.36; the FMA variant for sin/cos), with and
 without the flush: ``tests/compiler/test_libm_trig.py`` with ``KILN_EXHAUSTIVE=1``.
 
-Only float32: float64 sin/cos/tan keep the library's functions.
+Float64 ``sin``/``cos`` (``ksin64``/``kcos64``, ``kiln/compiler/csrc/libm_sincos64.h``):
+glibc's IBM routines since 2.28 (below 2^-26/2^-27 the argument or 1; below 0.855469 the
+argument itself, below 2.426265 pi/2 - |x| in two parts, else x - n pi/2 to 136 bits by a
+three-part pi/2; then the sine kernel (a Taylor polynomial below 0.126, else the sin/cos
+table at the nearest k/128 corrected by polynomials) or the cosine kernel, with the
+quadrant's sign), every lane through one argument and both kernels, selected; glibc's
+FMA build contracted exactly as gcc contracts its C (a product whose only users are
+additions is fused into each). Only as SIMD clones with gcc on x86-64: a clone hands any
+lane at or above 105414350 (and non-finite ones) to the library's ``sin``/``cos`` (its
+``__branred`` reduction is not reproduced), and the scalar symbol is the library's
+function; elsewhere ``usable64`` is false. Their own probe (``trig64_probe.c``: every
+16411th high word with a pseudo-random low word, dense runs around EDGES64, both MXCSR
+modes; ~0.1 s under load) and cached verdict (``sincos64``). On the development machine:
+the FMA variant matches (0 mismatches over a third of all high words, the plain one
+differs), ~4 ns a value against ~8.4 for ``sin`` (values in [-10, 10]).
+Float64 ``tan`` keeps the library's function.
 
 What this module must not hold: the C text (``csrc``), the renderer's choice of names
 (``c_expr.ExprMixin.math_fn``).
