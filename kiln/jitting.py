@@ -869,9 +869,12 @@ def _scan_out_layout(closed) -> list | None:
             sh = eqn.params.get("sharding")
             if isinstance(sh, NamedSharding) and type(sh.mesh) in (Mesh, AbstractMesh):
                 made[id(eqn.outvars[0])] = sh
-        elif eqn.primitive.name in ("jit", "pjit") and "jaxpr" in eqn.params:
-            # a nested jit's outputs laid out by its own constraints
-            inner = eqn.params["jaxpr"]
+        elif (eqn.primitive.name in ("jit", "pjit") and "jaxpr" in eqn.params
+              or hasattr(eqn.primitive, "expand")):
+            # a nested jit's outputs laid out by its own constraints (a shard_map's by
+            # those of its expansion: its out_specs)
+            inner = (eqn.primitive.expand(eqn) if hasattr(eqn.primitive, "expand")
+                     else eqn.params["jaxpr"])
             if hasattr(inner, "jaxpr"):
                 for v, sh in zip(eqn.outvars, _scan_out_layout(inner) or ()):
                     if sh is not None:

@@ -519,6 +519,11 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=Infer, mesh=N
         if nested:
             _check_spmd_axis_names(ispecs, out_specs, full_mesh,
                                    manual if axis_names else frozenset())
+            if _can_stage(flat, full_mesh):
+                staged = _stage(g, m, flat, in_tree, ispecs, out_specs, check_vma,
+                                full_mesh)
+                if staged is not None:
+                    return staged
             return _emulate(g, m, flat, in_tree, ispecs, out_specs, check_vma, full_mesh)
         try:
             return _run(g, m, flat, in_tree, ispecs, out_specs,
@@ -530,6 +535,77 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=Infer, mesh=N
             return _emulate(g, m, flat, in_tree, ispecs, out_specs, check_vma, full_mesh)
 
     return mapped
+
+
+def _can_stage(flat, mesh) -> bool:
+    """Whether this call is staged as a ``shard_map`` equation: traced by a plain staging
+    trace (``make_jaxpr``, ``jit``), outside any other shard_map body, over one
+    process's devices, with array operands."""
+    from kiln.core.avals import ShapedArray
+    from kiln.interpreters import staging
+    t = core.current_trace()
+    return (type(t) is staging.JaxprTrace and not t.forward_known
+            and staging.vma_rule[0] is None and not batching.axis_env
+            and spmd.current_context() is None
+            and isinstance(mesh, (Mesh, AbstractMesh))
+            and not global_array.spans_processes(mesh)
+            and all(type(get_aval(x)) is ShapedArray for x in flat))
+
+
+def _stage(f, mesh, flat, in_tree, ispecs, out_specs, check_vma, full_mesh):
+    """Stage the call as one ``shard_map`` equation (``kiln.parallel.shard_map_prim``):
+    the body traced over one device's blocks, as the eager call traces it. Returns the
+    outputs, or None when the body does not trace so (it is then emulated, which raises
+    the error it raises, if any)."""
+    from kiln.interpreters import staging
+    from kiln.interpreters.pjit import trace_closed
+    from kiln.lax import parallel as lax_parallel
+    from kiln.parallel import vma
+    from kiln.parallel.placement import note_type
+    from kiln.parallel.shard_map_prim import expansion, shard_map_p
+    avals = [get_aval(x) for x in flat]
+    local = [_with_vma(a.update(shape=_local_shape(a.shape, s, mesh)), s, check_vma)
+             for a, s in zip(avals, ispecs)]
+    store = {}
+
+    def flat_fun(*xs):
+        out = f(*tree_unflatten(in_tree, list(xs)))
+        leaves, tree = tree_flatten(out)
+        store["tree"] = tree
+        return [o if isinstance(o, (Array, Tracer)) else to_array(o) for o in leaves]
+
+    try:
+        for name, size in zip(mesh.axis_names, mesh.axis_sizes):
+            batching.axis_env.append((name, size))
+        prev_rule, staging.vma_rule[0] = staging.vma_rule[0], vma.stage_rule
+        prev_pvary, lax_parallel.auto_pvary[0] = lax_parallel.auto_pvary[0], bool(check_vma)
+        try:
+            with _manual_mesh_context(full_mesh, mesh.axis_names):
+                closed, tconsts = trace_closed(flat_fun, local)
+        finally:
+            lax_parallel.auto_pvary[0] = prev_pvary
+            staging.vma_rule[0] = prev_rule
+            for _ in mesh.axis_names:
+                batching.axis_env.pop()
+        out_tree = store["tree"]
+        ospecs = _specs_for("out_specs", out_tree, out_specs, out_tree.num_leaves)
+        for i, s in enumerate(ospecs):
+            _check_spec(s, mesh.axis_names, "out_specs", f"output leaf {i}")
+        _check_out_ranks(f, out_tree, out_specs, ospecs, closed.out_avals)
+        all_specs = [PartitionSpec()] * len(tconsts) + list(ispecs)
+        _check_vma_static(f, full_mesh, closed, all_specs, ospecs, check_vma,
+                          lambda k: _okey(out_tree, out_specs, k))
+        params = dict(jaxpr=closed, mesh=full_mesh, in_specs=tuple(all_specs),
+                      out_specs=tuple(ospecs), check_vma=bool(check_vma),
+                      newly_manual_axes=frozenset(mesh.axis_names))
+        args = [*tconsts, *flat]
+        expansion(params, [get_aval(x) for x in args])
+    except Exception:       # noqa: BLE001 - emulated instead (raising its own error)
+        return None
+    outs = shard_map_p.bind(*args, **params)
+    outs = [note_type(o, NamedSharding(full_mesh, s)) if isinstance(o, Tracer) else o
+            for o, s in zip(outs, ospecs)]
+    return tree_unflatten(out_tree, outs)
 
 
 def _local_shape(shape, spec: PartitionSpec, mesh: Mesh) -> tuple:

@@ -147,8 +147,12 @@ def inline_calls(closed: ClosedJaxpr) -> ClosedJaxpr:
 
 def _body_of(eqn, invars):
     key = _CALL_BODIES.get(eqn.primitive)
+    expand = getattr(eqn.primitive, "expand", None)
     if key is not None:
         body = eqn.params.get(key)
+    elif expand is not None:
+        # a primitive computed as a jaxpr over its operands (``shard_map``'s expansion)
+        body = expand(eqn)
     elif eqn.primitive.array_impl:
         # A primitive defined through JAX's API with an ``mlir.lower_fun`` rule: its body
         # is that function traced at this equation's operands and parameters.
