@@ -47,6 +47,10 @@ class ShardMapPrimitive(Primitive):
     def _apply(self, trace, args, params):
         if type(trace) is staging.JaxprTrace and not trace.forward_known:
             return trace.process_primitive(self, args, params)
+        if staged_batch(trace):
+            outs = _batch_staged(trace, args, params)
+            if outs is not None:
+                return outs
         closed = expansion(params, [get_aval(a) for a in args])
         with set_current_trace(trace):
             return eval_jaxpr(closed.jaxpr, closed.consts, *args)
@@ -166,3 +170,97 @@ def record(params, in_avals, closed: ClosedJaxpr) -> None:
     """Keep ``closed`` as the expansion of ``params`` at ``in_avals``."""
     with _lock:
         _expansions.setdefault(params["jaxpr"], {})[_key(params, in_avals)] = closed
+
+
+# -- vmap of a staged shard_map ---------------------------------------------------------------------
+
+def staged_batch(trace) -> bool:
+    """A ``vmap`` (not a shard_map's own emulated axis) directly inside a plain staging
+    trace: a shard_map under it is staged as one equation over the batched body."""
+    from kiln.interpreters.batching import BatchTrace
+    parent = getattr(trace, "parent", None)
+    return (isinstance(trace, BatchTrace) and not trace.axis_data.manual
+            and type(parent) is staging.JaxprTrace and not parent.forward_known)
+
+
+def batch_spec(spec, dim: int, names: tuple):
+    """``spec`` of a value with a new dimension at ``dim``, split along the mesh axes
+    ``names`` (a vmap's ``spmd_axis_name``; none: not split), as JAX's."""
+    from kiln.sharding import PartitionSpec
+    parts = list(spec)
+    parts += [None] * (dim - len(parts))
+    parts.insert(dim, None if not names else names[0] if len(names) == 1 else tuple(names))
+    return PartitionSpec(*parts, reduced=spec.reduced, unreduced=spec.unreduced)
+
+
+def _batch_staged(trace, args, params):
+    """JAX's batching rule of ``shard_map``: the body vmapped over one device's block of
+    the batch (split along the vmap's ``spmd_axis_name`` mesh axes, if any), the batch
+    dimension inserted into the specs. Returns None when the batched body does not trace
+    (the expansion is then applied under the vmap)."""
+    import math
+
+    from kiln.interpreters.batching import AxisData, BatchTracer, batch_flat, moveaxis
+    from kiln.interpreters.pjit import trace_closed
+    from kiln.parallel.shard_map import _local_shape, _submesh, _with_vma
+    axis = trace.axis_data
+    if axis.explicit:
+        # a vmap over a dimension split along Explicit mesh axes: JAX takes those axes out
+        # of the mesh; kiln applies the expansion under the vmap
+        return None
+    vals, dims = [], []
+    for x in args:
+        if isinstance(x, BatchTracer) and x._trace is trace:
+            vals.append(x.val)
+            dims.append(x.bdim)
+        else:
+            vals.append(x)
+            dims.append(None)
+    spmd = axis.spmd_name
+    names = (tuple(spmd) if isinstance(spmd, (tuple, list))
+             else () if spmd is None else (spmd,))
+    mesh, check_vma = params["mesh"], params["check_vma"]
+    sub = _submesh(mesh, params["newly_manual_axes"])
+    sizes = dict(zip(mesh.axis_names, mesh.axis_sizes))
+    k = math.prod(sizes[n] for n in names)
+    if axis.size % k:
+        return None
+    size = axis.size // k
+    in_specs = [s if d is None else batch_spec(s, d, names)
+                for s, d in zip(params["in_specs"], dims)]
+    body = params["jaxpr"]
+    cell = {}
+
+    def fun(*xs):
+        outs, odims = batch_flat(lambda *b: eval_jaxpr(body.jaxpr, body.consts, *b),
+                                 list(xs), list(dims), AxisData(axis.name, size))
+        cell["dims"] = [None if d is None else 0 for d in odims]
+        return [o if d is None else moveaxis(o, d, 0) for o, d in zip(outs, odims)]
+
+    local = []
+    for v, s in zip(vals, in_specs):
+        a = get_aval(v)
+        local.append(_with_vma(a.update(shape=_local_shape(a.shape, s, sub)), s, check_vma))
+    try:
+        with shard_map_p.body_context(params):
+            from kiln.parallel import vma
+            prev, staging.vma_rule[0] = staging.vma_rule[0], vma.stage_rule
+            try:
+                closed, tconsts = trace_closed(fun, local)
+            finally:
+                staging.vma_rule[0] = prev
+        if tconsts:
+            return None
+        out_specs = [s if d is None else batch_spec(s, d, names)
+                     for s, d in zip(params["out_specs"], cell["dims"])]
+        new = dict(params, jaxpr=closed, in_specs=tuple(in_specs),
+                   out_specs=tuple(out_specs))
+        expansion(new, [get_aval(v) for v in vals])
+    except Exception:       # noqa: BLE001 - the expansion is applied instead
+        return None
+    from kiln.parallel.placement import note_type
+    from kiln.sharding import NamedSharding
+    with set_current_trace(trace.parent):
+        outs = shard_map_p.bind(*vals, **new)
+    outs = [note_type(o, NamedSharding(mesh, s)) for o, s in zip(outs, out_specs)]
+    return [o if d is None else BatchTracer(trace, o, d) for o, d in zip(outs, cell["dims"])]
