@@ -576,6 +576,10 @@ def _stage(f, mesh, flat, in_tree, ispecs, out_specs, check_vma, full_mesh):
         return [o if isinstance(o, (Array, Tracer)) else to_array(o) for o in leaves]
 
     try:
+        with _manual_mesh_context(full_mesh, mesh.axis_names):
+            inner_mesh = get_abstract_mesh()
+        local = [_local_type(x, a, inner_mesh, mesh.axis_names)
+                 for x, a in zip(flat, local)]
         for name, size in zip(mesh.axis_names, mesh.axis_sizes):
             batching.axis_env.append((name, size))
         prev_rule, staging.vma_rule[0] = staging.vma_rule[0], vma.stage_rule
@@ -604,9 +608,44 @@ def _stage(f, mesh, flat, in_tree, ispecs, out_specs, check_vma, full_mesh):
     except Exception:       # noqa: BLE001 - emulated instead (raising its own error)
         return None
     outs = shard_map_p.bind(*args, **params)
-    outs = [note_type(o, NamedSharding(full_mesh, s)) if isinstance(o, Tracer) else o
-            for o, s in zip(outs, ospecs)]
+    outs = [note_type(o, NamedSharding(full_mesh, out_type_spec(s, a, mesh.axis_names)))
+            if isinstance(o, Tracer) else o
+            for o, s, a in zip(outs, ospecs, closed.out_avals)]
     return tree_unflatten(out_tree, outs)
+
+
+def _local_type(x, aval, inner_mesh, manual):
+    """A body argument's type: with the sharding of ``x``'s type (a value laid out over
+    ``Explicit`` mesh axes), over the body's mesh, its manual axes taken out."""
+    from kiln.core.avals import ShapedArray
+    from kiln.parallel.placement import arg_type_sharding
+    t = arg_type_sharding(x) if isinstance(x, (Array, Tracer)) else None
+    if t is None or type(aval) is not ShapedArray:
+        return aval
+    parts = []
+    for d in range(aval.ndim):
+        axes = tuple(a for a in t.spec.axes_of(d) if a not in manual) \
+            if d < len(t.spec) else ()
+        parts.append(None if not axes else axes[0] if len(axes) == 1 else axes)
+    spec = PartitionSpec(*parts, reduced=t.spec.reduced - set(manual),
+                         unreduced=t.spec.unreduced - set(manual))
+    return aval.with_type_sharding(NamedSharding(inner_mesh, spec))
+
+
+def out_type_spec(spec, body_aval, manual) -> PartitionSpec:
+    """A shard_map output's spec in its type: ``spec``'s manual axes, then, per
+    dimension, the automatic mesh axes the body's result is split along in its type."""
+    t = getattr(body_aval, "_tsh", None)
+    if t is None:
+        return spec
+    parts = []
+    for d in range(len(body_aval.shape)):
+        axes = tuple(spec.axes_of(d)) + tuple(
+            a for a in (t.spec.axes_of(d) if d < len(t.spec) else ()) if a not in manual)
+        parts.append(None if not axes else axes[0] if len(axes) == 1 else axes)
+    while parts and parts[-1] is None and len(parts) > len(spec):
+        parts.pop()
+    return PartitionSpec(*parts, reduced=spec.reduced, unreduced=spec.unreduced)
 
 
 def _local_shape(shape, spec: PartitionSpec, mesh: Mesh) -> tuple:
@@ -854,8 +893,9 @@ def _run_processes(closed, mesh: Mesh, arrays, ispecs, out_tree, ospecs, check_v
 
 
 def _emulate(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, check_vma=True,
-             full_mesh=None):
-    """The same values as nested vmaps over the mesh axes (under transformations)."""
+             full_mesh=None, out_layouts=None):
+    """The same values as nested vmaps over the mesh axes (under transformations).
+    ``out_layouts``: the outputs' specs in their layouts (default ``out_specs``')."""
     from kiln import lax
     full_mesh = mesh if full_mesh is None else full_mesh
     if global_array.spans_processes(mesh):
@@ -929,8 +969,10 @@ def _emulate(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, check_vma=True,
     out_tree = store["tree"]
     ospecs = _specs_for("out_specs", out_tree, out_specs, out_tree.num_leaves)
     final = []
-    for o, s in zip(outs, ospecs):
+    for k, (o, s) in enumerate(zip(outs, ospecs)):
         o = _merge(o, s, names, sizes)
+        if out_layouts is not None:
+            s = out_layouts[k]
         if isinstance(full_mesh, (Mesh, AbstractMesh)) and isinstance(o, Tracer):
             # the outputs are laid out as out_specs say (a jit's output is, as in JAX)
             o = sharding_constraint_p.bind(o, sharding=NamedSharding(full_mesh, s),

@@ -146,10 +146,11 @@ def expansion(params, in_avals) -> ClosedJaxpr:
 def _trace_expansion(params, in_avals) -> ClosedJaxpr:
     from kiln._physical_tree import tree_flatten
     from kiln.interpreters.pjit import trace_closed
-    from kiln.parallel.shard_map import _emulate, _submesh
+    from kiln.parallel.shard_map import _emulate, _submesh, out_type_spec
     body, mesh = params["jaxpr"], params["mesh"]
     sub = _submesh(mesh, params["newly_manual_axes"])
     in_specs, out_specs = list(params["in_specs"]), list(params["out_specs"])
+    layouts = [out_type_spec(s, a, sub.axis_names) for s, a in zip(out_specs, body.out_avals)]
 
     def run_body(*blocks):
         return list(eval_jaxpr(body.jaxpr, body.consts, *blocks))
@@ -157,7 +158,7 @@ def _trace_expansion(params, in_avals) -> ClosedJaxpr:
     def fun(*xs):
         tree = tree_flatten(tuple(xs))[1]
         outs = _emulate(run_body, sub, list(xs), tree, in_specs, out_specs,
-                        params["check_vma"], mesh)
+                        params["check_vma"], mesh, layouts)
         return tree_flatten(outs)[0]
 
     closed, tconsts = trace_closed(fun, list(in_avals))

@@ -185,6 +185,31 @@ def stage_rule(eqn) -> None:
     for v, m in zip(eqn.outvars, outs):
         if not m.empty and type(v.aval) is ShapedArray:
             v.aval = v.aval.with_mat(m)
+    _type_sharding_rule(eqn)
+
+
+# Elementwise operations: their result's type keeps the sharding of the operands of its
+# shape (the automatic mesh axes of a partially manual body, ``x.aval.sharding``).
+_ELEMENTWISE_TYPES = frozenset('''
+add sub mul div neg max min abs sign floor ceil round exp exp2 log log1p expm1 tanh logistic
+sin cos tan asin acos atan sinh cosh asinh acosh atanh atan2 sqrt rsqrt cbrt pow integer_pow
+square rem eq ne lt le gt ge and or xor not select_n convert_element_type clamp is_finite
+erf erfc add_any real imag conj stop_gradient pvary psum pmax pmin copy
+'''.split())
+
+
+def _type_sharding_rule(eqn) -> None:
+    from kiln.core.avals import ShapedArray
+    if eqn.primitive.name not in _ELEMENTWISE_TYPES or len(eqn.outvars) != 1:
+        return
+    out = eqn.outvars[0]
+    if type(out.aval) is not ShapedArray or out.aval._tsh is not None:
+        return
+    tshs = [v.aval._tsh for v in eqn.invars
+            if type(getattr(v, "aval", None)) is ShapedArray
+            and v.aval.shape == out.aval.shape and v.aval._tsh is not None]
+    if tshs and all(t == tshs[0] for t in tshs[1:]):
+        out.aval = out.aval.with_type_sharding(tshs[0])
 
 
 def _aval_mat(aval) -> ManualAxisType:
