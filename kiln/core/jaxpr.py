@@ -7,7 +7,6 @@ the current trace (so evaluating a jaxpr inside ``grad`` differentiates it).
 from __future__ import annotations
 
 import contextlib
-
 import itertools
 import weakref
 
