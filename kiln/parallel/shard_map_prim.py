@@ -70,6 +70,35 @@ class ShardMapPrimitive(Primitive):
             for _ in sub.axis_names:
                 batching.axis_env.pop()
 
+    def runs_alone(self, eqn) -> bool:
+        """Whether a ``jit`` whose program is just ``eqn`` runs it as the eager
+        shard_map does: when an operand or result is unreduced (the eager call keeps
+        each device's partials, which a single program's value, their sum, loses)."""
+        p = eqn.params
+        return (any(s.unreduced for s in (*p["in_specs"], *p["out_specs"]))
+                and not p["mesh"].empty)
+
+    def run_alone(self, eqn, args) -> list:
+        """``eqn`` applied to ``args`` (Arrays) as the eager shard_map: the body run on
+        every device's blocks."""
+        from kiln._physical_tree import tree_flatten
+        from kiln.parallel.shard_map import _mesh_from_args, _run, _submesh
+        from kiln.sharding import AbstractMesh
+        p = eqn.params
+        body, mesh = p["jaxpr"], p["mesh"]
+        if isinstance(mesh, AbstractMesh):
+            mesh = _mesh_from_args(list(args), mesh)
+        sub = _submesh(mesh, p["newly_manual_axes"])
+
+        def run_body(*blocks):
+            return list(eval_jaxpr(body.jaxpr, body.consts, *blocks))
+
+        with _lock:
+            cache = _alone_cache.setdefault(body, {})
+        outs = _run(run_body, sub, list(args), tree_flatten(tuple(args))[1],
+                    list(p["in_specs"]), list(p["out_specs"]), cache, p["check_vma"], mesh)
+        return list(outs)
+
     def expand(self, eqn) -> ClosedJaxpr:
         """The equation's expansion: a jaxpr over the operands' global values."""
         return expansion(eqn.params, [v.aval for v in eqn.invars])
@@ -121,6 +150,8 @@ ad.transpose_rules[shard_map_p] = _transpose
 # body ClosedJaxpr -> {(operand avals, params key): expansion}
 _expansions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _lock = threading.RLock()
+# body ClosedJaxpr -> the eager shard_map's cache of its per-device program (run_alone)
+_alone_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _key(params, avals):
