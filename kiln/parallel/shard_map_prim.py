@@ -51,6 +51,11 @@ class ShardMapPrimitive(Primitive):
             outs = _batch_staged(trace, args, params)
             if outs is not None:
                 return outs
+        if type(trace) is ad.JVPTrace or (type(trace) is staging.JaxprTrace
+                                          and trace.forward_known):
+            # ``_jvp`` / ``_partial_eval`` (bound under the parent when no input is
+            # this trace's)
+            return trace.process_primitive(self, args, params)
         closed = expansion(params, [get_aval(a) for a in args])
         with set_current_trace(trace):
             return eval_jaxpr(closed.jaxpr, closed.consts, *args)
@@ -135,14 +140,276 @@ shard_map_p.impl = _impl
 shard_map_p.weak_type_rule = lambda *w, jaxpr, **_: [a.weak_type for a in jaxpr.out_avals]
 
 
-def _transpose(cts, *args, **params):
+def _transpose_expansion(cts, args, params):
     closed = expansion(params, [a.aval if type(a) is ad.UndefinedPrimal else get_aval(a)
                                 for a in args])
     outs = ad.backward_pass(closed.jaxpr, closed.consts, list(args), list(cts))
     return [o if type(a) is ad.UndefinedPrimal else None for o, a in zip(outs, args)]
 
 
+# Casts between the reduced/unreduced/varying types: their transposes follow the types;
+# a body with one is transposed through its expansion.
+_TYPED_CASTS = frozenset(("preduced", "vary_unreduced_cast", "reduced_vary_cast",
+                          "unreduced_psum", "unreduced_reduce_scatter",
+                          "all_gather_reduced", "all_gather_invariant"))
+
+
+def _uses(jaxpr, names) -> bool:
+    from kiln.core.jaxpr import sub_jaxprs
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name in names or any(_uses(j, names) for j in sub_jaxprs(eqn.params)):
+            return True
+    return False
+
+
+def _unmentioned(sub, spec) -> tuple:
+    """The manual axes a spec neither splits nor makes unreduced (JAX's)."""
+    named = set(spec.mesh_axes()) | set(spec.unreduced)
+    return tuple(a for a in sub.axis_names if a not in named)
+
+
+def _transpose(cts, *args, **params):
+    """JAX's transpose of ``shard_map``: one shard_map of the body's backward pass
+    (nonzero output cotangents and the non-linear operands in, the linear operands'
+    cotangents out, specs ``to_ct_spec``). kiln's collectives transpose as over every
+    device's value (``psum`` to ``psum``), so it is JAX's ``check_vma=False`` form: a
+    cotangent of an output replicated along some manual axes is divided among them, and
+    a linear operand's cotangent summed (``psum``) along the axes its spec leaves out;
+    the ``pvary`` of an invariant operand (the identity on each device) transposes to the
+    identity there. A body with reduced/unreduced casts (or specs, checked) is
+    transposed through its expansion."""
+    import math
+
+    from kiln import lax
+    from kiln.interpreters.pjit import trace_closed
+    from kiln.parallel.shard_map import _submesh
+    body, mesh = params["jaxpr"], params["mesh"]
+    in_specs, out_specs = params["in_specs"], params["out_specs"]
+    lin = [type(a) is ad.UndefinedPrimal for a in args]
+    if (_uses(body.jaxpr, _TYPED_CASTS) or (params["check_vma"] and any(
+            s.reduced or s.unreduced for s in (*in_specs, *out_specs)))):
+        return _transpose_expansion(cts, args, params)
+    sub = _submesh(mesh, params["newly_manual_axes"])
+    sizes = dict(zip(sub.axis_names, sub.axis_sizes))
+    ct_nz = [type(c) is not ad.Zero for c in cts]
+    flags: list = []
+    plain = _without_pvary(body)
+
+    n_ct = sum(ct_nz)
+
+    def fun(*xs):
+        it, it_ct = iter(xs[n_ct:]), iter(xs[:n_ct])
+        full = [ad.UndefinedPrimal(a) if is_lin else next(it)
+                for a, is_lin in zip(plain.in_avals, lin)]
+        full_cts = []
+        for a, s, nz in zip(plain.out_avals, out_specs, ct_nz):
+            if not nz:
+                full_cts.append(ad.Zero(ad.tangent_aval(a)))
+                continue
+            c = next(it_ct)
+            k = math.prod(sizes[n] for n in _unmentioned(sub, s.to_ct_spec()))
+            full_cts.append(c if k == 1 or not _is_float(c) else
+                            lax.div(c, lax.full_like(c, k)))
+        outs = ad.backward_pass(plain.jaxpr, plain.consts, full, full_cts)
+        lin_outs = []
+        for o, s, is_lin in zip(outs, in_specs, lin):
+            if not is_lin:
+                continue
+            if o is not None and type(o) is not ad.Zero:
+                axes = _unmentioned(sub, s.to_ct_spec())
+                if axes and _is_float(o):
+                    o = lax.psum(o, axes)
+            lin_outs.append(o)
+        flags[:] = [o is not None and type(o) is not ad.Zero for o in lin_outs]
+        return [o for o, f in zip(lin_outs, flags) if f]
+
+    res = [a for a, is_lin in zip(args, lin) if not is_lin]
+    nz_cts = [c for c in cts if type(c) is not ad.Zero]
+    local = ([_local_aval(get_aval(c), s.to_ct_spec(), sub)
+              for c, s in zip(nz_cts, [s for s, nz in zip(out_specs, ct_nz) if nz])]
+             + [a for a, is_lin in zip(plain.in_avals, lin) if not is_lin])
+    try:
+        with shard_map_p.body_context(params):
+            closed, tconsts = trace_closed(fun, local)
+        if tconsts:
+            raise ValueError("closed over tracers")
+        lin_specs = [s for s, is_lin in zip(in_specs, lin) if is_lin]
+        new = dict(params, jaxpr=closed,
+                   in_specs=tuple([s.to_ct_spec() for s, nz in zip(out_specs, ct_nz) if nz]
+                                  + [s for s, is_lin in zip(in_specs, lin) if not is_lin]),
+                   out_specs=tuple(s.to_ct_spec() for s, f in zip(lin_specs, flags) if f))
+        expansion(new, [get_aval(x) for x in (*nz_cts, *res)])
+    except Exception:       # noqa: BLE001 - transposed through the expansion instead
+        _debug('transpose')
+        return _transpose_expansion(cts, args, params)
+    outs = shard_map_p.bind(*nz_cts, *res, **new) if new["out_specs"] else []
+    it_out, it_flag = iter(outs), iter(flags)
+    result = []
+    for a, is_lin in zip(args, lin):
+        if not is_lin:
+            result.append(None)
+        else:
+            result.append(next(it_out) if next(it_flag) else ad.Zero(ad.tangent_aval(a.aval)))
+    return result
+
+
+def _is_float(x) -> bool:
+    import numpy as np
+    dt = get_aval(x).dtype
+    return isinstance(dt, np.dtype) and dt.kind in "fc"
+
+
+def _local_aval(aval, spec, sub):
+    from kiln.parallel.shard_map import _local_shape
+    return aval.update(shape=_local_shape(aval.shape, spec, sub))
+
+
+def _without_pvary(body: ClosedJaxpr) -> ClosedJaxpr:
+    """``body`` with its top-level ``pvary`` equations (the identity on each device)
+    taken out."""
+    from kiln.core.jaxpr import Jaxpr
+    if not any(e.primitive.name == "pvary" for e in body.jaxpr.eqns):
+        return body
+    env = {}
+
+    def sub(v):
+        return env.get(v, v) if not hasattr(v, "val") else v
+    eqns = []
+    for e in body.jaxpr.eqns:
+        if e.primitive.name == "pvary":
+            env[e.outvars[0]] = sub(e.invars[0])
+            continue
+        eqns.append(e.replace(invars=[sub(v) for v in e.invars]))
+    j = body.jaxpr
+    outvars = [sub(v) for v in j.outvars]
+    return ClosedJaxpr(Jaxpr(j.constvars, j.invars, outvars, eqns, j.effects), body.consts)
+
+
 ad.transpose_rules[shard_map_p] = _transpose
+
+
+def _jvp(primals, tangents, **params):
+    """JAX's JVP rule of ``shard_map``: one shard_map of the body's JVP (primals and
+    nonzero tangents in, primal and nonzero tangent results out, tangents with their
+    primals' specs), the body differentiated over one device's blocks with its axes
+    bound (a ``custom_vjp`` whose forward pass runs a collective is traced there).
+    When that does not trace, the expansion is differentiated instead."""
+    from kiln.interpreters.pjit import trace_closed
+    body = params["jaxpr"]
+    nz = [type(t) is not ad.Zero for t in tangents]
+    n = len(primals)
+    out_nz: list = []
+
+    def fun(*xs):
+        ps = list(xs[:n])
+        it = iter(xs[n:])
+        ts = [next(it) if z else ad.Zero(ad.tangent_aval(a))
+              for z, a in zip(nz, body.in_avals)]
+        p_out, t_out = ad.jvp_flat(lambda *a: eval_jaxpr(body.jaxpr, body.consts, *a),
+                                   ps, ts, instantiate=False)
+        out_nz[:] = [type(t) is not ad.Zero for t in t_out]
+        return list(p_out) + [t for t in t_out if type(t) is not ad.Zero]
+
+    local = list(body.in_avals) + [ad.tangent_aval(a) for a, z in zip(body.in_avals, nz) if z]
+    nz_tangents = [t for t in tangents if type(t) is not ad.Zero]
+    try:
+        with shard_map_p.body_context(params):
+            closed, tconsts = trace_closed(fun, local)
+        if tconsts:
+            raise ValueError("closed over tracers")
+        in_specs, out_specs = params["in_specs"], params["out_specs"]
+        new = dict(params, jaxpr=closed,
+                   in_specs=tuple(in_specs) + tuple(s for s, z in zip(in_specs, nz) if z),
+                   out_specs=tuple(out_specs) + tuple(
+                       s for s, z in zip(out_specs, out_nz) if z))
+        expansion(new, [get_aval(x) for x in (*primals, *nz_tangents)])
+    except Exception:       # noqa: BLE001 - the expansion is differentiated instead
+        _debug('jvp')
+        closed = expansion(params, [get_aval(p) for p in primals])
+        return ad.jvp_flat(lambda *a: eval_jaxpr(closed.jaxpr, closed.consts, *a),
+                           list(primals), list(tangents), instantiate=False)
+    outs = shard_map_p.bind(*primals, *nz_tangents, **new)
+    m = len(params["out_specs"])
+    p_out, it = outs[:m], iter(outs[m:])
+    t_out = [next(it) if z else ad.Zero.from_primal_value(p) for p, z in zip(p_out, out_nz)]
+    return p_out, t_out
+
+
+ad.jvp_rules[shard_map_p] = _jvp
+
+
+def _partial_eval(trace, args, params):
+    """JAX's partial evaluation of ``shard_map``: a shard_map of the body's known part
+    (run now, under the parent trace) giving the known results and the residuals, and a
+    staged shard_map of the unknown part taking them. A residual is one device's value:
+    it crosses with a leading dimension split along every manual axis."""
+    from kiln import lax
+    from kiln.interpreters.pjit import partial_eval_jaxpr, trace_closed
+    from kiln.parallel import vma
+    from kiln.parallel.shard_map import _in_mat, _submesh
+    from kiln.sharding import PartitionSpec
+    body = params["jaxpr"]
+    unknowns = tuple(trace.is_own(x) for x in args)
+    sub = _submesh(params["mesh"], params["newly_manual_axes"])
+    names = tuple(sub.axis_names)
+    in_specs, out_specs = params["in_specs"], params["out_specs"]
+    try:
+        with shard_map_p.body_context(params):
+            known, unknown, out_unk, num_res = partial_eval_jaxpr(body, unknowns)
+            nk = len(known.out_avals) - num_res
+            # each residual's spec: split (on a new leading dimension) along the manual
+            # axes it varies along
+            mats = vma.infer_mat(known.jaxpr, [_in_mat(s, params["check_vma"]) for s, u
+                                               in zip(in_specs, unknowns) if not u])
+            res_specs = []
+            for m in mats[nk:]:
+                if m.unreduced or m.reduced:
+                    raise ValueError("a reduced/unreduced residual")
+                axes = tuple(a for a in names if a in m.varying)
+                res_specs.append(PartitionSpec(None if not axes else axes[0]
+                                               if len(axes) == 1 else axes))
+
+            def known_fun(*xs):
+                outs = eval_jaxpr(known.jaxpr, known.consts, *xs)
+                return list(outs[:nk]) + [lax.expand_dims(r, (0,)) for r in outs[nk:]]
+
+            def unknown_fun(*xs):
+                rs = [lax.squeeze(r, (0,)) for r in xs[:num_res]]
+                return list(eval_jaxpr(unknown.jaxpr, unknown.consts, *rs, *xs[num_res:]))
+
+            known2, kc = trace_closed(known_fun, list(known.in_avals))
+            res_local = list(known2.out_avals[nk:])
+            unknown2, uc = trace_closed(
+                unknown_fun, res_local + list(unknown.in_avals[num_res:]))
+        if kc or uc:
+            raise ValueError("closed over tracers")
+        kparams = dict(params, jaxpr=known2,
+                       in_specs=tuple(s for s, u in zip(in_specs, unknowns) if not u),
+                       out_specs=tuple([s for s, u in zip(out_specs, out_unk) if not u]
+                                       + res_specs))
+        uparams = dict(params, jaxpr=unknown2,
+                       in_specs=tuple(res_specs
+                                      + [s for s, u in zip(in_specs, unknowns) if u]),
+                       out_specs=tuple(s for s, u in zip(out_specs, out_unk) if u))
+        known_args = [x for x, u in zip(args, unknowns) if not u]
+        expansion(kparams, [get_aval(x) for x in known_args])
+    except Exception:       # noqa: BLE001 - the expansion is partially evaluated instead
+        _debug('partial_eval')
+        closed = expansion(params, [get_aval(x) for x in args])
+        with set_current_trace(trace):
+            return eval_jaxpr(closed.jaxpr, closed.consts, *args)
+    with set_current_trace(trace.parent):
+        kouts = shard_map_p.bind(*known_args, **kparams)
+    known_outs, res = kouts[:nk], kouts[nk:]
+    unknown_args = [x for x, u in zip(args, unknowns) if u]
+    uargs = [*res, *unknown_args]
+    uouts = trace.stage(shard_map_p, uargs, uparams,
+                        out_avals=_abstract_eval(*[get_aval(x) for x in uargs], **uparams))
+    ki, ui = iter(known_outs), iter(uouts)
+    return [next(ui) if u else next(ki) for u in out_unk]
+
+
+staging.partial_eval_rules[shard_map_p] = _partial_eval
 
 
 # -- the expansion --------------------------------------------------------------------------------
@@ -289,6 +556,7 @@ def _batch_staged(trace, args, params):
                    out_specs=tuple(out_specs))
         expansion(new, [get_aval(v) for v in vals])
     except Exception:       # noqa: BLE001 - the expansion is applied instead
+        _debug('batch')
         return None
     from kiln.parallel.placement import note_type
     from kiln.sharding import NamedSharding
@@ -296,3 +564,12 @@ def _batch_staged(trace, args, params):
         outs = shard_map_p.bind(*vals, **new)
     outs = [note_type(o, NamedSharding(mesh, s)) for o, s in zip(outs, out_specs)]
     return [o if d is None else BatchTracer(trace, o, d) for o, d in zip(outs, cell["dims"])]
+
+
+def _debug(what: str) -> None:
+    """With ``KILN_DEBUG_SHARD_MAP`` set, say why a rule fell back to the expansion."""
+    import os
+    if os.environ.get("KILN_DEBUG_SHARD_MAP"):
+        import traceback
+        print(f"shard_map {what} rule: using the expansion", file=__import__("sys").stderr)
+        traceback.print_exc()
