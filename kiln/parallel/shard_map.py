@@ -543,9 +543,10 @@ def _can_stage(flat, mesh) -> bool:
     process's devices, with array operands."""
     from kiln.core.avals import ShapedArray
     from kiln.interpreters import staging
-    from kiln.parallel.shard_map_prim import staged_batch
+    from kiln.parallel.shard_map_prim import staged_batch, staged_jvp
     t = core.current_trace()
-    return ((type(t) is staging.JaxprTrace and not t.forward_known or staged_batch(t))
+    return ((type(t) is staging.JaxprTrace and not t.forward_known or staged_batch(t)
+             or staged_jvp(t))
             and staging.vma_rule[0] is None and not get_abstract_mesh().manual_axes
             and spmd.current_context() is None
             and isinstance(mesh, (Mesh, AbstractMesh))

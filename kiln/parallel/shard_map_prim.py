@@ -104,6 +104,20 @@ class ShardMapPrimitive(Primitive):
                     list(p["in_specs"]), list(p["out_specs"]), cache, p["check_vma"], mesh)
         return list(outs)
 
+    def dce_rule(self, used, eqn):
+        """``eqn`` computing only its ``used`` results, with the operands its body
+        still reads (JAX's dce rule of shard_map)."""
+        from kiln.interpreters.partial_eval import dce_jaxpr_consts
+        p = eqn.params
+        body = p["jaxpr"]
+        j, used_consts, used_in = dce_jaxpr_consts(body.jaxpr, list(used))
+        closed = ClosedJaxpr(j, [c for c, u in zip(body.consts, used_consts) if u])
+        new = dict(p, jaxpr=closed,
+                   in_specs=tuple(s for s, u in zip(p["in_specs"], used_in) if u),
+                   out_specs=tuple(s for s, u in zip(p["out_specs"], used) if u))
+        return eqn.replace(invars=[v for v, u in zip(eqn.invars, used_in) if u],
+                           outvars=[v for v, u in zip(eqn.outvars, used) if u], params=new)
+
     def expand(self, eqn) -> ClosedJaxpr:
         """The equation's expansion: a jaxpr over the operands' global values."""
         return expansion(eqn.params, [v.aval for v in eqn.invars])
@@ -369,26 +383,48 @@ def _partial_eval(trace, args, params):
                 res_specs.append(PartitionSpec(None if not axes else axes[0]
                                                if len(axes) == 1 else axes))
 
+            # a residual that is a known result or a known operand is passed on as it is
+            # (JAX's residual forwarding), with that value's spec
+            kin_specs = [s for s, u in zip(in_specs, unknowns) if not u]
+            kout_specs = [s for s, u in zip(out_specs, out_unk) if not u]
+            kj = known.jaxpr
+            fwd = []
+            for r in kj.outvars[nk:]:
+                src = next((("out", j) for j, v in enumerate(kj.outvars[:nk]) if v is r
+                            and not kout_specs[j].unreduced and not kout_specs[j].reduced),
+                           None)
+                if src is None:
+                    src = next((("in", k) for k, v in enumerate(kj.invars) if v is r
+                                and not kin_specs[k].unreduced
+                                and not kin_specs[k].reduced), None)
+                fwd.append(src)
+            emitted = [i for i, f in enumerate(fwd) if f is None]
+
             def known_fun(*xs):
                 outs = eval_jaxpr(known.jaxpr, known.consts, *xs)
-                return list(outs[:nk]) + [lax.expand_dims(r, (0,)) for r in outs[nk:]]
+                return list(outs[:nk]) + [lax.expand_dims(outs[nk + i], (0,))
+                                          for i in emitted]
 
             def unknown_fun(*xs):
-                rs = [lax.squeeze(r, (0,)) for r in xs[:num_res]]
+                rs = [r if f is not None else lax.squeeze(r, (0,))
+                      for r, f in zip(xs[:num_res], fwd)]
                 return list(eval_jaxpr(unknown.jaxpr, unknown.consts, *rs, *xs[num_res:]))
 
             known2, kc = trace_closed(known_fun, list(known.in_avals))
-            res_local = list(known2.out_avals[nk:])
+            it_emitted = iter(known2.out_avals[nk:])
+            res_local = [next(it_emitted) if f is None else a
+                         for f, a in zip(fwd, unknown.in_avals[:num_res])]
             unknown2, uc = trace_closed(
                 unknown_fun, res_local + list(unknown.in_avals[num_res:]))
         if kc or uc:
             raise ValueError("closed over tracers")
-        kparams = dict(params, jaxpr=known2,
-                       in_specs=tuple(s for s, u in zip(in_specs, unknowns) if not u),
-                       out_specs=tuple([s for s, u in zip(out_specs, out_unk) if not u]
-                                       + res_specs))
+        res_in_specs = [res_specs[i] if f is None else
+                        kout_specs[f[1]] if f[0] == "out" else kin_specs[f[1]]
+                        for i, f in enumerate(fwd)]
+        kparams = dict(params, jaxpr=known2, in_specs=tuple(kin_specs),
+                       out_specs=tuple(kout_specs + [res_specs[i] for i in emitted]))
         uparams = dict(params, jaxpr=unknown2,
-                       in_specs=tuple(res_specs
+                       in_specs=tuple(res_in_specs
                                       + [s for s, u in zip(in_specs, unknowns) if u]),
                        out_specs=tuple(s for s, u in zip(out_specs, out_unk) if u))
         known_args = [x for x, u in zip(args, unknowns) if not u]
@@ -400,7 +436,9 @@ def _partial_eval(trace, args, params):
             return eval_jaxpr(closed.jaxpr, closed.consts, *args)
     with set_current_trace(trace.parent):
         kouts = shard_map_p.bind(*known_args, **kparams)
-    known_outs, res = kouts[:nk], kouts[nk:]
+    known_outs, it_res = kouts[:nk], iter(kouts[nk:])
+    res = [next(it_res) if f is None else
+           known_outs[f[1]] if f[0] == "out" else known_args[f[1]] for f in fwd]
     unknown_args = [x for x, u in zip(args, unknowns) if u]
     uargs = [*res, *unknown_args]
     uouts = trace.stage(shard_map_p, uargs, uparams,
@@ -472,6 +510,18 @@ def record(params, in_avals, closed: ClosedJaxpr) -> None:
 
 
 # -- vmap of a staged shard_map ---------------------------------------------------------------------
+
+def staged_jvp(trace) -> bool:
+    """A ``grad``/``jvp`` inside a plain staging trace (through its linearization's
+    partial evaluation): a shard_map under it is staged as one equation, differentiated
+    by its rules."""
+    t = trace
+    if type(t) is not ad.JVPTrace:
+        return False
+    while type(t) is ad.JVPTrace or (type(t) is staging.JaxprTrace and t.forward_known):
+        t = getattr(t, "parent", None)
+    return type(t) is staging.JaxprTrace
+
 
 def staged_batch(trace) -> bool:
     """A ``vmap`` (not a shard_map's own emulated axis) directly inside a plain staging
