@@ -894,9 +894,13 @@ def _run_processes(closed, mesh: Mesh, arrays, ispecs, out_tree, ospecs, check_v
 
 
 def _emulate(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, check_vma=True,
-             full_mesh=None, out_layouts=None):
+             full_mesh=None, out_layouts=None, typed=False):
     """The same values as nested vmaps over the mesh axes (under transformations).
-    ``out_layouts``: the outputs' specs in their layouts (default ``out_specs``')."""
+    ``out_layouts``: the outputs' specs in their layouts (default ``out_specs``').
+    ``typed``: the outputs' types were checked against ``out_specs`` (a body derived
+    from a checked one: its JVP, parts, transpose): an output computed as mapped along an
+    axis its spec omits (a call whose body has a collective over that axis is mapped
+    along it) is the same along it, its first value taken."""
     from kiln import lax
     full_mesh = mesh if full_mesh is None else full_mesh
     if global_array.spans_processes(mesh):
@@ -957,7 +961,7 @@ def _emulate(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, check_vma=True,
         return leaves
 
     fn = inner
-    errors = {"f": f, "mesh": mesh, "check_vma": check_vma,
+    errors = {"f": f, "mesh": mesh, "check_vma": check_vma, "typed": typed,
               "key": lambda k: _okey(store["tree"], out_specs, k)}
     for j in reversed(range(len(names))):
         ax = names[j]
@@ -1062,7 +1066,8 @@ def _vmap_dynamic_out(fn, in_ax, name, size, out_specs_now, errors, kinds=None):
                 continue
             if name not in s.mesh_axes():
                 if d is not None:
-                    if errors["check_vma"] and not (size == 1 and _drop_size_one()):
+                    if (errors["check_vma"] and not errors.get("typed")
+                            and not (size == 1 and _drop_size_one())):
                         varying = set(store["varying"][k]) | {name}
                         raise _out_vma_error(errors["f"], errors["mesh"], errors["key"](k), s,
                                              varying)

@@ -112,6 +112,8 @@ class ShardMapPrimitive(Primitive):
         body = p["jaxpr"]
         j, used_consts, used_in = dce_jaxpr_consts(body.jaxpr, list(used))
         closed = ClosedJaxpr(j, [c for c, u in zip(body.consts, used_consts) if u])
+        if body in _derived:
+            _derive(closed)
         new = dict(p, jaxpr=closed,
                    in_specs=tuple(s for s, u in zip(p["in_specs"], used_in) if u),
                    out_specs=tuple(s for s, u in zip(p["out_specs"], used) if u))
@@ -248,7 +250,7 @@ def _transpose(cts, *args, **params):
         if tconsts:
             raise ValueError("closed over tracers")
         lin_specs = [s for s, is_lin in zip(in_specs, lin) if is_lin]
-        new = dict(params, jaxpr=closed,
+        new = dict(params, jaxpr=_derive(closed),
                    in_specs=tuple([s.to_ct_spec() for s, nz in zip(out_specs, ct_nz) if nz]
                                   + [s for s, is_lin in zip(in_specs, lin) if not is_lin]),
                    out_specs=tuple(s.to_ct_spec() for s, f in zip(lin_specs, flags) if f))
@@ -332,7 +334,7 @@ def _jvp(primals, tangents, **params):
         if tconsts:
             raise ValueError("closed over tracers")
         in_specs, out_specs = params["in_specs"], params["out_specs"]
-        new = dict(params, jaxpr=closed,
+        new = dict(params, jaxpr=_derive(closed),
                    in_specs=tuple(in_specs) + tuple(s for s, z in zip(in_specs, nz) if z),
                    out_specs=tuple(out_specs) + tuple(
                        s for s, z in zip(out_specs, out_nz) if z))
@@ -421,9 +423,9 @@ def _partial_eval(trace, args, params):
         res_in_specs = [res_specs[i] if f is None else
                         kout_specs[f[1]] if f[0] == "out" else kin_specs[f[1]]
                         for i, f in enumerate(fwd)]
-        kparams = dict(params, jaxpr=known2, in_specs=tuple(kin_specs),
+        kparams = dict(params, jaxpr=_derive(known2), in_specs=tuple(kin_specs),
                        out_specs=tuple(kout_specs + [res_specs[i] for i in emitted]))
-        uparams = dict(params, jaxpr=unknown2,
+        uparams = dict(params, jaxpr=_derive(unknown2),
                        in_specs=tuple(res_in_specs
                                       + [s for s, u in zip(in_specs, unknowns) if u]),
                        out_specs=tuple(s for s, u in zip(out_specs, out_unk) if u))
@@ -455,6 +457,14 @@ staging.partial_eval_rules[shard_map_p] = _partial_eval
 # body ClosedJaxpr -> {(operand avals, params key): expansion}
 _expansions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _lock = threading.RLock()
+# bodies made by the rules from a body whose types were checked (JVP, known and unknown
+# parts, transpose, batched, dce'd): their expansion trusts the types (``_emulate``)
+_derived: weakref.WeakSet = weakref.WeakSet()
+
+
+def _derive(closed: ClosedJaxpr) -> ClosedJaxpr:
+    _derived.add(closed)
+    return closed
 # body ClosedJaxpr -> the eager shard_map's cache of its per-device program (run_alone)
 _alone_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
@@ -494,7 +504,7 @@ def _trace_expansion(params, in_avals) -> ClosedJaxpr:
     def fun(*xs):
         tree = tree_flatten(tuple(xs))[1]
         outs = _emulate(run_body, sub, list(xs), tree, in_specs, out_specs,
-                        params["check_vma"], mesh, layouts)
+                        params["check_vma"], mesh, layouts, typed=body in _derived)
         return tree_flatten(outs)[0]
 
     closed, tconsts = trace_closed(fun, list(in_avals))
