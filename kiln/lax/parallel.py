@@ -755,6 +755,8 @@ def all_gather(x, axis_name, *, axis_index_groups=None, axis: int = 0, tiled: bo
         if to == "invarying":
             return all_gather_invariant_p.bind(v, all_gather_dimension=dim, axis_name=axes,
                                                axis_size=size, tiled=bool(tiled))
+        if groups is None:
+            v = _implicit_pvary(v, axes)
         return all_gather_p.bind(v, all_gather_dimension=dim, axis_name=axes,
                                  axis_index_groups=groups, axis_size=size, tiled=bool(tiled))
     return tree_map(gather, x)

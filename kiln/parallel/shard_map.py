@@ -584,11 +584,16 @@ def _stage(f, mesh, flat, in_tree, ispecs, out_specs, check_vma, full_mesh):
         for name, size in zip(mesh.axis_names, mesh.axis_sizes):
             batching.axis_env.append((name, size))
         prev_rule, staging.vma_rule[0] = staging.vma_rule[0], vma.stage_rule
-        prev_pvary, lax_parallel.auto_pvary[0] = lax_parallel.auto_pvary[0], bool(check_vma)
+        from kiln.config import config
+        auto = bool(check_vma) and bool(config.jax_auto_pcast)
+        prev_pvary, lax_parallel.auto_pvary[0] = lax_parallel.auto_pvary[0], auto
+        prev_args, staging.vma_args[0] = (staging.vma_args[0],
+                                          vma.pvary_operands if auto else None)
         try:
             with _manual_mesh_context(full_mesh, mesh.axis_names):
                 closed, tconsts = trace_closed(flat_fun, local)
         finally:
+            staging.vma_args[0] = prev_args
             lax_parallel.auto_pvary[0] = prev_pvary
             staging.vma_rule[0] = prev_rule
             for _ in mesh.axis_names:

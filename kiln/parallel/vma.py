@@ -393,3 +393,30 @@ def install_emulation_hook() -> None:
         batching.vma_check[0] = None if value else _emulation_check
     on_auto_pcast(config.jax_auto_pcast)
     config.on_change("jax_auto_pcast", on_auto_pcast)
+
+
+# Elementwise operations whose operands JAX ``pvary``s to a common type (with
+# ``jax_auto_pcast``, in a body whose types are checked).
+_PVARY_OPERANDS = _MATCHING - {"dot_general"}
+
+
+def pvary_operands(trace, prim, args):
+    """``args`` of an elementwise ``prim`` staged in ``trace`` (a checked shard_map body),
+    each not varying along every manual axis another varies along first ``pvary``-ed along
+    the missing ones (JAX's implicit pcast); other primitives' as they are."""
+    if prim.name not in _PVARY_OPERANDS or len(args) < 2:
+        return args
+    from kiln.core.trace import get_aval
+    from kiln.interpreters import batching
+    from kiln.lax.parallel import pvary_p
+    vs = [_aval_mat(get_aval(x)).varying if trace.is_own(x) else frozenset() for x in args]
+    union = frozenset().union(*vs)
+    if all(v == union for v in vs):
+        return args
+    order = [n for n, _ in batching.axis_env]
+    out = []
+    for x, v in zip(args, vs):
+        missing = tuple(sorted(union - v, key=lambda a: order.index(a) if a in order
+                               else len(order)))
+        out.append(trace.stage(pvary_p, [x], {"axes": missing}) if missing else x)
+    return out
