@@ -674,9 +674,16 @@ def _run(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, cache, check_vma=True,
     arrays = [x if type(x) is Array else to_array(x) for x in flat]
     local = [_with_vma(a.aval.update(shape=_local_shape(a.shape, s, mesh)), s, check_vma)
              for a, s in zip(arrays, ispecs)]
+    if full_mesh is not mesh:
+        # a partially manual body: arguments typed with their automatic axes' sharding
+        with _manual_mesh_context(full_mesh, mesh.axis_names):
+            inner_mesh = get_abstract_mesh()
+        local = [_local_type(x, a, inner_mesh, mesh.axis_names)
+                 for x, a in zip(arrays, local)]
     from kiln._compile_log import trace_context
     key = (tuple((a.shape, a.dtype, a.weak_type) for a in local), in_tree,
-           tuple(ispecs), mesh, trace_context())
+           tuple(ispecs), mesh, trace_context(),
+           tuple(getattr(a, "_tsh", None) for a in local))
     entry = cache.get(key) if cache is not None else None
     if entry is None:
         store = {}
@@ -744,7 +751,8 @@ def _run(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, cache, check_vma=True,
                     raise _out_vma_error(f, mesh, _okey(out_tree, out_specs, k), s,
                                          _varying_axes(mesh, sh, placements, results, k))
         arr = make_array(g, aval.weak_type)
-        arr._sharding = sh if full_mesh is mesh else NamedSharding(full_mesh, s)
+        arr._sharding = sh if full_mesh is mesh else NamedSharding(
+            full_mesh, out_type_spec(s, aval, mesh.axis_names))
         outs.append(arr)
     return tree_unflatten(out_tree, outs)
 
