@@ -195,3 +195,19 @@ def test_check_jaxpr_binds_the_body_axes(mesh4):
     f = kiln.shard_map(lambda x: lax.psum(x, "i"), mesh=mesh4, in_specs=P("i"),
                        out_specs=P())
     check_jaxpr(kiln.make_jaxpr(f)(jnp.arange(8.)).jaxpr)      # no unbound axis
+
+
+def test_grad_of_jit_of_shard_map_forwards_residuals(mesh4):
+    f = kiln.jit(kiln.shard_map(lambda x: (lax.exp(x.sum()) + x, lax.exp(x)), mesh=mesh4,
+                                in_specs=P("i"), out_specs=P("i")))
+    g = lambda x: sum(f(x)).sum()       # noqa: E731
+    x = jnp.arange(16.)
+    j = kiln.make_jaxpr(kiln.grad(g))(x)
+    jj, _ = pe.dce_jaxpr(j.jaxpr, [True] * len(j.out_avals))
+    e1, *_, e2 = jj.eqns
+    assert len(e1.outvars) == 2         # one primal result (also a residual), one residual
+    assert len(e2.invars) == 4          # two residuals, two cotangents
+    assert sum(e1.outvars[-1] is v for v in e2.invars) == 1
+    b = np.arange(16.).reshape(4, 4)
+    want = (1 + np.exp(b.sum(1, keepdims=True)) * 4 + np.exp(b)).reshape(16)
+    np.testing.assert_allclose(kiln.grad(g)(x), want, rtol=1e-5)
