@@ -15,9 +15,12 @@ transformation: its *expansion*, the body evaluated as nested ``vmap``s over the
 axes (``kiln.parallel.shard_map._emulate``), traced once at the operands' global types
 and kept with the body. Compiling (``kiln.compiler.passes.inline_calls``), the reference
 backend, the SPMD partitioner and ``jit``'s output layouts read the expansion
-(``ShardMapPrimitive.expand(eqn)``); any trace other than plain staging (``grad``,
-``vmap``, partial evaluation, eager evaluation) applies the expansion's operations, so
-every transformation gives exactly the values it gave before the primitive existed.
+(``ShardMapPrimitive.expand(eqn)``); eager evaluation runs it. Under a ``vmap`` directly
+inside a staging trace, ``jvp``/``grad`` and partial evaluation, JAX's rules make new
+shard_map equations (of the batched body, its JVP, its known and unknown parts); the
+transpose is one of the body's backward pass; each rule falls back to applying the
+expansion under the transformation when its body does not trace. Other traces apply
+the expansion's operations.
 """
 from __future__ import annotations
 
@@ -511,12 +514,6 @@ def _trace_expansion(params, in_avals) -> ClosedJaxpr:
     if tconsts:
         raise AssertionError("shard_map expansion closed over tracers")
     return closed
-
-
-def record(params, in_avals, closed: ClosedJaxpr) -> None:
-    """Keep ``closed`` as the expansion of ``params`` at ``in_avals``."""
-    with _lock:
-        _expansions.setdefault(params["jaxpr"], {})[_key(params, in_avals)] = closed
 
 
 # -- vmap of a staged shard_map ---------------------------------------------------------------------
