@@ -12,7 +12,7 @@ from kiln.compiler.lower.index import row_major_strides
 from kiln.compiler.lower.program import Program, Reduce
 from kiln.compiler.render import plan_reduce
 from kiln.compiler.render.body import Body
-from kiln.compiler.render.c_expr import C_TYPES, F32, _flat_of_syms, c_literal
+from kiln.compiler.render.c_expr import C_TYPES, F32, _flat_of_syms, c_literal, prefetch_loop
 from kiln.compiler.render.plan_reduce import RowGroupPlan, RowStepPlan, SkewPlan, summed
 
 
@@ -213,12 +213,9 @@ class RowsMixin:
                 continue
             seen.add((buf.id, idx.c()))
             step = max(1, 64 // np.dtype(buf.dtype).itemsize)
-            # Past the last row: clamped to the buffer (a prefetch never faults, but the
-            # address must be valid C).
-            addr = (f"&b{buf.id}[kiln_clampi({idx.c(body.sym_names)} + {stride}, 0, "
-                    f"{max(buf.size - 1, 0)})]")
-            out.append(f"for (int64_t {var} = c0; {var} < c1; {var} += {step}) "
-                       f"{hint.format(addr=addr)};")
+            # Past the last row: nothing (the loop stops at the buffer's end).
+            out.append(prefetch_loop(var, "c0", "c1", step,
+                                     f"({idx.c(body.sym_names)}) + {stride}", buf, hint))
         return out
 
     def _fused_rows(self, second: _RowStep, r0: Reduce, lines0, val0, oflat0, ind,
