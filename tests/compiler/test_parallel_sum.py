@@ -24,8 +24,9 @@ print(json.dumps([np.asarray(o).tobytes().hex() for o in f(x, d)]))
 
 def test_sum_blocks_depend_on_the_length_only():
     assert sum_blocks(25_000_000, 1024) == (64, 382)
-    assert sum_blocks(131_072, 1024) == (1, 128)
-    assert sum_blocks(1_000_003, 1024) == (3, 326)
+    assert sum_blocks(131_072, 1024) == (4, 32)
+    assert sum_blocks(1_000_003, 1024) == (30, 33)
+    assert sum_blocks(20_000, 1024) == (1, 20)
     per, n = sum_blocks(1 << 33, 1024)             # capped at 4096 blocks
     assert n <= 4096 and per * n * 1024 >= 1 << 33
     for size in (2049, 70_000, 1 << 20, 10**8 + 7):
@@ -33,11 +34,11 @@ def test_sum_blocks_depend_on_the_length_only():
         assert per >= 1 and (n - 1) * per * 1024 < size <= n * per * 1024
 
 
-def test_parallel_sum_is_blocked_and_guided():
+def test_parallel_sum_is_blocked_and_dynamic():
     x = np.ones(1 << 20, np.float32)
     text = kiln.jit(lambda x: jnp.sum(x * x)).lower(x).compile().as_text()
-    assert "#pragma omp parallel for schedule(guided)" in text
-    assert "float kiln_bs[256];" in text and "acc += kiln_bs[blk];" in text
+    assert "#pragma omp parallel for schedule(dynamic, 1)" in text
+    assert "float kiln_bs[32];" in text and "acc += kiln_bs[blk];" in text
     assert "reduction(+:acc)" not in text
     np.testing.assert_array_equal(np.asarray(kiln.jit(lambda x: jnp.sum(x * x))(x)),
                                   np.float32(1 << 20))
