@@ -1,6 +1,7 @@
-"""Parallel chunked float sums (``reductions.sum_blocks``): blocks of chunks taken by the
-threads as they come, block sums added in order, so a long sum has the same bits on any
-number of threads (the static split's two halves gave other bits than one thread)."""
+"""Parallel chunked float sums (``reductions.sum_blocks``, ``csrc/steal.h``): blocks of
+chunks shared by work stealing, block sums added in order, so a long sum has the same bits
+on any number of threads (the static split's two halves gave other bits than one
+thread)."""
 import json
 import os
 import subprocess
@@ -34,10 +35,14 @@ def test_sum_blocks_depend_on_the_length_only():
         assert per >= 1 and (n - 1) * per * 1024 < size <= n * per * 1024
 
 
-def test_parallel_sum_is_blocked_and_dynamic():
+def test_parallel_sum_is_blocked_and_stolen():
     x = np.ones(1 << 20, np.float32)
     text = kiln.jit(lambda x: jnp.sum(x * x)).lower(x).compile().as_text()
-    assert "#pragma omp parallel for schedule(dynamic, 1)" in text
+    assert "kiln_steal_init(kiln_rg, kiln_t, kiln_nt, 32);" in text
+    assert "(blk = kiln_steal_next(kiln_rg, kiln_t, kiln_nt)) >= 0" in text
+    assert "static inline int64_t kiln_steal_next(" in text      # steal.h, once
+    assert "kiln_steal_next(" not in kiln.jit(lambda x: jnp.sum(x)).lower(
+        np.ones(1000, np.float32)).compile().as_text()             # not for short sums
     assert "float kiln_bs[32];" in text and "acc += kiln_bs[blk];" in text
     assert "reduction(+:acc)" not in text
     np.testing.assert_array_equal(np.asarray(kiln.jit(lambda x: jnp.sum(x * x))(x)),

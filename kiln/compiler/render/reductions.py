@@ -29,10 +29,10 @@ from kiln.compiler.render.plan_reduce import ColumnPlan, FoldPlan, summed
 
 def sum_blocks(n: int, chunk: int) -> tuple[int, int]:
     """(chunks per block, blocks) of a parallel chunked sum of ``n`` elements: up to 64
-    chunks a block (256 KiB of float32: taking one costs an atomic add, ~1% of reading
-    it), at least 32 blocks when there are chunks enough, and at most 4,096 (their sums
-    sit in an array on the stack). A function of ``n`` alone, so the bits are the same
-    on any number of cores."""
+    chunks a block (256 KiB of float32: taking one costs a compare-and-swap, far under
+    1% of reading it), at least 32 blocks when there are chunks enough, and at most
+    4,096 (their sums sit in an array on the stack). A function of ``n`` alone, so the
+    bits are the same on any number of cores."""
     n_chunks = -(-n // chunk)
     per = max(1, min(64, n_chunks // 32), -(-n_chunks // 4096))
     return per, -(-n_chunks // per)
@@ -141,21 +141,29 @@ class ReduceMixin:
             s, chunk = sym.name, fold.chunk
             lo, hi, acc, d = "0", str(tn), "acc", ind
             if fold.parallel:
-                # Blocks of chunks, taken by the threads one at a time as they come (a
-                # thread that loses its core for a while holds up at most one block, not
-                # half the sum; `guided` would hand out half the blocks first); each
-                # block's sum goes to its slot, then the slots are added in order. The
-                # bits depend on the length only, not on the threads or the schedule.
+                # Blocks of chunks shared by work stealing (csrc/steal.h): each thread
+                # starts on its contiguous share, then takes blocks off the end of the
+                # others' (a thread that loses its core for a while holds up one block,
+                # not half the sum); each block's sum goes to its slot, then the slots
+                # are added in order. The bits depend on the length only, not on the
+                # threads or who ran which block.
                 per, n_blocks = sum_blocks(tn, chunk)
                 span = per * chunk
+                self._needs.add("steal")
                 lines += [ind + f"{out_t} kiln_bs[{n_blocks}];",
-                          ind + self.parallel_for.replace("schedule(static)",
-                                                          "schedule(dynamic, 1)"),
-                          ind + f"for (int64_t blk = 0; blk < {n_blocks}; blk++) {{",
-                          ind + f"  const int64_t k_lo = blk * {span}, "
+                          ind + "uint64_t kiln_rg[8 * kiln_team_max()];",
+                          ind + "#pragma omp parallel" + self.ftz_clause,
+                          ind + "{",
+                          ind + "  const int kiln_t = kiln_team_rank(), "
+                                "kiln_nt = kiln_team_size();",
+                          ind + f"  kiln_steal_init(kiln_rg, kiln_t, kiln_nt, {n_blocks});",
+                          ind + "  #pragma omp barrier",
+                          ind + "  for (int64_t blk; (blk = kiln_steal_next(kiln_rg, kiln_t, "
+                                "kiln_nt)) >= 0; ) {",
+                          ind + f"    const int64_t k_lo = blk * {span}, "
                                 f"k_hi = k_lo + {span} < {tn} ? k_lo + {span} : {tn};",
-                          ind + f"  {out_t} bacc = 0;"]
-                lo, hi, acc, d = "k_lo", "k_hi", "bacc", ind + "  "
+                          ind + f"    {out_t} bacc = 0;"]
+                lo, hi, acc, d = "k_lo", "k_hi", "bacc", ind + "    "
             lines.append(d + f"for (int64_t c0 = {lo}; c0 < {hi}; c0 += {chunk}) {{")
             lines.append(d + f"  const int64_t c1 = c0 + {chunk} < {hi} ? "
                          f"c0 + {chunk} : {hi};")
@@ -170,7 +178,8 @@ class ReduceMixin:
             lines.append(d + f"  {acc} += part;")
             lines.append(d + "}")
             if fold.parallel:
-                lines += [ind + "  kiln_bs[blk] = bacc;",
+                lines += [ind + "    kiln_bs[blk] = bacc;",
+                          ind + "  }",
                           ind + "}",
                           ind + f"for (int64_t blk = 0; blk < {n_blocks}; blk++) "
                                 "acc += kiln_bs[blk];"]
