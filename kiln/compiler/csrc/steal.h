@@ -4,11 +4,15 @@
    blocks and was 4-15% slower on a quiet machine) and, when that is done, takes blocks
    from the end of the share with most left, so a thread that loses its core for a while
    holds up at most the block it is in. kiln_rg[8 * t] packs thread t's share as
-   (next << 32) | end; each sits on its own cache line. Which thread runs a block never
-   changes what the block computes. */
-static inline void kiln_steal_init(uint64_t *kiln_rg, int t, int nt, int64_t n) {
-  const uint64_t lo = (uint64_t)(n * t / nt), hi = (uint64_t)(n * (t + 1) / nt);
-  __atomic_store_n(&kiln_rg[8 * t], (lo << 32) | hi, __ATOMIC_RELAXED);
+   (next << 32) | end; each sits on its own cache line. The shares are set before the
+   parallel region (a barrier inside it would make every call wait until all threads
+   run at once; a team smaller than nt leaves shares that the others steal). Which
+   thread runs a block never changes what the block computes. */
+static inline void kiln_steal_init(uint64_t *kiln_rg, int nt, int64_t n) {
+  for (int t = 0; t < nt; t++) {
+    const uint64_t lo = (uint64_t)(n * t / nt), hi = (uint64_t)(n * (t + 1) / nt);
+    kiln_rg[8 * t] = (lo << 32) | hi;
+  }
 }
 static inline int64_t kiln_steal_next(uint64_t *kiln_rg, int t, int nt) {
   uint64_t r = __atomic_load_n(&kiln_rg[8 * t], __ATOMIC_RELAXED);
@@ -35,10 +39,8 @@ static inline int64_t kiln_steal_next(uint64_t *kiln_rg, int t, int nt) {
 }
 #ifdef _OPENMP
 static inline int kiln_team_max(void) { return omp_get_max_threads(); }
-static inline int kiln_team_size(void) { return omp_get_num_threads(); }
 static inline int kiln_team_rank(void) { return omp_get_thread_num(); }
 #else
 static inline int kiln_team_max(void) { return 1; }
-static inline int kiln_team_size(void) { return 1; }
 static inline int kiln_team_rank(void) { return 0; }
 #endif

@@ -151,13 +151,12 @@ class ReduceMixin:
                 span = per * chunk
                 self._needs.add("steal")
                 lines += [ind + f"{out_t} kiln_bs[{n_blocks}];",
-                          ind + "uint64_t kiln_rg[8 * kiln_team_max()];",
-                          ind + "#pragma omp parallel" + self.ftz_clause,
+                          ind + "const int kiln_nt = kiln_team_max();",
+                          ind + "uint64_t kiln_rg[8 * kiln_nt];",
+                          ind + f"kiln_steal_init(kiln_rg, kiln_nt, {n_blocks});",
+                          ind + "#pragma omp parallel num_threads(kiln_nt)" + self.ftz_clause,
                           ind + "{",
-                          ind + "  const int kiln_t = kiln_team_rank(), "
-                                "kiln_nt = kiln_team_size();",
-                          ind + f"  kiln_steal_init(kiln_rg, kiln_t, kiln_nt, {n_blocks});",
-                          ind + "  #pragma omp barrier",
+                          ind + "  const int kiln_t = kiln_team_rank();",
                           ind + "  for (int64_t blk; (blk = kiln_steal_next(kiln_rg, kiln_t, "
                                 "kiln_nt)) >= 0; ) {",
                           ind + f"    const int64_t k_lo = blk * {span}, "
