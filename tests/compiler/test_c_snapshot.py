@@ -43,7 +43,7 @@ def test_corpus_covers_the_loop_plans(corpus):
     """Each loop structure the planner decides appears somewhere in the corpus."""
     _, texts = corpus
     allc = "\n".join(texts.values())
-    for needle in ("schedule(dynamic, 1)", "acc_n", "part_n", "_fin(", "kiln_stream(",
+    for needle in ("kiln_steal_next(", "acc_n", "part_n", "_fin(", "kiln_stream(",
                    "__builtin_prefetch(", ", 0, 3)", "jt <", "cols[", "reduction(+:part)",
                    "for (;;)", "switch (", "seg0_p0", "KILN_SMALL", "--) {"):
         assert needle in allc, needle

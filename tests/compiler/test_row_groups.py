@@ -297,11 +297,14 @@ def test_skew_prefetch_of_the_row_after_next(monkeypatch):
     monkeypatch.setattr(CRenderer, "skew_prefetch", hint)
     texts = [kiln.jit(f).lower(x).compile().as_text() for f in fns]
     for t in texts:
-        assert "[kiln_clampi((3000*i0_n + i1_n) + 3000, 0, 134999)], 0, 1);" in t
+        # one row further on, stopping at the buffer's end (no clamp per address)
+        assert "i1_n + (135000 - (((3000*i0_n + i1_n)) + 3000)) < c1 ?" in t
+        assert "i1_n < i1_n_pe; i1_n += 16) __builtin_prefetch(&b" in t
+        assert "[((3000*i0_n + i1_n)) + 3000], 0, 1);" in t
     got = [np.asarray(kiln.jit(f)(x)) for f in fns]
     monkeypatch.setattr(CRenderer, "skew_prefetch", None)
     fresh = [lambda x, f=f: f(x) for f in fns]
-    assert not any("i1_n) + 3000" in kiln.jit(f).lower(x).compile().as_text()
+    assert not any("i1_n)) + 3000" in kiln.jit(f).lower(x).compile().as_text()
                    for f in fresh)
     for f, want in zip(fresh, got):
         np.testing.assert_array_equal(np.asarray(kiln.jit(f)(x)), want)
@@ -309,10 +312,10 @@ def test_skew_prefetch_of_the_row_after_next(monkeypatch):
     monkeypatch.setattr(CRenderer, "skew_prefetch", hint)
     short = kiln.jit(lambda x: kiln.nn.logsumexp(x, axis=1) + 1.0).lower(
         _rows(45, 1500)).compile().as_text()
-    assert "gn = g + 1 < g_hi" in short and "i1_n) + 1500" not in short
+    assert "gn = g + 1 < g_hi" in short and "i1_n)) + 1500" not in short
     monkeypatch.setattr(CRenderer, "skew_prefetch", "auto")
     for intel in (True, False):
         monkeypatch.setattr(render_c, "intel_avx512", lambda intel=intel: intel)
         g = lambda x, intel=intel: kiln.nn.logsumexp(x, axis=1) - float(intel)  # noqa: E731
-        assert ("i1_n) + 3000" in kiln.jit(g).lower(x).compile().as_text()) == intel
+        assert ("i1_n)) + 3000" in kiln.jit(g).lower(x).compile().as_text()) == intel
     assert isinstance(build.intel_avx512(), bool)

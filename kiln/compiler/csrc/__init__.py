@@ -9,6 +9,7 @@ The files, and who uses them:
 * Preludes of every generated program (``kiln.compiler.render.render_c``): ``prelude.h``
   (includes, index and min/max helpers), ``int_helpers.h`` (XLA's integer division,
   remainder and shifts per integer type), ``stream.h`` (non-temporal stores),
+  ``steal.h`` (work stealing over the blocks of parallel float sums),
   ``blas_program.h`` (the GEMM function pointers; ``blas.DEFINITIONS_MARK`` splits it).
 * Included by generated code when it uses them (``kiln.compiler.lower.random``):
   ``threefry.h``/``threefry_ops.h`` (the Threefry-2x32 hash), ``xla_math.h`` (XLA's CPU

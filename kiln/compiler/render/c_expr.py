@@ -297,3 +297,15 @@ class ExprMixin:
             return (f"({a} != {a} ? ({t})0 : ({a} >= {hi} ? {c_literal(info.max, dst)} : "
                     f"({a} <= {lo} ? {c_literal(info.min, dst)} : ({t}){a})))")
         return f"({t})({a})"
+
+
+def prefetch_loop(var: str, lo: str, hi: str, step: int, index: str, buf, hint: str) -> str:
+    """A loop prefetching ``&b[index]`` for ``var`` from ``lo`` below ``hi`` by ``step``,
+    stopping at the end of ``buf`` (``index`` is ``var`` plus a constant, so the last
+    ``var`` in the buffer is found once, before the loop): an add, a compare and the
+    prefetch per line (clamping each address took six more instructions a line, in the
+    integer ports that the vector loop after it shares)."""
+    end = f"{var}_pe"
+    stop = f"{var} + ({buf.size} - ({index}))"
+    return (f"for (int64_t {var} = {lo}, {end} = {stop} < {hi} ? {stop} : {hi}; "
+            f"{var} < {end}; {var} += {step}) {hint.format(addr=f'&b{buf.id}[{index}]')};")

@@ -9,7 +9,7 @@ rows into columns runs over column tiles (:class:`ColumnPlan`).
 A row group (``row_groups.py`` decides its steps) is one loop over rows
 (:class:`RowGroupPlan`), skewed (:class:`SkewPlan`) when it opens with a float
 reduction followed by a float sum or an elementwise step over rows of the same length:
-rows go in dynamically scheduled blocks and one inner loop does the second step of row
+rows go in blocks shared by work stealing and one inner loop does the second step of row
 ``g`` and the first reduction of row ``g + 1``. :func:`bounded_exps` finds the exps
 whose arguments the group's first step (a float32 max) bounds, which may run without
 their overflow and NaN selects.
@@ -92,8 +92,8 @@ class RowStepPlan:
 
 @dataclass(frozen=True)
 class SkewPlan:
-    """The skewed row loop: ``n_blocks`` blocks of ``block`` rows (dynamic schedule when
-    ``parallel``); the fused inner loop over rows of ``length`` elements is chunked
+    """The skewed row loop: ``n_blocks`` blocks of ``block`` rows (shared by work
+    stealing when ``parallel``, ``csrc/steal.h``); the fused inner loop over rows of ``length`` elements is chunked
     (``chunk`` elements) when the first step (``chunk_first``) or second step
     (``chunk_second``) is a float sum longer than two chunks."""
 

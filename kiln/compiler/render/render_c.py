@@ -68,6 +68,7 @@ from kiln.compiler.render.rows import RowsMixin
 
 #: Non-temporal stores (``kiln_stream``), for programs that stream large outputs.
 STREAM_C = csrc.text("stream.h")
+STEAL_C = csrc.text("steal.h")
 #: Every program's includes and small helpers (index arithmetic, XLA's min/max/sign).
 PRELUDE = csrc.text("prelude.h")
 
@@ -290,6 +291,8 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
         if "stream" in needs:
             # Only then: <immintrin.h> alone takes 0.1 s to compile.
             parts.append(STREAM_C)
+        if "steal" in needs:            # parallel chunked sums
+            parts.append(STEAL_C)
         blas = self.blas_declarations and any(isinstance(s, (Gemm, Conv))
                                               for s in walk_steps(prog.steps))
         if len(units) == 1:
