@@ -124,6 +124,17 @@ class Executable:
             return self._call_timed(args)
         if self.prog.guards and self.fallback is not None and self._stale():
             return self.fallback(args)
+        return self.call_native(args, reuse)
+
+    def runs_off_thread(self) -> bool:
+        """Whether :meth:`call_native` may run on another thread now (asynchronous
+        dispatch): no host islands (Python code, which reads the calling thread's
+        configuration), no profiling, no configuration guard that has changed."""
+        return not (self._has_islands or PROFILING or (
+            self.prog.guards and self.fallback is not None and self._stale()))
+
+    def call_native(self, args, reuse=()):
+        """Run the native program on ``args`` (``__call__`` after its checks)."""
         bufs = self._input_bufs(args)
         if reuse:
             taken = self._take_donated(args, bufs, reuse)
