@@ -267,7 +267,10 @@ def _clear_fast_caches(_value=None):
             fast.clear()
 
 
-_CTX_NON_X64 = _compile_log.CONTEXT_FLAGS[1:]
+# The tracing-context flags other than x64, and flags registered as extra trace context
+# (the random seed offset): the fast caches are keyed by x64 only, so they are cleared
+# when one of these changes.
+_CTX_NON_X64 = _compile_log.CONTEXT_FLAGS[1:] + ("jax_random_seed_offset",)
 for _flag in _CTX_NON_X64:
     config.on_change(_flag, _clear_fast_caches)
 
