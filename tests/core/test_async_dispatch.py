@@ -19,14 +19,14 @@ def _step(p, x):
 
 def _params():
     rng = np.random.default_rng(0)
-    return [(jnp.asarray(rng.standard_normal((16, 16)).astype(np.float32)),
-             jnp.ones(16)) for _ in range(2)]
+    return [(jnp.asarray(rng.standard_normal((160, 160)).astype(np.float32)),
+             jnp.ones(160)) for _ in range(2)]
 
 
 def _run(n, **cfg):
     with config_context(**cfg) if cfg else _nullcontext():
         f = kiln.jit(_step)
-        x = jnp.asarray(np.linspace(-1, 1, 4 * 16, dtype=np.float32).reshape(4, 16))
+        x = jnp.asarray(np.linspace(-1, 1, 4 * 160, dtype=np.float32).reshape(4, 160))
         p = _params()
         for _ in range(n):
             p = f(p, x)
@@ -46,8 +46,8 @@ def test_cached_calls_return_pending_outputs_with_metadata():
     w = p[0][0]
     assert type(w._v) is Pending or w.is_ready()
     # metadata without waiting
-    assert w.shape == (16, 16) and w.dtype == np.float32 and w.ndim == 2 and w.size == 256
-    assert w.aval.shape == (16, 16)
+    assert w.shape == (160, 160) and w.dtype == np.float32 and w.ndim == 2 and w.size == 25600
+    assert w.aval.shape == (160, 160)
     w.block_until_ready()
     assert w.is_ready() and type(w._v) is np.ndarray
 
@@ -67,18 +67,27 @@ def test_flag_off_gives_ready_outputs():
 
 def test_positional_fast_path_and_eager_use_of_pending_values():
     f = kiln.jit(lambda a, b: a * 2.0 + b)
-    a = jnp.arange(8.0)
-    b = jnp.ones(8)
+    a = jnp.arange(1 << 16, dtype=jnp.float32)
+    b = jnp.ones(1 << 16)
     for _ in range(5):
         a = f(a, b)
+    assert type(a._v) is Pending or a.is_ready()
     # an eager op and a NumPy conversion wait for the value
-    np.testing.assert_array_equal(np.asarray(a + 0.0), np.arange(8.0) * 32 + 31)
+    np.testing.assert_array_equal(np.asarray(a + 0.0), np.arange(1 << 16) * 32.0 + 31)
     assert float(a[1]) == 63.0
+
+
+def test_small_programs_run_on_the_calling_thread():
+    f = kiln.jit(lambda a: a + 1.0)
+    x = jnp.ones(4)
+    for _ in range(4):
+        y = f(x)
+    assert type(y._v) is np.ndarray
 
 
 def test_error_in_a_queued_program_is_raised_where_outputs_are_read(monkeypatch):
     f = kiln.jit(lambda a: a + 1.0)
-    x = jnp.ones(4)
+    x = jnp.ones(1 << 16)
     for _ in range(3):
         f(x).block_until_ready()
     from kiln.compiler.build import executable
@@ -95,12 +104,12 @@ def test_error_in_a_queued_program_is_raised_where_outputs_are_read(monkeypatch)
     z = f(y)                       # a call consuming it fails the same way
     with pytest.raises(MemoryError):
         z.block_until_ready()
-    np.testing.assert_array_equal(f(x), np.full(4, 2.0))   # the queue goes on
+    np.testing.assert_array_equal(f(x), np.full(1 << 16, 2.0))   # the queue goes on
 
 
 def test_calls_from_other_threads_run_synchronously():
     f = kiln.jit(lambda a: a * 3.0)
-    x = jnp.ones(3)
+    x = jnp.ones(1 << 16)
     for _ in range(3):
         f(x)
     seen = []
@@ -112,7 +121,7 @@ def test_calls_from_other_threads_run_synchronously():
 
 def test_effects_barrier_and_drain_wait_for_queued_programs():
     f = kiln.jit(lambda a: a @ a)
-    x = jnp.ones((64, 64))
+    x = jnp.ones((256, 256))
     ys = [f(x) for _ in range(8)]
     kiln.effects_barrier()
     assert all(y.is_ready() for y in ys)
@@ -122,7 +131,7 @@ def test_effects_barrier_and_drain_wait_for_queued_programs():
 def test_programs_with_callbacks_stay_synchronous():
     seen = []
     f = kiln.jit(lambda a: kiln.debug.callback(lambda v: seen.append(float(v[0])), a) or a + 1)
-    x = jnp.ones(2)
+    x = jnp.ones(1 << 16)
     for _ in range(4):
         y = f(x)
         assert type(y._v) is np.ndarray
@@ -131,7 +140,7 @@ def test_programs_with_callbacks_stay_synchronous():
 
 def test_deleted_argument_still_raises_on_the_fast_path():
     f = kiln.jit(lambda a: a + 1)
-    x = jnp.ones(3)
+    x = jnp.ones(1 << 16)
     for _ in range(3):
         f(x)
     x.delete()
