@@ -9,6 +9,11 @@ Workloads (issue "compiler part 2") and targets (kiln time ÷ JAX time):
 1b. ``fori_sin`` the same with ``sin`` instead of ``tanh``: kiln's vectorizable
    ``ksin32`` (glibc's bits, ``kiln/compiler/render/trig_math.py``)               ≤ 1
 1c. ``sin_array`` ``jit(jnp.sin)`` of a f32[2^22] array of normal(0, 10) values  ≤ 1
+1d. ``pow_array`` ``jit(jnp.power)`` of f32[2^22] bases |normal(0, 10)| and exponents
+   normal(0, 3): kiln's vectorizable ``kpow32`` (glibc's ``powf`` bits,
+   ``kiln/compiler/render/binary_math.py``)                                   ≤ 1
+1e. ``atan2_array`` ``jit(jnp.arctan2)`` of two f32[2^22] normal(0, 10) arrays
+   (``katan2_32``, glibc's ``atan2f`` bits)                                    ≤ 1
 2. ``rnn``      ``jit(grad(loss))`` of a scan RNN: hidden 128, 100 steps, batch 32
    (``h = tanh(h @ Wh + x_t @ Wx)``), gradient w.r.t. both weights           ≤ 1
 3. ``lenet``    ``jit(grad(loss))`` of a LeNet-like net: two 5x5 'SAME' convolutions
@@ -63,6 +68,25 @@ def b_sin_array(L, d):
     f = L.mod.jit(L.jnp.sin)
     x = L.put((np.random.default_rng(0).standard_normal(1 << 22) * 10).astype(np.float32))
     return lambda: f(x).block_until_ready()
+
+
+def _two_arrays(pow_):
+    rng = np.random.default_rng(0)
+    a = (rng.standard_normal(1 << 22) * 10).astype(np.float32)
+    b = (rng.standard_normal(1 << 22) * (3 if pow_ else 10)).astype(np.float32)
+    return (np.abs(a), b) if pow_ else (a, b)
+
+
+def b_pow_array(L, d):
+    f = L.mod.jit(L.jnp.power)
+    x, y = (L.put(a) for a in _two_arrays(True))
+    return lambda: f(x, y).block_until_ready()
+
+
+def b_atan2_array(L, d):
+    f = L.mod.jit(L.jnp.arctan2)
+    x, y = (L.put(a) for a in _two_arrays(False))
+    return lambda: f(x, y).block_until_ready()
 
 
 def rnn_inputs(d):
@@ -138,6 +162,10 @@ WORKLOADS = [
     bc.Workload("fori_sin", f"fori_loop of {FORI_N:,} steps with sin, f32[16] carry",
                 1.0, b_fori_sin),
     bc.Workload("sin_array", "jit(jnp.sin) of f32[2^22], normal(0, 10)", 1.0, b_sin_array),
+    bc.Workload("pow_array", "jit(jnp.power) of f32[2^22], |normal(0, 10)| ** normal(0, 3)",
+                1.0, b_pow_array),
+    bc.Workload("atan2_array", "jit(jnp.arctan2) of two f32[2^22], normal(0, 10)", 1.0,
+                b_atan2_array),
     bc.Workload("rnn", f"scan RNN jit(grad), hidden {RNN['hidden']}, {RNN['steps']} steps, "
                 f"batch {RNN['batch']}", 1.0, b_rnn),
     bc.Workload("lenet", "LeNet-like jit(grad), batch 64 of 28x28x1", 1.0, b_lenet),

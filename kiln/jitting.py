@@ -310,6 +310,21 @@ def _validate_argnames(sig, argnames, what):
 _layout_seen: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
+def _alone_call(closed):
+    """The program's one equation when it is a call its primitive runs by itself
+    eagerly (``run_alone``: a ``shard_map`` with unreduced operands or results) on the
+    program's inputs, giving its outputs; else None."""
+    j = closed.jaxpr
+    if len(j.eqns) != 1 or closed.consts:
+        return None
+    eqn = j.eqns[0]
+    wants = getattr(eqn.primitive, "runs_alone", None)
+    if (wants is None or list(eqn.invars) != list(j.invars)
+            or list(eqn.outvars) != list(j.outvars) or not wants(eqn)):
+        return None
+    return eqn
+
+
 def _observes_layout(closed) -> bool:
     """Whether the staged program looks at its values' layout (memoized per program)."""
     try:
@@ -580,6 +595,14 @@ class JitWrapped:
             except _HijaxArguments:
                 return self._call_hi(args, kwargs)
             layout = _observes_layout(entry.jaxpr)
+            alone = (_alone_call(entry.jaxpr)
+                     if not tconsts and type(_current_trace()) is EvalTrace else None)
+            if alone is not None:
+                # the program is one shard_map over unreduced values: run per device as
+                # the eager shard_map is (each device's partials kept)
+                outs = alone.primitive.run_alone(alone, a_flat)
+                _lay_out(outs, _out_layout(entry.jaxpr), a_flat)
+                return tree_unflatten(entry.out_tree, outs)
             if layout and not tconsts and type(_current_trace()) is EvalTrace:
                 # The program looks at its values' layout (a partitioned callback,
                 # inspect_array_sharding): over split arguments it runs partitioned.
@@ -908,9 +931,12 @@ def _scan_out_layout(closed) -> list | None:
             sh = eqn.params.get("sharding")
             if isinstance(sh, NamedSharding) and type(sh.mesh) in (Mesh, AbstractMesh):
                 made[id(eqn.outvars[0])] = sh
-        elif eqn.primitive.name in ("jit", "pjit") and "jaxpr" in eqn.params:
-            # a nested jit's outputs laid out by its own constraints
-            inner = eqn.params["jaxpr"]
+        elif (eqn.primitive.name in ("jit", "pjit") and "jaxpr" in eqn.params
+              or hasattr(eqn.primitive, "expand")):
+            # a nested jit's outputs laid out by its own constraints (a shard_map's by
+            # those of its expansion: its out_specs)
+            inner = (eqn.primitive.expand(eqn) if hasattr(eqn.primitive, "expand")
+                     else eqn.params["jaxpr"])
             if hasattr(inner, "jaxpr"):
                 for v, sh in zip(eqn.outvars, _scan_out_layout(inner) or ()):
                     if sh is not None:

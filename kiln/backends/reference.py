@@ -44,6 +44,8 @@ def _run(jaxpr: Jaxpr, consts, args):
     for eqn in jaxpr.eqns:
         ins = [v.val._value if type(v) is Literal else env[v] for v in eqn.invars]
         body = eqn_lowering(eqn) if eqn.primitive.array_impl else None
+        if body is None and hasattr(eqn.primitive, "expand"):
+            body = eqn.primitive.expand(eqn)       # ``shard_map``: its expansion
         if body is not None:
             # A library's primitive inside a program runs as its lowering rule says (as
             # the compiled program does, and as JAX always does under jit), not its impl.

@@ -6,6 +6,7 @@ the current trace (so evaluating a jaxpr inside ``grad`` differentiates it).
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import weakref
 
@@ -416,11 +417,13 @@ def check_jaxpr(jaxpr: Jaxpr) -> None:
                     f"{prim.name}: output type {v.aval.str_short()} (weak={v.aval.weak_type}) "
                     f"differs from abstract eval {expected.str_short()} "
                     f"(weak={expected.weak_type}) in equation {pp_eqn(eqn, _Namer(), 0)}")
-        for p in eqn.params.values():
-            if isinstance(p, ClosedJaxpr):
-                check_jaxpr(p.jaxpr)
-            elif isinstance(p, Jaxpr):
-                check_jaxpr(p)
+        body_context = getattr(prim, "body_context", None)   # shard_map: axes bound
+        with body_context(eqn.params) if body_context else contextlib.nullcontext():
+            for p in eqn.params.values():
+                if isinstance(p, ClosedJaxpr):
+                    check_jaxpr(p.jaxpr)
+                elif isinstance(p, Jaxpr):
+                    check_jaxpr(p)
         for v in eqn.outvars:
             define(v)
     for v in jaxpr.outvars:

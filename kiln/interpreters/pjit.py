@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import weakref
 
-from kiln.core.jaxpr import ClosedJaxpr, eval_jaxpr
+from kiln.core.jaxpr import ClosedJaxpr, Jaxpr, eval_jaxpr
 from kiln.core.trace import Primitive, Tracer, get_aval, set_current_trace
 from kiln.interpreters import ad, batching, staging
 from kiln.interpreters.ad import Zero
@@ -231,16 +231,41 @@ def partial_eval_jaxpr(jaxpr: ClosedJaxpr, unknowns, instantiate=False):
             info["out_unknowns"], info["num_res"])
 
 
+def _forwarded_residuals(known: ClosedJaxpr, num_res: int):
+    """JAX's residual forwarding: ``known`` without the residual outputs that are one
+    of its known outputs or inputs, and per residual where it comes from: ``None``
+    (still an output), ``("out", j)`` or ``("in", k)``."""
+    j = known.jaxpr
+    nk = len(j.outvars) - num_res
+    fwd = []
+    for r in j.outvars[nk:]:
+        src = next((("out", i) for i, v in enumerate(j.outvars[:nk]) if v is r), None)
+        if src is None:
+            src = next((("in", i) for i, v in enumerate(j.invars) if v is r), None)
+        fwd.append(src)
+    if all(f is None for f in fwd):
+        return known, fwd
+    outvars = list(j.outvars[:nk]) + [v for v, f in zip(j.outvars[nk:], fwd) if f is None]
+    pruned = Jaxpr(j.constvars, j.invars, outvars, j.eqns, j.effects, j.debug_info)
+    return ClosedJaxpr(pruned, known.consts), fwd
+
+
 def _partial_eval_rule(trace, args, params):
     jaxpr, name = params["jaxpr"], params["name"]
     unknowns = tuple(trace.is_own(x) for x in args)
-    known, unknown, out_unk, num_res = _cached(
-        "pe", jaxpr, unknowns, lambda: partial_eval_jaxpr(jaxpr, unknowns))
+
+    def make():
+        known, unknown, out_unk, num_res = partial_eval_jaxpr(jaxpr, unknowns)
+        known, fwd = _forwarded_residuals(known, num_res)
+        return known, unknown, out_unk, num_res, fwd
+    known, unknown, out_unk, num_res, fwd = _cached("pe", jaxpr, unknowns, make)
     known_args = [x for x, u in zip(args, unknowns) if not u]
     with set_current_trace(trace.parent):
         kouts = jit_p.bind(*known_args, jaxpr=known, name=name)
-    n_known_out = len(kouts) - num_res
-    known_outs, res = kouts[:n_known_out], kouts[n_known_out:]
+    n_known_out = len(out_unk) - sum(out_unk)
+    known_outs, it_res = kouts[:n_known_out], iter(kouts[n_known_out:])
+    res = [next(it_res) if f is None else known_outs[f[1]] if f[0] == "out"
+           else known_args[f[1]] for f in fwd]
     unknown_args = [x for x, u in zip(args, unknowns) if u]
     uouts = trace.stage(jit_p, [*res, *unknown_args], dict(jaxpr=unknown, name=name),
                         out_avals=unknown.out_avals)
@@ -249,3 +274,20 @@ def _partial_eval_rule(trace, args, params):
 
 
 staging.partial_eval_rules[jit_p] = _partial_eval_rule
+
+
+# -- dead-code elimination ------------------------------------------------------------------------
+
+def _dce_rule(used, eqn):
+    """A jit equation computing only its ``used`` results, with the operands its body
+    still reads (JAX's dce rule of pjit)."""
+    from kiln.interpreters.partial_eval import dce_jaxpr_consts
+    closed = eqn.params["jaxpr"]
+    j, used_consts, used_in = dce_jaxpr_consts(closed.jaxpr, list(used))
+    body = ClosedJaxpr(j, [c for c, u in zip(closed.consts, used_consts) if u])
+    return eqn.replace(invars=[v for v, u in zip(eqn.invars, used_in) if u],
+                       outvars=[v for v, u in zip(eqn.outvars, used) if u],
+                       params=dict(eqn.params, jaxpr=body))
+
+
+jit_p.dce_rule = _dce_rule

@@ -44,6 +44,10 @@ aval_only_const_types: set = set()
 # the new equation's output variables abstract values carrying their varying manual axes
 # (``aval.mat``, inferred as ``kiln.parallel.vma`` does).
 vma_rule: list = [None]
+# Set with it when the body's types are checked (``check_vma``): ``hook(trace, prim,
+# args)`` gives the operands to stage, an elementwise operation's less varying ones
+# ``pvary``-ed first (JAX's implicit pcast).
+vma_args: list = [None]
 
 
 class JaxprTracer(Tracer):
@@ -144,6 +148,8 @@ class JaxprTrace(Trace):
         return ns
 
     def stage(self, prim, args, params, out_avals=None):
+        if vma_args[0] is not None and out_avals is None:
+            args = vma_args[0](self, prim, args)
         invars = [self.to_atom(x) for x in args]
         if out_avals is None:
             in_avals = [v.aval for v in invars]

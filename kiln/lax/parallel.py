@@ -414,6 +414,21 @@ def _const_like(leaf, val):
     return np.asarray(val, np.result_type(leaf))
 
 
+# Set while a ``shard_map`` body with ``check_vma`` is staged as one equation
+# (``kiln.parallel.shard_map._stage``): a collective's operand that does not vary along
+# all of its axes is first ``pvary``-ed along the others (JAX's implicit pcast), so the
+# body's jaxpr shows the type change as JAX's does.
+auto_pvary: list = [False]
+
+
+def _implicit_pvary(v, axes):
+    if not auto_pvary[0] or not isinstance(v, Tracer):
+        return v
+    varying = get_aval(v).mat.varying
+    missing = tuple(a for a in axes if a not in varying)
+    return pvary_p.bind(v, axes=missing) if missing else v
+
+
 def psum(x, axis_name, *, axis_index_groups=None):
     """Compute an all-reduce sum on ``x`` over the mapped axis ``axis_name``.
 
@@ -451,6 +466,8 @@ def psum(x, axis_name, *, axis_index_groups=None):
     def bind(v):
         if isinstance(v, Tracer) and groups is None and _unreduced_on(v, axes, "psum"):
             return unreduced_psum_p.bind(v, axes=axes, axis_index_groups=None)
+        if groups is None:
+            v = _implicit_pvary(v, axes)
         return psum_p.bind(v, axes=axes, axis_index_groups=groups)
     return tree_unflatten(tree, [bind(v) for v in leaves])
 
@@ -471,7 +488,8 @@ def pmax(x, axis_name, *, axis_index_groups=None):
     if not axes:
         return x
     _check_groups_fit(groups, axes, "pmax", equal_sizes=False)
-    return tree_map(lambda v: pmax_p.bind(v, axes=axes, axis_index_groups=groups), x)
+    return tree_map(lambda v: pmax_p.bind(v if groups is not None else _implicit_pvary(v, axes),
+                                          axes=axes, axis_index_groups=groups), x)
 
 
 def pmin(x, axis_name, *, axis_index_groups=None):
@@ -490,7 +508,8 @@ def pmin(x, axis_name, *, axis_index_groups=None):
     if not axes:
         return x
     _check_groups_fit(groups, axes, "pmin", equal_sizes=False)
-    return tree_map(lambda v: pmin_p.bind(v, axes=axes, axis_index_groups=groups), x)
+    return tree_map(lambda v: pmin_p.bind(v if groups is not None else _implicit_pvary(v, axes),
+                                          axes=axes, axis_index_groups=groups), x)
 
 
 def _axis_size(axis_name, axis_index_groups=None) -> int:
@@ -736,6 +755,8 @@ def all_gather(x, axis_name, *, axis_index_groups=None, axis: int = 0, tiled: bo
         if to == "invarying":
             return all_gather_invariant_p.bind(v, all_gather_dimension=dim, axis_name=axes,
                                                axis_size=size, tiled=bool(tiled))
+        if groups is None:
+            v = _implicit_pvary(v, axes)
         return all_gather_p.bind(v, all_gather_dimension=dim, axis_name=axes,
                                  axis_index_groups=groups, axis_size=size, tiled=bool(tiled))
     return tree_map(gather, x)

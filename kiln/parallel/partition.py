@@ -249,8 +249,10 @@ class Partitioner:
         p = eqn.params
         out_avals = [v.aval for v in eqn.outvars]
         rank = [len(a.shape) for a in out_avals]
-        if name in _INLINE and isinstance(p.get(_INLINE[name]), ClosedJaxpr):
-            inner = p[_INLINE[name]]
+        expand = getattr(eqn.primitive, "expand", None)
+        if (name in _INLINE and isinstance(p.get(_INLINE[name]), ClosedJaxpr)
+                or expand is not None):
+            inner = expand(eqn) if expand is not None else p[_INLINE[name]]
             consts = [_Val(c, ((),) * np.ndim(c), tuple(np.shape(c))) for c in inner.consts]
             return self.run(inner.jaxpr, consts, ins)
         if (name in _ELEMENTWISE and len(out_avals) == 1

@@ -519,6 +519,11 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=Infer, mesh=N
         if nested:
             _check_spmd_axis_names(ispecs, out_specs, full_mesh,
                                    manual if axis_names else frozenset())
+            if _can_stage(flat, full_mesh):
+                staged = _stage(g, m, flat, in_tree, ispecs, out_specs, check_vma,
+                                full_mesh)
+                if staged is not None:
+                    return staged
             return _emulate(g, m, flat, in_tree, ispecs, out_specs, check_vma, full_mesh)
         try:
             return _run(g, m, flat, in_tree, ispecs, out_specs,
@@ -530,6 +535,123 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=Infer, mesh=N
             return _emulate(g, m, flat, in_tree, ispecs, out_specs, check_vma, full_mesh)
 
     return mapped
+
+
+def _can_stage(flat, mesh) -> bool:
+    """Whether this call is staged as a ``shard_map`` equation: traced by a plain staging
+    trace (``make_jaxpr``, ``jit``), outside any other shard_map body, over one
+    process's devices, with array operands."""
+    from kiln.core.avals import ShapedArray
+    from kiln.interpreters import staging
+    from kiln.parallel.shard_map_prim import staged_batch, staged_jvp
+    t = core.current_trace()
+    return ((type(t) is staging.JaxprTrace and not t.forward_known or staged_batch(t)
+             or staged_jvp(t))
+            and staging.vma_rule[0] is None and not get_abstract_mesh().manual_axes
+            and spmd.current_context() is None
+            and isinstance(mesh, (Mesh, AbstractMesh))
+            and not global_array.spans_processes(mesh)
+            and all(type(get_aval(x)) is ShapedArray for x in flat))
+
+
+def _stage(f, mesh, flat, in_tree, ispecs, out_specs, check_vma, full_mesh):
+    """Stage the call as one ``shard_map`` equation (``kiln.parallel.shard_map_prim``):
+    the body traced over one device's blocks, as the eager call traces it. Returns the
+    outputs, or None when the body does not trace so (it is then emulated, which raises
+    the error it raises, if any)."""
+    from kiln.interpreters import staging
+    from kiln.interpreters.pjit import trace_closed
+    from kiln.lax import parallel as lax_parallel
+    from kiln.parallel import vma
+    from kiln.parallel.placement import note_type
+    from kiln.parallel.shard_map_prim import expansion, shard_map_p
+    avals = [get_aval(x) for x in flat]
+    local = [_with_vma(a.update(shape=_local_shape(a.shape, s, mesh)), s, check_vma)
+             for a, s in zip(avals, ispecs)]
+    store = {}
+
+    def flat_fun(*xs):
+        out = f(*tree_unflatten(in_tree, list(xs)))
+        leaves, tree = tree_flatten(out)
+        store["tree"] = tree
+        return [o if isinstance(o, (Array, Tracer)) else to_array(o) for o in leaves]
+
+    try:
+        with _manual_mesh_context(full_mesh, mesh.axis_names):
+            inner_mesh = get_abstract_mesh()
+        local = [_local_type(x, a, inner_mesh, mesh.axis_names)
+                 for x, a in zip(flat, local)]
+        for name, size in zip(mesh.axis_names, mesh.axis_sizes):
+            batching.axis_env.append((name, size))
+        prev_rule, staging.vma_rule[0] = staging.vma_rule[0], vma.stage_rule
+        from kiln.config import config
+        auto = bool(check_vma) and bool(config.jax_auto_pcast)
+        prev_pvary, lax_parallel.auto_pvary[0] = lax_parallel.auto_pvary[0], auto
+        prev_args, staging.vma_args[0] = (staging.vma_args[0],
+                                          vma.pvary_operands if auto else None)
+        try:
+            with _manual_mesh_context(full_mesh, mesh.axis_names):
+                closed, tconsts = trace_closed(flat_fun, local)
+        finally:
+            staging.vma_args[0] = prev_args
+            lax_parallel.auto_pvary[0] = prev_pvary
+            staging.vma_rule[0] = prev_rule
+            for _ in mesh.axis_names:
+                batching.axis_env.pop()
+        out_tree = store["tree"]
+        ospecs = _specs_for("out_specs", out_tree, out_specs, out_tree.num_leaves)
+        for i, s in enumerate(ospecs):
+            _check_spec(s, mesh.axis_names, "out_specs", f"output leaf {i}")
+        _check_out_ranks(f, out_tree, out_specs, ospecs, closed.out_avals)
+        all_specs = [PartitionSpec()] * len(tconsts) + list(ispecs)
+        _check_vma_static(f, full_mesh, closed, all_specs, ospecs, check_vma,
+                          lambda k: _okey(out_tree, out_specs, k))
+        params = dict(jaxpr=closed, mesh=full_mesh, in_specs=tuple(all_specs),
+                      out_specs=tuple(ospecs), check_vma=bool(check_vma),
+                      newly_manual_axes=frozenset(mesh.axis_names))
+        args = [*tconsts, *flat]
+        expansion(params, [get_aval(x) for x in args])
+    except Exception:       # noqa: BLE001 - emulated instead (raising its own error)
+        return None
+    outs = shard_map_p.bind(*args, **params)
+    outs = [note_type(o, NamedSharding(full_mesh, out_type_spec(s, a, mesh.axis_names)))
+            if isinstance(o, Tracer) else o
+            for o, s, a in zip(outs, ospecs, closed.out_avals)]
+    return tree_unflatten(out_tree, outs)
+
+
+def _local_type(x, aval, inner_mesh, manual):
+    """A body argument's type: with the sharding of ``x``'s type (a value laid out over
+    ``Explicit`` mesh axes), over the body's mesh, its manual axes taken out."""
+    from kiln.core.avals import ShapedArray
+    from kiln.parallel.placement import arg_type_sharding
+    t = arg_type_sharding(x) if isinstance(x, (Array, Tracer)) else None
+    if t is None or type(aval) is not ShapedArray:
+        return aval
+    parts = []
+    for d in range(aval.ndim):
+        axes = tuple(a for a in t.spec.axes_of(d) if a not in manual) \
+            if d < len(t.spec) else ()
+        parts.append(None if not axes else axes[0] if len(axes) == 1 else axes)
+    spec = PartitionSpec(*parts, reduced=t.spec.reduced - set(manual),
+                         unreduced=t.spec.unreduced - set(manual))
+    return aval.with_type_sharding(NamedSharding(inner_mesh, spec))
+
+
+def out_type_spec(spec, body_aval, manual) -> PartitionSpec:
+    """A shard_map output's spec in its type: ``spec``'s manual axes, then, per
+    dimension, the automatic mesh axes the body's result is split along in its type."""
+    t = getattr(body_aval, "_tsh", None)
+    if t is None:
+        return spec
+    parts = []
+    for d in range(len(body_aval.shape)):
+        axes = tuple(spec.axes_of(d)) + tuple(
+            a for a in (t.spec.axes_of(d) if d < len(t.spec) else ()) if a not in manual)
+        parts.append(None if not axes else axes[0] if len(axes) == 1 else axes)
+    while parts and parts[-1] is None and len(parts) > len(spec):
+        parts.pop()
+    return PartitionSpec(*parts, reduced=spec.reduced, unreduced=spec.unreduced)
 
 
 def _local_shape(shape, spec: PartitionSpec, mesh: Mesh) -> tuple:
@@ -552,9 +674,16 @@ def _run(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, cache, check_vma=True,
     arrays = [x if type(x) is Array else to_array(x) for x in flat]
     local = [_with_vma(a.aval.update(shape=_local_shape(a.shape, s, mesh)), s, check_vma)
              for a, s in zip(arrays, ispecs)]
+    if full_mesh is not mesh:
+        # a partially manual body: arguments typed with their automatic axes' sharding
+        with _manual_mesh_context(full_mesh, mesh.axis_names):
+            inner_mesh = get_abstract_mesh()
+        local = [_local_type(x, a, inner_mesh, mesh.axis_names)
+                 for x, a in zip(arrays, local)]
     from kiln._compile_log import trace_context
     key = (tuple((a.shape, a.dtype, a.weak_type) for a in local), in_tree,
-           tuple(ispecs), mesh, trace_context())
+           tuple(ispecs), mesh, trace_context(),
+           tuple(getattr(a, "_tsh", None) for a in local))
     entry = cache.get(key) if cache is not None else None
     if entry is None:
         store = {}
@@ -622,7 +751,8 @@ def _run(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, cache, check_vma=True,
                     raise _out_vma_error(f, mesh, _okey(out_tree, out_specs, k), s,
                                          _varying_axes(mesh, sh, placements, results, k))
         arr = make_array(g, aval.weak_type)
-        arr._sharding = sh if full_mesh is mesh else NamedSharding(full_mesh, s)
+        arr._sharding = sh if full_mesh is mesh else NamedSharding(
+            full_mesh, out_type_spec(s, aval, mesh.axis_names))
         outs.append(arr)
     return tree_unflatten(out_tree, outs)
 
@@ -777,8 +907,13 @@ def _run_processes(closed, mesh: Mesh, arrays, ispecs, out_tree, ospecs, check_v
 
 
 def _emulate(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, check_vma=True,
-             full_mesh=None):
-    """The same values as nested vmaps over the mesh axes (under transformations)."""
+             full_mesh=None, out_layouts=None, typed=False):
+    """The same values as nested vmaps over the mesh axes (under transformations).
+    ``out_layouts``: the outputs' specs in their layouts (default ``out_specs``').
+    ``typed``: the outputs' types were checked against ``out_specs`` (a body derived
+    from a checked one: its JVP, parts, transpose): an output computed as mapped along an
+    axis its spec omits (a call whose body has a collective over that axis is mapped
+    along it) is the same along it, its first value taken."""
     from kiln import lax
     full_mesh = mesh if full_mesh is None else full_mesh
     if global_array.spans_processes(mesh):
@@ -839,7 +974,7 @@ def _emulate(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, check_vma=True,
         return leaves
 
     fn = inner
-    errors = {"f": f, "mesh": mesh, "check_vma": check_vma,
+    errors = {"f": f, "mesh": mesh, "check_vma": check_vma, "typed": typed,
               "key": lambda k: _okey(store["tree"], out_specs, k)}
     for j in reversed(range(len(names))):
         ax = names[j]
@@ -852,8 +987,10 @@ def _emulate(f, mesh: Mesh, flat, in_tree, ispecs, out_specs, check_vma=True,
     out_tree = store["tree"]
     ospecs = _specs_for("out_specs", out_tree, out_specs, out_tree.num_leaves)
     final = []
-    for o, s in zip(outs, ospecs):
+    for k, (o, s) in enumerate(zip(outs, ospecs)):
         o = _merge(o, s, names, sizes)
+        if out_layouts is not None:
+            s = out_layouts[k]
         if isinstance(full_mesh, (Mesh, AbstractMesh)) and isinstance(o, Tracer):
             # the outputs are laid out as out_specs say (a jit's output is, as in JAX)
             o = sharding_constraint_p.bind(o, sharding=NamedSharding(full_mesh, s),
@@ -942,7 +1079,8 @@ def _vmap_dynamic_out(fn, in_ax, name, size, out_specs_now, errors, kinds=None):
                 continue
             if name not in s.mesh_axes():
                 if d is not None:
-                    if errors["check_vma"] and not (size == 1 and _drop_size_one()):
+                    if (errors["check_vma"] and not errors.get("typed")
+                            and not (size == 1 and _drop_size_one())):
                         varying = set(store["varying"][k]) | {name}
                         raise _out_vma_error(errors["f"], errors["mesh"], errors["key"](k), s,
                                              varying)

@@ -185,6 +185,31 @@ def stage_rule(eqn) -> None:
     for v, m in zip(eqn.outvars, outs):
         if not m.empty and type(v.aval) is ShapedArray:
             v.aval = v.aval.with_mat(m)
+    _type_sharding_rule(eqn)
+
+
+# Elementwise operations: their result's type keeps the sharding of the operands of its
+# shape (the automatic mesh axes of a partially manual body, ``x.aval.sharding``).
+_ELEMENTWISE_TYPES = frozenset('''
+add sub mul div neg max min abs sign floor ceil round exp exp2 log log1p expm1 tanh logistic
+sin cos tan asin acos atan sinh cosh asinh acosh atanh atan2 sqrt rsqrt cbrt pow integer_pow
+square rem eq ne lt le gt ge and or xor not select_n convert_element_type clamp is_finite
+erf erfc add_any real imag conj stop_gradient pvary psum pmax pmin copy
+'''.split())
+
+
+def _type_sharding_rule(eqn) -> None:
+    from kiln.core.avals import ShapedArray
+    if eqn.primitive.name not in _ELEMENTWISE_TYPES or len(eqn.outvars) != 1:
+        return
+    out = eqn.outvars[0]
+    if type(out.aval) is not ShapedArray or out.aval._tsh is not None:
+        return
+    tshs = [v.aval._tsh for v in eqn.invars
+            if type(getattr(v, "aval", None)) is ShapedArray
+            and v.aval.shape == out.aval.shape and v.aval._tsh is not None]
+    if tshs and all(t == tshs[0] for t in tshs[1:]):
+        out.aval = out.aval.with_type_sharding(tshs[0])
 
 
 def _aval_mat(aval) -> ManualAxisType:
@@ -368,3 +393,30 @@ def install_emulation_hook() -> None:
         batching.vma_check[0] = None if value else _emulation_check
     on_auto_pcast(config.jax_auto_pcast)
     config.on_change("jax_auto_pcast", on_auto_pcast)
+
+
+# Elementwise operations whose operands JAX ``pvary``s to a common type (with
+# ``jax_auto_pcast``, in a body whose types are checked).
+_PVARY_OPERANDS = _MATCHING - {"dot_general"}
+
+
+def pvary_operands(trace, prim, args):
+    """``args`` of an elementwise ``prim`` staged in ``trace`` (a checked shard_map body),
+    each not varying along every manual axis another varies along first ``pvary``-ed along
+    the missing ones (JAX's implicit pcast); other primitives' as they are."""
+    if prim.name not in _PVARY_OPERANDS or len(args) < 2:
+        return args
+    from kiln.core.trace import get_aval
+    from kiln.interpreters import batching
+    from kiln.lax.parallel import pvary_p
+    vs = [_aval_mat(get_aval(x)).varying if trace.is_own(x) else frozenset() for x in args]
+    union = frozenset().union(*vs)
+    if all(v == union for v in vs):
+        return args
+    order = [n for n, _ in batching.axis_env]
+    out = []
+    for x, v in zip(args, vs):
+        missing = tuple(sorted(union - v, key=lambda a: order.index(a) if a in order
+                               else len(order)))
+        out.append(trace.stage(pvary_p, [x], {"axes": missing}) if missing else x)
+    return out

@@ -14,12 +14,18 @@ The files, and who uses them:
   ``threefry.h``/``threefry_ops.h`` (the Threefry-2x32 hash), ``xla_math.h`` (XLA's CPU
   float formulas), ``xla_logistic.h``, ``fast_exp.h`` (``fexp32``,
   ``kiln.compiler.render.fast_math``), ``libm_trig.h`` (``ksin32``/``kcos32``/``ktan32``,
-  the C library's float32 sin/cos/tan vectorized, ``kiln.compiler.render.trig_math``).
+  the C library's float32 sin/cos/tan vectorized, ``kiln.compiler.render.trig_math``), ``libm_pow.h``/``libm_atan2.h`` (``kpow32``/
+  ``katan2_32``, the C library's float32 pow/atan2 vectorized,
+  ``kiln.compiler.render.binary_math``), ``libm_sincos64.h`` (``ksin64``/``kcos64``,
+  float64 sin/cos, ``kiln.compiler.render.trig_math``).
 * Libraries built once per machine by ``kiln.compiler.build.build``: ``runtime.c`` (the
   ``kiln_rt`` extension), ``blas_glue.c`` (the row-major GEMM wrappers), ``kiln_random.c``
   (kiln.random's and eager math's kernels), ``spmd.c`` (the device threads' barrier and
   all-reduce), ``probe.c`` (the flag probe), ``trig_probe.c`` (``libm_trig.h`` against
-  the host's ``sinf``/``cosf``/``tanf``, ``kiln.compiler.render.trig_math``).
+  the host's ``sinf``/``cosf``/``tanf``, ``kiln.compiler.render.trig_math``),
+  ``binary_probe.c`` (``libm_pow.h``/``libm_atan2.h`` against the host's ``powf``/
+  ``atan2f``, ``kiln.compiler.render.binary_math``), ``trig64_probe.c``
+  (``libm_sincos64.h`` against the host's ``sin``/``cos``).
 
 The text of a prelude goes into generated programs verbatim (byte for byte what the
 renderer printed when it held these as Python strings), so the preludes carry no file

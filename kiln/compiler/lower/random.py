@@ -169,14 +169,29 @@ def preludes(source_text: str) -> list[str]:
                  "xacosh", "xacoshs", "xatanh")
     fast_exp = "fexp32" in source_text
     trig = any(f in source_text for f in ("ksin32(", "kcos32(", "ktan32("))
-    if logistic or fast_exp or trig or any(f"{b}{w}(" in source_text
+    binary = [n for n, f in (("pow", "kpow32("), ("atan2", "katan2_32(")) if f in source_text]
+    early = False   # float32 asin/acos call atan2: katan2_32 where its probe passed
+    if "xasin32(" in source_text or "xacos32(" in source_text:
+        from kiln.compiler.render import binary_math
+        early = binary_math.usable("atan2")
+    if logistic or fast_exp or trig or binary or any(f"{b}{w}(" in source_text
                                    for b in xla_names for w in (32, 64)):
+        if early:
+            from kiln.compiler.render import binary_math
+            out.append(binary_math.prelude(["atan2"]) + "#define KILN_ATAN2F katan2_32\n")
+            binary = [n for n in binary if n != "atan2"]
         out.append("#include <float.h>\n" + csrc.cpu_defines() + csrc.text("xla_math.h"))
     if fast_exp:
         out.append(csrc.text("fast_exp.h"))
     if trig:        # float32 sin/cos/tan with the C library's bits (render/trig_math.py)
         from kiln.compiler.render import trig_math
         out.append(trig_math.prelude("ksin32(" in source_text or "kcos32(" in source_text))
+    if "ksin64(" in source_text or "kcos64(" in source_text:   # float64 sin/cos, ditto
+        from kiln.compiler.render import trig_math
+        out.append(trig_math.prelude64())
+    if binary:      # float32 pow/atan2 with the C library's bits (render/binary_math.py)
+        from kiln.compiler.render import binary_math
+        out.append(binary_math.prelude(binary))
     if logistic:    # XLA expands logistic(x) as 1 / (1 + exp(-x)) with its own exp
         out.append(csrc.text("xla_logistic.h"))
     return out

@@ -151,8 +151,12 @@ def _body_of(eqn, invars, keep=frozenset()):
     if eqn.primitive.name in keep:
         return None
     key = _CALL_BODIES.get(eqn.primitive)
+    expand = getattr(eqn.primitive, "expand", None)
     if key is not None:
         body = eqn.params.get(key)
+    elif expand is not None:
+        # a primitive computed as a jaxpr over its operands (``shard_map``'s expansion)
+        body = expand(eqn)
     elif eqn.primitive.array_impl:
         # A primitive defined through JAX's API with an ``mlir.lower_fun`` rule: its body
         # is that function traced at this equation's operands and parameters.

@@ -12,7 +12,7 @@ import numpy as np
 from kiln.compiler.lower import random as lower_random
 from kiln.compiler.lower.expr import SExpr
 from kiln.compiler.lower.index import row_major_strides
-from kiln.compiler.render import trig_math
+from kiln.compiler.render import binary_math, trig_math
 
 C_TYPES = {
     np.dtype(np.bool_): "uint8_t", np.dtype(np.int8): "int8_t", np.dtype(np.int16): "int16_t",
@@ -122,6 +122,10 @@ class ExprMixin:
             return xla
         if dt == F32 and name in trig_math.FUNCTIONS and trig_math.usable(name):
             return trig_math.FUNCTIONS[name]     # glibc's sinf/cosf/tanf bits, vectorizable
+        if dt == F64 and name in trig_math.FUNCTIONS64 and trig_math.usable64(name):
+            return trig_math.FUNCTIONS64[name]   # glibc's sin/cos bits, SIMD clones
+        if dt == F32 and name in binary_math.FUNCTIONS and binary_math.usable(name):
+            return binary_math.FUNCTIONS[name]   # glibc's powf/atan2f bits, vectorizable
         hit = self.math_functions.get(name)
         if hit:
             return hit[0] if dt == F32 else hit[1]

@@ -48,7 +48,23 @@ does not match. ``KILN_LIBM_TRIG=1`` forces the library calls. All 2^32 inputs w
 compared on the development machine (glibc 2.36; the FMA variant for sin/cos), with and
 without the flush: ``tests/compiler/test_libm_trig.py`` with ``KILN_EXHAUSTIVE=1``.
 
-Only float32: float64 sin/cos/tan keep the library's functions.
+Float64 ``sin``/``cos`` (``ksin64``/``kcos64``, ``kiln/compiler/csrc/libm_sincos64.h``):
+glibc's IBM routines since 2.28 (below 2^-26/2^-27 the argument or 1; below 0.855469 the
+argument itself, below 2.426265 pi/2 - |x| in two parts, else x - n pi/2 to 136 bits by a
+three-part pi/2; then the sine kernel (a Taylor polynomial below 0.126, else the sin/cos
+table at the nearest k/128 corrected by polynomials) or the cosine kernel, with the
+quadrant's sign), every lane through one argument and both kernels, selected; glibc's
+FMA build contracted exactly as gcc contracts its C (a product whose only users are
+additions is fused into each). Only as SIMD clones with gcc on x86-64: a clone hands any
+lane at or above 105414350 (and non-finite ones) to the library's ``sin``/``cos`` (its
+``__branred`` reduction is not reproduced), and the scalar symbol is the library's
+function; elsewhere ``usable64`` is false. Their own probe (``trig64_probe.c``: every
+16411th high word with a pseudo-random low word, dense runs around EDGES64, both MXCSR
+modes; ~0.1 s under load) and cached verdict (``sincos64``). On the development machine:
+the FMA variant matches (0 mismatches over every 61st high word, 70M patterns, per
+MXCSR mode; the plain one differs), ~4 ns a value against ~8.4 for ``sin`` (values in
+[-10, 10]).
+Float64 ``tan`` keeps the library's function.
 
 What this module must not hold: the C text (``csrc``), the renderer's choice of names
 (``c_expr.ExprMixin.math_fn``).
@@ -66,8 +82,10 @@ import threading
 
 from kiln.compiler import csrc
 
-__all__ = ["DISCRIMINATING", "FUNCTIONS", "KEEP_LOOP", "KEEP_LOOP_MAX", "VARIANTS",
-           "chosen_variant", "keep_loop", "prelude", "probe_mismatches", "usable"]
+__all__ = ["DISCRIMINATING", "FUNCTIONS", "FUNCTIONS64", "KEEP_LOOP", "KEEP_LOOP_MAX",
+           "SIMD_FUNCTIONS", "VARIANTS", "VARIANTS64", "chosen_variant", "chosen_variant64",
+           "keep_loop", "prelude", "prelude64", "probe64_mismatches", "probe_mismatches",
+           "usable", "usable64"]
 
 #: The C functions for float32 ``sin``, ``cos`` and ``tan`` when the probe passes.
 FUNCTIONS = {"sin": "ksin32", "cos": "kcos32", "tan": "ktan32"}
@@ -102,13 +120,32 @@ DISCRIMINATING = (0x418A3ADB, 0x418A3ADC, 0x418A3ADD, 0x418A3ADE, 0x41BC76D9, 0x
 KEEP_LOOP = "#pragma GCC unroll 1"
 KEEP_LOOP_MAX = 64
 
+#: Float64 ``sin``/``cos`` (``libm_sincos64.h``): the C functions, the ``KSC_MA``
+#: definitions tried (glibc's FMA build of sin/cos first), the probe's sample (every
+#: STEP64-th high word with a pseudo-random low word; DENSE64 patterns either side of
+#: each of EDGES64: the algorithm's thresholds 2^-27, 2^-26, 0.126, 0.85546875,
+#: 2.426265, 105414350, infinity, and multiples of pi/2 up to 1e5 pi/2).
+FUNCTIONS64 = {"sin": "ksin64", "cos": "kcos64"}
+VARIANTS64 = {"fma": "#define KSC_MA(a, b, c) fma(a, b, c)\n",
+              "plain": "#define KSC_MA(a, b, c) ((a) * (b) + (c))\n"}
+STEP64 = 16411
+DENSE64 = 32
+EDGES64 = (0x3E40000000000000, 0x3E50000000000000, 0x3FC020C49BA5E354, 0x3FEB600000000000,
+           0x400368FD00000000, 0x419921FB00000000, 0x7FF0000000000000, 0x3FF921FB54442D18,
+           0x400921FB54442D18, 0x4012D97C7F3321D2, 0x401921FB54442D18, 0x4063A28C59D5433B,
+           0x41032CBD0FBA43A7)
+
 _lock = threading.Lock()
 _FORMAT = 1     # of the cached verdicts
 
 
+#: Every declared SIMD function of kiln's headers (``binary_math``'s ``kpow32`` too).
+SIMD_FUNCTIONS = ("ksin32", "kcos32", "ktan32", "kpow32", "ksin64", "kcos64")
+
+
 def keep_loop(lines) -> bool:
-    """Whether C statements ``lines`` call ``ksin32``/``kcos32``/``ktan32``."""
-    return any(f + "(" in t for t in lines for f in FUNCTIONS.values())
+    """Whether C statements ``lines`` call one of SIMD_FUNCTIONS."""
+    return any(f + "(" in t for t in lines for f in SIMD_FUNCTIONS)
 
 
 def probe_mismatches(variant: str, flush: bool, step: int = STEP, first: int = 0,
@@ -139,6 +176,26 @@ def _passes(variant: str, tan: bool) -> bool:
         return False
 
 
+def probe64_mismatches(variant: str, flush: bool, step: int = STEP64, first: int = 0,
+                       dense: int = DENSE64) -> int:
+    """The number of mismatching results (sin and cos apart) of ``ksin64``/``kcos64``
+    built as ``variant`` against this process's ``sin``/``cos`` over the probe's sample
+    (as ``kiln_trig64_probe``'s arguments), denormals flushed when ``flush``.
+
+    Raises:
+      kiln.compiler.build.build.CompilerNotFound / BuildError: no working C compiler (or
+      not gcc on x86-64: the header then defines no ksin64 and the link fails).
+    """
+    from kiln.compiler.build import build
+    lib = build.load_library(VARIANTS64[variant] + csrc.source("trig64_probe.c"))
+    fn = lib.kiln_trig64_probe
+    fn.restype = ctypes.c_int64
+    fn.argtypes = [ctypes.c_int64, ctypes.c_int64, ctypes.POINTER(ctypes.c_uint64),
+                   ctypes.c_int, ctypes.c_int, ctypes.c_int]
+    edges = (ctypes.c_uint64 * len(EDGES64))(*EDGES64)
+    return int(fn(first, step, edges, len(EDGES64), dense, int(flush)))
+
+
 def _libm_identity() -> str | None:
     """The math library this process loaded (path, inode, size, mtime), or None where
     /proc/self/maps does not name exactly one."""
@@ -154,26 +211,27 @@ def _libm_identity() -> str | None:
     return f"{path}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
 
 
-def _verdict_path(what: str) -> pathlib.Path | None:
+def _verdict_path(what: str, extra: tuple = ()) -> pathlib.Path | None:
     """Where a probe's verdict is kept across processes: the cache directory's
     ``trig/``, named by a hash of everything the verdict depends on (the math library's
-    file, the compiler, its flags, the CPU, the probe's C text and sample)."""
+    file, the compiler, its flags, the CPU, the probe's C text and sample; ``extra``: a
+    caller's own probe, ``binary_math``'s)."""
     libm = _libm_identity()
     if libm is None:
         return None
     from kiln.compiler.build import build
     parts = [_FORMAT, what, libm, build.compiler_identity(), build.cpu_features(),
              " ".join(build.default_flags()), csrc.source("trig_probe.c"),
-             repr((VARIANTS, STEP, DENSE, EDGES, DISCRIMINATING))]
+             repr((VARIANTS, STEP, DENSE, EDGES, DISCRIMINATING)), *extra]
     key = hashlib.sha256("\0".join(map(str, parts)).encode()).hexdigest()
     return build.cache_dir() / "trig" / f"{what}-{key[:32]}.json"
 
 
-def _cached(what: str, compute):
+def _cached(what: str, compute, extra: tuple = ()):
     """``compute()``'s JSON-able verdict, read from the cache when a file of ours holds
     it (owned by this user, not writable by others), else computed and stored."""
     try:
-        path = _verdict_path(what)
+        path = _verdict_path(what, extra)
     except Exception:     # no compiler, no cache directory: probe every process
         path = None
     if path is not None:
@@ -215,6 +273,42 @@ def _tan() -> bool:
     if _forced():
         return False
     return bool(_cached("tan", lambda: _passes("fma", True)))
+
+
+@functools.cache
+def _variant64() -> str | None:
+    """The variant whose float64 sin/cos match this process's library, or None."""
+    if _forced():
+        return None
+
+    def passes(v):
+        try:
+            return all(probe64_mismatches(v, flush) == 0 for flush in (True, False))
+        except Exception:   # no compiler, a failed build, not gcc on x86-64
+            return False
+    extra = (csrc.source("trig64_probe.c"), repr((VARIANTS64, STEP64, DENSE64, EDGES64)))
+    return _cached("sincos64", lambda: next((v for v in VARIANTS64 if passes(v)), None),
+                   extra)
+
+
+def usable64(name: str) -> bool:
+    """Whether generated code may call ``FUNCTIONS64[name]`` for float64 sin/cos (their
+    probe runs on the first such question in a process)."""
+    with _lock:
+        return name in FUNCTIONS64 and _variant64() is not None
+
+
+def prelude64() -> str:
+    """The C text defining ``ksin64``/``kcos64`` as their probe chose."""
+    with _lock:
+        variant = _variant64()
+    return VARIANTS64[variant or "fma"] + csrc.text("libm_sincos64.h")
+
+
+def chosen_variant64() -> str | None:
+    """``"fma"``, ``"plain"`` or None: what the probe decided for float64 sin/cos."""
+    with _lock:
+        return _variant64()
 
 
 def usable(name: str) -> bool:
