@@ -156,6 +156,8 @@ def run_program(tmp: str, name: str, system: str, epochs: int, train_size: int,
         else:
             cmd += ["-m", "kiln.as_jax", "-m", f"examples.{name}"]
         pythonpath = os.pathsep.join([ROOT, tmp])
+    if os.environ.get("PYTHONPATH"):      # keep the caller's (site directories elsewhere)
+        pythonpath = os.pathsep.join([pythonpath, os.environ["PYTHONPATH"]])
     env = dict(os.environ, PYTHONPATH=pythonpath, TMPDIR=tmp,
                BENCH_MNIST_TRAIN=str(train_size))
     times: list[float] = []

@@ -23,6 +23,7 @@ import numpy as np
 
 from kiln import dtypes
 from kiln import sharding as _sharding
+from kiln._async_dispatch import Pending as _Pending
 from kiln._extended import EValue as _EValue
 from kiln.core import trace as core
 from kiln.core.avals import ShapedArray
@@ -47,37 +48,53 @@ class ArrayImpl:
     # ``_partials`` (device id -> block) only on an array unreduced along mesh axes that
     # a shard_map made: each device's partial of the sum ``_value`` (unset: the whole
     # value on the first device along those axes, zeros on the others).
-    __slots__ = ("_value", "weak_type", "_sharding", "_partials", "__weakref__")
+    #
+    # ``_v`` is the raw value: a NumPy array, an ``UnreadableValue`` (deleted, or another
+    # process's), or a ``Pending`` while the program computing it runs asynchronously
+    # (``kiln._async_dispatch``); ``_value`` reads it, waiting for a pending one.
+    __slots__ = ("_v", "weak_type", "_sharding", "_partials", "__weakref__")
     __array_priority__ = 100
 
     def __init__(self, value, weak_type: bool = False):
-        self._value = value
+        self._v = value
         self.weak_type = weak_type
+
+    @property
+    def _value(self):
+        v = self._v
+        if type(v) is _Pending:
+            v = v.wait()
+            self._v = v
+        return v
+
+    @_value.setter
+    def _value(self, value):
+        self._v = value
 
     # -- metadata -------------------------------------------------------------------------
     @property
     def shape(self):
-        return self._value.shape
+        return self._v.shape
 
     @property
     def dtype(self):
-        return self._value.dtype
+        return self._v.dtype
 
     @property
     def ndim(self):
-        return self._value.ndim
+        return self._v.ndim
 
     @property
     def size(self):
-        return self._value.size
+        return self._v.size
 
     @property
     def nbytes(self):
-        return self._value.nbytes
+        return self._v.nbytes
 
     @property
     def itemsize(self):
-        return self._value.dtype.itemsize
+        return self._v.dtype.itemsize
 
     def on_device_size_in_bytes(self) -> int:
         """The bytes the array takes on all of its devices together (JAX's
@@ -94,7 +111,8 @@ class ArrayImpl:
 
     @property
     def aval(self):
-        return ShapedArray(self._value.shape, self._value.dtype, self.weak_type)
+        v = self._v
+        return ShapedArray(v.shape, v.dtype, self.weak_type)
 
     # -- conversion -----------------------------------------------------------------------
     def __array__(self, dtype=None, copy=None):
@@ -157,7 +175,16 @@ class ArrayImpl:
 
     # -- runtime --------------------------------------------------------------------------
     def block_until_ready(self):
+        v = self._v
+        if type(v) is _Pending:
+            self._v = v.wait()
         return self
+
+    def is_ready(self) -> bool:
+        """Whether the array's value has been computed (``jax.Array.is_ready``): False
+        while the program making it still runs (asynchronous dispatch)."""
+        v = self._v
+        return type(v) is not _Pending or v.ready()
 
     def copy_to_host_async(self):
         return None
@@ -369,7 +396,7 @@ def _reconstruct(value, weak_type):
 def make_array(value, weak_type: bool = False) -> Array:
     """Wrap a NumPy value without copying or checking (internal fast path)."""
     a = object.__new__(Array)
-    a._value = value
+    a._v = value
     a.weak_type = weak_type
     return a
 

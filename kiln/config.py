@@ -198,6 +198,7 @@ _FLAGS: dict[str, tuple[Any, Callable[[Any, str], Any]]] = {
     "jax_debug_nans": (False, _parse_bool),
     "jax_debug_infs": (False, _parse_bool),
     "jax_num_cpu_devices": (-1, _parse_int),
+    "jax_cpu_enable_async_dispatch": (True, _parse_bool),
     "jax_explain_cache_misses": (False, _parse_bool),
     "jax_threefry_partitionable": (True, _parse_bool),
     "jax_default_matmul_precision": (None, _parse_precision),
@@ -257,6 +258,8 @@ _HELP: dict[str, str] = {
                       "version in an attempt to more precisely identify the operation "
                       "which produced the inf.",
     "jax_num_cpu_devices": "Number of CPU devices to use.",
+    "jax_cpu_enable_async_dispatch": "Only applies to non-parallel computations. If False, "
+                                     "run computations inline without async dispatch.",
     "jax_explain_cache_misses": "Each time there is a miss on one of the main caches (e.g. "
                                 "the tracing cache), log an explanation.",
     "jax_threefry_partitionable": "Enables internal threefry PRNG implementation changes "

@@ -8,6 +8,7 @@ import functools
 import inspect
 import logging
 import sys
+import threading as _threading
 import time
 import weakref
 from collections.abc import Callable
@@ -17,6 +18,7 @@ import numpy as np
 from kiln import _compile_log, _hijax, _traceback_util, _transfer_guard, dtypes
 from kiln import _key_boundary as _kb
 from kiln import tree_util as _tu
+from kiln._async_dispatch import Pending as _Pending
 from kiln._physical_tree import (
     tree_flatten,
     tree_unflatten,
@@ -187,7 +189,20 @@ _FUNCTION_CACHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 # native walk's keys (kiln_rt.tree_sig: another form of the same information) have their own.
 _TREE_KEY = object()
 _TREE_KEY_NATIVE = object()
-_SIG_MARKERS = ("kiln.None", "kiln.tuple", "kiln.list", "kiln.dict")
+_SIG_MARKERS = ("kiln.None", "kiln.tuple", "kiln.list", "kiln.dict", _Pending)
+_MAIN_THREAD = _threading.main_thread().ident
+
+
+# Host leaves the pytree fast path takes (converted as jit's tracing converts them).
+_HOST_LEAVES = frozenset({np.ndarray, int, float, bool})
+
+
+def _resolved(vals: list) -> list:
+    """``vals`` with every ``Pending`` value of an asynchronous call waited for."""
+    for v in vals:
+        if type(v) is _Pending:
+            return [w.wait() if type(w) is _Pending else w for w in vals]
+    return vals
 _tree_sig_fn: list = [None]
 
 
@@ -252,7 +267,10 @@ def _clear_fast_caches(_value=None):
             fast.clear()
 
 
-_CTX_NON_X64 = _compile_log.CONTEXT_FLAGS[1:]
+# The tracing-context flags other than x64, and flags registered as extra trace context
+# (the random seed offset): the fast caches are keyed by x64 only, so they are cleared
+# when one of these changes.
+_CTX_NON_X64 = _compile_log.CONTEXT_FLAGS[1:] + ("jax_random_seed_offset",)
 for _flag in _CTX_NON_X64:
     config.on_change(_flag, _clear_fast_caches)
 
@@ -552,10 +570,10 @@ class JitWrapped:
                         break
                 else:       # (a raised AttributeError would cost more than this loop)
                     key = (config.jax_enable_x64,) + tuple(
-                        [(a._value.shape, a._value.dtype, a.weak_type) for a in args])
+                        [(a._v.shape, a._v.dtype, a.weak_type) for a in args])
                 hit = self._fast.get(key) if key is not None else None
                 if hit is not None:
-                    return self._run_hit(hit, [a._value for a in args], args, kwargs)
+                    return self._run_hit(hit, [a._v for a in args], args, kwargs)
             else:
                 key = None
             tree_key = None
@@ -702,13 +720,21 @@ class JitWrapped:
         return tree_unflatten(entry.out_tree, outs[:n_out])
 
     def _run_hit(self, hit, vals, args, kwargs):
-        """Run a fast-path cache entry on the flat argument values."""
+        """Run a fast-path cache entry on the flat argument values (raw: a value may be
+        a ``Pending`` output of an earlier asynchronous call)."""
         closed, out_tree, weaks, exe, layout = hit
         with program_running():
             if exe and _cpu.plain_mode():
                 # the cache entry, not the executable: an evicted one reloads (cpu LRU)
-                outs = _cpu.run_ready(exe[0], closed, vals, self._name)
+                outs = None
+                if (layout is None and not _sharding_mod._mesh_stack
+                        and config.jax_cpu_enable_async_dispatch
+                        and _threading.get_ident() == _MAIN_THREAD and None not in weaks):
+                    outs = _cpu.submit_ready(exe[0], closed, vals)
+                if outs is None:
+                    outs = _cpu.run_ready(exe[0], closed, _resolved(vals), self._name)
             else:
+                vals = _resolved(vals)
                 try:
                     outs = _cpu.run(closed, vals, self._name)
                 except FloatingPointError as e:
@@ -740,11 +766,24 @@ class JitWrapped:
         sig = []
         vals = []
         for a in leaves:
-            if type(a) is not Array:
+            t = type(a)
+            if t is Array:
+                v = a._v
+                sig.append((v.shape, v.dtype, a.weak_type))
+            elif t in _HOST_LEAVES:
+                # A host value (a NumPy batch, a Python step counter): its abstract value
+                # as tracing takes it, and a copy of its data in that dtype (the caller may
+                # change a NumPy array after the call returns; the program may run later).
+                if _transfer_guard.active() or (t is int and not -2**31 <= a < 2**31):
+                    return None, None
+                aval = get_aval(a)
+                if t is np.ndarray and a.dtype.kind not in "biufc":
+                    return None, None
+                v = np.array(a, dtype=aval.dtype, order="C")
+                sig.append((aval.shape, aval.dtype, aval.weak_type))
+            else:
                 return None, None
-            v = a._value
             vals.append(v)
-            sig.append((v.shape, v.dtype, a.weak_type))
         return (_TREE_KEY, config.jax_enable_x64, a_tree, tuple(sig), static_pos,
                 static_kw), vals
 

@@ -14,16 +14,19 @@ from kiln.core.trace import Tracer, masked_array_error
 
 
 def block_until_ready(x):
-    """Wait for every array in the pytree ``x`` (kiln's CPU arrays are always ready)."""
+    """Wait for every array in the pytree ``x`` (those whose programs still run: cached
+    ``jit`` calls dispatch asynchronously, ``kiln._async_dispatch``)."""
     return tree_map(lambda a: a.block_until_ready() if hasattr(a, "block_until_ready") else a, x)
 
 
 def effects_barrier() -> None:
     """Wait until every effect issued so far (``debug.print``, ``debug.callback``,
     ``io_callback``, ...) has run, as ``jax.effects_barrier``. kiln runs effects
-    synchronously, in program order, while a computation executes, so none is pending
-    when this is called and it returns at once."""
-    return None
+    synchronously, in program order, while a computation executes (programs with
+    effects are never dispatched asynchronously); this also waits for every program
+    dispatched asynchronously so far."""
+    from kiln import _async_dispatch
+    _async_dispatch.drain()
 
 
 # > 0 while an eager shard_map traces its per-device function (kiln.parallel.shard_map)

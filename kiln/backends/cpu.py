@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from kiln import _async_dispatch as _async
 from kiln.backends import reference
 from kiln.compiler.build import fork as _fork  # noqa: F401 - its at-fork hooks
 from kiln.compiler.build import loaded as _loaded
@@ -404,6 +405,18 @@ def run_ready(entry, closed, args, name: str = "jit"):
         return _distinct(_run_pure(closed, args, name))
     _touch(entry)
     return _distinct(exe(args))
+
+
+def submit_ready(entry, closed, args):
+    """Queue ``closed`` on the dispatch thread (``kiln._async_dispatch``) through the
+    entry from :func:`ready_entry`; returns the outputs' ``Pending`` values, or None when
+    the program must run on the calling thread (see ``Executable.runs_off_thread``)."""
+    exe = entry.exe
+    if exe is None or not exe.runs_off_thread():
+        return None
+    _touch(entry)
+    return _async.submit(lambda vals: _distinct(exe.call_native(vals)), args,
+                         closed.out_avals)
 
 
 def executable_for(closed, name: str = "jit"):

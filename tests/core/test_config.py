@@ -26,6 +26,7 @@ DEFAULTS = {
     "jax_debug_nans": False,
     "jax_debug_infs": False,
     "jax_num_cpu_devices": -1,
+    "jax_cpu_enable_async_dispatch": True,
     "jax_explain_cache_misses": False,
     "jax_threefry_partitionable": True,
     "jax_default_matmul_precision": None,

@@ -27,6 +27,9 @@ from kiln.profiler import _recorder as _profiler
 # through ``Executable._call_timed``, which times each native segment and island. Off,
 # the call path pays this one global test.
 PROFILING = _profiler.active
+#: The least memory (bytes of all buffers) of a program that asynchronous dispatch runs
+#: on its thread (``Executable.runs_off_thread``).
+OFF_THREAD_BYTES = 1 << 18
 _NO_CONTEXT = nullcontext()
 
 
@@ -74,6 +77,10 @@ class Executable:
         self._outs_alloc = [(b.id, b.shape, b.dtype, np.empty if b.nbytes < HUGE_THRESHOLD
                              else alloc) for b in prog.buffers if b.kind == "out"]
         self._tmps = [b for b in prog.buffers if b.kind == "tmp"]
+        # Worth a trip to the dispatch thread (asynchronous dispatch): programs that touch
+        # enough memory to run for tens of microseconds or more. Smaller ones run on the
+        # caller's thread (a thread handoff would cost more than they do).
+        self._heavy = sum(b.nbytes for b in prog.buffers) >= OFF_THREAD_BYTES
         template = [None] * nbuf
         for buf, val in prog.consts:
             template[buf.id] = val
@@ -124,6 +131,18 @@ class Executable:
             return self._call_timed(args)
         if self.prog.guards and self.fallback is not None and self._stale():
             return self.fallback(args)
+        return self.call_native(args, reuse)
+
+    def runs_off_thread(self) -> bool:
+        """Whether :meth:`call_native` may run on another thread now (asynchronous
+        dispatch): a program heavy enough to be worth the handoff, with no host islands
+        (Python code, which reads the calling thread's configuration), no profiling, no
+        configuration guard that has changed."""
+        return self._heavy and not (self._has_islands or PROFILING or (
+            self.prog.guards and self.fallback is not None and self._stale()))
+
+    def call_native(self, args, reuse=()):
+        """Run the native program on ``args`` (``__call__`` after its checks)."""
         bufs = self._input_bufs(args)
         if reuse:
             taken = self._take_donated(args, bufs, reuse)

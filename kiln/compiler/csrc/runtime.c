@@ -116,8 +116,10 @@ static PyObject *kiln_pool_stats(PyObject *self, PyObject *noargs) {
    (keys sorted), None, the namedtuple types given (a dict: type -> anything) and leaves of
    exactly array_type, and returns (sig, values): sig a flat tuple in preorder, a node a
    2-tuple (kind marker or namedtuple type, arity or sorted keys), None a marker, a leaf a
-   3-tuple (shape, dtype, weak_type); values the leaves' `_value` ndarrays. Anything else
-   (another leaf or node type, keys that do not sort, a `_value` that is not an ndarray,
+   3-tuple (shape, dtype, weak_type); values the leaves' raw values (slot `_v`): ndarrays,
+   or, when markers has a fifth item, objects of exactly that type (values still being
+   computed: kiln._async_dispatch.Pending, whose `shape` and `dtype` attributes are read).
+   Anything else (another leaf or node type, keys that do not sort, another value type,
    nesting deeper than 64) returns None with no error set: the caller takes its general
    path, which also raises the errors Python's flattening raises. Preorder with arities is
    unambiguous, so equal sigs mean equal tree structures and leaf avals. */
@@ -131,20 +133,31 @@ static int sig_walk(PyObject *x, PyObject *atype, PyObject *nts, PyObject *mk,
   if ((PyObject *)t == atype) {
     PyObject *v = PyObject_GetAttr(x, s_value);
     if (v == NULL) { PyErr_Clear(); return 0; }
-    if (!PyArray_CheckExact(v)) { Py_DECREF(v); return 0; }
-    PyObject *w = PyObject_GetAttr(x, s_weak);
-    if (w == NULL) { PyErr_Clear(); Py_DECREF(v); return 0; }
-    PyArrayObject *a = (PyArrayObject *)v;
-    int nd = PyArray_NDIM(a);
-    PyObject *shape = PyTuple_New(nd);
-    if (shape == NULL) { Py_DECREF(v); Py_DECREF(w); return -1; }
-    for (int i = 0; i < nd; i++) {
-      PyObject *d = PyLong_FromSsize_t((Py_ssize_t)PyArray_DIM(a, i));
-      if (d == NULL) { Py_DECREF(shape); Py_DECREF(v); Py_DECREF(w); return -1; }
-      PyTuple_SET_ITEM(shape, i, d);
+    PyObject *shape = NULL, *dtype = NULL;
+    if (PyArray_CheckExact(v)) {
+      PyArrayObject *a = (PyArrayObject *)v;
+      int nd = PyArray_NDIM(a);
+      shape = PyTuple_New(nd);
+      if (shape == NULL) { Py_DECREF(v); return -1; }
+      for (int i = 0; i < nd; i++) {
+        PyObject *d = PyLong_FromSsize_t((Py_ssize_t)PyArray_DIM(a, i));
+        if (d == NULL) { Py_DECREF(shape); Py_DECREF(v); return -1; }
+        PyTuple_SET_ITEM(shape, i, d);
+      }
+      dtype = (PyObject *)PyArray_DESCR(a);
+      Py_INCREF(dtype);
+    } else if (PyTuple_GET_SIZE(mk) > 4 && (PyObject *)Py_TYPE(v) == PyTuple_GET_ITEM(mk, 4)) {
+      shape = PyObject_GetAttrString(v, "shape");
+      dtype = shape == NULL ? NULL : PyObject_GetAttrString(v, "dtype");
+      if (dtype == NULL) { Py_XDECREF(shape); Py_DECREF(v); PyErr_Clear(); return 0; }
+    } else {
+      Py_DECREF(v);
+      return 0;
     }
-    PyObject *leaf = PyTuple_Pack(3, shape, (PyObject *)PyArray_DESCR(a), w);
-    Py_DECREF(shape); Py_DECREF(w);
+    PyObject *w = PyObject_GetAttr(x, s_weak);
+    if (w == NULL) { PyErr_Clear(); Py_DECREF(v); Py_DECREF(shape); Py_DECREF(dtype); return 0; }
+    PyObject *leaf = PyTuple_Pack(3, shape, dtype, w);
+    Py_DECREF(shape); Py_DECREF(dtype); Py_DECREF(w);
     if (leaf == NULL) { Py_DECREF(v); return -1; }
     int rc = PyList_Append(sig, leaf);
     Py_DECREF(leaf);
@@ -212,13 +225,13 @@ static int sig_walk(PyObject *x, PyObject *atype, PyObject *nts, PyObject *mk,
 
 static PyObject *kiln_tree_sig(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
   if (nargs != 4 || !PyDict_Check(args[2]) || !PyTuple_Check(args[3]) ||
-      PyTuple_GET_SIZE(args[3]) != 4) {
+      PyTuple_GET_SIZE(args[3]) < 4 || PyTuple_GET_SIZE(args[3]) > 5) {
     PyErr_SetString(PyExc_TypeError,
-                    "tree_sig(tree, array_type, namedtuple_types: dict, markers: 4-tuple)");
+                    "tree_sig(tree, array_type, namedtuple_types: dict, markers: 4- or 5-tuple)");
     return NULL;
   }
   if (s_value == NULL) {
-    s_value = PyUnicode_InternFromString("_value");
+    s_value = PyUnicode_InternFromString("_v");
     s_weak = PyUnicode_InternFromString("weak_type");
     if (s_value == NULL || s_weak == NULL) return NULL;
   }

@@ -1,0 +1,148 @@
+"""Asynchronous dispatch of cached ``jit`` calls (``kiln._async_dispatch``): outputs are
+pending until read, chains of calls queue behind each other, values and errors are the
+synchronous ones, and the flag ``jax_cpu_enable_async_dispatch`` turns it off."""
+import threading
+
+import numpy as np
+import pytest
+
+import kiln
+import kiln.numpy as jnp
+from kiln import _async_dispatch
+from kiln._async_dispatch import Pending
+from kiln.config import config_context
+
+
+def _step(p, x):
+    return [(w - 0.01 * (x @ w).sum(), b * 0.5) for w, b in p]
+
+
+def _params():
+    rng = np.random.default_rng(0)
+    return [(jnp.asarray(rng.standard_normal((160, 160)).astype(np.float32)),
+             jnp.ones(160)) for _ in range(2)]
+
+
+def _run(n, **cfg):
+    with config_context(**cfg) if cfg else _nullcontext():
+        f = kiln.jit(_step)
+        x = jnp.asarray(np.linspace(-1, 1, 4 * 160, dtype=np.float32).reshape(4, 160))
+        p = _params()
+        for _ in range(n):
+            p = f(p, x)
+        return p
+
+
+class _nullcontext:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_cached_calls_return_pending_outputs_with_metadata():
+    p = _run(6)
+    w = p[0][0]
+    assert type(w._v) is Pending or w.is_ready()
+    # metadata without waiting
+    assert w.shape == (160, 160) and w.dtype == np.float32 and w.ndim == 2 and w.size == 25600
+    assert w.aval.shape == (160, 160)
+    w.block_until_ready()
+    assert w.is_ready() and type(w._v) is np.ndarray
+
+
+def test_chained_async_calls_equal_synchronous_bits():
+    fast = kiln.tree_util.tree_map(np.asarray, _run(12))
+    slow = kiln.tree_util.tree_map(np.asarray, _run(12, jax_cpu_enable_async_dispatch=False))
+    for a, b in zip(kiln.tree_util.tree_leaves(fast), kiln.tree_util.tree_leaves(slow)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_flag_off_gives_ready_outputs():
+    with config_context(jax_cpu_enable_async_dispatch=False):
+        p = _run(4)
+    assert all(type(a._v) is np.ndarray for a in kiln.tree_util.tree_leaves(p))
+
+
+def test_positional_fast_path_and_eager_use_of_pending_values():
+    f = kiln.jit(lambda a, b: a * 2.0 + b)
+    a = jnp.arange(1 << 16, dtype=jnp.float32)
+    b = jnp.ones(1 << 16)
+    for _ in range(5):
+        a = f(a, b)
+    assert type(a._v) is Pending or a.is_ready()
+    # an eager op and a NumPy conversion wait for the value
+    np.testing.assert_array_equal(np.asarray(a + 0.0), np.arange(1 << 16) * 32.0 + 31)
+    assert float(a[1]) == 63.0
+
+
+def test_small_programs_run_on_the_calling_thread():
+    f = kiln.jit(lambda a: a + 1.0)
+    x = jnp.ones(4)
+    for _ in range(4):
+        y = f(x)
+    assert type(y._v) is np.ndarray
+
+
+def test_error_in_a_queued_program_is_raised_where_outputs_are_read(monkeypatch):
+    f = kiln.jit(lambda a: a + 1.0)
+    x = jnp.ones(1 << 16)
+    for _ in range(3):
+        f(x).block_until_ready()
+    from kiln.compiler.build import executable
+
+    def boom(self, args, reuse=()):
+        raise MemoryError("out of memory in a queued program")
+    monkeypatch.setattr(executable.Executable, "call_native", boom)
+    y = f(x)                       # returns: the error happens on the dispatch thread
+    assert type(y._v) is Pending
+    y._v.job.done.wait()
+    monkeypatch.undo()
+    with pytest.raises(MemoryError, match="queued program"):
+        np.asarray(y)
+    z = f(y)                       # a call consuming it fails the same way
+    with pytest.raises(MemoryError):
+        z.block_until_ready()
+    np.testing.assert_array_equal(f(x), np.full(1 << 16, 2.0))   # the queue goes on
+
+
+def test_calls_from_other_threads_run_synchronously():
+    f = kiln.jit(lambda a: a * 3.0)
+    x = jnp.ones(1 << 16)
+    for _ in range(3):
+        f(x)
+    seen = []
+    t = threading.Thread(target=lambda: seen.append(type(f(x)._v)))
+    t.start()
+    t.join()
+    assert seen == [np.ndarray]
+
+
+def test_effects_barrier_and_drain_wait_for_queued_programs():
+    f = kiln.jit(lambda a: a @ a)
+    x = jnp.ones((256, 256))
+    ys = [f(x) for _ in range(8)]
+    kiln.effects_barrier()
+    assert all(y.is_ready() for y in ys)
+    _async_dispatch.drain()
+
+
+def test_programs_with_callbacks_stay_synchronous():
+    seen = []
+    f = kiln.jit(lambda a: kiln.debug.callback(lambda v: seen.append(float(v[0])), a) or a + 1)
+    x = jnp.ones(1 << 16)
+    for _ in range(4):
+        y = f(x)
+        assert type(y._v) is np.ndarray
+    assert seen == [1.0] * 4
+
+
+def test_deleted_argument_still_raises_on_the_fast_path():
+    f = kiln.jit(lambda a: a + 1)
+    x = jnp.ones(1 << 16)
+    for _ in range(3):
+        f(x)
+    x.delete()
+    with pytest.raises(RuntimeError, match="deleted"):
+        f(x).block_until_ready()
