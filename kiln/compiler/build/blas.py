@@ -234,6 +234,27 @@ def blas_info() -> BlasInfo:
                     library=module_path, max_threads=_max_threads())
 
 
+def own_sgemm_enabled() -> bool:
+    """Whether float32 products may run on kiln's own AVX-512 kernel
+    (``csrc/kiln_sgemm.h``; only where the glue is built for AVX-512, and only for the
+    shapes it takes) instead of the BLAS: yes unless ``KILN_OWN_SGEMM=0``. Read when the
+    glue library is loaded (once per process)."""
+    value = os.environ.get("KILN_OWN_SGEMM", "1").strip().lower()
+    if value not in ("0", "1", "", "true", "false"):
+        raise ValueError(f"KILN_OWN_SGEMM must be 0 or 1, got {value!r}")
+    return value not in ("0", "false")
+
+
+def own_sgemm_active() -> bool:
+    """Whether the loaded glue runs float32 products on kiln's own kernel (built for
+    AVX-512 and enabled)."""
+    lib = glue_library(blas_info())
+    fn = lib.kiln_blas_own_sgemm
+    fn.argtypes = []
+    fn.restype = ctypes.c_int
+    return bool(fn())
+
+
 def threads_for(m: int, n: int, k: int, max_threads: int | None = None) -> int:
     """Threads one ``m x k @ k x n`` GEMM gets: one unless it is large (``PARALLEL_MIN_MACS``)."""
     top = _max_threads() if max_threads is None else max_threads
@@ -281,9 +302,11 @@ def glue_library(info: BlasInfo) -> ctypes.CDLL:
                    + csrc.source("blas_glue.c"))
             lib = load_library(src, name="kiln_blas")
             fn = lib.kiln_blas_init
-            fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+            fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int,
+                           ctypes.c_int]
             fn.restype = None
-            fn(info.sgemm, info.dgemm, info.set_threads_local or None, info.max_threads)
+            fn(info.sgemm, info.dgemm, info.set_threads_local or None, info.max_threads,
+               int(own_sgemm_enabled()))
             _glue[info] = lib
         return lib
 

@@ -6,6 +6,7 @@
 #error "define KILN_PARALLEL_MIN_MACS (kiln/compiler/blas.py does)"
 #endif
 #include <stdint.h>
+#include "kiln_sgemm.h"
 typedef void (*kiln_sgemm_t)(const char*, const char*, const int*, const int*, const int*,
                              const float*, const float*, const int*, const float*, const int*,
                              const float*, float*, const int*);
@@ -17,19 +18,42 @@ static kiln_sgemm_t kiln_sgemm_ptr;
 static kiln_dgemm_t kiln_dgemm_ptr;
 static kiln_set_threads_t kiln_set_threads_ptr;
 static int kiln_blas_max_threads = 1;
+/* kiln's own float32 kernel (kiln_sgemm.h) where it is built (AVX-512) and enabled:
+   kiln_blas_init's own_sgemm argument (blas.py: on unless KILN_OWN_SGEMM=0). */
+static int kiln_own_sgemm = 0;
 
-void kiln_blas_init(void *s, void *d, void *t, int max_threads) {
+void kiln_blas_init(void *s, void *d, void *t, int max_threads, int own_sgemm) {
   kiln_sgemm_ptr = (kiln_sgemm_t)s;
   kiln_dgemm_ptr = (kiln_dgemm_t)d;
   kiln_set_threads_ptr = (kiln_set_threads_t)t;
   kiln_blas_max_threads = max_threads > 0 ? max_threads : 1;
+#ifdef KILN_SGEMM_OWN
+  kiln_own_sgemm = own_sgemm;
+#else
+  kiln_own_sgemm = 0;
+  (void)own_sgemm;
+#endif
 }
+
+/* Whether float32 products run on kiln's own kernel here (1) or on the BLAS (0). */
+int kiln_blas_own_sgemm(void) { return kiln_own_sgemm; }
+
+/* kiln's own kernel for float32 products it takes (1: done), else 0 (call the BLAS). */
+#ifdef KILN_SGEMM_OWN
+#define KILN_GEMM_OWN(T, M_, N_, A_, B_, C_)                                             \
+  (sizeof(T) == 4 && kiln_own_sgemm && kiln_sgemm_own_takes(M_, N_, K)                   \
+   && kiln_sgemm_own(transA, transB, M_, N_, K, (const float *)(A_), lda,                \
+                     (const float *)(B_), ldb, (float *)(C_), ldc, (float)beta))
+#else
+#define KILN_GEMM_OWN(T, M_, N_, A_, B_, C_) 0
+#endif
 
 /* One single-threaded BLAS call on the calling thread; the thread's own setting is put
    back afterwards (the setter returns it), so the user's SciPy calls on this thread keep
    their threads. */
 #define KILN_GEMM_CALL(T, PTR, M_, N_, A_, B_, C_)                                        \
   do {                                                                                 \
+    if (KILN_GEMM_OWN(T, (M_), (N_), (A_), (B_), (C_))) break;                          \
     const int kiln_prev = kiln_set_threads_ptr ? kiln_set_threads_ptr(1) : 0;          \
     const char ta = transB ? 'T' : 'N', tb = transA ? 'T' : 'N';                      \
     const int m = (int)(N_), n = (int)(M_), k = (int)K;                                \
