@@ -19,7 +19,8 @@ static kiln_dgemm_t kiln_dgemm_ptr;
 static kiln_set_threads_t kiln_set_threads_ptr;
 static int kiln_blas_max_threads = 1;
 /* kiln's own float32 kernel (kiln_sgemm.h) where it is built (AVX-512) and enabled:
-   kiln_blas_init's own_sgemm argument (blas.py: on unless KILN_OWN_SGEMM=0). */
+   kiln_blas_init's own_sgemm argument (blas.own_sgemm_enabled: Intel AVX-512 by default,
+   KILN_OWN_SGEMM=0/1 to choose). */
 static int kiln_own_sgemm = 0;
 
 void kiln_blas_init(void *s, void *d, void *t, int max_threads, int own_sgemm) {
