@@ -79,10 +79,11 @@ def _same(x, y, exact):
 
 # (M, N, K, transA, transB): row tails of 1, 8 and 9 rows past the 12-row blocks, column
 # tails inside the first and the second half of a 32-column panel, K in one block, in two
-# OpenBLAS-sized blocks (777 -> 400 + 377) and odd.
+# OpenBLAS-sized blocks (777 -> 400 + 377), in four (1500 -> 448 + 448 + 304 + 300) and odd.
 SHAPES = [(128, 256, 784, 0, 0), (13, 256, 512, 0, 0), (20, 100, 777, 0, 1),
           (21, 80, 700, 1, 0), (392, 512, 128, 1, 0), (128, 256, 512, 0, 1),
-          (100, 130, 333, 1, 1), (64, 64, 256, 0, 0), (500, 96, 800, 1, 1)]
+          (100, 130, 333, 1, 1), (64, 64, 256, 0, 0), (500, 96, 800, 1, 1),
+          (40, 128, 1500, 0, 0)]
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))

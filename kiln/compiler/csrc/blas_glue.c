@@ -42,7 +42,7 @@ int kiln_blas_own_sgemm(void) { return kiln_own_sgemm; }
 /* kiln's own kernel for float32 products it takes (1: done), else 0 (call the BLAS). */
 #ifdef KILN_SGEMM_OWN
 #define KILN_GEMM_OWN(T, M_, N_, A_, B_, C_)                                             \
-  (sizeof(T) == 4 && kiln_own_sgemm && kiln_sgemm_own_takes(M_, N_, K)                   \
+  (sizeof(T) == 4 && kiln_own_sgemm && kiln_sgemm_own_takes(transA, transB, M_, N_, K)  \
    && kiln_sgemm_own(transA, transB, M_, N_, K, (const float *)(A_), lda,                \
                      (const float *)(B_), ldb, (float *)(C_), ldc, (float)beta))
 #else

@@ -142,12 +142,16 @@ KSG_MICRO(ksg_pack12, 12, 1, 12)
 KSG_MICRO(ksg_pack8, 8, 1, 8)
 KSG_MICRO(ksg_pack4, 4, 1, 4)
 
-/* Whether kiln's kernel takes this product (one thread's block): where it measured
-   faster than the wheel's OpenBLAS (M <= 512 and K <= 800: the MLP's and the
-   transformer's blocks, 2-9%); skinny, tiny, deep (K >= 1024: 2-6% slower) and large
-   products (the 2048^2 dot's halves: 6% slower) stay with OpenBLAS. */
-static inline int kiln_sgemm_own_takes(int64_t M, int64_t N, int64_t K) {
-  return M >= 8 && M <= 512 && N >= 64 && K >= 32 && K <= 800
+/* Whether kiln's kernel takes this product (one thread's block): where it measured at
+   least as fast as the wheel's OpenBLAS: M <= 512 and K <= 800 (the MLP's and the
+   transformer's blocks, 2-9% faster), and deeper products with neither operand
+   transposed (512x256x1024: 3-8%); deep transposed ones (K >= 1024: 0-9% slower),
+   skinny (N < 64), tiny (< 2^20 multiply-adds, where OpenBLAS also takes another path
+   with other bits) and large products (the 2048^2 dot's halves: 6% slower) stay with
+   OpenBLAS. */
+static inline int kiln_sgemm_own_takes(int transA, int transB, int64_t M, int64_t N,
+                                       int64_t K) {
+  return M >= 8 && M <= 512 && N >= 64 && K >= 32 && (K <= 800 || (!transA && !transB))
          && M * N * K >= ((int64_t)1 << 20);
 }
 
