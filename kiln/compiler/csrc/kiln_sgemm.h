@@ -47,6 +47,32 @@ static inline __mmask16 ksg_mask(int64_t n) {
   return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
 }
 
+/* r[i] <- column i of the 16 x 16 matrix whose rows are r[0..15]. */
+static inline void ksg_transpose16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; i++) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; i++) {
+    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
+    const __m512d c = _mm512_castps_pd(t[4 * i + 2]), e = _mm512_castps_pd(t[4 * i + 3]);
+    r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, e));
+    r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, e));
+  }
+  for (int h = 0; h < 2; h++)
+    for (int i = 0; i < 4; i++) {
+      t[8 * h + i] = _mm512_shuffle_f32x4(r[8 * h + i], r[8 * h + i + 4], 0x88);
+      t[8 * h + i + 4] = _mm512_shuffle_f32x4(r[8 * h + i], r[8 * h + i + 4], 0xdd);
+    }
+  for (int i = 0; i < 8; i++) {
+    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+  }
+}
+
 /* Pack op(B)[k0:k0+kc, j0:j0+nc] into panels of 32 columns, zero past nc. */
 static void ksg_pack_b(int transB, const float *B, int64_t ldb, int64_t k0, int64_t kc,
                        int64_t j0, int64_t nc, float *restrict dst) {
@@ -60,18 +86,32 @@ static void ksg_pack_b(int transB, const float *B, int64_t ldb, int64_t k0, int6
         _mm512_store_ps(d + k * KSG_NR, _mm512_maskz_loadu_ps(m0, s + k * ldb));
         _mm512_store_ps(d + k * KSG_NR + 16, _mm512_maskz_loadu_ps(m1, s + k * ldb + 16));
       }
-    } else {  /* B stored N x K: op(B)(k, j) = B[j * ldb + k] */
-      const float *s = B + (j0 + jp) * ldb + k0;
-      const __m512i rows = _mm512_mullo_epi32(
-          _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-          _mm512_set1_epi32((int)ldb));
-      const __mmask16 m0 = ksg_mask(w), m1 = ksg_mask(w - 16);
-      const float *s1 = s + (w > 16 ? 16 * ldb : 0);
-      for (int64_t k = 0; k < kc; k++) {
-        _mm512_store_ps(d + k * KSG_NR,
-                        _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m0, rows, s + k, 4));
-        _mm512_store_ps(d + k * KSG_NR + 16,
-                        _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m1, rows, s1 + k, 4));
+    } else {  /* B stored N x K: op(B)(k, j) = B[j * ldb + k]; 16 x 16 transposes */
+      for (int h = 0; h < 2; h++) {
+        const int64_t rows = w - 16 * h;          /* columns of op(B) in this half */
+        if (rows <= 0) {
+          for (int64_t k = 0; k < kc; k++) _mm512_store_ps(d + k * KSG_NR + 16, _mm512_setzero_ps());
+          continue;
+        }
+        const float *s = B + (j0 + jp + 16 * h) * ldb + k0;
+        for (int64_t kk = 0; kk < kc; kk += 16) {
+          const int64_t kn = kc - kk < 16 ? kc - kk : 16;
+          const __mmask16 mk = ksg_mask(kn);
+          __m512 r[16];
+          _Pragma("GCC unroll 16")
+          for (int j = 0; j < 16; j++)
+            r[j] = j < rows ? _mm512_maskz_loadu_ps(mk, s + j * ldb + kk) : _mm512_setzero_ps();
+          ksg_transpose16(r);
+          if (kn == 16) {
+            _Pragma("GCC unroll 16")
+            for (int q = 0; q < 16; q++) _mm512_store_ps(d + (kk + q) * KSG_NR + 16 * h, r[q]);
+          } else {
+            float tmp[16][16] __attribute__((aligned(64)));
+            for (int q = 0; q < 16; q++) _mm512_store_ps(tmp[q], r[q]);
+            for (int64_t q = 0; q < kn; q++)
+              _mm512_store_ps(d + (kk + q) * KSG_NR + 16 * h, _mm512_load_ps(tmp[q]));
+          }
+        }
       }
     }
   }
@@ -160,7 +200,6 @@ static inline int kiln_sgemm_own_takes(int transA, int transB, int64_t M, int64_
 static int kiln_sgemm_own(int transA, int transB, int64_t M, int64_t N, int64_t K,
                           const float *A, int64_t lda, const float *B, int64_t ldb, float *C,
                           int64_t ldc, float beta) {
-  if (transB && ldb >= ((int64_t)1 << 26)) return 0;   /* gather offsets are 32-bit */
   const int64_t ncmax = N < KSG_NC ? N : KSG_NC;
   const int64_t kcmax = K < KSG_Q ? K : KSG_Q;
   const int64_t need = kcmax * ((ncmax + KSG_NR - 1) / KSG_NR * KSG_NR);
