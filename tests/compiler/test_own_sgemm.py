@@ -44,7 +44,7 @@ def gemm():
 
     def set_own(on):
         glue.kiln_blas_init(info.sgemm, info.dgemm, info.set_threads_local or None,
-                            info.max_threads, int(on))
+                            info.max_threads, int(on), 0)
 
     def run(own, ta, tb, a, b, c, beta, m, n, k):
         set_own(own)

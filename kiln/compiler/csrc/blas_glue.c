@@ -7,6 +7,7 @@
 #endif
 #include <stdint.h>
 #include "kiln_sgemm.h"
+#include "gemm_split.h"
 typedef void (*kiln_sgemm_t)(const char*, const char*, const int*, const int*, const int*,
                              const float*, const float*, const int*, const float*, const int*,
                              const float*, float*, const int*);
@@ -22,8 +23,12 @@ static int kiln_blas_max_threads = 1;
    kiln_blas_init's own_sgemm argument (blas.own_sgemm_enabled: Intel AVX-512 by default,
    KILN_OWN_SGEMM=0/1 to choose). */
 static int kiln_own_sgemm = 0;
+/* Products split over two threads by gemm_split.h (1) or OpenMP's static halves (0):
+   kiln_blas_init's split argument (blas.py: KILN_GEMM_SPLIT, default 1). */
+static int kiln_gemm_split = 0;
 
-void kiln_blas_init(void *s, void *d, void *t, int max_threads, int own_sgemm) {
+void kiln_blas_init(void *s, void *d, void *t, int max_threads, int own_sgemm, int split) {
+  kiln_gemm_split = split;
   kiln_sgemm_ptr = (kiln_sgemm_t)s;
   kiln_dgemm_ptr = (kiln_dgemm_t)d;
   kiln_set_threads_ptr = (kiln_set_threads_t)t;
@@ -65,6 +70,31 @@ int kiln_blas_own_sgemm(void) { return kiln_own_sgemm; }
     if (kiln_set_threads_ptr && kiln_prev > 0) kiln_set_threads_ptr(kiln_prev);        \
   } while (0)
 
+/* One single-threaded product (a block of a split one). */
+static void kiln_gemm1_f32(int transA, int transB, int64_t M, int64_t N, int64_t K,
+                           const float *A, int64_t lda, const float *B, int64_t ldb,
+                           float *C, int64_t ldc, float beta) {
+  KILN_GEMM_CALL(float, kiln_sgemm_ptr, M, N, A, B, C);
+}
+
+static void kiln_gemm1_f64(int transA, int transB, int64_t M, int64_t N, int64_t K,
+                           const double *A, int64_t lda, const double *B, int64_t ldb,
+                           double *C, int64_t ldc, double beta) {
+  KILN_GEMM_CALL(double, kiln_dgemm_ptr, M, N, A, B, C);
+}
+
+/* On two threads, the product goes to gemm_split.h's caller-plus-helper split when it
+   is enabled (kiln_gemm_split). */
+#ifdef KILN_GEMM_SPLIT
+#define KILN_GEMM_SPLIT_TRY(T)                                                          \
+  if (nt == 2 && kiln_gemm_split && kiln_own_sgemm                                     \
+      && ksp_run(sizeof(T) == 8, transA, transB, M, N, K, A, lda, B, ldb, C, ldc,      \
+                 (double)beta))                                                        \
+    return;
+#else
+#define KILN_GEMM_SPLIT_TRY(T)
+#endif
+
 /* Row-major C[MxN] = op(A) @ op(B) (+ beta*C): column-major C^T = op(B)^T op(A)^T.
    Large products (>= KILN_PARALLEL_MIN_MACS multiply-adds) are split into row (or
    column) blocks, one per OpenMP thread, each a single-threaded BLAS call: the same
@@ -78,6 +108,7 @@ int omp_get_max_threads(void);
       && omp_get_max_threads() > 1) {                                                  \
     const int nt = kiln_blas_max_threads < omp_get_max_threads()                        \
                    ? kiln_blas_max_threads : omp_get_max_threads();                     \
+    KILN_GEMM_SPLIT_TRY(T)                                                             \
     if (M >= N) {                                                                      \
       _Pragma("omp parallel for num_threads(nt) schedule(static)")                     \
       for (int t = 0; t < nt; t++) {                                                   \
