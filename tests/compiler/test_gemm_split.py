@@ -61,10 +61,11 @@ def _call(lib, dtype, ta, tb, a, b, m, n, k, c=None, beta=0.0):
 
 
 # Large enough to split (>= 2^22 multiply-adds): column blocks (M < N, with N not a
-# multiple of the 32-column panels), row blocks (M >= N), transposed operands, and f64.
+# multiple of the 32-column panels), row blocks (M >= N; two of them at >= 2^27), transposed
+# operands, and f64.
 CASES = [(128, 500, 784, 0, 0, np.float32), (784, 512, 128, 1, 0, np.float32),
          (96, 1000, 300, 0, 1, np.float32), (700, 90, 400, 1, 1, np.float32),
-         (300, 260, 200, 0, 0, np.float64)]
+         (1024, 512, 300, 0, 0, np.float32), (300, 260, 200, 0, 0, np.float64)]
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,

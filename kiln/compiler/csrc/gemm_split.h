@@ -5,7 +5,7 @@
    product waits for the second thread to be woken and scheduled: on a 2-core VM shared
    with other processes that took a 128x784x512 product from ~0.37 ms (both threads at
    once) to 0.66-0.82 ms at its best, worse than one thread (0.73 ms). Here the product
-   is cut into blocks (8 column blocks, or 4 row blocks: a row block packs all of B);
+   is cut into blocks (about 8 column blocks, or 4 row blocks: see ksp_run);
    the calling thread starts on them at once and one helper thread, woken through a
    futex, takes blocks too when it gets a core. The caller waits only for blocks the
    helper has already taken, never for the helper to arrive.
@@ -136,11 +136,15 @@ static void ksp_after_fork_child(void) {
 static int ksp_run(int dbl, int transA, int transB, int64_t M, int64_t N, int64_t K,
                    const void *A, int64_t lda, const void *B, int64_t ldb, void *C,
                    int64_t ldc, double beta) {
-  /* Blocks: 4 of rows (a row block packs all of B), or about 8 of columns on 32-column
-     panel boundaries and at least 64 wide; the last one takes the rest. */
+  /* Blocks: 4 of rows (each packs all of B: 2 for products of 2^27 multiply-adds or
+     more, where waking the helper is a small part and 2 more packs of B are not), or
+     about 8 of columns on 32-column panel boundaries, at least 64 wide (4 when A is
+     transposed: each column block packs all of A); the last one takes the rest. */
   const int by_rows = M >= N;
   const int64_t extent = by_rows ? M : N;
-  int64_t width = by_rows ? (M + 3) / 4 : ((N + 7) / 8 + 31) / 32 * 32;
+  const int64_t rows_n = M * N * K >= ((int64_t)1 << 27) ? 2 : 4, cols_n = transA ? 4 : 8;
+  int64_t width = by_rows ? (M + rows_n - 1) / rows_n
+                          : ((N + cols_n - 1) / cols_n + 31) / 32 * 32;
   if (!by_rows && width < 64) width = 64;
   int64_t nb = extent / width;                  /* the rest joins the last block */
   if (nb < 2 || nb > 255) return 0;
