@@ -87,7 +87,7 @@ static void kiln_gemm1_f64(int transA, int transB, int64_t M, int64_t N, int64_t
    is enabled (kiln_gemm_split). */
 #ifdef KILN_GEMM_SPLIT
 #define KILN_GEMM_SPLIT_TRY(T)                                                          \
-  if (nt == 2 && kiln_gemm_split && kiln_own_sgemm                                     \
+  if (nt == 2 && kiln_gemm_split && kiln_own_sgemm && !omp_in_parallel()               \
       && ksp_run(sizeof(T) == 8, transA, transB, M, N, K, A, lda, B, ldb, C, ldc,      \
                  (double)beta))                                                        \
     return;
@@ -103,6 +103,7 @@ static void kiln_gemm1_f64(int transA, int transB, int64_t M, int64_t N, int64_t
 #ifdef _OPENMP
 /* The calling thread's OpenMP budget: a device thread of pmap/shard_map has a share. */
 int omp_get_max_threads(void);
+int omp_in_parallel(void);
 #define KILN_GEMM_PARALLEL(T, PTR)                                                     \
   if (kiln_blas_max_threads > 1 && M * N * K >= (int64_t)KILN_PARALLEL_MIN_MACS      \
       && omp_get_max_threads() > 1) {                                                  \
