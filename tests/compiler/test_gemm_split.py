@@ -1,6 +1,7 @@
 """The glue's two-thread GEMM split (kiln/compiler/csrc/gemm_split.h): the calling thread
-and one helper thread take blocks of a product; same bits as the OpenMP halves, safe with
-concurrent callers and after fork."""
+and one helper thread take blocks of a product (finer blocks on kiln's own kernel, the
+OpenMP halves on the BLAS: float64, and float32 products the own kernel leaves); same
+bits as the OpenMP halves, safe with concurrent callers and after fork."""
 import ctypes
 import os
 import subprocess
@@ -65,7 +66,8 @@ def _call(lib, dtype, ta, tb, a, b, m, n, k, c=None, beta=0.0):
 # operands, and f64.
 CASES = [(128, 500, 784, 0, 0, np.float32), (784, 512, 128, 1, 0, np.float32),
          (96, 1000, 300, 0, 1, np.float32), (700, 90, 400, 1, 1, np.float32),
-         (1024, 512, 300, 0, 0, np.float32), (300, 260, 200, 0, 0, np.float64)]
+         (1024, 512, 300, 0, 0, np.float32), (300, 260, 200, 0, 0, np.float64),
+         (40, 1000, 2000, 0, 1, np.float32)]       # K > 800 transposed: BLAS halves
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
@@ -83,9 +85,9 @@ def test_split_matches_the_openmp_halves_bit_for_bit(glue, case):
         set_split(split)
         outs.append((_call(lib, dt, ta, tb, a, b, m, n, k),
                      _call(lib, dt, ta, tb, a, b, m, n, k, c0.copy(), 1.0)))
-    if dt == np.float32 and blas.own_sgemm_active() and sys.platform.startswith("linux"):
+    if blas.own_sgemm_active() and sys.platform.startswith("linux"):
         assert _split_runs(lib) == runs0 + 4     # two calls per split setting
-    else:                                        # BLAS products keep the OpenMP halves
+    else:                                        # not built here: the OpenMP halves
         assert _split_runs(lib) == runs0
     for got in outs[1:]:
         for x, y in zip(got, outs[0]):

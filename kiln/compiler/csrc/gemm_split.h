@@ -10,11 +10,12 @@
    futex, takes blocks too when it gets a core. The caller waits only for blocks the
    helper has already taken, never for the helper to arrive.
 
-   Only for float32 products whose every block kiln's own kernel takes (kiln_sgemm.h):
-   it sums each element the same way whatever the block, so the bits are those of the
-   OpenMP halves. OpenBLAS does not (a block under ~2^20 multiply-adds takes its
-   small-matrix path, other bits: a 300x260x200 dgemm in 4 row blocks differs from 2),
-   so BLAS products keep the halves. Linux only (futex); two threads only (more: the
+   Finer blocks only for float32 products whose every block kiln's own kernel takes
+   (kiln_sgemm.h): it sums each element the same way whatever the block, so the bits
+   are those of the OpenMP halves. OpenBLAS does not (a 300x260x200 dgemm in 4 row
+   blocks differs from 2 halves: its small-matrix path), so a product with BLAS blocks
+   is cut into exactly the OpenMP halves (same calls, same bits), claimed the same way:
+   the caller runs the second half too when the helper has not started by then. Linux only (futex); two threads only (more: the
    OpenMP split); one product at a time (a second caller, another device thread, uses
    the OpenMP split). */
 #if defined(__linux__) && defined(_OPENMP) && defined(KILN_SGEMM_OWN)
@@ -147,11 +148,15 @@ static int ksp_run(int dbl, int transA, int transB, int64_t M, int64_t N, int64_
                           : ((N + cols_n - 1) / cols_n + 31) / 32 * 32;
   if (!by_rows && width < 64) width = 64;
   int64_t nb = extent / width;                  /* the rest joins the last block */
-  if (nb < 2 || nb > 255) return 0;
-  for (int64_t b = 0; b < nb; b++) {
+  int own = nb >= 2 && nb <= 255 && !dbl;
+  for (int64_t b = 0; own && b < nb; b++) {
     const int64_t w = b == nb - 1 ? extent - b * width : width;
-    if (dbl || !kiln_sgemm_own_takes(transA, transB, by_rows ? w : M, by_rows ? N : w, K))
-      return 0;
+    own = kiln_sgemm_own_takes(transA, transB, by_rows ? w : M, by_rows ? N : w, K);
+  }
+  if (!own) {         /* BLAS blocks: exactly the OpenMP halves (their bits), claimed */
+    nb = 2;
+    width = extent / 2;
+    if (width < 1) return 0;
   }
   if (pthread_mutex_trylock(&ksp_lock) != 0) return 0;
   if (!ksp_started) {
