@@ -22,6 +22,7 @@
 #include <immintrin.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -107,6 +108,9 @@ static void ksp_work(int helper) {
 
 static void *ksp_helper(void *arg) {
   (void)arg;
+  sigset_t all;               /* signals go to the program's own threads */
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, NULL);
   uint32_t seen = atomic_load(&ksp_wake);
   for (;;) {
     /* A short spin (~10 us) bridges back-to-back products; then sleep. */
