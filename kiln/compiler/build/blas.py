@@ -30,7 +30,7 @@ With another BLAS (no such symbol) the library's own setting stands.
 
 kiln's own kernel: on Intel AVX-512 processors the glue runs float32 blocks of the
 shapes it takes (M <= 512, 32 <= K <= 800, N >= 64) on ``csrc/kiln_sgemm.h`` instead,
-3-8% faster than the wheel's SkylakeX sgemm on the MLP's and the transformer's blocks,
+3-16% faster than the wheel's SkylakeX sgemm on the MLP's and the transformer's blocks,
 with the same bits (``own_sgemm_enabled``). Such products, when split over two threads,
 are cut into 4-8 blocks that the calling thread starts on at once while one helper
 thread (``csrc/gemm_split.h``) takes blocks when it gets a core: the product never

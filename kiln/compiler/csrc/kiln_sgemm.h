@@ -4,9 +4,9 @@
 
    Why: on the MLP's and the transformer's shapes (M = 64..1024, N >= 256, K = 128..1024,
    one block of a 2-thread split) the scipy-openblas32 wheel's SkylakeX sgemm reaches
-   134-150 GFLOP/s of a core's ~170; this kernel is 3-8% faster on the forward and
-   transposed-B products at the same results (benchmarks/NOTES.md, "Session 17, helper
-   gemm").
+   134-150 GFLOP/s of a core's ~170; this kernel is 3-16% faster per block (7-9% on the
+   MLP's forward and X^T dY blocks, 16% with B transposed) at the same results
+   (benchmarks/NOTES.md, "Session 17, helper gemm").
 
    Same bits as that OpenBLAS: each C element is one chain of fused multiply-adds over k
    in order, started from +0, in K blocks chosen exactly as OpenBLAS's level-3 driver
