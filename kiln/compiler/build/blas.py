@@ -31,11 +31,12 @@ With another BLAS (no such symbol) the library's own setting stands.
 kiln's own kernel: on Intel AVX-512 processors the glue runs float32 blocks of the
 shapes it takes (M <= 512, 32 <= K <= 800, N >= 64) on ``csrc/kiln_sgemm.h`` instead,
 3-16% faster than the wheel's SkylakeX sgemm on the MLP's and the transformer's blocks,
-with the same bits (``own_sgemm_enabled``). Such products, when split over two threads,
-are cut into 4-8 blocks that the calling thread starts on at once while one helper
-thread (``csrc/gemm_split.h``) takes blocks when it gets a core: the product never
-waits for a thread that has not been scheduled yet (``KILN_GEMM_SPLIT=0``: OpenMP's
-static halves, as every other product).
+with the same bits (``own_sgemm_enabled``). Where it is on, a product split over two
+threads is cut into blocks (4-8 on the own kernel; exactly the OpenMP halves, for their
+bits, on the BLAS) that the calling thread starts on at once while one helper thread
+(``csrc/gemm_split.h``) takes blocks when it gets a core: the product never waits for
+a thread that has not been scheduled yet (``KILN_GEMM_SPLIT=0``: OpenMP's static
+halves).
 
 Row-major to column-major: BLAS is column-major and a row-major ``X`` (r x c, leading
 dimension ``ld``) is the column-major ``X^T``. So ``C = op(A) @ op(B)`` in row-major is
