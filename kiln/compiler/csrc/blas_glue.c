@@ -6,6 +6,8 @@
 #error "define KILN_PARALLEL_MIN_MACS (kiln/compiler/blas.py does)"
 #endif
 #include <stdint.h>
+#include "kiln_sgemm.h"
+#include "gemm_split.h"
 typedef void (*kiln_sgemm_t)(const char*, const char*, const int*, const int*, const int*,
                              const float*, const float*, const int*, const float*, const int*,
                              const float*, float*, const int*);
@@ -17,19 +19,47 @@ static kiln_sgemm_t kiln_sgemm_ptr;
 static kiln_dgemm_t kiln_dgemm_ptr;
 static kiln_set_threads_t kiln_set_threads_ptr;
 static int kiln_blas_max_threads = 1;
+/* kiln's own float32 kernel (kiln_sgemm.h) where it is built (AVX-512) and enabled:
+   kiln_blas_init's own_sgemm argument (blas.own_sgemm_enabled: Intel AVX-512 by default,
+   KILN_OWN_SGEMM=0/1 to choose). */
+static int kiln_own_sgemm = 0;
+/* Products split over two threads by gemm_split.h (1) or OpenMP's static halves (0):
+   kiln_blas_init's split argument (blas.py: KILN_GEMM_SPLIT, default 1). */
+static int kiln_gemm_split = 0;
 
-void kiln_blas_init(void *s, void *d, void *t, int max_threads) {
+void kiln_blas_init(void *s, void *d, void *t, int max_threads, int own_sgemm, int split) {
+  kiln_gemm_split = split;
   kiln_sgemm_ptr = (kiln_sgemm_t)s;
   kiln_dgemm_ptr = (kiln_dgemm_t)d;
   kiln_set_threads_ptr = (kiln_set_threads_t)t;
   kiln_blas_max_threads = max_threads > 0 ? max_threads : 1;
+#ifdef KILN_SGEMM_OWN
+  kiln_own_sgemm = own_sgemm;
+#else
+  kiln_own_sgemm = 0;
+  (void)own_sgemm;
+#endif
 }
+
+/* Whether float32 products run on kiln's own kernel here (1) or on the BLAS (0). */
+int kiln_blas_own_sgemm(void) { return kiln_own_sgemm; }
+
+/* kiln's own kernel for float32 products it takes (1: done), else 0 (call the BLAS). */
+#ifdef KILN_SGEMM_OWN
+#define KILN_GEMM_OWN(T, M_, N_, A_, B_, C_)                                             \
+  (sizeof(T) == 4 && kiln_own_sgemm && kiln_sgemm_own_takes(transA, transB, M_, N_, K)  \
+   && kiln_sgemm_own(transA, transB, M_, N_, K, (const float *)(A_), lda,                \
+                     (const float *)(B_), ldb, (float *)(C_), ldc, (float)beta))
+#else
+#define KILN_GEMM_OWN(T, M_, N_, A_, B_, C_) 0
+#endif
 
 /* One single-threaded BLAS call on the calling thread; the thread's own setting is put
    back afterwards (the setter returns it), so the user's SciPy calls on this thread keep
    their threads. */
 #define KILN_GEMM_CALL(T, PTR, M_, N_, A_, B_, C_)                                        \
   do {                                                                                 \
+    if (KILN_GEMM_OWN(T, (M_), (N_), (A_), (B_), (C_))) break;                          \
     const int kiln_prev = kiln_set_threads_ptr ? kiln_set_threads_ptr(1) : 0;          \
     const char ta = transB ? 'T' : 'N', tb = transA ? 'T' : 'N';                      \
     const int m = (int)(N_), n = (int)(M_), k = (int)K;                                \
@@ -40,6 +70,31 @@ void kiln_blas_init(void *s, void *d, void *t, int max_threads) {
     if (kiln_set_threads_ptr && kiln_prev > 0) kiln_set_threads_ptr(kiln_prev);        \
   } while (0)
 
+/* One single-threaded product (a block of a split one). */
+static void kiln_gemm1_f32(int transA, int transB, int64_t M, int64_t N, int64_t K,
+                           const float *A, int64_t lda, const float *B, int64_t ldb,
+                           float *C, int64_t ldc, float beta) {
+  KILN_GEMM_CALL(float, kiln_sgemm_ptr, M, N, A, B, C);
+}
+
+static void kiln_gemm1_f64(int transA, int transB, int64_t M, int64_t N, int64_t K,
+                           const double *A, int64_t lda, const double *B, int64_t ldb,
+                           double *C, int64_t ldc, double beta) {
+  KILN_GEMM_CALL(double, kiln_dgemm_ptr, M, N, A, B, C);
+}
+
+/* On two threads, the product goes to gemm_split.h's caller-plus-helper split when it
+   is enabled (kiln_gemm_split). */
+#ifdef KILN_GEMM_SPLIT
+#define KILN_GEMM_SPLIT_TRY(T)                                                          \
+  if (nt == 2 && kiln_gemm_split && kiln_own_sgemm && !omp_in_parallel()               \
+      && ksp_run(sizeof(T) == 8, transA, transB, M, N, K, A, lda, B, ldb, C, ldc,      \
+                 (double)beta))                                                        \
+    return;
+#else
+#define KILN_GEMM_SPLIT_TRY(T)
+#endif
+
 /* Row-major C[MxN] = op(A) @ op(B) (+ beta*C): column-major C^T = op(B)^T op(A)^T.
    Large products (>= KILN_PARALLEL_MIN_MACS multiply-adds) are split into row (or
    column) blocks, one per OpenMP thread, each a single-threaded BLAS call: the same
@@ -48,11 +103,13 @@ void kiln_blas_init(void *s, void *d, void *t, int max_threads) {
 #ifdef _OPENMP
 /* The calling thread's OpenMP budget: a device thread of pmap/shard_map has a share. */
 int omp_get_max_threads(void);
+int omp_in_parallel(void);
 #define KILN_GEMM_PARALLEL(T, PTR)                                                     \
   if (kiln_blas_max_threads > 1 && M * N * K >= (int64_t)KILN_PARALLEL_MIN_MACS      \
       && omp_get_max_threads() > 1) {                                                  \
     const int nt = kiln_blas_max_threads < omp_get_max_threads()                        \
                    ? kiln_blas_max_threads : omp_get_max_threads();                     \
+    KILN_GEMM_SPLIT_TRY(T)                                                             \
     if (M >= N) {                                                                      \
       _Pragma("omp parallel for num_threads(nt) schedule(static)")                     \
       for (int t = 0; t < nt; t++) {                                                   \

@@ -1,0 +1,205 @@
+/* Splitting one GEMM over two threads without waiting for a late thread (included by
+   blas_glue.c, which defines kiln_gemm1_f32/f64: one single-threaded product).
+
+   The OpenMP split (one static half per thread) ends when both halves are done, so a
+   product waits for the second thread to be woken and scheduled: on a 2-core VM shared
+   with other processes that took a 128x784x512 product from ~0.37 ms (both threads at
+   once) to 0.66-0.82 ms at its best, worse than one thread (0.73 ms). Here the product
+   is cut into blocks (about 8 column blocks, or 4 row blocks: see ksp_run);
+   the calling thread starts on them at once and one helper thread, woken through a
+   futex, takes blocks too when it gets a core. The caller waits only for blocks the
+   helper has already taken, never for the helper to arrive.
+
+   Finer blocks only for float32 products whose every block kiln's own kernel takes
+   (kiln_sgemm.h): it sums each element the same way whatever the block, so the bits
+   are those of the OpenMP halves. OpenBLAS does not (a 300x260x200 dgemm in 4 row
+   blocks differs from 2 halves: its small-matrix path), so a product with BLAS blocks
+   is cut into exactly the OpenMP halves (same calls, same bits), claimed the same way:
+   the caller runs the second half too when the helper has not started by then. Linux only (futex); two threads only (more: the
+   OpenMP split); one product at a time (a second caller, another device thread, uses
+   the OpenMP split). */
+#if defined(__linux__) && defined(_OPENMP) && defined(KILN_SGEMM_OWN)
+#include <immintrin.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define KILN_GEMM_SPLIT 1
+
+static void kiln_gemm1_f32(int transA, int transB, int64_t M, int64_t N, int64_t K,
+                           const float *A, int64_t lda, const float *B, int64_t ldb,
+                           float *C, int64_t ldc, float beta);
+static void kiln_gemm1_f64(int transA, int transB, int64_t M, int64_t N, int64_t K,
+                           const double *A, int64_t lda, const double *B, int64_t ldb,
+                           double *C, int64_t ldc, double beta);
+
+typedef struct {
+  int transA, transB, dbl, by_rows;
+  int64_t M, N, K, lda, ldb, ldc, nblocks, width;   /* width: rows or columns a block */
+  const void *A, *B;
+  void *C;
+  double beta;
+} ksp_job;
+
+static ksp_job ksp_cur;
+/* (sequence << 16) | (blocks << 8) | taken: one CAS claims a block of the current job. */
+static _Atomic uint64_t ksp_next;
+static _Atomic int ksp_done;          /* blocks finished in the current job */
+static _Atomic uint32_t ksp_wake;     /* futex word: bumped for each job */
+static _Atomic int ksp_sleeping, ksp_waiting;
+static pthread_mutex_t ksp_lock = PTHREAD_MUTEX_INITIALIZER;
+static int ksp_started;               /* the helper thread exists (in this process) */
+static _Atomic long ksp_runs, ksp_helped;   /* products split here; blocks the helper ran */
+
+static void ksp_futex_wait(_Atomic uint32_t *w, uint32_t v) {
+  syscall(SYS_futex, (uint32_t *)w, FUTEX_WAIT_PRIVATE, v, NULL, NULL, 0);
+}
+static void ksp_futex_wake(_Atomic uint32_t *w) {
+  syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+static void ksp_block(const ksp_job *j, int64_t b) {
+  const int64_t lo = b * j->width;
+  const int64_t hi = b == j->nblocks - 1 ? (j->by_rows ? j->M : j->N) : lo + j->width;
+  if (j->by_rows) {
+    const int64_t ao = j->transA ? lo : lo * j->lda, co = lo * j->ldc;
+    if (j->dbl)
+      kiln_gemm1_f64(j->transA, j->transB, hi - lo, j->N, j->K, (const double *)j->A + ao,
+                     j->lda, (const double *)j->B, j->ldb, (double *)j->C + co, j->ldc,
+                     j->beta);
+    else
+      kiln_gemm1_f32(j->transA, j->transB, hi - lo, j->N, j->K, (const float *)j->A + ao,
+                     j->lda, (const float *)j->B, j->ldb, (float *)j->C + co, j->ldc,
+                     (float)j->beta);
+  } else {
+    const int64_t bo = j->transB ? lo * j->ldb : lo;
+    if (j->dbl)
+      kiln_gemm1_f64(j->transA, j->transB, j->M, hi - lo, j->K, (const double *)j->A,
+                     j->lda, (const double *)j->B + bo, j->ldb, (double *)j->C + lo,
+                     j->ldc, j->beta);
+    else
+      kiln_gemm1_f32(j->transA, j->transB, j->M, hi - lo, j->K, (const float *)j->A,
+                     j->lda, (const float *)j->B + bo, j->ldb, (float *)j->C + lo,
+                     j->ldc, (float)j->beta);
+  }
+}
+
+/* Claim and run blocks of the current job until none is left. The job's fields are
+   read only while holding an unfinished block (the caller cannot start another job
+   before every block is done). */
+static void ksp_work(int helper) {
+  for (;;) {
+    uint64_t v = atomic_load_explicit(&ksp_next, memory_order_acquire);
+    const uint64_t blocks = (v >> 8) & 0xff, taken = v & 0xff;
+    if (taken >= blocks) return;
+    if (!atomic_compare_exchange_weak_explicit(&ksp_next, &v, v + 1, memory_order_acq_rel,
+                                               memory_order_acquire))
+      continue;
+    ksp_block(&ksp_cur, (int64_t)taken);
+    if (helper) atomic_fetch_add_explicit(&ksp_helped, 1, memory_order_relaxed);
+    if (atomic_fetch_add_explicit(&ksp_done, 1, memory_order_acq_rel) + 1 == (int)blocks
+        && atomic_load_explicit(&ksp_waiting, memory_order_acquire))
+      ksp_futex_wake((_Atomic uint32_t *)&ksp_done);
+  }
+}
+
+static void *ksp_helper(void *arg) {
+  (void)arg;
+  sigset_t all;               /* signals go to the program's own threads */
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, NULL);
+  uint32_t seen = atomic_load(&ksp_wake);
+  for (;;) {
+    /* A short spin (~10 us) bridges back-to-back products; then sleep. */
+    for (int i = 0; i < 256 && atomic_load_explicit(&ksp_wake, memory_order_acquire) == seen;
+         i++)
+      _mm_pause();
+    if (atomic_load_explicit(&ksp_wake, memory_order_acquire) == seen) {
+      atomic_store(&ksp_sleeping, 1);
+      if (atomic_load(&ksp_wake) == seen) ksp_futex_wait(&ksp_wake, seen);
+      atomic_store(&ksp_sleeping, 0);
+    }
+    seen = atomic_load_explicit(&ksp_wake, memory_order_acquire);
+    ksp_work(1);
+  }
+  return NULL;
+}
+
+static void ksp_after_fork_child(void) {
+  ksp_started = 0;            /* threads do not survive fork: start a new helper */
+  pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+  ksp_lock = fresh;
+  atomic_store(&ksp_sleeping, 0);
+  atomic_store(&ksp_waiting, 0);
+}
+
+/* Runs the product on the caller and the helper; 0 when it cannot (the helper could not
+   be started, or another product holds it): the caller then splits with OpenMP. */
+static int ksp_run(int dbl, int transA, int transB, int64_t M, int64_t N, int64_t K,
+                   const void *A, int64_t lda, const void *B, int64_t ldb, void *C,
+                   int64_t ldc, double beta) {
+  /* Blocks: 4 of rows (each packs all of B: 2 for products of 2^27 multiply-adds or
+     more, where waking the helper is a small part and 2 more packs of B are not), or
+     about 8 of columns on 32-column panel boundaries, at least 64 wide (4 when A is
+     transposed: each column block packs all of A); the last one takes the rest. */
+  const int by_rows = M >= N;
+  const int64_t extent = by_rows ? M : N;
+  const int64_t rows_n = M * N * K >= ((int64_t)1 << 27) ? 2 : 4, cols_n = transA ? 4 : 8;
+  int64_t width = by_rows ? (M + rows_n - 1) / rows_n
+                          : ((N + cols_n - 1) / cols_n + 31) / 32 * 32;
+  if (!by_rows && width < 64) width = 64;
+  int64_t nb = extent / width;                  /* the rest joins the last block */
+  int own = nb >= 2 && nb <= 255 && !dbl;
+  for (int64_t b = 0; own && b < nb; b++) {
+    const int64_t w = b == nb - 1 ? extent - b * width : width;
+    own = kiln_sgemm_own_takes(transA, transB, by_rows ? w : M, by_rows ? N : w, K);
+  }
+  if (!own) {         /* BLAS blocks: exactly the OpenMP halves (their bits), claimed */
+    nb = 2;
+    width = extent / 2;
+    if (width < 1) return 0;
+  }
+  if (pthread_mutex_trylock(&ksp_lock) != 0) return 0;
+  if (!ksp_started) {
+    static int atfork_done;
+    if (!atfork_done) { pthread_atfork(NULL, NULL, ksp_after_fork_child); atfork_done = 1; }
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    const int rc = pthread_create(&t, &attr, ksp_helper, NULL);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) { pthread_mutex_unlock(&ksp_lock); return 0; }
+    ksp_started = 1;
+  }
+  ksp_job j = {transA, transB, dbl, by_rows, M, N, K, lda, ldb, ldc, nb, width, A, B, C,
+               beta};
+  ksp_cur = j;
+  atomic_store_explicit(&ksp_done, 0, memory_order_relaxed);
+  const uint64_t seq = (atomic_load(&ksp_next) >> 16) + 1;
+  atomic_store_explicit(&ksp_next, (seq << 16) | ((uint64_t)nb << 8), memory_order_release);
+  atomic_fetch_add_explicit(&ksp_wake, 1, memory_order_acq_rel);
+  if (atomic_load(&ksp_sleeping)) ksp_futex_wake(&ksp_wake);
+  atomic_fetch_add_explicit(&ksp_runs, 1, memory_order_relaxed);
+  ksp_work(0);
+  /* Wait for the blocks the helper took: spin briefly, then sleep on ksp_done. */
+  for (int i = 0; atomic_load_explicit(&ksp_done, memory_order_acquire) < nb; i++) {
+    if (i < 4096) { _mm_pause(); continue; }
+    atomic_store(&ksp_waiting, 1);
+    const int d = atomic_load(&ksp_done);
+    if (d < nb) ksp_futex_wait((_Atomic uint32_t *)&ksp_done, (uint32_t)d);
+    atomic_store(&ksp_waiting, 0);
+  }
+  pthread_mutex_unlock(&ksp_lock);
+  return 1;
+}
+
+/* Products split by the helper scheme so far, and blocks the helper thread ran. */
+void kiln_blas_split_stats(long *runs, long *helped) {
+  *runs = atomic_load(&ksp_runs);
+  *helped = atomic_load(&ksp_helped);
+}
+#endif
