@@ -216,6 +216,7 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
         shared = getattr(self, "_shared", {})
         self._shared_calls: set = set()
         groups: dict = {}
+        restricts: dict = {}
         keyed = []
         for steps in rendered:
             row = []
@@ -232,10 +233,15 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
                         temps: dict = {}    # temporaries are named program-wide: renumber
                         canon = _TMP.sub(lambda m: f"t{temps.setdefault(m.group(1), len(temps))}",
                                          canon)
-                        sig = tuple((C_TYPES[prog.buffers[bid].dtype], bid not in shared)
-                                    for bid in ids)
+                        sig = tuple(C_TYPES[prog.buffers[bid].dtype] for bid in ids)
                         key = (canon, sig, is_small(step))
                         groups.setdefault(key, []).append(step)
+                        # restrict where the buffer shares no memory (plan_buffers): the
+                        # function's parameter only where it holds at every call
+                        restrict = tuple(bid not in shared for bid in ids)
+                        prev = restricts.get(key)
+                        restricts[key] = restrict if prev is None else tuple(
+                            a and b for a, b in zip(prev, restrict))
                 row.append((step, text, key, ids if key else None))
             keyed.append(row)
         names: dict = {}
@@ -252,7 +258,7 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
                     name = names[key] = f"kiln_shared{len(names)}"
                     canon, sig, small = key
                     params = ", ".join(f"{ct} *{self.restrict + ' ' if r else ''}b{j}"
-                                       for j, (ct, r) in enumerate(sig))
+                                       for j, (ct, r) in enumerate(zip(sig, restricts[key])))
                     defs[name] = (f"{'KILN_SMALL_O1 ' if small else ''}{_SHARED_ATTR} void "
                                   f"{name}({params}) {{\n{canon}\n}}", step)
                 head = text.partition("\n")[0]
