@@ -33,3 +33,20 @@ def test_batched_products_keep_their_loop():
     text = _source(f, a, b)
     assert "bt < 3" in text
     np.testing.assert_allclose(np.asarray(kiln.jit(f)(a, b)), a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_xla_math_is_in_the_precompiled_part(monkeypatch):
+    from kiln.compiler.build.build import PCH_MARK, pch_enabled
+    x = R.standard_normal((50, 30)).astype(np.float32)
+    text = _source(lambda x: x * 2.0 + 1.0, x)       # no math function called
+    head, _, rest = text.partition(PCH_MARK)
+    if pch_enabled():
+        assert "xtanh32" in head and "xtanh32" not in rest
+    monkeypatch.setenv("KILN_PCH", "0")
+    text = _source(lambda x: x * 3.0 + 1.0, x)
+    assert "xtanh32" not in text                       # only what the program needs
+    f = lambda x: jnp.tanh(x) * 0.5                     # noqa: E731
+    text = _source(f, x)
+    assert "xtanh32" in text.partition(PCH_MARK)[2]
+    np.testing.assert_allclose(np.asarray(kiln.jit(f)(x)), np.tanh(x) * 0.5, rtol=1e-6,
+                               atol=1e-6)

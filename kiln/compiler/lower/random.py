@@ -157,6 +157,14 @@ def render_op(name: str, params: dict, args: list[str], dt) -> str | None:
     return None
 
 
+def xla_math_prelude() -> str:
+    """XLA's math functions (``xla_math.h``, static inline) with the processor's defines
+    before them: one of :func:`preludes`, and every program's precompiled part when the
+    build precompiles one (``CRenderer._assemble``)."""
+    from kiln.compiler import csrc
+    return "#include <float.h>\n" + csrc.cpu_defines() + csrc.text("xla_math.h")
+
+
 def preludes(source_text: str) -> list[str]:
     """The C definitions the rendered segments in ``source_text`` need."""
     from kiln.compiler import csrc
@@ -171,7 +179,7 @@ def preludes(source_text: str) -> list[str]:
     trig = any(f in source_text for f in ("ksin32(", "kcos32(", "ktan32("))
     if logistic or fast_exp or trig or any(f"{b}{w}(" in source_text
                                    for b in xla_names for w in (32, 64)):
-        out.append("#include <float.h>\n" + csrc.cpu_defines() + csrc.text("xla_math.h"))
+        out.append(xla_math_prelude())
     if fast_exp:
         out.append(csrc.text("fast_exp.h"))
     if trig:        # float32 sin/cos/tan with the C library's bits (render/trig_math.py)

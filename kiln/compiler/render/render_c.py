@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from kiln.compiler import csrc
 from kiln.compiler.build.blas import DEFINITIONS_MARK as BLAS_DEFINITIONS_MARK
-from kiln.compiler.build.build import PCH_MARK, UNIT_MARK, intel_avx512
+from kiln.compiler.build.build import PCH_MARK, UNIT_MARK, intel_avx512, pch_enabled
 from kiln.compiler.lower import random as lower_random
 from kiln.compiler.lower.index import Sym
 from kiln.compiler.lower.program import (
@@ -279,10 +279,18 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
         parts = [PRELUDE, _int_helpers()]
         if self.math_source:
             parts.append(self.math_source)
+        extra = lower_random.preludes("\n".join(bodies))
+        if pch_enabled():
+            # XLA's math in every program's precompiled part (unused static inline
+            # functions cost nothing once precompiled; ~18M gcc instructions of parsing
+            # per translation unit after the mark, for the programs that call it).
+            xla = lower_random.xla_math_prelude()
+            parts.append(xla)
+            extra = [p for p in extra if p != xla]
         # What precedes this line is the same in every program: the build compiles it
         # once into a precompiled header (build.PCH_MARK).
         parts.append(PCH_MARK)
-        parts += lower_random.preludes("\n".join(bodies))
+        parts += extra
         if getattr(self, "loop_timers", None):
             n = len(self.loop_timers)
             parts.append("#include <time.h>\n"
