@@ -1246,7 +1246,10 @@ def _compile(cache: _Cache, source: str, argv: list[str], flags: Sequence[str],
 PCH_MARK = "/* @kiln-pch-end */"
 
 
-def _pch_enabled() -> bool:
+def pch_enabled() -> bool:
+    """Whether builds use the precompiled header (:data:`PCH_MARK`): gcc, unless
+    ``KILN_PCH=0``. The renderer puts what every program may need before the mark then
+    (parsed once per machine), and only what a program needs otherwise."""
     if os.environ.get("KILN_PCH", "1") == "0":
         return False
     return "clang" not in compiler_identity().lower()      # gcc's .gch format
@@ -1267,7 +1270,7 @@ class _Pch:
     @classmethod
     def of(cls, cache: _Cache, source: str, argv, flags, tmp_fd: int, where: str) -> _Pch:
         head, mark, rest = source.partition(PCH_MARK)
-        if not mark or not _pch_enabled():
+        if not mark or not pch_enabled():
             return cls(source)
         name = "kiln_pch-" + hashlib.sha256("\0".join(
             [str(_FORMAT), compiler_identity(), cpu_features(), *argv, *flags, head]

@@ -13,7 +13,9 @@ The files, and who uses them:
   ``blas_program.h`` (the GEMM function pointers; ``blas.DEFINITIONS_MARK`` splits it).
 * Included by generated code when it uses them (``kiln.compiler.lower.random``):
   ``threefry.h``/``threefry_ops.h`` (the Threefry-2x32 hash), ``xla_math.h`` (XLA's CPU
-  float formulas), ``xla_logistic.h``, ``fast_exp.h`` (``fexp32``,
+  float formulas), ``xla_asin_acos32.h`` (its float32 asin/acos, apart because they call
+  atan2 through a macro a program may define after the precompiled part),
+  ``xla_logistic.h``, ``fast_exp.h`` (``fexp32``,
   ``kiln.compiler.render.fast_math``), ``libm_trig.h`` (``ksin32``/``kcos32``/``ktan32``,
   the C library's float32 sin/cos/tan vectorized, ``kiln.compiler.render.trig_math``), ``libm_pow.h``/``libm_atan2.h`` (``kpow32``/
   ``katan2_32``, the C library's float32 pow/atan2 vectorized,

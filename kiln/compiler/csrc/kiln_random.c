@@ -25,6 +25,7 @@ void kiln_threefry2x32(const uint32_t *k0, const uint32_t *k1, int64_t kstride,
 }
 
 #include "xla_math.h"
+#include "xla_asin_acos32.h"
 #define UNARY(name, T, fn) \
   void name(const T *x, T *y, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = fn(x[i]); }
 UNARY(kiln_log_f32, float, xlog32)

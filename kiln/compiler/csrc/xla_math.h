@@ -365,27 +365,13 @@ static inline double xrsqrt64(double x) { return 1.0 / sqrt(x); }
    add/sub that consumes it; here that happens only inside atanh (below). ---- */
 #define KILN_LN2F 0.693147182f
 #define KILN_LN2D 0.69314718055994529
-/* The float32 atan2 of asin/acos: the C library's, or katan2_32 (libm_atan2.h, its bits
-   in vectorizable code) where generated code defines this first (binary_math.py). */
-#ifndef KILN_ATAN2F
-#define KILN_ATAN2F atan2f
-#endif
-
-static inline float xasin32(float x) {
-  float xf = ftz32(x);
-  float d = sqrtf(ftz32((1.0f - xf) * (xf + 1.0f))) + 1.0f;
-  float a = ftz32(KILN_ATAN2F(x, d));
-  return a + a;
-}
+/* float32 asin/acos are in xla_asin_acos32.h (they call atan2 through a macro a program
+   may define after this file's precompiled copy). */
 static inline double xasin64(double x) {
   double xf = ftz64(x);
   double d = sqrt(ftz64((1.0 - xf) * (xf + 1.0))) + 1.0;
   double a = ftz64(atan2(x, d));
   return a + a;
-}
-static inline float xacos32(float x) {
-  float xf = ftz32(x);
-  return ftz32(KILN_ATAN2F(sqrtf(ftz32((1.0f - xf) * (xf + 1.0f))), x));
 }
 static inline double xacos64(double x) {
   double xf = ftz64(x);

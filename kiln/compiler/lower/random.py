@@ -157,6 +157,14 @@ def render_op(name: str, params: dict, args: list[str], dt) -> str | None:
     return None
 
 
+def xla_math_prelude() -> str:
+    """XLA's math functions (``xla_math.h``, static inline) with the processor's defines
+    before them: one of :func:`preludes`, and every program's precompiled part when the
+    build precompiles one (``CRenderer._assemble``)."""
+    from kiln.compiler import csrc
+    return "#include <float.h>\n" + csrc.cpu_defines() + csrc.text("xla_math.h")
+
+
 def preludes(source_text: str) -> list[str]:
     """The C definitions the rendered segments in ``source_text`` need."""
     from kiln.compiler import csrc
@@ -180,7 +188,10 @@ def preludes(source_text: str) -> list[str]:
             from kiln.compiler.render import binary_math
             out.append(binary_math.prelude(["atan2"]) + "#define KILN_ATAN2F katan2_32\n")
             binary = [n for n in binary if n != "atan2"]
-        out.append("#include <float.h>\n" + csrc.cpu_defines() + csrc.text("xla_math.h"))
+        out.append(xla_math_prelude())
+    if "xasin32(" in source_text or "xacos32(" in source_text:
+        # after the optional KILN_ATAN2F above, never in the precompiled part
+        out.append(csrc.text("xla_asin_acos32.h"))
     if fast_exp:
         out.append(csrc.text("fast_exp.h"))
     if trig:        # float32 sin/cos/tan with the C library's bits (render/trig_math.py)

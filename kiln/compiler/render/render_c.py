@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from kiln.compiler import csrc
 from kiln.compiler.build.blas import DEFINITIONS_MARK as BLAS_DEFINITIONS_MARK
-from kiln.compiler.build.build import PCH_MARK, UNIT_MARK, intel_avx512
+from kiln.compiler.build.build import PCH_MARK, UNIT_MARK, intel_avx512, pch_enabled
 from kiln.compiler.lower import random as lower_random
 from kiln.compiler.lower.index import Sym
 from kiln.compiler.lower.program import (
@@ -217,6 +217,7 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
         shared = getattr(self, "_shared", {})
         self._shared_calls: set = set()
         groups: dict = {}
+        restricts: dict = {}
         keyed = []
         for steps in rendered:
             row = []
@@ -233,10 +234,15 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
                         temps: dict = {}    # temporaries are named program-wide: renumber
                         canon = _TMP.sub(lambda m: f"t{temps.setdefault(m.group(1), len(temps))}",
                                          canon)
-                        sig = tuple((C_TYPES[prog.buffers[bid].dtype], bid not in shared)
-                                    for bid in ids)
+                        sig = tuple(C_TYPES[prog.buffers[bid].dtype] for bid in ids)
                         key = (canon, sig, is_small(step))
                         groups.setdefault(key, []).append(step)
+                        # restrict where the buffer shares no memory (plan_buffers): the
+                        # function's parameter only where it holds at every call
+                        restrict = tuple(bid not in shared for bid in ids)
+                        prev = restricts.get(key)
+                        restricts[key] = restrict if prev is None else tuple(
+                            a and b for a, b in zip(prev, restrict))
                 row.append((step, text, key, ids if key else None))
             keyed.append(row)
         names: dict = {}
@@ -253,7 +259,7 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
                     name = names[key] = f"kiln_shared{len(names)}"
                     canon, sig, small = key
                     params = ", ".join(f"{ct} *{self.restrict + ' ' if r else ''}b{j}"
-                                       for j, (ct, r) in enumerate(sig))
+                                       for j, (ct, r) in enumerate(zip(sig, restricts[key])))
                     defs[name] = (f"{'KILN_SMALL_O1 ' if small else ''}{_SHARED_ATTR} void "
                                   f"{name}({params}) {{\n{canon}\n}}", step)
                 head = text.partition("\n")[0]
@@ -274,10 +280,18 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
         parts = [PRELUDE, _int_helpers()]
         if self.math_source:
             parts.append(self.math_source)
+        extra = lower_random.preludes("\n".join(bodies))
+        if pch_enabled():
+            # XLA's math in every program's precompiled part (unused static inline
+            # functions cost nothing once precompiled; ~18M gcc instructions of parsing
+            # per translation unit after the mark, for the programs that call it).
+            xla = lower_random.xla_math_prelude()
+            parts.append(xla)
+            extra = [p for p in extra if p != xla]
         # What precedes this line is the same in every program: the build compiles it
         # once into a precompiled header (build.PCH_MARK).
         parts.append(PCH_MARK)
-        parts += lower_random.preludes("\n".join(bodies))
+        parts += extra
         if getattr(self, "loop_timers", None):
             n = len(self.loop_timers)
             parts.append("#include <time.h>\n"
@@ -489,9 +503,14 @@ def _compile_weight(text: str, small: bool | str = False) -> int:
     an OpenMP region ~45 ms, a small loop nest 5-30 ms, a GEMM call ~5 ms."""
     lumps = text.count("omp parallel") + (0 if small else len(_MATH_CALL.findall(text)))
     weight = len(text) + 2500 * lumps + 300 * text.count("for (")
-    return weight // 2 if small == "O1" else weight     # KILN_SMALL_O1: about half
+    # A forced-SIMD reduction (session 17, gcc instructions): ~20-30M each, a max/min
+    # one (with its NaN flag) ~80M, where an OpenMP region is ~75M.
+    for line in _SIMD_REDUCTION.findall(text):
+        weight += 2300 if ("reduction(max:" in line or "reduction(min:" in line) else 800
+    return weight // 3 if small == "O1" else weight     # KILN_SMALL_O1 (-Og): a third
 
 
+_SIMD_REDUCTION = re.compile(r"#pragma omp simd[^\n]*reduction\([^\n]*")
 _BUF = re.compile(r"\bb(\d+)\b")
 _TMP = re.compile(r"\bt(\d+)\b")
 # A shared step's function: called from each of its steps, never inlined back into them
