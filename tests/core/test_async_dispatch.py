@@ -146,3 +146,29 @@ def test_deleted_argument_still_raises_on_the_fast_path():
     x.delete()
     with pytest.raises(RuntimeError, match="deleted"):
         f(x).block_until_ready()
+
+
+def test_numpy_and_python_leaves_on_the_pytree_fast_path():
+    """A NumPy batch and a Python step counter key the fast path (as tracing types them)
+    and are copied at the call: changing the batch after the call does not change the
+    (possibly still pending) result."""
+    traces = []
+
+    def step(p, batch, i):
+        traces.append(1)
+        return {"w": p["w"] + batch.sum(axis=0) * i}
+    f = kiln.jit(step)
+    p = {"w": jnp.zeros(1 << 16)}
+    batch = np.ones((2, 1 << 16))            # float64: canonicalized to float32
+    for i in range(4):
+        p = f(p, batch, i)
+    assert len(traces) == 1                  # one trace: ints and the batch keyed alike
+    batch[:] = 1.0
+    q = f(p, batch, 1)
+    batch[:] = -5.0                          # after the call: must not leak in
+    np.testing.assert_array_equal(np.asarray(q["w"]), np.full(1 << 16, 14.0, np.float32))
+    assert q["w"].dtype == np.float32
+    assert len(traces) == 1
+    with config_context(jax_transfer_guard="disallow"):   # the guard still sees the batch
+        with pytest.raises(Exception, match="[Dd]isallowed"):
+            f(p, batch, 1)
