@@ -36,7 +36,10 @@ times. Run from the repository root::
 
     python benchmarks/bench_programs.py [--quick] [--epochs N] [--repeats R]
         [--programs mnist_vae,mnist_classifier_fromscratch,mnist_classifier]
-        [--train-size N] [--kiln-only] [--jax-only] [--profile DIR]
+        [--train-size N] [--kiln-only] [--jax-only] [--profile DIR] [--trace DIR]
+
+``--trace DIR`` runs kiln's side under ``kiln.profiler`` and writes the profiler's
+summary (kernels, steps of native loop bodies, host islands, builds) to ``DIR/NAME.txt``.
 """
 from __future__ import annotations
 
@@ -133,7 +136,8 @@ def extract(git_dir: str, names: list[str]) -> str:
 
 
 def run_program(tmp: str, name: str, system: str, epochs: int, train_size: int,
-                profile: str | None = None) -> tuple[list[float], list[float]]:
+                profile: str | None = None,
+                trace: str | None = None) -> tuple[list[float], list[float]]:
     """Run one program in a fresh process until it printed ``epochs`` epoch times.
 
     Returns the epoch times it printed and the wall time between its epoch lines (the
@@ -152,6 +156,15 @@ def run_program(tmp: str, name: str, system: str, epochs: int, train_size: int,
                 fh.write("import runpy, kiln.as_jax\n"
                          f"kiln.as_jax.install()\n"
                          f"runpy.run_module('examples.{name}', run_name='__main__')\n")
+            cmd += [launcher]
+        elif trace:
+            # kiln.profiler over the whole run; on SIGINT the trace is stopped and its
+            # summary written to TRACE/NAME.txt (kernels, loop-body steps, islands).
+            launcher = os.path.join(tmp, f"trace_{name}.py")
+            with open(launcher, "w") as fh:
+                fh.write(TRACE_LAUNCHER.format(logdir=os.path.join(trace, name),
+                                               out=os.path.join(trace, f"{name}.txt"),
+                                               name=name))
             cmd += [launcher]
         else:
             cmd += ["-m", "kiln.as_jax", "-m", f"examples.{name}"]
@@ -175,7 +188,7 @@ def run_program(tmp: str, name: str, system: str, epochs: int, train_size: int,
                 if len(times) >= epochs:
                     break
         if len(times) >= epochs:
-            if profile:
+            if profile or trace:
                 # Let cProfile write its file: interrupt, do not kill.
                 proc.send_signal(2)
                 try:
@@ -191,6 +204,24 @@ def run_program(tmp: str, name: str, system: str, epochs: int, train_size: int,
             raise RuntimeError(f"{system} {name} ended after {len(times)} epochs "
                                f"(rc {proc.returncode}):\n{err[-4000:]}")
     return times, [b - a for a, b in zip(stamps, stamps[1:])]
+
+
+TRACE_LAUNCHER = """import os, runpy, signal
+import kiln.as_jax, kiln.profiler
+kiln.as_jax.install()
+kiln.profiler.start_trace({logdir!r})
+
+
+def _stop(*_):
+    kiln.profiler.stop_trace()
+    with open({out!r}, "w") as fh:
+        fh.write(str(kiln.profiler.summary({logdir!r})))
+    os._exit(0)
+
+
+signal.signal(signal.SIGINT, _stop)
+runpy.run_module("examples.{name}", run_name="__main__")
+"""
 
 
 def steady(times: list[float]) -> float:
@@ -213,6 +244,8 @@ def main() -> None:
     ap.add_argument("--jax-only", action="store_true")
     ap.add_argument("--profile", default=None,
                     help="write a cProfile of each kiln run to DIR/NAME.prof")
+    ap.add_argument("--trace", default=None,
+                    help="run kiln under kiln.profiler; write its summary to DIR/NAME.txt")
     args = ap.parse_args()
     names = [n for n in args.programs.split(",") if n]
     for n in names:
@@ -236,7 +269,12 @@ def main() -> None:
                 if args.profile and system == "kiln":
                     os.makedirs(args.profile, exist_ok=True)
                     prof = os.path.join(os.path.abspath(args.profile), f"{name}.prof")
-                times, walls = run_program(tmp, name, system, epochs, args.train_size, prof)
+                trace = (os.path.abspath(args.trace)
+                         if args.trace and system == "kiln" else None)
+                if trace:
+                    os.makedirs(trace, exist_ok=True)
+                times, walls = run_program(tmp, name, system, epochs, args.train_size, prof,
+                                           trace)
                 results.setdefault(name, {}).setdefault(system, []).append(steady(times))
                 if walls:
                     results[name].setdefault(system + "_wall", []).append(

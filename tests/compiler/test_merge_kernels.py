@@ -162,3 +162,49 @@ def test_a_stored_value_whose_readers_all_merged_is_not_written():
     t = np.tanh(x * F(2.0))
     np.testing.assert_allclose(np.asarray(a), t * F(3) + F(1), rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(np.asarray(b), t * t - F(2), rtol=1e-6, atol=1e-6)
+
+
+def _loop_kernels(exe):
+    from kiln.compiler.lower.program import Loop, walk_steps
+    loops = [s for s in walk_steps(exe.prog.steps) if isinstance(s, Loop)]
+    return [s for lp in loops for s in lp.body if isinstance(s, Kernel)]
+
+
+def test_momentum_update_in_a_loop_body_is_one_kernel():
+    # optimizers.momentum inside fori_loop: x' = x - lr*(mass*v + g) reads v, then
+    # v' = mass*v + g overwrites it. Merged, one pass reads x, v, g and writes x', v'.
+    def run(x, v, g):
+        def body(i, c):
+            x, v = c
+            v = 0.9 * v + g
+            return x - 0.001 * v, v
+        return kiln.lax.fori_loop(0, 3, body, (x, v))
+
+    x, v, g = (R.standard_normal(4096).astype(F) for _ in range(3))
+    exe = cpu.executable_for(kiln.make_jaxpr(run)(x, v, g))
+    ks = _loop_kernels(exe)
+    assert any(len(k.outs) == 2 for k in ks), [k.name for k in ks]
+    got = kiln.jit(run)(x, v, g)
+    wx, wv = x, v
+    for _ in range(3):
+        wv = fma32(F(0.9), wv, g)
+        wx = fma32(F(-0.001), wv, wx)
+    np.testing.assert_array_equal(np.asarray(got[0]), wx)
+    np.testing.assert_array_equal(np.asarray(got[1]), wv)
+
+
+def test_an_in_place_write_read_elsewhere_by_the_earlier_kernel_keeps_them_apart():
+    # A reads v at the mirrored element; B overwrites v: merged, A would read new values.
+    def run(x, v):
+        def body(i, c):
+            x, v = c
+            return x + v[::-1], v * 2.0
+        return kiln.lax.fori_loop(0, 2, body, (x, v))
+
+    x, v = (R.standard_normal(1000).astype(F) for _ in range(2))
+    got = kiln.jit(run)(x, v)
+    wx, wv = x, v
+    for _ in range(2):
+        wx, wv = wx + wv[::-1], wv * F(2)
+    np.testing.assert_array_equal(np.asarray(got[0]), wx)
+    np.testing.assert_array_equal(np.asarray(got[1]), wv)
