@@ -1028,11 +1028,23 @@ def _should_materialize(var, node: Node, consumers) -> bool:
     return False
 
 
+def _uniform(val: np.ndarray) -> bool:
+    """Whether every element of ``val`` has the same bits (so -0.0 and 0.0, or two NaN
+    payloads, differ)."""
+    flat = np.ascontiguousarray(val).reshape(val.size, 1).view(np.uint8)
+    return bool((flat == flat[0]).all())
+
+
 def _bind_consts(ctx: Lowering, jaxpr, consts, env: dict, out_set) -> None:
     for v, c in zip(jaxpr.constvars, consts):
         val = np.asarray(getattr(c, "_value", c))
         if val.shape == () and val.dtype in NATIVE_DTYPES and v not in out_set:
             env[v] = ConstNode(ctx, val, val.dtype)
+            continue
+        if val.size > 1 and val.dtype in NATIVE_DTYPES and v not in out_set and _uniform(val):
+            # One value repeated (the zeros a gradient closes over, a mask of ones): a
+            # constant in the kernels instead of a buffer read at every element.
+            env[v] = ConstNode(ctx, val.reshape(-1)[0], val.dtype, val.shape)
             continue
         buf = ctx.prog.new_buffer(val.shape, val.dtype, "const")
         ctx.prog.consts.append((buf, np.ascontiguousarray(val)))
