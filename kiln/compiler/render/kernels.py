@@ -202,9 +202,22 @@ class KernelMixin:
                 and g.batch * macs >= self.gemm_batch_parallel_min_macs):
             # Each product is too small for the glue to split over threads (one
             # single-threaded BLAS call): run the batch's products side by side instead
-            # (attention's per-head products: 32 of 128x128x64). Each is the same call
-            # as in the serial loop, so the bits do not change.
-            loop = f"{self.parallel_for}\n  {loop}"
+            # (attention's per-head products: 32 of 128x128x64), shared by work stealing
+            # (csrc/steal.h): each thread starts on its own half of the batch and takes
+            # the other's products when done, so a thread that has not been scheduled
+            # yet (asleep after a split GEMM, or its core taken by another process)
+            # holds up none of them; the static halves waited for its 16 products.
+            # Each is the same call as in the serial loop, so the bits do not change.
+            self._needs.add("steal")
+            loop = "\n  ".join([
+                "const int kiln_nt = kiln_team_max();",
+                "uint64_t kiln_rg[8 * kiln_nt];",
+                f"kiln_steal_init(kiln_rg, kiln_nt, {g.batch});",
+                "#pragma omp parallel num_threads(kiln_nt)" + self.ftz_clause,
+                "{",
+                "const int kiln_t = kiln_team_rank();",
+                f"for (int64_t bt; (bt = kiln_steal_next(kiln_rg, kiln_t, kiln_nt)) >= 0; ) {call}",
+                "}"])
         # BLAS runs on its own threads, without XLA's DAZ/FTZ: the calling thread's part
         # too (not reproduced: a GEMM's subnormals are kept, docs/compatibility.md).
         return (f"  {{ const unsigned kiln_g = kiln_ftz_clear();\n  {loop}\n"
