@@ -103,8 +103,13 @@ class KernelMixin:
         depth = indent + 2
         loops = plan.loops
         keep = trig_math.keep_loop([*body.lines, *inner_stmts])
+        region = 0
+        if plan.parallel and loops and loops[0][0] is not plan.backwards:
+            loops, region = self._steal_outer(loops, plan.backwards, out, depth)
         for d, (s, n) in enumerate(loops):
-            if d == 0 and plan.parallel:
+            if d < region:
+                continue
+            if d == 0 and plan.parallel and not region:
                 out.append(" " * depth + self.parallel_for)
             elif keep and d == len(loops) - 1 and isinstance(n, int) \
                     and n <= trig_math.KEEP_LOOP_MAX:
@@ -123,14 +128,49 @@ class KernelMixin:
             depth += 2
         out += [" " * depth + s for s in body.lines]
         out += [" " * depth + s for s in inner_stmts]
-        for _ in loops:
+        for _ in loops[region:]:
             depth -= 2
             out.append(" " * depth + "}")
+        if region:
+            out += [pad + "  }", pad + "  }"]     # the stolen loop, the parallel region
         if not loops:
             depth -= 2
             out.append(" " * depth + "}")
         out.append(pad + "}")
         return "\n".join(out)
+
+    def _steal_outer(self, loops, backwards, out, depth):
+        """Open a parallel region whose threads share the outer loop's iterations by work
+        stealing (csrc/steal.h): each starts on its own contiguous share, in the static
+        schedule's order, and takes the others' remaining iterations when done, so a
+        thread that has not been scheduled yet (asleep after a GEMM split by the glue's
+        own helper, or its core taken by another process) holds up none of them; the
+        static halves made the first thread wait for all of the second's. An outer loop
+        of fewer than ``STEAL_MERGE_BELOW`` iterations shares the iterations of the two
+        outer loops (``i0 = g / n1, i1 = g % n1``) when a loop stays inside (the inner
+        loops, which vectorize, are unchanged). Every element's arithmetic is the same
+        whichever thread computes it. Returns the loops and how many the region opened."""
+        ind = " " * depth
+        (s0, n0) = loops[0]
+        merge = (len(loops) >= 3 and n0 < STEAL_MERGE_BELOW and isinstance(loops[1][1], int)
+                 and loops[1][0] is not backwards)
+        total = n0 * loops[1][1] if merge else n0
+        self._needs.add("steal")
+        out += [ind + "const int kiln_nt = kiln_team_max();",
+                ind + "uint64_t kiln_rg[8 * kiln_nt];",
+                ind + f"kiln_steal_init(kiln_rg, kiln_nt, {total});",
+                ind + "#pragma omp parallel num_threads(kiln_nt)" + self.ftz_clause,
+                ind + "{",
+                ind + "const int kiln_t = kiln_team_rank();",
+                ind + "for (int64_t kiln_g; (kiln_g = kiln_steal_next(kiln_rg, kiln_t, "
+                "kiln_nt)) >= 0; ) {"]
+        if merge:
+            (s1, n1) = loops[1]
+            out += [ind + f"  const int64_t {s0.name} = kiln_g / {n1};",
+                    ind + f"  const int64_t {s1.name} = kiln_g % {n1};"]
+            return loops, 2
+        out.append(ind + f"  const int64_t {s0.name} = kiln_g;")
+        return loops, 1
 
     def _blocked_nest(self, plan: NestPlan, body: Body, inner_stmts) -> str:
         """A parallel elementwise loop over one flat extent ``n``, as blocks of a constant
@@ -247,6 +287,10 @@ def _gemm_operand_c(buf, view, ld, size):
         inner *= size_d
     return " + ".join([f"b{buf.id}"] + terms[::-1]), ld
 
+
+#: A parallel nest's outer loop shorter than this shares its iterations together with
+#: the next loop's (``_steal_outer``): 8 images of 128 rows are 1024 blocks, not 8.
+STEAL_MERGE_BELOW = 64
 
 #: Elements per block of a blocked parallel loop (at most; fewer for shorter loops, so
 #: that there are at least ``_MIN_BLOCKS`` blocks to share among the threads).

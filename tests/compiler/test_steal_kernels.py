@@ -1,0 +1,50 @@
+"""Parallel elementwise nests share their outer iterations by work stealing
+(``render/kernels.py`` ``_steal_outer``, ``csrc/steal.h``): a short outer loop shares
+its iterations with the next loop's, the inner loop is unchanged, and the results are
+the reference backend's bits whatever the threads do."""
+import numpy as np
+
+import kiln
+import kiln.numpy as jnp
+from kiln.backends import cpu, reference
+from kiln.compiler.render.render_c import CRenderer
+
+R = np.random.default_rng(17)
+
+
+def _run(f, *args):
+    closed = kiln.make_jaxpr(f)(*args)
+    flat = [np.asarray(a) for a in args]
+    exe = cpu.executable_for(closed)
+    got = exe(flat)
+    ref = cpu._reference_form(closed)
+    want = reference.run_jaxpr(ref.jaxpr, ref.consts, flat)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g).view(np.uint8), np.asarray(w).view(np.uint8))
+    return exe.source
+
+
+def test_short_outer_loop_shares_two_loops():
+    """8 x 128 x 512 (a GELU over a batch of sequences): 1024 stolen rows of 512."""
+    x = R.standard_normal((8, 128, 512)).astype(np.float32)
+    b = R.standard_normal((512,)).astype(np.float32)
+    src = _run(lambda x, b: kiln.nn.gelu(x + b) * 3.0, x, b)
+    assert "kiln_steal_init(kiln_rg, kiln_nt, 1024);" in src
+    assert "const int64_t i0 = kiln_g / 128;" in src
+    assert "const int64_t i1 = kiln_g % 128;" in src
+    assert "for (int64_t i2 = 0; i2 < 512; i2++)" in src
+
+
+def test_long_outer_loop_is_shared_alone():
+    """A transposed read keeps its nest (2 loops): the outer loop's 700 iterations."""
+    x = R.standard_normal((600, 700)).astype(np.float32)
+    src = _run(lambda x: jnp.exp(x.T) + 1.0, x)
+    assert "kiln_steal_init(kiln_rg, kiln_nt, 700);" in src
+    assert "const int64_t i0 = kiln_g;" in src
+
+
+def test_sequential_nests_do_not_steal():
+    x = R.standard_normal((4, 8, 8)).astype(np.float32)
+    src = _run(lambda x: jnp.exp(x.transpose(2, 0, 1)) + 1.0, x)
+    assert "kiln_steal" not in src
+    assert CRenderer.parallel_threshold > x.size
