@@ -48,3 +48,26 @@ def test_sequential_nests_do_not_steal():
     src = _run(lambda x: jnp.exp(x.transpose(2, 0, 1)) + 1.0, x)
     assert "kiln_steal" not in src
     assert CRenderer.parallel_threshold > x.size
+
+
+def _src_and_value(f, x):
+    g = kiln.jit(f)
+    return g.lower(x).compile().as_text(), np.asarray(g(x))
+
+
+def test_row_groups_and_reductions_steal_and_keep_the_serial_bits(monkeypatch):
+    """A softmax's row group (blocks of rows), a sum over the last axis (output
+    elements) and a bias gradient's column tiles are stolen; each output is folded by
+    one thread in the serial order, so the bits are the serial loops'."""
+    x = R.standard_normal((4096, 128)).astype(np.float32)
+    fns = [lambda x: kiln.nn.softmax(x, axis=-1),
+           lambda x: jnp.sum(jnp.exp(x.reshape(64, 64, 128)), axis=(1, 2)),
+           lambda x: jnp.sum(x * x, axis=0)]
+    par = [_src_and_value(f, x) for f in fns]
+    assert "kiln_steal_init(kiln_rg, kiln_nt, 128);" in par[0][0]       # 4096 rows / 32
+    assert all("kiln_steal_next(" in src for src, _ in par)
+    monkeypatch.setattr(CRenderer, "parallel_threshold", 1 << 62)
+    for f, (_, got) in zip(fns, par):
+        src, serial = _src_and_value(lambda x: f(x) + 0.0, x)
+        assert "kiln_steal" not in src
+        np.testing.assert_array_equal(got.view(np.uint32), serial.view(np.uint32))

@@ -155,15 +155,7 @@ class KernelMixin:
         merge = (len(loops) >= 3 and n0 < STEAL_MERGE_BELOW and isinstance(loops[1][1], int)
                  and loops[1][0] is not backwards)
         total = n0 * loops[1][1] if merge else n0
-        self._needs.add("steal")
-        out += [ind + "const int kiln_nt = kiln_team_max();",
-                ind + "uint64_t kiln_rg[8 * kiln_nt];",
-                ind + f"kiln_steal_init(kiln_rg, kiln_nt, {total});",
-                ind + "#pragma omp parallel num_threads(kiln_nt)" + self.ftz_clause,
-                ind + "{",
-                ind + "const int kiln_t = kiln_team_rank();",
-                ind + "for (int64_t kiln_g; (kiln_g = kiln_steal_next(kiln_rg, kiln_t, "
-                "kiln_nt)) >= 0; ) {"]
+        out += self._steal_open(total, "kiln_g", ind)
         if merge:
             (s1, n1) = loops[1]
             out += [ind + f"  const int64_t {s0.name} = kiln_g / {n1};",
@@ -171,6 +163,20 @@ class KernelMixin:
             return loops, 2
         out.append(ind + f"  const int64_t {s0.name} = kiln_g;")
         return loops, 1
+
+    def _steal_open(self, n: int, var: str, ind: str) -> list[str]:
+        """Lines opening a parallel region whose threads take the iterations ``var`` of
+        ``0..n`` by work stealing (csrc/steal.h); the caller closes the loop and the
+        region (two ``}``)."""
+        self._needs.add("steal")
+        return [ind + "const int kiln_nt = kiln_team_max();",
+                ind + "uint64_t kiln_rg[8 * kiln_nt];",
+                ind + f"kiln_steal_init(kiln_rg, kiln_nt, {n});",
+                ind + "#pragma omp parallel num_threads(kiln_nt)" + self.ftz_clause,
+                ind + "{",
+                ind + "const int kiln_t = kiln_team_rank();",
+                ind + f"for (int64_t {var}; ({var} = kiln_steal_next(kiln_rg, kiln_t, "
+                "kiln_nt)) >= 0; ) {"]
 
     def _blocked_nest(self, plan: NestPlan, body: Body, inner_stmts) -> str:
         """A parallel elementwise loop over one flat extent ``n``, as blocks of a constant
