@@ -25,21 +25,24 @@ def _run(f, *args):
 
 
 def test_short_outer_loop_shares_two_loops():
-    """8 x 128 x 512 (a GELU over a batch of sequences): 1024 stolen rows of 512."""
+    """8 x 128 x 512 (a GELU over a batch of sequences): 1024 rows of 512, stolen in
+    blocks of 16 rows (``STEAL_BLOCK_WORK`` elements: one atomic exchange per block)."""
     x = R.standard_normal((8, 128, 512)).astype(np.float32)
     b = R.standard_normal((512,)).astype(np.float32)
     src = _run(lambda x, b: kiln.nn.gelu(x + b) * 3.0, x, b)
-    assert "kiln_steal_init(kiln_rg, kiln_nt, 1024);" in src
+    assert "kiln_steal_init(kiln_rg, kiln_nt, 64);" in src
+    assert "kiln_hi = kiln_b * 16 + 16 < 1024 ? kiln_b * 16 + 16 : 1024;" in src
     assert "const int64_t i0 = kiln_g / 128;" in src
     assert "const int64_t i1 = kiln_g % 128;" in src
     assert "for (int64_t i2 = 0; i2 < 512; i2++)" in src
 
 
 def test_long_outer_loop_is_shared_alone():
-    """A transposed read keeps its nest (2 loops): the outer loop's 700 iterations."""
+    """A transposed read keeps its nest (2 loops): the outer loop's 700 iterations of
+    600 elements, in blocks of 14 (50 blocks)."""
     x = R.standard_normal((600, 700)).astype(np.float32)
     src = _run(lambda x: jnp.exp(x.T) + 1.0, x)
-    assert "kiln_steal_init(kiln_rg, kiln_nt, 700);" in src
+    assert "kiln_steal_init(kiln_rg, kiln_nt, 50);" in src
     assert "const int64_t i0 = kiln_g;" in src
 
 
@@ -64,7 +67,8 @@ def test_row_groups_and_reductions_steal_and_keep_the_serial_bits(monkeypatch):
            lambda x: jnp.sum(jnp.exp(x.reshape(64, 64, 128)), axis=(1, 2)),
            lambda x: jnp.sum(x * x, axis=0)]
     par = [_src_and_value(f, x) for f in fns]
-    assert "kiln_steal_init(kiln_rg, kiln_nt, 128);" in par[0][0]       # 4096 rows / 32
+    # 4096 rows of 128 elements, four steps each: blocks of 16 rows (8192 elements).
+    assert "kiln_hi = kiln_b * 16 + 16 < 4096 ? kiln_b * 16 + 16 : 4096;" in par[0][0]
     assert all("kiln_steal_next(" in src for src, _ in par)
     monkeypatch.setattr(CRenderer, "parallel_threshold", 1 << 62)
     for f, (_, got) in zip(fns, par):

@@ -23,6 +23,7 @@ from kiln.compiler.render.c_expr import (
     c_literal,
     prefetch_loop,
 )
+from kiln.compiler.render.kernels import STEAL_ONE
 from kiln.compiler.render.plan_loops import NestPlan
 from kiln.compiler.render.plan_reduce import ColumnPlan, FoldPlan, summed
 
@@ -74,7 +75,9 @@ class ReduceMixin:
             if j == 0 and plan.parallel:
                 # Output elements shared by work stealing (csrc/steal.h): each is folded
                 # by one thread in the same order whichever thread it is.
-                lines += self._steal_open(n, s.name, " " * depth)
+                opened, closes = self._steal_open(n, s.name, " " * depth,
+                                                  math.prod(r.in_shape) // max(1, n))
+                lines += opened
                 depth += 2
                 continue
             lines.append(" " * depth + f"for (int64_t {s.name} = 0; {s.name} < {n}; "
@@ -92,7 +95,7 @@ class ReduceMixin:
             depth -= 2
             lines.append(" " * depth + "}")
             if j == len(plan.prefix) - 1 and plan.parallel:
-                lines.append(" " * depth + "}")      # the parallel region
+                lines += [" " * depth + "}"] * (closes - 1)    # the region, the blocks
         lines.append(pad + "}")
         return "\n".join(lines)
 
@@ -117,7 +120,8 @@ class ReduceMixin:
         init = self.reduce_init(r.op, r.out.dtype)
         # Column tiles shared by work stealing (csrc/steal.h): a thread not scheduled yet
         # holds up none of them; each tile folds its columns alone, in row order.
-        lines = self._steal_open(n_tiles, "jt", "") + [
+        opened, closes = self._steal_open(n_tiles, "jt", "", STEAL_ONE)
+        lines = opened + [
                  f"  const int64_t j0 = jt * {tile}, "
                  f"j1 = j0 + {tile} < {n_cols} ? j0 + {tile} : {n_cols};",
                  f"  {t} acc[{tile}];",
@@ -130,7 +134,7 @@ class ReduceMixin:
                   f"({self.combine(r.op, r.out.dtype, f'acc[{sj.name} - j0]', val)});",
                   "    }", "  }",
                   f"  for (int64_t j = j0; j < j1; j++) b{r.out.id}[j] = acc[j - j0];",
-                  "}", "}"]
+                  "}"] + ["}"] * (closes - 1)
         return [ind + x for x in lines]
 
     def _reduce_row(self, r: Reduce, body: Body, val: str, ind: str, start: str,

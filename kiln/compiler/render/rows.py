@@ -4,6 +4,7 @@ reduction's row ahead of its users) and fused row pairs, as the plan says.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -55,15 +56,6 @@ def _guards(second: _RowStep, r0: Reduce) -> dict:
     return out
 
 
-def _steal_block(n_rows: int) -> int:
-    """Rows per stolen block: at most 32, at least 64 blocks where there are rows
-    enough (a block costs one atomic exchange)."""
-    b = 32
-    while b > 1 and n_rows // b < 64:
-        b //= 2
-    return b
-
-
 class RowsMixin:
     """Methods of :class:`~kiln.compiler.render.render_c.CRenderer` (see its attributes)."""
 
@@ -93,18 +85,16 @@ class RowsMixin:
                 # Blocks of rows shared by work stealing (csrc/steal.h), as the skewed
                 # groups: a thread not yet scheduled holds up none of the rows (the
                 # static halves waited for all of its share). Rows are independent.
-                n, blk = plan.n_rows, _steal_block(plan.n_rows)
-                lines += self._steal_open(-(-n // blk), "blk", "    ")
-                lines.append(f"    const int64_t g_hi = blk * {blk} + {blk} < {n} ? "
-                             f"blk * {blk} + {blk} : {n};")
-                lines.append(f"    for (int64_t g = blk * {blk}; g < g_hi; g++) {{")
+                per_row = sum(math.prod(sp.shape) for sp in plan.steps) // max(1, plan.n_rows)
+                opened, closes = self._steal_open(plan.n_rows, "g", "    ", per_row)
+                lines += opened
             else:
                 lines.append(f"    for (int64_t g = 0; g < {plan.n_rows}; g++) {{")
             for part in parts:
                 lines += self._row_step(part, " " * 6)
             lines.append("    }")
             if plan.parallel:
-                lines += ["    }", "    }"]
+                lines += ["    }"] * (closes - 1)
         lines.append("  }")
         return "\n".join(lines)
 
