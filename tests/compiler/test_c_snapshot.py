@@ -44,7 +44,7 @@ def test_corpus_covers_the_loop_plans(corpus):
     _, texts = corpus
     allc = "\n".join(texts.values())
     for needle in ("kiln_steal_next(", "acc_n", "part_n", "_fin(", "kiln_stream(",
-                   "__builtin_prefetch(", ", 0, 3)", "jt <", "cols[", "reduction(+:part)",
+                   "__builtin_prefetch(", ", 0, 3)", "j0 = jt *", "cols[", "reduction(+:part)",
                    "for (;;)", "switch (", "seg0_p0", "KILN_SMALL", "--) {"):
         assert needle in allc, needle
 

@@ -40,7 +40,9 @@ def test_gradient_of_split_writes_three_pieces():
     pieces = [k for k in kernels if k.strides is not None]
     assert len(pieces) == 3
     assert sorted(int(k.offset.c()) for k in pieces) == [0, 32, 64]
-    assert all(k.shape == (4, 32, 32) and k.strides == (3072, 96, 1) for k in pieces)
+    # Each piece reads its heads ``[b, h, t, d]`` back as ``[b, t, h*d]``: its last loop
+    # is split into (head, position in head) (``refine_loops``), strides to match.
+    assert all(k.shape == (4, 32, 2, 16) and k.strides == (3072, 96, 16, 1) for k in pieces)
 
 
 def test_concatenate_stored_for_a_product():

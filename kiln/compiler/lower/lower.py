@@ -38,6 +38,12 @@ from kiln.core.jaxpr import ClosedJaxpr, Literal
 
 # Recomputing a value cheaper than this (in ExprTable cost units) beats storing it.
 CHEAP = 4
+# Integer/boolean operations that cost nothing when every operand is an index value
+# (iota), a constant, or made of those (a mask like ``tril``'s ``iota <= iota``): such a
+# value is recomputed wherever it is read, and a value selected by it (``where(mask, s,
+# -inf)``) is stored only if the rest of it is expensive.
+INDEX_CHEAP = frozenset({"eq", "ne", "lt", "le", "gt", "ge", "and", "or", "not", "xor",
+                         "select_n", "convert_element_type", "add", "sub", "max", "min"})
 # dot_general with fewer multiply-adds than this is a fused reduction, not a BLAS call.
 GEMM_MIN_FLOPS = 4096
 
@@ -297,6 +303,12 @@ def _ew_rule(ctx: Lowering, eqn, ins):
 
     from kiln.compiler.lower.expr import EXPENSIVE
     cost = EXPENSIVE.get(name, 1) + sum(x.cost for x in ins if isinstance(x, LazyNode))
+    if (name in INDEX_CHEAP and np.dtype(dtype).kind in "biu"
+            and all(isinstance(x, ConstNode) or (isinstance(x, LazyNode) and x.cost == 0)
+                    for x in ins)):
+        # Integer or boolean arithmetic on index values and constants only (a causal
+        # mask: iota <= iota): a few vector instructions wherever it is read, no memory.
+        cost = 0
     node = LazyNode(shape, dtype, read, read_flat if flat_ok else None, cost)
     if name == "add" and not flat_ok:
 
@@ -583,7 +595,9 @@ def _iota(ctx, eqn, ins):
     dim = p["dimension"]
     dtype = np.dtype(p["dtype"])
     read_flat = (lambda f: ctx.table.index(f, dtype)) if len(shape) == 1 else None
-    return LazyNode(shape, dtype, lambda idxs: ctx.table.index(idxs[dim], dtype), read_flat, 1)
+    # Cost 0: an index value reads no memory (the cost rule stores nothing made of
+    # index values and constants alone: ``INDEX_CHEAP``).
+    return LazyNode(shape, dtype, lambda idxs: ctx.table.index(idxs[dim], dtype), read_flat, 0)
 
 
 def _dynamic_slice(ctx, eqn, ins):
@@ -1028,11 +1042,23 @@ def _should_materialize(var, node: Node, consumers) -> bool:
     return False
 
 
+def _uniform(val: np.ndarray) -> bool:
+    """Whether every element of ``val`` has the same bits (so -0.0 and 0.0, or two NaN
+    payloads, differ)."""
+    flat = np.ascontiguousarray(val).reshape(val.size, 1).view(np.uint8)
+    return bool((flat == flat[0]).all())
+
+
 def _bind_consts(ctx: Lowering, jaxpr, consts, env: dict, out_set) -> None:
     for v, c in zip(jaxpr.constvars, consts):
         val = np.asarray(getattr(c, "_value", c))
         if val.shape == () and val.dtype in NATIVE_DTYPES and v not in out_set:
             env[v] = ConstNode(ctx, val, val.dtype)
+            continue
+        if val.size > 1 and val.dtype in NATIVE_DTYPES and v not in out_set and _uniform(val):
+            # One value repeated (the zeros a gradient closes over, a mask of ones): a
+            # constant in the kernels instead of a buffer read at every element.
+            env[v] = ConstNode(ctx, val.reshape(-1)[0], val.dtype, val.shape)
             continue
         buf = ctx.prog.new_buffer(val.shape, val.dtype, "const")
         ctx.prog.consts.append((buf, np.ascontiguousarray(val)))

@@ -76,6 +76,10 @@ def plan(prog: Program) -> dict:
     # the lifetimes: a merged kernel is one step.
     from kiln.compiler.lower.merge_kernels import merge_kernels
     merge_kernels(prog, prog.table)
+    # After the merges (they need the kernels' original loops): loops split where
+    # reshape arithmetic divides a loop index, so their inner loops vectorize.
+    from kiln.compiler.lower.refine_loops import refine_loops
+    refine_loops(prog, prog.table)
     first: dict = {}
     last: dict = {}
     for i, step in enumerate(prog.steps):

@@ -19,6 +19,14 @@ from kiln.compiler.render.body import Body
 from kiln.compiler.render.c_expr import C_TYPES, F32, _flat_of_syms
 from kiln.compiler.render.plan_loops import KernelPlan, NestPlan, StreamPlan
 
+#: A parallel nest's outer loop shorter than this shares its iterations together with
+#: the next loop's (``_steal_outer``): 8 images of 128 rows are 1024 blocks, not 8.
+STEAL_MERGE_BELOW = 64
+#: Work (elements, or cost units) per stolen block: one atomic exchange per block.
+STEAL_BLOCK_WORK = 8192
+#: ``_steal_open``'s ``work`` for iterations to be stolen one at a time (column tiles).
+STEAL_ONE = STEAL_BLOCK_WORK
+
 
 class KernelMixin:
     """Methods of :class:`~kiln.compiler.render.render_c.CRenderer` (see its attributes)."""
@@ -103,8 +111,14 @@ class KernelMixin:
         depth = indent + 2
         loops = plan.loops
         keep = trig_math.keep_loop([*body.lines, *inner_stmts])
+        region = closes = 0
+        if plan.parallel and loops and loops[0][0] is not plan.backwards \
+                and all(isinstance(n, int) for _, n in loops):
+            loops, region, closes = self._steal_outer(loops, plan.backwards, out, depth)
         for d, (s, n) in enumerate(loops):
-            if d == 0 and plan.parallel:
+            if d < region:
+                continue
+            if d == 0 and plan.parallel and not region:
                 out.append(" " * depth + self.parallel_for)
             elif keep and d == len(loops) - 1 and isinstance(n, int) \
                     and n <= trig_math.KEEP_LOOP_MAX:
@@ -123,14 +137,69 @@ class KernelMixin:
             depth += 2
         out += [" " * depth + s for s in body.lines]
         out += [" " * depth + s for s in inner_stmts]
-        for _ in loops:
+        for _ in loops[region:]:
             depth -= 2
             out.append(" " * depth + "}")
+        out += [pad + "  }"] * closes        # the stolen loop(s), the parallel region
         if not loops:
             depth -= 2
             out.append(" " * depth + "}")
         out.append(pad + "}")
         return "\n".join(out)
+
+    def _steal_outer(self, loops, backwards, out, depth):
+        """Open a parallel region whose threads share the outer loop's iterations by work
+        stealing (csrc/steal.h): each starts on its own contiguous share, in the static
+        schedule's order, and takes the others' remaining iterations when done, so a
+        thread that has not been scheduled yet (asleep after a GEMM split by the glue's
+        own helper, or its core taken by another process) holds up none of them; the
+        static halves made the first thread wait for all of the second's. An outer loop
+        of fewer than ``STEAL_MERGE_BELOW`` iterations shares the iterations of the two
+        outer loops (``i0 = g / n1, i1 = g % n1``) when a loop stays inside (the inner
+        loops, which vectorize, are unchanged). Every element's arithmetic is the same
+        whichever thread computes it. Returns the loops, how many the region opened and
+        how many ``}`` close it."""
+        ind = " " * depth
+        (s0, n0) = loops[0]
+        merge = (len(loops) >= 3 and n0 < STEAL_MERGE_BELOW and isinstance(loops[1][1], int)
+                 and loops[1][0] is not backwards)
+        total = n0 * loops[1][1] if merge else n0
+        inner = math.prod(n for _, n in loops[2 if merge else 1:])
+        opened, closes = self._steal_open(total, "kiln_g", ind, inner)
+        out += opened
+        if merge:
+            (s1, n1) = loops[1]
+            out += [ind + f"  const int64_t {s0.name} = kiln_g / {n1};",
+                    ind + f"  const int64_t {s1.name} = kiln_g % {n1};"]
+            return loops, 2, closes
+        out.append(ind + f"  const int64_t {s0.name} = kiln_g;")
+        return loops, 1, closes
+
+    def _steal_open(self, n: int, var: str, ind: str, work: int = STEAL_BLOCK_WORK
+                    ) -> tuple[list[str], int]:
+        """Lines opening a parallel region whose threads take the iterations ``var`` of
+        ``0..n`` by work stealing (csrc/steal.h), in blocks of consecutive iterations
+        holding about ``STEAL_BLOCK_WORK`` units of work each when an iteration is
+        ``work`` units (one atomic exchange per block: per 256-element row it cost a
+        cheap copy 20-50%), at least 16 blocks where there are iterations enough.
+        Returns the lines and how many ``}`` close them."""
+        self._needs.add("steal")
+        blk = max(1, min(-(-STEAL_BLOCK_WORK // max(1, work)), n // 16))
+        head = [ind + "const int kiln_nt = kiln_team_max();",
+                ind + "uint64_t kiln_rg[8 * kiln_nt];",
+                ind + f"kiln_steal_init(kiln_rg, kiln_nt, {-(-n // blk)});",
+                ind + "#pragma omp parallel num_threads(kiln_nt)" + self.ftz_clause,
+                ind + "{",
+                ind + "const int kiln_t = kiln_team_rank();"]
+        if blk == 1:
+            return head + [ind + f"for (int64_t {var}; ({var} = kiln_steal_next(kiln_rg, "
+                                 "kiln_t, kiln_nt)) >= 0; ) {"], 2
+        return head + [
+            ind + "for (int64_t kiln_b; (kiln_b = kiln_steal_next(kiln_rg, kiln_t, "
+            "kiln_nt)) >= 0; ) {",
+            ind + f"const int64_t kiln_hi = kiln_b * {blk} + {blk} < {n} ? "
+            f"kiln_b * {blk} + {blk} : {n};",
+            ind + f"for (int64_t {var} = kiln_b * {blk}; {var} < kiln_hi; {var}++) {{"], 3
 
     def _blocked_nest(self, plan: NestPlan, body: Body, inner_stmts) -> str:
         """A parallel elementwise loop over one flat extent ``n``, as blocks of a constant
@@ -202,9 +271,22 @@ class KernelMixin:
                 and g.batch * macs >= self.gemm_batch_parallel_min_macs):
             # Each product is too small for the glue to split over threads (one
             # single-threaded BLAS call): run the batch's products side by side instead
-            # (attention's per-head products: 32 of 128x128x64). Each is the same call
-            # as in the serial loop, so the bits do not change.
-            loop = f"{self.parallel_for}\n  {loop}"
+            # (attention's per-head products: 32 of 128x128x64), shared by work stealing
+            # (csrc/steal.h): each thread starts on its own half of the batch and takes
+            # the other's products when done, so a thread that has not been scheduled
+            # yet (asleep after a split GEMM, or its core taken by another process)
+            # holds up none of them; the static halves waited for its 16 products.
+            # Each is the same call as in the serial loop, so the bits do not change.
+            self._needs.add("steal")
+            loop = "\n  ".join([
+                "const int kiln_nt = kiln_team_max();",
+                "uint64_t kiln_rg[8 * kiln_nt];",
+                f"kiln_steal_init(kiln_rg, kiln_nt, {g.batch});",
+                "#pragma omp parallel num_threads(kiln_nt)" + self.ftz_clause,
+                "{",
+                "const int kiln_t = kiln_team_rank();",
+                f"for (int64_t bt; (bt = kiln_steal_next(kiln_rg, kiln_t, kiln_nt)) >= 0; ) {call}",
+                "}"])
         # BLAS runs on its own threads, without XLA's DAZ/FTZ: the calling thread's part
         # too (not reproduced: a GEMM's subnormals are kept, docs/compatibility.md).
         return (f"  {{ const unsigned kiln_g = kiln_ftz_clear();\n  {loop}\n"

@@ -23,6 +23,7 @@ from kiln.compiler.render.c_expr import (
     c_literal,
     prefetch_loop,
 )
+from kiln.compiler.render.kernels import STEAL_ONE
 from kiln.compiler.render.plan_loops import NestPlan
 from kiln.compiler.render.plan_reduce import ColumnPlan, FoldPlan, summed
 
@@ -72,7 +73,13 @@ class ReduceMixin:
         depth = len(pad) + 2
         for j, (_, s, n) in enumerate(plan.prefix):
             if j == 0 and plan.parallel:
-                lines.append(" " * depth + self.parallel_for)
+                # Output elements shared by work stealing (csrc/steal.h): each is folded
+                # by one thread in the same order whichever thread it is.
+                opened, closes = self._steal_open(n, s.name, " " * depth,
+                                                  math.prod(r.in_shape) // max(1, n))
+                lines += opened
+                depth += 2
+                continue
             lines.append(" " * depth + f"for (int64_t {s.name} = 0; {s.name} < {n}; "
                          f"{s.name}++) {{")
             depth += 2
@@ -84,9 +91,11 @@ class ReduceMixin:
         else:
             start = f"b{r.out.id}[{oflat}]" if plan.outer_reduced else init
             lines += self._reduce_row(r, body, val, ind, start, oflat, plan.fold)
-        for _ in plan.prefix:
+        for j, _ in enumerate(plan.prefix):
             depth -= 2
             lines.append(" " * depth + "}")
+            if j == len(plan.prefix) - 1 and plan.parallel:
+                lines += [" " * depth + "}"] * (closes - 1)    # the region, the blocks
         lines.append(pad + "}")
         return "\n".join(lines)
 
@@ -109,8 +118,10 @@ class ReduceMixin:
         t = C_TYPES[r.out.dtype]
         tile, n_tiles = plan.tile, plan.n_tiles
         init = self.reduce_init(r.op, r.out.dtype)
-        lines = [self.parallel_for,
-                 f"for (int64_t jt = 0; jt < {n_tiles}; jt++) {{",
+        # Column tiles shared by work stealing (csrc/steal.h): a thread not scheduled yet
+        # holds up none of them; each tile folds its columns alone, in row order.
+        opened, closes = self._steal_open(n_tiles, "jt", "", STEAL_ONE)
+        lines = opened + [
                  f"  const int64_t j0 = jt * {tile}, "
                  f"j1 = j0 + {tile} < {n_cols} ? j0 + {tile} : {n_cols};",
                  f"  {t} acc[{tile}];",
@@ -123,7 +134,7 @@ class ReduceMixin:
                   f"({self.combine(r.op, r.out.dtype, f'acc[{sj.name} - j0]', val)});",
                   "    }", "  }",
                   f"  for (int64_t j = j0; j < j1; j++) b{r.out.id}[j] = acc[j - j0];",
-                  "}"]
+                  "}"] + ["}"] * (closes - 1)
         return [ind + x for x in lines]
 
     def _reduce_row(self, r: Reduce, body: Body, val: str, ind: str, start: str,

@@ -4,6 +4,7 @@ reduction's row ahead of its users) and fused row pairs, as the plan says.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -81,11 +82,19 @@ class RowsMixin:
             lines += self._skewed_rows(parts, ahead, plan.n_rows, plan.skew)
         else:
             if plan.parallel:
-                lines.append("    " + self.parallel_for)
-            lines.append(f"    for (int64_t g = 0; g < {plan.n_rows}; g++) {{")
+                # Blocks of rows shared by work stealing (csrc/steal.h), as the skewed
+                # groups: a thread not yet scheduled holds up none of the rows (the
+                # static halves waited for all of its share). Rows are independent.
+                per_row = sum(math.prod(sp.shape) for sp in plan.steps) // max(1, plan.n_rows)
+                opened, closes = self._steal_open(plan.n_rows, "g", "    ", per_row)
+                lines += opened
+            else:
+                lines.append(f"    for (int64_t g = 0; g < {plan.n_rows}; g++) {{")
             for part in parts:
                 lines += self._row_step(part, " " * 6)
             lines.append("    }")
+            if plan.parallel:
+                lines += ["    }"] * (closes - 1)
         lines.append("  }")
         return "\n".join(lines)
 
