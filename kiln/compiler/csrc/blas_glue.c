@@ -44,6 +44,18 @@ void kiln_blas_init(void *s, void *d, void *t, int max_threads, int own_sgemm, i
 /* Whether float32 products run on kiln's own kernel here (1) or on the BLAS (0). */
 int kiln_blas_own_sgemm(void) { return kiln_own_sgemm; }
 
+/* Which own kernel this build holds: 512 (kiln_sgemm.h's AVX-512 one, the wheel's
+   SkylakeX bits), 256 (kiln_sgemm_avx2.h, the wheel's Haswell bits) or 0 (none). */
+int kiln_blas_own_sgemm_kind(void) {
+#if defined(KILN_SGEMM_OWN_AVX2)
+  return 256;
+#elif defined(KILN_SGEMM_OWN)
+  return 512;
+#else
+  return 0;
+#endif
+}
+
 /* kiln's own kernel for float32 products it takes (1: done), else 0 (call the BLAS). */
 #ifdef KILN_SGEMM_OWN
 #define KILN_GEMM_OWN(T, M_, N_, A_, B_, C_)                                             \
