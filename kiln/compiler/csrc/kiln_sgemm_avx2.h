@@ -98,10 +98,16 @@ static void ksh_pack_b(int transB, const float *B, int64_t ldb, int64_t k0, int6
 }
 
 /* Pack a transposed A's rows i0..i0+mr (op(A)(i, k) = A[k * lda + i]) for k0..k0+kc as
-   kc groups of 6 floats; rows past mr repeat row mr-1 (computed, never stored). */
+   kc groups of 6 floats (d holds 2 more); rows past mr repeat row mr-1 (computed, never
+   stored). */
 static void ksh_pack_at(const float *A, int64_t lda, int64_t i0, int64_t mr, int64_t k0,
                         int64_t kc, float *restrict d) {
   const float *s = A + k0 * lda + i0;
+  if (mr == KSH_MR) {   /* 8 floats stored per k, the last 2 overwritten by the next k */
+    const __m256i m = ksh_mask(KSH_MR);
+    for (int64_t k = 0; k < kc; k++) _mm256_storeu_ps(d + k * KSH_MR, _mm256_maskload_ps(s + k * lda, m));
+    return;
+  }
   for (int64_t k = 0; k < kc; k++)
     for (int i = 0; i < KSH_MR; i++) d[k * KSH_MR + i] = s[k * lda + (i < mr ? i : mr - 1)];
 }
@@ -122,67 +128,59 @@ static inline void ksh_store(float *r, __m256 acc, int64_t nr, int first, float 
   }
 }
 
-/* One chain per element: C[mr x (8 or 16)] of two panels b0, b1 (b1 unused when !two).
+/* Six rows, unrolled by hand (gcc kept arrays of accumulators in memory). */
+#define KSH_R6(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define KSH_AP(i) const float *ap##i = a + (int64_t)((i) < mr ? (i) : mr - 1) * ars;
+
+/* One chain per element: C[mr x (8 or 16)] from panels b0 (and b1 when TWO).
    a(i, k) = a[i * ars + k * acs]. */
+#define KSH_Z(i) __m256 c0##i = _mm256_setzero_ps(), c1##i = _mm256_setzero_ps();
+#define KSH_F(i)                                                                          \
+  { const __m256 av = _mm256_broadcast_ss(ap##i + k * acs);                               \
+    c0##i = _mm256_fmadd_ps(av, v0, c0##i);                                               \
+    if (two) c1##i = _mm256_fmadd_ps(av, v1, c1##i); }
+#define KSH_S(i)                                                                          \
+  if ((i) < mr) {                                                                         \
+    ksh_store(C + (i) * ldc, c0##i, nr, first, beta);                                     \
+    if (two) ksh_store(C + (i) * ldc + 8, c1##i, nr - 8, first, beta);                    \
+  }
 #define KSH_SINGLE(NAME, TWO)                                                             \
   static inline void NAME(int64_t kc, const float *a, int64_t ars, int64_t acs,          \
                           const float *restrict b0, const float *restrict b1, float *C,   \
                           int64_t ldc, int64_t mr, int64_t nr, int first, float beta) {   \
-    __m256 c0[KSH_MR], c1[KSH_MR];                                                        \
-    const float *ap[KSH_MR];                                                              \
-    for (int i = 0; i < KSH_MR; i++) {                                                    \
-      c0[i] = _mm256_setzero_ps();                                                        \
-      c1[i] = _mm256_setzero_ps();                                                        \
-      ap[i] = a + (int64_t)(i < mr ? i : mr - 1) * ars;                                   \
-    }                                                                                     \
+    const int two = TWO;                                                                  \
+    KSH_R6(KSH_Z) KSH_R6(KSH_AP)                                                          \
     (void)b1;                                                                             \
     for (int64_t k = 0; k < kc; k++) {                                                    \
       const __m256 v0 = _mm256_load_ps(b0 + k * 8);                                       \
       const __m256 v1 = TWO ? _mm256_load_ps(b1 + k * 8) : v0;                            \
-      _Pragma("GCC unroll 6")                                                             \
-      for (int i = 0; i < KSH_MR; i++) {                                                  \
-        const __m256 av = _mm256_broadcast_ss(ap[i] + k * acs);                           \
-        c0[i] = _mm256_fmadd_ps(av, v0, c0[i]);                                           \
-        if (TWO) c1[i] = _mm256_fmadd_ps(av, v1, c1[i]);                                  \
-      }                                                                                   \
+      KSH_R6(KSH_F)                                                                       \
     }                                                                                     \
-    for (int i = 0; i < KSH_MR && i < mr; i++) {                                          \
-      ksh_store(C + i * ldc, c0[i], nr, first, beta);                                     \
-      if (TWO) ksh_store(C + i * ldc + 8, c1[i], nr - 8, first, beta);                    \
-    }                                                                                     \
+    KSH_R6(KSH_S)                                                                         \
   }
 KSH_SINGLE(ksh_single16, 1)
 KSH_SINGLE(ksh_single8, 0)
 
-/* OpenBLAS's two-accumulator order for one 8-column chunk (see the header comment). */
+/* OpenBLAS's two-accumulator order for one 8-column chunk (see the header comment):
+   c0 sums k even (and the tail past kc & ~7), c1 k odd. */
+#define KSH_FE(i) c0##i = _mm256_fmadd_ps(_mm256_broadcast_ss(ap##i + k * acs), v0, c0##i);
+#define KSH_FO(i) c1##i = _mm256_fmadd_ps(_mm256_broadcast_ss(ap##i + (k + 1) * acs), v1, c1##i);
+#define KSH_SD(i) if ((i) < mr) ksh_store(C + (i) * ldc, _mm256_add_ps(c0##i, c1##i), nr, first, beta);
 static inline void ksh_double8(int64_t kc, const float *a, int64_t ars, int64_t acs,
                                const float *restrict b, float *C, int64_t ldc, int64_t mr,
                                int64_t nr, int first, float beta) {
-  __m256 e[KSH_MR], o[KSH_MR];
-  const float *ap[KSH_MR];
-  for (int i = 0; i < KSH_MR; i++) {
-    e[i] = _mm256_setzero_ps();
-    o[i] = _mm256_setzero_ps();
-    ap[i] = a + (int64_t)(i < mr ? i : mr - 1) * ars;
-  }
+  KSH_R6(KSH_Z) KSH_R6(KSH_AP)
   const int64_t k8 = kc & ~(int64_t)7;
   int64_t k = 0;
   for (; k < k8; k += 2) {
     const __m256 v0 = _mm256_load_ps(b + k * 8), v1 = _mm256_load_ps(b + k * 8 + 8);
-    _Pragma("GCC unroll 6")
-    for (int i = 0; i < KSH_MR; i++) {
-      e[i] = _mm256_fmadd_ps(_mm256_broadcast_ss(ap[i] + k * acs), v0, e[i]);
-      o[i] = _mm256_fmadd_ps(_mm256_broadcast_ss(ap[i] + (k + 1) * acs), v1, o[i]);
-    }
+    KSH_R6(KSH_FE) KSH_R6(KSH_FO)
   }
   for (; k < kc; k++) {
     const __m256 v0 = _mm256_load_ps(b + k * 8);
-    _Pragma("GCC unroll 6")
-    for (int i = 0; i < KSH_MR; i++)
-      e[i] = _mm256_fmadd_ps(_mm256_broadcast_ss(ap[i] + k * acs), v0, e[i]);
+    KSH_R6(KSH_FE)
   }
-  for (int i = 0; i < KSH_MR && i < mr; i++)
-    ksh_store(C + i * ldc, _mm256_add_ps(e[i], o[i]), nr, first, beta);
+  KSH_R6(KSH_SD)
 }
 
 /* Rows [p0, p1) (at most 6) of a row group, columns [c0, c1) of the column block whose
@@ -244,7 +242,7 @@ static int ksh_sub(int transA, int transB, int64_t M, int64_t N, int64_t K,
                    int64_t ldc, float beta, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
   if (!ksh_bbuf) {
     ksh_bbuf = aligned_alloc(64, (size_t)KSH_Q * KSH_P * 4);
-    ksh_abuf = aligned_alloc(64, (size_t)KSH_Q * KSH_MR * 4);
+    ksh_abuf = aligned_alloc(64, ((size_t)KSH_Q * KSH_MR + 16) * 4);
     if (!ksh_bbuf || !ksh_abuf) {
       free(ksh_bbuf); free(ksh_abuf); ksh_bbuf = ksh_abuf = NULL;
       return 0;
