@@ -234,12 +234,8 @@ static void ksh_piece(int kind, int64_t p0, int64_t p1, int64_t j0, int64_t mc,
   }
 }
 
-/* Rows [r0, r1) and columns [c0, c1) of the product C[M x N] = op(A) op(B) (+ beta C)
-   with OpenBLAS's bits for the whole call; c0 - 0 is a multiple of 8 (a chunk start).
-   Returns 0 when a buffer could not be allocated. */
-static int ksh_sub(int transA, int transB, int64_t M, int64_t N, int64_t K,
-                   const float *A, int64_t lda, const float *B, int64_t ldb, float *C,
-                   int64_t ldc, float beta, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+/* Whether this thread has its packing buffers (allocated on the first call). */
+static int ksh_ready(void) {
   if (!ksh_bbuf) {
     ksh_bbuf = aligned_alloc(64, (size_t)KSH_Q * KSH_P * 4);
     ksh_abuf = aligned_alloc(64, ((size_t)KSH_Q * KSH_MR + 16) * 4);
@@ -248,6 +244,16 @@ static int ksh_sub(int transA, int transB, int64_t M, int64_t N, int64_t K,
       return 0;
     }
   }
+  return 1;
+}
+
+/* Rows [r0, r1) and columns [c0, c1) of the product C[M x N] = op(A) op(B) (+ beta C)
+   with OpenBLAS's bits for the whole call; c0 - 0 is a multiple of 8 (a chunk start).
+   Returns 0 when a buffer could not be allocated. */
+static int ksh_sub(int transA, int transB, int64_t M, int64_t N, int64_t K,
+                   const float *A, int64_t lda, const float *B, int64_t ldb, float *C,
+                   int64_t ldc, float beta, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  if (!ksh_ready()) return 0;
   for (int64_t j0 = 0, mc; j0 < N && j0 < c1; j0 += mc) {
     mc = ksh_block(N - j0, KSH_P);
     const int64_t b0 = c0 > j0 ? c0 : j0, b1 = c1 < j0 + mc ? c1 : j0 + mc;
