@@ -131,6 +131,10 @@ static inline void ksh_store(float *r, __m256 acc, int64_t nr, int first, float 
 /* Six rows, unrolled by hand (gcc kept arrays of accumulators in memory). */
 #define KSH_R6(X) X(0) X(1) X(2) X(3) X(4) X(5)
 #define KSH_AP(i) const float *ap##i = a + (int64_t)((i) < mr ? (i) : mr - 1) * ars;
+/* C's rows are read at the end (other than in the first K block): fetched meanwhile. */
+#define KSH_PF(i)                                                                         \
+  if ((i) < mr) { _mm_prefetch((const char *)(C + (i) * ldc), _MM_HINT_T0);              \
+                  _mm_prefetch((const char *)(C + (i) * ldc + 15), _MM_HINT_T0); }
 
 /* One chain per element: C[mr x (8 or 16)] from panels b0 (and b1 when TWO).
    a(i, k) = a[i * ars + k * acs]. */
@@ -149,7 +153,7 @@ static inline void ksh_store(float *r, __m256 acc, int64_t nr, int first, float 
                           const float *restrict b0, const float *restrict b1, float *C,   \
                           int64_t ldc, int64_t mr, int64_t nr, int first, float beta) {   \
     const int two = TWO;                                                                  \
-    KSH_R6(KSH_Z) KSH_R6(KSH_AP)                                                          \
+    KSH_R6(KSH_Z) KSH_R6(KSH_AP) KSH_R6(KSH_PF)                                           \
     (void)b1;                                                                             \
     for (int64_t k = 0; k < kc; k++) {                                                    \
       const __m256 v0 = _mm256_load_ps(b0 + k * 8);                                       \
@@ -169,7 +173,7 @@ KSH_SINGLE(ksh_single8, 0)
 static inline void ksh_double8(int64_t kc, const float *a, int64_t ars, int64_t acs,
                                const float *restrict b, float *C, int64_t ldc, int64_t mr,
                                int64_t nr, int first, float beta) {
-  KSH_R6(KSH_Z) KSH_R6(KSH_AP)
+  KSH_R6(KSH_Z) KSH_R6(KSH_AP) KSH_R6(KSH_PF)
   const int64_t k8 = kc & ~(int64_t)7;
   int64_t k = 0;
   for (; k < k8; k += 2) {
@@ -183,53 +187,55 @@ static inline void ksh_double8(int64_t kc, const float *a, int64_t ars, int64_t 
   KSH_R6(KSH_SD)
 }
 
-/* Rows [p0, p1) (at most 6) of a row group, columns [c0, c1) of the column block whose
-   first column is j0 (width mc), for one K block: chunk c (8 columns from j0) is
-   two-chain when dbl(c). kind: 0 one chain, 4 a 4-row call, 'L' / 'R' the halves of a
-   12-row call. */
-static void ksh_piece(int kind, int64_t p0, int64_t p1, int64_t j0, int64_t mc,
-                      int64_t c0, int64_t c1, int64_t kc, int transA, const float *A,
-                      int64_t lda, int64_t k0, const float *bpk, float *C, int64_t ldc,
-                      int first, float beta) {
-  const int64_t mr = p1 - p0, c8 = mc / 8;
-  const float *a;
+/* Whether 8-column chunk c (of c8 full ones in a block of mc columns) of a piece of
+   this kind is summed with two accumulators. kind: 0 one chain, 4 a 4-row call, 'L' /
+   'R' the halves (rows 0-5 / 6-11) of a 12-row call. */
+static inline int ksh_dbl(int kind, int64_t c, int64_t c8, int64_t mc) {
+  if (c >= c8) return 0;
+  if (kind == 4) return 1;
+  if (kind == 'L') return mc >= 16 && (c == 0 || (c8 % 2 == 0 && c == c8 - 1));
+  if (kind == 'R') return mc >= 16 && c8 % 2 == 1 && c == c8 - 1;
+  return 0;
+}
+
+/* Up to two pieces of <= 6 rows (rows [p0[q], p1[q]), kinds kind[q]) of one row group,
+   columns [c0, c1) of the column block whose first column is j0 (width mc), one K
+   block: 16 columns at a time, both pieces in turn (the B panels are read once from
+   L2 for both). */
+static void ksh_group(int np, const int *kind, const int64_t *p0, const int64_t *p1,
+                      int64_t j0, int64_t mc, int64_t c0, int64_t c1, int64_t kc,
+                      int transA, const float *A, int64_t lda, int64_t k0,
+                      const float *bpk, float *C, int64_t ldc, int first, float beta) {
+  const int64_t c8 = mc / 8;
+  const float *a[2];
   int64_t ars, acs;
-  if (transA) {
-    ksh_pack_at(A, lda, p0, mr, k0, kc, ksh_abuf);
-    a = ksh_abuf, ars = 1, acs = KSH_MR;
-  } else {
-    a = A + p0 * lda + k0, ars = lda, acs = 1;
-  }
-  for (int64_t j = c0; j < c1;) {
-    const int64_t c = (j - j0) / 8;
-    const float *b = bpk + (j - c0) * kc;
-    float *cc = C + p0 * ldc + j;
-    int dbl = 0;
-    if (c < c8) {
-      if (kind == 4) dbl = 1;
-      else if (kind == 'L') dbl = mc >= 16 && (c == 0 || (c8 % 2 == 0 && c == c8 - 1));
-      else if (kind == 'R') dbl = mc >= 16 && c8 % 2 == 1 && c == c8 - 1;
-    }
-    if (dbl) {
-      ksh_double8(kc, a, ars, acs, b, cc, ldc, mr, 8, first, beta);
-      j += 8;
-      continue;
-    }
-    /* The next chunk is one chain too and inside [c0, c1): 16 columns at once. */
-    const int64_t cn = c + 1;
-    int next_single = j + 8 < c1;
-    if (next_single && cn < c8) {
-      if (kind == 4) next_single = 0;
-      else if (kind == 'L') next_single = !(mc >= 16 && (c8 % 2 == 0 && cn == c8 - 1));
-      else if (kind == 'R') next_single = !(mc >= 16 && c8 % 2 == 1 && cn == c8 - 1);
-    }
-    const int64_t w = c1 - j;
-    if (next_single) {
-      ksh_single16(kc, a, ars, acs, b, b + 8 * kc, cc, ldc, mr, w < 16 ? w : 16, first, beta);
-      j += 16;
+  for (int q = 0; q < np; q++) {
+    if (transA) {
+      ksh_pack_at(A, lda, p0[q], p1[q] - p0[q], k0, kc, ksh_abuf + q * (KSH_Q * KSH_MR + 16));
+      a[q] = ksh_abuf + q * (KSH_Q * KSH_MR + 16);
     } else {
-      ksh_single8(kc, a, ars, acs, b, b, cc, ldc, mr, w < 8 ? w : 8, first, beta);
-      j += 8;
+      a[q] = A + p0[q] * lda + k0;
+    }
+  }
+  if (transA) ars = 1, acs = KSH_MR;
+  else ars = lda, acs = 1;
+  for (int64_t j = c0; j < c1; j += 16) {
+    const int64_t c = (j - j0) / 8, w = c1 - j < 16 ? c1 - j : 16;
+    const float *b = bpk + (j - c0) * kc;
+    for (int q = 0; q < np; q++) {
+      const int64_t mr = p1[q] - p0[q];
+      float *cc = C + p0[q] * ldc + j;
+      const int d0 = ksh_dbl(kind[q], c, c8, mc), d1 = w > 8 && ksh_dbl(kind[q], c + 1, c8, mc);
+      if (w > 8 && !d0 && !d1) {
+        ksh_single16(kc, a[q], ars, acs, b, b + 8 * kc, cc, ldc, mr, w, first, beta);
+        continue;
+      }
+      if (d0) ksh_double8(kc, a[q], ars, acs, b, cc, ldc, mr, 8, first, beta);
+      else ksh_single8(kc, a[q], ars, acs, b, b, cc, ldc, mr, w < 8 ? w : 8, first, beta);
+      if (w <= 8) continue;
+      if (d1) ksh_double8(kc, a[q], ars, acs, b + 8 * kc, cc + 8, ldc, mr, 8, first, beta);
+      else ksh_single8(kc, a[q], ars, acs, b + 8 * kc, b + 8 * kc, cc + 8, ldc, mr, w - 8,
+                       first, beta);
     }
   }
 }
@@ -238,7 +244,7 @@ static void ksh_piece(int kind, int64_t p0, int64_t p1, int64_t j0, int64_t mc,
 static int ksh_ready(void) {
   if (!ksh_bbuf) {
     ksh_bbuf = aligned_alloc(64, (size_t)KSH_Q * KSH_P * 4);
-    ksh_abuf = aligned_alloc(64, ((size_t)KSH_Q * KSH_MR + 16) * 4);
+    ksh_abuf = aligned_alloc(64, ((size_t)KSH_Q * KSH_MR + 16) * 2 * 4);
     if (!ksh_bbuf || !ksh_abuf) {
       free(ksh_bbuf); free(ksh_abuf); ksh_bbuf = ksh_abuf = NULL;
       return 0;
@@ -266,21 +272,22 @@ static int ksh_sub(int transA, int transB, int64_t M, int64_t N, int64_t K,
          12 / 8 / 4 / 2 / 1 (each cut into pieces of <= 6 rows). */
       for (int64_t g = 0, gn; g < M && g < r1; g += gn) {
         const int64_t rest = M - g;
-        int kind;
         if (j0 == 0) gn = rest >= 12 ? 12 : rest > 4 ? 4 : rest;
         else gn = rest >= 12 ? 12 : rest >= 8 ? 8 : rest >= 4 ? 4 : rest >= 2 ? 2 : 1;
+        int kinds[2], np = 0;
+        int64_t q0[2], q1[2];
         for (int64_t h = 0; h < gn; h += KSH_MR) {   /* halves of 12; 8 -> 6 + 2 */
           int64_t p0 = g + h, p1 = g + (h + KSH_MR < gn ? h + KSH_MR : gn);
-          if (gn == 12) kind = h == 0 ? 'L' : 'R';
-          else if (gn == 4) kind = 4;
-          else kind = 0;
           /* a call of 3 rows is 2 + 1 with one chain each: kind 0 covers it */
+          const int kind = gn == 12 ? (h == 0 ? 'L' : 'R') : gn == 4 ? 4 : 0;
           if (p0 < r0) p0 = r0;
           if (p1 > r1) p1 = r1;
           if (p1 <= p0) continue;
-          ksh_piece(kind, p0, p1, j0, mc, b0, b1, kc, transA, A, lda, k0, ksh_bbuf, C, ldc,
-                    first, beta);
+          kinds[np] = kind, q0[np] = p0, q1[np] = p1, np++;
         }
+        if (np)
+          ksh_group(np, kinds, q0, q1, j0, mc, b0, b1, kc, transA, A, lda, k0, ksh_bbuf, C,
+                    ldc, first, beta);
       }
     }
   }
