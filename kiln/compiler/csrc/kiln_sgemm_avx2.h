@@ -128,8 +128,11 @@ static inline void ksh_store(float *r, __m256 acc, int64_t nr, int first, float 
   }
 }
 
-/* Six rows, unrolled by hand (gcc kept arrays of accumulators in memory). */
+/* Rows unrolled by hand (gcc kept arrays of accumulators in memory): kernels for 6, 4
+   and 2 rows (a piece of mr rows runs on the smallest that holds it). */
 #define KSH_R6(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define KSH_R4(X) X(0) X(1) X(2) X(3)
+#define KSH_R2(X) X(0) X(1)
 #define KSH_AP(i) const float *ap##i = a + (int64_t)((i) < mr ? (i) : mr - 1) * ars;
 /* C's rows are read at the end (other than in the first K block): fetched meanwhile. */
 #define KSH_PF(i)                                                                         \
@@ -148,44 +151,62 @@ static inline void ksh_store(float *r, __m256 acc, int64_t nr, int first, float 
     ksh_store(C + (i) * ldc, c0##i, nr, first, beta);                                     \
     if (two) ksh_store(C + (i) * ldc + 8, c1##i, nr - 8, first, beta);                    \
   }
-#define KSH_SINGLE(NAME, TWO)                                                             \
+#define KSH_SINGLE(NAME, TWO, ROWS)                                                       \
   static inline void NAME(int64_t kc, const float *a, int64_t ars, int64_t acs,          \
                           const float *restrict b0, const float *restrict b1, float *C,   \
                           int64_t ldc, int64_t mr, int64_t nr, int first, float beta) {   \
     const int two = TWO;                                                                  \
-    KSH_R6(KSH_Z) KSH_R6(KSH_AP) KSH_R6(KSH_PF)                                           \
+    ROWS(KSH_Z) ROWS(KSH_AP) ROWS(KSH_PF)                                                 \
     (void)b1;                                                                             \
     for (int64_t k = 0; k < kc; k++) {                                                    \
       const __m256 v0 = _mm256_load_ps(b0 + k * 8);                                       \
       const __m256 v1 = TWO ? _mm256_load_ps(b1 + k * 8) : v0;                            \
-      KSH_R6(KSH_F)                                                                       \
+      ROWS(KSH_F)                                                                         \
     }                                                                                     \
-    KSH_R6(KSH_S)                                                                         \
+    ROWS(KSH_S)                                                                           \
   }
-KSH_SINGLE(ksh_single16, 1)
-KSH_SINGLE(ksh_single8, 0)
 
 /* OpenBLAS's two-accumulator order for one 8-column chunk (see the header comment):
    c0 sums k even (and the tail past kc & ~7), c1 k odd. */
 #define KSH_FE(i) c0##i = _mm256_fmadd_ps(_mm256_broadcast_ss(ap##i + k * acs), v0, c0##i);
 #define KSH_FO(i) c1##i = _mm256_fmadd_ps(_mm256_broadcast_ss(ap##i + (k + 1) * acs), v1, c1##i);
 #define KSH_SD(i) if ((i) < mr) ksh_store(C + (i) * ldc, _mm256_add_ps(c0##i, c1##i), nr, first, beta);
-static inline void ksh_double8(int64_t kc, const float *a, int64_t ars, int64_t acs,
-                               const float *restrict b, float *C, int64_t ldc, int64_t mr,
-                               int64_t nr, int first, float beta) {
-  KSH_R6(KSH_Z) KSH_R6(KSH_AP) KSH_R6(KSH_PF)
-  const int64_t k8 = kc & ~(int64_t)7;
-  int64_t k = 0;
-  for (; k < k8; k += 2) {
-    const __m256 v0 = _mm256_load_ps(b + k * 8), v1 = _mm256_load_ps(b + k * 8 + 8);
-    KSH_R6(KSH_FE) KSH_R6(KSH_FO)
+#define KSH_DOUBLE(NAME, ROWS)                                                            \
+  static inline void NAME(int64_t kc, const float *a, int64_t ars, int64_t acs,          \
+                          const float *restrict b, float *C, int64_t ldc, int64_t mr,     \
+                          int64_t nr, int first, float beta) {                            \
+    ROWS(KSH_Z) ROWS(KSH_AP) ROWS(KSH_PF)                                                 \
+    const int64_t k8 = kc & ~(int64_t)7;                                                  \
+    int64_t k = 0;                                                                        \
+    for (; k < k8; k += 2) {                                                              \
+      const __m256 v0 = _mm256_load_ps(b + k * 8), v1 = _mm256_load_ps(b + k * 8 + 8);   \
+      ROWS(KSH_FE) ROWS(KSH_FO)                                                           \
+    }                                                                                     \
+    for (; k < kc; k++) {                                                                 \
+      const __m256 v0 = _mm256_load_ps(b + k * 8);                                        \
+      ROWS(KSH_FE)                                                                        \
+    }                                                                                     \
+    ROWS(KSH_SD)                                                                          \
   }
-  for (; k < kc; k++) {
-    const __m256 v0 = _mm256_load_ps(b + k * 8);
-    KSH_R6(KSH_FE)
-  }
-  KSH_R6(KSH_SD)
-}
+
+KSH_SINGLE(ksh_single16_6, 1, KSH_R6)
+KSH_SINGLE(ksh_single8_6, 0, KSH_R6)
+KSH_DOUBLE(ksh_double8_6, KSH_R6)
+KSH_SINGLE(ksh_single16_4, 1, KSH_R4)
+KSH_SINGLE(ksh_single8_4, 0, KSH_R4)
+KSH_DOUBLE(ksh_double8_4, KSH_R4)
+KSH_SINGLE(ksh_single16_2, 1, KSH_R2)
+KSH_SINGLE(ksh_single8_2, 0, KSH_R2)
+KSH_DOUBLE(ksh_double8_2, KSH_R2)
+
+/* The kernel for a piece of mr rows. */
+#define KSH_PICK(NAME, mr) ((mr) > 4 ? NAME##_6 : (mr) > 2 ? NAME##_4 : NAME##_2)
+#define ksh_single16(kc, a, ars, acs, b0, b1, C, ldc, mr, nr, first, beta)               \
+  KSH_PICK(ksh_single16, mr)(kc, a, ars, acs, b0, b1, C, ldc, mr, nr, first, beta)
+#define ksh_single8(kc, a, ars, acs, b0, b1, C, ldc, mr, nr, first, beta)                \
+  KSH_PICK(ksh_single8, mr)(kc, a, ars, acs, b0, b1, C, ldc, mr, nr, first, beta)
+#define ksh_double8(kc, a, ars, acs, b, C, ldc, mr, nr, first, beta)                     \
+  KSH_PICK(ksh_double8, mr)(kc, a, ars, acs, b, C, ldc, mr, nr, first, beta)
 
 /* Whether 8-column chunk c (of c8 full ones in a block of mc columns) of a piece of
    this kind is summed with two accumulators. kind: 0 one chain, 4 a 4-row call, 'L' /
@@ -276,8 +297,9 @@ static int ksh_sub(int transA, int transB, int64_t M, int64_t N, int64_t K,
         else gn = rest >= 12 ? 12 : rest >= 8 ? 8 : rest >= 4 ? 4 : rest >= 2 ? 2 : 1;
         int kinds[2], np = 0;
         int64_t q0[2], q1[2];
-        for (int64_t h = 0; h < gn; h += KSH_MR) {   /* halves of 12; 8 -> 6 + 2 */
-          int64_t p0 = g + h, p1 = g + (h + KSH_MR < gn ? h + KSH_MR : gn);
+        const int64_t step = gn == 8 ? 4 : KSH_MR;     /* halves of 12; 8 -> 4 + 4 */
+        for (int64_t h = 0; h < gn; h += step) {
+          int64_t p0 = g + h, p1 = g + (h + step < gn ? h + step : gn);
           /* a call of 3 rows is 2 + 1 with one chain each: kind 0 covers it */
           const int kind = gn == 12 ? (h == 0 ? 'L' : 'R') : gn == 4 ? 4 : 0;
           if (p0 < r0) p0 = r0;
