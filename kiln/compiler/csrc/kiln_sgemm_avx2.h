@@ -33,6 +33,21 @@
 #define KSH_P 320        /* OpenBLAS Haswell SGEMM_DEFAULT_P */
 #define KSH_UNROLL 8     /* OpenBLAS Haswell SGEMM_DEFAULT_UNROLL_M */
 #define KSH_MR 6
+/* Tuning switches (measured on a Zen 3: benchmarks/NOTES.md, session 18). */
+#ifndef KSH_PACK_A
+#define KSH_PACK_A 0          /* 1: pack a plain A's 6-row pieces too (else read in place) */
+#endif
+#ifndef KSH_UNROLL_K
+#define KSH_UNROLL_K 4
+#endif
+#define KSH_STR(x) #x
+#define KSH_PRAGMA(x) _Pragma(KSH_STR(x))
+#define KSH_UNROLL_PRAGMA KSH_PRAGMA(GCC unroll KSH_UNROLL_K)
+#ifdef KSH_PF_B
+#define KSH_PREFETCH_B _mm_prefetch((const char *)(b0 + k * 8 + KSH_PF_B), _MM_HINT_T0);
+#else
+#define KSH_PREFETCH_B
+#endif
 
 static __thread float *ksh_bbuf, *ksh_abuf;
 
@@ -48,10 +63,42 @@ static inline __m256i ksh_mask(int64_t n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n < 0 ? 0 : n > 8 ? 8 : n)), idx);
 }
 
+/* r[t] <- column t of the 8 x 8 matrix whose rows are r[0..7]. */
+static inline void ksh_tr8(__m256 r[8]) {
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee);
+  const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee);
+  const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee);
+  const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
+  r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+  r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+  r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+  r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+  r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+  r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+  r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+  r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
 /* Pack op(B)[k0:k0+kc, j0:j0+nc] into panels of 8 columns (kc x 8 each), zero past nc. */
 static void ksh_pack_b(int transB, const float *B, int64_t ldb, int64_t k0, int64_t kc,
                        int64_t j0, int64_t nc, float *restrict dst) {
-  for (int64_t jp = 0; jp < nc; jp += 8) {
+  int64_t jp0 = 0;
+  if (!transB) {   /* two panels a pass: each row's 64 bytes (a cache line) read at once */
+    for (; jp0 + 16 <= nc; jp0 += 16) {
+      const float *s = B + k0 * ldb + j0 + jp0;
+      float *restrict d0 = dst + jp0 * kc, *restrict d1 = d0 + 8 * kc;
+      for (int64_t k = 0; k < kc; k++) {
+        _mm_prefetch((const char *)(s + (k + 8) * ldb), _MM_HINT_T0);
+        _mm256_store_ps(d0 + k * 8, _mm256_loadu_ps(s + k * ldb));
+        _mm256_store_ps(d1 + k * 8, _mm256_loadu_ps(s + k * ldb + 8));
+      }
+    }
+  }
+  for (int64_t jp = jp0; jp < nc; jp += 8) {
     const int64_t w = nc - jp < 8 ? nc - jp : 8;
     float *restrict d = dst + jp * kc;
     if (!transB) {
@@ -72,23 +119,11 @@ static void ksh_pack_b(int transB, const float *B, int64_t ldb, int64_t k0, int6
           __m256 r2 = _mm256_loadu_ps(s + 2 * ldb + kk), r3 = _mm256_loadu_ps(s + 3 * ldb + kk);
           __m256 r4 = _mm256_loadu_ps(s + 4 * ldb + kk), r5 = _mm256_loadu_ps(s + 5 * ldb + kk);
           __m256 r6 = _mm256_loadu_ps(s + 6 * ldb + kk), r7 = _mm256_loadu_ps(s + 7 * ldb + kk);
-          __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
-          __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
-          __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
-          __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
-          r0 = _mm256_shuffle_ps(t0, t2, 0x44); r1 = _mm256_shuffle_ps(t0, t2, 0xee);
-          r2 = _mm256_shuffle_ps(t1, t3, 0x44); r3 = _mm256_shuffle_ps(t1, t3, 0xee);
-          r4 = _mm256_shuffle_ps(t4, t6, 0x44); r5 = _mm256_shuffle_ps(t4, t6, 0xee);
-          r6 = _mm256_shuffle_ps(t5, t7, 0x44); r7 = _mm256_shuffle_ps(t5, t7, 0xee);
+          __m256 r[8] = {r0, r1, r2, r3, r4, r5, r6, r7};
+          ksh_tr8(r);
           float *q = d + kk * 8;
-          _mm256_store_ps(q + 0, _mm256_permute2f128_ps(r0, r4, 0x20));
-          _mm256_store_ps(q + 8, _mm256_permute2f128_ps(r1, r5, 0x20));
-          _mm256_store_ps(q + 16, _mm256_permute2f128_ps(r2, r6, 0x20));
-          _mm256_store_ps(q + 24, _mm256_permute2f128_ps(r3, r7, 0x20));
-          _mm256_store_ps(q + 32, _mm256_permute2f128_ps(r0, r4, 0x31));
-          _mm256_store_ps(q + 40, _mm256_permute2f128_ps(r1, r5, 0x31));
-          _mm256_store_ps(q + 48, _mm256_permute2f128_ps(r2, r6, 0x31));
-          _mm256_store_ps(q + 56, _mm256_permute2f128_ps(r3, r7, 0x31));
+          _Pragma("GCC unroll 8")
+          for (int t = 0; t < 8; t++) _mm256_store_ps(q + 8 * t, r[t]);
         }
       }
       for (; kk < kc; kk++)
@@ -110,6 +145,28 @@ static void ksh_pack_at(const float *A, int64_t lda, int64_t i0, int64_t mr, int
   }
   for (int64_t k = 0; k < kc; k++)
     for (int i = 0; i < KSH_MR; i++) d[k * KSH_MR + i] = s[k * lda + (i < mr ? i : mr - 1)];
+}
+
+/* Pack A's rows i0..i0+mr (not transposed: op(A)(i, k) = A[i * lda + k]) for
+   k0..k0+kc as kc groups of 6 floats, like ksh_pack_at (read in place, six rows a
+   stream apart, it ran 7-15% behind OpenBLAS on a Zen 3). */
+static void ksh_pack_a(const float *A, int64_t lda, int64_t i0, int64_t mr, int64_t k0,
+                       int64_t kc, float *restrict d) {
+  const float *s = A + i0 * lda + k0;
+  int64_t k = 0;
+  if (mr == KSH_MR) {
+    for (; k + 8 <= kc; k += 8) {
+      __m256 r[8];
+      _Pragma("GCC unroll 6")
+      for (int i = 0; i < KSH_MR; i++) r[i] = _mm256_loadu_ps(s + i * lda + k);
+      r[6] = r[7] = _mm256_setzero_ps();
+      ksh_tr8(r);
+      _Pragma("GCC unroll 8")
+      for (int t = 0; t < 8; t++) _mm256_storeu_ps(d + (k + t) * KSH_MR, r[t]);
+    }
+  }
+  for (; k < kc; k++)
+    for (int i = 0; i < KSH_MR; i++) d[k * KSH_MR + i] = s[(i < mr ? i : mr - 1) * lda + k];
 }
 
 /* Store: C = (first block: beta C, else C) + acc, columns < nr. */
@@ -158,7 +215,9 @@ static inline void ksh_store(float *r, __m256 acc, int64_t nr, int first, float 
     const int two = TWO;                                                                  \
     ROWS(KSH_Z) ROWS(KSH_AP) ROWS(KSH_PF)                                                 \
     (void)b1;                                                                             \
+    KSH_UNROLL_PRAGMA                                                                     \
     for (int64_t k = 0; k < kc; k++) {                                                    \
+      KSH_PREFETCH_B                                                                      \
       const __m256 v0 = _mm256_load_ps(b0 + k * 8);                                       \
       const __m256 v1 = TWO ? _mm256_load_ps(b1 + k * 8) : v0;                            \
       ROWS(KSH_F)                                                                         \
@@ -231,14 +290,12 @@ static void ksh_group(int np, const int *kind, const int64_t *p0, const int64_t 
   const float *a[2];
   int64_t ars, acs;
   for (int q = 0; q < np; q++) {
-    if (transA) {
-      ksh_pack_at(A, lda, p0[q], p1[q] - p0[q], k0, kc, ksh_abuf + q * (KSH_Q * KSH_MR + 16));
-      a[q] = ksh_abuf + q * (KSH_Q * KSH_MR + 16);
-    } else {
-      a[q] = A + p0[q] * lda + k0;
-    }
+    float *d = ksh_abuf + q * (KSH_Q * KSH_MR + 16);
+    if (transA) ksh_pack_at(A, lda, p0[q], p1[q] - p0[q], k0, kc, d);
+    else if (KSH_PACK_A) ksh_pack_a(A, lda, p0[q], p1[q] - p0[q], k0, kc, d);
+    a[q] = transA || KSH_PACK_A ? d : A + p0[q] * lda + k0;
   }
-  if (transA) ars = 1, acs = KSH_MR;
+  if (transA || KSH_PACK_A) ars = 1, acs = KSH_MR;
   else ars = lda, acs = 1;
   for (int64_t j = c0; j < c1; j += 16) {
     const int64_t c = (j - j0) / 8, w = c1 - j < 16 ? c1 - j : 16;
