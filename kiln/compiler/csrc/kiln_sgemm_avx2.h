@@ -373,11 +373,19 @@ static int ksh_sub(int transA, int transB, int64_t M, int64_t N, int64_t K,
   return 1;
 }
 
-/* Whether kiln's kernel takes this product (one thread's block). */
+/* Whether kiln's kernel takes this product (the whole product: its blocks on threads
+   are sub-blocks of it). On a quiet Zen 3 it runs 5-11% behind the wheel's Haswell
+   sgemm per thread (benchmarks/NOTES.md, session 18), so it takes only products where
+   the two-thread split that it allows (gemm_split.h: the caller never waits for a late
+   thread) pays for that: 2^20 .. 2^27 multiply-adds (the MLP's batch-128 products);
+   larger ones (batch 1024, the 2048^2 dot) and skinny ones (N < 64) stay with
+   OpenBLAS. */
 static inline int kiln_sgemm_own_takes(int transA, int transB, int64_t M, int64_t N,
                                        int64_t K) {
   (void)transA; (void)transB;
-  return M >= 8 && M <= 4096 && N >= 64 && K >= 32 && M * N * K >= ((int64_t)1 << 20);
+  const int64_t macs = M * N * K;
+  return M >= 8 && N >= 64 && K >= 32 && macs >= ((int64_t)1 << 20)
+         && macs < ((int64_t)1 << 27);
 }
 
 static int kiln_sgemm_own(int transA, int transB, int64_t M, int64_t N, int64_t K,
