@@ -37,6 +37,9 @@
 #ifndef KSH_PACK_A
 #define KSH_PACK_A 0          /* 1: pack a plain A's 6-row pieces too (else read in place) */
 #endif
+#ifndef KSH_MAX_LOG2
+#define KSH_MAX_LOG2 27       /* products of 2^KSH_MAX_LOG2 multiply-adds or more: BLAS */
+#endif
 #ifndef KSH_UNROLL_K
 #define KSH_UNROLL_K 4
 #endif
@@ -385,7 +388,7 @@ static inline int kiln_sgemm_own_takes(int transA, int transB, int64_t M, int64_
   (void)transA; (void)transB;
   const int64_t macs = M * N * K;
   return M >= 8 && N >= 64 && K >= 32 && macs >= ((int64_t)1 << 20)
-         && macs < ((int64_t)1 << 27);
+         && macs < ((int64_t)1 << KSH_MAX_LOG2);
 }
 
 static int kiln_sgemm_own(int transA, int transB, int64_t M, int64_t N, int64_t K,
