@@ -1,4 +1,5 @@
-"""kiln's own AVX-512 float32 GEMM (kiln/compiler/csrc/kiln_sgemm.h) against the BLAS.
+"""kiln's own float32 GEMM (kiln/compiler/csrc/kiln_sgemm.h: AVX-512, or kiln_sgemm_avx2.h
+where the glue is built for AVX2 only) against the BLAS.
 
 The glue library (``blas.glue_library``) runs float32 products of the shapes the kernel
 takes on it; ``kiln_blas_init``'s last argument switches it, so one process calls the
@@ -41,10 +42,15 @@ def gemm():
     the glue's setting is put back afterwards."""
     info, glue = _glue()
     before = blas.own_sgemm_active()
+    # The AVX2 kernel has the bits of one BLAS call on the whole product, on any number
+    # of threads (the BLAS's own bits on two threads are those of its two halves).
+    whole = blas.own_sgemm_kind() == 256
 
-    def set_own(on):
+    def set_own(on, threads=None):
+        if threads is None:
+            threads = 1 if whole and not on else info.max_threads
         glue.kiln_blas_init(info.sgemm, info.dgemm, info.set_threads_local or None,
-                            info.max_threads, int(on), 0)
+                            threads, int(on), 0)
 
     def run(own, ta, tb, a, b, c, beta, m, n, k):
         set_own(own)
@@ -54,17 +60,15 @@ def gemm():
         return c
 
     yield run
-    set_own(before)
+    set_own(before, info.max_threads)
 
 
 def _exact_bits_expected():
-    """The wheel's OpenBLAS with SkylakeX kernels: the blocking kiln_sgemm.h copies."""
-    if not blas._wheel_lib or "scipy_openblas" not in os.path.basename(
-            blas.blas_info().library):
-        return False
-    fn = blas._wheel_lib[0].scipy_openblas_get_corename
-    fn.restype = ctypes.c_char_p
-    return fn().decode().lower() == "skylakex"
+    """The wheel's OpenBLAS with SkylakeX kernels and the AVX-512 kernel (the blocking
+    kiln_sgemm.h copies), or with Haswell kernels and the AVX2 one (kiln_sgemm_avx2.h;
+    tests/compiler/test_own_sgemm_avx2.py forces that pair on any AVX2 processor)."""
+    corename, kind = blas.wheel_corename(), blas.own_sgemm_kind()
+    return (corename, kind) in (("skylakex", 512), ("haswell", 256))
 
 
 def _same(x, y, exact):
@@ -166,7 +170,10 @@ def test_own_kernel_is_on_where_built_and_off_by_env(monkeypatch):
     from kiln.compiler.build.build import intel_avx512
     env_flags = os.environ.get("KILN_CFLAGS")
     if os.environ.get("KILN_OWN_SGEMM") is None:
-        assert blas.own_sgemm_enabled() == intel_avx512()
+        kind = blas.own_sgemm_kind()
+        assert blas.own_sgemm_enabled() == (
+            (kind == 512 and intel_avx512())
+            or (kind == 256 and blas.wheel_corename() == "haswell"))
     if _has_avx512() and env_flags is None and blas.own_sgemm_enabled():
         assert blas.own_sgemm_active()
     code = ("from kiln.compiler.build import blas\n"

@@ -31,7 +31,9 @@ With another BLAS (no such symbol) the library's own setting stands.
 kiln's own kernel: on Intel AVX-512 processors the glue runs float32 blocks of the
 shapes it takes (M <= 512, 32 <= K <= 800, N >= 64) on ``csrc/kiln_sgemm.h`` instead,
 3-16% faster than the wheel's SkylakeX sgemm on the MLP's and the transformer's blocks,
-with the same bits (``own_sgemm_enabled``). Where it is on, a product split over two
+with the same bits (``own_sgemm_enabled``); on AVX2 processors whose wheel runs its
+Haswell kernels (AMD Zen, Intel AVX2), ``csrc/kiln_sgemm_avx2.h``, about as fast as that
+sgemm per block and with its bits, there for the split below. Where it is on, a product split over two
 threads is cut into blocks (4-8 on the own kernel; exactly the OpenMP halves, for their
 bits, on the BLAS) that the calling thread starts on at once while one helper thread
 (``csrc/gemm_split.h``) takes blocks when it gets a core: the product never waits for
@@ -244,26 +246,66 @@ def blas_info() -> BlasInfo:
                     library=module_path, max_threads=_max_threads())
 
 
-def own_sgemm_enabled() -> bool:
-    """Whether float32 products may run on kiln's own AVX-512 kernel
-    (``csrc/kiln_sgemm.h``, for the shapes it takes) instead of the BLAS.
+def wheel_corename() -> str:
+    """The ``scipy-openblas32`` wheel's kernel family for this processor
+    (``scipy_openblas_get_corename``, lower case: "skylakex", "haswell", ...), "" when
+    the BLAS in use is not the wheel."""
+    info = blas_info()
+    if not _wheel_lib or "scipy_openblas" not in os.path.basename(info.library):
+        return ""
+    fn = getattr(_wheel_lib[0], "scipy_openblas_get_corename", None)
+    if fn is None:
+        return ""
+    fn.restype = ctypes.c_char_p
+    return (fn() or b"").decode(errors="replace").strip().lower()
 
-    ``KILN_OWN_SGEMM``: unset, on Intel processors with AVX-512 (where it was measured
-    faster: an Emerald Rapids Xeon; on AMD's double-pumped AVX-512 it is not measured);
-    ``1``, wherever the glue is built for AVX-512; ``0``, never. Read when the glue
-    library is loaded (once per process)."""
+
+# Wheel kernel families whose sgemm kiln_sgemm_avx2.h reproduces bit for bit (checked:
+# tests/compiler/test_own_sgemm.py). This wheel has no Zen kernels of its own: AMD Zen
+# processors get its Haswell ones (OPENBLAS_CORETYPE=Zen reports "Haswell").
+_AVX2_BITS_OF = ("haswell",)
+
+
+def own_sgemm_enabled(kind: int | None = None) -> bool:
+    """Whether float32 products may run on kiln's own kernel (for the shapes it takes)
+    instead of the BLAS: ``csrc/kiln_sgemm.h`` (AVX-512, ``kind`` 512) or
+    ``csrc/kiln_sgemm_avx2.h`` (AVX2+FMA without AVX-512, ``kind`` 256), whichever the
+    glue was built with (``kind`` None: ask the loaded glue).
+
+    ``KILN_OWN_SGEMM``: unset, the AVX-512 kernel on Intel processors with AVX-512
+    (where it was measured faster: an Emerald Rapids Xeon; on AMD's double-pumped
+    AVX-512 it is not measured), the AVX2 kernel where the BLAS is the wheel with its
+    Haswell kernels (the bits it reproduces: AMD Zen 2/3 and Intel AVX2 processors);
+    ``1``, wherever the glue has a kernel; ``0``, never. Read when the glue library is
+    loaded (once per process)."""
     value = os.environ.get("KILN_OWN_SGEMM", "").strip().lower()
-    if value in ("", "auto"):
+    if value not in ("", "auto", "0", "1"):
+        raise ValueError(f"KILN_OWN_SGEMM must be 0 or 1, got {value!r}")
+    if value in ("0", "1"):
+        return value == "1"
+    if kind is None:
+        kind = own_sgemm_kind()
+    if kind == 512:
         from kiln.compiler.build.build import intel_avx512
         return intel_avx512()
-    if value not in ("0", "1"):
-        raise ValueError(f"KILN_OWN_SGEMM must be 0 or 1, got {value!r}")
-    return value == "1"
+    if kind == 256:
+        return wheel_corename() in _AVX2_BITS_OF
+    return False
+
+
+def own_sgemm_kind() -> int:
+    """Which own float32 kernel the glue was built with: 512 (AVX-512), 256 (AVX2+FMA)
+    or 0 (none: another processor, or flags without AVX2)."""
+    lib = glue_library(blas_info())
+    fn = lib.kiln_blas_own_sgemm_kind
+    fn.argtypes = []
+    fn.restype = ctypes.c_int
+    return int(fn())
 
 
 def own_sgemm_active() -> bool:
-    """Whether the loaded glue runs float32 products on kiln's own kernel (built for
-    AVX-512 and enabled)."""
+    """Whether the loaded glue runs float32 products on kiln's own kernel (built and
+    enabled)."""
     lib = glue_library(blas_info())
     fn = lib.kiln_blas_own_sgemm
     fn.argtypes = []
@@ -321,8 +363,12 @@ def glue_library(info: BlasInfo) -> ctypes.CDLL:
             fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int,
                            ctypes.c_int, ctypes.c_int]
             fn.restype = None
+            kind = lib.kiln_blas_own_sgemm_kind
+            kind.argtypes = []
+            kind.restype = ctypes.c_int
             fn(info.sgemm, info.dgemm, info.set_threads_local or None, info.max_threads,
-               int(own_sgemm_enabled()), int(os.environ.get("KILN_GEMM_SPLIT", "1") != "0"))
+               int(own_sgemm_enabled(int(kind()))),
+               int(os.environ.get("KILN_GEMM_SPLIT", "1") != "0"))
             _glue[info] = lib
         return lib
 

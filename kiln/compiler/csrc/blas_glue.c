@@ -44,6 +44,18 @@ void kiln_blas_init(void *s, void *d, void *t, int max_threads, int own_sgemm, i
 /* Whether float32 products run on kiln's own kernel here (1) or on the BLAS (0). */
 int kiln_blas_own_sgemm(void) { return kiln_own_sgemm; }
 
+/* Which own kernel this build holds: 512 (kiln_sgemm.h's AVX-512 one, the wheel's
+   SkylakeX bits), 256 (kiln_sgemm_avx2.h, the wheel's Haswell bits) or 0 (none). */
+int kiln_blas_own_sgemm_kind(void) {
+#if defined(KILN_SGEMM_OWN_AVX2)
+  return 256;
+#elif defined(KILN_SGEMM_OWN)
+  return 512;
+#else
+  return 0;
+#endif
+}
+
 /* kiln's own kernel for float32 products it takes (1: done), else 0 (call the BLAS). */
 #ifdef KILN_SGEMM_OWN
 #define KILN_GEMM_OWN(T, M_, N_, A_, B_, C_)                                             \
@@ -104,12 +116,38 @@ static void kiln_gemm1_f64(int transA, int transB, int64_t M, int64_t N, int64_t
 /* The calling thread's OpenMP budget: a device thread of pmap/shard_map has a share. */
 int omp_get_max_threads(void);
 int omp_in_parallel(void);
+/* kiln_sgemm_avx2.h: the threads' blocks are sub-blocks of the whole call with its bits
+   (ksh_sub; OpenBLAS's Haswell bits depend on the call's shape), so a product the
+   kernel takes has the same bits on any number of threads. Rows, or columns in
+   multiples of 8; a block whose buffers cannot be allocated goes to the BLAS. */
+#ifdef KILN_SGEMM_OWN_AVX2
+#define KILN_GEMM_WHOLE_TRY(T, PTR)                                                    \
+  if (sizeof(T) == 4 && kiln_own_sgemm && kiln_sgemm_own_takes(transA, transB, M, N, K)) { \
+    const int64_t cw = ((N + nt - 1) / nt + 7) / 8 * 8;                                \
+    _Pragma("omp parallel for num_threads(nt) schedule(static)")                       \
+    for (int t = 0; t < nt; t++) {                                                     \
+      int64_t r0 = 0, r1 = M, c0 = 0, c1 = N;                                          \
+      if (M >= N) r0 = M * t / nt, r1 = M * (t + 1) / nt;                              \
+      else c0 = cw * t < N ? cw * t : N, c1 = cw * (t + 1) < N ? cw * (t + 1) : N;     \
+      if (r1 > r0 && c1 > c0                                                           \
+          && !ksh_sub(transA, transB, M, N, K, (const float *)A, lda, (const float *)B,\
+                      ldb, (float *)C, ldc, (float)beta, r0, r1, c0, c1))              \
+        KILN_GEMM_CALL(T, PTR, r1 - r0, c1 - c0,                                       \
+                       A + (transA ? r0 : r0 * lda),                                    \
+                       B + (transB ? c0 * ldb : c0), C + r0 * ldc + c0);               \
+    }                                                                                  \
+    return;                                                                            \
+  }
+#else
+#define KILN_GEMM_WHOLE_TRY(T, PTR)
+#endif
 #define KILN_GEMM_PARALLEL(T, PTR)                                                     \
   if (kiln_blas_max_threads > 1 && M * N * K >= (int64_t)KILN_PARALLEL_MIN_MACS      \
       && omp_get_max_threads() > 1) {                                                  \
     const int nt = kiln_blas_max_threads < omp_get_max_threads()                        \
                    ? kiln_blas_max_threads : omp_get_max_threads();                     \
     KILN_GEMM_SPLIT_TRY(T)                                                             \
+    KILN_GEMM_WHOLE_TRY(T, PTR)                                                        \
     if (M >= N) {                                                                      \
       _Pragma("omp parallel for num_threads(nt) schedule(static)")                     \
       for (int t = 0; t < nt; t++) {                                                   \

@@ -15,7 +15,11 @@
    are those of the OpenMP halves. OpenBLAS does not (a 300x260x200 dgemm in 4 row
    blocks differs from 2 halves: its small-matrix path), so a product with BLAS blocks
    is cut into exactly the OpenMP halves (same calls, same bits), claimed the same way:
-   the caller runs the second half too when the helper has not started by then. Linux only (futex); two threads only (more: the
+   the caller runs the second half too when the helper has not started by then. The
+   AVX2 kernel (kiln_sgemm_avx2.h) has OpenBLAS's Haswell bits, which depend on where
+   an element sits in the call: its blocks are sub-blocks of the whole product computed
+   with the bits of one call on all of it (ksh_sub), as its OpenMP blocks are
+   (blas_glue.c), so a product it takes has the same bits on any number of threads. Linux only (futex); two threads only (more: the
    OpenMP split); one product at a time (a second caller, another device thread, uses
    the OpenMP split). */
 #if defined(__linux__) && defined(_OPENMP) && defined(KILN_SGEMM_OWN)
@@ -37,7 +41,7 @@ static void kiln_gemm1_f64(int transA, int transB, int64_t M, int64_t N, int64_t
                            double *C, int64_t ldc, double beta);
 
 typedef struct {
-  int transA, transB, dbl, by_rows;
+  int transA, transB, dbl, by_rows, whole;   /* whole: kiln_sgemm_avx2.h's sub-blocks */
   int64_t M, N, K, lda, ldb, ldc, nblocks, width;   /* width: rows or columns a block */
   const void *A, *B;
   void *C;
@@ -62,6 +66,17 @@ static void ksp_futex_wake(_Atomic uint32_t *w) {
 }
 
 static void ksp_block(const ksp_job *j, int64_t b) {
+#ifdef KILN_SGEMM_OWN_AVX2
+  if (j->whole) {   /* a sub-block of the whole call, with the whole call's bits */
+    const int64_t ext = j->by_rows ? j->M : j->N;
+    const int64_t lo = b * j->width, hi = b == j->nblocks - 1 ? ext : lo + j->width;
+    ksh_sub(j->transA, j->transB, j->M, j->N, j->K, (const float *)j->A, j->lda,
+            (const float *)j->B, j->ldb, (float *)j->C, j->ldc, (float)j->beta,
+            j->by_rows ? lo : 0, j->by_rows ? hi : j->M, j->by_rows ? 0 : lo,
+            j->by_rows ? j->N : hi);
+    return;
+  }
+#endif
   const int64_t lo = b * j->width;
   const int64_t hi = b == j->nblocks - 1 ? (j->by_rows ? j->M : j->N) : lo + j->width;
   if (j->by_rows) {
@@ -106,8 +121,19 @@ static void ksp_work(int helper) {
   }
 }
 
+#ifdef KILN_SGEMM_OWN_AVX2
+static _Atomic int ksp_helper_ready = 1;   /* the helper has kiln_sgemm_avx2.h's buffers */
+#endif
+
 static void *ksp_helper(void *arg) {
   (void)arg;
+#ifdef KILN_SGEMM_OWN_AVX2
+  if (!ksh_ready()) {   /* its sub-blocks could not fall back: no helper (the caller
+                           claims every block) */
+    atomic_store(&ksp_helper_ready, 0);
+    return NULL;
+  }
+#endif
   sigset_t all;               /* signals go to the program's own threads */
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, NULL);
@@ -157,6 +183,24 @@ static int ksp_run(int dbl, int transA, int transB, int64_t M, int64_t N, int64_
     const int64_t w = b == nb - 1 ? extent - b * width : width;
     own = kiln_sgemm_own_takes(transA, transB, by_rows ? w : M, by_rows ? N : w, K);
   }
+  int whole = 0;
+#ifdef KILN_SGEMM_OWN_AVX2
+  /* The AVX2 kernel's bits depend on where an element sits in its call (OpenBLAS's
+     Haswell blocking), so its blocks are sub-blocks of the whole product computed with
+     the bits of one call on all of it (ksh_sub): the same bits as on one thread. Row
+     blocks as above; column blocks a multiple of 8 columns, at least 32. */
+  if (!dbl) {
+    own = atomic_load(&ksp_helper_ready) && ksh_ready()
+          && kiln_sgemm_own_takes(transA, transB, M, N, K);
+    if (own) {
+      width = by_rows ? (M + rows_n - 1) / rows_n : ((N + cols_n - 1) / cols_n + 7) / 8 * 8;
+      if (!by_rows && width < 32) width = 32;
+      nb = extent / width;
+      if (nb < 1) nb = 1;
+      whole = 1;
+    }
+  }
+#endif
   if (!own) {         /* BLAS blocks: exactly the OpenMP halves (their bits), claimed */
     nb = 2;
     width = extent / 2;
@@ -175,7 +219,7 @@ static int ksp_run(int dbl, int transA, int transB, int64_t M, int64_t N, int64_
     if (rc != 0) { pthread_mutex_unlock(&ksp_lock); return 0; }
     ksp_started = 1;
   }
-  ksp_job j = {transA, transB, dbl, by_rows, M, N, K, lda, ldb, ldc, nb, width, A, B, C,
+  ksp_job j = {transA, transB, dbl, by_rows, whole, M, N, K, lda, ldb, ldc, nb, width, A, B, C,
                beta};
   ksp_cur = j;
   atomic_store_explicit(&ksp_done, 0, memory_order_relaxed);

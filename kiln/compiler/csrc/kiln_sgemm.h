@@ -19,7 +19,11 @@
    loads two vectors of B and broadcasts 12 values of A. A is read in place when its
    rows are contiguous (not transposed), else packed per 12-row panel (a transposed A
    read in place touched a new page per k: slower). Row tails use 8- and 4-row kernels;
-   column tails masked loads and stores. */
+   column tails masked loads and stores.
+
+   On AVX2+FMA processors without AVX-512 (built without __AVX512F__) the glue gets
+   kiln_sgemm_avx2.h instead: the same functions with the bits of the wheel's Haswell
+   sgemm (another blocking and summation order). */
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #include <stdint.h>
@@ -240,4 +244,6 @@ static int kiln_sgemm_own(int transA, int transB, int64_t M, int64_t N, int64_t 
   }
   return 1;
 }
+#elif defined(__AVX2__) && defined(__FMA__)
+#include "kiln_sgemm_avx2.h"
 #endif
