@@ -17,7 +17,7 @@ from contextlib import nullcontext
 import numpy as np
 
 from kiln import _fp_warnings
-from kiln.compiler.build.runtime import HUGE_THRESHOLD, alloc, get_run, runtime_place
+from kiln.compiler.build.runtime import HUGE_THRESHOLD, alloc, get_run, runtime_place, runtime_plan
 from kiln.compiler.lower.program import Island, Program
 from kiln.core.trace import apply_impl
 from kiln.profiler import _kernels as _profiled_kernels
@@ -71,6 +71,12 @@ class Executable:
         self._plan = plan
         self._segments = segments
         self._has_islands = any(p[0] == "island" for p in plan)
+        # What call_native runs: each stretch of segments between islands packed into one
+        # native plan (kiln_rt.run_plan: the GIL released once for all of them), the
+        # islands as they are; None without the extension (segments one call each).
+        self._runs = _pack(plan)
+        self._whole = (self._runs[0][1] if self._runs is not None and len(self._runs) == 1
+                       and self._runs[0][0] == "plan" else None)
         self._in_ids = [b.id for b in prog.inputs]
         self._in_dtypes = [np.dtype(b.dtype) for b in prog.inputs]
         self._place = runtime_place()
@@ -88,6 +94,10 @@ class Executable:
         self._pool = None
         self._pool_lock = threading.Lock()
         self._outputs = prog.outputs
+        # Outputs that may be (views of) arguments: an argument returned, or reshaped.
+        self.aliasing_outputs = tuple(
+            k for k, o in enumerate(prog.outputs)
+            if o[0] == "in" or (o[0] == "buf" and o[1].kind == "in"))
 
     def _temps(self):
         slots = self.prog.slots
@@ -141,6 +151,13 @@ class Executable:
         return self._heavy and not (self._has_islands or PROFILING or (
             self.prog.guards and self.fallback is not None and self._stale()))
 
+    def has_host_code(self) -> bool:
+        """Whether a call may run Python code on the arguments (host islands, a profiled
+        call, the reference backend after a changed configuration guard): such code may
+        keep them past the call."""
+        return self._has_islands or PROFILING or bool(
+            self.prog.guards and self.fallback is not None and self._stale())
+
     def call_native(self, args, reuse=()):
         """Run the native program on ``args`` (``__call__`` after its checks)."""
         bufs = self._input_bufs(args)
@@ -163,13 +180,13 @@ class Executable:
             for i, a in pool:
                 bufs[i] = a
         try:
-            if self._has_islands:
+            if self._whole is not None:
+                self._whole[1](self._whole[0], bufs)
+            elif self._has_islands:
                 with _fp_warnings.quiet():
                     self._execute(bufs)
             else:
-                run = self._run
-                for _, addr, ids in self._plan:
-                    run(addr, *[bufs[i] for i in ids])
+                self._execute(bufs)
         finally:
             if self._tmps and locked:
                 self._pool_lock.release()
@@ -223,12 +240,8 @@ class Executable:
             plan = self._plan
             for k in range(len(plan)):
                 t0 = time.perf_counter()
-                self._plan = [plan[k]]
-                try:
-                    with np.errstate(all="ignore"):
-                        self._execute(bufs)
-                finally:
-                    self._plan = plan
+                with np.errstate(all="ignore"):
+                    self._execute_steps(bufs, [plan[k]])
                 dt_ = time.perf_counter() - t0
                 best[k] = min(best.get(k, dt_), dt_)
         return [(names[k], best[k]) for k in range(len(self._plan))]
@@ -300,8 +313,20 @@ class Executable:
         return out
 
     def _execute(self, bufs):
+        runs = self._runs
+        if runs is None:
+            return self._execute_steps(bufs, self._plan)
+        for p in runs:
+            if p[0] == "plan":
+                p[1][1](p[1][0], bufs)
+            else:
+                self._run_island(bufs, p[1], p[2])
+
+    def _execute_steps(self, bufs, plan):
+        """Run plan entries one native call per segment (the profiler's timings, the
+        fallback without the extension)."""
         run = self._run
-        for p in self._plan:
+        for p in plan:
             if p[0] == "seg":
                 run(p[1], *[bufs[i] for i in p[2]])
                 continue
@@ -327,3 +352,25 @@ class Executable:
             if copy or not r.flags.c_contiguous:
                 r = np.array(r, order="C", copy=True)
             bufs[b.id] = r
+
+
+def _pack(plan):
+    """``plan`` with each stretch of consecutive segments as one ``("plan", (packed,
+    run_plan))`` entry (``kiln_rt.make_plan``), islands kept; None when the extension is
+    not available."""
+    fns = runtime_plan()
+    if fns is None:
+        return None
+    make, run = fns
+    out, stretch = [], []
+    for p in plan:
+        if p[0] == "seg":
+            stretch.append((p[1], p[2]))
+            continue
+        if stretch:
+            out.append(("plan", (make(stretch), run)))
+            stretch = []
+        out.append(p)
+    if stretch or not out:
+        out.append(("plan", (make(stretch), run)))
+    return out

@@ -1,7 +1,7 @@
-/* kiln_rt: the CPython extension that calls generated segment functions (run) and
-   allocates large arrays (alloc_large, pool_stats) and keys the cached-jit fast path
-   (tree_sig); kiln/compiler/runtime.py builds it
-   with build.build_extension. */
+/* kiln_rt: the CPython extension that calls generated segment functions (run, and a
+   plan of several in one call: make_plan, run_plan), allocates large arrays (alloc_large,
+   pool_stats) and keys the cached-jit fast path (tree_sig); kiln/compiler/runtime.py
+   builds it with build.build_extension. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
@@ -30,6 +30,107 @@ static PyObject *kiln_run(PyObject *self, PyObject *const *args, Py_ssize_t narg
   }
   Py_BEGIN_ALLOW_THREADS
   ((kiln_seg_fn)fp)(ptrs);
+  Py_END_ALLOW_THREADS
+  if (ptrs != small) PyMem_Free(ptrs);
+  Py_RETURN_NONE;
+}
+
+/* ---- plans: several segments in one call -------------------------------------------
+   make_plan(segments: list of (fnptr, buffer ids)) -> capsule; run_plan(plan, bufs: list)
+   reads the data pointer of every buffer the segments take (each must be an ndarray:
+   TypeError before any segment runs otherwise), releases the GIL once and calls the
+   segments in order. The segments of a plan with no host islands between them so run
+   with no trip back to the interpreter: a thread running a program (the asynchronous
+   dispatch thread) needs the GIL once at the end, not between segments, and does not
+   wait for a busy main thread's switch interval (5 ms) at each boundary. */
+typedef struct {
+  Py_ssize_t nseg, nids;
+  kiln_seg_fn *fns;
+  Py_ssize_t *starts;     /* nseg + 1 offsets into ids */
+  Py_ssize_t *ids;
+} kiln_plan;
+
+static void plan_release(PyObject *cap) {
+  kiln_plan *p = (kiln_plan *)PyCapsule_GetPointer(cap, "kiln_plan");
+  if (p == NULL) return;
+  PyMem_Free(p->fns); PyMem_Free(p->starts); PyMem_Free(p->ids); PyMem_Free(p);
+}
+
+static PyObject *kiln_make_plan(PyObject *self, PyObject *segs) {
+  if (!PyList_Check(segs)) { PyErr_SetString(PyExc_TypeError, "make_plan(segments: list)"); return NULL; }
+  Py_ssize_t n = PyList_GET_SIZE(segs), total = 0;
+  for (Py_ssize_t k = 0; k < n; k++) {
+    PyObject *e = PyList_GET_ITEM(segs, k);
+    if (!PyTuple_Check(e) || PyTuple_GET_SIZE(e) != 2 || !PyTuple_Check(PyTuple_GET_ITEM(e, 1))) {
+      PyErr_SetString(PyExc_TypeError, "make_plan: each segment is (fnptr, tuple of buffer ids)");
+      return NULL;
+    }
+    total += PyTuple_GET_SIZE(PyTuple_GET_ITEM(e, 1));
+  }
+  kiln_plan *p = (kiln_plan *)PyMem_Calloc(1, sizeof(kiln_plan));
+  if (p == NULL) return PyErr_NoMemory();
+  p->nseg = n; p->nids = total;
+  p->fns = (kiln_seg_fn *)PyMem_Calloc((size_t)(n ? n : 1), sizeof(kiln_seg_fn));
+  p->starts = (Py_ssize_t *)PyMem_Calloc((size_t)n + 1, sizeof(Py_ssize_t));
+  p->ids = (Py_ssize_t *)PyMem_Calloc((size_t)(total ? total : 1), sizeof(Py_ssize_t));
+  if (!p->fns || !p->starts || !p->ids) {
+    PyMem_Free(p->fns); PyMem_Free(p->starts); PyMem_Free(p->ids); PyMem_Free(p);
+    return PyErr_NoMemory();
+  }
+  Py_ssize_t at = 0;
+  for (Py_ssize_t k = 0; k < n; k++) {
+    PyObject *e = PyList_GET_ITEM(segs, k);
+    void *fp = PyLong_AsVoidPtr(PyTuple_GET_ITEM(e, 0));
+    if (fp == NULL) {
+      if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "make_plan: null function");
+      goto fail;
+    }
+    p->fns[k] = (kiln_seg_fn)fp;
+    p->starts[k] = at;
+    PyObject *ids = PyTuple_GET_ITEM(e, 1);
+    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(ids); j++) {
+      Py_ssize_t i = PyLong_AsSsize_t(PyTuple_GET_ITEM(ids, j));
+      if (i == -1 && PyErr_Occurred()) goto fail;
+      if (i < 0) { PyErr_SetString(PyExc_ValueError, "make_plan: buffer id"); goto fail; }
+      p->ids[at++] = i;
+    }
+  }
+  p->starts[n] = at;
+  PyObject *cap = PyCapsule_New(p, "kiln_plan", plan_release);
+  if (cap == NULL) goto fail;
+  return cap;
+fail:
+  PyMem_Free(p->fns); PyMem_Free(p->starts); PyMem_Free(p->ids); PyMem_Free(p);
+  return NULL;
+}
+
+static PyObject *kiln_run_plan(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+  if (nargs != 2 || !PyList_Check(args[1])) {
+    PyErr_SetString(PyExc_TypeError, "run_plan(plan, bufs: list)");
+    return NULL;
+  }
+  kiln_plan *p = (kiln_plan *)PyCapsule_GetPointer(args[0], "kiln_plan");
+  if (p == NULL) return NULL;
+  PyObject *bufs = args[1];
+  Py_ssize_t nb = PyList_GET_SIZE(bufs);
+  void *small[128];
+  void **ptrs = small;
+  if (p->nids > 128) {
+    ptrs = (void **)PyMem_Malloc(sizeof(void *) * (size_t)p->nids);
+    if (!ptrs) return PyErr_NoMemory();
+  }
+  for (Py_ssize_t j = 0; j < p->nids; j++) {
+    Py_ssize_t i = p->ids[j];
+    PyObject *a = i < nb ? PyList_GET_ITEM(bufs, i) : NULL;
+    if (a == NULL || !PyArray_Check(a)) {
+      if (ptrs != small) PyMem_Free(ptrs);
+      PyErr_Format(PyExc_TypeError, "run_plan: buffer %zd is not an ndarray", i);
+      return NULL;
+    }
+    ptrs[j] = PyArray_DATA((PyArrayObject *)a);
+  }
+  Py_BEGIN_ALLOW_THREADS
+  for (Py_ssize_t k = 0; k < p->nseg; k++) p->fns[k](ptrs + p->starts[k]);
   Py_END_ALLOW_THREADS
   if (ptrs != small) PyMem_Free(ptrs);
   Py_RETURN_NONE;
@@ -112,22 +213,117 @@ static PyObject *kiln_pool_stats(PyObject *self, PyObject *noargs) {
 }
 
 /* ---- tree_sig: the cached-jit fast path's key ----------------------------------------
-   tree_sig(tree, array_type, namedtuple_types, markers) walks tuples, lists, dicts
+   tree_sig(tree, array_type, namedtuple_types, markers[, host]) walks tuples, lists, dicts
    (keys sorted), None, the namedtuple types given (a dict: type -> anything) and leaves of
    exactly array_type, and returns (sig, values): sig a flat tuple in preorder, a node a
    2-tuple (kind marker or namedtuple type, arity or sorted keys), None a marker, a leaf a
    3-tuple (shape, dtype, weak_type); values the leaves' raw values (slot `_v`): ndarrays,
    or, when markers has a fifth item, objects of exactly that type (values still being
    computed: kiln._async_dispatch.Pending, whose `shape` and `dtype` attributes are read).
+   With `host` (a dict), host leaves are taken as well, as jit's tracing types them: an
+   exact ndarray whose dtype is a key of host (its value: the canonical dtype; the leaf is
+   (shape, canonical dtype, False)) and Python int (in int32's range), float and bool (keys
+   int, float, bool; values (canonical dtype, weak_type)); the result is then (sig, values,
+   borrowed): an ndarray already canonical, C-contiguous and aligned is its own value and
+   its index is in the list `borrowed` (the caller copies it when the program may run
+   after the call returns); any other host leaf's value is a fresh C-contiguous array of
+   the canonical dtype (NumPy's unsafe cast, as np.array(x, dtype) does).
    Anything else (another leaf or node type, keys that do not sort, another value type,
    nesting deeper than 64) returns None with no error set: the caller takes its general
    path, which also raises the errors Python's flattening raises. Preorder with arities is
    unambiguous, so equal sigs mean equal tree structures and leaf avals. */
 static PyObject *s_value = NULL, *s_weak = NULL;
 
+typedef struct {
+  PyObject *atype, *nts, *mk, *host, *sig, *vals, *borrowed;
+} walk_ctx;
+
+/* A shape tuple of an ndarray (new reference). */
+static PyObject *shape_of(PyArrayObject *a) {
+  int nd = PyArray_NDIM(a);
+  PyObject *shape = PyTuple_New(nd);
+  if (shape == NULL) return NULL;
+  for (int i = 0; i < nd; i++) {
+    PyObject *d = PyLong_FromSsize_t((Py_ssize_t)PyArray_DIM(a, i));
+    if (d == NULL) { Py_DECREF(shape); return NULL; }
+    PyTuple_SET_ITEM(shape, i, d);
+  }
+  return shape;
+}
+
+static int push_leaf(walk_ctx *c, PyObject *shape, PyObject *dtype, PyObject *weak,
+                     PyObject *v) {
+  PyObject *leaf = PyTuple_Pack(3, shape, dtype, weak);
+  if (leaf == NULL) return -1;
+  int rc = PyList_Append(c->sig, leaf);
+  Py_DECREF(leaf);
+  if (rc == 0) rc = PyList_Append(c->vals, v);
+  return rc < 0 ? -1 : 1;
+}
+
+static PyObject *empty_tuple = NULL;
+
+/* A host leaf (exact ndarray, int, float, bool) when c->host is set: 1 taken, 0 not this
+   path, -1 error. */
+static int host_leaf(walk_ctx *c, PyObject *x, PyTypeObject *t) {
+  if (c->host == NULL) return 0;
+  if (t == &PyArray_Type) {
+    PyArrayObject *a = (PyArrayObject *)x;
+    PyObject *canon = PyDict_GetItemWithError(c->host, (PyObject *)PyArray_DESCR(a));
+    if (canon == NULL) return PyErr_Occurred() ? -1 : 0;
+    if (!PyArray_DescrCheck(canon)) return 0;
+    PyObject *v;
+    int borrow = ((PyObject *)PyArray_DESCR(a) == canon ||
+                  PyArray_EquivTypes(PyArray_DESCR(a), (PyArray_Descr *)canon)) &&
+                 PyArray_IS_C_CONTIGUOUS(a) && PyArray_ISALIGNED(a);
+    if (borrow) {
+      v = x;
+      Py_INCREF(v);
+    } else {
+      Py_INCREF(canon);      /* stolen */
+      v = PyArray_FromAny(x, (PyArray_Descr *)canon, 0, 0,
+                          NPY_ARRAY_CARRAY | NPY_ARRAY_FORCECAST | NPY_ARRAY_ENSURECOPY,
+                          NULL);
+      if (v == NULL) return -1;
+    }
+    PyObject *shape = shape_of(a);
+    if (shape == NULL) { Py_DECREF(v); return -1; }
+    Py_ssize_t idx = PyList_GET_SIZE(c->vals);
+    int rc = push_leaf(c, shape, canon, Py_False, v);
+    Py_DECREF(shape); Py_DECREF(v);
+    if (rc == 1 && borrow) {
+      PyObject *i = PyLong_FromSsize_t(idx);
+      if (i == NULL) return -1;
+      if (PyList_Append(c->borrowed, i) < 0) { Py_DECREF(i); return -1; }
+      Py_DECREF(i);
+    }
+    return rc;
+  }
+  if (t != &PyLong_Type && t != &PyFloat_Type && t != &PyBool_Type) return 0;
+  if (t == &PyLong_Type) {
+    int overflow = 0;
+    long long n = PyLong_AsLongLongAndOverflow(x, &overflow);
+    if (n == -1 && PyErr_Occurred()) return -1;
+    if (overflow || n < -2147483648LL || n > 2147483647LL) return 0;
+  }
+  PyObject *info = PyDict_GetItemWithError(c->host, (PyObject *)t);   /* borrowed */
+  if (info == NULL) return PyErr_Occurred() ? -1 : 0;
+  if (!PyTuple_Check(info) || PyTuple_GET_SIZE(info) != 2 ||
+      !PyArray_DescrCheck(PyTuple_GET_ITEM(info, 0)))
+    return 0;
+  PyObject *dt = PyTuple_GET_ITEM(info, 0);
+  Py_INCREF(dt);            /* stolen */
+  PyObject *v = PyArray_FromAny(x, (PyArray_Descr *)dt, 0, 0,
+                                NPY_ARRAY_CARRAY | NPY_ARRAY_FORCECAST, NULL);
+  if (v == NULL) return -1;
+  int rc = push_leaf(c, empty_tuple, dt, PyTuple_GET_ITEM(info, 1), v);
+  Py_DECREF(v);
+  return rc;
+}
+
 /* 1: walked; 0: not this path (no error set); -1: error set */
-static int sig_walk(PyObject *x, PyObject *atype, PyObject *nts, PyObject *mk,
-                    PyObject *sig, PyObject *vals, int depth) {
+static int sig_walk(walk_ctx *c, PyObject *x, int depth) {
+  PyObject *atype = c->atype, *nts = c->nts, *mk = c->mk, *sig = c->sig;
   if (depth > 64) return 0;
   PyTypeObject *t = Py_TYPE(x);
   if ((PyObject *)t == atype) {
@@ -136,14 +332,8 @@ static int sig_walk(PyObject *x, PyObject *atype, PyObject *nts, PyObject *mk,
     PyObject *shape = NULL, *dtype = NULL;
     if (PyArray_CheckExact(v)) {
       PyArrayObject *a = (PyArrayObject *)v;
-      int nd = PyArray_NDIM(a);
-      shape = PyTuple_New(nd);
+      shape = shape_of(a);
       if (shape == NULL) { Py_DECREF(v); return -1; }
-      for (int i = 0; i < nd; i++) {
-        PyObject *d = PyLong_FromSsize_t((Py_ssize_t)PyArray_DIM(a, i));
-        if (d == NULL) { Py_DECREF(shape); Py_DECREF(v); return -1; }
-        PyTuple_SET_ITEM(shape, i, d);
-      }
       dtype = (PyObject *)PyArray_DESCR(a);
       Py_INCREF(dtype);
     } else if (PyTuple_GET_SIZE(mk) > 4 && (PyObject *)Py_TYPE(v) == PyTuple_GET_ITEM(mk, 4)) {
@@ -156,14 +346,9 @@ static int sig_walk(PyObject *x, PyObject *atype, PyObject *nts, PyObject *mk,
     }
     PyObject *w = PyObject_GetAttr(x, s_weak);
     if (w == NULL) { PyErr_Clear(); Py_DECREF(v); Py_DECREF(shape); Py_DECREF(dtype); return 0; }
-    PyObject *leaf = PyTuple_Pack(3, shape, dtype, w);
-    Py_DECREF(shape); Py_DECREF(dtype); Py_DECREF(w);
-    if (leaf == NULL) { Py_DECREF(v); return -1; }
-    int rc = PyList_Append(sig, leaf);
-    Py_DECREF(leaf);
-    if (rc == 0) rc = PyList_Append(vals, v);
-    Py_DECREF(v);
-    return rc < 0 ? -1 : 1;
+    int rc = push_leaf(c, shape, dtype, w, v);
+    Py_DECREF(shape); Py_DECREF(dtype); Py_DECREF(w); Py_DECREF(v);
+    return rc;
   }
   if (x == Py_None) return PyList_Append(sig, PyTuple_GET_ITEM(mk, 0)) < 0 ? -1 : 1;
   PyObject *kind = NULL;
@@ -183,15 +368,15 @@ static int sig_walk(PyObject *x, PyObject *atype, PyObject *nts, PyObject *mk,
     Py_DECREF(node);
     Py_ssize_t n = PyList_GET_SIZE(keys);
     for (Py_ssize_t i = 0; i < n; i++) {
-      PyObject *c = PyDict_GetItemWithError(x, PyList_GET_ITEM(keys, i));   /* borrowed */
-      if (c == NULL) {
+      PyObject *ch = PyDict_GetItemWithError(x, PyList_GET_ITEM(keys, i));   /* borrowed */
+      if (ch == NULL) {
         Py_DECREF(keys);
         if (PyErr_Occurred()) return -1;
         return 0;
       }
-      Py_INCREF(c);
-      int rc = sig_walk(c, atype, nts, mk, sig, vals, depth + 1);
-      Py_DECREF(c);
+      Py_INCREF(ch);
+      int rc = sig_walk(c, ch, depth + 1);
+      Py_DECREF(ch);
       if (rc != 1) { Py_DECREF(keys); return rc; }
     }
     Py_DECREF(keys);
@@ -201,7 +386,7 @@ static int sig_walk(PyObject *x, PyObject *atype, PyObject *nts, PyObject *mk,
     if (hit == NULL) return PyErr_Occurred() ? -1 : 0;
     kind = (PyObject *)t;
   } else {
-    return 0;
+    return host_leaf(c, x, t);
   }
   int is_list = (t == &PyList_Type);
   Py_ssize_t n = is_list ? PyList_GET_SIZE(x) : PyTuple_GET_SIZE(x);
@@ -214,40 +399,52 @@ static int sig_walk(PyObject *x, PyObject *atype, PyObject *nts, PyObject *mk,
   for (Py_ssize_t i = 0; i < n; i++) {
     /* a list can change under a __getattr__ of a child: re-check its size */
     if (is_list && i >= PyList_GET_SIZE(x)) return 0;
-    PyObject *c = is_list ? PyList_GET_ITEM(x, i) : PyTuple_GET_ITEM(x, i);
-    Py_INCREF(c);
-    int rc = sig_walk(c, atype, nts, mk, sig, vals, depth + 1);
-    Py_DECREF(c);
+    PyObject *ch = is_list ? PyList_GET_ITEM(x, i) : PyTuple_GET_ITEM(x, i);
+    Py_INCREF(ch);
+    int rc = sig_walk(c, ch, depth + 1);
+    Py_DECREF(ch);
     if (rc != 1) return rc;
   }
   return 1;
 }
 
 static PyObject *kiln_tree_sig(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-  if (nargs != 4 || !PyDict_Check(args[2]) || !PyTuple_Check(args[3]) ||
-      PyTuple_GET_SIZE(args[3]) < 4 || PyTuple_GET_SIZE(args[3]) > 5) {
+  if (nargs < 4 || nargs > 5 || !PyDict_Check(args[2]) || !PyTuple_Check(args[3]) ||
+      PyTuple_GET_SIZE(args[3]) < 4 || PyTuple_GET_SIZE(args[3]) > 5 ||
+      (nargs == 5 && args[4] != Py_None && !PyDict_Check(args[4]))) {
     PyErr_SetString(PyExc_TypeError,
-                    "tree_sig(tree, array_type, namedtuple_types: dict, markers: 4- or 5-tuple)");
+                    "tree_sig(tree, array_type, namedtuple_types: dict, markers: 4- or 5-tuple"
+                    "[, host: dict | None])");
     return NULL;
   }
   if (s_value == NULL) {
     s_value = PyUnicode_InternFromString("_v");
     s_weak = PyUnicode_InternFromString("weak_type");
-    if (s_value == NULL || s_weak == NULL) return NULL;
+    empty_tuple = PyTuple_New(0);
+    if (s_value == NULL || s_weak == NULL || empty_tuple == NULL) return NULL;
   }
-  PyObject *sig = PyList_New(0), *vals = PyList_New(0);
-  if (sig == NULL || vals == NULL) { Py_XDECREF(sig); Py_XDECREF(vals); return NULL; }
-  int rc = sig_walk(args[0], args[1], args[2], args[3], sig, vals, 0);
+  walk_ctx c = {args[1], args[2], args[3], NULL, PyList_New(0), PyList_New(0), NULL};
+  int with_host = nargs == 5;
+  if (with_host) {
+    c.host = args[4] == Py_None ? NULL : args[4];
+    c.borrowed = PyList_New(0);
+  }
+  if (c.sig == NULL || c.vals == NULL || (with_host && c.borrowed == NULL)) {
+    Py_XDECREF(c.sig); Py_XDECREF(c.vals); Py_XDECREF(c.borrowed);
+    return NULL;
+  }
+  int rc = sig_walk(&c, args[0], 0);
   if (rc != 1) {
-    Py_DECREF(sig); Py_DECREF(vals);
+    Py_DECREF(c.sig); Py_DECREF(c.vals); Py_XDECREF(c.borrowed);
     if (rc < 0) return NULL;
     Py_RETURN_NONE;
   }
-  PyObject *st = PyList_AsTuple(sig);
-  Py_DECREF(sig);
-  if (st == NULL) { Py_DECREF(vals); return NULL; }
-  PyObject *out = PyTuple_Pack(2, st, vals);
-  Py_DECREF(st); Py_DECREF(vals);
+  PyObject *st = PyList_AsTuple(c.sig);
+  Py_DECREF(c.sig);
+  if (st == NULL) { Py_DECREF(c.vals); Py_XDECREF(c.borrowed); return NULL; }
+  PyObject *out = with_host ? PyTuple_Pack(3, st, c.vals, c.borrowed)
+                            : PyTuple_Pack(2, st, c.vals);
+  Py_DECREF(st); Py_DECREF(c.vals); Py_XDECREF(c.borrowed);
   return out;
 }
 
@@ -289,12 +486,15 @@ static PyObject *kiln_place(PyObject *self, PyObject *const *args, Py_ssize_t na
 
 static PyMethodDef kiln_methods[] = {
   {"run", (PyCFunction)(void (*)(void))kiln_run, METH_FASTCALL, "run(fnptr, *arrays)"},
+  {"make_plan", kiln_make_plan, METH_O, "make_plan(segments) -> plan"},
+  {"run_plan", (PyCFunction)(void (*)(void))kiln_run_plan, METH_FASTCALL,
+   "run_plan(plan, bufs)"},
   {"alloc_large", kiln_alloc_large, METH_VARARGS, "alloc_large(shape, dtype)"},
   {"pool_stats", kiln_pool_stats, METH_NOARGS, "pool_stats()"},
   {"place", (PyCFunction)(void (*)(void))kiln_place, METH_FASTCALL,
    "place(bufs, ids, args, dtypes) -> bool"},
   {"tree_sig", (PyCFunction)(void (*)(void))kiln_tree_sig, METH_FASTCALL,
-   "tree_sig(tree, array_type, namedtuple_types, markers) -> (sig, values) | None"},
+   "tree_sig(tree, array_type, namedtuple_types, markers[, host]) -> (sig, values[, borrowed]) | None"},
   {NULL, NULL, 0, NULL}
 };
 
