@@ -33,7 +33,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from kiln import _async_dispatch as _async
 from kiln.backends import reference
 from kiln.compiler.build import fork as _fork  # noqa: F401 - its at-fork hooks
 from kiln.compiler.build import loaded as _loaded
@@ -453,8 +452,7 @@ def submit_ready(entry, closed, args, borrowed=None):
     _touch(entry)
     if borrowed:
         args = owned(args, borrowed)
-    return _async.submit(lambda vals: _distinct(exe.call_native(vals)), args,
-                         closed.out_avals)
+    return exe.dispatch(args, closed.out_avals)
 
 
 def executable_for(closed, name: str = "jit"):

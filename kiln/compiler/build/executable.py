@@ -16,6 +16,7 @@ from contextlib import nullcontext
 
 import numpy as np
 
+from kiln import _async_dispatch as _async
 from kiln import _fp_warnings
 from kiln.compiler.build.runtime import HUGE_THRESHOLD, alloc, get_run, runtime_place, runtime_plan
 from kiln.compiler.lower.program import Island, Program
@@ -93,6 +94,9 @@ class Executable:
         self._template = template
         self._pool = None
         self._pool_lock = threading.Lock()
+        # The queued job (kiln._async_dispatch) last given the pool: the pool is free
+        # once it has run.
+        self._pool_seq = 0
         self._outputs = prog.outputs
         # Outputs that may be (views of) arguments: an argument returned, or reshaped.
         self.aliasing_outputs = tuple(
@@ -144,12 +148,58 @@ class Executable:
         return self.call_native(args, reuse)
 
     def runs_off_thread(self) -> bool:
-        """Whether :meth:`call_native` may run on another thread now (asynchronous
-        dispatch): a program heavy enough to be worth the handoff, with no host islands
-        (Python code, which reads the calling thread's configuration), no profiling, no
-        configuration guard that has changed."""
-        return self._heavy and not (self._has_islands or PROFILING or (
-            self.prog.guards and self.fallback is not None and self._stale()))
+        """Whether :meth:`dispatch` may queue the program now (asynchronous dispatch): a
+        program heavy enough to be worth the handoff, with no host islands (Python code,
+        which reads the calling thread's configuration), no profiling, no configuration
+        guard that has changed, and the native queue available."""
+        return self._heavy and self._whole is not None and not (
+            self._has_islands or PROFILING or (
+                self.prog.guards and self.fallback is not None and self._stale())
+        ) and _async.available()
+
+    def dispatch(self, args, out_avals):
+        """Queue the program on ``args`` (values or ``Pending`` outputs of programs queued
+        before) for the native dispatch thread (``kiln._async_dispatch``): buffers are
+        allocated here, the thread only runs the segments. Returns the outputs'
+        ``Pending`` values, or None when an output would be another's array (the
+        synchronous path copies it once written). Only when :meth:`runs_off_thread`."""
+        args = [a.buffer() if type(a) is _async.Pending else a for a in args]
+        bufs = self._input_bufs(args)
+        for i, shape, dt, make in self._outs_alloc:
+            bufs[i] = make(shape, dt)
+        out = self._collect(bufs, args)
+        if len(out) > 1 and len({id(o) for o in out}) < len(out):
+            return None
+        if not self._tmps:
+            return _async.submit(self._whole[0], bufs, self, out, out_avals)[1]
+        if not self._pool_lock.acquire(blocking=False):
+            for i, a in self._temps():
+                bufs[i] = a
+            return _async.submit(self._whole[0], bufs, self, out, out_avals)[1]
+        try:        # the lock held until the pool is marked as the new job's
+            use_pool = _async.completed(self._pool_seq)
+            if use_pool and self._pool is None:
+                self._pool = self._temps()
+            for i, a in (self._pool if use_pool else self._temps()):
+                bufs[i] = a
+            seq, pendings = _async.submit(self._whole[0], bufs, self, out, out_avals)
+            if use_pool:
+                self._pool_seq = seq
+            return pendings
+        finally:
+            self._pool_lock.release()
+
+    def _collect(self, bufs, args) -> list:
+        out = []
+        for o in self._outputs:
+            if o[0] == "buf":
+                a = bufs[o[1].id]
+                out.append(a if a.shape == o[2] else a.reshape(o[2]))
+            elif o[0] == "in":
+                out.append(args[o[1]])
+            else:
+                out.append(np.array(o[1]))
+        return out
 
     def has_host_code(self) -> bool:
         """Whether a call may run Python code on the arguments (host islands, a profiled
@@ -169,8 +219,12 @@ class Executable:
             for i, shape, dt, make in self._outs_alloc:
                 bufs[i] = make(shape, dt)
         pool = None
+        locked = False
         if self._tmps:
             locked = self._pool_lock.acquire(blocking=False)
+            if locked and not _async.completed(self._pool_seq):
+                self._pool_lock.release()       # a queued program still uses the pool
+                locked = False
             if locked:
                 if self._pool is None:
                     self._pool = self._temps()
@@ -188,18 +242,9 @@ class Executable:
             else:
                 self._execute(bufs)
         finally:
-            if self._tmps and locked:
+            if locked:
                 self._pool_lock.release()
-        out = []
-        for o in self._outputs:
-            if o[0] == "buf":
-                a = bufs[o[1].id]
-                out.append(a if a.shape == o[2] else a.reshape(o[2]))
-            elif o[0] == "in":
-                out.append(args[o[1]])
-            else:
-                out.append(np.array(o[1]))
-        return out
+        return self._collect(bufs, args)
 
     def _take_donated(self, args, bufs, reuse) -> dict:
         """``{output buffer id: donated input array}`` for the pairs of ``reuse`` the
@@ -267,6 +312,9 @@ class Executable:
         locked = False
         if self._tmps:
             locked = self._pool_lock.acquire(blocking=False)
+            if locked and not _async.completed(self._pool_seq):
+                self._pool_lock.release()       # a queued program still uses the pool
+                locked = False
             if locked:
                 if self._pool is None:
                     self._pool = self._temps()

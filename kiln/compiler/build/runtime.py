@@ -10,7 +10,9 @@ anonymous ``mmap`` with ``madvise(MADV_HUGEPAGE)`` (page faults on a fresh 100 M
 buffer cost a fifth of what small pages cost), and recycled through a small pool when
 the array dies (a reused block costs no page faults at all).
 
-``make_plan``/``run_plan`` run several segments in one call, the GIL released once.
+``make_plan``/``run_plan`` run several segments in one call, the GIL released once;
+``submit_plan`` queues a plan for the extension's native dispatch thread (asynchronous
+dispatch), which never takes the GIL.
 
 ``tree_sig(tree, ...)`` is the key of a cached ``jit`` call with pytree arguments (dicts
 of parameters): one C walk instead of Python's flattening (see ``kiln.jitting``).
@@ -59,6 +61,7 @@ def get_run():
                 _state["tree_sig"] = mod.tree_sig
                 _state["place"] = mod.place
                 _state["plan"] = (mod.make_plan, mod.run_plan)
+                _state["queue"] = mod
             except Exception:        # no headers or no compiler: ctypes still works
                 fn = _ctypes_run
             _state["run"] = fn
@@ -81,6 +84,13 @@ def runtime_plan():
     once (see ``kiln.compiler.build.executable``)."""
     get_run()
     return _state.get("plan")
+
+
+def native_queue():
+    """The extension module (``submit_plan``, ``completed``, ``submitted``, ``wait``,
+    ``after_fork``: its native dispatch thread, used by ``kiln._async_dispatch``) once
+    loaded, else None."""
+    return _state.get("queue")
 
 
 def runtime_place():

@@ -1,5 +1,6 @@
 /* kiln_rt: the CPython extension that calls generated segment functions (run, and a
-   plan of several in one call: make_plan, run_plan), allocates large arrays (alloc_large,
+   plan of several in one call: make_plan, run_plan), queues plans for its native
+   dispatch thread (submit_plan, completed, wait), allocates large arrays (alloc_large,
    pool_stats) and keys the cached-jit fast path (tree_sig); kiln/compiler/runtime.py
    builds it with build.build_extension. */
 #define PY_SSIZE_T_CLEAN
@@ -133,6 +134,133 @@ static PyObject *kiln_run_plan(PyObject *self, PyObject *const *args, Py_ssize_t
   for (Py_ssize_t k = 0; k < p->nseg; k++) p->fns[k](ptrs + p->starts[k]);
   Py_END_ALLOW_THREADS
   if (ptrs != small) PyMem_Free(ptrs);
+  Py_RETURN_NONE;
+}
+
+/* ---- the dispatch queue: plans run by a native thread ---------------------------------
+   submit_plan(plan, bufs) -> seq queues a plan (its buffers' data pointers read now) for
+   one native worker thread, started on first use, which runs the jobs in order without
+   ever taking the GIL; completed() is the sequence number of the last job run,
+   wait(seq) blocks (GIL released) until job seq has run. The caller keeps the buffers
+   and the plan alive until then (kiln._async_dispatch). A Python thread would need the
+   GIL to wake up and again after each native call: a main thread busy in Python holds
+   it for the switch interval (5 ms) each time. after_fork() resets the queue in a
+   child of fork (the caller drains it before forking, so it is empty). */
+#include <pthread.h>
+#include <signal.h>
+
+typedef struct kiln_job {
+  struct kiln_job *next;
+  kiln_plan *plan;
+  void **ptrs;
+  long long seq;
+} kiln_job;
+
+static pthread_mutex_t q_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t q_work = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t q_done = PTHREAD_COND_INITIALIZER;
+static kiln_job *q_head = NULL, *q_tail = NULL;
+static long long q_submitted = 0, q_completed = 0;
+static int q_started = 0;
+
+static void *q_worker(void *arg) {
+  (void)arg;
+  for (;;) {
+    pthread_mutex_lock(&q_mu);
+    while (q_head == NULL) pthread_cond_wait(&q_work, &q_mu);
+    kiln_job *j = q_head;
+    q_head = j->next;
+    if (q_head == NULL) q_tail = NULL;
+    pthread_mutex_unlock(&q_mu);
+    kiln_plan *p = j->plan;
+    for (Py_ssize_t k = 0; k < p->nseg; k++) p->fns[k](j->ptrs + p->starts[k]);
+    pthread_mutex_lock(&q_mu);
+    __atomic_store_n(&q_completed, j->seq, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&q_done);
+    pthread_mutex_unlock(&q_mu);
+    free(j->ptrs);
+    free(j);
+  }
+  return NULL;
+}
+
+static PyObject *kiln_submit_plan(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+  if (nargs != 2 || !PyList_Check(args[1])) {
+    PyErr_SetString(PyExc_TypeError, "submit_plan(plan, bufs: list)");
+    return NULL;
+  }
+  kiln_plan *p = (kiln_plan *)PyCapsule_GetPointer(args[0], "kiln_plan");
+  if (p == NULL) return NULL;
+  PyObject *bufs = args[1];
+  Py_ssize_t nb = PyList_GET_SIZE(bufs);
+  kiln_job *j = (kiln_job *)malloc(sizeof(kiln_job));
+  void **ptrs = (void **)malloc(sizeof(void *) * (size_t)(p->nids ? p->nids : 1));
+  if (j == NULL || ptrs == NULL) { free(j); free(ptrs); return PyErr_NoMemory(); }
+  for (Py_ssize_t k = 0; k < p->nids; k++) {
+    Py_ssize_t i = p->ids[k];
+    PyObject *a = i < nb ? PyList_GET_ITEM(bufs, i) : NULL;
+    if (a == NULL || !PyArray_Check(a)) {
+      free(j); free(ptrs);
+      PyErr_Format(PyExc_TypeError, "submit_plan: buffer %zd is not an ndarray", i);
+      return NULL;
+    }
+    ptrs[k] = PyArray_DATA((PyArrayObject *)a);
+  }
+  if (!q_started) {
+    pthread_attr_t attr;
+    pthread_t tid;
+    sigset_t all, old;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);     /* signals stay with Python's threads */
+    int rc = pthread_create(&tid, &attr, q_worker, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+      free(j); free(ptrs);
+      PyErr_SetString(PyExc_RuntimeError, "submit_plan: cannot start the dispatch thread");
+      return NULL;
+    }
+    q_started = 1;
+  }
+  j->next = NULL; j->plan = p; j->ptrs = ptrs;
+  pthread_mutex_lock(&q_mu);       /* held only briefly by the worker: no GIL wait */
+  j->seq = ++q_submitted;
+  if (q_tail) q_tail->next = j; else q_head = j;
+  q_tail = j;
+  pthread_cond_signal(&q_work);
+  pthread_mutex_unlock(&q_mu);
+  return PyLong_FromLongLong(j->seq);
+}
+
+static PyObject *kiln_completed(PyObject *self, PyObject *noargs) {
+  return PyLong_FromLongLong(__atomic_load_n(&q_completed, __ATOMIC_ACQUIRE));
+}
+
+static PyObject *kiln_wait(PyObject *self, PyObject *arg) {
+  long long seq = PyLong_AsLongLong(arg);
+  if (seq == -1 && PyErr_Occurred()) return NULL;
+  if (__atomic_load_n(&q_completed, __ATOMIC_ACQUIRE) >= seq) Py_RETURN_NONE;
+  Py_BEGIN_ALLOW_THREADS
+  pthread_mutex_lock(&q_mu);
+  while (q_completed < seq && q_completed < q_submitted) pthread_cond_wait(&q_done, &q_mu);
+  pthread_mutex_unlock(&q_mu);
+  Py_END_ALLOW_THREADS
+  Py_RETURN_NONE;
+}
+
+static PyObject *kiln_submitted(PyObject *self, PyObject *noargs) {
+  return PyLong_FromLongLong(q_submitted);
+}
+
+static PyObject *kiln_after_fork(PyObject *self, PyObject *noargs) {
+  pthread_mutex_init(&q_mu, NULL);
+  pthread_cond_init(&q_work, NULL);
+  pthread_cond_init(&q_done, NULL);
+  q_head = q_tail = NULL;
+  q_completed = q_submitted;
+  q_started = 0;
   Py_RETURN_NONE;
 }
 
@@ -489,6 +617,12 @@ static PyMethodDef kiln_methods[] = {
   {"make_plan", kiln_make_plan, METH_O, "make_plan(segments) -> plan"},
   {"run_plan", (PyCFunction)(void (*)(void))kiln_run_plan, METH_FASTCALL,
    "run_plan(plan, bufs)"},
+  {"submit_plan", (PyCFunction)(void (*)(void))kiln_submit_plan, METH_FASTCALL,
+   "submit_plan(plan, bufs) -> seq"},
+  {"completed", kiln_completed, METH_NOARGS, "completed() -> seq of the last job run"},
+  {"submitted", kiln_submitted, METH_NOARGS, "submitted() -> seq of the last job queued"},
+  {"wait", kiln_wait, METH_O, "wait(seq): until job seq has run"},
+  {"after_fork", kiln_after_fork, METH_NOARGS, "after_fork(): reset the queue in a child"},
   {"alloc_large", kiln_alloc_large, METH_VARARGS, "alloc_large(shape, dtype)"},
   {"pool_stats", kiln_pool_stats, METH_NOARGS, "pool_stats()"},
   {"place", (PyCFunction)(void (*)(void))kiln_place, METH_FASTCALL,
