@@ -201,3 +201,21 @@ def test_numpy_and_python_leaves_on_the_pytree_fast_path():
     with config_context(jax_transfer_guard="disallow"):   # the guard still sees the batch
         with pytest.raises(Exception, match="[Dd]isallowed"):
             f(p, batch, 1)
+
+
+@pytest.mark.parametrize("count,nbytes,most", [(2, 1 << 40, 2), (32, 1, 1)])
+def test_queue_bounds_programs_and_output_bytes(monkeypatch, count, nbytes, most):
+    """The calling thread allocates queued programs' outputs: at most MAX_IN_FLIGHT
+    programs and MAX_IN_FLIGHT_BYTES of outputs (always one program) wait."""
+    monkeypatch.setattr(_async_dispatch, "MAX_IN_FLIGHT", count)
+    monkeypatch.setattr(_async_dispatch, "MAX_IN_FLIGHT_BYTES", nbytes)
+    f = kiln.jit(lambda a: jnp.tanh(a @ a))
+    x = jnp.ones((256, 256)) * 0.01
+    f(x).block_until_ready()
+    seen = []
+    for _ in range(8):
+        x = f(x)
+        seen.append(len(_async_dispatch._in_flight))
+    assert max(seen) <= most
+    _async_dispatch.drain()
+    assert not _async_dispatch._in_flight and _async_dispatch._in_flight_bytes[0] == 0

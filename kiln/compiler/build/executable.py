@@ -176,15 +176,15 @@ class Executable:
             for i, a in self._temps():
                 bufs[i] = a
             return _async.submit(self._whole[0], bufs, self, out, out_avals)[1]
-        try:        # the lock held until the pool is marked as the new job's
-            use_pool = _async.completed(self._pool_seq)
-            if use_pool and self._pool is None:
+        try:        # held until the pool is marked as the new job's
+            # Queued jobs run one after another on the dispatch thread: each may take the
+            # pool, whatever earlier ones still queued do with it.
+            if self._pool is None:
                 self._pool = self._temps()
-            for i, a in (self._pool if use_pool else self._temps()):
+            for i, a in self._pool:
                 bufs[i] = a
             seq, pendings = _async.submit(self._whole[0], bufs, self, out, out_avals)
-            if use_pool:
-                self._pool_seq = seq
+            self._pool_seq = seq
             return pendings
         finally:
             self._pool_lock.release()
