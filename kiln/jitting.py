@@ -581,9 +581,9 @@ class JitWrapped:
             # lookup, then straight to the backend (no pytree flattening, no bind).
             # (Not in a thread with a context value of a tracing-context flag other than
             # x64: the fast caches are keyed by x64 only, and shared by all threads.)
-            fast_ok = not (_ctx_values_active and config.overrides_any(_CTX_NON_X64))
-            if (not kwargs and not self._donating and type(_current_trace()) is EvalTrace
-                    and fast_ok):
+            fast_ok = (not (_ctx_values_active and config.overrides_any(_CTX_NON_X64))
+                       and type(_current_trace()) is EvalTrace)
+            if not kwargs and not self._donating and fast_ok:
                 key = None
                 for a in args:
                     if type(a) is not Array:
@@ -597,7 +597,7 @@ class JitWrapped:
             else:
                 key = None
             tree_key = None
-            if key is None and type(_current_trace()) is EvalTrace and fast_ok:
+            if key is None and fast_ok:
                 # Fast path for pytrees of concrete Arrays (static arguments allowed, no
                 # donated leaves): the same lookup keyed by the tree and leaf types.
                 tree_key, vals, borrowed = self._tree_key(args, kwargs)
@@ -745,6 +745,28 @@ class JitWrapped:
         values that are the caller's own NumPy arrays (``_tree_key``), copied unless the
         program reads them before the call returns and no output shares their memory."""
         closed, out_tree, weaks, exe, layout = hit
+        e = exe[0].exe if exe else None
+        if e is not None and e.no_host_code and _cpu.plain_mode():
+            # native code only (no callback can run: no program_running mark needed)
+            outs = None
+            if (e._heavy and layout is None and not _sharding_mod._mesh_stack
+                    and config.jax_cpu_enable_async_dispatch
+                    and _threading.get_ident() == _MAIN_THREAD and None not in weaks):
+                outs = _cpu.submit_ready(exe[0], closed, vals, borrowed)
+            if outs is None:
+                outs = _cpu.run_ready(exe[0], closed, _resolved(vals), self._name, borrowed)
+        else:
+            outs = self._run_hit_marked(closed, weaks, exe, layout, vals, args, kwargs,
+                                        borrowed)
+        outs = [make_array(o, w) if w is not None else _float0_value(o)
+                for o, w in zip(outs, weaks)]
+        if layout is not None or _sharding_mod._mesh_stack:
+            _lay_out(outs, layout, args)
+        return tree_unflatten(out_tree, outs)
+
+    def _run_hit_marked(self, closed, weaks, exe, layout, vals, args, kwargs, borrowed):
+        """``_run_hit``'s outputs for a program that may run Python code (host islands,
+        the reference backend, an evicted executable): marked as a running program."""
         with program_running():
             if exe and _cpu.plain_mode():
                 # the cache entry, not the executable: an evicted one reloads (cpu LRU)
@@ -767,11 +789,7 @@ class JitWrapped:
                 ready = _cpu.ready_entry(closed)
                 if ready is not None and not exe:
                     exe.append(ready)
-        outs = [make_array(o, w) if w is not None else _float0_value(o)
-                for o, w in zip(outs, weaks)]
-        if layout is not None or _sharding_mod._mesh_stack:
-            _lay_out(outs, layout, args)
-        return tree_unflatten(out_tree, outs)
+        return outs
 
     def _tree_key(self, args, kwargs):
         """``(key, values, borrowed)`` of the pytree fast path, or ``(None, None, None)``
@@ -788,8 +806,11 @@ class JitWrapped:
         walk = _tree_sig_fn[0] or _native_tree_sig()
         x64 = config.jax_enable_x64
         if walk is not None:
-            host = None if _transfer_guard.active() else (_HOST_CANON.get(x64)
-                                                          or _host_canon(x64))
+            guard = config.jax_transfer_guard_host_to_device        # _transfer_guard.active
+            if guard is None:
+                guard = config.jax_transfer_guard
+            host = (None if guard and guard != "allow"
+                    else _HOST_CANON.get(x64) or _host_canon(x64))
             r = walk(tree, Array, _tu.native_walk_types, _SIG_MARKERS, host)
             if r is not None:
                 return (_TREE_KEY_NATIVE, x64, r[0], static_pos, static_kw), r[1], r[2]

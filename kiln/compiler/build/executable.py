@@ -72,6 +72,9 @@ class Executable:
         self._plan = plan
         self._segments = segments
         self._has_islands = any(p[0] == "island" for p in plan)
+        # Only native code runs (no islands, no configuration guard whose change sends
+        # a call to the reference backend): no Python code sees a call's values.
+        self.no_host_code = not self._has_islands and not prog.guards
         # What call_native runs: each stretch of segments between islands packed into one
         # native plan (kiln_rt.run_plan: the GIL released once for all of them), the
         # islands as they are; None without the extension (segments one call each).
@@ -222,9 +225,12 @@ class Executable:
         locked = False
         if self._tmps:
             locked = self._pool_lock.acquire(blocking=False)
-            if locked and not _async.completed(self._pool_seq):
-                self._pool_lock.release()       # a queued program still uses the pool
-                locked = False
+            if locked and self._pool_seq:
+                if _async.completed(self._pool_seq):
+                    self._pool_seq = 0
+                else:
+                    self._pool_lock.release()   # a queued program still uses the pool
+                    locked = False
             if locked:
                 if self._pool is None:
                     self._pool = self._temps()
