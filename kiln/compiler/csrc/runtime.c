@@ -269,8 +269,10 @@ static PyObject *kiln_after_fork(PyObject *self, PyObject *noargs) {
    before the program writes a byte. Blocks of dead arrays go back to a small pool and
    the next output of that size takes one, already mapped: what an allocator like XLA's
    gives JAX. Sizes are rounded to 2 MiB; the pool holds at most POOL_MAX blocks and
-   POOL_BYTES bytes; the GIL guards it (capsule destructors run with the GIL held). */
+   POOL_BYTES bytes, oldest first (a block returned to a full pool replaces the oldest);
+   the GIL guards it (capsule destructors run with the GIL held). */
 #include <sys/mman.h>
+#include <string.h>
 #if NPY_ABI_VERSION < 0x02000000      /* NumPy 1.x headers */
 #define PyDataType_ELSIZE(d) ((d)->elsize)
 #endif
@@ -285,11 +287,16 @@ static unsigned long long pool_hits = 0, pool_maps = 0;
 static void block_release(PyObject *cap) {
   void *p = PyCapsule_GetPointer(cap, "kiln_block");
   size_t n = (size_t)(uintptr_t)PyCapsule_GetContext(cap);
-  if (pool_n < POOL_MAX && pool_total + n <= POOL_BYTES) {
-    pool_ptr[pool_n] = p; pool_size[pool_n] = n; pool_n++; pool_total += n;
-  } else {
-    munmap(p, n);
+  if (n > POOL_BYTES) { munmap(p, n); return; }
+  /* full: the oldest blocks make room (the sizes in use now are the likely next ones) */
+  while (pool_n > 0 && (pool_n == POOL_MAX || pool_total + n > POOL_BYTES)) {
+    munmap(pool_ptr[0], pool_size[0]);
+    pool_total -= pool_size[0];
+    pool_n--;
+    memmove(pool_ptr, pool_ptr + 1, sizeof(void *) * (size_t)pool_n);
+    memmove(pool_size, pool_size + 1, sizeof(size_t) * (size_t)pool_n);
   }
+  pool_ptr[pool_n] = p; pool_size[pool_n] = n; pool_n++; pool_total += n;
 }
 
 static void *block_get(size_t n) {
@@ -297,7 +304,9 @@ static void *block_get(size_t n) {
     if (pool_size[i] == n) {
       void *p = pool_ptr[i];
       pool_n--; pool_total -= n;
-      pool_ptr[i] = pool_ptr[pool_n]; pool_size[i] = pool_size[pool_n];
+      /* keep the rest oldest first */
+      memmove(pool_ptr + i, pool_ptr + i + 1, sizeof(void *) * (size_t)(pool_n - i));
+      memmove(pool_size + i, pool_size + i + 1, sizeof(size_t) * (size_t)(pool_n - i));
       pool_hits++;
       return p;
     }
