@@ -11,19 +11,20 @@ prepares the next step (the next batch, the next call) while the current one run
 with JAX.
 
 The dispatch thread is native (``kiln_rt``'s queue, ``kiln/compiler/csrc/runtime.c``):
-the calling thread prepares everything a run needs (output buffers, temporaries, the
-data pointers of every buffer; errors such as a deleted argument or memory that cannot
-be had are raised there, by the call) and queues the program's segments; the thread runs
-them without ever taking the GIL, so a main thread busy in Python never delays it. The
-buffers stay referenced here until their job has run (:data:`_in_flight`).
+the calling thread prepares what a run needs (inputs converted, temporaries, the data
+pointers of every buffer; an error such as a deleted argument is raised there, by the
+call) and queues the program's segments; the thread allocates the outputs (a queued
+program's outputs cost no memory before it runs: Python may run far ahead) and runs the
+segments without ever taking the GIL, so a main thread busy in Python never delays it.
+No memory for an output is raised where that output (or one computed from it) is read.
+The buffers stay referenced here until their job has run (:data:`_in_flight`).
 
 Only what is safe to run off the calling thread is dispatched this way (the caller,
 ``kiln.jitting``, decides): calls from the main thread, of programs with no host islands
 (no Python on the dispatch thread), outside ``kiln.profiler`` traces, with no donated or
 laid-out (sharded) arguments and results. Everything else runs synchronously as before.
 
-At most :data:`MAX_IN_FLIGHT` programs, and :data:`MAX_IN_FLIGHT_BYTES` of their
-outputs, wait; a call beyond that waits for the oldest.
+At most :data:`MAX_IN_FLIGHT` programs wait; a call beyond that waits for the oldest.
 ``fork`` drains the queue first (the child starts its own thread when it needs one), and
 so does interpreter exit.
 
@@ -39,32 +40,27 @@ import threading
 
 import numpy as np
 
-#: Programs queued or running at most; a call beyond this waits for the oldest (XLA's
-#: CPU client bounds its in-flight computations alike).
-MAX_IN_FLIGHT = 32
-#: Bytes of output buffers of queued programs at most (the calling thread allocates them
-#: when it queues a program; one program always may wait): a call beyond this waits for
-#: the oldest. Python then stays a few steps ahead of programs with large outputs, whose
-#: buffers come back warm from the allocator; 32 steps of an MLP's gradients (2.7 MB
-#: each) ahead made each step ~20% slower (cold memory) than 1-2 steps ahead.
-MAX_IN_FLIGHT_BYTES = 1 << 22
+#: Programs queued or running at most; a call beyond this waits for the oldest.
+MAX_IN_FLIGHT = 512
 
-# (seq, what the job's native run reads and writes, its output bytes) for each job not
-# known to be done; oldest first.
+# (seq, what the job's native run reads and writes) for each job not known to be done;
+# oldest first.
 _in_flight: collections.deque = collections.deque()
-_in_flight_bytes = [0]
 _queue: list = [None]       # the kiln_rt module (its queue functions), once loaded
 _sweep_lock = threading.Lock()
 
 
 class _Job:
-    """One queued program run: its outputs (allocated, written when job ``seq`` has run)."""
+    """One queued program run: its outputs, ``(kiln_rt.obuf, shape, dtype)`` each (memory
+    allocated and written by the dispatch thread when job ``seq`` runs), and their arrays
+    once read."""
 
-    __slots__ = ("seq", "outs")
+    __slots__ = ("seq", "specs", "arrays")
 
-    def __init__(self, seq: int, outs: list):
+    def __init__(self, seq: int, specs: list):
         self.seq = seq
-        self.outs = outs
+        self.specs = specs
+        self.arrays = None
 
     def done(self) -> bool:
         q = _queue[0]
@@ -80,12 +76,20 @@ class _Job:
             q.wait(self.seq)
         if _in_flight and _in_flight[0][0] <= self.seq:
             _sweep(q)       # what ran is no longer referenced from here
-        return self.outs[i]
+        arrays = self.arrays
+        if arrays is None:
+            arrays = self.arrays = [None] * len(self.specs)
+        a = arrays[i]
+        if a is None:
+            buf, shape, dtype = self.specs[i]
+            a = arrays[i] = buf.array(shape, dtype)   # MemoryError: no memory for it
+        return a
 
 
 class Pending:
     """What an Array holds while the program computing it is queued or running: its
-    shape and dtype; :meth:`wait` gives the value."""
+    shape and dtype; :meth:`wait` gives the value (or raises the ``MemoryError`` of an
+    output the program could not have)."""
 
     __slots__ = ("job", "index", "shape", "dtype")
 
@@ -117,9 +121,9 @@ class Pending:
         return self.job.result(self.index)
 
     def buffer(self):
-        """The output array the queued program writes (not yet written: for a later
-        queued program's inputs, which runs after it)."""
-        return self.job.outs[self.index]
+        """The ``kiln_rt.obuf`` the queued program writes (for a later queued program's
+        inputs: it runs after this one)."""
+        return self.job.specs[self.index][0]
 
 
 def available() -> bool:
@@ -135,26 +139,32 @@ def _sweep(q) -> None:
     with _sweep_lock:       # readers on any thread sweep too
         done = q.completed()
         while _in_flight and _in_flight[0][0] <= done:
-            _in_flight_bytes[0] -= _in_flight.popleft()[2]
+            _in_flight.popleft()
 
 
-def submit(plan, bufs: list, keep, outs: list, out_avals) -> tuple[int, list[Pending]]:
+def new_buffer(nbytes: int):
+    """An output buffer for a queued program (``kiln_rt.obuf``: no memory until it runs)."""
+    return _queue[0].obuf(nbytes)
+
+
+def submit(plan, bufs: list, outs: list, keep, specs: list,
+           out_avals) -> tuple[int, list[Pending]]:
     """Queue the native plan ``plan`` (``kiln_rt.make_plan``) over the buffer list
-    ``bufs`` (every buffer in place: inputs, outputs, temporaries); ``keep`` (the
-    executable) and ``bufs`` stay referenced until it has run. ``outs`` are the arrays
-    it writes as outputs; returns the job's sequence number and one :class:`Pending` per
-    output type in ``out_avals``. Requires :func:`available`."""
+    ``bufs`` (inputs and temporaries in place: arrays, or buffers of programs queued
+    before; its outputs: the buffers ``outs``, from :func:`new_buffer`, which the dispatch
+    thread allocates when it runs the plan). ``keep`` (the executable) and ``bufs`` stay
+    referenced until then. ``specs``: per output, ``(buffer, shape, dtype)``. Returns
+    the job's sequence number and one :class:`Pending` per output type in
+    ``out_avals``. Requires
+    :func:`available`."""
     q = _queue[0]
     _sweep(q)
-    nbytes = sum([o.nbytes for o in outs])
-    while _in_flight and (len(_in_flight) >= MAX_IN_FLIGHT or
-                          _in_flight_bytes[0] + nbytes > MAX_IN_FLIGHT_BYTES):
+    if len(_in_flight) >= MAX_IN_FLIGHT:
         q.wait(_in_flight[0][0])
         _sweep(q)
-    seq = q.submit_plan(plan, bufs)
-    _in_flight.append((seq, (keep, bufs), nbytes))
-    _in_flight_bytes[0] += nbytes
-    job = _Job(seq, outs)
+    seq = q.submit_plan(plan, bufs, outs)
+    _in_flight.append((seq, (keep, bufs)))
+    job = _Job(seq, specs)
     return seq, [Pending(job, i, tuple(a.shape), np.dtype(a.dtype))
                  for i, a in enumerate(out_avals)]
 
@@ -183,7 +193,6 @@ def _after_fork_in_child() -> None:
         q.after_fork()
     _sweep_lock = threading.Lock()
     _in_flight.clear()
-    _in_flight_bytes[0] = 0
 
 
 os.register_at_fork(before=drain, after_in_child=_after_fork_in_child)

@@ -101,6 +101,15 @@ class Executable:
         # once it has run.
         self._pool_seq = 0
         self._outputs = prog.outputs
+        # Asynchronous dispatch (dispatch): for each program output, (its position among
+        # the "out" buffers, shape, dtype) when every output is its own "out" buffer.
+        pos = {i: k for k, (i, _, _, _) in enumerate(self._outs_alloc)}
+        ids = [o[1].id for o in prog.outputs if o[0] == "buf" and o[1].kind == "out"]
+        self._lazy_outs = ([(pos[o[1].id], o[2], np.dtype(o[1].dtype))
+                            for o in prog.outputs]
+                           if len(ids) == len(prog.outputs) == len(set(ids)) == len(pos)
+                           else None)
+        self._out_nbytes = [prog.buffers[i].nbytes for i, _, _, _ in self._outs_alloc]
         # Outputs that may be (views of) arguments: an argument returned, or reshaped.
         self.aliasing_outputs = tuple(
             k for k, o in enumerate(prog.outputs)
@@ -162,23 +171,37 @@ class Executable:
 
     def dispatch(self, args, out_avals):
         """Queue the program on ``args`` (values or ``Pending`` outputs of programs queued
-        before) for the native dispatch thread (``kiln._async_dispatch``): buffers are
-        allocated here, the thread only runs the segments. Returns the outputs'
-        ``Pending`` values, or None when an output would be another's array (the
-        synchronous path copies it once written). Only when :meth:`runs_off_thread`."""
-        args = [a.buffer() if type(a) is _async.Pending else a for a in args]
-        bufs = self._input_bufs(args)
-        for i, shape, dt, make in self._outs_alloc:
-            bufs[i] = make(shape, dt)
-        out = self._collect(bufs, args)
-        if len(out) > 1 and len({id(o) for o in out}) < len(out):
+        before) for the native dispatch thread (``kiln._async_dispatch``). Everything but
+        the outputs' memory is prepared here (inputs converted, temporaries); each output
+        is a ``kiln_rt.obuf`` the thread allocates when the program runs. Returns the
+        outputs' ``Pending`` values, or None when the program's outputs are not all its
+        own distinct buffers (an argument returned: the synchronous path). Only when
+        :meth:`runs_off_thread`."""
+        lazy = self._lazy_outs
+        if lazy is None:
             return None
+        if any(type(a) is _async.Pending for a in args):
+            bufs = list(self._template)
+            for i, x, dt in zip(self._in_ids, args, self._in_dtypes):
+                if type(x) is _async.Pending:
+                    x = x.buffer()
+                elif type(x) is not np.ndarray or not x.flags.c_contiguous or x.dtype != dt:
+                    x = np.ascontiguousarray(x, dt)
+                bufs[i] = x
+        else:
+            bufs = self._input_bufs(args)
+        new = _async.new_buffer
+        obufs = [new(n) for n in self._out_nbytes]
+        for (i, _, _, _), ob in zip(self._outs_alloc, obufs):
+            bufs[i] = ob
+        specs = [(obufs[k], shape, dt) for k, shape, dt in lazy]
+        plan = self._whole[0]
         if not self._tmps:
-            return _async.submit(self._whole[0], bufs, self, out, out_avals)[1]
+            return _async.submit(plan, bufs, obufs, self, specs, out_avals)[1]
         if not self._pool_lock.acquire(blocking=False):
             for i, a in self._temps():
                 bufs[i] = a
-            return _async.submit(self._whole[0], bufs, self, out, out_avals)[1]
+            return _async.submit(plan, bufs, obufs, self, specs, out_avals)[1]
         try:        # held until the pool is marked as the new job's
             # Queued jobs run one after another on the dispatch thread: each may take the
             # pool, whatever earlier ones still queued do with it.
@@ -186,7 +209,7 @@ class Executable:
                 self._pool = self._temps()
             for i, a in self._pool:
                 bufs[i] = a
-            seq, pendings = _async.submit(self._whole[0], bufs, self, out, out_avals)
+            seq, pendings = _async.submit(plan, bufs, obufs, self, specs, out_avals)
             self._pool_seq = seq
             return pendings
         finally:

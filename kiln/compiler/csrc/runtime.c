@@ -7,6 +7,11 @@
 #include <Python.h>
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <numpy/arrayobject.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
 
 typedef void (*kiln_seg_fn)(void **);
 
@@ -146,13 +151,104 @@ static PyObject *kiln_run_plan(PyObject *self, PyObject *const *args, Py_ssize_t
    GIL to wake up and again after each native call: a main thread busy in Python holds
    it for the switch interval (5 ms) each time. after_fork() resets the queue in a
    child of fork (the caller drains it before forking, so it is empty). */
-#include <pthread.h>
-#include <signal.h>
+/* the huge-page block pool (below): also used by the dispatch thread */
+static void *block_get(size_t n);
+static void block_put(void *p, size_t n);
+#define HUGE_BYTES ((size_t)1 << 22)
+
+/* A queued program's output buffer: allocated by the dispatch thread when the program
+   runs (outputs of queued programs cost no memory until then), read through array()
+   once it has run; its memory goes when the object does. obuf(nbytes) makes one. */
+typedef struct {
+  PyObject_HEAD
+  void *p;
+  size_t nbytes;
+  size_t block;       /* > 0: a pool block of that size; 0: malloc */
+  int failed;         /* no memory for it, or for an input of its program */
+} kiln_obuf;
+
+static void obuf_dealloc(kiln_obuf *o) {
+  if (o->p != NULL) {
+    if (o->block) block_put(o->p, o->block);
+    else free(o->p);
+  }
+  Py_TYPE(o)->tp_free((PyObject *)o);
+}
+
+static PyObject *obuf_array(kiln_obuf *o, PyObject *args) {
+  PyObject *shape_obj; PyArray_Descr *descr = NULL;
+  if (!PyArg_ParseTuple(args, "OO&", &shape_obj, PyArray_DescrConverter, &descr)) return NULL;
+  if (o->failed || o->p == NULL) {
+    Py_DECREF(descr);
+    PyErr_Format(PyExc_MemoryError, "Unable to allocate %zu bytes for an output of a "
+                 "queued program (or for an input it takes)", o->nbytes);
+    return NULL;
+  }
+  PyArray_Dims dims = {NULL, 0};
+  if (!PyArray_IntpConverter(shape_obj, &dims)) { Py_DECREF(descr); return NULL; }
+  PyObject *arr = PyArray_NewFromDescr(&PyArray_Type, descr, dims.len, dims.ptr, NULL, o->p,
+                                       NPY_ARRAY_CARRAY, NULL);
+  PyDimMem_FREE(dims.ptr);
+  if (arr == NULL) return NULL;
+  Py_INCREF(o);
+  if (PyArray_SetBaseObject((PyArrayObject *)arr, (PyObject *)o) < 0) {
+    Py_DECREF(arr);
+    return NULL;
+  }
+  return arr;
+}
+
+static PyObject *obuf_failed(kiln_obuf *o, PyObject *noargs) {
+  return PyBool_FromLong(o->failed);
+}
+
+static PyMethodDef obuf_methods[] = {
+  {"array", (PyCFunction)obuf_array, METH_VARARGS, "array(shape, dtype) once its job ran"},
+  {"failed", (PyCFunction)obuf_failed, METH_NOARGS, "failed() -> bool"},
+  {NULL, NULL, 0, NULL}
+};
+
+static PyTypeObject ObufType = {
+  PyVarObject_HEAD_INIT(NULL, 0)
+  .tp_name = "kiln_rt.obuf",
+  .tp_basicsize = sizeof(kiln_obuf),
+  .tp_dealloc = (destructor)obuf_dealloc,
+  .tp_flags = Py_TPFLAGS_DEFAULT,
+  .tp_doc = "an output buffer of a queued program",
+  .tp_methods = obuf_methods,
+};
+
+static PyObject *kiln_obuf_new(PyObject *self, PyObject *arg) {
+  Py_ssize_t n = PyLong_AsSsize_t(arg);
+  if (n == -1 && PyErr_Occurred()) return NULL;
+  if (n < 0) { PyErr_SetString(PyExc_ValueError, "obuf: negative size"); return NULL; }
+  kiln_obuf *o = PyObject_New(kiln_obuf, &ObufType);
+  if (o == NULL) return NULL;
+  o->p = NULL; o->nbytes = (size_t)n; o->block = 0; o->failed = 0;
+  return (PyObject *)o;
+}
+
+/* On the dispatch thread (no GIL): the memory of o. */
+static void obuf_alloc(kiln_obuf *o) {
+  size_t n = o->nbytes;
+  if (n >= HUGE_BYTES) {
+    size_t b = (n + ((size_t)1 << 21) - 1) & ~(((size_t)1 << 21) - 1);
+    o->p = block_get(b);
+    if (o->p != NULL) o->block = b;
+  } else {
+    void *p = NULL;
+    if (posix_memalign(&p, 64, n ? (n + 63) & ~(size_t)63 : 64) == 0) o->p = p;
+  }
+  if (o->p == NULL) o->failed = 1;
+}
 
 typedef struct kiln_job {
   struct kiln_job *next;
   kiln_plan *plan;
   void **ptrs;
+  kiln_obuf **late;      /* per pointer: the output buffer it is (read when run), or NULL */
+  kiln_obuf **outs;      /* the job's own outputs, allocated when it runs */
+  Py_ssize_t nouts;
   long long seq;
 } kiln_job;
 
@@ -173,38 +269,74 @@ static void *q_worker(void *arg) {
     if (q_head == NULL) q_tail = NULL;
     pthread_mutex_unlock(&q_mu);
     kiln_plan *p = j->plan;
-    for (Py_ssize_t k = 0; k < p->nseg; k++) p->fns[k](j->ptrs + p->starts[k]);
+    int failed = 0;
+    for (Py_ssize_t k = 0; k < j->nouts; k++) {
+      obuf_alloc(j->outs[k]);
+      failed |= j->outs[k]->failed;
+    }
+    for (Py_ssize_t k = 0; k < p->nids; k++) {
+      kiln_obuf *o = j->late[k];
+      if (o == NULL) continue;
+      if (o->failed || o->p == NULL) failed = 1;
+      else j->ptrs[k] = o->p;
+    }
+    if (failed) {
+      for (Py_ssize_t k = 0; k < j->nouts; k++) j->outs[k]->failed = 1;
+    } else {
+      for (Py_ssize_t k = 0; k < p->nseg; k++) p->fns[k](j->ptrs + p->starts[k]);
+    }
     pthread_mutex_lock(&q_mu);
     __atomic_store_n(&q_completed, j->seq, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&q_done);
     pthread_mutex_unlock(&q_mu);
     free(j->ptrs);
+    free(j->late);
+    free(j->outs);
     free(j);
   }
   return NULL;
 }
 
 static PyObject *kiln_submit_plan(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-  if (nargs != 2 || !PyList_Check(args[1])) {
-    PyErr_SetString(PyExc_TypeError, "submit_plan(plan, bufs: list)");
+  if (nargs != 3 || !PyList_Check(args[1]) || !PyList_Check(args[2])) {
+    PyErr_SetString(PyExc_TypeError, "submit_plan(plan, bufs: list, outs: list of obuf)");
     return NULL;
   }
   kiln_plan *p = (kiln_plan *)PyCapsule_GetPointer(args[0], "kiln_plan");
   if (p == NULL) return NULL;
-  PyObject *bufs = args[1];
-  Py_ssize_t nb = PyList_GET_SIZE(bufs);
-  kiln_job *j = (kiln_job *)malloc(sizeof(kiln_job));
-  void **ptrs = (void **)malloc(sizeof(void *) * (size_t)(p->nids ? p->nids : 1));
-  if (j == NULL || ptrs == NULL) { free(j); free(ptrs); return PyErr_NoMemory(); }
+  PyObject *bufs = args[1], *outs = args[2];
+  Py_ssize_t nb = PyList_GET_SIZE(bufs), no = PyList_GET_SIZE(outs);
+  kiln_job *j = (kiln_job *)calloc(1, sizeof(kiln_job));
+  size_t m = (size_t)(p->nids ? p->nids : 1);
+  if (j != NULL) {
+    j->ptrs = (void **)calloc(m, sizeof(void *));
+    j->late = (kiln_obuf **)calloc(m, sizeof(kiln_obuf *));
+    j->outs = (kiln_obuf **)calloc((size_t)(no ? no : 1), sizeof(kiln_obuf *));
+  }
+  if (j == NULL || !j->ptrs || !j->late || !j->outs) {
+    if (j) { free(j->ptrs); free(j->late); free(j->outs); free(j); }
+    return PyErr_NoMemory();
+  }
+  j->nouts = no;
+  for (Py_ssize_t k = 0; k < no; k++) {
+    PyObject *o = PyList_GET_ITEM(outs, k);
+    if (Py_TYPE(o) != &ObufType) {
+      PyErr_SetString(PyExc_TypeError, "submit_plan: outs must be obuf objects");
+      goto fail;
+    }
+    j->outs[k] = (kiln_obuf *)o;
+  }
   for (Py_ssize_t k = 0; k < p->nids; k++) {
     Py_ssize_t i = p->ids[k];
     PyObject *a = i < nb ? PyList_GET_ITEM(bufs, i) : NULL;
-    if (a == NULL || !PyArray_Check(a)) {
-      free(j); free(ptrs);
-      PyErr_Format(PyExc_TypeError, "submit_plan: buffer %zd is not an ndarray", i);
-      return NULL;
+    if (a != NULL && Py_TYPE(a) == &ObufType) {
+      j->late[k] = (kiln_obuf *)a;
+    } else if (a != NULL && PyArray_Check(a)) {
+      j->ptrs[k] = PyArray_DATA((PyArrayObject *)a);
+    } else {
+      PyErr_Format(PyExc_TypeError, "submit_plan: buffer %zd is not an ndarray or obuf", i);
+      goto fail;
     }
-    ptrs[k] = PyArray_DATA((PyArrayObject *)a);
   }
   if (!q_started) {
     pthread_attr_t attr;
@@ -218,13 +350,12 @@ static PyObject *kiln_submit_plan(PyObject *self, PyObject *const *args, Py_ssiz
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_attr_destroy(&attr);
     if (rc != 0) {
-      free(j); free(ptrs);
       PyErr_SetString(PyExc_RuntimeError, "submit_plan: cannot start the dispatch thread");
-      return NULL;
+      goto fail;
     }
     q_started = 1;
   }
-  j->next = NULL; j->plan = p; j->ptrs = ptrs;
+  j->next = NULL; j->plan = p;
   pthread_mutex_lock(&q_mu);       /* held only briefly by the worker: no GIL wait */
   j->seq = ++q_submitted;
   if (q_tail) q_tail->next = j; else q_head = j;
@@ -232,6 +363,9 @@ static PyObject *kiln_submit_plan(PyObject *self, PyObject *const *args, Py_ssiz
   pthread_cond_signal(&q_work);
   pthread_mutex_unlock(&q_mu);
   return PyLong_FromLongLong(j->seq);
+fail:
+  free(j->ptrs); free(j->late); free(j->outs); free(j);
+  return NULL;
 }
 
 static PyObject *kiln_completed(PyObject *self, PyObject *noargs) {
@@ -254,7 +388,10 @@ static PyObject *kiln_submitted(PyObject *self, PyObject *noargs) {
   return PyLong_FromLongLong(q_submitted);
 }
 
+static pthread_mutex_t pool_mu;
+
 static PyObject *kiln_after_fork(PyObject *self, PyObject *noargs) {
+  pthread_mutex_init(&pool_mu, NULL);
   pthread_mutex_init(&q_mu, NULL);
   pthread_cond_init(&q_work, NULL);
   pthread_cond_init(&q_done, NULL);
@@ -270,9 +407,7 @@ static PyObject *kiln_after_fork(PyObject *self, PyObject *noargs) {
    the next output of that size takes one, already mapped: what an allocator like XLA's
    gives JAX. Sizes are rounded to 2 MiB; the pool holds at most POOL_MAX blocks and
    POOL_BYTES bytes, oldest first (a block returned to a full pool replaces the oldest);
-   the GIL guards it (capsule destructors run with the GIL held). */
-#include <sys/mman.h>
-#include <string.h>
+   pool_mu guards it (the dispatch thread takes blocks for queued programs' outputs). */
 #if NPY_ABI_VERSION < 0x02000000      /* NumPy 1.x headers */
 #define PyDataType_ELSIZE(d) ((d)->elsize)
 #endif
@@ -284,10 +419,17 @@ static int pool_n = 0;
 static size_t pool_total = 0;
 static unsigned long long pool_hits = 0, pool_maps = 0;
 
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;   /* (declared above) */
+
 static void block_release(PyObject *cap) {
   void *p = PyCapsule_GetPointer(cap, "kiln_block");
   size_t n = (size_t)(uintptr_t)PyCapsule_GetContext(cap);
+  block_put(p, n);
+}
+
+static void block_put(void *p, size_t n) {
   if (n > POOL_BYTES) { munmap(p, n); return; }
+  pthread_mutex_lock(&pool_mu);
   /* full: the oldest blocks make room (the sizes in use now are the likely next ones) */
   while (pool_n > 0 && (pool_n == POOL_MAX || pool_total + n > POOL_BYTES)) {
     munmap(pool_ptr[0], pool_size[0]);
@@ -297,9 +439,11 @@ static void block_release(PyObject *cap) {
     memmove(pool_size, pool_size + 1, sizeof(size_t) * (size_t)pool_n);
   }
   pool_ptr[pool_n] = p; pool_size[pool_n] = n; pool_n++; pool_total += n;
+  pthread_mutex_unlock(&pool_mu);
 }
 
 static void *block_get(size_t n) {
+  pthread_mutex_lock(&pool_mu);
   for (int i = pool_n - 1; i >= 0; i--) {
     if (pool_size[i] == n) {
       void *p = pool_ptr[i];
@@ -308,15 +452,17 @@ static void *block_get(size_t n) {
       memmove(pool_ptr + i, pool_ptr + i + 1, sizeof(void *) * (size_t)(pool_n - i));
       memmove(pool_size + i, pool_size + i + 1, sizeof(size_t) * (size_t)(pool_n - i));
       pool_hits++;
+      pthread_mutex_unlock(&pool_mu);
       return p;
     }
   }
+  pthread_mutex_unlock(&pool_mu);
   void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return NULL;
 #ifdef MADV_HUGEPAGE
   madvise(p, n, MADV_HUGEPAGE);
 #endif
-  pool_maps++;
+  __atomic_add_fetch(&pool_maps, 1, __ATOMIC_RELAXED);
   return p;
 }
 
@@ -627,7 +773,8 @@ static PyMethodDef kiln_methods[] = {
   {"run_plan", (PyCFunction)(void (*)(void))kiln_run_plan, METH_FASTCALL,
    "run_plan(plan, bufs)"},
   {"submit_plan", (PyCFunction)(void (*)(void))kiln_submit_plan, METH_FASTCALL,
-   "submit_plan(plan, bufs) -> seq"},
+   "submit_plan(plan, bufs, outs) -> seq"},
+  {"obuf", kiln_obuf_new, METH_O, "obuf(nbytes) -> an output buffer of a queued program"},
   {"completed", kiln_completed, METH_NOARGS, "completed() -> seq of the last job run"},
   {"submitted", kiln_submitted, METH_NOARGS, "submitted() -> seq of the last job queued"},
   {"wait", kiln_wait, METH_O, "wait(seq): until job seq has run"},
@@ -647,5 +794,6 @@ static struct PyModuleDef kiln_module = {
 
 PyMODINIT_FUNC PyInit_kiln_rt(void) {
   import_array();
+  if (PyType_Ready(&ObufType) < 0) return NULL;
   return PyModule_Create(&kiln_module);
 }
