@@ -83,6 +83,9 @@ class _Job:
         if a is None:
             buf, shape, dtype = self.specs[i]
             a = arrays[i] = buf.array(shape, dtype)   # MemoryError: no memory for it
+            # the buffer stays with the queued programs still reading it (kiln.donation
+            # counts references: this array is reusable once they have run)
+            self.specs[i] = (None, shape, dtype)
         return a
 
 
@@ -121,9 +124,11 @@ class Pending:
         return self.job.result(self.index)
 
     def buffer(self):
-        """The ``kiln_rt.obuf`` the queued program writes (for a later queued program's
-        inputs: it runs after this one)."""
-        return self.job.specs[self.index][0]
+        """The ``kiln_rt.obuf`` the queued program writes, or its array once read (for a
+        later queued program's inputs: it runs after this one)."""
+        job = self.job
+        buf = job.specs[self.index][0]
+        return buf if buf is not None else job.arrays[self.index]
 
 
 def available() -> bool:

@@ -207,3 +207,27 @@ def test_numpy_and_python_leaves_on_the_pytree_fast_path():
     with config_context(jax_transfer_guard="disallow"):   # the guard still sees the batch
         with pytest.raises(Exception, match="[Dd]isallowed"):
             f(p, batch, 1)
+
+
+def test_queued_output_is_donatable_once_no_queued_program_reads_it():
+    """A queued program's output (memory the dispatch thread allocated) owns its memory
+    once read, as an np.empty array does: a later donating call writes into it in place,
+    but not while a queued program still reads it."""
+    from kiln import donation
+    f = kiln.jit(lambda a: a * 2.0)
+    h = kiln.jit(lambda a: a * 3.0)
+    g = kiln.jit(lambda a: a + 1.0, donate_argnums=0)
+    x = jnp.ones(1 << 16)
+    for _ in range(3):
+        f(x).block_until_ready()
+        h(x).block_until_ready()
+    y = f(x)
+    u = h(y)                                  # queued, reads y's buffer
+    assert donation.reusable([y], [(0, 0)]) == ()
+    u.block_until_ready()
+    assert donation.reusable([y], [(0, 0)]) == ((0, 0),)
+    where = y.unsafe_buffer_pointer()
+    z = g(y)
+    assert z.unsafe_buffer_pointer() == where and y.is_deleted()
+    np.testing.assert_array_equal(np.asarray(z), np.full(1 << 16, 3.0, np.float32))
+    np.testing.assert_array_equal(np.asarray(u), np.full(1 << 16, 6.0, np.float32))

@@ -165,10 +165,12 @@ typedef struct {
   size_t nbytes;
   size_t block;       /* > 0: a pool block of that size; 0: malloc */
   int failed;         /* no memory for it, or for an input of its program */
+  PyObject *owner;    /* the ndarray its malloc'd memory was handed to (array()), if any */
 } kiln_obuf;
 
 static void obuf_dealloc(kiln_obuf *o) {
-  if (o->p != NULL) {
+  if (o->owner != NULL) Py_DECREF(o->owner);       /* the array frees the memory */
+  else if (o->p != NULL) {
     if (o->block) block_put(o->p, o->block);
     else free(o->p);
   }
@@ -190,6 +192,20 @@ static PyObject *obuf_array(kiln_obuf *o, PyObject *args) {
                                        NPY_ARRAY_CARRAY, NULL);
   PyDimMem_FREE(dims.ptr);
   if (arr == NULL) return NULL;
+#if NPY_API_VERSION >= 0x00000010      /* NumPy >= 1.22: memory handlers */
+  if (!o->block && o->owner == NULL) {
+    /* malloc'd: the array owns it, freed by NumPy's default handler (free()), as an
+       np.empty array's: kiln's donation can reuse it. The obuf keeps the array alive
+       while queued programs may still read the memory. */
+    PyObject *handler = PyDataMem_GetHandler();
+    if (handler == NULL) { Py_DECREF(arr); return NULL; }
+    ((PyArrayObject_fields *)arr)->mem_handler = handler;     /* the reference */
+    PyArray_ENABLEFLAGS((PyArrayObject *)arr, NPY_ARRAY_OWNDATA);
+    Py_INCREF(arr);
+    o->owner = arr;
+    return arr;
+  }
+#endif
   Py_INCREF(o);
   if (PyArray_SetBaseObject((PyArrayObject *)arr, (PyObject *)o) < 0) {
     Py_DECREF(arr);
@@ -224,7 +240,7 @@ static PyObject *kiln_obuf_new(PyObject *self, PyObject *arg) {
   if (n < 0) { PyErr_SetString(PyExc_ValueError, "obuf: negative size"); return NULL; }
   kiln_obuf *o = PyObject_New(kiln_obuf, &ObufType);
   if (o == NULL) return NULL;
-  o->p = NULL; o->nbytes = (size_t)n; o->block = 0; o->failed = 0;
+  o->p = NULL; o->nbytes = (size_t)n; o->block = 0; o->failed = 0; o->owner = NULL;
   return (PyObject *)o;
 }
 
