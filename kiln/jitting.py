@@ -205,6 +205,26 @@ def _resolved(vals: list) -> list:
     return vals
 _tree_sig_fn: list = [None]
 
+# Per x64 setting: the host leaves the native walk takes (kiln_rt.tree_sig's ``host``):
+# NumPy dtype -> its canonical dtype; int/float/bool -> (dtype, weak_type) as traced.
+_HOST_CANON: dict = {}
+
+
+def _host_canon(x64: bool) -> dict:
+    from kiln.config import config_context
+    canon: dict = {}
+    with config_context(jax_enable_x64=x64):
+        for name in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16",
+                     "uint32", "uint64", "float16", "float32", "float64", "complex64",
+                     "complex128"):
+            dt = np.dtype(name)
+            canon[dt] = np.dtype(get_aval(np.zeros((), dt)).dtype)
+        for t in (int, float, bool):
+            aval = get_aval(t(0))
+            canon[t] = (np.dtype(aval.dtype), bool(aval.weak_type))
+    _HOST_CANON[x64] = canon
+    return canon
+
 
 def _native_tree_sig():
     """``kiln_rt.tree_sig`` once the runtime extension is loaded (by the first native
@@ -561,9 +581,9 @@ class JitWrapped:
             # lookup, then straight to the backend (no pytree flattening, no bind).
             # (Not in a thread with a context value of a tracing-context flag other than
             # x64: the fast caches are keyed by x64 only, and shared by all threads.)
-            fast_ok = not (_ctx_values_active and config.overrides_any(_CTX_NON_X64))
-            if (not kwargs and not self._donating and type(_current_trace()) is EvalTrace
-                    and fast_ok):
+            fast_ok = (not (_ctx_values_active and config.overrides_any(_CTX_NON_X64))
+                       and type(_current_trace()) is EvalTrace)
+            if not kwargs and not self._donating and fast_ok:
                 key = None
                 for a in args:
                     if type(a) is not Array:
@@ -577,17 +597,17 @@ class JitWrapped:
             else:
                 key = None
             tree_key = None
-            if key is None and type(_current_trace()) is EvalTrace and fast_ok:
+            if key is None and fast_ok:
                 # Fast path for pytrees of concrete Arrays (static arguments allowed, no
                 # donated leaves): the same lookup keyed by the tree and leaf types.
-                tree_key, vals = self._tree_key(args, kwargs)
+                tree_key, vals, borrowed = self._tree_key(args, kwargs)
                 if tree_key is not None:
                     try:
                         hit = self._fast.get(tree_key)
                     except TypeError:       # an unhashable static: _trace says so
                         tree_key = hit = None
                     if hit is not None:
-                        return self._run_hit(hit, vals, args, kwargs)
+                        return self._run_hit(hit, vals, args, kwargs, borrowed)
             if self._inline and isinstance(_current_trace(), staging.JaxprTrace):
                 return self._call_inline(args, kwargs)
             try:
@@ -719,10 +739,34 @@ class JitWrapped:
                 _hijax.write_back(s, obj, f[0], [next(it) for _ in range(f[1])])
         return tree_unflatten(entry.out_tree, outs[:n_out])
 
-    def _run_hit(self, hit, vals, args, kwargs):
+    def _run_hit(self, hit, vals, args, kwargs, borrowed=None):
         """Run a fast-path cache entry on the flat argument values (raw: a value may be
-        a ``Pending`` output of an earlier asynchronous call)."""
+        a ``Pending`` output of an earlier asynchronous call). ``borrowed``: indices of
+        values that are the caller's own NumPy arrays (``_tree_key``), copied unless the
+        program reads them before the call returns and no output shares their memory."""
         closed, out_tree, weaks, exe, layout = hit
+        e = exe[0].exe if exe else None
+        if e is not None and e.no_host_code and _cpu.plain_mode():
+            # native code only (no callback can run: no program_running mark needed)
+            outs = None
+            if (e._heavy and layout is None and not _sharding_mod._mesh_stack
+                    and config.jax_cpu_enable_async_dispatch
+                    and _threading.get_ident() == _MAIN_THREAD and None not in weaks):
+                outs = _cpu.submit_ready(exe[0], closed, vals, borrowed)
+            if outs is None:
+                outs = _cpu.run_ready(exe[0], closed, _resolved(vals), self._name, borrowed)
+        else:
+            outs = self._run_hit_marked(closed, weaks, exe, layout, vals, args, kwargs,
+                                        borrowed)
+        outs = [make_array(o, w) if w is not None else _float0_value(o)
+                for o, w in zip(outs, weaks)]
+        if layout is not None or _sharding_mod._mesh_stack:
+            _lay_out(outs, layout, args)
+        return tree_unflatten(out_tree, outs)
+
+    def _run_hit_marked(self, closed, weaks, exe, layout, vals, args, kwargs, borrowed):
+        """``_run_hit``'s outputs for a program that may run Python code (host islands,
+        the reference backend, an evicted executable): marked as a running program."""
         with program_running():
             if exe and _cpu.plain_mode():
                 # the cache entry, not the executable: an evicted one reloads (cpu LRU)
@@ -730,10 +774,13 @@ class JitWrapped:
                 if (layout is None and not _sharding_mod._mesh_stack
                         and config.jax_cpu_enable_async_dispatch
                         and _threading.get_ident() == _MAIN_THREAD and None not in weaks):
-                    outs = _cpu.submit_ready(exe[0], closed, vals)
+                    outs = _cpu.submit_ready(exe[0], closed, vals, borrowed)
                 if outs is None:
-                    outs = _cpu.run_ready(exe[0], closed, _resolved(vals), self._name)
+                    outs = _cpu.run_ready(exe[0], closed, _resolved(vals), self._name,
+                                          borrowed)
             else:
+                if borrowed:
+                    vals = _cpu.owned(vals, borrowed)
                 vals = _resolved(vals)
                 try:
                     outs = _cpu.run(closed, vals, self._name)
@@ -742,29 +789,35 @@ class JitWrapped:
                 ready = _cpu.ready_entry(closed)
                 if ready is not None and not exe:
                     exe.append(ready)
-        outs = [make_array(o, w) if w is not None else _float0_value(o)
-                for o, w in zip(outs, weaks)]
-        if layout is not None or _sharding_mod._mesh_stack:
-            _lay_out(outs, layout, args)
-        return tree_unflatten(out_tree, outs)
+        return outs
 
     def _tree_key(self, args, kwargs):
-        """``(key, values)`` of the pytree fast path (the leaves' NumPy values), or
-        ``(None, None)`` when the call cannot take it (a leaf that is not a concrete Array,
-        or a donated leaf)."""
+        """``(key, values, borrowed)`` of the pytree fast path, or ``(None, None, None)``
+        when the call cannot take it (a leaf that is neither a concrete Array nor a NumPy
+        array or Python scalar jit takes, or a donated leaf). ``values``: the leaves' raw
+        values (an Array's ``_v``; a host leaf converted as tracing converts it);
+        ``borrowed``: indices of values that are the caller's NumPy arrays themselves
+        (already of their canonical dtype, C-contiguous and aligned), which the call
+        copies only when the program may run after it returns (``_run_hit``)."""
         if self._donating and self._donates_leaves(args, kwargs):
-            return None, None
+            return None, None, None
         static_pos, static_kw, dyn_args, dyn_kw = self._split(args, kwargs)
         tree = (tuple(dyn_args), dyn_kw)
         walk = _tree_sig_fn[0] or _native_tree_sig()
+        x64 = config.jax_enable_x64
         if walk is not None:
-            r = walk(tree, Array, _tu.native_walk_types, _SIG_MARKERS)
+            guard = config.jax_transfer_guard_host_to_device        # _transfer_guard.active
+            if guard is None:
+                guard = config.jax_transfer_guard
+            host = (None if guard and guard != "allow"
+                    else _HOST_CANON.get(x64) or _host_canon(x64))
+            r = walk(tree, Array, _tu.native_walk_types, _SIG_MARKERS, host)
             if r is not None:
-                return (_TREE_KEY_NATIVE, config.jax_enable_x64, r[0], static_pos,
-                        static_kw), r[1]
+                return (_TREE_KEY_NATIVE, x64, r[0], static_pos, static_kw), r[1], r[2]
         leaves, a_tree = tree_flatten(tree)
         sig = []
         vals = []
+        borrowed = []
         for a in leaves:
             t = type(a)
             if t is Array:
@@ -772,20 +825,27 @@ class JitWrapped:
                 sig.append((v.shape, v.dtype, a.weak_type))
             elif t in _HOST_LEAVES:
                 # A host value (a NumPy batch, a Python step counter): its abstract value
-                # as tracing takes it, and a copy of its data in that dtype (the caller may
-                # change a NumPy array after the call returns; the program may run later).
+                # as tracing takes it, and its data in that dtype (the caller's array
+                # itself when it already is so, else a copy).
                 if _transfer_guard.active() or (t is int and not -2**31 <= a < 2**31):
-                    return None, None
+                    return None, None, None
                 aval = get_aval(a)
-                if t is np.ndarray and a.dtype.kind not in "biufc":
-                    return None, None
-                v = np.array(a, dtype=aval.dtype, order="C")
+                if t is np.ndarray:
+                    if a.dtype.kind not in "biufc":
+                        return None, None, None
+                    fl = a.flags
+                    if a.dtype == aval.dtype and fl.c_contiguous and fl.aligned:
+                        v = a
+                        borrowed.append(len(vals))
+                    else:
+                        v = np.array(a, dtype=aval.dtype, order="C")
+                else:
+                    v = np.array(a, dtype=aval.dtype)
                 sig.append((aval.shape, aval.dtype, aval.weak_type))
             else:
-                return None, None
+                return None, None, None
             vals.append(v)
-        return (_TREE_KEY, config.jax_enable_x64, a_tree, tuple(sig), static_pos,
-                static_kw), vals
+        return (_TREE_KEY, x64, a_tree, tuple(sig), static_pos, static_kw), vals, borrowed
 
     def _donates_leaves(self, args, kwargs) -> bool:
         n = len(args)

@@ -33,7 +33,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from kiln import _async_dispatch as _async
 from kiln.backends import reference
 from kiln.compiler.build import fork as _fork  # noqa: F401 - its at-fork hooks
 from kiln.compiler.build import loaded as _loaded
@@ -398,25 +397,68 @@ def ready_entry(closed):
     return entry if entry is not None and entry.exe is not None else None
 
 
-def run_ready(entry, closed, args, name: str = "jit"):
-    """Run ``closed`` through the entry from :func:`ready_entry` (plain mode only)."""
+def owned(args: list, borrowed) -> list:
+    """``args`` with the caller's arrays at the indices ``borrowed`` copied (the jit fast
+    path's NumPy leaves: the caller may change them once the call has returned). Large
+    copies go to the runtime's recycled huge-page blocks (``runtime.alloc``): a fresh
+    64 MiB copy costs three times the memcpy in page faults."""
+    from kiln.compiler.build.runtime import alloc
+    args = list(args)
+    for i in borrowed:
+        a = args[i]
+        c = alloc(a.shape, a.dtype)
+        np.copyto(c, a)
+        args[i] = c
+    return args
+
+
+def _unaliased(outs, args, borrowed, which):
+    """``outs`` with each output of the indices ``which`` (those that may be views of
+    arguments) that shares memory with a borrowed argument copied (a program returning
+    its NumPy argument, or a reshape of it): outputs are the program's own, as JAX's."""
+    mine = [args[i] for i in borrowed]
+    outs = list(outs)
+    for k in which:
+        o = outs[k]
+        if isinstance(o, np.ndarray) and any(np.may_share_memory(o, a) for a in mine):
+            outs[k] = o.copy()
+    return outs
+
+
+def run_ready(entry, closed, args, name: str = "jit", borrowed=None):
+    """Run ``closed`` through the entry from :func:`ready_entry` (plain mode only).
+    ``borrowed``: indices of arguments that are the caller's own arrays; they are read
+    in place (no copy) by a native program without host islands, which reads them before
+    returning, and copied otherwise (Python code such as a callback may keep them)."""
     exe = entry.exe
     if exe is None:
+        if borrowed:
+            args = owned(args, borrowed)
         return _distinct(_run_pure(closed, args, name))
     _touch(entry)
-    return _distinct(exe(args))
+    if not borrowed:
+        return _distinct(exe(args))
+    if exe.has_host_code():
+        return _distinct(exe(owned(args, borrowed)))
+    outs = exe(args)
+    if exe.aliasing_outputs:
+        outs = _unaliased(outs, args, borrowed, exe.aliasing_outputs)
+    return _distinct(outs)
 
 
-def submit_ready(entry, closed, args):
+def submit_ready(entry, closed, args, borrowed=None):
     """Queue ``closed`` on the dispatch thread (``kiln._async_dispatch``) through the
     entry from :func:`ready_entry`; returns the outputs' ``Pending`` values, or None when
-    the program must run on the calling thread (see ``Executable.runs_off_thread``)."""
+    the program must run on the calling thread (see ``Executable.runs_off_thread``).
+    The arguments at the indices ``borrowed`` (the caller's own arrays) are copied first:
+    the program runs after the call has returned."""
     exe = entry.exe
     if exe is None or not exe.runs_off_thread():
         return None
     _touch(entry)
-    return _async.submit(lambda vals: _distinct(exe.call_native(vals)), args,
-                         closed.out_avals)
+    if borrowed:
+        args = owned(args, borrowed)
+    return exe.dispatch(args, closed.out_avals)
 
 
 def executable_for(closed, name: str = "jit"):

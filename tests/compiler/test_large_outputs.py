@@ -95,3 +95,23 @@ def test_runtime_extension_builds_where_headers_exist():
         return
     assert runtime.get_run() is not runtime._ctypes_run
     assert "hits" in runtime.pool_stats()
+
+
+def test_full_pool_keeps_the_newest_blocks():
+    """A block returned to a full pool replaces the oldest: a program whose outputs
+    changed size still gets recycled blocks (before, a pool full of other sizes refused
+    every new size for good)."""
+    runtime.get_run()
+    if not runtime.pool_stats():
+        return      # extension not built here
+    small = [runtime.alloc((1 << 20,), np.float32) for _ in range(10)]    # 4 MiB each
+    del small
+    gc.collect()
+    assert runtime.pool_stats()["blocks"] >= 8
+    big = runtime.alloc((3 << 20,), np.float32)                          # 12 MiB
+    del big
+    gc.collect()
+    hits = runtime.pool_stats()["hits"]
+    again = runtime.alloc((3 << 20,), np.float32)
+    assert runtime.pool_stats()["hits"] == hits + 1
+    del again

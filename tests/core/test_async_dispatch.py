@@ -85,26 +85,61 @@ def test_small_programs_run_on_the_calling_thread():
     assert type(y._v) is np.ndarray
 
 
-def test_error_in_a_queued_program_is_raised_where_outputs_are_read(monkeypatch):
+def test_no_memory_for_a_queued_output_is_raised_where_it_is_read():
+    """The dispatch thread allocates a queued program's outputs when it runs it: no
+    memory for one is a MemoryError where that output, or an output computed from it,
+    is read; the queue goes on."""
     f = kiln.jit(lambda a: a + 1.0)
     x = jnp.ones(1 << 16)
     for _ in range(3):
         f(x).block_until_ready()
-    from kiln.compiler.build import executable
-
-    def boom(self, args, reuse=()):
-        raise MemoryError("out of memory in a queued program")
-    monkeypatch.setattr(executable.Executable, "call_native", boom)
-    y = f(x)                       # returns: the error happens on the dispatch thread
-    assert type(y._v) is Pending
-    y._v.job.done.wait()
-    monkeypatch.undo()
+    from kiln.backends import cpu
+    (exe,) = [e.exe for e in cpu._cache.values() if e.exe is not None
+              and e.exe.prog.inputs[0].shape == (1 << 16,)]
+    saved = exe._out_nbytes
+    exe._out_nbytes = [1 << 62 for _ in saved]      # more memory than there is
+    try:
+        y = f(x)                    # returns: the allocation happens on the thread
+        assert type(y._v) is Pending
+    finally:
+        exe._out_nbytes = saved
+    z = f(y)                        # queued behind it, on its missing output
     with pytest.raises(MemoryError, match="queued program"):
         np.asarray(y)
-    z = f(y)                       # a call consuming it fails the same way
     with pytest.raises(MemoryError):
         z.block_until_ready()
     np.testing.assert_array_equal(f(x), np.full(1 << 16, 2.0))   # the queue goes on
+    deleted = jnp.ones(1 << 16)
+    deleted.delete()
+    with pytest.raises(RuntimeError, match="deleted"):   # found by the call itself
+        f(deleted)
+
+
+def test_queued_program_runs_while_the_main_thread_holds_the_gil():
+    """The dispatch thread never takes the GIL: a program queued before a long stretch
+    of pure Python finishes during it, even with a switch interval far longer than the
+    stretch (a Python dispatch thread would wait for it to wake up and after each
+    native call)."""
+    import sys
+    import time
+    f = kiln.jit(lambda a: jnp.tanh(a @ a) * 0.5)
+    x = jnp.ones((256, 256)) * 0.01
+    for _ in range(3):
+        f(x).block_until_ready()
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(30.0)
+    try:
+        y = f(x)
+        assert type(y._v) is Pending
+        t0 = time.perf_counter()
+        while not y.is_ready() and time.perf_counter() - t0 < 5.0:
+            pass                            # pure Python: the GIL is never released
+        spun = time.perf_counter() - t0
+    finally:
+        sys.setswitchinterval(old)
+    assert spun < 5.0
+    with config_context(jax_cpu_enable_async_dispatch=False):
+        np.testing.assert_array_equal(np.asarray(y), np.asarray(f(x)))
 
 
 def test_calls_from_other_threads_run_synchronously():
@@ -172,3 +207,30 @@ def test_numpy_and_python_leaves_on_the_pytree_fast_path():
     with config_context(jax_transfer_guard="disallow"):   # the guard still sees the batch
         with pytest.raises(Exception, match="[Dd]isallowed"):
             f(p, batch, 1)
+
+
+def test_queued_output_is_donatable_once_no_queued_program_reads_it():
+    """A queued program's output (memory the dispatch thread allocated) owns its memory
+    once read, as an np.empty array does: a later donating call writes into it in place;
+    a program queued to read it still reads the values it had."""
+    from kiln import donation
+    f = kiln.jit(lambda a: a * 2.0)
+    h = kiln.jit(lambda a: jnp.tanh(a.reshape(256, 256) @ a.reshape(256, 256)).ravel())
+    g = kiln.jit(lambda a: a + 1.0, donate_argnums=0)
+    x = jnp.ones(1 << 16) * 0.01
+    for _ in range(3):
+        f(x).block_until_ready()
+        h(x).block_until_ready()
+    want = np.asarray(h(f(x)))
+    for _ in range(5):
+        y = f(x)
+        u = h(y)                      # queued, reads y's buffer
+        z = g(y)                      # donates y: never under u's feet
+        np.testing.assert_array_equal(np.asarray(u), want)
+        np.testing.assert_array_equal(np.asarray(z), np.full(1 << 16, 1.02, np.float32))
+    y = f(x)
+    y.block_until_ready()
+    assert donation.reusable([y], [(0, 0)]) == ((0, 0),)
+    where = y.unsafe_buffer_pointer()
+    z = g(y)
+    assert z.unsafe_buffer_pointer() == where and y.is_deleted()

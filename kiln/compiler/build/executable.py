@@ -16,8 +16,9 @@ from contextlib import nullcontext
 
 import numpy as np
 
+from kiln import _async_dispatch as _async
 from kiln import _fp_warnings
-from kiln.compiler.build.runtime import HUGE_THRESHOLD, alloc, get_run, runtime_place
+from kiln.compiler.build.runtime import HUGE_THRESHOLD, alloc, get_run, runtime_place, runtime_plan
 from kiln.compiler.lower.program import Island, Program
 from kiln.core.trace import apply_impl
 from kiln.profiler import _kernels as _profiled_kernels
@@ -71,6 +72,15 @@ class Executable:
         self._plan = plan
         self._segments = segments
         self._has_islands = any(p[0] == "island" for p in plan)
+        # Only native code runs (no islands, no configuration guard whose change sends
+        # a call to the reference backend): no Python code sees a call's values.
+        self.no_host_code = not self._has_islands and not prog.guards
+        # What call_native runs: each stretch of segments between islands packed into one
+        # native plan (kiln_rt.run_plan: the GIL released once for all of them), the
+        # islands as they are; None without the extension (segments one call each).
+        self._runs = _pack(plan)
+        self._whole = (self._runs[0][1] if self._runs is not None and len(self._runs) == 1
+                       and self._runs[0][0] == "plan" else None)
         self._in_ids = [b.id for b in prog.inputs]
         self._in_dtypes = [np.dtype(b.dtype) for b in prog.inputs]
         self._place = runtime_place()
@@ -87,7 +97,23 @@ class Executable:
         self._template = template
         self._pool = None
         self._pool_lock = threading.Lock()
+        # The queued job (kiln._async_dispatch) last given the pool: the pool is free
+        # once it has run.
+        self._pool_seq = 0
         self._outputs = prog.outputs
+        # Asynchronous dispatch (dispatch): for each program output, (its position among
+        # the "out" buffers, shape, dtype) when every output is its own "out" buffer.
+        pos = {i: k for k, (i, _, _, _) in enumerate(self._outs_alloc)}
+        ids = [o[1].id for o in prog.outputs if o[0] == "buf" and o[1].kind == "out"]
+        self._lazy_outs = ([(pos[o[1].id], o[2], np.dtype(o[1].dtype))
+                            for o in prog.outputs]
+                           if len(ids) == len(prog.outputs) == len(set(ids)) == len(pos)
+                           else None)
+        self._out_nbytes = [prog.buffers[i].nbytes for i, _, _, _ in self._outs_alloc]
+        # Outputs that may be (views of) arguments: an argument returned, or reshaped.
+        self.aliasing_outputs = tuple(
+            k for k, o in enumerate(prog.outputs)
+            if o[0] == "in" or (o[0] == "buf" and o[1].kind == "in"))
 
     def _temps(self):
         slots = self.prog.slots
@@ -134,12 +160,79 @@ class Executable:
         return self.call_native(args, reuse)
 
     def runs_off_thread(self) -> bool:
-        """Whether :meth:`call_native` may run on another thread now (asynchronous
-        dispatch): a program heavy enough to be worth the handoff, with no host islands
-        (Python code, which reads the calling thread's configuration), no profiling, no
-        configuration guard that has changed."""
-        return self._heavy and not (self._has_islands or PROFILING or (
-            self.prog.guards and self.fallback is not None and self._stale()))
+        """Whether :meth:`dispatch` may queue the program now (asynchronous dispatch): a
+        program heavy enough to be worth the handoff, with no host islands (Python code,
+        which reads the calling thread's configuration), no profiling, no configuration
+        guard that has changed, and the native queue available."""
+        return self._heavy and self._whole is not None and not (
+            self._has_islands or PROFILING or (
+                self.prog.guards and self.fallback is not None and self._stale())
+        ) and _async.available()
+
+    def dispatch(self, args, out_avals):
+        """Queue the program on ``args`` (values or ``Pending`` outputs of programs queued
+        before) for the native dispatch thread (``kiln._async_dispatch``). Everything but
+        the outputs' memory is prepared here (inputs converted, temporaries); each output
+        is a ``kiln_rt.obuf`` the thread allocates when the program runs. Returns the
+        outputs' ``Pending`` values, or None when the program's outputs are not all its
+        own distinct buffers (an argument returned: the synchronous path). Only when
+        :meth:`runs_off_thread`."""
+        lazy = self._lazy_outs
+        if lazy is None:
+            return None
+        if any(type(a) is _async.Pending for a in args):
+            bufs = list(self._template)
+            for i, x, dt in zip(self._in_ids, args, self._in_dtypes):
+                if type(x) is _async.Pending:
+                    x = x.buffer()
+                elif type(x) is not np.ndarray or not x.flags.c_contiguous or x.dtype != dt:
+                    x = np.ascontiguousarray(x, dt)
+                bufs[i] = x
+        else:
+            bufs = self._input_bufs(args)
+        new = _async.new_buffer
+        obufs = [new(n) for n in self._out_nbytes]
+        for (i, _, _, _), ob in zip(self._outs_alloc, obufs):
+            bufs[i] = ob
+        specs = [(obufs[k], shape, dt) for k, shape, dt in lazy]
+        plan = self._whole[0]
+        if not self._tmps:
+            return _async.submit(plan, bufs, obufs, self, specs, out_avals)[1]
+        if not self._pool_lock.acquire(blocking=False):
+            for i, a in self._temps():
+                bufs[i] = a
+            return _async.submit(plan, bufs, obufs, self, specs, out_avals)[1]
+        try:        # held until the pool is marked as the new job's
+            # Queued jobs run one after another on the dispatch thread: each may take the
+            # pool, whatever earlier ones still queued do with it.
+            if self._pool is None:
+                self._pool = self._temps()
+            for i, a in self._pool:
+                bufs[i] = a
+            seq, pendings = _async.submit(plan, bufs, obufs, self, specs, out_avals)
+            self._pool_seq = seq
+            return pendings
+        finally:
+            self._pool_lock.release()
+
+    def _collect(self, bufs, args) -> list:
+        out = []
+        for o in self._outputs:
+            if o[0] == "buf":
+                a = bufs[o[1].id]
+                out.append(a if a.shape == o[2] else a.reshape(o[2]))
+            elif o[0] == "in":
+                out.append(args[o[1]])
+            else:
+                out.append(np.array(o[1]))
+        return out
+
+    def has_host_code(self) -> bool:
+        """Whether a call may run Python code on the arguments (host islands, a profiled
+        call, the reference backend after a changed configuration guard): such code may
+        keep them past the call."""
+        return self._has_islands or PROFILING or bool(
+            self.prog.guards and self.fallback is not None and self._stale())
 
     def call_native(self, args, reuse=()):
         """Run the native program on ``args`` (``__call__`` after its checks)."""
@@ -152,8 +245,15 @@ class Executable:
             for i, shape, dt, make in self._outs_alloc:
                 bufs[i] = make(shape, dt)
         pool = None
+        locked = False
         if self._tmps:
             locked = self._pool_lock.acquire(blocking=False)
+            if locked and self._pool_seq:
+                if _async.completed(self._pool_seq):
+                    self._pool_seq = 0
+                else:
+                    self._pool_lock.release()   # a queued program still uses the pool
+                    locked = False
             if locked:
                 if self._pool is None:
                     self._pool = self._temps()
@@ -163,26 +263,17 @@ class Executable:
             for i, a in pool:
                 bufs[i] = a
         try:
-            if self._has_islands:
+            if self._whole is not None:
+                self._whole[1](self._whole[0], bufs)
+            elif self._has_islands:
                 with _fp_warnings.quiet():
                     self._execute(bufs)
             else:
-                run = self._run
-                for _, addr, ids in self._plan:
-                    run(addr, *[bufs[i] for i in ids])
+                self._execute(bufs)
         finally:
-            if self._tmps and locked:
+            if locked:
                 self._pool_lock.release()
-        out = []
-        for o in self._outputs:
-            if o[0] == "buf":
-                a = bufs[o[1].id]
-                out.append(a if a.shape == o[2] else a.reshape(o[2]))
-            elif o[0] == "in":
-                out.append(args[o[1]])
-            else:
-                out.append(np.array(o[1]))
-        return out
+        return self._collect(bufs, args)
 
     def _take_donated(self, args, bufs, reuse) -> dict:
         """``{output buffer id: donated input array}`` for the pairs of ``reuse`` the
@@ -223,12 +314,8 @@ class Executable:
             plan = self._plan
             for k in range(len(plan)):
                 t0 = time.perf_counter()
-                self._plan = [plan[k]]
-                try:
-                    with np.errstate(all="ignore"):
-                        self._execute(bufs)
-                finally:
-                    self._plan = plan
+                with np.errstate(all="ignore"):
+                    self._execute_steps(bufs, [plan[k]])
                 dt_ = time.perf_counter() - t0
                 best[k] = min(best.get(k, dt_), dt_)
         return [(names[k], best[k]) for k in range(len(self._plan))]
@@ -254,6 +341,9 @@ class Executable:
         locked = False
         if self._tmps:
             locked = self._pool_lock.acquire(blocking=False)
+            if locked and not _async.completed(self._pool_seq):
+                self._pool_lock.release()       # a queued program still uses the pool
+                locked = False
             if locked:
                 if self._pool is None:
                     self._pool = self._temps()
@@ -300,8 +390,20 @@ class Executable:
         return out
 
     def _execute(self, bufs):
+        runs = self._runs
+        if runs is None:
+            return self._execute_steps(bufs, self._plan)
+        for p in runs:
+            if p[0] == "plan":
+                p[1][1](p[1][0], bufs)
+            else:
+                self._run_island(bufs, p[1], p[2])
+
+    def _execute_steps(self, bufs, plan):
+        """Run plan entries one native call per segment (the profiler's timings, the
+        fallback without the extension)."""
         run = self._run
-        for p in self._plan:
+        for p in plan:
             if p[0] == "seg":
                 run(p[1], *[bufs[i] for i in p[2]])
                 continue
@@ -327,3 +429,25 @@ class Executable:
             if copy or not r.flags.c_contiguous:
                 r = np.array(r, order="C", copy=True)
             bufs[b.id] = r
+
+
+def _pack(plan):
+    """``plan`` with each stretch of consecutive segments as one ``("plan", (packed,
+    run_plan))`` entry (``kiln_rt.make_plan``), islands kept; None when the extension is
+    not available."""
+    fns = runtime_plan()
+    if fns is None:
+        return None
+    make, run = fns
+    out, stretch = [], []
+    for p in plan:
+        if p[0] == "seg":
+            stretch.append((p[1], p[2]))
+            continue
+        if stretch:
+            out.append(("plan", (make(stretch), run)))
+            stretch = []
+        out.append(p)
+    if stretch or not out:
+        out.append(("plan", (make(stretch), run)))
+    return out

@@ -10,6 +10,10 @@ anonymous ``mmap`` with ``madvise(MADV_HUGEPAGE)`` (page faults on a fresh 100 M
 buffer cost a fifth of what small pages cost), and recycled through a small pool when
 the array dies (a reused block costs no page faults at all).
 
+``make_plan``/``run_plan`` run several segments in one call, the GIL released once;
+``submit_plan`` queues a plan for the extension's native dispatch thread (asynchronous
+dispatch), which never takes the GIL.
+
 ``tree_sig(tree, ...)`` is the key of a cached ``jit`` call with pytree arguments (dicts
 of parameters): one C walk instead of Python's flattening (see ``kiln.jitting``).
 
@@ -56,6 +60,8 @@ def get_run():
                 _state["pool_stats"] = mod.pool_stats
                 _state["tree_sig"] = mod.tree_sig
                 _state["place"] = mod.place
+                _state["plan"] = (mod.make_plan, mod.run_plan)
+                _state["queue"] = mod
             except Exception:        # no headers or no compiler: ctypes still works
                 fn = _ctypes_run
             _state["run"] = fn
@@ -69,6 +75,22 @@ def tree_sig():
     """``kiln_rt.tree_sig`` once the extension is loaded (by the first native program),
     else None: the jit fast path then keys calls in Python."""
     return _state.get("tree_sig")
+
+
+def runtime_plan():
+    """``(make_plan, run_plan)`` of the extension after :func:`get_run` has loaded it, else
+    None (the ctypes fallback calls segments one by one). ``make_plan([(fnptr, ids),
+    ...])`` packs segments; ``run_plan(plan, bufs)`` runs them all with the GIL released
+    once (see ``kiln.compiler.build.executable``)."""
+    get_run()
+    return _state.get("plan")
+
+
+def native_queue():
+    """The extension module (``submit_plan``, ``completed``, ``submitted``, ``wait``,
+    ``after_fork``: its native dispatch thread, used by ``kiln._async_dispatch``) once
+    loaded, else None."""
+    return _state.get("queue")
 
 
 def runtime_place():
