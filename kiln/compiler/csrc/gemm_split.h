@@ -25,6 +25,7 @@
 #if defined(__linux__) && defined(_OPENMP) && defined(KILN_SGEMM_OWN)
 #include <immintrin.h>
 #include <linux/futex.h>
+#include <omp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -57,6 +58,7 @@ static _Atomic int ksp_sleeping, ksp_waiting;
 static pthread_mutex_t ksp_lock = PTHREAD_MUTEX_INITIALIZER;
 static int ksp_started;               /* the helper thread exists (in this process) */
 static _Atomic long ksp_runs, ksp_helped;   /* products split here; blocks the helper ran */
+static _Atomic long ksp_omp_helped;         /* of those, blocks the OpenMP worker ran */
 
 static void ksp_futex_wait(_Atomic uint32_t *w, uint32_t v) {
   syscall(SYS_futex, (uint32_t *)w, FUTEX_WAIT_PRIVATE, v, NULL, NULL, 0);
@@ -115,6 +117,7 @@ static void ksp_work(int helper) {
       continue;
     ksp_block(&ksp_cur, (int64_t)taken);
     if (helper) atomic_fetch_add_explicit(&ksp_helped, 1, memory_order_relaxed);
+    if (helper == 2) atomic_fetch_add_explicit(&ksp_omp_helped, 1, memory_order_relaxed);
     if (atomic_fetch_add_explicit(&ksp_done, 1, memory_order_acq_rel) + 1 == (int)blocks
         && atomic_load_explicit(&ksp_waiting, memory_order_acquire))
       ksp_futex_wake((_Atomic uint32_t *)&ksp_done);
@@ -163,10 +166,17 @@ static void ksp_after_fork_child(void) {
 }
 
 /* Runs the product on the caller and the helper; 0 when it cannot (the helper could not
-   be started, or another product holds it): the caller then splits with OpenMP. */
+   be started, or another product holds it): the caller then splits with OpenMP.
+   on_omp (KILN_GEMM_SPLIT=2): the same claimed blocks, but the second thread is the
+   kernels' OpenMP worker (an `omp parallel` region whose thread 0 starts claiming at
+   once) instead of the helper thread. The worker is then still spinning when the next
+   kernel's region starts (with the helper, it has slept through the product: ~10 us to
+   wake it, 100+ under load), but the product waits at the region's end for the worker
+   to arrive. Measured slower at load 4 on 2 cores (benchmarks/NOTES.md, "Session 18,
+   helper gemm3"), so not the default. */
 static int ksp_run(int dbl, int transA, int transB, int64_t M, int64_t N, int64_t K,
                    const void *A, int64_t lda, const void *B, int64_t ldb, void *C,
-                   int64_t ldc, double beta) {
+                   int64_t ldc, double beta, int on_omp) {
   /* Blocks: 4 of rows (each packs all of B: 2 for products of 2^27 multiply-adds or
      more, where waking the helper is a small part and 2 more packs of B are not), or
      about 8 of columns on 32-column panel boundaries, at least 64 wide (4 when A is
@@ -207,6 +217,26 @@ static int ksp_run(int dbl, int transA, int transB, int64_t M, int64_t N, int64_
     if (width < 1) return 0;
   }
   if (pthread_mutex_trylock(&ksp_lock) != 0) return 0;
+  if (on_omp) {       /* the caller and the OpenMP worker claim the blocks */
+    ksp_job j = {transA, transB, dbl, by_rows, whole, M, N, K, lda, ldb, ldc, nb, width, A,
+                 B, C, beta};
+    ksp_cur = j;
+    atomic_store_explicit(&ksp_done, 0, memory_order_relaxed);
+    const uint64_t seq = (atomic_load(&ksp_next) >> 16) + 1;
+    atomic_store_explicit(&ksp_next, (seq << 16) | ((uint64_t)nb << 8), memory_order_release);
+    atomic_fetch_add_explicit(&ksp_runs, 1, memory_order_relaxed);
+#pragma omp parallel num_threads(2)
+    {
+      if (omp_get_thread_num() == 0) ksp_work(0);
+#ifdef KILN_SGEMM_OWN_AVX2
+      else if (!whole || ksh_ready()) ksp_work(2);
+#else
+      else ksp_work(2);
+#endif
+    }
+    pthread_mutex_unlock(&ksp_lock);
+    return 1;
+  }
   if (!ksp_started) {
     static int atfork_done;
     if (!atfork_done) { pthread_atfork(NULL, NULL, ksp_after_fork_child); atfork_done = 1; }
@@ -246,4 +276,7 @@ void kiln_blas_split_stats(long *runs, long *helped) {
   *runs = atomic_load(&ksp_runs);
   *helped = atomic_load(&ksp_helped);
 }
+
+/* Blocks the OpenMP worker ran (KILN_GEMM_SPLIT=2). */
+long kiln_blas_split_omp_blocks(void) { return atomic_load(&ksp_omp_helped); }
 #endif
