@@ -27,6 +27,7 @@
 #include <linux/futex.h>
 #include <omp.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <sys/syscall.h>
@@ -47,6 +48,7 @@ typedef struct {
   const void *A, *B;
   void *C;
   double beta;
+  float *bsh;         /* row blocks of the AVX2 kernel: all of op(B) packed once, here */
 } ksp_job;
 
 static ksp_job ksp_cur;
@@ -55,6 +57,13 @@ static _Atomic uint64_t ksp_next;
 static _Atomic int ksp_done;          /* blocks finished in the current job */
 static _Atomic uint32_t ksp_wake;     /* futex word: bumped for each job */
 static _Atomic int ksp_sleeping, ksp_waiting;
+/* Packing the shared B (ksp_job.bsh): (sequence << 32) | (units << 16) | taken, and the
+   units finished; row blocks start when every unit is done. */
+static _Atomic uint64_t ksp_pnext;
+static _Atomic int ksp_pdone;
+static float *ksp_bsh;                /* the shared buffer (grown under ksp_lock) */
+static int64_t ksp_bsh_cap;
+#define KSP_UNIT_COLS 64              /* columns of one packing unit */
 static pthread_mutex_t ksp_lock = PTHREAD_MUTEX_INITIALIZER;
 static int ksp_started;               /* the helper thread exists (in this process) */
 static _Atomic long ksp_runs, ksp_helped;   /* products split here; blocks the helper ran */
@@ -67,15 +76,37 @@ static void ksp_futex_wake(_Atomic uint32_t *w) {
   syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
+#ifdef KILN_SGEMM_OWN_AVX2
+/* The packing units of op(B) (ksh_pack_unit): KSP_UNIT_COLS columns of one (column
+   block, K block), in the kernel's block order. Counts them (u < 0) or packs unit u. */
+static int64_t ksp_pack_units(const ksp_job *j, int64_t u) {
+  int64_t n = 0;
+  for (int64_t j0 = 0, mc; j0 < j->N; j0 += mc) {
+    mc = ksh_block(j->N - j0, KSH_P);
+    for (int64_t k0 = 0, kc; k0 < j->K; k0 += kc) {
+      kc = ksh_block(j->K - k0, KSH_Q);
+      for (int64_t jc = j0; jc < j0 + mc; jc += KSP_UNIT_COLS, n++) {
+        if (n != u) continue;
+        const int64_t w = j0 + mc - jc < KSP_UNIT_COLS ? j0 + mc - jc : KSP_UNIT_COLS;
+        ksh_pack_unit(j->transB, (const float *)j->B, j->ldb, j->K, j0, mc, k0, kc, jc, w,
+                      j->bsh);
+        return n;
+      }
+    }
+  }
+  return n;
+}
+#endif
+
 static void ksp_block(const ksp_job *j, int64_t b) {
 #ifdef KILN_SGEMM_OWN_AVX2
   if (j->whole) {   /* a sub-block of the whole call, with the whole call's bits */
     const int64_t ext = j->by_rows ? j->M : j->N;
     const int64_t lo = b * j->width, hi = b == j->nblocks - 1 ? ext : lo + j->width;
-    ksh_sub(j->transA, j->transB, j->M, j->N, j->K, (const float *)j->A, j->lda,
-            (const float *)j->B, j->ldb, (float *)j->C, j->ldc, (float)j->beta,
-            j->by_rows ? lo : 0, j->by_rows ? hi : j->M, j->by_rows ? 0 : lo,
-            j->by_rows ? j->N : hi);
+    ksh_sub_b(j->transA, j->transB, j->M, j->N, j->K, (const float *)j->A, j->lda,
+              (const float *)j->B, j->ldb, (float *)j->C, j->ldc, (float)j->beta,
+              j->by_rows ? lo : 0, j->by_rows ? hi : j->M, j->by_rows ? 0 : lo,
+              j->by_rows ? j->N : hi, j->bsh);
     return;
   }
 #endif
@@ -108,10 +139,35 @@ static void ksp_block(const ksp_job *j, int64_t b) {
    read only while holding an unfinished block (the caller cannot start another job
    before every block is done). */
 static void ksp_work(int helper) {
+#ifdef KILN_SGEMM_OWN_AVX2
+  unsigned spins = 0;
+#endif
   for (;;) {
     uint64_t v = atomic_load_explicit(&ksp_next, memory_order_acquire);
     const uint64_t blocks = (v >> 8) & 0xff, taken = v & 0xff;
     if (taken >= blocks) return;
+#ifdef KILN_SGEMM_OWN_AVX2
+    /* First the shared B's packing units (a claimed unit holds the job: no row block
+       starts before every unit is done); then wait for the other thread's unit in
+       progress (a few microseconds), never for a thread that has not claimed one. */
+    uint64_t pv = atomic_load_explicit(&ksp_pnext, memory_order_acquire);
+    if ((pv >> 32) == ((v >> 16) & 0xffffffffu)) {
+      const uint64_t units = (pv >> 16) & 0xffff, ptaken = pv & 0xffff;
+      if (ptaken < units) {
+        if (atomic_compare_exchange_weak_explicit(&ksp_pnext, &pv, pv + 1,
+                                                  memory_order_acq_rel, memory_order_acquire)) {
+          ksp_pack_units(&ksp_cur, (int64_t)ptaken);
+          atomic_fetch_add_explicit(&ksp_pdone, 1, memory_order_acq_rel);
+        }
+        continue;
+      }
+      if (atomic_load_explicit(&ksp_pdone, memory_order_acquire) < (int)units) {
+        if (++spins % 4096 == 0) sched_yield();    /* its thread lost the core */
+        else _mm_pause();
+        continue;
+      }
+    }
+#endif
     if (!atomic_compare_exchange_weak_explicit(&ksp_next, &v, v + 1, memory_order_acq_rel,
                                                memory_order_acquire))
       continue;
@@ -164,6 +220,53 @@ static void ksp_after_fork_child(void) {
   atomic_store(&ksp_sleeping, 0);
   atomic_store(&ksp_waiting, 0);
 }
+
+/* Sets the current job (the caller holds ksp_lock). Row blocks of the AVX2 kernel share
+   one packing of op(B) (each row block packed all of B: 4 packs per product) when the
+   buffer can be had. */
+static int ksp_share_b = 1;           /* tests and A/B measurements turn it off */
+static long ksp_shared_runs;          /* products whose row blocks shared B */
+static void ksp_publish(int transA, int transB, int dbl, int by_rows, int whole, int64_t M,
+                        int64_t N, int64_t K, const void *A, int64_t lda, const void *B,
+                        int64_t ldb, void *C, int64_t ldc, double beta, int64_t nb,
+                        int64_t width) {
+  ksp_job j = {transA, transB, dbl, by_rows, whole, M, N, K, lda, ldb, ldc, nb, width, A, B, C,
+               beta, NULL};
+  int64_t units = 0;
+#ifdef KILN_SGEMM_OWN_AVX2
+  if (whole && by_rows && nb > 1 && ksp_share_b) {
+    const int64_t need = K * ksh_r8(N);
+    if (need > ksp_bsh_cap) {
+      float *p = aligned_alloc(64, (size_t)need * 4);
+      if (p) { free(ksp_bsh); ksp_bsh = p; ksp_bsh_cap = need; }
+    }
+    if (need <= ksp_bsh_cap) {
+      j.bsh = ksp_bsh;
+      units = ksp_pack_units(&j, -1);
+      if (units > 0xffff) { units = 0; j.bsh = NULL; }
+      else ksp_shared_runs++;
+    }
+  }
+#endif
+  ksp_cur = j;
+  atomic_store_explicit(&ksp_done, 0, memory_order_relaxed);
+  atomic_store_explicit(&ksp_pdone, 0, memory_order_relaxed);
+  const uint64_t seq = ((atomic_load(&ksp_next) >> 16) + 1) & 0xffffffffffffULL;
+  atomic_store_explicit(&ksp_pnext, ((seq & 0xffffffffu) << 32) | ((uint64_t)units << 16),
+                        memory_order_relaxed);
+  atomic_store_explicit(&ksp_next, (seq << 16) | ((uint64_t)nb << 8), memory_order_release);
+}
+
+/* Whether row blocks share one packing of B (1, the default) or each packs all of it
+   (0); -1 only asks. Returns the previous setting. */
+int kiln_blas_split_share_b(int on) {
+  const int was = ksp_share_b;
+  if (on >= 0) ksp_share_b = on;
+  return was;
+}
+
+/* Products whose row blocks shared one packing of B so far. */
+long kiln_blas_split_shared_b_runs(void) { return ksp_shared_runs; }
 
 /* Runs the product on the caller and the helper; 0 when it cannot (the helper could not
    be started, or another product holds it): the caller then splits with OpenMP.
@@ -218,12 +321,8 @@ static int ksp_run(int dbl, int transA, int transB, int64_t M, int64_t N, int64_
   }
   if (pthread_mutex_trylock(&ksp_lock) != 0) return 0;
   if (on_omp) {       /* the caller and the OpenMP worker claim the blocks */
-    ksp_job j = {transA, transB, dbl, by_rows, whole, M, N, K, lda, ldb, ldc, nb, width, A,
-                 B, C, beta};
-    ksp_cur = j;
-    atomic_store_explicit(&ksp_done, 0, memory_order_relaxed);
-    const uint64_t seq = (atomic_load(&ksp_next) >> 16) + 1;
-    atomic_store_explicit(&ksp_next, (seq << 16) | ((uint64_t)nb << 8), memory_order_release);
+    ksp_publish(transA, transB, dbl, by_rows, whole, M, N, K, A, lda, B, ldb, C, ldc, beta,
+                nb, width);
     atomic_fetch_add_explicit(&ksp_runs, 1, memory_order_relaxed);
 #pragma omp parallel num_threads(2)
     {
@@ -249,12 +348,8 @@ static int ksp_run(int dbl, int transA, int transB, int64_t M, int64_t N, int64_
     if (rc != 0) { pthread_mutex_unlock(&ksp_lock); return 0; }
     ksp_started = 1;
   }
-  ksp_job j = {transA, transB, dbl, by_rows, whole, M, N, K, lda, ldb, ldc, nb, width, A, B, C,
-               beta};
-  ksp_cur = j;
-  atomic_store_explicit(&ksp_done, 0, memory_order_relaxed);
-  const uint64_t seq = (atomic_load(&ksp_next) >> 16) + 1;
-  atomic_store_explicit(&ksp_next, (seq << 16) | ((uint64_t)nb << 8), memory_order_release);
+  ksp_publish(transA, transB, dbl, by_rows, whole, M, N, K, A, lda, B, ldb, C, ldc, beta, nb,
+              width);
   atomic_fetch_add_explicit(&ksp_wake, 1, memory_order_acq_rel);
   if (atomic_load(&ksp_sleeping)) ksp_futex_wake(&ksp_wake);
   atomic_fetch_add_explicit(&ksp_runs, 1, memory_order_relaxed);
