@@ -120,6 +120,37 @@ def test_split_on_the_openmp_worker(glue):
     assert lib.kiln_blas_split_omp_blocks() > omp0
 
 
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="one CPU: nothing is split")
+@pytest.mark.parametrize("case", [(784, 512, 128, 1, 0), (700, 90, 400, 1, 1),
+                                  (1024, 600, 200, 0, 0), (520, 300, 640, 0, 1)],
+                         ids=lambda c: "x".join(map(str, c)))
+def test_row_blocks_share_one_packing_of_b(glue, case):
+    """Row blocks on kiln's kernel pack op(B) once for the product (both threads take
+    packing units, then row blocks) instead of once per block: same bits, on the helper
+    and on the OpenMP worker."""
+    lib, set_split = glue
+    if not (blas.own_sgemm_active() and sys.platform.startswith("linux")):
+        pytest.skip("no claimed split here (no own kernel / not Linux)")
+    lib.kiln_blas_split_shared_b_runs.restype = ctypes.c_long
+    m, n, k, ta, tb = case
+    a = R.standard_normal((k, m) if ta else (m, k)).astype(np.float32)
+    b = R.standard_normal((n, k) if tb else (k, n)).astype(np.float32)
+    c0 = R.standard_normal((m, n)).astype(np.float32)
+    set_split(0)
+    want = _call(lib, np.float32, ta, tb, a, b, m, n, k, c0.copy(), 0.5)
+    try:
+        for share, split in ((0, 1), (1, 1), (1, 2)):
+            lib.kiln_blas_split_share_b(share)
+            set_split(split)
+            runs0 = lib.kiln_blas_split_shared_b_runs()
+            got = _call(lib, np.float32, ta, tb, a, b, m, n, k, c0.copy(), 0.5)
+            assert lib.kiln_blas_split_shared_b_runs() == runs0 + share
+            assert np.array_equal(got.view(np.int32), want.view(np.int32))
+    finally:
+        lib.kiln_blas_split_share_b(1)
+
+
 def test_split_mode_setting(monkeypatch):
     """KILN_GEMM_SPLIT is 0, 1 (default) or 2; anything else is an error."""
     for value, want in (("0", 0), ("1", 1), ("2", 2), ("", 1)):

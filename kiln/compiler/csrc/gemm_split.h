@@ -76,19 +76,30 @@ static void ksp_futex_wake(_Atomic uint32_t *w) {
   syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
+/* The packing units of op(B) (the kernel's ksh_/ksg_pack_unit): KSP_UNIT_COLS columns
+   of one (column block, K block), in the kernel's block order. Counts them (u < 0) or
+   packs unit u. */
 #ifdef KILN_SGEMM_OWN_AVX2
-/* The packing units of op(B) (ksh_pack_unit): KSP_UNIT_COLS columns of one (column
-   block, K block), in the kernel's block order. Counts them (u < 0) or packs unit u. */
+#define KSP_CBLOCK(rest) ksh_block(rest, KSH_P)
+#define KSP_KBLOCK(rest) ksh_block(rest, KSH_Q)
+#define KSP_PACK_UNIT ksh_pack_unit
+#define KSP_PADDED(n) ksh_r8(n)
+#else
+#define KSP_CBLOCK(rest) ((rest) < KSG_NC ? (rest) : KSG_NC)
+#define KSP_KBLOCK(rest) ksg_kblock(rest)
+#define KSP_PACK_UNIT ksg_pack_unit
+#define KSP_PADDED(n) ksg_r32(n)
+#endif
 static int64_t ksp_pack_units(const ksp_job *j, int64_t u) {
   int64_t n = 0;
   for (int64_t j0 = 0, mc; j0 < j->N; j0 += mc) {
-    mc = ksh_block(j->N - j0, KSH_P);
+    mc = KSP_CBLOCK(j->N - j0);
     for (int64_t k0 = 0, kc; k0 < j->K; k0 += kc) {
-      kc = ksh_block(j->K - k0, KSH_Q);
+      kc = KSP_KBLOCK(j->K - k0);
       for (int64_t jc = j0; jc < j0 + mc; jc += KSP_UNIT_COLS, n++) {
         if (n != u) continue;
         const int64_t w = j0 + mc - jc < KSP_UNIT_COLS ? j0 + mc - jc : KSP_UNIT_COLS;
-        ksh_pack_unit(j->transB, (const float *)j->B, j->ldb, j->K, j0, mc, k0, kc, jc, w,
+        KSP_PACK_UNIT(j->transB, (const float *)j->B, j->ldb, j->K, j0, mc, k0, kc, jc, w,
                       j->bsh);
         return n;
       }
@@ -96,7 +107,6 @@ static int64_t ksp_pack_units(const ksp_job *j, int64_t u) {
   }
   return n;
 }
-#endif
 
 static void ksp_block(const ksp_job *j, int64_t b) {
 #ifdef KILN_SGEMM_OWN_AVX2
@@ -114,6 +124,13 @@ static void ksp_block(const ksp_job *j, int64_t b) {
   const int64_t hi = b == j->nblocks - 1 ? (j->by_rows ? j->M : j->N) : lo + j->width;
   if (j->by_rows) {
     const int64_t ao = j->transA ? lo : lo * j->lda, co = lo * j->ldc;
+#ifndef KILN_SGEMM_OWN_AVX2
+    if (j->bsh        /* own blocks, B packed once (else: its buffers failed) */
+        && kiln_sgemm_own_b(j->transA, j->transB, hi - lo, j->N, j->K,
+                            (const float *)j->A + ao, j->lda, (const float *)j->B, j->ldb,
+                            (float *)j->C + co, j->ldc, (float)j->beta, j->bsh))
+      return;
+#endif
     if (j->dbl)
       kiln_gemm1_f64(j->transA, j->transB, hi - lo, j->N, j->K, (const double *)j->A + ao,
                      j->lda, (const double *)j->B, j->ldb, (double *)j->C + co, j->ldc,
@@ -139,14 +156,11 @@ static void ksp_block(const ksp_job *j, int64_t b) {
    read only while holding an unfinished block (the caller cannot start another job
    before every block is done). */
 static void ksp_work(int helper) {
-#ifdef KILN_SGEMM_OWN_AVX2
   unsigned spins = 0;
-#endif
   for (;;) {
     uint64_t v = atomic_load_explicit(&ksp_next, memory_order_acquire);
     const uint64_t blocks = (v >> 8) & 0xff, taken = v & 0xff;
     if (taken >= blocks) return;
-#ifdef KILN_SGEMM_OWN_AVX2
     /* First the shared B's packing units (a claimed unit holds the job: no row block
        starts before every unit is done); then wait for the other thread's unit in
        progress (a few microseconds), never for a thread that has not claimed one. */
@@ -167,7 +181,6 @@ static void ksp_work(int helper) {
         continue;
       }
     }
-#endif
     if (!atomic_compare_exchange_weak_explicit(&ksp_next, &v, v + 1, memory_order_acq_rel,
                                                memory_order_acquire))
       continue;
@@ -226,17 +239,19 @@ static void ksp_after_fork_child(void) {
    buffer can be had. */
 static int ksp_share_b = 1;           /* tests and A/B measurements turn it off */
 static long ksp_shared_runs;          /* products whose row blocks shared B */
-static void ksp_publish(int transA, int transB, int dbl, int by_rows, int whole, int64_t M,
+static void ksp_publish(int own, int transA, int transB, int dbl, int by_rows, int whole,
+                        int64_t M,
                         int64_t N, int64_t K, const void *A, int64_t lda, const void *B,
                         int64_t ldb, void *C, int64_t ldc, double beta, int64_t nb,
                         int64_t width) {
   ksp_job j = {transA, transB, dbl, by_rows, whole, M, N, K, lda, ldb, ldc, nb, width, A, B, C,
                beta, NULL};
   int64_t units = 0;
-#ifdef KILN_SGEMM_OWN_AVX2
-  if (whole && by_rows && nb > 1 && ksp_share_b) {
-    const int64_t need = K * ksh_r8(N);
-    if (need > ksp_bsh_cap) {
+  /* own: every block on kiln's kernel (AVX2: whole-call sub-blocks; AVX-512:
+     kiln_sgemm_own_b), not the BLAS halves. */
+  if (by_rows && nb > 1 && ksp_share_b && own) {
+    const int64_t need = K * KSP_PADDED(N);
+    if (need > ksp_bsh_cap && need <= ((int64_t)1 << 22)) {   /* up to 16 MB */
       float *p = aligned_alloc(64, (size_t)need * 4);
       if (p) { free(ksp_bsh); ksp_bsh = p; ksp_bsh_cap = need; }
     }
@@ -247,7 +262,6 @@ static void ksp_publish(int transA, int transB, int dbl, int by_rows, int whole,
       else ksp_shared_runs++;
     }
   }
-#endif
   ksp_cur = j;
   atomic_store_explicit(&ksp_done, 0, memory_order_relaxed);
   atomic_store_explicit(&ksp_pdone, 0, memory_order_relaxed);
@@ -321,8 +335,8 @@ static int ksp_run(int dbl, int transA, int transB, int64_t M, int64_t N, int64_
   }
   if (pthread_mutex_trylock(&ksp_lock) != 0) return 0;
   if (on_omp) {       /* the caller and the OpenMP worker claim the blocks */
-    ksp_publish(transA, transB, dbl, by_rows, whole, M, N, K, A, lda, B, ldb, C, ldc, beta,
-                nb, width);
+    ksp_publish(own, transA, transB, dbl, by_rows, whole, M, N, K, A, lda, B, ldb, C, ldc,
+                beta, nb, width);
     atomic_fetch_add_explicit(&ksp_runs, 1, memory_order_relaxed);
 #pragma omp parallel num_threads(2)
     {
@@ -348,8 +362,8 @@ static int ksp_run(int dbl, int transA, int transB, int64_t M, int64_t N, int64_
     if (rc != 0) { pthread_mutex_unlock(&ksp_lock); return 0; }
     ksp_started = 1;
   }
-  ksp_publish(transA, transB, dbl, by_rows, whole, M, N, K, A, lda, B, ldb, C, ldc, beta, nb,
-              width);
+  ksp_publish(own, transA, transB, dbl, by_rows, whole, M, N, K, A, lda, B, ldb, C, ldc, beta,
+              nb, width);
   atomic_fetch_add_explicit(&ksp_wake, 1, memory_order_acq_rel);
   if (atomic_load(&ksp_sleeping)) ksp_futex_wake(&ksp_wake);
   atomic_fetch_add_explicit(&ksp_runs, 1, memory_order_relaxed);
