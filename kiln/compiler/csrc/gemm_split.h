@@ -19,9 +19,12 @@
    AVX2 kernel (kiln_sgemm_avx2.h) has OpenBLAS's Haswell bits, which depend on where
    an element sits in the call: its blocks are sub-blocks of the whole product computed
    with the bits of one call on all of it (ksh_sub), as its OpenMP blocks are
-   (blas_glue.c), so a product it takes has the same bits on any number of threads. Linux only (futex); two threads only (more: the
-   OpenMP split); one product at a time (a second caller, another device thread, uses
-   the OpenMP split). */
+   (blas_glue.c), so a product it takes has the same bits on any number of threads.
+   Row blocks on kiln's kernels share one packing of op(B) (ksp_publish): both threads
+   first take 64-column packing units, then row blocks (each row block packed all of B
+   before: 4 packs per product, 2-6% of its CPU time). Linux only (futex); two threads
+   only (more: the OpenMP split); one product at a time (a second caller, another device
+   thread, uses the OpenMP split). */
 #if defined(__linux__) && defined(_OPENMP) && defined(KILN_SGEMM_OWN)
 #include <immintrin.h>
 #include <linux/futex.h>
