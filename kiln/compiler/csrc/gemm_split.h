@@ -51,7 +51,7 @@ typedef struct {
   const void *A, *B;
   void *C;
   double beta;
-  float *bsh;         /* row blocks of the AVX2 kernel: all of op(B) packed once, here */
+  float *bsh;         /* row blocks on kiln's kernel: all of op(B) packed once, here */
 } ksp_job;
 
 static ksp_job ksp_cur;
@@ -237,7 +237,7 @@ static void ksp_after_fork_child(void) {
   atomic_store(&ksp_waiting, 0);
 }
 
-/* Sets the current job (the caller holds ksp_lock). Row blocks of the AVX2 kernel share
+/* Sets the current job (the caller holds ksp_lock). Row blocks on kiln's kernels share
    one packing of op(B) (each row block packed all of B: 4 packs per product) when the
    buffer can be had. */
 static int ksp_share_b = 1;           /* tests and A/B measurements turn it off */
