@@ -1,7 +1,8 @@
 """The glue's two-thread GEMM split (kiln/compiler/csrc/gemm_split.h): the calling thread
 and one helper thread take blocks of a product (finer blocks on kiln's own kernel, the
 OpenMP halves on the BLAS: float64, and float32 products the own kernel leaves); same
-bits as the OpenMP halves, safe with concurrent callers and after fork."""
+bits as the OpenMP halves, safe with concurrent callers and after fork; with
+KILN_GEMM_SPLIT=2 the kernels' OpenMP worker claims the blocks instead of the helper."""
 import ctypes
 import os
 import subprocess
@@ -41,7 +42,7 @@ def glue():
                            threads, own, int(on))
 
     yield lib, set_split
-    set_split(os.environ.get("KILN_GEMM_SPLIT", "1") != "0", info.max_threads)
+    set_split(blas.split_mode(), info.max_threads)
 
 
 def _split_runs(lib):
@@ -81,12 +82,12 @@ def test_split_matches_the_openmp_halves_bit_for_bit(glue, case):
     c0 = R.standard_normal((m, n)).astype(dt)
     outs = []
     runs0 = _split_runs(lib)
-    for split in (0, 1, 1):                  # the second split call reuses the helper
+    for split in (0, 1, 1, 2):               # the second split call reuses the helper
         set_split(split)
         outs.append((_call(lib, dt, ta, tb, a, b, m, n, k),
                      _call(lib, dt, ta, tb, a, b, m, n, k, c0.copy(), 1.0)))
     if blas.own_sgemm_active() and sys.platform.startswith("linux"):
-        assert _split_runs(lib) == runs0 + 4     # two calls per split setting
+        assert _split_runs(lib) == runs0 + 6     # two calls per split setting
     else:                                        # not built here: the OpenMP halves
         assert _split_runs(lib) == runs0
     for got in outs[1:]:
@@ -95,6 +96,71 @@ def test_split_matches_the_openmp_halves_bit_for_bit(glue, case):
     ref = (a.T if ta else a).astype(np.float64) @ (b.T if tb else b)
     np.testing.assert_allclose(outs[1][0], ref, rtol=1e-4, atol=1e-3)
     np.testing.assert_allclose(outs[1][1], ref + c0, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="one CPU: nothing is split")
+def test_split_on_the_openmp_worker(glue):
+    """KILN_GEMM_SPLIT=2: the blocks are claimed by the caller and the kernels' OpenMP
+    worker (not the helper thread), with the same bits."""
+    lib, set_split = glue
+    if not (blas.own_sgemm_active() and sys.platform.startswith("linux")):
+        pytest.skip("no claimed split here (no own kernel / not Linux)")
+    lib.kiln_blas_split_omp_blocks.restype = ctypes.c_long
+    m, n, k = 1024, 512, 200
+    a = R.standard_normal((m, k), dtype=np.float32)
+    b = R.standard_normal((k, n), dtype=np.float32)
+    set_split(1)
+    want = _call(lib, np.float32, 0, 0, a, b, m, n, k)
+    omp0 = lib.kiln_blas_split_omp_blocks()
+    assert lib.kiln_blas_split_omp_blocks() == omp0      # the helper's blocks not counted
+    set_split(2)
+    for _ in range(30):
+        assert np.array_equal(_call(lib, np.float32, 0, 0, a, b, m, n, k), want)
+    assert lib.kiln_blas_split_omp_blocks() > omp0
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="one CPU: nothing is split")
+@pytest.mark.parametrize("case", [(784, 512, 128, 1, 0), (700, 90, 400, 1, 1),
+                                  (1024, 600, 200, 0, 0), (520, 300, 640, 0, 1)],
+                         ids=lambda c: "x".join(map(str, c)))
+def test_row_blocks_share_one_packing_of_b(glue, case):
+    """Row blocks on kiln's kernel pack op(B) once for the product (both threads take
+    packing units, then row blocks) instead of once per block: same bits, on the helper
+    and on the OpenMP worker."""
+    lib, set_split = glue
+    if not (blas.own_sgemm_active() and sys.platform.startswith("linux")):
+        pytest.skip("no claimed split here (no own kernel / not Linux)")
+    lib.kiln_blas_split_shared_b_runs.restype = ctypes.c_long
+    m, n, k, ta, tb = case
+    a = R.standard_normal((k, m) if ta else (m, k)).astype(np.float32)
+    b = R.standard_normal((n, k) if tb else (k, n)).astype(np.float32)
+    c0 = R.standard_normal((m, n)).astype(np.float32)
+    set_split(0)
+    want = _call(lib, np.float32, ta, tb, a, b, m, n, k, c0.copy(), 0.5)
+    try:
+        for share, split in ((0, 1), (1, 1), (1, 2)):
+            lib.kiln_blas_split_share_b(share)
+            set_split(split)
+            runs0 = lib.kiln_blas_split_shared_b_runs()
+            got = _call(lib, np.float32, ta, tb, a, b, m, n, k, c0.copy(), 0.5)
+            assert lib.kiln_blas_split_shared_b_runs() == runs0 + share
+            assert np.array_equal(got.view(np.int32), want.view(np.int32))
+    finally:
+        lib.kiln_blas_split_share_b(1)
+
+
+def test_split_mode_setting(monkeypatch):
+    """KILN_GEMM_SPLIT is 0, 1 (default) or 2; anything else is an error."""
+    for value, want in (("0", 0), ("1", 1), ("2", 2), ("", 1)):
+        monkeypatch.setenv("KILN_GEMM_SPLIT", value)
+        assert blas.split_mode() == want
+    monkeypatch.delenv("KILN_GEMM_SPLIT")
+    assert blas.split_mode() == 1
+    monkeypatch.setenv("KILN_GEMM_SPLIT", "3")
+    with pytest.raises(ValueError, match="KILN_GEMM_SPLIT"):
+        blas.split_mode()
 
 
 def test_concurrent_callers_get_their_own_products(glue):

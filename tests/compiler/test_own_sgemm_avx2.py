@@ -48,7 +48,8 @@ glue.kiln_gemm_f32.argtypes = [ctypes.c_int, ctypes.c_int] + [ctypes.c_int64] * 
 glue.kiln_blas_init.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] * 3
 R = np.random.default_rng(3)
 out = {"kind": blas.own_sgemm_kind(), "corename": blas.wheel_corename(),
-       "active": blas.own_sgemm_active(), "single": {}, "split": {}}
+       "active": blas.own_sgemm_active(), "single": {}, "split": {}, "shared": {}}
+glue.kiln_blas_split_shared_b_runs.restype = ctypes.c_long
 
 def run(own, threads, split, ta, tb, a, b, c, beta, m, n, k):
     glue.kiln_blas_init(info.sgemm, info.dgemm, None, threads, own, split)
@@ -79,9 +80,16 @@ for shape in json.loads(sys.argv[2]):
     m, n, k, ta, tb, beta = shape
     a, b, c0 = case(*shape)
     x = run(0, 1, 0, ta, tb, a, b, c0.copy(), beta, m, n, k)     # one BLAS call
+    shared0 = glue.kiln_blas_split_shared_b_runs()
     y = run(1, 2, 1, ta, tb, a, b, c0.copy(), beta, m, n, k)     # own, claimed blocks
+    shared = glue.kiln_blas_split_shared_b_runs() - shared0
     z = run(1, 2, 0, ta, tb, a, b, c0.copy(), beta, m, n, k)     # own, OpenMP blocks
-    out["split"][str(shape)] = [differ(x, y), differ(x, z)]
+    glue.kiln_blas_split_share_b(0)                              # each row block packs B
+    u = run(1, 2, 1, ta, tb, a, b, c0.copy(), beta, m, n, k)
+    glue.kiln_blas_split_share_b(1)
+    v = run(1, 2, 2, ta, tb, a, b, c0.copy(), beta, m, n, k)     # on the OpenMP worker
+    out["split"][str(shape)] = [differ(x, y), differ(x, z), differ(x, u), differ(x, v)]
+    out["shared"][str(shape)] = shared
 runs, helped = ctypes.c_long(), ctypes.c_long()
 glue.kiln_blas_split_stats(ctypes.byref(runs), ctypes.byref(helped))
 out["split_runs"] = runs.value
@@ -94,7 +102,11 @@ SINGLE = [(128, 256, 784, 0, 0, 0.0), (128, 512, 784, 0, 0, 0.0), (392, 512, 128
           (100, 130, 333, 1, 1, 0.0), (40, 136, 1500, 0, 0, 1.0), (29, 333, 650, 0, 0, 0.0),
           (23, 700, 333, 0, 0, 0.5), (59, 200, 90, 1, 1, 0.0), (1030, 72, 400, 0, 0, 0.0)]
 SPLIT = [(128, 512, 784, 0, 0, 0.0), (784, 512, 128, 1, 0, 0.0), (128, 512, 512, 0, 1, 1.0),
-         (333, 130, 700, 1, 1, 0.0)]
+         (333, 130, 700, 1, 1, 0.0), (700, 650, 200, 0, 0, 0.5), (400, 333, 700, 1, 1, 1.0)]
+# Row blocks (M >= N) share one packing of op(B): column blocks of 320 and the rest, K
+# blocks, 64-column packing units and column tails.
+ROWS = {(784, 512, 128, 1, 0, 0.0), (333, 130, 700, 1, 1, 0.0), (700, 650, 200, 0, 0, 0.5),
+        (400, 333, 700, 1, 1, 1.0)}
 
 
 @pytest.fixture(scope="module")
@@ -126,10 +138,13 @@ def test_avx2_kernel_has_the_wheels_haswell_bits(child, shape):
                     reason="one CPU: nothing is split")
 @pytest.mark.parametrize("shape", SPLIT, ids=lambda s: "x".join(map(str, s)))
 def test_avx2_split_has_the_bits_of_one_call(child, shape):
-    """On two threads (the claimed blocks, or OpenMP's with KILN_GEMM_SPLIT=0) the
-    product has the bits of one call on all of it: those of one thread."""
-    assert child["split"][str(list(shape))] == [0, 0]
-    assert child["split_runs"] == len(SPLIT)           # each one split, not OpenMP
+    """On two threads (the claimed blocks with one packing of B shared by the row
+    blocks or one per block, on the helper or the OpenMP worker, or OpenMP's blocks with
+    KILN_GEMM_SPLIT=0) the product has the bits of one call on all of it: those of one
+    thread."""
+    assert child["split"][str(list(shape))] == [0, 0, 0, 0]
+    assert child["split_runs"] == 3 * len(SPLIT)       # each one split, not OpenMP
+    assert child["shared"][str(list(shape))] == (1 if tuple(shape) in ROWS else 0)
 
 
 def test_auto_enables_the_avx2_kernel_only_on_haswell_bits(monkeypatch):

@@ -38,7 +38,8 @@ threads is cut into blocks (4-8 on the own kernel; exactly the OpenMP halves, fo
 bits, on the BLAS) that the calling thread starts on at once while one helper thread
 (``csrc/gemm_split.h``) takes blocks when it gets a core: the product never waits for
 a thread that has not been scheduled yet (``KILN_GEMM_SPLIT=0``: OpenMP's static
-halves).
+halves; ``2``: the same blocks, claimed by the kernels' OpenMP worker instead of the
+helper thread).
 
 Row-major to column-major: BLAS is column-major and a row-major ``X`` (r x c, leading
 dimension ``ld``) is the column-major ``X^T``. So ``C = op(A) @ op(B)`` in row-major is
@@ -313,6 +314,15 @@ def own_sgemm_active() -> bool:
     return bool(fn())
 
 
+def split_mode() -> int:
+    """``KILN_GEMM_SPLIT``: 1 (default) the claimed blocks with a helper thread, 2 the
+    same blocks claimed by the kernels' OpenMP worker, 0 OpenMP's static halves."""
+    value = os.environ.get("KILN_GEMM_SPLIT", "1").strip() or "1"
+    if value not in ("0", "1", "2"):
+        raise ValueError(f"KILN_GEMM_SPLIT must be 0, 1 or 2, got {value!r}")
+    return int(value)
+
+
 def threads_for(m: int, n: int, k: int, max_threads: int | None = None) -> int:
     """Threads one ``m x k @ k x n`` GEMM gets: one unless it is large (``PARALLEL_MIN_MACS``)."""
     top = _max_threads() if max_threads is None else max_threads
@@ -368,7 +378,7 @@ def glue_library(info: BlasInfo) -> ctypes.CDLL:
             kind.restype = ctypes.c_int
             fn(info.sgemm, info.dgemm, info.set_threads_local or None, info.max_threads,
                int(own_sgemm_enabled(int(kind()))),
-               int(os.environ.get("KILN_GEMM_SPLIT", "1") != "0"))
+               split_mode())
             _glue[info] = lib
         return lib
 

@@ -23,8 +23,9 @@ static int kiln_blas_max_threads = 1;
    kiln_blas_init's own_sgemm argument (blas.own_sgemm_enabled: Intel AVX-512 by default,
    KILN_OWN_SGEMM=0/1 to choose). */
 static int kiln_own_sgemm = 0;
-/* Products split over two threads by gemm_split.h (1) or OpenMP's static halves (0):
-   kiln_blas_init's split argument (blas.py: KILN_GEMM_SPLIT, default 1). */
+/* Products split over two threads by gemm_split.h's claimed blocks with its helper
+   thread (1), the same blocks claimed by the OpenMP worker (2), or OpenMP's static
+   halves (0): kiln_blas_init's split argument (blas.py: KILN_GEMM_SPLIT, default 1). */
 static int kiln_gemm_split = 0;
 
 void kiln_blas_init(void *s, void *d, void *t, int max_threads, int own_sgemm, int split) {
@@ -101,7 +102,7 @@ static void kiln_gemm1_f64(int transA, int transB, int64_t M, int64_t N, int64_t
 #define KILN_GEMM_SPLIT_TRY(T)                                                          \
   if (nt == 2 && kiln_gemm_split && kiln_own_sgemm && !omp_in_parallel()               \
       && ksp_run(sizeof(T) == 8, transA, transB, M, N, K, A, lda, B, ldb, C, ldc,      \
-                 (double)beta))                                                        \
+                 (double)beta, kiln_gemm_split == 2))                                 \
     return;
 #else
 #define KILN_GEMM_SPLIT_TRY(T)

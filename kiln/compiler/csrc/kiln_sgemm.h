@@ -199,11 +199,23 @@ static inline int kiln_sgemm_own_takes(int transA, int transB, int64_t M, int64_
          && M * N * K >= ((int64_t)1 << 20);
 }
 
-/* One single-threaded product (M, N, K > 0). Returns 0 when the packing buffer could not
-   be allocated (the caller then calls BLAS). */
-static int kiln_sgemm_own(int transA, int transB, int64_t M, int64_t N, int64_t K,
-                          const float *A, int64_t lda, const float *B, int64_t ldb, float *C,
-                          int64_t ldc, float beta) {
+/* All of op(B) packed once, for row blocks that share it (gemm_split.h): the panels of
+   column block j0 (KSG_NC wide but the last) and K block k0 start at
+   K * j0 + k0 * ksg_r32(nc), K * ksg_r32(N) floats in all; ksg_pack_unit packs columns
+   [jc, jc + w) of one (column block, K block), jc - j0 a multiple of 32. */
+static inline int64_t ksg_r32(int64_t n) { return (n + KSG_NR - 1) / KSG_NR * KSG_NR; }
+static inline void ksg_pack_unit(int transB, const float *B, int64_t ldb, int64_t K,
+                                 int64_t j0, int64_t nc, int64_t k0, int64_t kc, int64_t jc,
+                                 int64_t w, float *bsh) {
+  ksg_pack_b(transB, B, ldb, k0, kc, jc, w, bsh + K * j0 + k0 * ksg_r32(nc) + (jc - j0) * kc);
+}
+
+/* One single-threaded product (M, N, K > 0); bsh: all of op(B) already packed
+   (ksg_pack_unit), else NULL. Returns 0 when the packing buffer could not be allocated
+   (the caller then calls BLAS). */
+static int kiln_sgemm_own_b(int transA, int transB, int64_t M, int64_t N, int64_t K,
+                            const float *A, int64_t lda, const float *B, int64_t ldb, float *C,
+                            int64_t ldc, float beta, const float *bsh) {
   const int64_t ncmax = N < KSG_NC ? N : KSG_NC;
   const int64_t kcmax = K < KSG_Q ? K : KSG_Q;
   const int64_t need = kcmax * ((ncmax + KSG_NR - 1) / KSG_NR * KSG_NR);
@@ -218,7 +230,8 @@ static int kiln_sgemm_own(int transA, int transB, int64_t M, int64_t N, int64_t 
     const int64_t nc = N - j0 < KSG_NC ? N - j0 : KSG_NC;
     for (int64_t k0 = 0, kc; k0 < K; k0 += kc) {
       kc = ksg_kblock(K - k0);
-      ksg_pack_b(transB, B, ldb, k0, kc, j0, nc, ksg_bbuf);
+      const float *bpk = bsh ? bsh + K * j0 + k0 * ksg_r32(nc) : ksg_bbuf;
+      if (!bsh) ksg_pack_b(transB, B, ldb, k0, kc, j0, nc, ksg_bbuf);
       for (int64_t i0 = 0; i0 < M; i0 += KSG_MR) {
         const int64_t mr = M - i0 < KSG_MR ? M - i0 : KSG_MR;
         const int mrv = mr > 8 ? 12 : mr > 4 ? 8 : 4;
@@ -226,7 +239,7 @@ static int kiln_sgemm_own(int transA, int transB, int64_t M, int64_t N, int64_t 
         if (transA) ksg_pack_at(A, lda, i0, mr, k0, kc, mrv, ksg_abuf);
         for (int64_t jp = 0; jp < nc; jp += KSG_NR) {
           const int64_t nr = nc - jp < KSG_NR ? nc - jp : KSG_NR;
-          const float *b = ksg_bbuf + jp * kc;
+          const float *b = bpk + jp * kc;
           float *c = C + i0 * ldc + j0 + jp;
           const int first = k0 == 0;
           if (!transA) {
@@ -243,6 +256,12 @@ static int kiln_sgemm_own(int transA, int transB, int64_t M, int64_t N, int64_t 
     }
   }
   return 1;
+}
+
+static int kiln_sgemm_own(int transA, int transB, int64_t M, int64_t N, int64_t K,
+                          const float *A, int64_t lda, const float *B, int64_t ldb, float *C,
+                          int64_t ldc, float beta) {
+  return kiln_sgemm_own_b(transA, transB, M, N, K, A, lda, B, ldb, C, ldc, beta, NULL);
 }
 #elif defined(__AVX2__) && defined(__FMA__)
 #include "kiln_sgemm_avx2.h"

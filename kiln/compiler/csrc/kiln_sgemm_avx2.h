@@ -334,12 +334,27 @@ static int ksh_ready(void) {
   return 1;
 }
 
+/* All of op(B) packed once, for row blocks that share it (gemm_split.h): the panels of
+   column block j0 (width mc) and K block k0 start at K * j0 + k0 * ksh_r8(mc) (every
+   column block but the last is a multiple of 8 wide), K * ksh_r8(N) floats in all.
+   ksh_pack_unit packs columns [jc, jc + w) of one (column block, K block): jc - j0 a
+   multiple of 8. */
+static inline int64_t ksh_r8(int64_t n) { return (n + 7) / 8 * 8; }
+static inline void ksh_pack_unit(int transB, const float *B, int64_t ldb, int64_t K,
+                                 int64_t j0, int64_t mc, int64_t k0, int64_t kc, int64_t jc,
+                                 int64_t w, float *bsh) {
+  ksh_pack_b(transB, B, ldb, k0, kc, jc, w, bsh + K * j0 + k0 * ksh_r8(mc) + (jc - j0) * kc);
+}
+
 /* Rows [r0, r1) and columns [c0, c1) of the product C[M x N] = op(A) op(B) (+ beta C)
    with OpenBLAS's bits for the whole call; c0 - 0 is a multiple of 8 (a chunk start).
-   Returns 0 when a buffer could not be allocated. */
-static int ksh_sub(int transA, int transB, int64_t M, int64_t N, int64_t K,
-                   const float *A, int64_t lda, const float *B, int64_t ldb, float *C,
-                   int64_t ldc, float beta, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+   bsh: all of op(B) already packed (ksh_pack_unit; only with c0 = 0, c1 = N), else
+   NULL (each K block's panels packed here). Returns 0 when a buffer could not be
+   allocated. */
+static int ksh_sub_b(int transA, int transB, int64_t M, int64_t N, int64_t K,
+                     const float *A, int64_t lda, const float *B, int64_t ldb, float *C,
+                     int64_t ldc, float beta, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                     const float *bsh) {
   if (!ksh_ready()) return 0;
   for (int64_t j0 = 0, mc; j0 < N && j0 < c1; j0 += mc) {
     mc = ksh_block(N - j0, KSH_P);
@@ -347,7 +362,8 @@ static int ksh_sub(int transA, int transB, int64_t M, int64_t N, int64_t K,
     if (b1 <= b0) continue;
     for (int64_t k0 = 0, kc; k0 < K; k0 += kc) {
       kc = ksh_block(K - k0, KSH_Q);
-      ksh_pack_b(transB, B, ldb, k0, kc, b0, b1 - b0, ksh_bbuf);
+      const float *bpk = bsh ? bsh + K * j0 + k0 * ksh_r8(mc) : ksh_bbuf;
+      if (!bsh) ksh_pack_b(transB, B, ldb, k0, kc, b0, b1 - b0, ksh_bbuf);
       const int first = k0 == 0;
       /* Row groups: the first column block's calls of 12 / 4 / rest rows, the others'
          12 / 8 / 4 / 2 / 1 (each cut into pieces of <= 6 rows). */
@@ -368,8 +384,8 @@ static int ksh_sub(int transA, int transB, int64_t M, int64_t N, int64_t K,
           kinds[np] = kind, q0[np] = p0, q1[np] = p1, np++;
         }
         if (np)
-          ksh_group(np, kinds, q0, q1, j0, mc, b0, b1, kc, transA, A, lda, k0, ksh_bbuf, C,
-                    ldc, first, beta);
+          ksh_group(np, kinds, q0, q1, j0, mc, b0, b1, kc, transA, A, lda, k0, bpk, C, ldc,
+                    first, beta);
       }
     }
   }
@@ -389,6 +405,13 @@ static inline int kiln_sgemm_own_takes(int transA, int transB, int64_t M, int64_
   const int64_t macs = M * N * K;
   return M >= 8 && N >= 64 && K >= 32 && macs >= ((int64_t)1 << 20)
          && macs < ((int64_t)1 << KSH_MAX_LOG2);
+}
+
+static int ksh_sub(int transA, int transB, int64_t M, int64_t N, int64_t K,
+                   const float *A, int64_t lda, const float *B, int64_t ldb, float *C,
+                   int64_t ldc, float beta, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  return ksh_sub_b(transA, transB, M, N, K, A, lda, B, ldb, C, ldc, beta, r0, r1, c0, c1,
+                   NULL);
 }
 
 static int kiln_sgemm_own(int transA, int transB, int64_t M, int64_t N, int64_t K,
