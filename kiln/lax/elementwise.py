@@ -882,8 +882,8 @@ def _igammac(a, x):
 
 
 erf_p = unop("erf", xla_math("erf", _math("erf")), _float)
-erfc_p = unop("erfc", _math("erfc"), _float)
-erf_inv_p = unop("erf_inv", _math("erfinv"), _float)
+erfc_p = unop("erfc", xla_math("erfc", _math("erfc")), _float)
+erf_inv_p = unop("erf_inv", xla_math("erf_inv", _math("erfinv")), _float)
 lgamma_p = unop("lgamma", _math(_lgamma), _float)
 digamma_p = unop("digamma", _math(_digamma), _float)
 bessel_i0e_p = unop("bessel_i0e", _math("i0e"), _float)

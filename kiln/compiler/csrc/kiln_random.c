@@ -86,6 +86,10 @@ EAGER1(kiln_eager_logistic_f32, float, xlogistic32)
 EAGER1(kiln_eager_logistic_f64, double, xlogistic64)
 EAGER1(kiln_eager_erf_f32, float, xerf32)
 EAGER1(kiln_eager_erf_f64, double, xerf64)
+EAGER1(kiln_eager_erfc_f32, float, xerfc32)
+EAGER1(kiln_eager_erfc_f64, double, xerfc64)
+EAGER1(kiln_eager_erf_inv_f32, float, xerfinv32)
+EAGER1(kiln_eager_erf_inv_f64, double, xerfinv64)
 /* XLA's CPU code calls the C library's cbrt (checked bit for bit against JAX); NumPy's
    np.cbrt is SVML's on AVX-512 machines and differs in the last bit. */
 EAGER1(kiln_eager_cbrt_f32, float, cbrtf)

@@ -279,6 +279,90 @@ static inline double xtanh64(double x) {
 /* float64 erf is the C library's, on an input flushed as XLA's CPU code reads it. */
 static inline double xerf64(double x) { return erf(ftz64(x)); }
 
+/* erfc as XLA expands the CHLO op (Cephes' rational approximations; read from the
+   optimized HLO of jax.lax.erfc): 1 - erf for |x| < 1, else a tail formula in |x|
+   whose value y gives erfc(x) = y for x > 0 and 2 - y for x < 0, 0 once -x^2 is below
+   -log(max) (the float's largest exp argument). XLA's LLVM fuses each Horner
+   multiply into its add, and in float32 also x * T(x^2) into 1 - it; the products
+   with exp(-x^2) and the divisions stay rounded. Half floats run the float32 formula.
+     float32: |x| < 1:  1 - x T(x^2)                          (T of degree 6)
+              |x| >= 1: exp(-x^2) (1/|x|) P(1/x^2)  (|x| < 2; R for |x| >= 2)
+     float64: |x| < 1:  1 - x T(x^2) / U(x^2)                 (U monic)
+              |x| >= 1: exp(-x^2) P(|x|) / Q(|x|)   (|x| < 8; R / S above; Q, S monic) */
+static const float ERFC_T32[7] = {7.853861353153693e-5f, -8.010193625184903e-4f,
+  5.188327685732524e-3f, -2.685381193529856e-2f, 1.128358514861418e-1f,
+  -3.761262582423300e-1f, 1.128379165726710e+0f};
+static const float ERFC_P32[9] = {2.326819970068386e-2f, -1.387039388740657e-1f,
+  3.687424674597105e-1f, -5.824733027278666e-1f, 6.210004621745983e-1f,
+  -4.944515323274145e-1f, 3.404879937665872e-1f, -2.741127028184656e-1f,
+  5.638259427386472e-1f};
+static const float ERFC_R32[8] = {-1.047766399936249e+1f, 1.297719955372516e+1f,
+  -7.495518717768503e+0f, 2.921019019210786e+0f, -1.015265279202700e+0f,
+  4.218463358204948e-1f, -2.820767439740514e-1f, 5.641895067754075e-1f};
+
+static inline float xerfc32(float x) {
+  x = ftz32(x);
+  float ax = fabsf(x), x2 = ftz32(x * x);
+  float t = ERFC_T32[0];
+  _Pragma("GCC unroll 32")
+  for (int i = 1; i < 7; i++) t = fmaf(t, x2, ERFC_T32[i]);
+  float small = fmaf(-x, t, 1.0f);
+  float r2 = ftz32(1.0f / x2);
+  float p = ERFC_P32[0], q = ERFC_R32[0];
+  _Pragma("GCC unroll 32")
+  for (int i = 1; i < 9; i++) p = fmaf(p, r2, ERFC_P32[i]);
+  _Pragma("GCC unroll 32")
+  for (int i = 1; i < 8; i++) q = fmaf(q, r2, ERFC_R32[i]);
+  float e = ftz32(xexp32(-x2) * ftz32(1.0f / ax));
+  float y = ftz32(e * sel32(ax < 2.0f, p, q));
+  y = sel32(-x2 < -88.72283905206835f, 0.0f, y);
+  float big = sel32(x < 0.0f, 2.0f - y, y);
+  return sel32(ax < 1.0f, small, big);
+}
+
+static const double ERFC_T64[5] = {9.60497373987051638749e0, 9.00260197203842689217e1,
+  2.23200534594684319226e3, 7.00332514112805075473e3, 5.55923013010394962768e4};
+static const double ERFC_U64[6] = {1.0, 3.35617141647503099647e1, 5.21357949780152679795e2,
+  4.59432382970980127987e3, 2.26290000613890934246e4, 4.92673942608635921086e4};
+static const double ERFC_P64[9] = {2.46196981473530512524e-10, 5.64189564831068821977e-1,
+  7.46321056442269912687e0, 4.86371970985681366614e1, 1.96520832956077098242e2,
+  5.26445194995477358631e2, 9.34528527171957607540e2, 1.02755188689515710272e3,
+  5.57535335369399327526e2};
+static const double ERFC_Q64[9] = {1.0, 1.32281951154744992508e1, 8.67072140885989742329e1,
+  3.54937778887819891062e2, 9.75708501743205489753e2, 1.82390916687909736289e3,
+  2.24633760818710981792e3, 1.65666309194161350182e3, 5.57535340817727675546e2};
+static const double ERFC_R64[6] = {5.64189583547755073984e-1, 1.27536670759978104416e0,
+  5.01905042251180477414e0, 6.16021097993053585195e0, 7.40974269950448939160e0,
+  2.97886665372100240670e0};
+static const double ERFC_S64[7] = {1.0, 2.26052863220117276590e0, 9.39603524938001434673e0,
+  1.20489539808096656605e1, 1.70814450747565897222e1, 9.60896809063285878198e0,
+  3.36907645100081516050e0};
+
+static inline double xerfc64(double x) {
+  x = ftz64(x);
+  double ax = fabs(x), x2 = ftz64(x * x);
+  double t = ERFC_T64[0], u = x2 + ERFC_U64[1];     /* U is monic: 1 * x^2 folded */
+  _Pragma("GCC unroll 32")
+  for (int i = 1; i < 5; i++) t = fma(t, x2, ERFC_T64[i]);
+  _Pragma("GCC unroll 32")
+  for (int i = 2; i < 6; i++) u = fma(u, x2, ERFC_U64[i]);
+  double small = 1.0 - ftz64(ftz64(x * t) / u);
+  double p = ERFC_P64[0], q = ax + ERFC_Q64[1], r = ERFC_R64[0], s = ax + ERFC_S64[1];
+  _Pragma("GCC unroll 32")
+  for (int i = 1; i < 9; i++) p = fma(p, ax, ERFC_P64[i]);
+  _Pragma("GCC unroll 32")
+  for (int i = 2; i < 9; i++) q = fma(q, ax, ERFC_Q64[i]);
+  _Pragma("GCC unroll 32")
+  for (int i = 1; i < 6; i++) r = fma(r, ax, ERFC_R64[i]);
+  _Pragma("GCC unroll 32")
+  for (int i = 2; i < 7; i++) s = fma(s, ax, ERFC_S64[i]);
+  double e = xexp64(-x2);
+  double y = sel64(ax < 8.0, ftz64(ftz64(e * p) / q), ftz64(ftz64(e * r) / s));
+  y = sel64(-x2 < -7.09782712893383996843e2, 0.0, y);
+  double big = sel64(x < 0.0, 2.0 - y, y);
+  return sel64(ax < 1.0, small, big);
+}
+
 /* expm1 as XLA's CPU backend expands it: tanh(x/2) * (exp(x) + 1) for |x| <= 0.5 (no
    cancellation there), exp(x) - 1 above, and x itself when x/2 flushes to zero. */
 static inline float xexpm132(float x) {

@@ -172,7 +172,7 @@ def preludes(source_text: str) -> list[str]:
     if "kiln_tf_" in source_text:
         out += [csrc.text("threefry.h"), csrc.text("threefry_ops.h")]
     logistic = "kiln_logistic_xla" in source_text
-    xla_names = ("xlog", "xlog1p", "xexp", "xexpm1", "xerfinv", "xerf", "xtanh", "xrsqrt", "xasin",
+    xla_names = ("xlog", "xlog1p", "xexp", "xexpm1", "xerfinv", "xerf", "xerfc", "xtanh", "xrsqrt", "xasin",
                  "xacos", "xatan", "xatan1", "xatanp", "xsinh", "xcosh", "xasinh", "xasinhs",
                  "xacosh", "xacoshs", "xatanh")
     fast_exp = "fexp32" in source_text

@@ -1,0 +1,101 @@
+"""erfc (and eager erf_inv) give JAX's bits: XLA's expansion of the CHLO op, eager and jit.
+
+JAX lowers ``lax.erfc`` to ``chlo.erfc``, which XLA expands into Cephes' rational
+approximations (a float32 and a float64 one; float16/bfloat16 run the float32 one and
+round). kiln runs the same formulas (``xerfc32``/``xerfc64`` in
+``kiln/compiler/csrc/xla_math.h``) in its eager kernels and its compiled C. Checked bit for
+bit against live JAX over every exponent of float32/float64 (subnormals, both signs,
+specials), the formula switches (|x| = 1, 2, 8, the underflow point), every float16 and
+bfloat16 value, and under grad/vmap and the scipy-level wrappers.
+"""
+import numpy as np
+import pytest
+from test_eager_jax_bits import assert_same_bits, sweep, x64
+
+import kiln
+import kiln.scipy.special as kspecial
+import kiln.scipy.stats as kstats
+from kiln import lax as klax
+
+jax = pytest.importorskip("jax")
+jspecial = pytest.importorskip("jax.scipy.special")
+jstats = pytest.importorskip("jax.scipy.stats")
+
+if kiln.random._native.lib() is None:  # pragma: no cover
+    pytest.skip("no native library (C compiler): eager math falls back to SciPy",
+                allow_module_level=True)
+
+
+def _edges(dtype):
+    """Around the formula switches |x| = 1, 2, 8 and where exp(-x^2) underflows."""
+    base = np.array([1.0, 2.0, 8.0, 9.194, 9.2, 9.4, 26.5, 26.64, 27.3], dtype)
+    u = np.uint32 if dtype == np.float32 else np.uint64
+    steps = np.arange(-40, 41).astype(u)            # 40 ulps either side (wrapping)
+    x = (base.view(u)[:, None] + steps[None, :]).view(dtype).ravel()
+    return np.concatenate([x, -x])
+
+
+def _inputs(dtype, wide):
+    rng = np.random.default_rng(4)
+    dense = rng.uniform(-12, 12, 20000 if not wide else 8000).astype(dtype)
+    return np.concatenate([sweep(dtype, per_exponent=4 if wide else 12), _edges(dtype), dense])
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["f32", "f64"])
+def test_erfc_eager_and_jit(wide):
+    dtype = np.float64 if wide else np.float32
+    with x64(wide):
+        x = _inputs(dtype, wide)
+        want = np.asarray(jax.jit(jax.lax.erfc)(x))
+        assert_same_bits(klax.erfc(x), want, x, "lax.erfc eager")
+        assert_same_bits(kspecial.erfc(x), want, x, "scipy.special.erfc eager")
+        f = kiln.jit(klax.erfc)
+        assert ("xerfc64" if wide else "xerfc32") in f.lower(x).compile().as_text()
+        assert_same_bits(f(x), want, x, "erfc jit")
+        # 0-d and short arrays (XLA's scalar code) give the same bits.
+        for v in x[::997]:
+            assert_same_bits(klax.erfc(v), np.asarray(jax.lax.erfc(v)), v, "erfc 0-d")
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["f32", "f64"])
+def test_erfc_transformations_and_wrappers(wide):
+    dtype = np.float64 if wide else np.float32
+    x = np.random.default_rng(5).uniform(-10, 10, 3000).astype(dtype)
+    with x64(wide):
+        cases = [
+            (kiln.vmap(kiln.grad(klax.erfc)), jax.vmap(jax.grad(jax.lax.erfc)), "grad"),
+            (kspecial.ndtr, jspecial.ndtr, "ndtr"),
+            (kstats.norm.cdf, jstats.norm.cdf, "norm.cdf"),
+            (kspecial.log_ndtr, jspecial.log_ndtr, "log_ndtr"),
+        ]
+        for kf, jf, what in cases:
+            want = np.asarray(jax.jit(jf)(x))
+            assert_same_bits(kf(x), want, x, f"{what} eager")
+            assert_same_bits(kiln.jit(kf)(x), want, x, f"{what} jit")
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("name", ["erfc", "erf", "erf_inv", "exp", "log", "log1p", "cbrt"])
+def test_half_floats_every_value(name, dtype):
+    """XLA computes these in float32 and rounds once: every value of the type."""
+    import ml_dtypes
+    dt = np.float16 if dtype == "float16" else ml_dtypes.bfloat16
+    x = np.arange(1 << 16, dtype=np.uint16).view(dt)
+    want = np.asarray(getattr(jax.lax, name)(x))
+    got = np.asarray(getattr(klax, name)(x))
+    same = (got.view(np.uint16) == want.view(np.uint16)) | (
+        np.isnan(got.astype(np.float32)) & np.isnan(want.astype(np.float32)))
+    assert same.all(), (name, dtype, x[~same][:5], got[~same][:5], want[~same][:5])
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["f32", "f64"])
+def test_erf_inv_eager(wide):
+    """Eager erf_inv runs XLA's formula (the compiled code's xerfinv), not SciPy's."""
+    dtype = np.float64 if wide else np.float32
+    rng = np.random.default_rng(6)
+    with x64(wide):
+        x = np.concatenate([sweep(dtype, per_exponent=4), rng.uniform(-1, 1, 5000),
+                            1 - rng.lognormal(-12, 3, 500)]).astype(dtype)
+        want = np.asarray(jax.jit(jax.lax.erf_inv)(x))
+        assert_same_bits(klax.erf_inv(x), want, x, "erf_inv eager")
+        assert_same_bits(kspecial.erfinv(x), want, x, "scipy.special.erfinv eager")
