@@ -90,6 +90,10 @@ EAGER1(kiln_eager_erfc_f32, float, xerfc32)
 EAGER1(kiln_eager_erfc_f64, double, xerfc64)
 EAGER1(kiln_eager_erf_inv_f32, float, xerfinv32)
 EAGER1(kiln_eager_erf_inv_f64, double, xerfinv64)
+EAGER1(kiln_eager_lgamma_f32, float, xlgamma32)
+EAGER1(kiln_eager_lgamma_f64, double, xlgamma64)
+EAGER1(kiln_eager_digamma_f32, float, xdigamma32)
+EAGER1(kiln_eager_digamma_f64, double, xdigamma64)
 /* XLA's CPU code calls the C library's cbrt (checked bit for bit against JAX); NumPy's
    np.cbrt is SVML's on AVX-512 machines and differs in the last bit. */
 EAGER1(kiln_eager_cbrt_f32, float, cbrtf)

@@ -207,7 +207,7 @@ class ExprMixin:
             return f"x{name}s32({a})"
         if name in ("exp", "log", "log1p", "expm1", "tanh", "logistic", "sin", "cos", "tan",
                     "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "sqrt",
-                    "rsqrt", "cbrt", "erf", "erfc", "exp2", "lgamma"):
+                    "rsqrt", "cbrt", "erf", "erfc", "exp2", "lgamma", "digamma"):
             return f"{self.math_fn(name, dt)}({a})"
         if name in ("atan2", "nextafter"):
             return f"{self.math_fn(name, dt)}({a}, {b})"

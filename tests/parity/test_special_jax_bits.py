@@ -1,12 +1,13 @@
-"""erfc (and eager erf_inv) give JAX's bits: XLA's expansion of the CHLO op, eager and jit.
+"""erfc, lgamma, digamma (and eager erf_inv) give JAX's bits, eager and jit.
 
-JAX lowers ``lax.erfc`` to ``chlo.erfc``, which XLA expands into Cephes' rational
-approximations (a float32 and a float64 one; float16/bfloat16 run the float32 one and
-round). kiln runs the same formulas (``xerfc32``/``xerfc64`` in
-``kiln/compiler/csrc/xla_math.h``) in its eager kernels and its compiled C. Checked bit for
-bit against live JAX over every exponent of float32/float64 (subnormals, both signs,
-specials), the formula switches (|x| = 1, 2, 8, the underflow point), every float16 and
-bfloat16 value, and under grad/vmap and the scipy-level wrappers.
+JAX lowers ``lax.erfc``/``lgamma``/``digamma`` to CHLO ops, which XLA expands: erfc into
+Cephes' rational approximations, lgamma/digamma into Lanczos' approximation (a float32
+and a float64 form; float16/bfloat16 run the float32 one and round). kiln runs the same
+formulas (``xerfc*``, ``xlgamma*``, ``xdigamma*`` in ``kiln/compiler/csrc/xla_math.h``) in
+its eager kernels and its compiled C. Checked bit for bit against live JAX over every
+exponent of float32/float64 (subnormals, both signs, specials), the formula switches
+(erfc: |x| = 1, 2, 8, the underflow point; lgamma/digamma: the poles, half-integers),
+every float16 and bfloat16 value, and under grad/vmap and the scipy-level wrappers.
 """
 import numpy as np
 import pytest
@@ -75,7 +76,8 @@ def test_erfc_transformations_and_wrappers(wide):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("name", ["erfc", "erf", "erf_inv", "exp", "log", "log1p", "cbrt"])
+@pytest.mark.parametrize("name", ["erfc", "erf", "erf_inv", "exp", "log", "log1p", "cbrt",
+                                  "lgamma", "digamma"])
 def test_half_floats_every_value(name, dtype):
     """XLA computes these in float32 and rounds once: every value of the type."""
     import ml_dtypes
@@ -99,3 +101,48 @@ def test_erf_inv_eager(wide):
         want = np.asarray(jax.jit(jax.lax.erf_inv)(x))
         assert_same_bits(klax.erf_inv(x), want, x, "erf_inv eager")
         assert_same_bits(kspecial.erfinv(x), want, x, "scipy.special.erfinv eager")
+
+
+def _gamma_inputs(dtype, wide):
+    rng = np.random.default_rng(7)
+    steps = np.arange(-60, 60, 0.5)          # poles (integers <= 0) and half-integers
+    near = np.concatenate([steps + 1e-5, steps - 1e-5, steps * (1 + 1e-6)])
+    return np.concatenate([sweep(dtype, per_exponent=4 if wide else 12), steps, near,
+                           rng.uniform(-40, 40, 8000 if wide else 20000)]).astype(dtype)
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["f32", "f64"])
+@pytest.mark.parametrize("name", ["lgamma", "digamma"])
+def test_lgamma_digamma_eager_and_jit(name, wide):
+    dtype = np.float64 if wide else np.float32
+    kf, jf = getattr(klax, name), getattr(jax.lax, name)
+    with x64(wide):
+        x = _gamma_inputs(dtype, wide)
+        want = np.asarray(jax.jit(jf)(x))
+        assert_same_bits(kf(x), want, x, f"{name} eager")
+        f = kiln.jit(kf)
+        assert f"x{name}{64 if wide else 32}" in f.lower(x).compile().as_text()
+        assert_same_bits(f(x), want, x, f"{name} jit")
+        for v in x[::1499]:
+            assert_same_bits(kf(v), np.asarray(jf(v)), v, f"{name} 0-d")
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["f32", "f64"])
+def test_gamma_family_wrappers(wide):
+    """grad(lgamma) is digamma; gammaln, gamma, beta, betaln are built on lgamma."""
+    dtype = np.float64 if wide else np.float32
+    x = np.random.default_rng(8).uniform(-10, 10, 3000).astype(dtype)
+    xp = np.abs(x) + dtype(0.1)
+    with x64(wide):
+        cases = [
+            (kiln.vmap(kiln.grad(klax.lgamma)), jax.vmap(jax.grad(jax.lax.lgamma)), x, "grad"),
+            (kspecial.gammaln, jspecial.gammaln, x, "gammaln"),
+            (kspecial.digamma, jspecial.digamma, x, "digamma"),
+            (kspecial.gamma, jspecial.gamma, x, "gamma"),
+            (lambda v: kspecial.betaln(v, v[::-1]), lambda v: jspecial.betaln(v, v[::-1]), xp,
+             "betaln"),
+        ]
+        for kf, jf, v, what in cases:
+            want = np.asarray(jax.jit(jf)(v))
+            assert_same_bits(kf(v), want, v, f"{what} eager")
+            assert_same_bits(kiln.jit(kf)(v), want, v, f"{what} jit")
