@@ -568,8 +568,14 @@ def _rem_impl(x, y):
         r = np.fmod(x, np.where(bad, 1, y).astype(dt))
         r = np.where(y == 0, x, r)
         return as_dtype(r, dt)
-    if _is_half(dt):
+    if _is_half(dt):     # computed in float32 and rounded, as XLA
         x, y = np.asarray(x, np.float32), np.asarray(y, np.float32)
+    if np.ndim(x) and np.ndim(y) and np.shape(x) != np.shape(y):
+        x, y = np.broadcast_arrays(x, y)   # size-1 dimensions: the native kernel's shapes
+    # The C library's fmod under XLA's flushing of subnormals (NumPy's keeps them).
+    out = _xla_binary("rem", x, y)
+    if out is not None:
+        return as_dtype(out, dt)
     with np.errstate(all="ignore"):
         return as_dtype(np.fmod(x, y), dt)
 

@@ -14,6 +14,7 @@ import pytest
 from test_eager_jax_bits import assert_same_bits, sweep, x64
 
 import kiln
+import kiln.numpy
 import kiln.scipy.special as kspecial
 import kiln.scipy.stats as kstats
 from kiln import lax as klax
@@ -146,3 +147,32 @@ def test_gamma_family_wrappers(wide):
             want = np.asarray(jax.jit(jf)(v))
             assert_same_bits(kf(v), want, v, f"{what} eager")
             assert_same_bits(kiln.jit(kf)(v), want, v, f"{what} jit")
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["f32", "f64"])
+def test_rem_flushes_subnormals_eagerly(wide):
+    """Float rem is the C library's fmod under XLA's flushing: subnormal operands read as
+    zero and subnormal results become zero (NumPy's fmod keeps them)."""
+    dtype = np.float64 if wide else np.float32
+    with x64(wide):
+        x = sweep(dtype, per_exponent=3)
+        y = np.random.default_rng(2).permutation(x)
+        for a, b in ((x, y), (x, dtype(1e-30)), (dtype(3.5), y)):
+            want = np.asarray(jax.jit(jax.lax.rem)(a, b))
+            assert_same_bits(klax.rem(a, b), want, None, "rem eager")
+        a, b = x[:40].reshape(40, 1), y[:7].reshape(1, 7)
+        assert_same_bits(kiln.numpy.fmod(a, b), np.asarray(jax.numpy.fmod(a, b)), None,
+                         "fmod broadcast")
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_rem_half_floats(dtype):
+    import ml_dtypes
+    dt = np.float16 if dtype == "float16" else ml_dtypes.bfloat16
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 1 << 16, 50000).astype(np.uint16).view(dt)
+    y = rng.permutation(x)
+    want, got = np.asarray(jax.lax.rem(x, y)), np.asarray(klax.rem(x, y))
+    same = (got.view(np.uint16) == want.view(np.uint16)) | (
+        np.isnan(got.astype(np.float32)) & np.isnan(want.astype(np.float32)))
+    assert same.all(), (x[~same][:5], y[~same][:5], got[~same][:5], want[~same][:5])

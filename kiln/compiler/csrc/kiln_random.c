@@ -185,6 +185,9 @@ EAGER2(kiln_eager_pow_f32, float, powf)
 EAGER2(kiln_eager_pow_f64, double, pow)
 EAGER2(kiln_eager_atan2_f32, float, atan2f)
 EAGER2(kiln_eager_atan2_f64, double, atan2)
+/* float rem: the C library's fmod, which XLA's CPU code calls (flushed as it runs). */
+EAGER2(kiln_eager_rem_f32, float, fmodf)
+EAGER2(kiln_eager_rem_f64, double, fmod)
 
 /* y = pow(a, b); an operand with stride 0 is a scalar. */
 void kiln_pow_f32(const float *a, int64_t sa, const float *b, int64_t sb, float *y, int64_t n) {
