@@ -894,8 +894,23 @@ lgamma_p = unop("lgamma", xla_math("lgamma", _math(_lgamma)), _float)
 digamma_p = unop("digamma", xla_math("digamma", _math(_digamma)), _float)
 bessel_i0e_p = unop("bessel_i0e", _math("i0e"), _float)
 bessel_i1e_p = unop("bessel_i1e", _math("i1e"), _float)
-polygamma_p = naryop("polygamma", _math(_polygamma), _float)
-zeta_p = naryop("zeta", _math(_zeta), _float)
+def _xla_math2(op, fallback):
+    """A binary impl with JAX's bits (XLA's expansion, ``_xla_eager``) for float32/float64,
+    half floats computed in float32 and rounded; ``fallback`` where no kernel applies."""
+    def impl(x, y):
+        dt = x.dtype
+        if _is_half(dt):
+            x, y = np.asarray(x, np.float32), np.asarray(y, np.float32)
+        if np.ndim(x) and np.ndim(y) and np.shape(x) != np.shape(y):
+            x, y = np.broadcast_arrays(x, y)   # size-1 dimensions: the kernel's shapes
+        out = _xla_binary(op, x, y)
+        return fallback(x, y).astype(dt) if out is None else as_dtype(out, dt)
+    impl.__name__ = f"{op}_impl"
+    return impl
+
+
+polygamma_p = naryop("polygamma", _xla_math2("polygamma", _math(_polygamma)), _float)
+zeta_p = naryop("zeta", _xla_math2("zeta", _math(_zeta)), _float)
 igamma_p = naryop("igamma", _math(_igamma), _float)
 igammac_p = naryop("igammac", _math(_igammac), _float)
 regularized_incomplete_beta_p = standard_primitive(

@@ -176,3 +176,24 @@ def test_rem_half_floats(dtype):
     same = (got.view(np.uint16) == want.view(np.uint16)) | (
         np.isnan(got.astype(np.float32)) & np.isnan(want.astype(np.float32)))
     assert same.all(), (x[~same][:5], y[~same][:5], got[~same][:5], want[~same][:5])
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["f32", "f64"])
+def test_zeta_polygamma_arrays(wide):
+    """zeta(x, q) and polygamma(n, x) with array operands: XLA's expansions, eager and jit
+    (poles, domain edges, integer and non-integer orders)."""
+    dtype = np.float64 if wide else np.float32
+    rng = np.random.default_rng(9)
+    with x64(wide):
+        s = rng.uniform(0.5, 12, 6000).astype(dtype)
+        q = rng.uniform(-5, 20, 6000).astype(dtype)
+        s[:1500], q[1500:2500] = np.round(s[:1500]), np.round(q[1500:2500])
+        n = np.floor(rng.uniform(-1, 7, 6000)).astype(dtype)
+        n[:300] = 0.5
+        for kf, jf, a, b, what in ((klax.zeta, jax.lax.zeta, s, q, "zeta"),
+                                   (klax.polygamma, jax.lax.polygamma, n, q, "polygamma")):
+            want = np.asarray(jax.jit(jf)(a, b))
+            assert_same_bits(kf(a, b), want, b, f"{what} eager")
+            f = kiln.jit(kf)
+            assert f"x{what}{64 if wide else 32}" in f.lower(a, b).compile().as_text()
+            assert_same_bits(f(a, b), want, b, f"{what} jit")

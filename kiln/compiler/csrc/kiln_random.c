@@ -188,6 +188,11 @@ EAGER2(kiln_eager_atan2_f64, double, atan2)
 /* float rem: the C library's fmod, which XLA's CPU code calls (flushed as it runs). */
 EAGER2(kiln_eager_rem_f32, float, fmodf)
 EAGER2(kiln_eager_rem_f64, double, fmod)
+/* XLA's expansions of the CHLO ops zeta(x, q) and polygamma(n, x) (xla_math.h). */
+EAGER2(kiln_eager_zeta_f32, float, xzeta32)
+EAGER2(kiln_eager_zeta_f64, double, xzeta64)
+EAGER2(kiln_eager_polygamma_f32, float, xpolygamma32)
+EAGER2(kiln_eager_polygamma_f64, double, xpolygamma64)
 
 /* y = pow(a, b); an operand with stride 0 is a scalar. */
 void kiln_pow_f32(const float *a, int64_t sa, const float *b, int64_t sb, float *y, int64_t n) {

@@ -462,6 +462,88 @@ static inline double xdigamma64(double x) {
   return sel64(x <= 0.0 && x == floor(x), NAN, out);
 }
 
+/* The Hurwitz zeta function as XLA expands the CHLO op (Johansson's Euler-Maclaurin
+   form; read from the optimized HLO of jax.lax.zeta). With s = sum_{k=0}^{9} (q+k)^-x
+   (XLA folds q + 1 + ... + 1 into q + k), a = q + 10, p = a^-x, r = 1 / (a a),
+   P_i = (x + 22 - 2i)(x + 21 - 2i) and c_i the reciprocals of the Euler-Maclaurin
+   coefficients, the Horner steps are h_0 = P_0 (r c_0), h_i = P_i (r (h_{i-1} + c_i)), and
+     zeta = s + (p a) / (x - 1) + p (0.5 + (x / a) (h_10 + c_11))
+   where XLA's LLVM contracts each h + c (h's last product), 0.5 + ... and the final add
+   into fused multiply-adds. s itself when |p| < |s| * the smallest subnormal; NaN for
+   x < 1 and for non-integer x with q <= 0; at the poles (integer q <= 0) +inf for even
+   integer x, else NaN; +inf at x = 1. pow is the C library's, as XLA's CPU code calls.
+   polygamma(n, x) = (2 (n mod 2) - 1) exp(lgamma(n + 1)) zeta(n + 1, x); digamma for
+   n = 0; NaN unless n is a natural number. */
+static const double ZETA_C[12] = {-7.1661652561756670113e18, 1.8152105401943546773e17,
+  -4.5979787224074726105e15, 1.1646782814350067249e14, -2.950130727918164224e12,
+  7.47242496e10, -1.8924375803183791606e9, 47900160.0, -1209600.0, 30240.0, -720.0, 12.0};
+
+static inline float xzeta32(float x, float q) {
+  x = ftz32(x); q = ftz32(q);
+  float nx = -x, s = powf(q, nx);
+  for (int k = 1; k < 10; k++) s = s + powf(q + (float)k, nx);
+  float a = q + 10.0f, p = powf(a, nx);
+  float r = ftz32(1.0f / ftz32(a * a));
+  float pl = (x + 22.0f) * (x + 21.0f), t = ftz32(r * (float)(1.0 / ZETA_C[0]));
+  _Pragma("GCC unroll 32")
+  for (int i = 1; i < 11; i++) {
+    float u = fmaf(pl, t, (float)(1.0 / ZETA_C[i]));
+    pl = (x + (float)(22 - 2 * i)) * (x + (float)(21 - 2 * i));
+    t = ftz32(r * u);
+  }
+  float tail = fmaf(ftz32(x / a), fmaf(pl, t, (float)(1.0 / ZETA_C[11])), 0.5f);
+  float acc = fmaf(p, tail, s + ftz32(ftz32(p * a) / (x + -1.0f)));
+  float out = sel32(fabsf(p) < ftz32(fabsf(s) * 1.40129846e-45f), s, acc);
+  out = sel32(x < 1.0f, NAN, out);
+  int qle0 = q <= 0.0f;
+  out = sel32(qle0 && x != floorf(x), NAN, out);
+  int xeven = x == floorf(x) && fmodf(x, 2.0f) == 0.0f;
+  out = sel32(qle0 && q == floorf(q), sel32(xeven, INFINITY, NAN), out);
+  return ftz32(sel32(x == 1.0f, INFINITY, out));
+}
+
+static inline double xzeta64(double x, double q) {
+  x = ftz64(x); q = ftz64(q);
+  double nx = -x, s = pow(q, nx);
+  for (int k = 1; k < 10; k++) s = s + pow(q + (double)k, nx);
+  double a = q + 10.0, p = pow(a, nx);
+  double r = ftz64(1.0 / ftz64(a * a));
+  double pl = (x + 22.0) * (x + 21.0), t = ftz64(r * (1.0 / ZETA_C[0]));
+  _Pragma("GCC unroll 32")
+  for (int i = 1; i < 11; i++) {
+    double u = fma(pl, t, 1.0 / ZETA_C[i]);
+    pl = (x + (double)(22 - 2 * i)) * (x + (double)(21 - 2 * i));
+    t = ftz64(r * u);
+  }
+  double tail = fma(ftz64(x / a), fma(pl, t, 1.0 / ZETA_C[11]), 0.5);
+  double acc = fma(p, tail, s + ftz64(ftz64(p * a) / (x + -1.0)));
+  double out = sel64(fabs(p) < ftz64(fabs(s) * 4.9406564584124654e-324), s, acc);
+  out = sel64(x < 1.0, NAN, out);
+  int qle0 = q <= 0.0;
+  out = sel64(qle0 && x != floor(x), NAN, out);
+  int xeven = x == floor(x) && fmod(x, 2.0) == 0.0;
+  out = sel64(qle0 && q == floor(q), sel64(xeven, INFINITY, NAN), out);
+  return ftz64(sel64(x == 1.0, INFINITY, out));
+}
+
+static inline float xpolygamma32(float n, float x) {
+  n = ftz32(n); x = ftz32(x);
+  float sgn = fmaf(2.0f, fmodf(n, 2.0f), -1.0f);
+  float n1 = n + 1.0f;
+  float r = (sgn * xexp32(xlgamma32(n1))) * xzeta32(n1, x);
+  r = sel32(n == 0.0f, xdigamma32(x), r);
+  return sel32(n != floorf(n) || n < 0.0f, NAN, r);
+}
+
+static inline double xpolygamma64(double n, double x) {
+  n = ftz64(n); x = ftz64(x);
+  double sgn = fma(2.0, fmod(n, 2.0), -1.0);
+  double n1 = n + 1.0;
+  double r = (sgn * xexp64(xlgamma64(n1))) * xzeta64(n1, x);
+  r = sel64(n == 0.0, xdigamma64(x), r);
+  return sel64(n != floor(n) || n < 0.0, NAN, r);
+}
+
 /* expm1 as XLA's CPU backend expands it: tanh(x/2) * (exp(x) + 1) for |x| <= 0.5 (no
    cancellation there), exp(x) - 1 above, and x itself when x/2 flushes to zero. */
 static inline float xexpm132(float x) {

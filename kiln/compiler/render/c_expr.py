@@ -209,7 +209,7 @@ class ExprMixin:
                     "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "sqrt",
                     "rsqrt", "cbrt", "erf", "erfc", "exp2", "lgamma", "digamma"):
             return f"{self.math_fn(name, dt)}({a})"
-        if name in ("atan2", "nextafter"):
+        if name in ("atan2", "nextafter", "zeta", "polygamma"):
             return f"{self.math_fn(name, dt)}({a}, {b})"
         if name == "pow":
             if arg_dtypes[1] != dt:

@@ -469,6 +469,8 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
                 ("erfc", "f"): "xerfc32", ("erfc", "d"): "xerfc64",
                 ("lgamma", "f"): "xlgamma32", ("lgamma", "d"): "xlgamma64",
                 ("digamma", "f"): "xdigamma32", ("digamma", "d"): "xdigamma64",
+                ("zeta", "f"): "xzeta32", ("zeta", "d"): "xzeta64",
+                ("polygamma", "f"): "xpolygamma32", ("polygamma", "d"): "xpolygamma64",
                 # XLA's expansions of the CHLO ops (xla_math.h)
                 **{(op, w): f"x{op}{n}" for op in ("asin", "acos", "atan", "sinh", "cosh",
                                                     "asinh", "acosh", "atanh")
