@@ -903,7 +903,10 @@ def _xla_math2(op, fallback):
             x, y = np.asarray(x, np.float32), np.asarray(y, np.float32)
         if np.ndim(x) and np.ndim(y) and np.shape(x) != np.shape(y):
             x, y = np.broadcast_arrays(x, y)   # size-1 dimensions: the kernel's shapes
-        out = _xla_binary(op, x, y)
+        name = op
+        if op == "polygamma" and np.ndim(x) == 0 and np.size(y) > 1:
+            name = "polygammas"     # one order for the whole array: XLA's scalar rewrites
+        out = _xla_binary(name, x, y)
         return fallback(x, y).astype(dt) if out is None else as_dtype(out, dt)
     impl.__name__ = f"{op}_impl"
     return impl

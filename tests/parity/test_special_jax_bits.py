@@ -197,3 +197,27 @@ def test_zeta_polygamma_arrays(wide):
             f = kiln.jit(kf)
             assert f"x{what}{64 if wide else 32}" in f.lower(a, b).compile().as_text()
             assert_same_bits(f(a, b), want, b, f"{what} jit")
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["f32", "f64"])
+def test_polygamma_one_order(wide):
+    """polygamma(n, x) with a scalar order, as JAX's eager calls pass it (and so
+    jax.scipy.special.polygamma(int, x), the eager derivative of digamma, and a jitted
+    function taking n as an argument): XLA's rewrites around the broadcast order.
+    (A literal order under jit is constant-folded by XLA: not reproduced, see
+    docs/compatibility.md.)"""
+    dtype = np.float64 if wide else np.float32
+    x = np.random.default_rng(10).uniform(-10, 20, 6000).astype(dtype)
+    with x64(wide):
+        for n in (0, 1, 3, 5):
+            want = np.asarray(jspecial.polygamma(n, x))
+            assert_same_bits(kspecial.polygamma(n, x), want, x, f"polygamma({n}) eager")
+            g = jax.jit(lambda m, v: jax.lax.polygamma(m, v))
+            f = kiln.jit(lambda m, v: klax.polygamma(m, v))
+            assert_same_bits(f(dtype(n), x), np.asarray(g(dtype(n), x)), x,
+                             f"polygamma({n}) jit, scalar order")
+        want = np.asarray(jax.vmap(jax.grad(jax.lax.digamma))(x))
+        assert_same_bits(kiln.vmap(kiln.grad(klax.digamma))(x), want, x, "grad digamma")
+        for v in x[:40]:        # 0-d order and argument: the array formula
+            assert_same_bits(klax.polygamma(dtype(3), v),
+                             np.asarray(jax.lax.polygamma(dtype(3), v)), v, "0-d")

@@ -193,6 +193,9 @@ EAGER2(kiln_eager_zeta_f32, float, xzeta32)
 EAGER2(kiln_eager_zeta_f64, double, xzeta64)
 EAGER2(kiln_eager_polygamma_f32, float, xpolygamma32)
 EAGER2(kiln_eager_polygamma_f64, double, xpolygamma64)
+/* ... with one order n for the whole array (xla_math.h: XLA's scalar-order rewrites). */
+EAGER2(kiln_eager_polygammas_f32, float, xpolygammas32)
+EAGER2(kiln_eager_polygammas_f64, double, xpolygammas64)
 
 /* y = pow(a, b); an operand with stride 0 is a scalar. */
 void kiln_pow_f32(const float *a, int64_t sa, const float *b, int64_t sb, float *y, int64_t n) {

@@ -831,3 +831,104 @@ static inline double xatanh64(double x) {
   double r = ftz64((xlog1p64_h(x, h) - xlog1p64_h(-x, h)) * 0.5);
   return sel64(fabs(x) > 1.0, NAN, r);
 }
+
+/* polygamma(n, x) with one order n for the whole array (a scalar operand, as JAX's
+   eager calls and jax.scipy.special.polygamma(int, x) pass it): XLA then computes the
+   n-only parts once, in its scalar code, and its simplifier rewrites the zeta expansion
+   around the broadcast order s = n + 1: (p a) / (s - 1) becomes (p a) * (1 / n), the first
+   Horner term r (c_0 P_0) with the product of the two scalars first, and lgamma(n + 1)
+   reflects on n + 1 < 1/2 but otherwise uses z = n. */
+static inline float xzetas32(float x, float q, float recip) {
+  x = ftz32(x); q = ftz32(q);
+  float nx = -x, s = powf(q, nx);
+  for (int k = 1; k < 10; k++) s = s + powf(q + (float)k, nx);
+  float a = q + 10.0f, p = powf(a, nx);
+  float r = ftz32(1.0f / ftz32(a * a));
+  float k0 = ftz32(((x + 22.0f) * (x + 21.0f)) * (float)(1.0 / ZETA_C[0]));
+  float u = fmaf(r, k0, (float)(1.0 / ZETA_C[1]));
+  _Pragma("GCC unroll 32")
+  for (int i = 1; i < 11; i++) {
+    float pl = (x + (float)(22 - 2 * i)) * (x + (float)(21 - 2 * i));
+    u = fmaf(pl, ftz32(r * u), (float)(1.0 / ZETA_C[i + 1]));
+  }
+  float tail = fmaf(ftz32(x / a), u, 0.5f);
+  float acc = fmaf(p, tail, fmaf(ftz32(p * a), recip, s));
+  float out = sel32(fabsf(p) < ftz32(fabsf(s) * 1.40129846e-45f), s, acc);
+  out = sel32(x < 1.0f, NAN, out);
+  int qle0 = q <= 0.0f;
+  out = sel32(qle0 && x != floorf(x), NAN, out);
+  int xeven = x == floorf(x) && fmodf(x, 2.0f) == 0.0f;
+  out = sel32(qle0 && q == floorf(q), sel32(xeven, INFINITY, NAN), out);
+  return ftz32(sel32(x == 1.0f, INFINITY, out));
+}
+static inline float xlgammas32(float n) {   /* lgamma(n + 1) in XLA's scalar code */
+  float x = n + 1.0f;
+  int refl = x < 0.5f;
+  float z = sel32(refl, -x, n);
+  float a = (float)LANCZOS_C[0];
+  for (int k = 1; k < 9; k++) a = a + (float)LANCZOS_C[k] / (z + (float)k);
+  float logt = xlog1ps32(z * 0.13333334f) + (float)KILN_LOG_7P5;
+  float t = z + 7.5f;
+  float r = fmaf((z + 0.5f) - t / logt, logt, (float)KILN_HALF_LOG_2PI);
+  float lg = r + xlogs32(a);
+  float ax = fabsf(x);
+  float f = ax - floorf(ax);
+  f = sel32(0.5f < f, 1.0f - f, f);
+  float ls = xlogs32(sinf(f * (float)KILN_PI));
+  float rv = sel32(fabsf(ls) <= FLT_MAX, ((float)KILN_LOG_PI - ls) - lg, -ls);
+  return sel32(ax == INFINITY, INFINITY, sel32(refl, rv, lg));
+}
+static inline float xpolygammas32(float n, float x) {
+  n = ftz32(n); x = ftz32(x);
+  float sgn = fmaf(2.0f, fmodf(n, 2.0f), -1.0f);
+  float r = (sgn * xexp32(xlgammas32(n))) * xzetas32(n + 1.0f, x, 1.0f / n);
+  r = sel32(n == 0.0f, xdigamma32(x), r);
+  return sel32(n != floorf(n) || n < 0.0f, NAN, r);
+}
+static inline double xzetas64(double x, double q, double recip) {
+  x = ftz64(x); q = ftz64(q);
+  double nx = -x, s = pow(q, nx);
+  for (int k = 1; k < 10; k++) s = s + pow(q + (double)k, nx);
+  double a = q + 10.0, p = pow(a, nx);
+  double r = ftz64(1.0 / ftz64(a * a));
+  double k0 = ftz64(((x + 22.0) * (x + 21.0)) * (1.0 / ZETA_C[0]));
+  double u = fma(r, k0, 1.0 / ZETA_C[1]);
+  _Pragma("GCC unroll 32")
+  for (int i = 1; i < 11; i++) {
+    double pl = (x + (double)(22 - 2 * i)) * (x + (double)(21 - 2 * i));
+    u = fma(pl, ftz64(r * u), 1.0 / ZETA_C[i + 1]);
+  }
+  double tail = fma(ftz64(x / a), u, 0.5);
+  double acc = fma(p, tail, fma(ftz64(p * a), recip, s));
+  double out = sel64(fabs(p) < ftz64(fabs(s) * 4.9406564584124654e-324), s, acc);
+  out = sel64(x < 1.0, NAN, out);
+  int qle0 = q <= 0.0;
+  out = sel64(qle0 && x != floor(x), NAN, out);
+  int xeven = x == floor(x) && fmod(x, 2.0) == 0.0;
+  out = sel64(qle0 && q == floor(q), sel64(xeven, INFINITY, NAN), out);
+  return ftz64(sel64(x == 1.0, INFINITY, out));
+}
+static inline double xlgammas64(double n) {
+  double x = n + 1.0;
+  int refl = x < 0.5;
+  double z = sel64(refl, -x, n);
+  double a = LANCZOS_C[0];
+  for (int k = 1; k < 9; k++) a = a + LANCZOS_C[k] / (z + (double)k);
+  double logt = xlog1p64(z * 0.13333333333333333) + KILN_LOG_7P5;
+  double t = z + 7.5;
+  double r = fma((z + 0.5) - t / logt, logt, KILN_HALF_LOG_2PI);
+  double lg = r + xlog64(a);
+  double ax = fabs(x);
+  double f = ax - floor(ax);
+  f = sel64(0.5 < f, 1.0 - f, f);
+  double ls = xlog64(sin(f * KILN_PI));
+  double rv = sel64(fabs(ls) <= DBL_MAX, (KILN_LOG_PI - ls) - lg, -ls);
+  return sel64(ax == INFINITY, INFINITY, sel64(refl, rv, lg));
+}
+static inline double xpolygammas64(double n, double x) {
+  n = ftz64(n); x = ftz64(x);
+  double sgn = fma(2.0, fmod(n, 2.0), -1.0);
+  double r = (sgn * xexp64(xlgammas64(n))) * xzetas64(n + 1.0, x, 1.0 / n);
+  r = sel64(n == 0.0, xdigamma64(x), r);
+  return sel64(n != floor(n) || n < 0.0, NAN, r);
+}

@@ -173,7 +173,7 @@ def preludes(source_text: str) -> list[str]:
         out += [csrc.text("threefry.h"), csrc.text("threefry_ops.h")]
     logistic = "kiln_logistic_xla" in source_text
     xla_names = ("xlog", "xlog1p", "xexp", "xexpm1", "xerfinv", "xerf", "xerfc", "xlgamma",
-                 "xdigamma", "xzeta", "xpolygamma", "xtanh", "xrsqrt", "xasin", "xacos",
+                 "xdigamma", "xzeta", "xpolygamma", "xpolygammas", "xtanh", "xrsqrt", "xasin", "xacos",
                  "xatan", "xatan1", "xatanp", "xsinh", "xcosh", "xasinh", "xasinhs", "xacosh",
                  "xacoshs", "xatanh")
     fast_exp = "fexp32" in source_text
