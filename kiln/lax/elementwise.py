@@ -914,8 +914,8 @@ def _xla_math2(op, fallback):
 
 polygamma_p = naryop("polygamma", _xla_math2("polygamma", _math(_polygamma)), _float)
 zeta_p = naryop("zeta", _xla_math2("zeta", _math(_zeta)), _float)
-igamma_p = naryop("igamma", _math(_igamma), _float)
-igammac_p = naryop("igammac", _math(_igammac), _float)
+igamma_p = naryop("igamma", _xla_math2("igamma", _math(_igamma)), _float)
+igammac_p = naryop("igammac", _xla_math2("igammac", _math(_igammac)), _float)
 regularized_incomplete_beta_p = standard_primitive(
     "regularized_incomplete_beta", None, _math("betainc"))
 
@@ -953,8 +953,9 @@ ad.defjvp2(polygamma_p, _polygamma_jvp_m,
 
 
 def _igamma_jvp_x(g, ans, a, x):
-    # d/dx P(a, x) = x**(a-1) exp(-x) / Gamma(a)
-    return mul(g, exp(sub(mul(sub(a, _const(a, 1)), log(x)), add(x, lgamma(a)))))
+    # d/dx P(a, x) = x**(a-1) exp(-x) / Gamma(a), as JAX orders it: exp((-x + (a - 1) log x)
+    # - lgamma(a)) (its rounding; XLA contracts the product into the first add)
+    return mul(g, exp(sub(add(neg(x), mul(sub(a, _const(a, 1)), log(x))), lgamma(a))))
 
 
 ad.defjvp2(igamma_p, lambda g, ans, a, x: mul(g, igamma_grad_a(a, x)), _igamma_jvp_x)

@@ -48,7 +48,8 @@ EAGER_UNARY = ("exp", "expm1", "log", "log1p", "sin", "cos", "tan", "tanh", "log
                "erfc", "erf_inv", "lgamma", "digamma",
                "cbrt", "rsqrt", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh",
                "atanh")
-EAGER_BINARY = ("pow", "atan2", "rem", "zeta", "polygamma", "polygammas")
+EAGER_BINARY = ("pow", "atan2", "rem", "zeta", "polygamma", "polygammas",
+                "igamma", "igammac")
 
 _lock = threading.Lock()
 _state: dict = {}

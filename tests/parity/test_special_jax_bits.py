@@ -221,3 +221,33 @@ def test_polygamma_one_order(wide):
         for v in x[:40]:        # 0-d order and argument: the array formula
             assert_same_bits(klax.polygamma(dtype(3), v),
                              np.asarray(jax.lax.polygamma(dtype(3), v)), v, "0-d")
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["f32", "f64"])
+def test_igamma_igammac(wide):
+    """JAX's igamma/igammac (series and continued fraction with XLA's contractions),
+    eager and jit, with the scipy/stats wrappers and the derivative in x (jit: XLA
+    contracts it, eager: JAX's eager ops do not)."""
+    dtype = np.float64 if wide else np.float32
+    rng = np.random.default_rng(11)
+    a = np.exp(rng.uniform(np.log(1e-4), np.log(300), 4000)).astype(dtype)
+    x = np.exp(rng.uniform(np.log(1e-5), np.log(500), 4000)).astype(dtype)
+    sp = np.array([0, -0.0, 1, -1, np.inf, -np.inf, np.nan, 1e-30, 0.5, 2, 40], dtype)
+    ga, gx = np.meshgrid(sp, sp)
+    a = np.concatenate([a, ga.ravel(), x[:300]])
+    x = np.concatenate([x, gx.ravel(), x[:300] * (1 + np.finfo(dtype).eps)])
+    with x64(wide):
+        for kf, jf, what in ((klax.igamma, jax.lax.igamma, "igamma"),
+                             (klax.igammac, jax.lax.igammac, "igammac"),
+                             (lambda p, v: kstats.gamma.cdf(v, p),
+                              lambda p, v: jstats.gamma.cdf(v, p), "gamma.cdf")):
+            want = np.asarray(jax.jit(jf)(a, x))
+            assert_same_bits(kf(a, x), want, x, f"{what} eager")
+            assert_same_bits(kiln.jit(kf)(a, x), want, x, f"{what} jit")
+        f = kiln.jit(klax.igammac)
+        assert f"xigammac{64 if wide else 32}" in f.lower(a, x).compile().as_text()
+        n = 1000
+        kg, jg = kiln.vmap(kiln.grad(klax.igamma, 1)), jax.vmap(jax.grad(jax.lax.igamma, 1))
+        assert_same_bits(kg(a[:n], x[:n]), np.asarray(jg(a[:n], x[:n])), x[:n], "grad_x eager")
+        assert_same_bits(kiln.jit(kg)(a[:n], x[:n]), np.asarray(jax.jit(jg)(a[:n], x[:n])),
+                         x[:n], "grad_x jit")

@@ -196,6 +196,11 @@ EAGER2(kiln_eager_polygamma_f64, double, xpolygamma64)
 /* ... with one order n for the whole array (xla_math.h: XLA's scalar-order rewrites). */
 EAGER2(kiln_eager_polygammas_f32, float, xpolygammas32)
 EAGER2(kiln_eager_polygammas_f64, double, xpolygammas64)
+/* JAX's igamma/igammac (xla_math.h). */
+EAGER2(kiln_eager_igamma_f32, float, xigamma32)
+EAGER2(kiln_eager_igamma_f64, double, xigamma64)
+EAGER2(kiln_eager_igammac_f32, float, xigammac32)
+EAGER2(kiln_eager_igammac_f64, double, xigammac64)
 
 /* y = pow(a, b); an operand with stride 0 is a scalar. */
 void kiln_pow_f32(const float *a, int64_t sa, const float *b, int64_t sb, float *y, int64_t n) {

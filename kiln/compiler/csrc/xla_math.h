@@ -932,3 +932,86 @@ static inline double xpolygammas64(double n, double x) {
   r = sel64(n == 0.0, xdigamma64(x), r);
   return sel64(n != floor(n) || n < 0.0, NAN, r);
 }
+
+/* The regularized incomplete gamma functions P(a, x) (igamma) and Q(a, x) (igammac) as
+   JAX computes them (jax.lax's igamma_impl/igammac_impl, ported from XLA's math library:
+   a power series for x < 1 or x <= a, else a continued fraction, each iterated until its
+   term falls below eps). XLA runs the while loops over the whole array, but a converged
+   element is frozen, so iterating element by element gives the same arithmetic. With
+   ax = exp(fma(a, log x, -x) - lgamma(a)) (XLA's log/exp/lgamma):
+     series: r = a, c = ans = 1; repeat r += 1, ans = fma(c, x / r, ans), c *= x / r while
+             c / (ans_old + c) > eps (XLA's fusions contract the product into the stored
+             sum but not into the tested one); the value is (ans * ax) / a
+     continued fraction (at most 2000 steps): y = 1 - a, z = x + y + 1, p_-1 = 1, q_-1 = x,
+             p_0 = x + 1, q_0 = z x, ans = p_0 / q_0; each step c += 1, y += 1, z += 2,
+             p = fma(p_0, z, -(p_-1 (y c))) (q alike), ans = p / q where q != 0, all four
+             scaled by eps once |p| > 1/eps, while |((ans - p/q) q) / p| > eps (XLA's
+             rewrite of dividing by p/q); the value is ans * ax, and igamma's 1 - ans * ax
+             is one fused multiply-add
+   An element that is not iterated (x = 0, +inf, a domain error, the exponent below
+   -log(max)) keeps the loop's initial values. */
+#define KILN_IGAMMA_FNS(T, S, EPS, LOGF, EXPF, LGAMMAF, FMAF, FABSF, MAXV, FTZ)            \
+  static inline T xigseries##S(T x, T a, int enabled) {                                  \
+    T r = a, c = (T)1, ans = (T)1;                                                        \
+    while (enabled) {                                                                     \
+      r = r + (T)1;                                                                       \
+      T xr = FTZ(x / r), cn = FTZ(c * xr), an = FTZ(FMAF(c, xr, ans));                     \
+      enabled = FTZ(cn / (ans + cn)) > (T)EPS;                                            \
+      c = cn; ans = an;                                                                   \
+    }                                                                                     \
+    return ans;                                                                           \
+  }                                                                                       \
+  static inline T xigcf##S(T x, T a, int enabled) {                                      \
+    T y = (T)1 - a, z = (x + y) + (T)1, c = (T)0;                                         \
+    T pkm2 = (T)1, qkm2 = x, pkm1 = x + (T)1, qkm1 = FTZ(z * x);                          \
+    T ans = FTZ(pkm1 / qkm1);                                                             \
+    while (enabled && c < (T)2000) {                                                      \
+      c = c + (T)1; y = y + (T)1; z = z + (T)2;                                           \
+      T yc = y * c;                                                                       \
+      T pk = FTZ(FMAF(pkm1, z, -FTZ(pkm2 * yc))), qk = FTZ(FMAF(qkm1, z, -FTZ(qkm2 * yc)));\
+      T r = FTZ(pk / qk), t = (T)1;                                                       \
+      if (qk != (T)0) { t = FABSF(FTZ(FTZ((ans - r) * qk) / pk)); ans = r; }              \
+      pkm2 = pkm1; pkm1 = pk; qkm2 = qkm1; qkm1 = qk;                                     \
+      if (FABSF(pk) > (T)1 / (T)EPS) {                                                    \
+        pkm2 = FTZ(pkm2 * (T)EPS); pkm1 = FTZ(pkm1 * (T)EPS);                             \
+        qkm2 = FTZ(qkm2 * (T)EPS); qkm1 = FTZ(qkm1 * (T)EPS);                             \
+      }                                                                                   \
+      enabled = t > (T)EPS;                                                               \
+    }                                                                                     \
+    return ans;                                                                           \
+  }                                                                                       \
+  static inline T xigamma##S(T a, T x) {                                                  \
+    a = FTZ(a); x = FTZ(x);                                                               \
+    int nan_in = a != a || x != x, xinf = x == (T)INFINITY, x0 = x == (T)0;               \
+    int dom = x < (T)0 || a < (T)0 || (a == (T)0 && x0) || nan_in;                        \
+    int use_cf = x >= (T)1 && x > a;                                                      \
+    T l = FMAF(a, LOGF(x), -x) - LGAMMAF(a);                                              \
+    int under = l < -LOGF(MAXV);                                                          \
+    T ax = EXPF(l);                                                                       \
+    int en = !(x0 || dom || under || xinf);                                               \
+    T out = use_cf ? FMAF(-xigcf##S(x, a, en && use_cf), ax, (T)1)                        \
+                   : FTZ(FTZ(xigseries##S(x, a, en && !use_cf) * ax) / a);                \
+    out = x0 ? (T)0 : out;                                                                \
+    out = xinf ? (T)1 : out;                                                              \
+    return dom ? (T)NAN : FTZ(out);                                                       \
+  }                                                                                       \
+  static inline T xigammac##S(T a, T x) {                                                 \
+    a = FTZ(a); x = FTZ(x);                                                               \
+    int nan_in = a != a || x != x, xinf = x == (T)INFINITY, x0 = x == (T)0;               \
+    int a0 = a == (T)0;                                                                   \
+    int dom = x < (T)0 || a < (T)0 || (a0 && x0) || nan_in;                               \
+    int use_series = x < (T)1 || x < a;                                                   \
+    T l = FMAF(a, LOGF(x), -x) - LGAMMAF(a);                                              \
+    int under = l < -LOGF(MAXV);                                                          \
+    int en = !(dom || under || xinf || a0);                                               \
+    T ax = EXPF(l);                                                                       \
+    T out = use_series ? (T)1 - FTZ(FTZ(xigseries##S(x, a, en && use_series) * ax) / a)   \
+                       : FTZ(xigcf##S(x, a, en && !use_series) * ax);                     \
+    out = (xinf || a0) ? (T)0 : out;                                                      \
+    return dom ? (T)NAN : FTZ(out);                                                       \
+  }
+KILN_IGAMMA_FNS(float, 32, 1.1920928955078125e-07, xlog32, xexp32, xlgamma32, fmaf, fabsf,
+                FLT_MAX, ftz32)
+KILN_IGAMMA_FNS(double, 64, 2.220446049250313e-16, xlog64, xexp64, xlgamma64, fma, fabs,
+                DBL_MAX, ftz64)
+#undef KILN_IGAMMA_FNS

@@ -471,6 +471,8 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
                 ("digamma", "f"): "xdigamma32", ("digamma", "d"): "xdigamma64",
                 ("zeta", "f"): "xzeta32", ("zeta", "d"): "xzeta64",
                 ("polygamma", "f"): "xpolygamma32", ("polygamma", "d"): "xpolygamma64",
+                ("igamma", "f"): "xigamma32", ("igamma", "d"): "xigamma64",
+                ("igammac", "f"): "xigammac32", ("igammac", "d"): "xigammac64",
                 # XLA's expansions of the CHLO ops (xla_math.h)
                 **{(op, w): f"x{op}{n}" for op in ("asin", "acos", "atan", "sinh", "cosh",
                                                     "asinh", "acosh", "atanh")
