@@ -1064,8 +1064,11 @@ def _random_gamma_grad_impl(a, x):
     return np.where(bad, np.nan, out)
 
 
-igamma_grad_a_p = naryop("igamma_grad_a", _math(_igamma_grad_a_impl), _float)
-random_gamma_grad_p = naryop("random_gamma_grad", _math(_random_gamma_grad_impl), _float)
+igamma_grad_a_p = naryop("igamma_grad_a", _xla_math2("igamma_grad_a", _math(_igamma_grad_a_impl)),
+                         _float)
+random_gamma_grad_p = naryop("random_gamma_grad",
+                             _xla_math2("random_gamma_grad", _math(_random_gamma_grad_impl)),
+                             _float)
 # Like JAX, these two have no derivative rules of their own.
 
 

@@ -49,7 +49,7 @@ EAGER_UNARY = ("exp", "expm1", "log", "log1p", "sin", "cos", "tan", "tanh", "log
                "cbrt", "rsqrt", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh",
                "atanh")
 EAGER_BINARY = ("pow", "atan2", "rem", "zeta", "polygamma", "polygammas",
-                "igamma", "igammac")
+                "igamma", "igammac", "igamma_grad_a", "random_gamma_grad")
 
 _lock = threading.Lock()
 _state: dict = {}

@@ -251,3 +251,25 @@ def test_igamma_igammac(wide):
         assert_same_bits(kg(a[:n], x[:n]), np.asarray(jg(a[:n], x[:n])), x[:n], "grad_x eager")
         assert_same_bits(kiln.jit(kg)(a[:n], x[:n]), np.asarray(jax.jit(jg)(a[:n], x[:n])),
                          x[:n], "grad_x jit")
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["f32", "f64"])
+def test_igamma_derivatives_in_a(wide):
+    """igamma_grad_a (the derivative of igamma/igammac in a) and random_gamma_grad: JAX's
+    DERIVATIVE/SAMPLE_DERIVATIVE loops, eager and jit."""
+    dtype = np.float64 if wide else np.float32
+    rng = np.random.default_rng(12)
+    a = np.exp(rng.uniform(np.log(1e-4), np.log(300), 3000)).astype(dtype)
+    x = np.exp(rng.uniform(np.log(1e-5), np.log(500), 3000)).astype(dtype)
+    sp = np.array([0, 1, -1, np.inf, np.nan, 1e-30, 0.5, 2, 40], dtype)
+    ga, gx = np.meshgrid(sp, sp)
+    a, x = np.concatenate([a, ga.ravel()]), np.concatenate([x, gx.ravel()])
+    with x64(wide):
+        for kf, jf, what in (
+                (klax.igamma_grad_a, jax.lax.igamma_grad_a, "igamma_grad_a"),
+                (klax.random_gamma_grad, jax.lax.random_gamma_grad, "random_gamma_grad"),
+                (kiln.vmap(kiln.grad(klax.igammac, 0)), jax.vmap(jax.grad(jax.lax.igammac, 0)),
+                 "grad_a igammac")):
+            want = np.asarray(jax.jit(jf)(a, x))
+            assert_same_bits(kf(a, x), want, x, f"{what} eager")
+            assert_same_bits(kiln.jit(kf)(a, x), want, x, f"{what} jit")

@@ -201,6 +201,10 @@ EAGER2(kiln_eager_igamma_f32, float, xigamma32)
 EAGER2(kiln_eager_igamma_f64, double, xigamma64)
 EAGER2(kiln_eager_igammac_f32, float, xigammac32)
 EAGER2(kiln_eager_igammac_f64, double, xigammac64)
+EAGER2(kiln_eager_igamma_grad_a_f32, float, xigammagrada32)
+EAGER2(kiln_eager_igamma_grad_a_f64, double, xigammagrada64)
+EAGER2(kiln_eager_random_gamma_grad_f32, float, xrandgammagrad32)
+EAGER2(kiln_eager_random_gamma_grad_f64, double, xrandgammagrad64)
 
 /* y = pow(a, b); an operand with stride 0 is a scalar. */
 void kiln_pow_f32(const float *a, int64_t sa, const float *b, int64_t sb, float *y, int64_t n) {

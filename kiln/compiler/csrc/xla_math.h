@@ -1015,3 +1015,104 @@ KILN_IGAMMA_FNS(float, 32, 1.1920928955078125e-07, xlog32, xexp32, xlgamma32, fm
 KILN_IGAMMA_FNS(double, 64, 2.220446049250313e-16, xlog64, xexp64, xlgamma64, fma, fabs,
                 DBL_MAX, ftz64)
 #undef KILN_IGAMMA_FNS
+
+/* digamma(a + 1) as XLA simplifies it inside a larger expansion: the shift z = (a + 1) - 1
+   is folded to a itself (the reflection branch still sees a + 1). */
+#define KILN_DIGAMMA_P1(T, S, FLOOR, FABS, LOG1P, SINF, COSF, C7P5)                        \
+  static inline T xdigammap1##S(T a) {                                                    \
+    T x = a + (T)1;                                                                       \
+    int refl = x < (T)0.5;                                                                \
+    T z = refl ? -x : a;                                                                  \
+    T s = (T)LANCZOS_C[0], ap = (T)0;                                                     \
+    for (int k = 1; k < 9; k++) {                                                         \
+      T zk = z + (T)k, cc = (T)LANCZOS_C[k];                                              \
+      ap = ap - cc / (zk * zk);                                                           \
+      s = s + cc / zk;                                                                    \
+    }                                                                                     \
+    T logt = LOG1P(z * (T)C7P5) + (T)KILN_LOG_7P5;                                        \
+    T d = (logt + ap / s) - (T)7 / (z + (T)7.5);                                          \
+    T pr = (x + FABS(FLOOR(x + (T)0.5))) * (T)KILN_PI;                                    \
+    T rv = d - (COSF(pr) * (T)KILN_PI) / SINF(pr);                                        \
+    T out = refl ? rv : d;                                                                \
+    return (x <= (T)0 && x == FLOOR(x)) ? (T)NAN : out;                                   \
+  }
+KILN_DIGAMMA_P1(float, 32, floorf, fabsf, xlog1p32, sinf, cosf, 0.13333334f)
+KILN_DIGAMMA_P1(double, 64, floor, fabs, xlog1p64, sin, cos, 0.13333333333333333)
+#undef KILN_DIGAMMA_P1
+
+/* d/da of igamma (igamma_grad_a) and the derivative of a Gamma(a, 1) sample x
+   (random_gamma_grad): JAX's DERIVATIVE and SAMPLE_DERIVATIVE modes of the same loops,
+   which also carry d(term)/da and stop on its convergence instead:
+     series: dc = fma(dc, x / r, -((c x) / (r r))), dans += dc, until |dc / dans| <= eps;
+             with d = fma(ans, log x - digamma(a + 1), dans):  (ax d) / a, or -(d x) / a
+     continued fraction: dp = fma(pkm2, c, fma(-dp_-1, y c, fma(dp_0, z, -p_0))) (dq alike),
+             dans = fma(-ans, dq, dp) / q where q != 0, until |dans - dans_old| <= eps;
+             with d = fma(ans, log x - digamma(a), dans):  -(ax d), or d x
+   (mode 1: igamma_grad_a, mode 2: random_gamma_grad). */
+#define KILN_IGAMMA_GRAD_FNS(T, S, EPS, LOGF, EXPF, LGAMMAF, DIGAMMAF, FMAF, FABSF, MAXV, FTZ) \
+  static inline T xiggrad##S(T a, T x, int mode) {                                        \
+    a = FTZ(a); x = FTZ(x);                                                               \
+    int nan_in = a != a || x != x, x0 = x == (T)0;                                        \
+    int dom = x < (T)0 || a <= (T)0;                                                      \
+    int use_cf = x > (T)1 && x > a;                                                       \
+    T l = FMAF(a, LOGF(x), -x) - LGAMMAF(a);                                              \
+    int under = l < -LOGF(MAXV);                                                          \
+    T ax = EXPF(l);                                                                       \
+    int en = !(x0 || dom || under || nan_in);                                             \
+    T out;                                                                                \
+    if (use_cf) {                                                                         \
+      int e = en;                                                                         \
+      T y = (T)1 - a, z = (x + y) + (T)1, c = (T)0;                                       \
+      T pkm2 = (T)1, qkm2 = x, pkm1 = x + (T)1, qkm1 = FTZ(z * x);                        \
+      T ans = FTZ(pkm1 / qkm1);                                                           \
+      T dpkm2 = (T)0, dqkm2 = (T)0, dpkm1 = (T)0, dqkm1 = -x;                             \
+      T dans = FTZ(((T)0 - FTZ(ans * dqkm1)) / qkm1);                                     \
+      while (e && c < (T)2000) {                                                          \
+        c = c + (T)1; y = y + (T)1; z = z + (T)2;                                         \
+        T yc = y * c;                                                                     \
+        T pk = FTZ(FMAF(pkm1, z, -FTZ(pkm2 * yc))), qk = FTZ(FMAF(qkm1, z, -FTZ(qkm2 * yc)));\
+        int nz = qk != (T)0;                                                              \
+        T r = FTZ(pk / qk);                                                               \
+        if (nz) ans = r;                                                                  \
+        T dpk = FTZ(FMAF(pkm2, c, FMAF(-dpkm2, yc, FMAF(dpkm1, z, -pkm1))));               \
+        T dqk = FTZ(FMAF(qkm2, c, FMAF(-dqkm2, yc, FMAF(dqkm1, z, -qkm1))));               \
+        T dn = nz ? FTZ(FTZ(FMAF(-ans, dqk, dpk)) / qk) : dans;                           \
+        T g = nz ? FABSF(dn - dans) : (T)1;                                               \
+        dans = dn;                                                                        \
+        pkm2 = pkm1; pkm1 = pk; qkm2 = qkm1; qkm1 = qk;                                   \
+        dpkm2 = dpkm1; dqkm2 = dqkm1; dpkm1 = dpk; dqkm1 = dqk;                           \
+        if (FABSF(pk) > (T)1 / (T)EPS) {                                                  \
+          pkm2 = FTZ(pkm2 * (T)EPS); pkm1 = FTZ(pkm1 * (T)EPS);                           \
+          qkm2 = FTZ(qkm2 * (T)EPS); qkm1 = FTZ(qkm1 * (T)EPS);                           \
+          dpkm2 = FTZ(dpkm2 * (T)EPS); dqkm2 = FTZ(dqkm2 * (T)EPS);                       \
+          dpkm1 = FTZ(dpkm1 * (T)EPS); dqkm1 = FTZ(dqkm1 * (T)EPS);                       \
+        }                                                                                 \
+        e = g > (T)EPS;                                                                   \
+      }                                                                                   \
+      T d = FTZ(FMAF(ans, LOGF(x) - DIGAMMAF(a), dans));                                  \
+      out = mode == 1 ? -FTZ(ax * d) : FTZ(d * x);                                        \
+    } else {                                                                              \
+      int e = en;                                                                         \
+      T r = a, c = (T)1, ans = (T)1, dc = (T)0, dans = (T)0;                              \
+      while (e) {                                                                         \
+        r = r + (T)1;                                                                     \
+        T xr = FTZ(x / r);                                                                \
+        T dcn = FTZ(FMAF(dc, xr, -FTZ(FTZ(c * x) / FTZ(r * r))));                          \
+        dans = dans + dcn;                                                                \
+        T an = FTZ(FMAF(c, xr, ans));                                                     \
+        c = FTZ(c * xr); ans = an; dc = dcn;                                              \
+        e = FABSF(FTZ(dc / dans)) > (T)EPS;                                               \
+      }                                                                                   \
+      T d = FTZ(FMAF(ans, LOGF(x) - xdigammap1##S(a), dans));                           \
+      out = mode == 1 ? FTZ(FTZ(ax * d) / a) : FTZ(FTZ(-d * x) / a);                      \
+    }                                                                                     \
+    out = x0 ? (T)0 : out;                                                                \
+    return (dom || nan_in) ? (T)NAN : out;                                                \
+  }                                                                                       \
+  static inline T xigammagrada##S(T a, T x) { return xiggrad##S(a, x, 1); }              \
+  static inline T xrandgammagrad##S(T a, T x) { return xiggrad##S(a, x, 2); }
+KILN_IGAMMA_GRAD_FNS(float, 32, 1.1920928955078125e-07, xlog32, xexp32, xlgamma32, xdigamma32,
+                     fmaf, fabsf, FLT_MAX, ftz32)
+KILN_IGAMMA_GRAD_FNS(double, 64, 2.220446049250313e-16, xlog64, xexp64, xlgamma64,
+                     xdigamma64, fma, fabs, DBL_MAX, ftz64)
+#undef KILN_IGAMMA_GRAD_FNS

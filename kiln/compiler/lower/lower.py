@@ -59,7 +59,8 @@ ELEMENTWISE = {
     "select_n": (), "convert_element_type": (), "clamp": (), "is_finite": (), "erf": (),
     "erfc": (), "nextafter": (), "population_count": (), "clz": (), "bitcast_convert_type": (),
     "add_any": (), "erf_inv": (), "lgamma": (), "digamma": (), "fma": (), "zeta": (),
-    "polygamma": (), "igamma": (), "igammac": (),
+    "polygamma": (), "igamma": (), "igammac": (), "igamma_grad_a": (),
+    "random_gamma_grad": (),
 }
 # Primitives rendered as another one's scalar op (add_any is the gradient's add).
 OP_ALIASES = {"add_any": "add", "erf_inv": "xla_erf_inv"}

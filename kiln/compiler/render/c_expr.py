@@ -224,7 +224,8 @@ class ExprMixin:
             # One order for the whole array (a scalar operand or a literal): XLA's
             # rewrites around the broadcast order (xla_math.h, xpolygammas*).
             return f"xpolygammas{32 if dt == F32 else 64}({a}, {b})"
-        if name in ("atan2", "nextafter", "zeta", "polygamma", "igamma", "igammac"):
+        if name in ("atan2", "nextafter", "zeta", "polygamma", "igamma", "igammac",
+                    "igamma_grad_a", "random_gamma_grad"):
             return f"{self.math_fn(name, dt)}({a}, {b})"
         if name == "pow":
             if arg_dtypes[1] != dt:

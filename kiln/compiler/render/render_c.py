@@ -473,6 +473,9 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
                 ("polygamma", "f"): "xpolygamma32", ("polygamma", "d"): "xpolygamma64",
                 ("igamma", "f"): "xigamma32", ("igamma", "d"): "xigamma64",
                 ("igammac", "f"): "xigammac32", ("igammac", "d"): "xigammac64",
+                ("igamma_grad_a", "f"): "xigammagrada32", ("igamma_grad_a", "d"): "xigammagrada64",
+                ("random_gamma_grad", "f"): "xrandgammagrad32",
+                ("random_gamma_grad", "d"): "xrandgammagrad64",
                 # XLA's expansions of the CHLO ops (xla_math.h)
                 **{(op, w): f"x{op}{n}" for op in ("asin", "acos", "atan", "sinh", "cosh",
                                                     "asinh", "acosh", "atanh")
