@@ -353,7 +353,7 @@ def ge(x, y):
 # The others (expm1, logistic, the inverse trigonometric/hyperbolic functions) round
 # differently and keep their fallback.
 _HALF_VIA_F32 = frozenset({"exp", "log", "log1p", "cbrt", "sinh", "cosh", "erf", "erfc",
-                           "erf_inv", "lgamma", "digamma"})
+                           "erf_inv", "lgamma", "digamma", "bessel_i0e", "bessel_i1e"})
 
 
 def xla_math(op, fallback):

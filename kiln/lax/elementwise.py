@@ -892,8 +892,8 @@ erfc_p = unop("erfc", xla_math("erfc", _math("erfc")), _float)
 erf_inv_p = unop("erf_inv", xla_math("erf_inv", _math("erfinv")), _float)
 lgamma_p = unop("lgamma", xla_math("lgamma", _math(_lgamma)), _float)
 digamma_p = unop("digamma", xla_math("digamma", _math(_digamma)), _float)
-bessel_i0e_p = unop("bessel_i0e", _math("i0e"), _float)
-bessel_i1e_p = unop("bessel_i1e", _math("i1e"), _float)
+bessel_i0e_p = unop("bessel_i0e", xla_math("bessel_i0e", _math("i0e")), _float)
+bessel_i1e_p = unop("bessel_i1e", xla_math("bessel_i1e", _math("i1e")), _float)
 def _xla_math2(op, fallback):
     """A binary impl with JAX's bits (XLA's expansion, ``_xla_eager``) for float32/float64,
     half floats computed in float32 and rounded; ``fallback`` where no kernel applies."""

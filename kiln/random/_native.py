@@ -45,7 +45,7 @@ UNARY_FUNCS = ("kiln_log_f32", "kiln_log1p_f32", "kiln_exp_f32", "kiln_erf_inv_f
 
 #: The eager-math ops with JAX's bits (``kiln_eager_<op>_<f32|f64>``, x -> y, n).
 EAGER_UNARY = ("exp", "expm1", "log", "log1p", "sin", "cos", "tan", "tanh", "logistic", "erf",
-               "erfc", "erf_inv", "lgamma", "digamma",
+               "erfc", "erf_inv", "lgamma", "digamma", "bessel_i0e", "bessel_i1e",
                "cbrt", "rsqrt", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh",
                "atanh")
 EAGER_BINARY = ("pow", "atan2", "rem", "zeta", "polygamma", "polygammas",

@@ -78,7 +78,7 @@ def test_erfc_transformations_and_wrappers(wide):
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("name", ["erfc", "erf", "erf_inv", "exp", "log", "log1p", "cbrt",
-                                  "lgamma", "digamma"])
+                                  "lgamma", "digamma", "bessel_i0e", "bessel_i1e"])
 def test_half_floats_every_value(name, dtype):
     """XLA computes these in float32 and rounds once: every value of the type."""
     import ml_dtypes
@@ -273,3 +273,23 @@ def test_igamma_derivatives_in_a(wide):
             want = np.asarray(jax.jit(jf)(a, x))
             assert_same_bits(kf(a, x), want, x, f"{what} eager")
             assert_same_bits(kiln.jit(kf)(a, x), want, x, f"{what} jit")
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["f32", "f64"])
+def test_bessel_i0e_i1e(wide):
+    """bessel_i0e (JAX's Chebyshev code) and bessel_i1e (XLA's expansion), eager and jit,
+    and scipy's i0/i1 built on them; above |x| = 8 XLA divides by sqrt as a multiplication
+    by its rsqrt (the processor's estimate refined, as lax.rsqrt)."""
+    dtype = np.float64 if wide else np.float32
+    x = np.concatenate([np.random.default_rng(13).uniform(-30, 30, 5000),
+                        [0, -0.0, np.inf, -np.inf, np.nan, 8, -8, 1e-40, 700, 1e30]])
+    x = x.astype(dtype)
+    with x64(wide):
+        for kf, jf, what in ((klax.bessel_i0e, jax.lax.bessel_i0e, "i0e"),
+                             (klax.bessel_i1e, jax.lax.bessel_i1e, "i1e"),
+                             (kspecial.i0, jspecial.i0, "i0"), (kspecial.i1, jspecial.i1, "i1")):
+            want = np.asarray(jax.jit(jf)(x))
+            assert_same_bits(kf(x), want, x, f"{what} eager")
+            assert_same_bits(kiln.jit(kf)(x), want, x, f"{what} jit")
+        f = kiln.jit(klax.bessel_i1e)
+        assert f"xi1e{64 if wide else 32}" in f.lower(x).compile().as_text()

@@ -94,6 +94,10 @@ EAGER1(kiln_eager_lgamma_f32, float, xlgamma32)
 EAGER1(kiln_eager_lgamma_f64, double, xlgamma64)
 EAGER1(kiln_eager_digamma_f32, float, xdigamma32)
 EAGER1(kiln_eager_digamma_f64, double, xdigamma64)
+EAGER1(kiln_eager_bessel_i0e_f32, float, xi0e32)
+EAGER1(kiln_eager_bessel_i0e_f64, double, xi0e64)
+EAGER1(kiln_eager_bessel_i1e_f32, float, xi1e32)
+EAGER1(kiln_eager_bessel_i1e_f64, double, xi1e64)
 /* XLA's CPU code calls the C library's cbrt (checked bit for bit against JAX); NumPy's
    np.cbrt is SVML's on AVX-512 machines and differs in the last bit. */
 EAGER1(kiln_eager_cbrt_f32, float, cbrtf)

@@ -58,7 +58,8 @@ ELEMENTWISE = {
     "shift_left": (), "shift_right_logical": (), "shift_right_arithmetic": (),
     "select_n": (), "convert_element_type": (), "clamp": (), "is_finite": (), "erf": (),
     "erfc": (), "nextafter": (), "population_count": (), "clz": (), "bitcast_convert_type": (),
-    "add_any": (), "erf_inv": (), "lgamma": (), "digamma": (), "fma": (), "zeta": (),
+    "add_any": (), "erf_inv": (), "lgamma": (), "digamma": (), "bessel_i0e": (),
+    "bessel_i1e": (), "fma": (), "zeta": (),
     "polygamma": (), "igamma": (), "igammac": (), "igamma_grad_a": (),
     "random_gamma_grad": (),
 }

@@ -174,7 +174,7 @@ def preludes(source_text: str) -> list[str]:
     logistic = "kiln_logistic_xla" in source_text
     xla_names = ("xlog", "xlog1p", "xexp", "xexpm1", "xerfinv", "xerf", "xerfc", "xlgamma",
                  "xdigamma", "xzeta", "xpolygamma", "xpolygammas", "xigamma", "xigammac",
-                 "xigammagrada", "xrandgammagrad",
+                 "xigammagrada", "xrandgammagrad", "xi0e", "xi1e",
                  "xtanh", "xrsqrt", "xasin", "xacos", "xatan", "xatan1", "xatanp", "xsinh",
                  "xcosh", "xasinh", "xasinhs", "xacosh", "xacoshs", "xatanh")
     fast_exp = "fexp32" in source_text

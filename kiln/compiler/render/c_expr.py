@@ -218,7 +218,8 @@ class ExprMixin:
             return f"x{name}s32({a})"
         if name in ("exp", "log", "log1p", "expm1", "tanh", "logistic", "sin", "cos", "tan",
                     "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "sqrt",
-                    "rsqrt", "cbrt", "erf", "erfc", "exp2", "lgamma", "digamma"):
+                    "rsqrt", "cbrt", "erf", "erfc", "exp2", "lgamma", "digamma", "bessel_i0e",
+                    "bessel_i1e"):
             return f"{self.math_fn(name, dt)}({a})"
         if name == "polygamma" and dt in (F32, F64) and _uniform(e.args[0]):
             # One order for the whole array (a scalar operand or a literal): XLA's

@@ -470,6 +470,8 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
                 ("lgamma", "f"): "xlgamma32", ("lgamma", "d"): "xlgamma64",
                 ("digamma", "f"): "xdigamma32", ("digamma", "d"): "xdigamma64",
                 ("zeta", "f"): "xzeta32", ("zeta", "d"): "xzeta64",
+                ("bessel_i0e", "f"): "xi0e32", ("bessel_i0e", "d"): "xi0e64",
+                ("bessel_i1e", "f"): "xi1e32", ("bessel_i1e", "d"): "xi1e64",
                 ("polygamma", "f"): "xpolygamma32", ("polygamma", "d"): "xpolygamma64",
                 ("igamma", "f"): "xigamma32", ("igamma", "d"): "xigamma64",
                 ("igammac", "f"): "xigammac32", ("igammac", "d"): "xigammac64",
