@@ -45,6 +45,7 @@ from kiln.lax._factory import (
     standard_primitive,
     unop,
 )
+from kiln.lax._xla_eager import betainc as _xla_betainc
 from kiln.lax._xla_eager import binary as _xla_binary
 from kiln.lax._xla_eager import power as _xla_power
 from kiln.lax._xla_eager import unary as _xla_unary
@@ -916,8 +917,16 @@ polygamma_p = naryop("polygamma", _xla_math2("polygamma", _math(_polygamma)), _f
 zeta_p = naryop("zeta", _xla_math2("zeta", _math(_zeta)), _float)
 igamma_p = naryop("igamma", _xla_math2("igamma", _math(_igamma)), _float)
 igammac_p = naryop("igammac", _xla_math2("igammac", _math(_igammac)), _float)
+def _betainc_impl(a, b, x):
+    dt = x.dtype
+    if _is_half(dt):     # computed in float32 and rounded, as JAX
+        a, b, x = (np.asarray(v, np.float32) for v in (a, b, x))
+    out = _xla_betainc(a, b, x)
+    return _math("betainc")(a, b, x).astype(dt) if out is None else as_dtype(out, dt)
+
+
 regularized_incomplete_beta_p = standard_primitive(
-    "regularized_incomplete_beta", None, _math("betainc"))
+    "regularized_incomplete_beta", None, _betainc_impl)
 
 _TWO_OVER_SQRT_PI = 2.0 / np.sqrt(np.pi)
 

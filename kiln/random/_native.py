@@ -100,6 +100,10 @@ def _build():
             fn = getattr(lib, f"kiln_eager_ipow_{w}{suffix}")
             fn.argtypes = [p, p, i64, i64]
             fn.restype = None
+    for w in ("f32", "f64"):      # whole-array kernels (a, b, x -> y, n)
+        fn = getattr(lib, f"kiln_eager_betainc_{w}")
+        fn.argtypes = [p, p, p, p, i64]
+        fn.restype = None
     lib.kiln_array_data.argtypes = [p]
     lib.kiln_array_data.restype = p
     lib.kiln_set_data_offset.argtypes = [i64]

@@ -293,3 +293,26 @@ def test_bessel_i0e_i1e(wide):
             assert_same_bits(kiln.jit(kf)(x), want, x, f"{what} jit")
         f = kiln.jit(klax.bessel_i1e)
         assert f"xi1e{64 if wide else 32}" in f.lower(x).compile().as_text()
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["f32", "f64"])
+def test_betainc_arrays(wide):
+    """regularized_incomplete_beta: JAX's Lentz loop runs every element until all have
+    converged, so an element's bits depend on the array; kiln's kernel runs them in
+    lockstep the same way. float32 arrays of 40 elements and more, and arrays whose loop
+    runs to its limit, give JAX's bits (docs/compatibility.md: the rest)."""
+    dtype = np.float64 if wide else np.float32
+    rng = np.random.default_rng(14)
+    a, b = (rng.uniform(0.01, 30, 3000).astype(dtype) for _ in range(2))
+    x = rng.uniform(0, 1, 3000).astype(dtype)
+    sp = np.array([0, 1, -1, np.inf, np.nan, 0.5, 2], dtype)
+    ga, gb, gx = np.meshgrid(sp, sp, np.array([0, 1, 0.3, -0.1, 1.5, np.nan], dtype))
+    a, b, x = (np.concatenate([v, g.ravel()]) for v, g in ((a, ga), (b, gb), (x, gx)))
+    with x64(wide):
+        want = np.asarray(jax.jit(jax.lax.betainc)(a, b, x))
+        assert_same_bits(klax.betainc(a, b, x), want, x, "betainc eager")
+        assert_same_bits(kiln.jit(kspecial.betainc)(a, b, x), want, x, "betainc jit")
+        if not wide:
+            for n in (40, 100, 257):
+                want = np.asarray(jax.jit(jax.lax.betainc)(a[:n], b[:n], x[:n]))
+                assert_same_bits(klax.betainc(a[:n], b[:n], x[:n]), want, x[:n], f"n={n}")
