@@ -1,7 +1,10 @@
 """Eager float math with JAX's bits: the impls of ``exp``, ``expm1``, ``log``, ``log1p``,
 ``sin``, ``cos``, ``tan``, ``tanh``, ``logistic``, ``erf``, ``cbrt``, ``rsqrt``, ``asin``,
 ``acos``, ``atan``, ``sinh``, ``cosh``, ``asinh``, ``acosh``, ``atanh``, ``pow`` and
-``atan2`` for float32/float64.
+``atan2`` for float32/float64, and of the special functions ``erfc``, ``erf_inv``,
+``lgamma``, ``digamma``, ``bessel_i0e``/``i1e``, ``zeta``, ``polygamma``, ``igamma``/``igammac``
+(and their derivatives in ``a``), ``betainc`` and float ``rem`` (XLA's expansions of the
+CHLO ops or JAX's own algorithms, ``xla_math.h``/``kiln_random.c``).
 
 Why: NumPy's ``np.exp``/``np.sin``/... are accurate but not XLA's, so an eager kiln call
 differed from JAX's (eager or jit) in the last bit of a few percent of values, and a

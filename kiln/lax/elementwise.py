@@ -6,9 +6,10 @@ and ``bitcast_convert_type``, each beside its JVP/transpose/batching rules.
 Impls take NumPy values and return exactly the dtype the abstract evaluation
 promises. Half-precision floats (float16, bfloat16) are computed in float32 and
 rounded back, as XLA does on CPU. Integer operations wrap and treat edge cases
-(shift amounts out of range, ``rem`` by zero) as XLA does. Special functions use
-``scipy.special`` (imported on first use: it costs a quarter of a second, which
-``import kiln`` should not pay). This module must not define anything that is not elementwise.
+(shift amounts out of range, ``rem`` by zero) as XLA does. Special functions run XLA's
+expansions (or JAX's algorithms) natively (``_xla_eager``) and fall back to
+``scipy.special`` without the native library (imported on first use: it costs a quarter
+of a second, which ``import kiln`` should not pay). This module must not define anything that is not elementwise.
 """
 from __future__ import annotations
 
