@@ -1,7 +1,10 @@
 """Eager float math with JAX's bits: the impls of ``exp``, ``expm1``, ``log``, ``log1p``,
 ``sin``, ``cos``, ``tan``, ``tanh``, ``logistic``, ``erf``, ``cbrt``, ``rsqrt``, ``asin``,
 ``acos``, ``atan``, ``sinh``, ``cosh``, ``asinh``, ``acosh``, ``atanh``, ``pow`` and
-``atan2`` for float32/float64.
+``atan2`` for float32/float64, and of the special functions ``erfc``, ``erf_inv``,
+``lgamma``, ``digamma``, ``bessel_i0e``/``i1e``, ``zeta``, ``polygamma``, ``igamma``/``igammac``
+(and their derivatives in ``a``), ``betainc`` and float ``rem`` (XLA's expansions of the
+CHLO ops or JAX's own algorithms, ``xla_math.h``/``kiln_random.c``).
 
 Why: NumPy's ``np.exp``/``np.sin``/... are accurate but not XLA's, so an eager kiln call
 differed from JAX's (eager or jit) in the last bit of a few percent of values, and a
@@ -201,3 +204,23 @@ def binary(op: str, x, y):
     _native._parallel(lambda s, e: fn(pa + s * isz * sa, sa, pb + s * isz * sb, sb,
                                       po + s * isz, e - s), n)
     return out
+
+
+def betainc(a, b, x):
+    """JAX's ``regularized_incomplete_beta(a, b, x)`` for float32/float64 operands of one
+    dtype (broadcast to one shape): the lockstep continued fraction of kiln_random.c,
+    whose bits depend on the whole array as JAX's do (so it is never split across
+    threads); None where not applicable."""
+    x = np.asarray(x)
+    width = _WIDTH.get(x.dtype)
+    if width is None:
+        return None
+    lib = _library()
+    if lib is None:
+        return None
+    shape = np.broadcast_shapes(np.shape(a), np.shape(b), x.shape)
+    a, b, x = (np.ascontiguousarray(v, x.dtype) for v in np.broadcast_arrays(a, b, x))
+    y = np.empty(shape, x.dtype)
+    getattr(lib, f"kiln_eager_betainc_{width}")(a.ctypes.data, b.ctypes.data, x.ctypes.data,
+                                                 y.ctypes.data, y.size)
+    return y

@@ -348,11 +348,26 @@ def ge(x, y):
 # ----------------------------------------------------------------------------------------------
 # transcendental basics (the rest live in kiln.lax.elementwise)
 
+# Ops whose float16/bfloat16 results XLA computes with the float32 formula and rounds once
+# (checked over all 2**16 values of both types against JAX): float32 kernel, then cast.
+# The others (expm1, logistic, the inverse trigonometric/hyperbolic functions) round
+# differently and keep their fallback.
+_HALF_VIA_F32 = frozenset({"exp", "log", "log1p", "cbrt", "sinh", "cosh", "erf", "erfc",
+                           "erf_inv", "lgamma", "digamma", "bessel_i0e", "bessel_i1e"})
+
+
 def xla_math(op, fallback):
     """An impl with JAX's bits for float32/float64 (XLA's formulas, ``_xla_eager``) that
-    calls ``fallback`` (NumPy) for other dtypes or when the native library is missing."""
+    calls ``fallback`` (NumPy) for other dtypes or when the native library is missing.
+    Half floats of the ops in ``_HALF_VIA_F32`` run the float32 kernel and are rounded."""
+    half = op in _HALF_VIA_F32
+
     def impl(x):
         out = _xla_unary(op, x)
+        if out is None and half and x.dtype.itemsize == 2 and x.dtype.kind in "fV":
+            out = _xla_unary(op, np.asarray(x, np.float32))
+            if out is not None:
+                out = out.astype(x.dtype)
         return fallback(x) if out is None else out
     impl.__name__ = f"{op}_impl"
     return impl

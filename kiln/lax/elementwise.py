@@ -6,9 +6,10 @@ and ``bitcast_convert_type``, each beside its JVP/transpose/batching rules.
 Impls take NumPy values and return exactly the dtype the abstract evaluation
 promises. Half-precision floats (float16, bfloat16) are computed in float32 and
 rounded back, as XLA does on CPU. Integer operations wrap and treat edge cases
-(shift amounts out of range, ``rem`` by zero) as XLA does. Special functions use
-``scipy.special`` (imported on first use: it costs a quarter of a second, which
-``import kiln`` should not pay). This module must not define anything that is not elementwise.
+(shift amounts out of range, ``rem`` by zero) as XLA does. Special functions run XLA's
+expansions (or JAX's algorithms) natively (``_xla_eager``) and fall back to
+``scipy.special`` without the native library (imported on first use: it costs a quarter
+of a second, which ``import kiln`` should not pay). This module must not define anything that is not elementwise.
 """
 from __future__ import annotations
 
@@ -45,6 +46,7 @@ from kiln.lax._factory import (
     standard_primitive,
     unop,
 )
+from kiln.lax._xla_eager import betainc as _xla_betainc
 from kiln.lax._xla_eager import binary as _xla_binary
 from kiln.lax._xla_eager import power as _xla_power
 from kiln.lax._xla_eager import unary as _xla_unary
@@ -568,8 +570,14 @@ def _rem_impl(x, y):
         r = np.fmod(x, np.where(bad, 1, y).astype(dt))
         r = np.where(y == 0, x, r)
         return as_dtype(r, dt)
-    if _is_half(dt):
+    if _is_half(dt):     # computed in float32 and rounded, as XLA
         x, y = np.asarray(x, np.float32), np.asarray(y, np.float32)
+    if np.ndim(x) and np.ndim(y) and np.shape(x) != np.shape(y):
+        x, y = np.broadcast_arrays(x, y)   # size-1 dimensions: the native kernel's shapes
+    # The C library's fmod under XLA's flushing of subnormals (NumPy's keeps them).
+    out = _xla_binary("rem", x, y)
+    if out is not None:
+        return as_dtype(out, dt)
     with np.errstate(all="ignore"):
         return as_dtype(np.fmod(x, y), dt)
 
@@ -882,18 +890,44 @@ def _igammac(a, x):
 
 
 erf_p = unop("erf", xla_math("erf", _math("erf")), _float)
-erfc_p = unop("erfc", _math("erfc"), _float)
-erf_inv_p = unop("erf_inv", _math("erfinv"), _float)
-lgamma_p = unop("lgamma", _math(_lgamma), _float)
-digamma_p = unop("digamma", _math(_digamma), _float)
-bessel_i0e_p = unop("bessel_i0e", _math("i0e"), _float)
-bessel_i1e_p = unop("bessel_i1e", _math("i1e"), _float)
-polygamma_p = naryop("polygamma", _math(_polygamma), _float)
-zeta_p = naryop("zeta", _math(_zeta), _float)
-igamma_p = naryop("igamma", _math(_igamma), _float)
-igammac_p = naryop("igammac", _math(_igammac), _float)
+erfc_p = unop("erfc", xla_math("erfc", _math("erfc")), _float)
+erf_inv_p = unop("erf_inv", xla_math("erf_inv", _math("erfinv")), _float)
+lgamma_p = unop("lgamma", xla_math("lgamma", _math(_lgamma)), _float)
+digamma_p = unop("digamma", xla_math("digamma", _math(_digamma)), _float)
+bessel_i0e_p = unop("bessel_i0e", xla_math("bessel_i0e", _math("i0e")), _float)
+bessel_i1e_p = unop("bessel_i1e", xla_math("bessel_i1e", _math("i1e")), _float)
+def _xla_math2(op, fallback):
+    """A binary impl with JAX's bits (XLA's expansion, ``_xla_eager``) for float32/float64,
+    half floats computed in float32 and rounded; ``fallback`` where no kernel applies."""
+    def impl(x, y):
+        dt = x.dtype
+        if _is_half(dt):
+            x, y = np.asarray(x, np.float32), np.asarray(y, np.float32)
+        if np.ndim(x) and np.ndim(y) and np.shape(x) != np.shape(y):
+            x, y = np.broadcast_arrays(x, y)   # size-1 dimensions: the kernel's shapes
+        name = op
+        if op == "polygamma" and np.ndim(x) == 0 and np.size(y) > 1:
+            name = "polygammas"     # one order for the whole array: XLA's scalar rewrites
+        out = _xla_binary(name, x, y)
+        return fallback(x, y).astype(dt) if out is None else as_dtype(out, dt)
+    impl.__name__ = f"{op}_impl"
+    return impl
+
+
+polygamma_p = naryop("polygamma", _xla_math2("polygamma", _math(_polygamma)), _float)
+zeta_p = naryop("zeta", _xla_math2("zeta", _math(_zeta)), _float)
+igamma_p = naryop("igamma", _xla_math2("igamma", _math(_igamma)), _float)
+igammac_p = naryop("igammac", _xla_math2("igammac", _math(_igammac)), _float)
+def _betainc_impl(a, b, x):
+    dt = x.dtype
+    if _is_half(dt):     # computed in float32 and rounded, as JAX
+        a, b, x = (np.asarray(v, np.float32) for v in (a, b, x))
+    out = _xla_betainc(a, b, x)
+    return _math("betainc")(a, b, x).astype(dt) if out is None else as_dtype(out, dt)
+
+
 regularized_incomplete_beta_p = standard_primitive(
-    "regularized_incomplete_beta", None, _math("betainc"))
+    "regularized_incomplete_beta", None, _betainc_impl)
 
 _TWO_OVER_SQRT_PI = 2.0 / np.sqrt(np.pi)
 
@@ -929,8 +963,9 @@ ad.defjvp2(polygamma_p, _polygamma_jvp_m,
 
 
 def _igamma_jvp_x(g, ans, a, x):
-    # d/dx P(a, x) = x**(a-1) exp(-x) / Gamma(a)
-    return mul(g, exp(sub(mul(sub(a, _const(a, 1)), log(x)), add(x, lgamma(a)))))
+    # d/dx P(a, x) = x**(a-1) exp(-x) / Gamma(a), as JAX orders it: exp((-x + (a - 1) log x)
+    # - lgamma(a)) (its rounding; XLA contracts the product into the first add)
+    return mul(g, exp(sub(add(neg(x), mul(sub(a, _const(a, 1)), log(x))), lgamma(a))))
 
 
 ad.defjvp2(igamma_p, lambda g, ans, a, x: mul(g, igamma_grad_a(a, x)), _igamma_jvp_x)
@@ -1039,8 +1074,11 @@ def _random_gamma_grad_impl(a, x):
     return np.where(bad, np.nan, out)
 
 
-igamma_grad_a_p = naryop("igamma_grad_a", _math(_igamma_grad_a_impl), _float)
-random_gamma_grad_p = naryop("random_gamma_grad", _math(_random_gamma_grad_impl), _float)
+igamma_grad_a_p = naryop("igamma_grad_a", _xla_math2("igamma_grad_a", _math(_igamma_grad_a_impl)),
+                         _float)
+random_gamma_grad_p = naryop("random_gamma_grad",
+                             _xla_math2("random_gamma_grad", _math(_random_gamma_grad_impl)),
+                             _float)
 # Like JAX, these two have no derivative rules of their own.
 
 

@@ -45,9 +45,11 @@ UNARY_FUNCS = ("kiln_log_f32", "kiln_log1p_f32", "kiln_exp_f32", "kiln_erf_inv_f
 
 #: The eager-math ops with JAX's bits (``kiln_eager_<op>_<f32|f64>``, x -> y, n).
 EAGER_UNARY = ("exp", "expm1", "log", "log1p", "sin", "cos", "tan", "tanh", "logistic", "erf",
+               "erfc", "erf_inv", "lgamma", "digamma", "bessel_i0e", "bessel_i1e",
                "cbrt", "rsqrt", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh",
                "atanh")
-EAGER_BINARY = ("pow", "atan2")
+EAGER_BINARY = ("pow", "atan2", "rem", "zeta", "polygamma", "polygammas",
+                "igamma", "igammac", "igamma_grad_a", "random_gamma_grad")
 
 _lock = threading.Lock()
 _state: dict = {}
@@ -98,6 +100,10 @@ def _build():
             fn = getattr(lib, f"kiln_eager_ipow_{w}{suffix}")
             fn.argtypes = [p, p, i64, i64]
             fn.restype = None
+    for w in ("f32", "f64"):      # whole-array kernels (a, b, x -> y, n)
+        fn = getattr(lib, f"kiln_eager_betainc_{w}")
+        fn.argtypes = [p, p, p, p, i64]
+        fn.restype = None
     lib.kiln_array_data.argtypes = [p]
     lib.kiln_array_data.restype = p
     lib.kiln_set_data_offset.argtypes = [i64]

@@ -40,7 +40,10 @@ class SExpr:
 EXPENSIVE = {"exp": 8, "log": 8, "log1p": 10, "expm1": 10, "tanh": 10, "logistic": 10,
              "sin": 10, "cos": 10, "tan": 16, "pow": 20, "erf": 10, "erfc": 12, "atan2": 20,
              "asin": 16, "acos": 16, "atan": 14, "sinh": 14, "cosh": 14, "asinh": 16,
-             "acosh": 16, "atanh": 16, "lgamma": 30, "sqrt": 3, "rsqrt": 4, "cbrt": 12, "div": 3,
+             "acosh": 16, "atanh": 16, "lgamma": 30, "digamma": 40, "bessel_i0e": 40,
+             "bessel_i1e": 40, "zeta": 200,
+             "polygamma": 260, "igamma": 400, "igammac": 400,
+             "igamma_grad_a": 500, "random_gamma_grad": 500, "sqrt": 3, "rsqrt": 4, "cbrt": 12, "div": 3,
              "rem": 6, "exp2": 8, "is_finite": 1, "threefry": 40, "xla_log": 10,
              "xla_log1p": 14, "xla_exp": 10, "xla_erf_inv": 30, "xla_erf": 12,
              "xla_tan": 16, "xla_pow": 20}

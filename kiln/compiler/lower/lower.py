@@ -64,7 +64,10 @@ ELEMENTWISE = {
     "shift_left": (), "shift_right_logical": (), "shift_right_arithmetic": (),
     "select_n": (), "convert_element_type": (), "clamp": (), "is_finite": (), "erf": (),
     "erfc": (), "nextafter": (), "population_count": (), "clz": (), "bitcast_convert_type": (),
-    "add_any": (), "erf_inv": (), "lgamma": (), "fma": (),
+    "add_any": (), "erf_inv": (), "lgamma": (), "digamma": (), "bessel_i0e": (),
+    "bessel_i1e": (), "fma": (), "zeta": (),
+    "polygamma": (), "igamma": (), "igammac": (), "igamma_grad_a": (),
+    "random_gamma_grad": (),
 }
 # Primitives rendered as another one's scalar op (add_any is the gradient's add).
 OP_ALIASES = {"add_any": "add", "erf_inv": "xla_erf_inv"}

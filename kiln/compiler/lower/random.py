@@ -172,9 +172,11 @@ def preludes(source_text: str) -> list[str]:
     if "kiln_tf_" in source_text:
         out += [csrc.text("threefry.h"), csrc.text("threefry_ops.h")]
     logistic = "kiln_logistic_xla" in source_text
-    xla_names = ("xlog", "xlog1p", "xexp", "xexpm1", "xerfinv", "xerf", "xtanh", "xrsqrt", "xasin",
-                 "xacos", "xatan", "xatan1", "xatanp", "xsinh", "xcosh", "xasinh", "xasinhs",
-                 "xacosh", "xacoshs", "xatanh")
+    xla_names = ("xlog", "xlog1p", "xexp", "xexpm1", "xerfinv", "xerf", "xerfc", "xlgamma",
+                 "xdigamma", "xzeta", "xpolygamma", "xpolygammas", "xigamma", "xigammac",
+                 "xigammagrada", "xrandgammagrad", "xi0e", "xi1e",
+                 "xtanh", "xrsqrt", "xasin", "xacos", "xatan", "xatan1", "xatanp", "xsinh",
+                 "xcosh", "xasinh", "xasinhs", "xacosh", "xacoshs", "xatanh")
     fast_exp = "fexp32" in source_text
     trig = any(f in source_text for f in ("ksin32(", "kcos32(", "ktan32("))
     binary = [n for n, f in (("pow", "kpow32("), ("atan2", "katan2_32(")) if f in source_text]

@@ -26,6 +26,17 @@ F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
 
 
+
+def _uniform(e) -> bool:
+    """Whether the scalar expression ``e`` has one value for the whole loop nest: a
+    constant or a load at a fixed offset (a broadcast scalar)."""
+    if e.kind == "const":
+        return True
+    if e.kind == "load":
+        idx = e.params[2].v
+        return not idx.terms and idx.opaque is None
+    return False
+
 def _short(dt: np.dtype) -> str:
     return {"b": "u8", "i": "i", "u": "u"}[dt.kind] + ("" if dt.kind == "b" else
                                                       str(dt.itemsize * 8))
@@ -207,9 +218,15 @@ class ExprMixin:
             return f"x{name}s32({a})"
         if name in ("exp", "log", "log1p", "expm1", "tanh", "logistic", "sin", "cos", "tan",
                     "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "sqrt",
-                    "rsqrt", "cbrt", "erf", "erfc", "exp2", "lgamma"):
+                    "rsqrt", "cbrt", "erf", "erfc", "exp2", "lgamma", "digamma", "bessel_i0e",
+                    "bessel_i1e"):
             return f"{self.math_fn(name, dt)}({a})"
-        if name in ("atan2", "nextafter"):
+        if name == "polygamma" and dt in (F32, F64) and _uniform(e.args[0]):
+            # One order for the whole array (a scalar operand or a literal): XLA's
+            # rewrites around the broadcast order (xla_math.h, xpolygammas*).
+            return f"xpolygammas{32 if dt == F32 else 64}({a}, {b})"
+        if name in ("atan2", "nextafter", "zeta", "polygamma", "igamma", "igammac",
+                    "igamma_grad_a", "random_gamma_grad"):
             return f"{self.math_fn(name, dt)}({a}, {b})"
         if name == "pow":
             if arg_dtypes[1] != dt:

@@ -458,7 +458,7 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
                             "".join(f"  {c}(b);\n" for c in calls) + "}")
         return self._assemble(prog, units), segments
 
-    # XLA's own float32 exp/log/log1p/expm1/tanh/erf (and float64's), reproduced bit for
+    # XLA's own float32 exp/log/log1p/expm1/tanh/erf/erfc/lgamma/digamma (and float64's), reproduced bit for
     # bit in kiln/compiler/csrc/xla_math.h: vectorizable, and JAX's exact results. They
     # win over the generic math library for these names.
     xla_math = {("exp", "f"): "xexp32", ("log", "f"): "xlog32", ("log1p", "f"): "xlog1p32",
@@ -466,6 +466,18 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
                 ("tanh", "f"): "xtanh32", ("tanh", "d"): "xtanh64", ("erf", "f"): "xerf32",
                 ("expm1", "f"): "xexpm132", ("expm1", "d"): "xexpm164", ("log", "d"): "xlog64",
                 ("erf", "d"): "xerf64", ("rsqrt", "f"): "xrsqrt32", ("rsqrt", "d"): "xrsqrt64",
+                ("erfc", "f"): "xerfc32", ("erfc", "d"): "xerfc64",
+                ("lgamma", "f"): "xlgamma32", ("lgamma", "d"): "xlgamma64",
+                ("digamma", "f"): "xdigamma32", ("digamma", "d"): "xdigamma64",
+                ("zeta", "f"): "xzeta32", ("zeta", "d"): "xzeta64",
+                ("bessel_i0e", "f"): "xi0e32", ("bessel_i0e", "d"): "xi0e64",
+                ("bessel_i1e", "f"): "xi1e32", ("bessel_i1e", "d"): "xi1e64",
+                ("polygamma", "f"): "xpolygamma32", ("polygamma", "d"): "xpolygamma64",
+                ("igamma", "f"): "xigamma32", ("igamma", "d"): "xigamma64",
+                ("igammac", "f"): "xigammac32", ("igammac", "d"): "xigammac64",
+                ("igamma_grad_a", "f"): "xigammagrada32", ("igamma_grad_a", "d"): "xigammagrada64",
+                ("random_gamma_grad", "f"): "xrandgammagrad32",
+                ("random_gamma_grad", "d"): "xrandgammagrad64",
                 # XLA's expansions of the CHLO ops (xla_math.h)
                 **{(op, w): f"x{op}{n}" for op in ("asin", "acos", "atan", "sinh", "cosh",
                                                     "asinh", "acosh", "atanh")
