@@ -98,6 +98,10 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
     for_in_region = "#pragma omp for schedule(static)"
     simd_reduce = "#pragma omp simd reduction({op}:{acc})"
     simd = "#pragma omp simd"
+    # Before the innermost loop of an elementwise kernel whose elements are independent
+    # (kernels.independent_elements): no alias versioning needed to vectorize it. None
+    # disables.
+    ivdep: str | None = "#pragma GCC ivdep"
     parallel_reduce = ("#pragma omp parallel for schedule(static) reduction({op}:{acc})" +
                        ftz_clause)
     # The numbers below are the plans' LoopTarget (plan_loops.LoopTarget.of).
