@@ -130,7 +130,7 @@ class KernelMixin:
                 if keep and d == len(loops) - 1 and isinstance(n, int) \
                         and n <= trig_math.KEEP_LOOP_MAX:
                     out.append(" " * depth + trig_math.KEEP_LOOP)
-                if ivdep and d == len(loops) - 1:
+                if ivdep and d == len(loops) - 1 and n != 1:
                     out.append(" " * depth + ivdep)
             if s is plan.backwards:
                 out.append(" " * depth + f"for (int64_t {s.name} = {n - 1}; {s.name} >= 0; "
