@@ -14,6 +14,7 @@ from kiln.compiler.lower.program import (
     Program,
     Scatter,
 )
+from kiln.compiler.lower.walk import same_element, walk
 from kiln.compiler.render import trig_math
 from kiln.compiler.render.body import Body
 from kiln.compiler.render.c_expr import C_TYPES, F32, _flat_of_syms
@@ -45,19 +46,21 @@ class KernelMixin:
         for buf, e in k.outs:
             v = body.value(e)
             stores.append(f"b{buf.id}[{flat}] = ({C_TYPES[buf.dtype]})({v});")
+        ivdep = self.ivdep if self.ivdep and independent_elements(prog, k) else None
         if plan.stream is not None:
-            text = self._streamed_nest(k, plan.nest.loops, body, plan.stream)
+            text = self._streamed_nest(k, plan.nest.loops, body, plan.stream, ivdep)
         elif _blockable(plan.nest):
-            text = self._blocked_nest(plan.nest, body, stores)
+            text = self._blocked_nest(plan.nest, body, stores, ivdep)
         else:
-            text = self._nest(plan.nest, body, stores, indent=2)
+            text = self._nest(plan.nest, body, stores, indent=2, ivdep=ivdep)
         if plan.copy_of is not None:
             # A copy of an input (before a scatter into the copy): skipped when the
             # output was given the input's own memory (a donated argument).
             return f"  if ((void *)b{k.outs[0][0].id} != (void *)b{plan.copy_of})\n{text}"
         return text
 
-    def _streamed_nest(self, k: Kernel, loops, body: Body, plan: StreamPlan) -> str:
+    def _streamed_nest(self, k: Kernel, loops, body: Body, plan: StreamPlan,
+                       ivdep: str | None = None) -> str:
         """The kernel's loop nest with the innermost loop cut into tiles: each tile is
         computed into a stack array (vectorized as usual), then streamed out."""
         tile = plan.tile
@@ -81,6 +84,8 @@ class KernelMixin:
         out.append(ind + f"  const int64_t c1 = c0 + {tile} < {n} ? c0 + {tile} : {n};")
         for j, (buf, _) in enumerate(k.outs):
             out.append(ind + f"  {C_TYPES[buf.dtype]} tile{j}[{tile}];")
+        if ivdep:
+            out.append(ind + "  " + ivdep)
         out.append(ind + f"  for (int64_t {s.name} = c0; {s.name} < c1; {s.name}++) {{")
         out += [ind + "    " + x for x in body.lines]
         for j, (buf, e) in enumerate(k.outs):
@@ -102,9 +107,10 @@ class KernelMixin:
         out.append("  }")
         return "\n".join(out)
 
-    def _nest(self, plan: NestPlan, body: Body, inner_stmts, indent=2):
+    def _nest(self, plan: NestPlan, body: Body, inner_stmts, indent=2,
+              ivdep: str | None = None):
         """The loop nest of ``plan`` with ``body``'s statements and ``inner_stmts``
-        innermost."""
+        innermost; ``ivdep`` (a pragma) before the innermost loop when given."""
         pad = " " * indent
         out = [pad + "{"]
         out += [pad + "  " + s for s in body.prelude_lines()]
@@ -120,9 +126,12 @@ class KernelMixin:
                 continue
             if d == 0 and plan.parallel and not region:
                 out.append(" " * depth + self.parallel_for)
-            elif keep and d == len(loops) - 1 and isinstance(n, int) \
-                    and n <= trig_math.KEEP_LOOP_MAX:
-                out.append(" " * depth + trig_math.KEEP_LOOP)
+            else:
+                if keep and d == len(loops) - 1 and isinstance(n, int) \
+                        and n <= trig_math.KEEP_LOOP_MAX:
+                    out.append(" " * depth + trig_math.KEEP_LOOP)
+                if ivdep and d == len(loops) - 1 and n != 1:
+                    out.append(" " * depth + ivdep)
             if s is plan.backwards:
                 out.append(" " * depth + f"for (int64_t {s.name} = {n - 1}; {s.name} >= 0; "
                            f"{s.name}--) {{")
@@ -201,7 +210,8 @@ class KernelMixin:
             f"kiln_b * {blk} + {blk} : {n};",
             ind + f"for (int64_t {var} = kiln_b * {blk}; {var} < kiln_hi; {var}++) {{"], 3
 
-    def _blocked_nest(self, plan: NestPlan, body: Body, inner_stmts) -> str:
+    def _blocked_nest(self, plan: NestPlan, body: Body, inner_stmts,
+                      ivdep: str | None = None) -> str:
         """A parallel elementwise loop over one flat extent ``n``, as blocks of a constant
         ``B`` elements: ``for (ib < n / B) for (j < B) { i = ib*B + j; ... }``, then the
         last ``n % B`` in a loop of their own. Each element is the same arithmetic as in
@@ -216,6 +226,8 @@ class KernelMixin:
         inner = body.lines + inner_stmts
         out.append("    " + self.parallel_for)
         out.append(f"    for (int64_t {ib} = 0; {ib} < {n // blk}; {ib}++) {{")
+        if ivdep:
+            out.append("      " + ivdep)
         out.append(f"      for (int64_t {j} = 0; {j} < {blk}; {j}++) {{")
         out.append(f"        const int64_t {i} = {blk}*{ib} + {j};")
         out += ["        " + x for x in inner]
@@ -291,6 +303,24 @@ class KernelMixin:
         # too (not reproduced: a GEMM's subnormals are kept, docs/compatibility.md).
         return (f"  {{ const unsigned kiln_g = kiln_ftz_clear();\n  {loop}\n"
                 f"  kiln_ftz_leave(kiln_g); }}")
+
+
+def independent_elements(prog: Program, k: Kernel) -> bool:
+    """Whether no element of ``k`` depends on another's store: every read of a buffer the
+    kernel writes (an in-place update: a loop body's carried weights, a merged
+    optimizer step) is of the element being written, at a position without an offset.
+    Reads of other buffers never overlap the stores (distinct buffers are ``restrict``;
+    a donated input written in place is read only at the element being written,
+    ``plan_buffers.writes_into_input``). Then its innermost loop may carry
+    ``CRenderer.ivdep``: gcc vectorizes it without versioning it for aliasing, which it
+    gives up on past ``vect-max-version-for-alias-checks`` (10) pointer pairs: the
+    mnist_vae momentum step (4 weights in place, 6 arrays read) stayed scalar."""
+    writes = {buf.id for buf, _ in k.outs}
+    for e in walk(prog, [e for _, e in k.outs]):
+        if e.kind == "load" and e.params[0] in writes:
+            if k.offset is not None or not same_element(k, e):
+                return False
+    return True
 
 
 def _batch0(operand: str) -> str:

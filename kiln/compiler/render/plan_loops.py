@@ -39,6 +39,8 @@ class LoopTarget:
     conv_tile_elements: int          # patch elements per convolution tile (at most)
     conv_min_rows: int               # patch rows per convolution tile (at least)
     conv_cores: int                  # cores the convolution's tiles are spread over
+    small_kernel_elements: int = 0   # elementwise kernels over fewer elements than this
+    small_kernel_threshold: int = 0  # ... run on all cores from this much work only
 
     @staticmethod
     def of(r) -> LoopTarget:
@@ -46,7 +48,8 @@ class LoopTarget:
         return LoopTarget(r.parallel_threshold, r.chunk, r.stream_min_bytes, r.stream_tile,
                           bool(r.prefetch), r.prefetch_min_cost, r.prefetch_ahead,
                           r.resolved_hint(r.cheap_prefetch) is not None,
-                          r.conv_tile_elements, r.conv_min_rows, r.conv_cores)
+                          r.conv_tile_elements, r.conv_min_rows, r.conv_cores,
+                          r.small_kernel_elements, r.small_kernel_threshold)
 
 
 @dataclass(frozen=True)
@@ -162,8 +165,14 @@ def _plain_copy_source(prog: Program, k: Kernel):
 def plan_kernel(prog: Program, k: Kernel, t: LoopTarget) -> KernelPlan:
     """Streamed when it writes at least ``stream_min_bytes`` over whole buffers with an
     innermost loop of a quarter tile or more (tiles of at most that loop's length);
-    parallel when its work is large."""
-    work = math.prod(k.shape) * max(1, cost_of(k.outs))
+    parallel when its work is large: ``parallel_threshold``, or ``small_kernel_threshold``
+    for a kernel over fewer than ``small_kernel_elements`` elements (its arrays are in
+    cache, and its cost units, cheap vector arithmetic, add up to a few microseconds:
+    a fork and join of the team costs as much, far more on a busy machine)."""
+    elements = math.prod(k.shape)
+    work = elements * max(1, cost_of(k.outs))
+    if elements < t.small_kernel_elements and work < t.small_kernel_threshold:
+        work = 0
     loops = tuple(zip(k.syms, k.shape))
     out_bytes = sum(buf.size * np.dtype(buf.dtype).itemsize for buf, _ in k.outs)
     stream = None

@@ -98,11 +98,23 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
     for_in_region = "#pragma omp for schedule(static)"
     simd_reduce = "#pragma omp simd reduction({op}:{acc})"
     simd = "#pragma omp simd"
+    # Before the innermost loop of an elementwise kernel whose elements are independent
+    # (kernels.independent_elements): no alias versioning needed to vectorize it. None
+    # disables.
+    ivdep: str | None = "#pragma GCC ivdep"
     parallel_reduce = ("#pragma omp parallel for schedule(static) reduction({op}:{acc})" +
                        ftz_clause)
     # The numbers below are the plans' LoopTarget (plan_loops.LoopTarget.of).
     # Elements of work above which a loop runs on all cores.
     parallel_threshold = 1 << 17
+    # An elementwise kernel over fewer elements than this runs in parallel only from
+    # `small_kernel_threshold` units of work (plan_loops.plan_kernel). mnist_vae's
+    # 32x512 ReLU gradient (131072 units) and 32x784 select-multiply (175616) take
+    # 3 and 5 us on one core (AVX2) and 20-22 us on two on this busy 2-core VM;
+    # its softplus (802816) and Bernoulli sample (1279488) take 110 and 60 us on
+    # one core and stay parallel (benchmarks/NOTES.md, session 18).
+    small_kernel_elements = 1 << 16
+    small_kernel_threshold = 1 << 19
     # GEMMs of at least this many multiply-adds are split over threads by the BLAS glue
     # (kiln/compiler/build/blas.py, PARALLEL_MIN_MACS); a batch of smaller ones whose
     # total reaches the second number runs its products in parallel (render_gemm).
