@@ -5,10 +5,10 @@ bits (run on the passes' output)."""
 import re
 
 import numpy as np
+from _bits import compiled_matches_reference  # tests/compiler/_bits.py
 
 import kiln
 import kiln.numpy as jnp
-from kiln.backends import cpu, reference
 from kiln.compiler.lower.index import Idx, Sym
 from kiln.compiler.lower.program import Kernel
 from kiln.compiler.lower.refine_loops import _subst
@@ -17,14 +17,7 @@ R = np.random.default_rng(5)
 
 
 def _run(f, *args):
-    closed = kiln.make_jaxpr(f)(*args)
-    flat = [np.asarray(a) for a in args]
-    exe = cpu.executable_for(closed)
-    got = exe(flat)
-    ref = cpu._reference_form(closed)
-    want = reference.run_jaxpr(ref.jaxpr, ref.consts, flat)
-    for g, w in zip(got, want):
-        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    exe, got = compiled_matches_reference(f, *args)
     return exe, [s for s in exe.prog.steps if isinstance(s, Kernel)], got
 
 

@@ -3,25 +3,17 @@
 its iterations with the next loop's, the inner loop is unchanged, and the results are
 the reference backend's bits whatever the threads do."""
 import numpy as np
+from _bits import compiled_matches_reference  # tests/compiler/_bits.py
 
 import kiln
 import kiln.numpy as jnp
-from kiln.backends import cpu, reference
 from kiln.compiler.render.render_c import CRenderer
 
 R = np.random.default_rng(17)
 
 
 def _run(f, *args):
-    closed = kiln.make_jaxpr(f)(*args)
-    flat = [np.asarray(a) for a in args]
-    exe = cpu.executable_for(closed)
-    got = exe(flat)
-    ref = cpu._reference_form(closed)
-    want = reference.run_jaxpr(ref.jaxpr, ref.consts, flat)
-    for g, w in zip(got, want):
-        np.testing.assert_array_equal(np.asarray(g).view(np.uint8), np.asarray(w).view(np.uint8))
-    return exe.source
+    return compiled_matches_reference(f, *args)[0].source
 
 
 def test_short_outer_loop_shares_two_loops():

@@ -3,24 +3,19 @@ zeros a gradient closes over, a mask of ones, become constants in the kernels in
 of buffers read at every element; constants with differing bits (``-0.0`` next to
 ``0.0``) stay buffers. Results are the reference backend's bits either way."""
 import numpy as np
+from _bits import compiled_matches_reference  # tests/compiler/_bits.py
 
 import kiln
-from kiln.backends import cpu, reference
 
 R = np.random.default_rng(11)
 
 
-def _run(f, *args):
-    closed = kiln.make_jaxpr(f)(*args)
+def _has_consts(closed):
     assert closed.consts, "the test needs a closed-over constant"
-    flat = [np.asarray(a) for a in args]
-    exe = cpu.executable_for(closed)
-    got = exe(flat)
-    ref = cpu._reference_form(closed)
-    want = reference.run_jaxpr(ref.jaxpr, ref.consts, flat)
-    for g, w in zip(got, want):
-        np.testing.assert_array_equal(np.asarray(g).view(np.uint8), np.asarray(w).view(np.uint8))
-    return exe.prog
+
+
+def _run(f, *args):
+    return compiled_matches_reference(f, *args, closed_check=_has_consts)[0].prog
 
 
 def test_zeros_and_a_mask_are_not_buffers():

@@ -373,15 +373,7 @@ class Executable:
         finally:
             if locked:
                 self._pool_lock.release()
-        out = []
-        for o in self._outputs:
-            if o[0] == "buf":
-                a = bufs[o[1].id]
-                out.append(a if a.shape == o[2] else a.reshape(o[2]))
-            elif o[0] == "in":
-                out.append(args[o[1]])
-            else:
-                out.append(np.array(o[1]))
+        out = self._collect(bufs, args)
         record(whole[0], "execute", t_ready, clock(), whole[1])
         for (t0, t1), (name, cat, info) in zip(times, labels):
             record(name, cat, t0, t1, info)
