@@ -305,7 +305,9 @@ def _child_env(tmp_path, cc, mode):
 
 def test_sigint_during_a_build_exits_promptly(tmp_path):
     pidfile = tmp_path / "pid"
-    cc = _fake_cc(tmp_path, PASS_PROBES + f"\nsleep 300 & echo $! > {pidfile}; wait")
+    log = tmp_path / "log"     # which compiler run started which sleep (for a failure)
+    cc = _fake_cc(tmp_path, PASS_PROBES + f"\nsleep 300 & echo $! > {pidfile}; "
+                  f"echo \"$$ sleep $! $*\" | cut -c1-250 >> {log}; wait")
     child = subprocess.Popen([sys.executable, "-c", _HANG_CHILD], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True,
                              env=_child_env(tmp_path, cc, "sync"))
@@ -319,11 +321,35 @@ def test_sigint_during_a_build_exits_promptly(tmp_path):
         _, err = child.communicate(timeout=15)
         assert time.monotonic() - t0 < 10
         assert child.returncode != 0 and "KeyboardInterrupt" in err
-        assert _gone(int(pidfile.read_text()))
+        assert _gone(int(pidfile.read_text())), log.read_text() + err
     finally:
         if child.poll() is None:
             child.kill()
             child.wait()
+
+
+
+def test_interrupt_while_a_compiler_starts_kills_it(tmp_path, monkeypatch):
+    """Ctrl-C landing while a compiler process is being started (after it exists, before
+    anyone holds it): the process is killed, not left running unknown to kiln."""
+    started = []
+    real = build._spawn_here
+
+    def slow_start(cmd):
+        p = real(cmd)
+        started.append(p.pid)
+        time.sleep(0.5)         # the interrupt lands now
+        return p
+
+    monkeypatch.setattr(build, "_spawn_here", slow_start)
+    main = threading.main_thread().ident
+    timer = threading.Timer(0.2, signal.pthread_kill, (main, signal.SIGINT))
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        build._spawn(["sleep", "30"])
+        time.sleep(5)
+    timer.join()
+    assert len(started) == 1 and _gone(started[0])
 
 
 @pytest.mark.slow  # ~60 s: waits out a pending build; test_hanging_cc_is_killed stays

@@ -67,6 +67,7 @@ import json
 import os
 import pathlib
 import platform
+import queue
 import re
 import shlex
 import shutil
@@ -173,7 +174,84 @@ _live: set = set()
 _exiting = False
 
 
+class _SpawnRequest:
+    """One compiler start handed from the main thread to the spawner thread."""
+
+    __slots__ = ("cmd", "result", "cancelled", "lock", "done")
+
+    def __init__(self, cmd: list[str]):
+        self.cmd, self.result, self.cancelled = cmd, None, False
+        self.lock, self.done = threading.Lock(), threading.Event()
+
+    def serve(self) -> None:                    # on the spawner thread
+        try:
+            result = _spawn_here(self.cmd)
+        except BaseException as e:  # noqa: BLE001 - handed to the main thread
+            result = e
+        with self.lock:
+            self.result, cancelled = result, self.cancelled
+        self.done.set()
+        if cancelled:
+            _reap_started(result)
+
+    def cancel(self) -> None:                   # on the main thread, interrupted
+        with self.lock:
+            self.cancelled, result = True, self.result
+        _reap_started(result)
+
+
+def _reap_started(result) -> None:
+    if isinstance(result, subprocess.Popen):
+        _kill(result)
+        try:
+            _finish(result, None, time.monotonic() + 5)
+        except BaseException:  # noqa: BLE001 - it was killed; nothing to report
+            pass
+
+
+_spawner_queue = None       # queue.SimpleQueue served by the spawner thread, or None
+
+
+def _spawner():
+    global _spawner_queue
+    with _state_lock:
+        if _spawner_queue is None:
+            q = queue.SimpleQueue()
+            # Not a daemon: the interpreter joins it after _at_exit, so a start it has
+            # begun finishes (and is killed as late) before the process ends.
+            threading.Thread(target=_serve_spawns, args=(q,), name="kiln-spawner").start()
+            _spawner_queue = q
+        return _spawner_queue
+
+
+def _serve_spawns(q) -> None:
+    while (req := q.get()) is not None:
+        req.serve()
+
+
 def _spawn(cmd: list[str]) -> subprocess.Popen:
+    """Start ``cmd`` in its own session and register it in ``_live``.
+
+    On the main thread a Ctrl-C can raise KeyboardInterrupt at any bytecode, also
+    inside ``Popen`` after the process exists (waiting for its exec) or before it is
+    registered: that process would be known to nobody and outlive us. So the main thread
+    has the spawner thread start it (signals are raised only on the main thread) and,
+    when interrupted, cancels the request: whichever side sees the process kills it."""
+    if threading.current_thread() is not threading.main_thread() or _exiting:
+        return _spawn_here(cmd)
+    req = _SpawnRequest(cmd)
+    try:
+        _spawner().put(req)
+        req.done.wait()
+    except BaseException:
+        req.cancel()
+        raise
+    if isinstance(req.result, BaseException):
+        raise req.result
+    return req.result
+
+
+def _spawn_here(cmd: list[str]) -> subprocess.Popen:
     if _exiting:
         raise BuildCancelled("kiln: the interpreter is exiting; build cancelled")
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -205,8 +283,8 @@ def _finish(p: subprocess.Popen, cmd, deadline: float | None) -> subprocess.Comp
     """Wait for ``p`` until ``deadline`` (monotonic); past it, or on any exception
     (KeyboardInterrupt), kill its process group and re-raise."""
     try:
-        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
         try:
+            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
             out, err = p.communicate(timeout=timeout)
         except BaseException:
             _kill(p)
@@ -244,13 +322,16 @@ def _at_exit() -> None:
     _exiting = True
     with _state_lock:
         procs = list(_live)
+        if _spawner_queue is not None:
+            _spawner_queue.put(None)        # the spawner ends; the interpreter joins it
     for p in procs:
         _kill(p)
 
 
 def _after_fork_in_child() -> None:
-    global _exiting
+    global _exiting, _spawner_queue
     _live.clear()           # the parent's compilers: not ours to kill
+    _spawner_queue = None   # the parent's spawner thread does not exist here
     _exiting = False
 
 
