@@ -142,8 +142,11 @@ def test_cheap_chunked_sums_prefetch_into_l2(monkeypatch):
                                                               ("chunked", True, True)]
     f = kiln.jit(lambda x: jnp.sum(x * x))
     text = f.lower(x).compile().as_text()
-    # the prefetch loop stops at the buffer's end (no clamp per address)
-    assert "for (int64_t i0 = c0 + 2048, i0_pe = i0 + (1048576 - (i0)) < c1 + 2048 ? " \
+    # the prefetch loop stops at the buffer's end (no clamp per address), and runs only
+    # where the sum's team is one thread (two threads streaming at once were slower with
+    # it); the expensive body's far prefetch has no such condition
+    assert "const int kiln_pf = kiln_team_solo();" in text
+    assert "if (kiln_pf) for (int64_t i0 = c0 + 2048, i0_pe = i0 + (1048576 - (i0)) < c1 + 2048 ? " \
         "i0 + (1048576 - (i0)) : c1 + 2048; i0 < i0_pe; i0 += 16) " \
         "__builtin_prefetch(&b0[i0], 0, 1);" in text
     want = np.asarray(f(x))

@@ -40,7 +40,10 @@ static inline int64_t kiln_steal_next(uint64_t *kiln_rg, int t, int nt) {
 #ifdef _OPENMP
 static inline int kiln_team_max(void) { return omp_get_max_threads(); }
 static inline int kiln_team_rank(void) { return omp_get_thread_num(); }
+/* Whether this code runs alone: no other thread of its team streams memory beside it. */
+static inline int kiln_team_solo(void) { return omp_get_num_threads() == 1; }
 #else
 static inline int kiln_team_max(void) { return 1; }
 static inline int kiln_team_rank(void) { return 0; }
+static inline int kiln_team_solo(void) { return 1; }
 #endif

@@ -174,12 +174,21 @@ class ReduceMixin:
                                 f"k_hi = k_lo + {span} < {tn} ? k_lo + {span} : {tn};",
                           ind + f"    {out_t} bacc = 0;"]
                 lo, hi, acc, d = "k_lo", "k_hi", "bacc", ind + "    "
+            # A cheap body's prefetch (memory-bound sums) helps one thread streaming alone
+            # and costs two threads streaming at once (Intel Xeon, 100 MB `sum(x*x)`:
+            # 1 thread 9.5 -> 8.0 ms with it, 2 threads 2.30 -> 2.60 ms; benchmarks/
+            # NOTES.md, session 19): it runs only where the team is one thread.
+            solo = fold.prefetch and fold.cheap and fold.next_row is None
+            if solo:
+                self._needs.add("steal")
+                lines.append(d + "{ const int kiln_pf = kiln_team_solo();")
             lines.append(d + f"for (int64_t c0 = {lo}; c0 < {hi}; c0 += {chunk}) {{")
             lines.append(d + f"  const int64_t c1 = c0 + {chunk} < {hi} ? "
                          f"c0 + {chunk} : {hi};")
             lines.append(d + f"  {out_t} part = 0;")
             if fold.prefetch:
-                lines += [d + "  " + x for x in self._prefetch_lines(body, sym, fold)]
+                lines += [d + "  " + ("if (kiln_pf) " if solo else "") + x
+                          for x in self._prefetch_lines(body, sym, fold)]
             lines.append(d + "  " + self.simd_reduce.format(op="+", acc="part"))
             lines.append(d + f"  for (int64_t {s} = c0; {s} < c1; {s}++) {{")
             lines += [d + "    " + x for x in body.lines]
@@ -187,6 +196,8 @@ class ReduceMixin:
             lines.append(d + "  }")
             lines.append(d + f"  {acc} += part;")
             lines.append(d + "}")
+            if solo:
+                lines.append(d + "}")
             if fold.parallel:
                 lines += [ind + "    kiln_bs[blk] = bacc;",
                           ind + "  }",

@@ -158,8 +158,9 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
     # Software prefetch, `prefetch_ahead` elements ahead into L2, in chunked float sums
     # of cheap bodies (memory-bound: `sum(x*x)` over 100 MB). "auto": on Intel processors
     # with AVX-512 only, where one core streamed 12-15% faster with it (CPU time,
-    # benchmarks/NOTES.md, session 16); elsewhere (AMD) not measured to help. None
-    # disables.
+    # benchmarks/NOTES.md, session 16); elsewhere (AMD) not measured to help. Only
+    # where the sum's team is one thread (`kiln_team_solo()`): two threads streaming at
+    # once were 12-17% slower with it on an idle machine (session 19). None disables.
     cheap_prefetch: str | None = "auto"
 
     def resolved_hint(self, hint: str | None) -> str | None:
