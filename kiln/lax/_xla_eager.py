@@ -35,7 +35,6 @@ import numpy as np
 
 _WIDTH = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 _UNSET = object()
-_lib = [_UNSET]
 _fns: dict = {}
 _PARALLEL_MIN = 1 << 17
 
@@ -52,20 +51,18 @@ def set_native(module) -> None:
     _native = module
 
 
-def _library():
-    lib = _lib[0]
-    if lib is _UNSET:
-        if _native is None:
-            raise RuntimeError("lax's eager XLA math needs kiln.random._native: import kiln")
-        lib = _lib[0] = _native.lib()      # built/loaded on the first call
-    return lib
+def _library(op):
+    """The native library holding ``op``'s kernels (built on first use), or None."""
+    if _native is None:
+        raise RuntimeError("lax's eager XLA math needs kiln.random._native: import kiln")
+    return _native.eager_lib(op)
 
 
 def _fn(op, width):
     key = (op, width)
     fn = _fns.get(key, _UNSET)
     if fn is _UNSET:
-        lib = _library()
+        lib = _library(op)
         fn = _fns[key] = None if lib is None else getattr(lib, f"kiln_eager_{op}_{width}")
     return fn
 
@@ -89,10 +86,10 @@ def _obj_fn(op, width):
     key = (op, width, "obj")
     fn = _fns.get(key, _UNSET)
     if fn is _UNSET:
-        lib = _library()
-        ok = _fns.get("obj-ok", _UNSET)
+        lib = _library(op)
+        ok = _fns.get(("obj-ok", id(lib)), _UNSET)     # per library: its own offset
         if ok is _UNSET and lib is not None:
-            ok = _fns["obj-ok"] = _by_address_ok(lib)
+            ok = _fns[("obj-ok", id(lib))] = _by_address_ok(lib)
         fn = _fns[key] = getattr(lib, f"kiln_eager_{op}_{width}_obj") if lib and ok else None
     return fn
 
@@ -215,7 +212,7 @@ def betainc(a, b, x):
     width = _WIDTH.get(x.dtype)
     if width is None:
         return None
-    lib = _library()
+    lib = _library("betainc")
     if lib is None:
         return None
     shape = np.broadcast_shapes(np.shape(a), np.shape(b), x.shape)

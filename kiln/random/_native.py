@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import threading
 import warnings
 
@@ -54,29 +55,56 @@ EAGER_BINARY = ("pow", "atan2", "rem", "zeta", "polygamma", "polygammas",
 _lock = threading.Lock()
 _state: dict = {}
 
+#: Splits kiln_random.c into the text every part shares and its parts (see its comment).
+PART_MARK = "/* @kiln-part */"
+_EAGER_NAME = re.compile(r"\bkiln_eager_([a-z0-9_]+?)_f(?:32|64)\b")
 
-def _build():
+
+def _parts() -> tuple[str, list[str]]:
+    from kiln.compiler import csrc
+    common, *parts = csrc.source("kiln_random.c").split(PART_MARK)
+    return common, parts
+
+
+def _load_part(k: int):
+    """Build (or load from the disk cache) part ``k`` of kiln_random.c as a library of its
+    own; None without a compiler or when it fails (with a warning, once per part)."""
     if os.environ.get("KILN_DISABLE_NATIVE", "").lower() in ("1", "true", "yes"):
         return None
     # Imported here, on the first use of the kernels: ``import kiln`` need not pay for them.
     from kiln.compiler import csrc
     from kiln.compiler.build import build
-
     # Built and cached by kiln's compiler (kiln.compiler.build.build) like every other library:
     # its flags, its checked cache (owner and mode of every directory and file, hash of
     # what it loads), its timeout. A fault of the machine (no compiler, a failing one, an
     # unusable cache) means the NumPy implementations.
+    common, parts = _parts()
     try:
-        lib = build.load_library(csrc.cpu_defines() + csrc.source("kiln_random.c"),
-                                 name="kiln_random")
+        return build.load_library(csrc.cpu_defines() + common + parts[k],
+                                  name="kiln_random" if k == 0 else f"kiln_eager{k}")
     except build.CompilerNotFound:
         return None
     except (build.BuildError, OSError) as e:
         warnings.warn("kiln.random: building the native kernels failed; using the NumPy "
-                      f"implementations.\n{str(e)[-2000:]}", RuntimeWarning, stacklevel=3)
+                      f"implementations.\n{str(e)[-2000:]}", RuntimeWarning, stacklevel=4)
+        return None
+
+
+def _declare_common(lib) -> None:
+    lib.kiln_array_data.argtypes = [ctypes.c_void_p]
+    lib.kiln_array_data.restype = ctypes.c_void_p
+    lib.kiln_set_data_offset.argtypes = [ctypes.c_int64]
+    lib.kiln_set_data_offset.restype = None
+
+
+def _build():
+    """Part 0: kiln.random's kernels (Threefry, its float formulas, rsqrt, pow, fma)."""
+    lib = _load_part(0)
+    if lib is None:
         return None
     p = ctypes.c_void_p
     i64 = ctypes.c_int64
+    _declare_common(lib)
     lib.kiln_threefry2x32.argtypes = [p, p, i64, p, p, p, p, i64]
     lib.kiln_threefry2x32.restype = None
     lib.kiln_rsqrt_f32.argtypes = [p, p, i64]
@@ -89,28 +117,7 @@ def _build():
         fn = getattr(lib, name)
         fn.argtypes = [p, p, i64]
         fn.restype = None
-    for op in EAGER_UNARY:
-        for w in ("f32", "f64"):
-            for suffix in ("", "_obj"):
-                fn = getattr(lib, f"kiln_eager_{op}_{w}{suffix}")
-                fn.argtypes = [p, p, i64]
-                fn.restype = None
-    for w in ("f32", "f64"):
-        for suffix in ("", "_obj"):
-            fn = getattr(lib, f"kiln_eager_ipow_{w}{suffix}")
-            fn.argtypes = [p, p, i64, i64]
-            fn.restype = None
-    for w in ("f32", "f64"):      # whole-array kernels (a, b, x -> y, n)
-        fn = getattr(lib, f"kiln_eager_betainc_{w}")
-        fn.argtypes = [p, p, p, p, i64]
-        fn.restype = None
-    lib.kiln_array_data.argtypes = [p]
-    lib.kiln_array_data.restype = p
-    lib.kiln_set_data_offset.argtypes = [i64]
-    lib.kiln_set_data_offset.restype = None
-    binary = [f"kiln_eager_{op}_{w}{sfx}" for op in EAGER_BINARY for w in ("f32", "f64")
-              for sfx in ("", "_obj")]
-    for name in ("kiln_pow_f32", "kiln_pow_f64", *binary):
+    for name in ("kiln_pow_f32", "kiln_pow_f64"):
         fn = getattr(lib, name)
         fn.argtypes = [p, i64, p, i64, p, i64]
         fn.restype = None
@@ -121,8 +128,68 @@ def _build():
     return lib
 
 
+def _build_eager(k: int, ops: set):
+    """Part ``k``: the eager-math kernels of ``ops`` (``kiln_eager_<op>_<f32|f64>[_obj]``)."""
+    lib = _load_part(k)
+    if lib is None:
+        return None
+    p = ctypes.c_void_p
+    i64 = ctypes.c_int64
+    _declare_common(lib)
+    for op in ops:
+        for w in ("f32", "f64"):
+            if op == "betainc":        # whole-array kernels (a, b, x -> y, n)
+                fn = getattr(lib, f"kiln_eager_betainc_{w}")
+                fn.argtypes, fn.restype = [p, p, p, p, i64], None
+                continue
+            for sfx in ("", "_obj"):
+                fn = getattr(lib, f"kiln_eager_{op}_{w}{sfx}")
+                fn.restype = None
+                if op == "ipow":
+                    fn.argtypes = [p, p, i64, i64]
+                elif op in EAGER_BINARY:
+                    fn.argtypes = [p, i64, p, i64, p, i64]
+                else:
+                    fn.argtypes = [p, p, i64]
+    return lib
+
+
+def _part_ops() -> dict:
+    """op -> index of the part of kiln_random.c that holds its eager kernels."""
+    if "part_of" not in _state:
+        _, parts = _parts()
+        _state["part_of"] = {op: k for k, text in enumerate(parts)
+                             for op in _EAGER_NAME.findall(text)}
+    return _state["part_of"]
+
+
+def eager_lib(op: str):
+    """The loaded library holding ``op``'s eager-math kernels (its part is built on first
+    use), or None (no compiler, a failed build, an unknown op)."""
+    key = ("eager", op)
+    if key not in _state:
+        with _lock:
+            if key not in _state:
+                part_of = _part_ops()
+                k = part_of.get(op)
+                lib = None
+                if k is not None:
+                    pkey = ("part", k)
+                    if pkey not in _state:
+                        try:
+                            _state[pkey] = _build_eager(
+                                k, {o for o, j in part_of.items() if j == k})
+                        except Exception as e:  # any failure: fall back to NumPy
+                            warnings.warn(f"kiln: native eager math unavailable ({e}); "
+                                          "using NumPy.", RuntimeWarning, stacklevel=2)
+                            _state[pkey] = None
+                    lib = _state[pkey]
+                _state[key] = lib
+    return _state[key]
+
+
 def lib():
-    """The loaded native library, or None."""
+    """The loaded native library of kiln.random (part 0), or None."""
     if "lib" not in _state:
         with _lock:
             if "lib" not in _state:
