@@ -51,18 +51,19 @@ def set_native(module) -> None:
     _native = module
 
 
-def _library(op):
-    """The native library holding ``op``'s kernels (built on first use), or None."""
+def _library(op, width):
+    """The native library holding ``op``'s kernel for ``width`` (built on first use), or
+    None."""
     if _native is None:
         raise RuntimeError("lax's eager XLA math needs kiln.random._native: import kiln")
-    return _native.eager_lib(op)
+    return _native.eager_lib(op, width)
 
 
 def _fn(op, width):
     key = (op, width)
     fn = _fns.get(key, _UNSET)
     if fn is _UNSET:
-        lib = _library(op)
+        lib = _library(op, width)
         fn = _fns[key] = None if lib is None else getattr(lib, f"kiln_eager_{op}_{width}")
     return fn
 
@@ -86,7 +87,7 @@ def _obj_fn(op, width):
     key = (op, width, "obj")
     fn = _fns.get(key, _UNSET)
     if fn is _UNSET:
-        lib = _library(op)
+        lib = _library(op, width)
         ok = _fns.get(("obj-ok", id(lib)), _UNSET)     # per library: its own offset
         if ok is _UNSET and lib is not None:
             ok = _fns[("obj-ok", id(lib))] = _by_address_ok(lib)
@@ -212,7 +213,7 @@ def betainc(a, b, x):
     width = _WIDTH.get(x.dtype)
     if width is None:
         return None
-    lib = _library("betainc")
+    lib = _library("betainc", width)
     if lib is None:
         return None
     shape = np.broadcast_shapes(np.shape(a), np.shape(b), x.shape)

@@ -55,20 +55,27 @@ EAGER_BINARY = ("pow", "atan2", "rem", "zeta", "polygamma", "polygammas",
 _lock = threading.Lock()
 _state: dict = {}
 
-#: Splits kiln_random.c into the text every part shares and its parts (see its comment).
+#: Splits kiln_random.c into the text every piece shares and kiln.random's part.
 PART_MARK = "/* @kiln-part */"
-_EAGER_NAME = re.compile(r"\bkiln_eager_([a-z0-9_]+?)_f(?:32|64)\b")
+# One eager kernel: a macro line (two for betainc) naming kiln_eager_<op>_<f32|f64>.
+_EAGER_LINE = re.compile(r"^(?:EAGER1|EAGER2|EAGER_ATAN|EAGER_SCALAR_TAIL|EAGER_IPOW|"
+                         r"KILN_BETAINC)\(kiln_eager_([a-z0-9_]+?)_(f32|f64),[^)]*\)",
+                         re.M)
 
 
-def _parts() -> tuple[str, list[str]]:
-    from kiln.compiler import csrc
-    common, *parts = csrc.source("kiln_random.c").split(PART_MARK)
-    return common, parts
+def _pieces() -> tuple[str, str, dict]:
+    """(shared text, kiln.random's part, {(op, width): that eager kernel's macro line})."""
+    if "pieces" not in _state:
+        from kiln.compiler import csrc
+        common, rest = csrc.source("kiln_random.c").split(PART_MARK)
+        lines = {(m.group(1), m.group(2)): m.group(0) for m in _EAGER_LINE.finditer(rest)}
+        _state["pieces"] = (common, _EAGER_LINE.sub("", rest), lines)
+    return _state["pieces"]
 
 
-def _load_part(k: int):
-    """Build (or load from the disk cache) part ``k`` of kiln_random.c as a library of its
-    own; None without a compiler or when it fails (with a warning, once per part)."""
+def _load(body: str, name: str):
+    """Build (or load from the disk cache) the shared text plus ``body`` as library
+    ``name``; None without a compiler or when it fails (with a warning)."""
     if os.environ.get("KILN_DISABLE_NATIVE", "").lower() in ("1", "true", "yes"):
         return None
     # Imported here, on the first use of the kernels: ``import kiln`` need not pay for them.
@@ -78,10 +85,9 @@ def _load_part(k: int):
     # its flags, its checked cache (owner and mode of every directory and file, hash of
     # what it loads), its timeout. A fault of the machine (no compiler, a failing one, an
     # unusable cache) means the NumPy implementations.
-    common, parts = _parts()
+    common, _, _ = _pieces()
     try:
-        return build.load_library(csrc.cpu_defines() + common + parts[k],
-                                  name="kiln_random" if k == 0 else f"kiln_eager{k}")
+        return build.load_library(csrc.cpu_defines() + common + body, name=name)
     except build.CompilerNotFound:
         return None
     except (build.BuildError, OSError) as e:
@@ -98,8 +104,8 @@ def _declare_common(lib) -> None:
 
 
 def _build():
-    """Part 0: kiln.random's kernels (Threefry, its float formulas, rsqrt, pow, fma)."""
-    lib = _load_part(0)
+    """kiln.random's kernels (Threefry, its float formulas, rsqrt, pow, fma)."""
+    lib = _load(_pieces()[1], "kiln_random")
     if lib is None:
         return None
     p = ctypes.c_void_p
@@ -128,63 +134,47 @@ def _build():
     return lib
 
 
-def _build_eager(k: int, ops: set):
-    """Part ``k``: the eager-math kernels of ``ops`` (``kiln_eager_<op>_<f32|f64>[_obj]``)."""
-    lib = _load_part(k)
+def _build_eager(op: str, width: str):
+    """The eager-math kernel of ``op`` on ``width`` (``kiln_eager_<op>_<width>[_obj]``)."""
+    line = _pieces()[2].get((op, width))
+    if line is None:
+        return None
+    lib = _load(line + "\n", f"kiln_eager_{op}_{width}")
     if lib is None:
         return None
     p = ctypes.c_void_p
     i64 = ctypes.c_int64
     _declare_common(lib)
-    for op in ops:
-        for w in ("f32", "f64"):
-            if op == "betainc":        # whole-array kernels (a, b, x -> y, n)
-                fn = getattr(lib, f"kiln_eager_betainc_{w}")
-                fn.argtypes, fn.restype = [p, p, p, p, i64], None
-                continue
-            for sfx in ("", "_obj"):
-                fn = getattr(lib, f"kiln_eager_{op}_{w}{sfx}")
-                fn.restype = None
-                if op == "ipow":
-                    fn.argtypes = [p, p, i64, i64]
-                elif op in EAGER_BINARY:
-                    fn.argtypes = [p, i64, p, i64, p, i64]
-                else:
-                    fn.argtypes = [p, p, i64]
+    if op == "betainc":        # a whole-array kernel (a, b, x -> y, n)
+        fn = getattr(lib, f"kiln_eager_betainc_{width}")
+        fn.argtypes, fn.restype = [p, p, p, p, i64], None
+        return lib
+    for sfx in ("", "_obj"):
+        fn = getattr(lib, f"kiln_eager_{op}_{width}{sfx}")
+        fn.restype = None
+        if op == "ipow":
+            fn.argtypes = [p, p, i64, i64]
+        elif op in EAGER_BINARY:
+            fn.argtypes = [p, i64, p, i64, p, i64]
+        else:
+            fn.argtypes = [p, p, i64]
     return lib
 
 
-def _part_ops() -> dict:
-    """op -> index of the part of kiln_random.c that holds its eager kernels."""
-    if "part_of" not in _state:
-        _, parts = _parts()
-        _state["part_of"] = {op: k for k, text in enumerate(parts)
-                             for op in _EAGER_NAME.findall(text)}
-    return _state["part_of"]
-
-
-def eager_lib(op: str):
-    """The loaded library holding ``op``'s eager-math kernels (its part is built on first
-    use), or None (no compiler, a failed build, an unknown op)."""
-    key = ("eager", op)
+def eager_lib(op: str, width: str):
+    """The loaded library holding ``op``'s eager-math kernel for ``width`` (``"f32"`` or
+    ``"f64"``; built on first use), or None (no compiler, a failed build, no such
+    kernel)."""
+    key = ("eager", op, width)
     if key not in _state:
         with _lock:
             if key not in _state:
-                part_of = _part_ops()
-                k = part_of.get(op)
-                lib = None
-                if k is not None:
-                    pkey = ("part", k)
-                    if pkey not in _state:
-                        try:
-                            _state[pkey] = _build_eager(
-                                k, {o for o, j in part_of.items() if j == k})
-                        except Exception as e:  # any failure: fall back to NumPy
-                            warnings.warn(f"kiln: native eager math unavailable ({e}); "
-                                          "using NumPy.", RuntimeWarning, stacklevel=2)
-                            _state[pkey] = None
-                    lib = _state[pkey]
-                _state[key] = lib
+                try:
+                    _state[key] = _build_eager(op, width)
+                except Exception as e:  # any failure: fall back to NumPy
+                    warnings.warn(f"kiln: native eager math unavailable ({e}); using NumPy.",
+                                  RuntimeWarning, stacklevel=2)
+                    _state[key] = None
     return _state[key]
 
 

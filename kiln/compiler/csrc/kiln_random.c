@@ -182,12 +182,12 @@ void name##_obj(const void *xo, const void *yo, int64_t n) { \
     KILN_FTZ_OFF                                                                          \
   }
 
-/* ---- Parts. The text above is shared (macros, static inline functions and the data
-   offset); each part after a part mark is built as a library of its own (kiln/random/
-   _native.py) the first time one of its functions is needed: as one library this took 5 s
-   of gcc on an Intel Xeon, which every first eager tanh or random draw waited for. Part 0
-   is kiln.random's; the others are eager math by how often programs need it. The file
-   also compiles as one (the marks are comments). */
+/* ---- Built in pieces. The text above is shared (macros, static inline functions and the
+   data offset). The part after the mark is kiln.random's library; each eager kernel below
+   it (one macro line per op and dtype) is built as a library of its own, with the shared
+   text, the first time that op is needed on that dtype (kiln/random/_native.py): as one
+   library this file took 5 s of gcc on an Intel Xeon, which every first eager tanh or
+   random draw waited for. The file also compiles as one (the mark is a comment). */
 /* @kiln-part */
 /* Threefry-2x32 (20 rounds) of n contiguous counter pairs. Keys are scalars when
    kstride == 0, else contiguous per element. */
@@ -289,7 +289,6 @@ UNARY(kiln_erf_inv_f64, double, xerfinv64)
 UNARY(kiln_log_f64, double, xlog64)
 UNARY(kiln_tan_f32, float, tanf)
 UNARY(kiln_tan_f64, double, tan)
-/* @kiln-part */
 EAGER1(kiln_eager_exp_f32, float, xexp32)
 EAGER1(kiln_eager_exp_f64, double, xexp64)
 EAGER1(kiln_eager_expm1_f32, float, xexpm132)
@@ -319,7 +318,6 @@ EAGER2(kiln_eager_atan2_f64, double, atan2)
 /* float rem: the C library's fmod, which XLA's CPU code calls (flushed as it runs). */
 EAGER2(kiln_eager_rem_f32, float, fmodf)
 EAGER2(kiln_eager_rem_f64, double, fmod)
-/* @kiln-part */
 /* XLA's CPU code calls the C library's cbrt (checked bit for bit against JAX); NumPy's
    np.cbrt is SVML's on AVX-512 machines and differs in the last bit. */
 EAGER1(kiln_eager_cbrt_f32, float, cbrtf)
@@ -343,7 +341,6 @@ EAGER1(kiln_eager_asinh_f64, double, xasinh64)
 EAGER1(kiln_eager_acosh_f64, double, xacosh64)
 EAGER1(kiln_eager_atanh_f32, float, xatanh32)
 EAGER1(kiln_eager_atanh_f64, double, xatanh64)
-/* @kiln-part */
 EAGER1(kiln_eager_erfc_f32, float, xerfc32)
 EAGER1(kiln_eager_erfc_f64, double, xerfc64)
 EAGER1(kiln_eager_erf_inv_f32, float, xerfinv32)
@@ -356,7 +353,6 @@ EAGER1(kiln_eager_bessel_i0e_f32, float, xi0e32)
 EAGER1(kiln_eager_bessel_i0e_f64, double, xi0e64)
 EAGER1(kiln_eager_bessel_i1e_f32, float, xi1e32)
 EAGER1(kiln_eager_bessel_i1e_f64, double, xi1e64)
-/* @kiln-part */
 /* XLA's expansions of the CHLO ops zeta(x, q) and polygamma(n, x) (xla_math.h). */
 EAGER2(kiln_eager_zeta_f32, float, xzeta32)
 EAGER2(kiln_eager_zeta_f64, double, xzeta64)
@@ -365,7 +361,6 @@ EAGER2(kiln_eager_polygamma_f64, double, xpolygamma64)
 /* ... with one order n for the whole array (xla_math.h: XLA's scalar-order rewrites). */
 EAGER2(kiln_eager_polygammas_f32, float, xpolygammas32)
 EAGER2(kiln_eager_polygammas_f64, double, xpolygammas64)
-/* @kiln-part */
 /* JAX's igamma/igammac (xla_math.h). */
 EAGER2(kiln_eager_igamma_f32, float, xigamma32)
 EAGER2(kiln_eager_igamma_f64, double, xigamma64)
