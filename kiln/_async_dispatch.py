@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import math
 import os
 import threading
 
@@ -108,10 +109,7 @@ class Pending:
 
     @property
     def size(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
+        return math.prod(self.shape)
 
     @property
     def nbytes(self) -> int:
