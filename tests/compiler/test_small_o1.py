@@ -23,8 +23,10 @@ def _with_sum(x, y, z):
     return jnp.sum(jnp.exp(x) + y, axis=1) + z[:, 0]
 
 
-def _args():
-    return tuple(R.standard_normal((64, 24)).astype(np.float32) for _ in range(3))
+def _args(rows=16):
+    # 16x24: under render_c.SMALL_MATH_ELEMENTS (small steps calling XLA's math from that
+    # size are built at full optimization)
+    return tuple(R.standard_normal((rows, 24)).astype(np.float32) for _ in range(3))
 
 
 def _source(f, args):
@@ -55,3 +57,18 @@ def test_same_bits_as_small_o3(monkeypatch):
     want = np.exp(x * y + z) * 0.5 - np.tanh(z)
     np.testing.assert_allclose(o1[0], want, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(o1[1], (want * y).sum(1), rtol=1e-4, atol=1e-5)
+
+
+def test_small_math_from_a_size_is_fully_optimized(monkeypatch):
+    # 64x24 elements of exp/tanh: vectorized at -O3 (scalar at -Og they ran ~15x slower),
+    # with the bits of the -Og build
+    args = _args(64)
+    text = _source(_elementwise, args)
+    assert "KILN_SMALL_O1 void seg0(" not in text and "KILN_SMALL void seg0(" not in text
+    fast = [np.asarray(a) for a in kiln.jit(_elementwise)(*args)]
+    monkeypatch.setattr(render_c, "SMALL_MATH_ELEMENTS", 1 << 30)
+    g = lambda *a: _elementwise(*a)     # noqa: E731 - a new function: compiled again
+    assert "KILN_SMALL_O1 void seg0(" in _source(g, args)
+    slow = [np.asarray(a) for a in kiln.jit(g)(*args)]
+    for a, b in zip(fast, slow):
+        assert a.tobytes() == b.tobytes()

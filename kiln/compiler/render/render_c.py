@@ -28,6 +28,7 @@ decisions (the plans), building (``build/``).
 """
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -504,10 +505,26 @@ def _order_free(text: str) -> bool:
     return text.count("reduction(") == text.count("reduction(kiln_ftz:")
 
 
+#: Small steps with at least this many elements that call XLA's math (``_MATH_CALL``:
+#: exp, tanh, log...) are built at full optimization all the same: scalar at -Og, the
+#: MLP's 128x10 softmax exp took 31 us a step, vectorized ~2 (session 19); below it the
+#: build time saved is worth more than the run.
+SMALL_MATH_ELEMENTS = 512
+
+
+def _elements(step) -> int:
+    """The most elements a loop of ``step`` (or row group, a list) runs over."""
+    if isinstance(step, list):
+        return max((_elements(s) for s in step), default=0)
+    return math.prod(step.in_shape if isinstance(step, Reduce) else step.shape)
+
+
 def _size_class(step, text: str) -> bool | str:
     """``False`` (full optimization), ``True`` (``KILN_SMALL``) or ``"O1"``
     (``KILN_SMALL_O1``: small and :func:`_order_free`)."""
     if not is_small(step):
+        return False
+    if _elements(step) >= SMALL_MATH_ELEMENTS and _MATH_CALL.search(text):
         return False
     return "O1" if _order_free(text) else True
 
