@@ -12,6 +12,7 @@ import kiln.numpy as jnp
 from kiln.compiler.lower.index import Idx, Sym
 from kiln.compiler.lower.program import Kernel
 from kiln.compiler.lower.refine_loops import _subst
+from kiln.compiler.lower.walk import idx_of, walk
 
 R = np.random.default_rng(5)
 
@@ -112,3 +113,33 @@ def test_subst_simplifies_divisions():
     assert out.is_affine
     assert dict((t.name, c) for t, c in out.terms) == {"iq": 8192, "ir": 1}
     assert out.const == 7
+
+
+def test_pooling_gradient_of_two_sizes_builds():
+    # Two max-pools of different sizes share the text of their window-position index
+    # value ((i1 % 2) * 2 + (i2 % 2)) with symbols of the other pool's ranges; splitting
+    # the larger pool's gradient loops left that value naming the old symbols, and the
+    # C did not compile (the LeNet gradient ran on the reference backend, 3x slower).
+    from kiln import lax
+    dn = ("NHWC", "HWIO", "NHWC")
+
+    def pool(h):
+        return lax.reduce_window(h, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+
+    def loss(w1, w2, x):
+        h = pool(jnp.maximum(lax.conv_general_dilated(x, w1, (1, 1), "SAME",
+                                                      dimension_numbers=dn), 0.0))
+        h = pool(jnp.maximum(lax.conv_general_dilated(h, w2, (1, 1), "SAME",
+                                                      dimension_numbers=dn), 0.0))
+        return jnp.sum(h * h)
+
+    args = (R.standard_normal((3, 3, 1, 4)).astype(np.float32),
+            R.standard_normal((3, 3, 4, 8)).astype(np.float32),
+            R.standard_normal((2, 12, 12, 1)).astype(np.float32))
+    exe, _ = compiled_matches_reference(kiln.grad(loss, argnums=(0, 1)), *args)
+    # every kernel compiled: no symbol the loops do not declare
+    for k in [s for s in exe.prog.steps if isinstance(s, Kernel)]:
+        declared = {s.name for s in k.syms}
+        for e in walk(exe.prog, [e for _, e in k.outs]):
+            for i in idx_of(e):
+                assert {d.name for d in i.deps} <= declared | set(exe.prog.sym_defs), k.name

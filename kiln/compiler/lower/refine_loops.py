@@ -172,6 +172,12 @@ def _split(prog: Program, table, k: Kernel, d: int, q: int) -> Kernel | None:
         if e2 is None:
             return None
         outs.append((buf, e2))
+    # Nodes other than loads, index values and selects may hold index expressions of
+    # their own (a window's position in a pooling gradient): _rebuild keeps those as they
+    # are, and a kernel still naming the split symbol would not compile. Not split then.
+    if any(s.name in {x.name for x in i.deps}
+           for i in _all_idxs(walk(prog, [e for _, e in outs]), k) if i is not k.offset):
+        return None
     offset = k.offset
     if offset is not None:
         offset = _subst(offset, s, q, hi, lo)
@@ -192,6 +198,12 @@ def refine_kernel(prog: Program, table, k: Kernel) -> Kernel:
         nodes = walk(prog, [e for _, e in k.outs])
         idxs = _all_idxs(nodes, k)
         if any(x.name in prog.sym_defs for i in idxs for x in i.deps):
+            return k
+        # An expression naming a loop symbol with another range (an index value made for
+        # another kernel and shared by its text: a pooling gradient's window position)
+        # would not be rewritten by _subst, which matches symbols exactly.
+        mine = {x.name: x for x in k.syms}
+        if any(x.name in mine and x != mine[x.name] for i in idxs for x in i.deps):
             return k
         loop_syms = frozenset(k.syms)
         before = _count(idxs, loop_syms)
