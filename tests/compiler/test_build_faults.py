@@ -417,3 +417,25 @@ exit 1"""))
     assert len(msgs) == 1 and "fails to build" in msgs[0], msgs
     assert "exp" in text
     _check([out], want)
+
+
+def test_failed_build_with_the_precompiled_header_keeps_the_cache(fresh, tmp_path):
+    """A program that does not compile while the precompiled header is in the cache: the
+    build is retried without the header (in case it is damaged), then fails with the
+    compiler's error; the disk cache stays in use (the retry rewrote the source with an
+    exclusive create, which failed and moved the process to a private cache)."""
+    if not build.pch_enabled():
+        pytest.skip("no precompiled header with this compiler")
+    head = "#include <math.h>\nstatic inline double kiln_t_sq(double x) { return x * x; }\n"
+    build.build_shared(head + build.PCH_MARK + "\ndouble kiln_t_f(double x) "
+                       "{ return kiln_t_sq(x); }\n")
+    build.build_shared(head + build.PCH_MARK + "\ndouble kiln_t_f2(double x) "
+                       "{ return kiln_t_sq(x) + 1; }\n")        # the header is ready now
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(build.BuildError, match="kiln_t_undeclared"):
+            build.build_shared(head + build.PCH_MARK + "\ndouble kiln_t_g(double x) "
+                               "{ return kiln_t_undeclared; }\n")
+        ok = build.build_shared(head + build.PCH_MARK + "\ndouble kiln_t_h(double x) "
+                                "{ return -kiln_t_sq(x); }\n")
+    assert str(ok).startswith(str(tmp_path / "cache")), ok

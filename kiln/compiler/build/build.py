@@ -1248,6 +1248,10 @@ def _compile(cache: _Cache, source: str, argv: list[str], flags: Sequence[str],
         t0 = time.perf_counter()
 
         def compile_as(text: str, incs: list[str]):
+            # (the second attempt, without the precompiled header, writes the source
+            # again: the first one's file would make the exclusive create fail, which
+            # read as an unwritable cache and moved the process to a private one)
+            _unlink(f"{stem}.c", tmp_fd)
             with os.fdopen(_create_at(tmp_fd, f"{stem}.c"), "w") as f:
                 f.write(text)
             if UNIT_MARK in text and not getattr(_units_tls, "serial", False):
