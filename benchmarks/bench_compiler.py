@@ -520,8 +520,11 @@ def run_workload(w, libs, data, args):
     """Time one workload for kiln and JAX; returns a Row (errors caught per library)."""
     row = Row(w.title, target=w.target)
     thunks, outs, errors = {}, {}, {}
+    failed_builds = None
     for L in libs:
         try:
+            if L.name == "kiln":
+                failed_builds = (kiln_build_stats() or {}).get("failures")
             fn = w.build(L, data)
             t0 = time.perf_counter()
             outs[L.name] = fn()             # first call: trace + compile (+ run)
@@ -547,6 +550,12 @@ def run_workload(w, libs, data, args):
         row.notes.append(f"JAX failed: {errors['jax']}")
     if "kiln" in outs and "jax" in outs:
         row.check = compare(libs[0], outs["kiln"], libs[1], outs["jax"], exact=w.exact)
+    # A program whose C did not compile runs on the reference backend (with a warning
+    # only): the row would time NumPy, so it says so (session 19: the LeNet gradient ran
+    # there for a whole session, 3x slower, unnoticed).
+    after = (kiln_build_stats() or {}).get("failures")
+    if failed_builds is not None and after is not None and after > failed_builds:
+        row.check = f"✗ {after - failed_builds} C build(s) failed: reference backend"
     return row
 
 
