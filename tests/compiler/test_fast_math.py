@@ -15,7 +15,7 @@ import kiln.numpy as knp
 import kiln.scipy.special
 from kiln import nn as knn
 from kiln.compiler.build import build
-from kiln.compiler.render.fast_math import FAST_EXP_C, FIN_MAX
+from kiln.compiler.render.fast_math import FAST_EXP_C, FIN_MAX, FIN_MIN
 from kiln.random._native import XLA_MATH_C
 
 pytestmark = pytest.mark.skipif(build.find_compiler() is None, reason="no C compiler")
@@ -26,6 +26,7 @@ void fast(const float *x, float *y, int64_t n) { for (int64_t i = 0; i < n; i++)
 void xla(const float *x, float *y, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = xexp32(x[i]); }
 void fin(const float *x, float *y, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = fexp32_fin(x[i]); }
 void xfin(const float *x, float *y, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = xexp32_fin(x[i]); }
+void inside(const float *x, float *y, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = fexp32_in(x[i]); }
 """)
 
 
@@ -127,6 +128,24 @@ def test_fin_variants_are_the_same_up_to_their_bound(lib):
     assert np.isfinite(_call(lib.fast, np.array([bound], np.float32))[0])
     assert _call(lib.fast, np.array([np.nextafter(bound, np.float32(np.inf))],
                                     np.float32))[0] == np.inf
+
+
+def test_in_variant_is_the_same_within_its_range(lib):
+    # fexp32_in (no select at all), for arguments known to lie in [FIN_MIN, FIN_MAX]
+    # (exp(x - max(x)) on a row whose min is checked too): a sweep of that range, every
+    # float32 next to its ends.
+    lo, hi = np.float32(FIN_MIN.rstrip("f")), np.float32(FIN_MAX.rstrip("f"))
+    x = _all_floats(97)
+    x = x[(x >= lo) & (x <= hi)]
+    edges = [np.arange(b - 20000, b + 1, dtype=np.uint32).view(np.float32)
+             for b in (int(lo.view(np.uint32)), int(hi.view(np.uint32)))]
+    x = np.concatenate([x, *edges, np.float32([0.0, -0.0, 1e-45, -1e-45])])
+    np.testing.assert_array_equal(_call(lib.inside, x).view(np.uint32),
+                                  _call(lib.fast, x).view(np.uint32))
+    # FIN_MIN is where fexp32 starts to flush: its result there is normal, below it 0
+    assert _call(lib.fast, np.array([lo], np.float32))[0] >= np.finfo(np.float32).tiny
+    assert _call(lib.fast, np.array([np.nextafter(lo, np.float32(-np.inf))],
+                                    np.float32))[0] == 0.0
 
 
 def _source(fn, *args):

@@ -254,6 +254,44 @@ def test_exp_of_x_minus_its_row_max_takes_the_short_loop(monkeypatch):
         np.testing.assert_array_equal(np.asarray(kiln.jit(f)(x)), want)
 
 
+def test_rows_within_the_exp_range_take_the_loop_without_selects(monkeypatch):
+    # A summed exp of x - max(x) whose row min is also known (folded beside the next
+    # row's max, and for each block's first row on its own): rows whose arguments all
+    # lie in [FIN_MIN, FIN_MAX] call fexp32_in; a row spanning more (an argument that
+    # flushes to 0) the _fin loop; an infinity or a NaN the general loop. Same bits as
+    # without the shortcuts, for rows anywhere in a block (the first ones included).
+    from kiln.compiler.render import plan_reduce, rows
+    x = _rows(700, 1500)
+    x[0, 3] = -200.0                    # a block's first row spanning more than 87
+    x[5, 7] = -95.0
+    x[6, 2] = x[6, 1] - 87.0            # within: argument about -87 - spread
+    x[8, :] = -1e30
+    x[9, 4], x[10, 8], x[11, 0] = np.nan, np.inf, -np.inf
+    x[699, 1499] = -300.0               # the last row
+    fns = [lambda x: kiln.nn.logsumexp(x, axis=1),
+           lambda x: jnp.sum(jnp.exp(x - x.max(axis=1, keepdims=True)), axis=1)]
+    for f in fns:
+        text = kiln.jit(f).lower(x).compile().as_text()
+        assert "fexp32_in(t" in text and "fexp32_fin(t" in text and "kiln_mn" in text
+    got = [np.asarray(kiln.jit(f)(x)) for f in fns]
+    for f in fns:
+        _run(f, x)
+    # softmax's exp is XLA's (not summed): no min is folded for it
+    assert "kiln_mn" not in kiln.jit(lambda x: kiln.nn.softmax(x, axis=-1)).lower(
+        x).compile().as_text()
+    monkeypatch.setattr(rows, "_range_guards", lambda *a: {})
+    fresh = [lambda x, f=f: f(x) for f in fns]
+    for f, want in zip(fresh, got):
+        text = kiln.jit(f).lower(x).compile().as_text()
+        assert "fexp32_in(t" not in text and "fexp32_fin(t" in text
+        np.testing.assert_array_equal(np.asarray(kiln.jit(f)(x)), want)
+    monkeypatch.setattr(plan_reduce, "bounded_exps", lambda *a: [])
+    fresh = [lambda x, f=f: f(x) for f in fns]
+    for f, want in zip(fresh, got):
+        assert "exp32_fin(t" not in kiln.jit(f).lower(x).compile().as_text()
+        np.testing.assert_array_equal(np.asarray(kiln.jit(f)(x)), want)
+
+
 def test_short_loop_only_for_a_max_and_a_row_constant():
     x = _rows(20, 1000)
     for f in (lambda x: jnp.sum(jnp.exp(x - x.min(axis=1, keepdims=True)), axis=1),

@@ -75,16 +75,23 @@ class Body:
     def prelude_lines(self):
         return self._prelude
 
-    def lines_fin(self, uids) -> list[str]:
+    def lines_fin(self, uids, inside=()) -> list[str]:
         """``lines`` with the float32 exps of nodes ``uids`` calling their variants for
-        arguments known to be finite and at most ``fast_math.FIN_MAX``."""
+        arguments known to be finite and at most ``fast_math.FIN_MAX`` (``_fin``), those
+        of ``inside`` (``fexp32`` only) for arguments known to lie in [``FIN_MIN``,
+        ``FIN_MAX``] (``fexp32_in``)."""
         out = list(self.lines)
         for uid in uids:
             hit = self._exps.get(uid)
             if hit is not None:
                 k, fn, arg = hit
-                out[k] = f"const float {self.names[uid]} = (float)({fn}_fin({arg}));"
+                variant = "_in" if uid in inside and fn == "fexp32" else "_fin"
+                out[k] = f"const float {self.names[uid]} = (float)({fn}{variant}({arg}));"
         return out
+
+    def summed_exps(self, uids) -> list:
+        """The nodes of ``uids`` whose exp is ``fexp32`` (inside a float sum)."""
+        return [u for u in uids if self._exps.get(u, (0, ""))[1] == "fexp32"]
 
     def _declare(self, name: str, line: str) -> None:
         self.lines.append(line)
