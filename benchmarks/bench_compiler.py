@@ -95,11 +95,17 @@ class Lib:
         return self.mod.tree_util.tree_leaves(tree)
 
 
-def load_kiln():
+def kiln_lib():
+    """kiln's entry points, its configuration left as it is."""
     import kiln
     import kiln.numpy as knp
-    kiln.config.update("kiln_compile", os.environ.get("KILN_COMPILE", "sync"))
     return Lib("kiln", kiln, knp, kiln.nn, kiln.random, knp.asarray)
+
+
+def load_kiln():
+    import kiln
+    kiln.config.update("kiln_compile", os.environ.get("KILN_COMPILE", "sync"))
+    return kiln_lib()
 
 
 def load_jax():
@@ -427,6 +433,12 @@ WORKLOADS = [
              b_jit_call_tree),
     Workload("eager_add", "eager jnp.add(a, b), f32[10]", 0.5, b_eager_add),
 ]
+
+# Every kiln program this benchmark runs: the table's workloads and the dot rows (the
+# first-call rows build mlp128's program). tests/benchmarks/test_workloads_build.py builds
+# each with kiln's real shapes and fails when its C does not build (a row timing the
+# reference backend, as the LeNet gradient of bench_loops_conv.py did in session 19).
+BUILD_CHECKED = WORKLOADS + [Workload("dot", f"jit dot f32[{DOT_N}]²", None, b_dot)]
 
 
 # ----------------------------------------------------------------------------- results

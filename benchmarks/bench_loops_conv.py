@@ -43,6 +43,7 @@ import bench_compiler as bc  # noqa: E402
 
 FORI_N = 10_000
 RNN = dict(hidden=128, steps=100, batch=32)
+TRIPS = (10, 10**4, 10**6)      # the trip counts of the compile-time table
 
 
 def fori_fn(L, n, coef=0.99, fn="tanh"):
@@ -172,7 +173,22 @@ WORKLOADS = [
 ]
 
 
-def compile_times(libs, trips=(10, 10**4, 10**6)):
+def b_trips(n):
+    """The program whose compile time the trips table gives for ``n`` iterations."""
+    def build(L, d):
+        f = fori_fn(L, n, coef=0.98)     # not the program the fori workload built
+        x = L.put(np.linspace(0, 1, 16, dtype=np.float32))
+        return lambda: f(x).block_until_ready()
+    return build
+
+
+# Every kiln program this benchmark runs, for tests/benchmarks/test_workloads_build.py
+# (see bench_compiler.BUILD_CHECKED): the workloads and the trips table's programs.
+BUILD_CHECKED = WORKLOADS + [bc.Workload(f"trips{n}", f"fori_loop of {n:,} steps (trips)",
+                                         None, b_trips(n)) for n in TRIPS]
+
+
+def compile_times(libs, trips=TRIPS):
     """Seconds to compile the fori program per trip count: kiln's C build and its whole
     first call (sync mode), JAX's lower + compile."""
     out = {}
@@ -227,7 +243,7 @@ def main(argv=None):
             times = compile_times(libs)
         print("\n| trip count | kiln C build | kiln first call (sync) | JAX lower+compile |")
         print("|---|---|---|---|")
-        for n in (10, 10**4, 10**6):
+        for n in TRIPS:
             kb, kt = times[("kiln", n)]
             _, jt = times[("jax", n)]
             print(f"| {n:,} | {kb * 1e3:.0f} ms | {kt * 1e3:.0f} ms | {jt * 1e3:.0f} ms |")
