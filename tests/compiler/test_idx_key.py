@@ -1,11 +1,16 @@
 """Index expressions are interned by their text *and* their symbols' ranges
 (``Idx.key``): kernels whose loops share names (``i0``, ``i1``) but not extents get
 nodes of their own, so the passes that reason by range (a load's clamp, splitting a loop
-by its reads' divisions) see each kernel's own ranges. The C text of a kernel is the same
-as with name-only interning; what changes is which range facts its nodes carry."""
+by its reads' divisions) see each kernel's own ranges. Interned by text alone, a pad's
+read of ``x`` carried an earlier slice's range and was not clamped: it read past ``x``'s
+end (a segmentation fault when a page that cannot be read follows ``x``)."""
+import os
 import re
+import subprocess
+import sys
 
 import numpy as np
+import pytest
 from _bits import compiled_matches_reference  # tests/compiler/_bits.py
 
 import kiln.numpy as jnp
@@ -85,3 +90,36 @@ def test_plain_read_after_a_padding_is_not_clamped():
     assert _foreign_syms(exe) == []
     reads = _loads_of(exe, 0)
     assert reads == ["b0[kiln_clampi(i0, 0, 999)])", "b0[i0])"], reads
+
+
+# x's last element is the last byte before a page that cannot be read.
+_GUARD_CHILD = r"""
+import ctypes, mmap, numpy as np, kiln, kiln.numpy as jnp
+from kiln.backends import cpu
+page = mmap.PAGESIZE
+libc = ctypes.CDLL(None)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                      ctypes.c_int, ctypes.c_long]
+libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+base = libc.mmap(None, 2 * page, 3, 0x22, -1, 0)        # PROT_READ|WRITE, PRIVATE|ANON
+assert libc.mprotect(base + page, page, 0) == 0         # PROT_NONE
+x = np.ctypeslib.as_array((ctypes.c_float * 1000).from_address(base + page - 4000))
+x[:] = np.arange(1000, dtype=np.float32)
+
+def f(x):
+    return x[:100] * 2.0, jnp.pad(x, (0, 64)) * 3.0
+
+got = cpu.executable_for(kiln.make_jaxpr(f)(x))([x])
+assert np.array_equal(np.asarray(got[1])[:1000], x * 3) and not np.asarray(got[1])[1000:].any()
+print("ok")
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mmap/mprotect via libc")
+def test_padded_read_stays_inside_its_array():
+    """The same program on an array followed by an unreadable page: the unclamped read
+    of the padding went past the array's end (a segmentation fault)."""
+    p = subprocess.run([sys.executable, "-c", _GUARD_CHILD], env=dict(os.environ),
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0 and p.stdout.strip() == "ok", (p.returncode, p.stderr[-2000:])
