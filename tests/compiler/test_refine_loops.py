@@ -116,11 +116,14 @@ def test_subst_simplifies_divisions():
 
 
 def test_pooling_gradient_of_two_sizes_builds():
-    # Two max-pools of different sizes share the text of their window-position index
-    # value ((i1 % 2) * 2 + (i2 % 2)) with symbols of the other pool's ranges; splitting
-    # the larger pool's gradient loops left that value naming the old symbols, and the
-    # C did not compile (the LeNet gradient ran on the reference backend, 3x slower).
+    # Two max-pools of different sizes build the same text of their window-position
+    # index value ((i1 % 2) * 2 + (i2 % 2)) over symbols of other ranges. Interned as one
+    # node, the larger pool's gradient carried the smaller one's symbols: splitting its
+    # loops left that value naming i1/i2 and the C did not compile (the LeNet gradient
+    # ran on the reference backend, 3x slower); then such kernels were not split. Index
+    # keys now hold the symbols' ranges: both pools' gradient loops split.
     from kiln import lax
+    from kiln.compiler.build import build
     dn = ("NHWC", "HWIO", "NHWC")
 
     def pool(h):
@@ -136,10 +139,47 @@ def test_pooling_gradient_of_two_sizes_builds():
     args = (R.standard_normal((3, 3, 1, 4)).astype(np.float32),
             R.standard_normal((3, 3, 4, 8)).astype(np.float32),
             R.standard_normal((2, 12, 12, 1)).astype(np.float32))
+    failures = build.stats()["failures"]
     exe, _ = compiled_matches_reference(kiln.grad(loss, argnums=(0, 1)), *args)
+    assert build.stats()["failures"] == failures
     # every kernel compiled: no symbol the loops do not declare
-    for k in [s for s in exe.prog.steps if isinstance(s, Kernel)]:
+    kernels = [s for s in exe.prog.steps if isinstance(s, Kernel)]
+    for k in kernels:
         declared = {s.name for s in k.syms}
         for e in walk(exe.prog, [e for _, e in k.outs]):
             for i in idx_of(e):
                 assert {d.name for d in i.deps} <= declared | set(exe.prog.sym_defs), k.name
+    # both pools' gradients (loops over 12x12 and 6x6 windows' positions) split their
+    # position loops into (window, position in window): no division or remainder left
+    split = [k for k in kernels if {"i1q", "i1r", "i2q", "i2r"} <= {s.name for s in k.syms}]
+    assert sorted(k.shape[1:5] for k in split) == [(3, 2, 3, 2), (6, 2, 6, 2)]
+    for k in kernels:
+        text = _kernel_text(exe, k)
+        assert not re.search(r"[/%] *\d", text.split("*/", 1)[1]), text
+
+
+def test_no_split_over_a_symbol_of_another_range():
+    """An index naming a loop's name with another range would be re-simplified by that
+    range: ``(4*i0 + i1) % 8`` with ``i1`` over 4 becomes ``4*i0r + i1`` once ``i0``
+    splits by 2, right in a kernel whose ``i1`` is over 4, wrong (past 8) in one whose
+    ``i1`` is over 8. The first splits, the second is left alone."""
+    from kiln.compiler.lower.expr import ExprTable
+    from kiln.compiler.lower.program import Program
+    from kiln.compiler.lower.refine_loops import refine_kernel
+
+    def kernel(loop_i1):
+        prog, table = Program(), ExprTable()
+        x = prog.new_buffer((32,), np.float32, "in")
+        y = prog.new_buffer((4 * loop_i1,), np.float32, "out")
+        i0, i1 = Sym("i0", 0, 3), Sym("i1", 0, loop_i1 - 1)
+        at = (Idx.sym(i0) * 4 + Idx.sym(Sym("i1", 0, 3))).mod(8)
+        assert not at.is_affine
+        return prog, table, Kernel((4, loop_i1), [i0, i1], [(y, table.load(x, at))], "k1")
+
+    prog, table, k = kernel(4)
+    k2 = refine_kernel(prog, table, k)
+    assert k2.shape == (2, 2, 4)
+    (e,) = [e for _, e in k2.outs]
+    assert e.params[2].v.c() == "(4*i0r + i1)"
+    prog, table, k = kernel(8)
+    assert refine_kernel(prog, table, k) is k

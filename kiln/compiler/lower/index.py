@@ -178,10 +178,21 @@ class Idx:
         return " + ".join(parts) if len(parts) == 1 else "(" + " + ".join(parts) + ")"
 
     def key(self):
-        """A hashable identity (structure, not object)."""
+        """A hashable identity (structure, not object): the C text's structure and the
+        ranges of the symbols it names.
+
+        Two expressions of one text over symbols of other ranges (``i1`` over 6 in one
+        kernel and over 14 in another) read the same C but are different values to
+        every pass that reasons by range (load clamps, splitting loops by
+        :meth:`floordiv`/:meth:`mod`, whose rules use the ranges): they must not be
+        interned as one node, or a kernel would carry another kernel's ranges. Affine:
+        ``("a", ((name, coef), ...), const, ((lo, hi), ...))``; opaque: ``("o", text,
+        lo, hi, ((name, lo, hi), ...))``."""
         if self.opaque is not None:
-            return ("o", self.opaque)
-        return ("a", tuple((s.name, c) for s, c in self.terms), self.const)
+            return ("o", self.opaque, self.lo, self.hi,
+                    tuple(sorted((s.name, s.lo, s.hi) for s in self.deps)))
+        return ("a", tuple((s.name, c) for s, c in self.terms), self.const,
+                tuple((s.lo, s.hi) for s, _ in self.terms))
 
     def __repr__(self):
         return f"Idx({self.c()})"

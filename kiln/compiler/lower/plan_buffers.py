@@ -184,10 +184,10 @@ def _reads_own_targets(prog: Program, step, x, out) -> bool:
 
 
 def _injective(key, syms) -> bool:
-    """Whether the affine index ``key`` (``('a', ((sym, coeff), ...), const)``) takes
-    distinct values over the box of ``syms``: each symbol once, and each coefficient
-    larger than the span of the smaller ones (mixed radix)."""
-    if not (isinstance(key, tuple) and len(key) == 3 and key[0] == "a"):
+    """Whether the affine index ``key`` (``('a', ((sym, coeff), ...), const, ranges)``,
+    :meth:`~.index.Idx.key`) takes distinct values over the box of ``syms``: each symbol
+    once, and each coefficient larger than the span of the smaller ones (mixed radix)."""
+    if not (isinstance(key, tuple) and len(key) == 4 and key[0] == "a"):
         return False
     span = {s.name: s.hi - s.lo for s in syms}
     terms = key[1]

@@ -172,12 +172,6 @@ def _split(prog: Program, table, k: Kernel, d: int, q: int) -> Kernel | None:
         if e2 is None:
             return None
         outs.append((buf, e2))
-    # Nodes other than loads, index values and selects may hold index expressions of
-    # their own (a window's position in a pooling gradient): _rebuild keeps those as they
-    # are, and a kernel still naming the split symbol would not compile. Not split then.
-    if any(s.name in {x.name for x in i.deps}
-           for i in _all_idxs(walk(prog, [e for _, e in outs]), k) if i is not k.offset):
-        return None
     offset = k.offset
     if offset is not None:
         offset = _subst(offset, s, q, hi, lo)
@@ -188,7 +182,17 @@ def _split(prog: Program, table, k: Kernel, d: int, q: int) -> Kernel | None:
         strides = tuple(strides[:d]) + (strides[d] * q, strides[d]) + tuple(strides[d + 1:])
     shape = tuple(k.shape[:d]) + (n // q, q) + tuple(k.shape[d + 1:])
     syms = list(k.syms[:d]) + [hi, lo] + list(k.syms[d + 1:])
-    return Kernel(shape, syms, outs, k.name, offset, strides)
+    k2 = Kernel(shape, syms, outs, k.name, offset, strides)
+    # _subst rewrites the symbol equal to the loop's (name and range) and re-simplifies
+    # by the other symbols' ranges. An index naming a symbol that is not one of the
+    # loops (nor a dynamic one) would be left naming the old loop (C that does not
+    # compile) or simplified by a range the loop does not have (wrong values): not split.
+    # Index keys hold the symbols' ranges, so interning does not make such expressions.
+    mine = set(syms)
+    if any(x not in mine and x.name not in prog.sym_defs
+           for i in _all_idxs(walk(prog, [e for _, e in outs]), k2) for x in i.deps):
+        return None
+    return k2
 
 
 def refine_kernel(prog: Program, table, k: Kernel) -> Kernel:
@@ -198,12 +202,6 @@ def refine_kernel(prog: Program, table, k: Kernel) -> Kernel:
         nodes = walk(prog, [e for _, e in k.outs])
         idxs = _all_idxs(nodes, k)
         if any(x.name in prog.sym_defs for i in idxs for x in i.deps):
-            return k
-        # An expression naming a loop symbol with another range (an index value made for
-        # another kernel and shared by its text: a pooling gradient's window position)
-        # would not be rewritten by _subst, which matches symbols exactly.
-        mine = {x.name: x for x in k.syms}
-        if any(x.name in mine and x != mine[x.name] for i in idxs for x in i.deps):
             return k
         loop_syms = frozenset(k.syms)
         before = _count(idxs, loop_syms)
