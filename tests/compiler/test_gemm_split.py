@@ -151,6 +151,39 @@ def test_row_blocks_share_one_packing_of_b(glue, case):
         lib.kiln_blas_split_share_b(1)
 
 
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="one CPU: nothing is split")
+def test_products_wait_for_a_late_helper(glue):
+    """The helper thread, woken for one product but given a core only after the caller
+    finished it alone, may claim a block of the next product, which then waits for it
+    too, also when that product's second thread is the OpenMP worker
+    (KILN_GEMM_SPLIT=2: the region's end alone returned while the helper still wrote
+    rows). Products in both modes in turn while another process holds a core."""
+    lib, set_split = glue
+    if not (blas.own_sgemm_active() and sys.platform.startswith("linux")):
+        pytest.skip("no claimed split here (no own kernel / not Linux)")
+    m, n, k = 1024, 600, 200
+    a = R.standard_normal((m, k)).astype(np.float32)
+    b = R.standard_normal((k, n)).astype(np.float32)
+    set_split(0)
+    want = _call(lib, np.float32, 0, 0, a, b, m, n, k)
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    bad = []
+    try:
+        for i in range(400):
+            for share, split in ((0, 1), (1, 1), (1, 2)):
+                lib.kiln_blas_split_share_b(share)
+                set_split(split)
+                got = _call(lib, np.float32, 0, 0, a, b, m, n, k)
+                if not np.array_equal(got.view(np.int32), want.view(np.int32)):
+                    bad.append((i, share, split))
+    finally:
+        lib.kiln_blas_split_share_b(1)
+        hog.kill()
+        hog.wait()
+    assert not bad
+
+
 def test_split_mode_setting(monkeypatch):
     """KILN_GEMM_SPLIT is 0, 1 (default) or 2; anything else is an error."""
     for value, want in (("0", 0), ("1", 1), ("2", 2), ("", 1)):

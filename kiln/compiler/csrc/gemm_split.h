@@ -285,6 +285,18 @@ int kiln_blas_split_share_b(int on) {
 /* Products whose row blocks shared one packing of B so far. */
 long kiln_blas_split_shared_b_runs(void) { return ksp_shared_runs; }
 
+/* Waits for the blocks other threads took of the current job (all are claimed): spin
+   briefly, then sleep on ksp_done. */
+static void ksp_wait_done(int64_t nb) {
+  for (int i = 0; atomic_load_explicit(&ksp_done, memory_order_acquire) < nb; i++) {
+    if (i < 4096) { _mm_pause(); continue; }
+    atomic_store(&ksp_waiting, 1);
+    const int d = atomic_load(&ksp_done);
+    if (d < nb) ksp_futex_wait((_Atomic uint32_t *)&ksp_done, (uint32_t)d);
+    atomic_store(&ksp_waiting, 0);
+  }
+}
+
 /* Runs the product on the caller and the helper; 0 when it cannot (the helper could not
    be started, or another product holds it): the caller then splits with OpenMP.
    on_omp (KILN_GEMM_SPLIT=2): the same claimed blocks, but the second thread is the
@@ -350,6 +362,9 @@ static int ksp_run(int dbl, int transA, int transB, int64_t M, int64_t N, int64_
       else ksp_work(2);
 #endif
     }
+    /* The helper thread, woken for an earlier product but scheduled only now, may have
+       claimed a block of this one: the region's end does not wait for it. */
+    ksp_wait_done(nb);
     pthread_mutex_unlock(&ksp_lock);
     return 1;
   }
@@ -371,14 +386,7 @@ static int ksp_run(int dbl, int transA, int transB, int64_t M, int64_t N, int64_
   if (atomic_load(&ksp_sleeping)) ksp_futex_wake(&ksp_wake);
   atomic_fetch_add_explicit(&ksp_runs, 1, memory_order_relaxed);
   ksp_work(0);
-  /* Wait for the blocks the helper took: spin briefly, then sleep on ksp_done. */
-  for (int i = 0; atomic_load_explicit(&ksp_done, memory_order_acquire) < nb; i++) {
-    if (i < 4096) { _mm_pause(); continue; }
-    atomic_store(&ksp_waiting, 1);
-    const int d = atomic_load(&ksp_done);
-    if (d < nb) ksp_futex_wait((_Atomic uint32_t *)&ksp_done, (uint32_t)d);
-    atomic_store(&ksp_waiting, 0);
-  }
+  ksp_wait_done(nb);
   pthread_mutex_unlock(&ksp_lock);
   return 1;
 }
