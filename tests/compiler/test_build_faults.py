@@ -439,3 +439,26 @@ def test_failed_build_with_the_precompiled_header_keeps_the_cache(fresh, tmp_pat
         ok = build.build_shared(head + build.PCH_MARK + "\ndouble kiln_t_h(double x) "
                                 "{ return -kiln_t_sq(x); }\n")
     assert str(ok).startswith(str(tmp_path / "cache")), ok
+
+
+def test_failed_build_of_units_with_the_precompiled_header_keeps_the_cache(fresh, tmp_path):
+    """The same for a source split into translation units (UNIT_MARK): the retry
+    without the header writes each unit's file again."""
+    if not build.pch_enabled():
+        pytest.skip("no precompiled header with this compiler")
+    head = "#include <math.h>\nstatic inline double kiln_t_sq(double x) { return x * x; }\n"
+    u = build.UNIT_MARK
+    build.build_shared(head + build.PCH_MARK + "\ndouble kiln_u_f(double x) "
+                       "{ return kiln_t_sq(x); }\n")
+    build.build_shared(head + build.PCH_MARK + "\ndouble kiln_u_f2(double x) "
+                       "{ return kiln_t_sq(x) + 1; }\n")        # the header is ready now
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(build.BuildError, match="kiln_t_undeclared"):
+            build.build_shared(head + build.PCH_MARK + f"\n{u}\ndouble kiln_u_g(double x) "
+                               f"{{ return kiln_t_undeclared; }}\n{u}\ndouble kiln_u_g2"
+                               "(double x) { return x; }\n")
+        ok = build.build_shared(head + build.PCH_MARK + f"\n{u}\ndouble kiln_u_h(double x) "
+                                f"{{ return -kiln_t_sq(x); }}\n{u}\ndouble kiln_u_h2"
+                                "(double x) { return x; }\n")
+    assert str(ok).startswith(str(tmp_path / "cache")), ok

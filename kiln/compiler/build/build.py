@@ -1473,6 +1473,8 @@ def _compile_units(source: str, argv, flags, incs, libraries, tmp_fd: int, where
     deadline = time.monotonic() + _build_timeout()
     try:
         for k, unit in enumerate(units):
+            # (a retry without the precompiled header writes the units again)
+            _unlink(f"{stem}.u{k}.c", tmp_fd)
             with os.fdopen(_create_at(tmp_fd, f"{stem}.u{k}.c"), "w") as f:
                 f.write(common + unit)
             obj = f"{where}/{stem}.u{k}.o"
