@@ -244,11 +244,14 @@ def _entry_for(closed, name, sync: bool = False) -> _Entry:
         global _pool
         if _pool is None:
             _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kiln-compile")
-        # The build runs in this thread's config context (context values are per thread).
+        # The build runs in this thread's config context and with its named axes (both
+        # are per thread).
         overrides = config.thread_overrides()
+        from kiln.interpreters import batching
+        axes = batching.axis_env.snapshot()
 
         def build():
-            with with_overrides(overrides):
+            with with_overrides(overrides), batching.bound_axes(axes):
                 return _compile_into(entry, closed, name)
         entry.future = _pool.submit(build)
     return entry

@@ -9,6 +9,7 @@ BatchTrace whose ``axis_data.name`` matches performs them, others pass them up.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
 
@@ -70,8 +71,74 @@ vma_check: list = [None]
 ur_prims: set = set()
 
 
-# Stack of (name, size) of the named axes in scope, for abstract evaluation of collectives.
-axis_env: list = []
+class _AxisEnv:
+    """The stack of ``(name, size)`` of the named axes in scope, for abstract evaluation of
+    collectives: one stack per thread, as the trace state (a thread tracing under
+    ``vmap(..., axis_name='i')`` binds ``'i'`` for itself only; before, every thread saw
+    it, and a second thread's own ``'i'`` of another size could be found instead). The
+    list operations the binders use: ``append``/``extend``, ``pop``, ``del env[i:]``,
+    iteration (``reversed`` too), ``len``, truth. A thread acting for another (a device
+    thread of pmap, a background build) takes that thread's axes with :func:`bound_axes`.
+    """
+
+    def __init__(self):
+        self._tls = threading.local()
+
+    @property
+    def _stack(self) -> list:
+        stack = getattr(self._tls, "stack", None)
+        if stack is None:
+            stack = self._tls.stack = []
+        return stack
+
+    def append(self, item) -> None:
+        self._stack.append(item)
+
+    def extend(self, items) -> None:
+        self._stack.extend(items)
+
+    def pop(self, index: int = -1):
+        return self._stack.pop(index)
+
+    def __delitem__(self, index) -> None:
+        del self._stack[index]
+
+    def __getitem__(self, index):
+        return self._stack[index]
+
+    def __iter__(self):
+        return iter(list(self._stack))
+
+    def __reversed__(self):
+        return reversed(list(self._stack))
+
+    def __len__(self) -> int:
+        return len(self._stack)
+
+    def __bool__(self) -> bool:
+        return bool(self._stack)
+
+    def __repr__(self) -> str:
+        return f"axis_env({self._stack!r})"
+
+    def snapshot(self) -> tuple:
+        """This thread's axes, to hand to a thread acting for it (:func:`bound_axes`)."""
+        return tuple(self._stack)
+
+
+axis_env = _AxisEnv()
+
+
+@contextlib.contextmanager
+def bound_axes(snapshot: tuple):
+    """Run the body with this thread's named axes set to ``snapshot`` (another thread's
+    :meth:`_AxisEnv.snapshot`), then put its own back."""
+    saved = axis_env._stack
+    axis_env._tls.stack = list(snapshot)
+    try:
+        yield
+    finally:
+        axis_env._tls.stack = saved
 
 
 # Axis sizes bound for the calling thread only: a device thread of pmap/shard_map

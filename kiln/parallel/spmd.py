@@ -366,14 +366,14 @@ def worker(device) -> _Worker:
 
 # -- running a program on every device ----------------------------------------------------------
 
-def _run_one(closed, ctx: DeviceContext, args, name, overrides=None):
+def _run_one(closed, ctx: DeviceContext, args, name, overrides=None, axes=()):
     from kiln.backends import cpu
     from kiln.backends.reference import run_jaxpr
     from kiln.interpreters import batching
     _tls.ctx = ctx
     batching.thread_axes.sizes = ctx.sizes
     try:
-        with with_overrides(overrides):
+        with with_overrides(overrides), batching.bound_axes(axes):
             if cpu.plain_mode():
                 return cpu.run(closed, args, name)
             return run_jaxpr(closed.jaxpr, closed.consts, args)
@@ -407,13 +407,16 @@ def run_spmd(closed, sizes: dict, placements: list, args_per_device: list,
         finally:
             del batching.axis_env[len(batching.axis_env) - len(sizes):]
     comm = Communicator(placements, world, layout)
-    # Device threads act for this one: they run in its config context (thread-local).
+    # Device threads act for this one: they run in its config context and with its
+    # named axes (both per thread).
     overrides = config.thread_overrides()
+    from kiln.interpreters import batching
+    axes = batching.axis_env.snapshot()
     futures = []
     for (dev, coords), args in zip(placements, args_per_device):
         ctx = DeviceContext(dev, coords, sizes, comm)
         futures.append(worker(dev).submit(_run_one, closed, ctx, list(args), name,
-                                          overrides))
+                                          overrides, axes))
     results, first_error = [], None
     for f in futures:
         try:
