@@ -23,6 +23,7 @@ What it must not hold: compiler internals (``kiln/compiler/``).
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -336,9 +337,16 @@ def _run_pure(closed, args, name: str = "jit", reuse=None):
                 if entry.ref is None:
                     entry.ref = _reference_form(closed)
                 run = entry.ref
-            outs = (_profiler.run_reference(reference.run_jaxpr, run, args, name)
-                    if _profiler.active
-                    else reference.run_jaxpr(run.jaxpr, run.consts, args))
+            # A tiered call while its program builds never waits for a compiler: an
+            # eager kernel not loaded yet runs NumPy's math this time (_xla_eager).
+            if entry.state == "pending":
+                from kiln.lax._xla_eager import no_build_waits as waits
+            else:
+                waits = contextlib.nullcontext
+            with waits():
+                outs = (_profiler.run_reference(reference.run_jaxpr, run, args, name)
+                        if _profiler.active
+                        else reference.run_jaxpr(run.jaxpr, run.consts, args))
     if _debug_checks[0]:
         _check_outputs(closed, args, outs, name)
     return outs

@@ -31,6 +31,9 @@ What this module must not hold: rules of primitives (they live with the primitiv
 """
 from __future__ import annotations
 
+import contextlib
+import threading
+
 import numpy as np
 
 _WIDTH = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
@@ -51,19 +54,43 @@ def set_native(module) -> None:
     _native = module
 
 
+_no_waits = threading.local()
+
+
+@contextlib.contextmanager
+def no_build_waits():
+    """In this thread, an eager kernel whose library is not loaded yet is not waited for:
+    its op uses the NumPy implementation (not JAX's last bits) while the library builds
+    in the background. For the reference tier of a tiered ``jit`` (``KILN_COMPILE=async``)
+    while its program builds: its first call must not wait for ``cc`` (documented:
+    results of that mode depend on build timing)."""
+    prev = getattr(_no_waits, "on", False)
+    _no_waits.on = True
+    try:
+        yield
+    finally:
+        _no_waits.on = prev
+
+
 def _library(op, width):
     """The native library holding ``op``'s kernel for ``width`` (built on first use), or
-    None."""
+    None; ``_native.PENDING`` under :func:`no_build_waits` while it builds."""
     if _native is None:
         raise RuntimeError("lax's eager XLA math needs kiln.random._native: import kiln")
+    if getattr(_no_waits, "on", False):
+        return _native.eager_lib_later(op, width)
     return _native.eager_lib(op, width)
 
 
 def _fn(op, width):
+    """``op``'s kernel for ``width``, None when unavailable, ``_native.PENDING`` (not
+    remembered) while its library builds (:func:`no_build_waits`)."""
     key = (op, width)
     fn = _fns.get(key, _UNSET)
     if fn is _UNSET:
         lib = _library(op, width)
+        if lib is _native.PENDING:
+            return lib
         fn = _fns[key] = None if lib is None else getattr(lib, f"kiln_eager_{op}_{width}")
     return fn
 
@@ -102,6 +129,8 @@ def _entry(op, dt):
     if e is _UNSET:
         width = _WIDTH.get(dt)
         fn = None if width is None else _fn(op, width)
+        if fn is _native.PENDING:
+            return None             # NumPy this time; not remembered
         e = _entries[key] = None if fn is None else (fn, _obj_fn(op, width))
     return e
 
@@ -214,7 +243,7 @@ def betainc(a, b, x):
     if width is None:
         return None
     lib = _library("betainc", width)
-    if lib is None:
+    if lib is None or lib is _native.PENDING:
         return None
     shape = np.broadcast_shapes(np.shape(a), np.shape(b), x.shape)
     a, b, x = (np.ascontiguousarray(v, x.dtype) for v in np.broadcast_arrays(a, b, x))

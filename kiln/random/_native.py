@@ -88,7 +88,7 @@ def _load(body: str, name: str):
     common, _, _ = _pieces()
     try:
         return build.load_library(csrc.cpu_defines() + common + body, name=name)
-    except build.CompilerNotFound:
+    except (build.CompilerNotFound, build.BuildCancelled):   # (exiting: a background build)
         return None
     except (build.BuildError, OSError) as e:
         warnings.warn("kiln.random: building the native kernels failed; using the NumPy "
@@ -176,6 +176,28 @@ def eager_lib(op: str, width: str):
                                   RuntimeWarning, stacklevel=2)
                     _state[key] = None
     return _state[key]
+
+
+#: What :func:`eager_lib_later` returns while the library is being built.
+PENDING = object()
+_later_lock = threading.Lock()
+_later: set = set()
+
+
+def eager_lib_later(op: str, width: str):
+    """:func:`eager_lib` if that library is loaded already; else :data:`PENDING`, having
+    started its build (or its load from the disk cache) on a background thread, once.
+    For callers that must not wait for a compiler (the reference tier of a tiered
+    ``jit`` while its program builds: it uses the NumPy implementation meanwhile)."""
+    key = ("eager", op, width)
+    if key in _state:
+        return _state[key]
+    with _later_lock:
+        if key not in _later:
+            _later.add(key)
+            threading.Thread(target=eager_lib, args=(op, width), daemon=True,
+                             name=f"kiln-eager-{op}-{width}").start()
+    return PENDING
 
 
 def lib():

@@ -56,3 +56,64 @@ def test_a_long_loop_builds_before_its_first_call_returns():
         cpu.wait_for_compiles()
     ref = lax.scan(_body, jnp.ones(3), jnp.ones(cpu.SYNC_BUILD_STEPS // 4))[0]
     np.testing.assert_allclose(np.asarray(out), np.asarray(ref), rtol=1e-5)
+
+
+def _forget_eager(monkeypatch, op, width, dt):
+    """This process forgets ``op``'s eager library (as if not loaded yet) for the test."""
+    from kiln.lax import _xla_eager
+    from kiln.random import _native
+    monkeypatch.setattr(_native, "_state",
+                        {k: v for k, v in _native._state.items() if k != ("eager", op, width)})
+    monkeypatch.setattr(_native, "_later", set())
+    monkeypatch.setattr(_xla_eager, "_fns", {k: v for k, v in _xla_eager._fns.items()
+                                             if k[:2] != (op, width)})
+    monkeypatch.setattr(_xla_eager, "_entries", {k: v for k, v in _xla_eager._entries.items()
+                                                 if k != (op, np.dtype(dt))})
+    built = []
+    real = _native._build_eager
+
+    def slow_build(o, w):
+        import threading
+        import time
+        built.append((o, w, threading.current_thread().name))
+        time.sleep(0.2)
+        return real(o, w)
+    monkeypatch.setattr(_native, "_build_eager", slow_build)
+    return built
+
+
+def test_a_tiered_first_call_does_not_wait_for_an_eager_kernel(monkeypatch):
+    # While a tiered program builds, its reference run uses NumPy's tanh for an eager
+    # kernel not loaded yet (its library builds in the background) instead of waiting
+    # for cc on the calling thread (2.4 s of a 2.6 s first call on a cold cache).
+    import threading
+
+    from kiln.random import _native
+    built = _forget_eager(monkeypatch, "tanh", "f32", np.float32)
+    x = np.linspace(-3, 3, 1001, dtype=np.float32)
+    f = kiln.jit(lambda x: jnp.tanh(x) * 2.0 + 1.0)
+    with config_context(kiln_compile="async"):
+        out = np.asarray(f(x))
+        state = _entry(f).state
+        cpu.wait_for_compiles()
+    assert all(name != threading.current_thread().name for _, _, name in built)
+    np.testing.assert_allclose(out, np.tanh(x.astype(np.float64)) * 2 + 1, rtol=1e-6,
+                               atol=1e-6)
+    for t in threading.enumerate():
+        if t.name.startswith("kiln-eager-tanh"):
+            t.join(30)
+    if state == "pending":                  # the reference tier ran (not a fast build)
+        assert [b[:2] for b in built] == [("tanh", "f32")]
+    # the library now loaded: eager tanh has the compiled code's (JAX's) bits again
+    assert ("eager", "tanh", "f32") in _native._state
+    np.testing.assert_array_equal(np.asarray(jnp.tanh(x) * 2.0 + 1.0), np.asarray(f(x)))
+
+
+def test_eager_math_still_waits_for_its_kernel(monkeypatch):
+    # Outside a tiered reference run an eager op builds its kernel on the calling thread:
+    # its bits never depend on timing.
+    import threading
+    built = _forget_eager(monkeypatch, "tanh", "f32", np.float32)
+    x = np.linspace(-3, 3, 101, dtype=np.float32)
+    jnp.tanh(x)
+    assert [b[2] for b in built] == [threading.current_thread().name]
