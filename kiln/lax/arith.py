@@ -10,6 +10,7 @@ from kiln._fp_warnings import leave as _fp_leave
 from kiln.core.trace import get_aval
 from kiln.interpreters import ad
 from kiln.interpreters.ad import Zero, is_undefined_primal
+from kiln.lax import _half_steps
 from kiln.lax._factory import (
     _any,
     _float,
@@ -350,24 +351,30 @@ def ge(x, y):
 
 # Ops whose float16/bfloat16 results XLA computes with the float32 formula and rounds once
 # (checked over all 2**16 values of both types against JAX): float32 kernel, then cast.
-# The others (expm1, logistic, the inverse trigonometric/hyperbolic functions) round
-# differently and keep their fallback.
+# Ops in ``_half_steps._STEPPED`` (logistic, the inverse trigonometric/hyperbolic
+# functions, float16 expm1) are expanded in the half type and rounded after every step.
 _HALF_VIA_F32 = frozenset({"exp", "log", "log1p", "cbrt", "sinh", "cosh", "erf", "erfc",
-                           "erf_inv", "lgamma", "digamma", "bessel_i0e", "bessel_i1e"})
+                           "erf_inv", "lgamma", "digamma", "bessel_i0e", "bessel_i1e",
+                           "expm1"})
 
 
 def xla_math(op, fallback):
     """An impl with JAX's bits for float32/float64 (XLA's formulas, ``_xla_eager``) that
     calls ``fallback`` (NumPy) for other dtypes or when the native library is missing.
-    Half floats of the ops in ``_HALF_VIA_F32`` run the float32 kernel and are rounded."""
+    Half floats of the ops in ``_HALF_VIA_F32`` run the float32 kernel and are rounded;
+    those ``_half_steps.stepped`` says are expanded step by step, as XLA does."""
     half = op in _HALF_VIA_F32
+    steps = op in _half_steps._STEPPED
 
     def impl(x):
         out = _xla_unary(op, x)
-        if out is None and half and x.dtype.itemsize == 2 and x.dtype.kind in "fV":
-            out = _xla_unary(op, np.asarray(x, np.float32))
-            if out is not None:
-                out = out.astype(x.dtype)
+        if out is None and x.dtype.itemsize == 2 and x.dtype.kind in "fV":
+            if steps and _half_steps.stepped(op, x.dtype):
+                out = _half_steps.half_steps(op, x)
+            elif half:
+                out = _xla_unary(op, np.asarray(x, np.float32))
+                if out is not None:
+                    out = out.astype(x.dtype)
         return fallback(x) if out is None else out
     impl.__name__ = f"{op}_impl"
     return impl
