@@ -12,10 +12,12 @@ math does (``arith._HALF_VIA_F32``), differs from JAX in 1-17% of the 2**16 valu
 here), float16 expands it in half (``h = x/2``; ``exp(x) - 1`` for ``|x| > 1/2``, else
 ``tanh(h) * (exp(x) + 1)``; ``x`` itself where ``h`` is zero).
 
-Each step: a float32 operation (XLA's ``exp``/``log``/``log1p``/``tanh``/``atan2``
-kernels from ``_xla_eager``; NumPy's correctly rounded ``+ - * / sqrt``) on operands and
-result with subnormals flushed (XLA's CPU runtime sets DAZ/FTZ: it matters for bfloat16,
-whose subnormals are float32's), then rounded to the half type. The constants (``ln 2``,
+Each step: a float32 operation, then rounded to the half type: XLA's ``exp``/``log``/
+``log1p``/``tanh`` kernels from ``_xla_eager`` (they flush subnormals as XLA's do), the C
+library's ``atan2`` (subnormals pass through it), or NumPy's correctly rounded ``+ - * /
+sqrt`` on operands and result with subnormals flushed (XLA's CPU runtime sets DAZ/FTZ: it
+matters for bfloat16, whose subnormals are float32's; ``neg``/``abs``/``sign`` and the
+rounding itself keep them). The constants (``ln 2``,
 the large-argument thresholds ``sqrt(max)`` and ``max / 2``) are rounded to the half type
 first, as the expansion builds them in that type. Checked against JAX over all 2**16
 values of both types (``tests/parity/test_half_steps_jax_bits.py``).
@@ -73,39 +75,46 @@ class _Steps:
 
     def r(self, v):
         """A float32 step result rounded to the half type (as float32 again)."""
-        return _flush(v).astype(self.dt).astype(_F32)
+        return np.asarray(v, _F32).astype(self.dt).astype(_F32)
 
     def c(self, value):
         """A Python constant rounded to the half type (as a float32 scalar)."""
         return _F32.type(np.asarray(value, np.float64).astype(self.dt).astype(_F32))
 
     def f(self, op, v):
-        """XLA's float32 ``op`` of ``v``, rounded."""
-        out = _xla_unary(op, _flush(v))
+        """XLA's float32 ``op`` of ``v``, rounded (the kernel flushes as XLA's does)."""
+        out = _xla_unary(op, v)
         if out is None:
             raise _NoKernel(op)
         return self.r(out)
 
     def atan2(self, a, b):
-        out = _xla_binary("atan2", _flush(a), _flush(b))
+        """The C library's float32 atan2 (as XLA calls it: subnormals pass through)."""
+        out = _xla_binary("atan2", a, b)
         if out is None:
             raise _NoKernel("atan2")
         return self.r(out)
 
     def add(self, a, b):
-        return self.r(_flush(a) + _flush(b))
+        return self.r(_flush(_flush(a) + _flush(b)))
 
     def sub(self, a, b):
-        return self.r(_flush(a) - _flush(b))
+        return self.r(_flush(_flush(a) - _flush(b)))
 
     def mul(self, a, b):
-        return self.r(_flush(a) * _flush(b))
+        return self.r(_flush(_flush(a) * _flush(b)))
 
     def div(self, a, b):
-        return self.r(_flush(a) / _flush(b))
+        return self.r(_flush(_flush(a) / _flush(b)))
 
     def sqrt(self, a):
         return self.r(np.sqrt(_flush(a)))
+
+    def neg(self, a):
+        return self.r(-a)
+
+    def abs(self, a):
+        return self.r(np.abs(a))
 
     def max_value(self):
         from kiln import dtypes
@@ -113,7 +122,7 @@ class _Steps:
 
 
 def _logistic(s, x):
-    e = s.f("exp", s.r(-x))
+    e = s.f("exp", s.neg(x))
     return s.div(_ONE, s.add(e, _ONE))
 
 
@@ -141,7 +150,7 @@ def _acos(s, x):
 
 def _asinh(s, x):
     sign = s.r(np.where(x == 0, x, np.sign(x)))
-    ax = s.r(np.abs(x))
+    ax = s.abs(x)
     large = s.add(s.f("log", ax), s.c(_LN2))
     sq = s.mul(x, x)
     q = s.div(sq, s.add(s.sqrt(s.add(sq, _ONE)), _ONE))
@@ -158,8 +167,8 @@ def _acosh(s, x):
 
 
 def _atanh(s, x):
-    d = s.sub(s.f("log1p", x), s.f("log1p", s.r(-x)))
-    return np.where(s.r(np.abs(x)) > _ONE, np.float32(np.nan), s.mul(d, _HALF))
+    d = s.sub(s.f("log1p", x), s.f("log1p", s.neg(x)))
+    return np.where(s.abs(x) > _ONE, np.float32(np.nan), s.mul(d, _HALF))
 
 
 _EXPANSIONS = {"logistic": _logistic, "expm1": _expm1, "asin": _asin, "acos": _acos,

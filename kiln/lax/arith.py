@@ -355,7 +355,7 @@ def ge(x, y):
 # functions, float16 expm1) are expanded in the half type and rounded after every step.
 _HALF_VIA_F32 = frozenset({"exp", "log", "log1p", "cbrt", "sinh", "cosh", "erf", "erfc",
                            "erf_inv", "lgamma", "digamma", "bessel_i0e", "bessel_i1e",
-                           "expm1"})
+                           "expm1", "tan", "atan"})
 
 
 def xla_math(op, fallback):

@@ -1,8 +1,10 @@
-"""float16/bfloat16 logistic, expm1 and the inverse trigonometric/hyperbolic functions give
-JAX's bits, eager and jit.
+"""float16/bfloat16 logistic, expm1, tan and the inverse trigonometric/hyperbolic functions
+give JAX's bits, eager and jit.
 
-XLA expands these in the half type and its CPU backend rounds every step of the expansion
-to half (``kiln/lax/_half_steps.py``); bfloat16 ``expm1`` alone runs whole in float32.
+XLA expands logistic, asin, acos, asinh, acosh, atanh and float16 expm1 in the half type
+and its CPU backend rounds every step of the expansion to half
+(``kiln/lax/_half_steps.py``); bfloat16 expm1, tan and atan run XLA's float32 formula,
+rounded once.
 Pinned values (where the correctly rounded result is not JAX's) run without JAX; every
 value of both types is compared with live JAX when it is importable.
 """
@@ -18,7 +20,7 @@ if kiln.random._native.lib() is None:  # pragma: no cover
     pytest.skip("no native library (C compiler): eager math falls back to NumPy",
                 allow_module_level=True)
 
-OPS = ["logistic", "expm1", "asin", "acos", "asinh", "acosh", "atanh"]
+OPS = ["logistic", "expm1", "asin", "acos", "atan", "tan", "asinh", "acosh", "atanh"]
 DTYPES = ["float16", "bfloat16"]
 
 
@@ -49,6 +51,8 @@ PINNED = [
     ("asinh", "bfloat16", [0x1, 0x7f7f, 0xff7f], [0x0, 0x42b2, 0xc2b2]),
     ("acosh", "bfloat16", [0x3f81, 0x472f, 0x7f7f], [0x3dff, 0x4137, 0x42b2]),
     ("atanh", "bfloat16", [0x1, 0x3f7f, 0xbf7f], [0x0, 0x4047, 0xc047]),
+    # tan: XLA's float32 kernel, rounded once (not the C library's tanf).
+    ("tan", "float16", [0x2a9a, 0xaa9a], [0x2a9c, 0xaa9c]),
 ]
 
 
@@ -63,6 +67,16 @@ def test_pinned_values(op, dtype, xs, want):
                       ("scalar", np.stack([f(v) for v in x]))):
         bad = _mismatch(got, want)
         assert not bad.any(), (what, x[bad], np.asarray(got)[bad], want[bad])
+
+
+def test_atan_half_takes_the_float32_kernel_by_length():
+    """float16 atan rounds XLA's float32 atan, whose formula depends on the array's length
+    (``xla_math.h``): 9.36 alone gives 0x3ddb, in a 3-element array 0x3ddc (JAX's bits)."""
+    x = np.array([0x48ae, 0xc8ae, 0x1], np.uint16).view(np.float16)
+    for got in (klax.atan(x), kiln.jit(klax.atan)(x)):
+        assert np.asarray(got).view(np.uint16).tolist() == [0x3ddc, 0xbddc, 0x1]
+    for v, want in zip(x, [0x3ddb, 0xbddb, 0x1]):
+        assert int(np.asarray(klax.atan(v)).view(np.uint16)) == want
 
 
 def test_scalars_and_strides_keep_dtype_and_shape():
