@@ -117,3 +117,41 @@ def test_eager_math_still_waits_for_its_kernel(monkeypatch):
     x = np.linspace(-3, 3, 101, dtype=np.float32)
     jnp.tanh(x)
     assert [b[2] for b in built] == [threading.current_thread().name]
+
+
+def test_a_fork_during_a_background_eager_build_does_not_hang(monkeypatch):
+    # The background build holds kiln.random._native's lock; a child forked meanwhile
+    # must not inherit it locked (its own next eager build would wait forever).
+    import os
+    import signal
+    import threading
+
+    from kiln.random import _native
+    if not hasattr(os, "fork"):
+        import pytest
+        pytest.skip("no fork")
+    _forget_eager(monkeypatch, "tanh", "f32", np.float32)
+    started = threading.Event()
+    real = _native._build_eager
+
+    def slow(o, w):
+        started.set()
+        import time
+        time.sleep(1.0)
+        return real(o, w)
+    monkeypatch.setattr(_native, "_build_eager", slow)
+    assert _native.eager_lib_later("tanh", "f32") is _native.PENDING
+    assert started.wait(10)
+    pid = os.fork()
+    if pid == 0:                                    # the child: must not block on the lock
+        signal.alarm(30)
+        try:
+            ok = _native.eager_lib("tanh", "f32") is not None
+        except BaseException:                       # noqa: BLE001
+            ok = False
+        os._exit(0 if ok else 3)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    for t in threading.enumerate():
+        if t.name.startswith("kiln-eager-tanh"):
+            t.join(30)
