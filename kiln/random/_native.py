@@ -184,19 +184,6 @@ _later_lock = threading.Lock()
 _later: set = set()
 
 
-def _after_fork_in_child() -> None:
-    # A build on another thread (a background eager build) held _lock at the fork: it
-    # does not exist in the child, so the child starts with free locks and no builds in
-    # flight (its next use builds again).
-    global _lock, _later_lock
-    _lock = threading.Lock()
-    _later_lock = threading.Lock()
-    _later.clear()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
-
 
 def eager_lib_later(op: str, width: str):
     """:func:`eager_lib` if that library is loaded already; else :data:`PENDING`, having

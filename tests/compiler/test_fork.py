@@ -149,3 +149,35 @@ def test_child_forked_after_pmap_runs_pmap():
 
     y = (x + np.float32(1.0)).astype(np.float64)
     np.testing.assert_allclose(_in_child(child), np.sin(y) * 2.0 + y.sum(0), rtol=1e-5)
+
+
+def test_child_forked_while_another_thread_builds_builds_that_program_too():
+    # A thread holding a build's key lock (a background build: the lock is held for the
+    # whole cc run) at the fork: the child's own build of the same library must not wait
+    # for a thread that does not exist in it.
+    from kiln.compiler.build import build
+    src = "double kiln_fork_key_lock(double x) { return 2.0 * x + 0.25; }\n"
+    key = build._key(src, build.default_flags(), (), ())
+    holding, release = threading.Event(), threading.Event()
+
+    def hold():
+        with build._key_lock(key):
+            holding.set()
+            release.wait(TIMEOUT)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    try:
+        assert holding.wait(TIMEOUT)
+
+        def child():
+            import ctypes
+            lib = build.load_library(src)
+            fn = lib.kiln_fork_key_lock
+            fn.restype, fn.argtypes = ctypes.c_double, [ctypes.c_double]
+            return fn(1.5)
+
+        assert _in_child(child) == 3.25
+    finally:
+        release.set()
+        t.join()

@@ -15,7 +15,7 @@ The ``os.register_at_fork`` hooks here:
   stale pool. Threads the child starts later have no pool yet and run in parallel as
   usual. (Reductions over float data may differ in the last bits from a parallel run,
   as they do between machines with different core counts.)
-* in the child, re-create the compiler's locks (a lock held by a parent thread that
+* in the child, re-create the compiler's and kiln.random's native-library locks (a lock held by a parent thread that
   was building would never be released in the child).
 
 The cpu backend's own hook (``kiln.backends.cpu``) resets its build pool and the
@@ -71,6 +71,13 @@ def _after_fork_in_child() -> None:
     runtime = sys.modules.get("kiln.compiler.build.runtime")
     if runtime is not None:
         runtime._lock = threading.Lock()
+    # kiln.random's native libraries: a build on another thread (a background eager
+    # build of a tiered call) held its lock at the fork; no builds in flight here.
+    native = sys.modules.get("kiln.random._native")
+    if native is not None:
+        native._lock = threading.Lock()
+        native._later_lock = threading.Lock()
+        native._later.clear()
 
 
 os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
