@@ -15,8 +15,9 @@ The ``os.register_at_fork`` hooks here:
   stale pool. Threads the child starts later have no pool yet and run in parallel as
   usual. (Reductions over float data may differ in the last bits from a parallel run,
   as they do between machines with different core counts.)
-* in the child, re-create the compiler's and kiln.random's native-library locks (a lock held by a parent thread that
-  was building would never be released in the child).
+* in the child, re-create the compiler's and kiln.random's native-library locks (a
+  lock held by a parent thread that was building would never be released in the
+  child).
 
 The cpu backend's own hook (``kiln.backends.cpu``) resets its build pool and the
 builds that were pending in the parent.
