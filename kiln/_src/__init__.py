@@ -36,6 +36,7 @@ ALIASES = {
     "lax.linalg": "kiln.lax.linalg",
     "lax.parallel": "kiln.lax.parallel",
     "lax.control_flow": "kiln.lax.control",
+    "lax.windowed_reductions": "kiln.lax.window_rules",
     "numpy.util": "kiln.numpy._util",
     "numpy.fft": "kiln.numpy.fft",
     "random.prng": "kiln.random._keys",

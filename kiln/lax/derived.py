@@ -9,6 +9,7 @@ vmap work through the rules of those primitives.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -74,7 +75,14 @@ def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
     """
     assert shapes
     for s in shapes:
-        if not all(int(d) >= 0 for d in s):
+        # As JAX: each shape canonicalized first (integer dimensions), then checked for
+        # negative ones.
+        try:
+            dims = [d if isinstance(d, Tracer) else operator.index(d) for d in s]
+        except TypeError:
+            raise TypeError("Shapes must be 1D sequences of concrete values of integer type, "
+                            f"got {s!r}.") from None
+        if not all(int(d) >= 0 for d in dims):
             raise TypeError("Only non-negative indices are allowed when broadcasting static "
                             f"shapes, but got shape {s!r}.")
     if len(shapes) == 1:

@@ -192,3 +192,21 @@ def test_eval_jaxpr_p_calls_a_closed_jaxpr_under_every_transformation():
     assert float(kiln.grad(g)(x)) == 12.0
     assert kiln.jvp(g, (x,), (jnp.ones_like(x),))[1] == 12.0
     np.testing.assert_allclose(kiln.vmap(g)(jnp.arange(3.)), np.arange(3.) ** 3 + 1)
+
+
+def test_windowed_reductions_module_is_the_window_rules():
+    # JAX's lax_vmap_test imports jax._src.lax.windowed_reductions and calls its
+    # _select_and_gather_add/_select_and_scatter_add (the max-pooling JVP and transpose).
+    import importlib
+
+    import kiln.numpy as jnp
+    from kiln import lax
+    wr = importlib.import_module("kiln._src.lax").windowed_reductions
+    x = jnp.asarray([[1.0, 5.0, 2.0, 3.0]])
+    t = jnp.asarray([[10.0, 20.0, 30.0, 40.0]])
+    pads = ((0, 0), (0, 0))
+    out = wr._select_and_gather_add(t, x, lax.ge_p, (1, 2), (1, 2), pads, (1, 1), (1, 1))
+    assert out.tolist() == [[20.0, 40.0]]       # the tangent at each window's max
+    back = wr._select_and_scatter_add(jnp.asarray([[1.0, 2.0]]), x, lax.ge_p, (1, 2),
+                                      (1, 2), pads)
+    assert back.tolist() == [[0.0, 1.0, 0.0, 2.0]]

@@ -251,3 +251,14 @@ def test_structural_transforms():
     _eq(kiln.vmap(lambda x: lax.broadcast_to_rank(x, 4))(X),
         jax.vmap(lambda x: jlax.broadcast_to_rank(x, 4))(X))
     _eq(kiln.jit(lambda: lax.empty((2, 2), np.float32))(), jlax.empty((2, 2), np.float32))
+
+
+def test_broadcast_shapes_checks_dimensions_as_jax():
+    # Each shape is canonicalized first (integer dimensions), then checked for negatives.
+    with pytest.raises(TypeError, match="Only non-negative indices are allowed"):
+        lax.broadcast_shapes((-1,))
+    with pytest.raises(TypeError, match="Shapes must be 1D sequences"):
+        lax.broadcast_shapes("hello")
+    with pytest.raises(TypeError, match="Shapes must be 1D sequences"):
+        lax.broadcast_shapes((2.0,), (2,))
+    assert lax.broadcast_shapes((3, 1), (np.int64(4),)) == (3, 4)
