@@ -861,8 +861,10 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size=None,
             else:
                 nd = get_aval(o).ndim + (1 if d is None else 0)
                 if not -nd <= want < nd:
-                    raise ValueError(f"vmap out_axes specification {want} is out of bounds for "
-                                     f"an output of rank {nd}")
+                    # JAX's words first (its axis canonicalization), then which axis
+                    raise ValueError(f"axis {want} is out of bounds for array of dimension "
+                                     f"{nd} (vmap out_axes{_out_path(tree, k)}: the output "
+                                     f"has rank {nd} with the mapped axis)")
                 final.append(batching.matchaxis(o, d, want % nd, size))
         return tree_unflatten(tree, final)
 

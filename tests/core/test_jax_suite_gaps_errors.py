@@ -221,3 +221,12 @@ def test_custom_vjp_fwd_output_must_match_the_staged_function():
             "    float32[3]\nwhile the custom_vjp-decorated function f had output "
             "shapes/dtypes of:\n    float32[]")):
         kiln.grad(lambda x: scan_apply(f, x))(jnp.float32(1.))
+
+
+def test_vmap_out_axes_out_of_bounds_says_so_as_jax():
+    x = jnp.ones((3, 4, 5))
+    assert kiln.vmap(lambda y: y, in_axes=0, out_axes=-3)(x).shape == (3, 4, 5)
+    with pytest.raises(ValueError, match=r"axis -4 is out of bounds for array of dimension 3"):
+        kiln.vmap(lambda y: y, in_axes=0, out_axes=-4)(x)
+    with pytest.raises(ValueError, match=r"axis 3 is out of bounds .*out_axes\[1\]"):
+        kiln.vmap(lambda y: (y, y), in_axes=0, out_axes=(0, 3))(x)
