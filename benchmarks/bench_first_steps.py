@@ -78,6 +78,14 @@ def child(lib: str, out: str, env: dict) -> float:
     raise RuntimeError(p.stderr[-2000:])
 
 
+def _drop_new(cache: str, keep: set) -> None:
+    """Remove what the cache's ``so/`` gained since ``keep`` was listed."""
+    for name in os.listdir(os.path.join(cache, "so")):
+        if name not in keep:
+            path = os.path.join(cache, "so", name)
+            shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
@@ -110,14 +118,10 @@ def main() -> None:
         for i in range(a.runs):
             out = os.path.join(tmp, f"{i}-%s.npz")
             times["jax"].append(child("jax", out % "jax", base))
-            for name in os.listdir(os.path.join(cache, "so")):
-                if name not in keep:
-                    os.remove(os.path.join(cache, "so", name))
+            _drop_new(cache, keep)
             times["default, program not cached"].append(child("kiln", out % "cold", env))
             times["default, cached"].append(child("kiln", out % "warm", env))
-            for name in os.listdir(os.path.join(cache, "so")):
-                if name not in keep:
-                    os.remove(os.path.join(cache, "so", name))
+            _drop_new(cache, keep)
             times["KILN_COMPILE=async (tiered)"].append(
                 child("kiln", out % "tiered", dict(env, KILN_COMPILE="async")))
             for k in ("jax", "cold", "warm", "tiered"):

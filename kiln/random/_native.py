@@ -196,7 +196,10 @@ def eager_lib_later(op: str, width: str):
     with _later_lock:
         if key not in _later:
             _later.add(key)
-            threading.Thread(target=eager_lib, args=(op, width), daemon=True,
+            # Not a daemon: at exit the interpreter joins it after kiln's exit hook has
+            # cancelled its compiler, so the build's temporary directory is removed (a
+            # daemon thread would just stop, leaving it in the cache).
+            threading.Thread(target=eager_lib, args=(op, width), daemon=False,
                              name=f"kiln-eager-{op}-{width}").start()
     return PENDING
 
