@@ -18,7 +18,7 @@ checked against JAX 0.10.2 over all 2**16 values of each type):
 - ``integer_pow`` is JAX's chain of multiplications by repeated squaring (``x**3`` is
   ``(x*x)*x``, ``x**-2`` is ``1/(x*x)``), every product rounded to the half type.
 - a division by a broadcast divisor multiplies by its reciprocal (``xla_true_divide``);
-  for bfloat16 the reciprocal is rounded to bfloat16 first.
+  for bfloat16 the reciprocal is computed and kept in float32 (flushed).
 
 Flushing costs two extra passes over the float32 intermediate (an ``abs``/compare and a
 masked ``copysign``); the half types compute through float32 anyway.
@@ -80,12 +80,18 @@ def f32_binary(fn, x, y, dt):
 
 
 def divide(x, y, dt):
-    """``x / y`` for half arrays; a broadcast divisor is inverted (in ``dt``) and
-    multiplied, as XLA's simplifier rewrites ``A / Broadcast(B)``."""
+    """``x / y`` for bfloat16 arrays; a broadcast divisor is inverted and multiplied, as
+    XLA's simplifier rewrites ``A / Broadcast(B)`` (after widening: the reciprocal stays
+    in float32, flushed)."""
     ys = np.shape(y)
     if ys != np.shape(x) and (not ys or np.broadcast_shapes(np.shape(x), ys) != ys):
-        one = np.ones(ys, dt)
-        return f32_binary(np.multiply, x, f32_binary(np.true_divide, one, y, dt), dt)
+        a, b = _widen(x, True), _widen(y, True)
+        tok = _fp_enter(_FP_IGNORE)
+        try:
+            r = np.asarray(np.multiply(a, _ftz(np.asarray(np.true_divide(_F32.type(1), b)))))
+        finally:
+            _fp_leave(tok)
+        return _ftz(r).astype(dt)
     return f32_binary(np.true_divide, x, y, dt)
 
 

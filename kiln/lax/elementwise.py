@@ -621,7 +621,21 @@ def rem(x, y):
     return _bind2(rem_p, x, y)
 
 
-nextafter_p = naryop("nextafter", _math(np.nextafter, upcast=False), _float)
+_nextafter_np = _math(np.nextafter, upcast=False)
+
+
+def _nextafter_impl(x, y):
+    """NumPy's ``nextafter`` except where ``x == y``: there ``y``, as C and XLA give it
+    (NumPy's float16 loop returns ``x``: ``nextafter(-0, +0)``); bfloat16 compares under
+    XLA's DAZ, so two subnormals, or a subnormal and a zero, count as equal."""
+    out = _nextafter_np(x, y)
+    same = _flush_bf16(x) == _flush_bf16(y)
+    if np.any(same):
+        out = np.where(same, np.broadcast_to(y, np.shape(out)), out).astype(out.dtype)
+    return out
+
+
+nextafter_p = naryop("nextafter", _nextafter_impl, _float)
 # nextafter(x, y) = x + (an ulp that is locally constant): d/dx = 1, d/dy = 0 almost
 # everywhere. (JAX has no rule here; giving the a.e. derivative is harmless.)
 ad.defjvp2(nextafter_p, lambda g, ans, x, y: _bcast_to(g, get_aval(ans).shape), None)
