@@ -20,8 +20,9 @@ checked against JAX 0.10.2 over all 2**16 values of each type):
 - a division by a broadcast divisor multiplies by its reciprocal (``xla_true_divide``);
   for bfloat16 the reciprocal is computed and kept in float32 (flushed).
 
-Flushing costs two extra passes over the float32 intermediate (an ``abs``/compare and a
-masked ``copysign``); the half types compute through float32 anyway.
+Cost: the half types compute through float32 anyway; flushing adds a check of each
+operand's 16-bit patterns and of the rounded result's (the float32 flush runs only where
+one finds a subnormal).
 
 What this module must not hold: rules of primitives (they live with the primitives).
 """
@@ -46,10 +47,18 @@ def is_half(dt) -> bool:
     return dt == BF16 or dt == F16
 
 
+def _has_subnormal(x) -> bool:
+    """Whether the bfloat16 array ``x`` holds a subnormal (a check on its 16-bit
+    patterns: cheaper than flushing its float32 copy)."""
+    t = np.asarray(x).view(np.uint16) & 0x7FFF
+    t -= 1                       # zeros wrap to 0xFFFF; subnormals become 0..0x7E
+    return bool((t < 0x7F).any())
+
+
 def _widen(x, flush: bool):
     """``x`` as a float32 array of its own (a copy), subnormals zeroed when ``flush``."""
     v = np.array(x, _F32)
-    if flush:
+    if flush and _has_subnormal(x):
         _ftz(v)
     return v
 
@@ -62,6 +71,19 @@ def _ftz(v):
     return v
 
 
+def _round_ftz(r, dt):
+    """The float32 array ``r`` rounded to ``dt`` (bfloat16: its subnormals flushed
+    first). Only a result that rounds to a subnormal or to the smallest normal can come
+    from a float32 subnormal, so the flush runs only when the rounded result has one."""
+    out = r.astype(dt)
+    if dt == BF16:
+        t = out.view(np.uint16) & 0x7FFF
+        t -= 1                   # subnormals and the smallest normal: 0..0x7F
+        if (t < 0x80).any():
+            out = _ftz(r).astype(dt)
+    return out
+
+
 def f32_binary(fn, x, y, dt):
     """``fn`` (a float32 NumPy ufunc) of half arrays ``x``, ``y`` of dtype ``dt``, as
     XLA's CPU code computes it: in float32 (bfloat16: operands and result flushed), then
@@ -70,13 +92,10 @@ def f32_binary(fn, x, y, dt):
     a, b = _widen(x, bf), _widen(y, bf)
     tok = _fp_enter(_FP_IGNORE)
     try:
-        r = fn(a, b)
+        r = np.asarray(fn(a, b))
     finally:
         _fp_leave(tok)
-    r = np.asarray(r)
-    if bf:
-        _ftz(r)
-    return r.astype(dt)
+    return _round_ftz(r, dt)
 
 
 def divide(x, y, dt):
@@ -91,7 +110,7 @@ def divide(x, y, dt):
             r = np.asarray(np.multiply(a, _ftz(np.asarray(np.true_divide(_F32.type(1), b)))))
         finally:
             _fp_leave(tok)
-        return _ftz(r).astype(dt)
+        return _round_ftz(r, dt)
     return f32_binary(np.true_divide, x, y, dt)
 
 
