@@ -272,7 +272,9 @@ def _fast(npfn, name, float_only=False, cmp=False):
             dt = a.dtype
             if type(other) is Array:
                 b = other._value
-                if dt is b.dtype and (not float_only or dt.kind == "f"):
+                # Not bfloat16 & co. (kind "V"): XLA flushes their subnormals, the
+                # primitives' impls do too (kiln/lax/_half_flush.py), NumPy does not.
+                if dt is b.dtype and (dt.kind == "f" or (not float_only and dt.kind != "V")):
                     try:
                         if guard and (_warnings.filters or _NO_FILTER)[0] is not _FILTER:
                             r = call_quietly(npfn, a, b)
@@ -300,7 +302,7 @@ def _fast_r(npfn, name):
             b = self._value
             if type(other) is Array:
                 a = other._value
-                if a.dtype is b.dtype:
+                if a.dtype is b.dtype and b.dtype.kind != "V":    # as in _fast
                     try:
                         if (_warnings.filters or _NO_FILTER)[0] is not _FILTER:
                             r = call_quietly(npfn, a, b)
