@@ -55,8 +55,24 @@ def _has_subnormal(x) -> bool:
     return bool((t < 0x7F).any())
 
 
+_SMALL = 4096     # below: one table look-up widens and flushes (fewer NumPy calls)
+_daz_table = None
+
+
+def _widen_table():
+    """float32 value of every bfloat16 bit pattern, subnormals as zeros of their sign."""
+    global _daz_table
+    if _daz_table is None:
+        u = np.arange(1 << 16, dtype=np.uint32)
+        daz = np.where((u & 0x7F80) == 0, u & 0x8000, u)
+        _daz_table = (daz << 16).view(_F32)
+    return _daz_table
+
+
 def _widen(x, flush: bool):
     """``x`` as a float32 array of its own (a copy), subnormals zeroed when ``flush``."""
+    if flush and np.size(x) < _SMALL:
+        return _widen_table()[np.asarray(x).view(np.uint16)]
     v = np.array(x, _F32)
     if flush and _has_subnormal(x):
         _ftz(v)
@@ -75,6 +91,8 @@ def _round_ftz(r, dt):
     """The float32 array ``r`` rounded to ``dt`` (bfloat16: its subnormals flushed
     first). Only a result that rounds to a subnormal or to the smallest normal can come
     from a float32 subnormal, so the flush runs only when the rounded result has one."""
+    if dt == BF16 and r.size < _SMALL:
+        return _ftz(r).astype(dt)
     out = r.astype(dt)
     if dt == BF16:
         t = out.view(np.uint16) & 0x7FFF
