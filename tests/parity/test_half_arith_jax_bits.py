@@ -156,3 +156,22 @@ def test_every_value_matches_jax():
                       ("jit", kiln.jit(lambda *a: _both(klax, *a))(*args))):
         bad = {n: m for n, g, w in zip(names, got, want) if (m := _mismatches(g, w))}
         assert not bad, (what, bad)
+
+
+@pytest.mark.parametrize("n", [4, 1 << 13])      # table look-up and flush-check paths
+def test_eager_operators_flush_bfloat16(n):
+    """The eager ``Array`` operators and ``jnp`` ufuncs (NumPy fast paths) give the
+    primitives' bits: bfloat16 flushed, ``maximum``/``minimum`` with signed zeros."""
+    import kiln.numpy as knp
+    x = knp.asarray(np.resize(_bits(BF, [0x1, 0x80, 0x8001, 0x3f80]), n))
+    y = knp.asarray(np.resize(_bits(BF, [0x3f80, 0x3f7f, 0x0, 0x1]), n))
+    want = {"*": [0x0, 0x0, 0x8000, 0x0], "+": [0x3f80, 0x3f7f, 0x0, 0x3f80],
+            "/": [0x0, 0x81, 0xffc0, 0x7f80], "<": [True, True, False, False]}  # JAX 0.10.2
+    got = {"*": x * y, "+": x + y, "/": x / y, "<": x < y}
+    for k, w in want.items():
+        assert _out_bits(got[k])[:4] == w, (k, _out_bits(got[k])[:4])
+        assert _out_bits(got[k]) == list(np.resize(np.array(w), n)), k
+    a = knp.asarray(np.resize(np.array([-0.0, 0.0], np.float32), n))
+    b = knp.asarray(np.resize(np.array([0.0, -0.0], np.float32), n))
+    assert not np.signbit(np.asarray(knp.maximum(a, b))).any()
+    assert np.signbit(np.asarray(knp.minimum(a, b))).all()
