@@ -28,6 +28,7 @@ from kiln.core.avals import ShapedArray
 from kiln.core.trace import get_aval, standard_weak_type_rule
 from kiln.interpreters import ad, batching
 from kiln.interpreters.ad import Zero, is_undefined_primal
+from kiln.lax import _half_flush
 from kiln.lax._factory import (
     _any,
     _complex,
@@ -1238,6 +1239,9 @@ def _clamp_abstract_eval(lo, x, hi):
 
 def _clamp_impl(lo, x, hi):
     # min(max(x, lo), hi): NaN propagates; if lo > hi the result is hi (as in XLA).
+    if x.dtype.kind == "f" or x.dtype == _half_flush.BF16:
+        # XLA's max/min: -0 below +0, bfloat16 subnormals read as zeros.
+        return _half_flush.max_min(np.minimum, _half_flush.max_min(np.maximum, x, lo), hi)
     return as_dtype(np.minimum(np.maximum(x, lo), hi), x.dtype)
 
 

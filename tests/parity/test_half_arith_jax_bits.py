@@ -100,6 +100,24 @@ def test_bfloat16_broadcast_divisor_takes_a_flushed_reciprocal():
     assert _out_bits(full) == [0x3080, 0x0]          # 2**-30; 2**-127 flushed
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_clamp_signed_zeros_and_subnormals(dtype):
+    """``clamp(lo, x, hi)`` is XLA's ``min(max(x, lo), hi)``: ``-0`` below ``+0``,
+    bfloat16 subnormals read as zeros (JAX 0.10.2's bits)."""
+    dt = BF if dtype == "bfloat16" else F16
+    x = _bits(dt, [0x0, 0x8000, 0x1, 0x8001, 0x3c00 if dt == F16 else 0x3f80])
+    lo, hi = _bits(dt, [0x8000])[0], _bits(dt, [0x0])[0]          # -0, +0
+    flushed = dt == BF
+    want = [0x0, 0x8000, 0x0, 0x8000, 0x0]
+    for got in (klax.clamp(lo, x, hi), kiln.jit(klax.clamp)(lo, x, hi)):
+        assert _out_bits(got) == want, [hex(v) for v in _out_bits(got)]
+    lo = _bits(dt, [0x0])[0]                                      # clamp(+0, x, 1)
+    hi = _bits(dt, [0x3c00 if dt == F16 else 0x3f80])[0]
+    want = [0x0, 0x0, 0x0 if flushed else 0x1, 0x0, int(hi.view(np.uint16))]
+    for got in (klax.clamp(lo, x, hi), kiln.jit(klax.clamp)(lo, x, hi)):
+        assert _out_bits(got) == want, [hex(v) for v in _out_bits(got)]
+
+
 def test_float32_max_min_signed_zeros():
     """``max(-0, +0)`` is ``+0`` and ``min`` ``-0`` either way round (XLA), eagerly."""
     a = np.array([-0.0, 0.0], np.float32)
