@@ -87,6 +87,12 @@ def _ftz(v):
     return v
 
 
+def flush_f32(v):
+    """Replace the subnormals of the float32 array ``v`` (one of the caller's own) by
+    zeros of their sign, in place; returns ``v``."""
+    return _ftz(v)
+
+
 def _round_ftz(r, dt):
     """The float32 array ``r`` rounded to ``dt`` (bfloat16: its subnormals flushed
     first). Only a result that rounds to a subnormal or to the smallest normal can come

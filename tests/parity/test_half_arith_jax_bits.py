@@ -193,3 +193,22 @@ def test_eager_operators_flush_bfloat16(n):
     b = knp.asarray(np.resize(np.array([0.0, -0.0], np.float32), n))
     assert not np.signbit(np.asarray(knp.maximum(a, b))).any()
     assert np.signbit(np.asarray(knp.minimum(a, b))).all()
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_cummax_cummin_signed_zeros_and_subnormals(dtype):
+    """XLA's ``reduce_window`` of ``max``/``min``: ``-0`` below ``+0`` and bfloat16
+    subnormals read as zeros, every element (JAX 0.10.2's bits)."""
+    dt = BF if dtype == "bfloat16" else F16
+    x = _bits(dt, [0x8000, 0x1, 0x0, 0x8001, 0x8000])
+    sub = 0x0 if dt == BF else 0x1
+    want = {"cummax": [0x8000, sub, sub, sub, sub],
+            "cummin": [0x8000, 0x8000, 0x8000, 0x8000 if dt == BF else 0x8001,
+                       0x8000 if dt == BF else 0x8001]}
+    for op, w in want.items():
+        f = getattr(klax, op)
+        for got in (f(x), kiln.jit(f)(x)):
+            assert _out_bits(got) == w, (op, [hex(v) for v in _out_bits(got)])
+    rev = [sub, sub, 0x0, 0x8000, 0x8000]
+    for got in (klax.cummax(x, reverse=True), kiln.jit(lambda v: klax.cummax(v, reverse=True))(x)):
+        assert _out_bits(got) == rev, [hex(v) for v in _out_bits(got)]
