@@ -50,9 +50,9 @@ def is_half(dt) -> bool:
 def _has_subnormal(x) -> bool:
     """Whether the bfloat16 array ``x`` holds a subnormal (a check on its 16-bit
     patterns: cheaper than flushing its float32 copy)."""
-    t = np.asarray(x).view(np.uint16) & 0x7FFF
-    t -= 1                       # zeros wrap to 0xFFFF; subnormals become 0..0x7E
-    return bool((t < 0x7F).any())
+    t = np.asarray(x).view(np.uint16) << 1     # the sign bit shifted out
+    t -= 1                       # zeros wrap to 0xFFFF; subnormals become 1..0xFD
+    return bool(t.size) and bool(t.min() < 0xFF)
 
 
 _SMALL = 4096     # below: one table look-up widens and flushes (fewer NumPy calls)
@@ -101,9 +101,9 @@ def _round_ftz(r, dt):
         return _ftz(r).astype(dt)
     out = r.astype(dt)
     if dt == BF16:
-        t = out.view(np.uint16) & 0x7FFF
-        t -= 1                   # subnormals and the smallest normal: 0..0x7F
-        if (t < 0x80).any():
+        t = out.view(np.uint16) << 1
+        t -= 1                   # subnormals and the smallest normal: 1..0xFF
+        if t.size and t.min() < 0x100:
             out = _ftz(r).astype(dt)
     return out
 
