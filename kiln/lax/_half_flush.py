@@ -189,4 +189,4 @@ def integer_pow(x, k: int):
             x = f32_binary(np.multiply, x, x, dt)
     if k < 0:
         acc = f32_binary(np.true_divide, np.ones_like(acc), acc, dt)
-    return acc
+    return np.array(acc) if k == 1 else acc      # a copy: the result never aliases x
