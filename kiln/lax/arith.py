@@ -10,7 +10,7 @@ from kiln._fp_warnings import leave as _fp_leave
 from kiln.core.trace import get_aval
 from kiln.interpreters import ad
 from kiln.interpreters.ad import Zero, is_undefined_primal
-from kiln.lax import _half_steps
+from kiln.lax import _half_flush, _half_steps
 from kiln.lax._factory import (
     _any,
     _float,
@@ -79,9 +79,22 @@ def _quiet(fn):
 # ----------------------------------------------------------------------------------------------
 # add / sub / mul / div / neg
 
-add_p = naryop("add", _same(np.add), _num)
-sub_p = naryop("sub", _same(np.subtract), _num)
-mul_p = naryop("mul", _same(np.multiply), _num)
+_BF16 = _half_flush.BF16
+
+
+def _arith(fn):
+    """``fn``'s impl: bfloat16 computed in float32 under XLA's flushing (``_half_flush``)."""
+    def impl(x, y):
+        dt = x.dtype
+        if dt == _BF16:
+            return _half_flush.f32_binary(fn, x, y, dt)
+        return as_dtype(fn(x, y), dt)
+    return impl
+
+
+add_p = naryop("add", _arith(np.add), _num)
+sub_p = naryop("sub", _arith(np.subtract), _num)
+mul_p = naryop("mul", _arith(np.multiply), _num)
 
 
 def _div_impl(x, y):
@@ -105,6 +118,8 @@ def _div_impl(x, y):
             return as_dtype(np.where(y == 0, np.iinfo(dt).max,
                                      x // np.where(y == 0, dt.type(1), y)), dt)
         return as_dtype(x // y, dt)
+    if dt == _BF16:
+        return _half_flush.divide(x, y, dt)
     tok = _fp_enter(_FP_IGNORE)
     try:
         return as_dtype(xla_true_divide(x, y), dt)
@@ -129,8 +144,20 @@ def xla_true_divide(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 div_p = naryop("div", _div_impl, _num)
 neg_p = unop("neg", _same(np.negative), _num)
-max_p = naryop("max", _same(np.maximum), _any)
-min_p = naryop("min", _same(np.minimum), _any)
+
+
+def _max_min(fn):
+    """``np.maximum``/``np.minimum`` with XLA's float semantics: ``-0 < +0``; bfloat16
+    operands flushed (``_half_flush.max_min``)."""
+    def impl(x, y):
+        if x.dtype.kind == "f" or x.dtype == _BF16:
+            return _half_flush.max_min(fn, x, y)
+        return as_dtype(fn(x, y), x.dtype)
+    return impl
+
+
+max_p = naryop("max", _max_min(np.maximum), _any)
+min_p = naryop("min", _max_min(np.minimum), _any)
 
 
 def _add_transpose(ct, x, y):
@@ -301,7 +328,11 @@ def min(x, y):  # noqa: A001
 # comparisons
 
 def _cmp(name, fn, kinds=_any):
-    prim = naryop(name, lambda x, y: np.asarray(fn(x, y)), kinds, result_dtype=bool_result)
+    def impl(x, y):
+        if x.dtype == _BF16:     # subnormal operands read as zeros (XLA's DAZ)
+            x, y = _half_flush.flush_bf16(x), _half_flush.flush_bf16(y)
+        return np.asarray(fn(x, y))
+    prim = naryop(name, impl, kinds, result_dtype=bool_result)
     ad.defjvp_zero(prim)
     return prim
 
@@ -428,6 +459,8 @@ def _integer_pow_impl(x, *, y):
         return np.ones_like(x)
     if x.dtype.kind in "iu" and y < 0:
         raise ValueError("Integers to negative integer powers are not allowed.")
+    if _half_flush.is_half(x.dtype):     # JAX's chain of rounded products
+        return _half_flush.integer_pow(x, y)
     out = _xla_integer_pow(x, y)    # JAX's bits for float32/float64 (_xla_eager)
     if out is not None:
         return out
@@ -457,7 +490,13 @@ def integer_pow(x, y: int):
     return integer_pow_p.bind(x, y=int(y))
 
 
-square_p = unop("square", _same(np.square), _num)
+def _square_impl(x):
+    if x.dtype == _BF16:
+        return _half_flush.f32_binary(np.multiply, x, x, x.dtype)
+    return as_dtype(np.square(x), x.dtype)
+
+
+square_p = unop("square", _square_impl, _num)
 ad.defjvp2(square_p, lambda g, ans, x: mul(g, mul(_scalar_like(2, x), x)))
 
 

@@ -16,6 +16,7 @@ from kiln.core.avals import ShapedArray
 from kiln.core.trace import get_aval
 from kiln.interpreters import ad, batching
 from kiln.interpreters.ad import Zero
+from kiln.lax import _half_flush
 from kiln.lax._factory import as_dtype, standard_primitive
 from kiln.lax.arith import add, div, eq, exp, log, mul, sub
 from kiln.lax.arith import max as _lax_max
@@ -42,6 +43,8 @@ def _cumred_impl(accumulate):
         x = np.asarray(x)
         dt = x.dtype
         work = x.astype(np.float32) if dt == dtypes.bfloat16 else x
+        if dt == dtypes.bfloat16 and getattr(accumulate, "daz", False):
+            _half_flush.flush_f32(work)     # XLA's max/min read bfloat16 subnormals as 0
         if reverse:
             work = np.flip(work, axis)
         out = accumulate(work, axis)
@@ -81,8 +84,31 @@ def _cumulative_primitive(name, accumulate):
 
 cumsum_p = _cumulative_primitive("cumsum", _cumsum_np)
 cumprod_p = _cumulative_primitive("cumprod", _cumprod_np)
-cummax_p = _cumulative_primitive("cummax", lambda x, axis: np.maximum.accumulate(x, axis=axis))
-cummin_p = _cumulative_primitive("cummin", lambda x, axis: np.minimum.accumulate(x, axis=axis))
+def _cum_max_min(fn):
+    """``fn.accumulate`` (``np.maximum``/``np.minimum``) as XLA's ``reduce_window`` of
+    ``max``/``min`` computes it: ``-0`` below ``+0`` (a running maximum that is zero is
+    ``+0`` once a ``+0`` was seen; a minimum ``-0`` once a ``-0`` was); bfloat16
+    (widened to float32 by the impl) has its subnormals flushed first."""
+    neg = fn is np.minimum          # the zero that wins a tie: -0 for min, +0 for max
+
+    def accumulate(x, axis):
+        if x.dtype.kind != "f":
+            return fn.accumulate(x, axis=axis)
+        r = fn.accumulate(x, axis=axis)
+        z = r == 0
+        if np.any(z):
+            x32 = np.asarray(x, np.float32)
+            seen = np.logical_or.accumulate((x32 == 0) & (np.signbit(x32) == neg), axis=axis)
+            win, lose = np.array(-0.0 if neg else 0.0, x.dtype), np.array(0.0 if neg else -0.0,
+                                                                          x.dtype)
+            r = np.where(z, np.where(seen, win, lose), r).astype(x.dtype)
+        return r
+    accumulate.daz = True     # bfloat16 operands are flushed before (``_cumred_impl``)
+    return accumulate
+
+
+cummax_p = _cumulative_primitive("cummax", _cum_max_min(np.maximum))
+cummin_p = _cumulative_primitive("cummin", _cum_max_min(np.minimum))
 cumlogsumexp_p = _cumulative_primitive("cumlogsumexp", _cumlogsumexp_np)
 
 ad.deflinear2(cumsum_p, lambda ct, x, *, axis, reverse: [

@@ -28,6 +28,7 @@ from kiln.core.avals import ShapedArray
 from kiln.core.trace import get_aval, standard_weak_type_rule
 from kiln.interpreters import ad, batching
 from kiln.interpreters.ad import Zero, is_undefined_primal
+from kiln.lax import _half_flush
 from kiln.lax._factory import (
     _any,
     _complex,
@@ -46,6 +47,7 @@ from kiln.lax._factory import (
     standard_primitive,
     unop,
 )
+from kiln.lax._half_flush import flush_bf16 as _flush_bf16
 from kiln.lax._xla_eager import betainc as _xla_betainc
 from kiln.lax._xla_eager import binary as _xla_binary
 from kiln.lax._xla_eager import power as _xla_power
@@ -201,12 +203,20 @@ def _sign_impl(x):
     return as_dtype(np.sign(x), x.dtype)
 
 
-sign_p = unop("sign", _sign_impl, _num)
+def _daz(impl):
+    """``impl`` with bfloat16 subnormal operands read as zeros of their sign (XLA's CPU
+    code computes bfloat16 in float32 under DAZ; ``kiln/lax/_half_flush.py``)."""
+    def wrapped(x, **params):
+        return impl(_flush_bf16(x), **params)
+    return wrapped
+
+
+sign_p = unop("sign", _daz(_sign_impl), _num)
 ad.defjvp_zero(sign_p)
 
-floor_p = unop("floor", _math(np.floor, quiet=False), _float)
+floor_p = unop("floor", _daz(_math(np.floor, quiet=False)), _float)
 ad.defjvp_zero(floor_p)
-ceil_p = unop("ceil", _math(np.ceil, quiet=False), _float)
+ceil_p = unop("ceil", _daz(_math(np.ceil, quiet=False)), _float)
 ad.defjvp_zero(ceil_p)
 
 
@@ -437,8 +447,8 @@ def _rsqrt(x):
     return 1.0 / np.sqrt(x)
 
 
-sqrt_p = unop("sqrt", _math(np.sqrt), _inexact)
-rsqrt_p = unop("rsqrt", xla_math("rsqrt", _math(_rsqrt)), _inexact)
+sqrt_p = unop("sqrt", _daz(_math(np.sqrt)), _inexact)
+rsqrt_p = unop("rsqrt", _daz(xla_math("rsqrt", _math(_rsqrt))), _inexact)
 cbrt_p = unop("cbrt", xla_math("cbrt", _math(np.cbrt)), _float)
 
 ad.defjvp2(sqrt_p, lambda g, ans, x: mul(g, div(_const(x, 0.5), ans)))
@@ -508,6 +518,14 @@ def _pow_abstract_eval(x, y):
     return ShapedArray(shape, x.dtype, standard_weak_type_rule(x.weak_type, y.weak_type))
 
 
+def _quiet_nan(v):
+    """``v`` with signaling NaNs made quiet, as the hardware's float16-to-float32
+    conversion in XLA's code does (``powf(qNaN, 0)`` is 1, ``powf(sNaN, 0)`` NaN;
+    XLA widens bfloat16 by a shift, which keeps them signaling)."""
+    nan = np.isnan(v)
+    return np.where(nan, np.float32(np.nan), v) if nan.any() else v
+
+
 def _pow_impl(x, y):
     dt = x.dtype
     if np.ndim(x) and np.ndim(y) and np.shape(x) != np.shape(y):
@@ -517,7 +535,12 @@ def _pow_impl(x, y):
         return out
     # An integer exponent is converted to the base's dtype first (as XLA does).
     if _is_half(dt):
-        x, y = np.asarray(x, np.float32), np.asarray(y, np.float32)
+        x, y = np.asarray(x, np.float32), np.asarray(np.asarray(y, dt), np.float32)
+        if dt == np.float16:
+            x, y = _quiet_nan(x), _quiet_nan(y)
+        out = _xla_power(x, y)    # float32 powf under XLA's flushing, rounded once
+        if out is not None:
+            return out.astype(dt)
     else:
         y = np.asarray(y, dt)
     with np.errstate(all="ignore"):
@@ -599,7 +622,21 @@ def rem(x, y):
     return _bind2(rem_p, x, y)
 
 
-nextafter_p = naryop("nextafter", _math(np.nextafter, upcast=False), _float)
+_nextafter_np = _math(np.nextafter, upcast=False)
+
+
+def _nextafter_impl(x, y):
+    """NumPy's ``nextafter`` except where ``x == y``: there ``y``, as C and XLA give it
+    (NumPy's float16 loop returns ``x``: ``nextafter(-0, +0)``); bfloat16 compares under
+    XLA's DAZ, so two subnormals, or a subnormal and a zero, count as equal."""
+    out = _nextafter_np(x, y)
+    same = _flush_bf16(x) == _flush_bf16(y)
+    if np.any(same):
+        out = np.where(same, np.broadcast_to(y, np.shape(out)), out).astype(out.dtype)
+    return out
+
+
+nextafter_p = naryop("nextafter", _nextafter_impl, _float)
 # nextafter(x, y) = x + (an ulp that is locally constant): d/dx = 1, d/dy = 0 almost
 # everywhere. (JAX has no rule here; giving the a.e. derivative is harmless.)
 ad.defjvp2(nextafter_p, lambda g, ans, x, y: _bcast_to(g, get_aval(ans).shape), None)
@@ -1202,6 +1239,9 @@ def _clamp_abstract_eval(lo, x, hi):
 
 def _clamp_impl(lo, x, hi):
     # min(max(x, lo), hi): NaN propagates; if lo > hi the result is hi (as in XLA).
+    if x.dtype.kind == "f" or x.dtype == _half_flush.BF16:
+        # XLA's max/min: -0 below +0, bfloat16 subnormals read as zeros.
+        return _half_flush.max_min(np.minimum, _half_flush.max_min(np.maximum, x, lo), hi)
     return as_dtype(np.minimum(np.maximum(x, lo), hi), x.dtype)
 
 

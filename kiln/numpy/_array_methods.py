@@ -17,6 +17,7 @@ from kiln._fp_warnings import call_quietly
 from kiln.array import Array, make_array
 from kiln.core import trace as core
 from kiln.core.trace import Tracer
+from kiln.lax import _half_flush
 from kiln.lax.arith import xla_true_divide
 
 _jnp = None
@@ -259,8 +260,22 @@ def _scalar_ok(dt, other) -> bool:
     return k == "f" and t is float
 
 
+def _bf16_fn(npfn, cmp):
+    """``npfn`` on two bfloat16 arrays as the primitive computes it: in float32 under
+    XLA's flushing of subnormals (``kiln/lax/_half_flush.py``; NumPy keeps them)."""
+    if cmp:
+        return lambda a, b: npfn(_half_flush.flush_bf16(a), _half_flush.flush_bf16(b))
+    if npfn is xla_true_divide:
+        return lambda a, b: _half_flush.divide(a, b, _BF16)
+    return lambda a, b: _half_flush.f32_binary(npfn, a, b, _BF16)
+
+
+_BF16 = _half_flush.BF16
+
+
 def _fast(npfn, name, float_only=False, cmp=False):
     general = _binop(name)
+    bf16fn = _bf16_fn(npfn, cmp)
     # Arithmetic can raise NumPy's floating-point warnings (comparisons never do): kiln's
     # filter ignores them while it is the first filter, else NumPy's error state is set
     # (kiln/_fp_warnings.py). Checking the filter costs less than setting the state.
@@ -272,12 +287,17 @@ def _fast(npfn, name, float_only=False, cmp=False):
             dt = a.dtype
             if type(other) is Array:
                 b = other._value
-                if dt is b.dtype and (not float_only or dt.kind == "f"):
+                if dt is b.dtype and (not float_only or dt.kind == "f" or dt == _BF16):
+                    fn = npfn
+                    if dt.kind == "V":        # bfloat16 flushes; float8 & co.: general
+                        if dt != _BF16:
+                            return general(self, other)
+                        fn = bf16fn
                     try:
                         if guard and (_warnings.filters or _NO_FILTER)[0] is not _FILTER:
-                            r = call_quietly(npfn, a, b)
+                            r = call_quietly(fn, a, b)
                         else:
-                            r = npfn(a, b)
+                            r = fn(a, b)
                     except ValueError:  # shapes don't broadcast: the general path raises
                         return general(self, other)  # JAX's error
                     # Comparisons too: weak when both operands are (JAX's rule).
@@ -300,7 +320,7 @@ def _fast_r(npfn, name):
             b = self._value
             if type(other) is Array:
                 a = other._value
-                if a.dtype is b.dtype:
+                if a.dtype is b.dtype and b.dtype.kind != "V":    # as in _fast
                     try:
                         if (_warnings.filters or _NO_FILTER)[0] is not _FILTER:
                             r = call_quietly(npfn, a, b)

@@ -21,6 +21,7 @@ from kiln.array import Array as _Array
 from kiln.array import make_array as _make_array
 from kiln.core import trace as _core
 from kiln.core.trace import get_aval
+from kiln.lax._half_flush import max_min as _max_min
 from kiln.numpy import _ufuncs, _util
 from kiln.numpy._array_methods import _FAST
 
@@ -593,11 +594,18 @@ _SPECS = {
 }
 
 
+def _float_max_min(fn, a, b):
+    return _max_min(fn, a, b) if a.dtype.kind == "f" else fn(a, b)
+
+
 # name -> (NumPy function, dtype kinds where it equals the lax op bit for bit, is comparison)
 _EAGER_FAST = {
     "add": (np.add, "fiu", False), "subtract": (np.subtract, "fiu", False),
-    "multiply": (np.multiply, "fiu", False), "maximum": (np.maximum, "fiu", False),
-    "minimum": (np.minimum, "fiu", False), "equal": (np.equal, "fiub", True),
+    "multiply": (np.multiply, "fiu", False),
+    # XLA's max/min order -0 below +0 (kiln/lax/_half_flush.py), NumPy's keep the first.
+    "maximum": (lambda a, b: _float_max_min(np.maximum, a, b), "fiu", False),
+    "minimum": (lambda a, b: _float_max_min(np.minimum, a, b), "fiu", False),
+    "equal": (np.equal, "fiub", True),
     "not_equal": (np.not_equal, "fiub", True), "less": (np.less, "fiu", True),
     "less_equal": (np.less_equal, "fiu", True), "greater": (np.greater, "fiu", True),
     "greater_equal": (np.greater_equal, "fiu", True),
