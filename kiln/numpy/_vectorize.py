@@ -594,8 +594,18 @@ _SPECS = {
 }
 
 
-def _float_max_min(fn, a, b):
-    return _max_min(fn, a, b) if a.dtype.kind == "f" else fn(a, b)
+def _maximum(a, b):
+    # float16: XLA orders -0 below +0 (NumPy keeps the first of two zeros); float32 and
+    # float64 keep NumPy's tie, as lax.max does (kiln/lax/arith.py).
+    if a.dtype.kind == "f" and a.dtype.itemsize == 2:
+        return _max_min(np.maximum, a, b)
+    return np.maximum(a, b)
+
+
+def _minimum(a, b):
+    if a.dtype.kind == "f" and a.dtype.itemsize == 2:
+        return _max_min(np.minimum, a, b)
+    return np.minimum(a, b)
 
 
 # name -> (NumPy function, dtype kinds where it equals the lax op bit for bit, is comparison)
@@ -603,8 +613,7 @@ _EAGER_FAST = {
     "add": (np.add, "fiu", False), "subtract": (np.subtract, "fiu", False),
     "multiply": (np.multiply, "fiu", False),
     # XLA's max/min order -0 below +0 (kiln/lax/_half_flush.py), NumPy's keep the first.
-    "maximum": (lambda a, b: _float_max_min(np.maximum, a, b), "fiu", False),
-    "minimum": (lambda a, b: _float_max_min(np.minimum, a, b), "fiu", False),
+    "maximum": (_maximum, "fiu", False), "minimum": (_minimum, "fiu", False),
     "equal": (np.equal, "fiub", True),
     "not_equal": (np.not_equal, "fiub", True), "less": (np.less, "fiu", True),
     "less_equal": (np.less_equal, "fiu", True), "greater": (np.greater, "fiu", True),
