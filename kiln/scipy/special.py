@@ -67,11 +67,10 @@ def _no_complex(name, x):
 
 
 def _polyval(coeffs, x):
-    """Horner's rule from a zero start (as ``jnp.polyval``), coefficients highest first."""
-    y = jnp.zeros_like(x)
-    for c in np.asarray(coeffs):
-        y = y * x + np.array(c, dtype=x.dtype)
-    return y
+    """``jnp.polyval(coeffs, x)`` with NumPy coefficients in ``x``'s dtype, highest first, as
+    JAX's special functions call it (a jitted Horner's rule from a zero start: its steps are
+    fused multiply-adds eagerly too)."""
+    return jnp.polyval(np.asarray(coeffs, dtype=dtypes.dtype(x, canonicalize=True)), x)
 
 
 # ----------------------------------------------------------------------------------------------
