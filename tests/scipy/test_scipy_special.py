@@ -320,3 +320,22 @@ def test_ndtri_jax_bits(wide):
         _same_bits(ks.ndtri(x), want[0], "ndtri eager")
         _same_bits(kiln.jit(ks.ndtri)(x), want[1], "ndtri jit")
         _same_bits(kiln.grad(lambda v: ks.ndtri(v).sum())(xg), want[2], "grad ndtri eager")
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["f32", "f64"])
+def test_expi_positive_jax_bits(wide):
+    # JAX's expi is jitted, so its eager calls are one compiled program (FMA contractions,
+    # flushed subnormals): kiln's is too. For x > 0 (Cephes' rational fits) the bits are
+    # JAX's, eagerly and under jit; x < 0 goes through exp1's loops and is not checked here.
+    dtype = np.float64 if wide else f32
+    x = np.concatenate([np.geomspace(1e-6, 80, 40), [2.0, 4.0, 8.0, 16.0, 32.0, 64.0],
+                        np.random.default_rng(3).uniform(0, 12, 20), [0.0, np.inf, np.nan]])
+    x = x.astype(dtype)
+
+    def ref():
+        with jax.enable_x64(wide):
+            return js.expi(x)
+    want = jax_result(f"expi_bits.{dtype.__name__}", ref, x)
+    with kiln.enable_x64(wide):
+        _same_bits(ks.expi(x), want, "expi eager")
+        _same_bits(kiln.jit(ks.expi)(x), want, "expi jit")
