@@ -34,7 +34,23 @@ def _len(x):
 
 def polyval(p, x, *, unroll=16):
     """``p[0] * x**(n-1) + ... + p[n-1]`` by Horner's rule (``p`` may have trailing batch
-    axes that broadcast against ``x``)."""
+    axes that broadcast against ``x``).
+
+    A jitted function, as in JAX: called eagerly it is still one compiled program, whose
+    multiply-adds ``y * x + p[i]`` are contracted into fused multiply-adds as XLA's CPU
+    code does (``docs/compatibility.md``, "FMA contraction"), so eager results have
+    JAX's bits too."""
+    _util.ensure_arraylike("polyval", p, x)
+    if not _JITTED:
+        from kiln.jitting import jit
+        _JITTED.append(jit(_polyval, static_argnames=("unroll",)))
+    return _JITTED[0](p, x, unroll=unroll)
+
+
+_JITTED: list = []
+
+
+def _polyval(p, x, *, unroll):
     jnp = _jnp()
     p, x = _util.ensure_arraylike("polyval", p, x)
     p, x = _util.promote_dtypes(p, x)

@@ -19,6 +19,7 @@ import kiln.numpy as jnp
 from kiln import dtypes, lax
 from kiln.array import Array
 from kiln.custom_derivatives import custom_jvp
+from kiln.jitting import jit
 from kiln.numpy._util import promote_args_inexact
 from kiln.scipy.special import _const, _is_complex, _polyval
 from kiln.tree_util import tree_map
@@ -134,12 +135,25 @@ def _expi_value(x):
     return jnp.where((x == 0) | jnp.isinf(x) | jnp.isnan(x), _const(x, np.nan), out)
 
 
+# JAX's ``expi`` is a jitted function (and so is its derivative rule): called eagerly it is
+# one compiled program, so kiln's is one too, with the compiler's FMA contractions and
+# XLA's rewrites, and flushed subnormals (``exp1(87)`` is 0 in float32).
+@jit
+def _expi_jit(x):
+    return _expi_value(x)
+
+
 @custom_jvp
 def _expi(x):
-    return _expi_value(jnp.asarray(x))
+    return _expi_jit(x)
 
 
-_expi.defjvps(lambda g, ans, x: g * (lax.exp(x) / x))
+@jit
+def _expi_tangent(x, g):
+    return lax.exp(x) / x * g
+
+
+_expi.defjvps(lambda g, ans, x: _expi_tangent(x, g))
 
 
 def expi(x: ArrayLike) -> Array:

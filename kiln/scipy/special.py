@@ -67,11 +67,10 @@ def _no_complex(name, x):
 
 
 def _polyval(coeffs, x):
-    """Horner's rule from a zero start (as ``jnp.polyval``), coefficients highest first."""
-    y = jnp.zeros_like(x)
-    for c in np.asarray(coeffs):
-        y = y * x + np.array(c, dtype=x.dtype)
-    return y
+    """``jnp.polyval(coeffs, x)`` with NumPy coefficients in ``x``'s dtype, highest first, as
+    JAX's special functions call it (a jitted Horner's rule from a zero start: its steps are
+    fused multiply-adds eagerly too)."""
+    return jnp.polyval(np.asarray(coeffs, dtype=dtypes.dtype(x, canonicalize=True)), x)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -349,26 +348,30 @@ def ndtri(p):
 
 
 def _ndtri(p):
+    # JAX's sequence of operations, each in the same order (``1 / z`` is divided anew for
+    # each polynomial): the primal's bits, and the order in which reverse mode sums the
+    # cotangents of shared values, are then JAX's.
     dt = p.dtype.type
     shape = p.shape
     maybe_complement_p = jnp.where(p > dt(-np.expm1(-2.)), dt(1.) - p, p)
     # Keep the unused branches finite so their gradients stay NaN-free.
     sanitized_mcp = jnp.where(maybe_complement_p == dt(0.), jnp.full(shape, dt(0.5)),
                               maybe_complement_p)
+    # p > exp(-2): x / sqrt(2 pi) = w + w^3 P0(w^2) / Q0(w^2).
     w = sanitized_mcp - dt(0.5)
     ww = lax.square(w)
-    x_for_big_p = w + w * ww * (_polyval(np.array(_NDTRI_P0, p.dtype), ww)
-                                / _polyval(np.array(_NDTRI_Q0, p.dtype), ww))
+    x_for_big_p = w + w * ww * (_polyval(_NDTRI_P0, ww) / _polyval(_NDTRI_Q0, ww))
     x_for_big_p = x_for_big_p * -dt(np.sqrt(2. * np.pi))
+    # p <= exp(-2): x = z - log(z) / z - P(1/z) / (Q(1/z) z), z = sqrt(-2 log p), with one
+    # pair of polynomials below exp(-32) (z >= 8) and another above.
     z = lax.sqrt(dt(-2.) * lax.log(sanitized_mcp))
     first_term = z - lax.log(z) / z
-    inv_z = 1 / z
-    second_small = (_polyval(np.array(_NDTRI_P2, p.dtype), inv_z)
-                    / _polyval(np.array(_NDTRI_Q2, p.dtype), inv_z) / z)
-    second_other = (_polyval(np.array(_NDTRI_P1, p.dtype), inv_z)
-                    / _polyval(np.array(_NDTRI_Q1, p.dtype), inv_z) / z)
+    second_small = _polyval(_NDTRI_P2, 1 / z) / _polyval(_NDTRI_Q2, 1 / z) / z
+    second_other = _polyval(_NDTRI_P1, 1 / z) / _polyval(_NDTRI_Q1, 1 / z) / z
+    x_for_small_p = first_term - second_small
+    x_otherwise = first_term - second_other
     x = jnp.where(sanitized_mcp > dt(np.exp(-2.)), x_for_big_p,
-                  jnp.where(z >= dt(8.0), first_term - second_small, first_term - second_other))
+                  jnp.where(z >= dt(8.0), x_for_small_p, x_otherwise))
     x = jnp.where(p > dt(1. - np.exp(-2.)), x, -x)
     infinity = jnp.full(shape, dt(np.inf))
     return jnp.where(p == dt(0.0), -infinity, jnp.where(p == dt(1.0), infinity, x))

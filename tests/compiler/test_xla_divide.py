@@ -36,6 +36,16 @@ def _prims(f, *args):
     (lambda a, b, c, d: (a / b) / (c / d), (A, B, C, D), ["mul", "mul", "div"]),
     (lambda a, b: a / b, (A, B), ["div"]),                 # a true division stays
     (lambda b: 3.0 / b, (B,), ["div"]),                    # constant dividend: stays
+    # A root with another use keeps its division (XLA: Sqrt(B).WithOneUse()); a second
+    # sqrt call of the same value is another operation in JAX's program, and a log of
+    # the root becomes 0.5*log(B) first.
+    (lambda a, b: a / knp.sqrt(b) + knp.sqrt(b), (A, B), ["rsqrt", "fma", "sqrt"]),
+    (lambda a, b: (lambda z: a / z + z)(knp.sqrt(b)), (A, B), ["sqrt", "div", "add"]),
+    (lambda a, b: (lambda z: (a / z, z))(knp.sqrt(b)), (A, B), ["sqrt", "div"]),
+    (lambda a, b: (lambda z: a / z + b / z)(knp.sqrt(b)), (A, B),
+     ["sqrt", "div", "div", "add"]),
+    (lambda a, b: (lambda z: a / z + z)(klax.rsqrt(b)), (A, B), ["rsqrt", "div", "add"]),
+    (lambda b: (lambda z: knp.log(z) / z)(knp.sqrt(b)), (B,), ["log", "mul", "rsqrt", "mul"]),
 ])
 def test_pass_rewrites_like_xla(f, args, want):
     assert sorted(_prims(f, *args)) == sorted(want)

@@ -280,3 +280,62 @@ def test_softmax_matches_nn():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert float(knp.sum(ks.softmax(x))) == pytest.approx(1.0, rel=1e-6)
+
+
+def _same_bits(got, want, what):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype, what
+    bad = (got != want) & ~(np.isnan(got) & np.isnan(want))
+    bad |= (got == 0) & (want == 0) & (np.signbit(got) != np.signbit(want))
+    assert not bad.any(), f"{what}: {bad.sum()} of {bad.size} differ, e.g. {got[bad][:3]}"
+
+
+def _ndtri_points(dtype):
+    """Both tails (z >= 8 below exp(-32)), the switches at exp(-2), 1 - exp(-2), the middle,
+    and 0, 1, NaN, out of range."""
+    rng = np.random.default_rng(7)
+    tiny = np.finfo(dtype).tiny
+    x = np.concatenate([np.geomspace(tiny, 0.2, 120), 1 - np.geomspace(1e-15, 0.2, 60),
+                        rng.uniform(0, 1, 120), np.exp(-32.0) * np.array([0.9, 1.0, 1.1]),
+                        [0.0, 1.0, np.nan, -0.5, 1.5, np.exp(-2), 1 - np.exp(-2), 0.5]])
+    return x.astype(dtype)
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["f32", "f64"])
+def test_ndtri_jax_bits(wide):
+    # JAX's ndtri is a jnp composition around jitted ``jnp.polyval`` calls: eagerly their
+    # Horner steps are still FMAs, and under jit XLA keeps ``1 / z`` a division (z has
+    # other uses), so a faithful composition has JAX's bits in both modes, and so has
+    # reverse mode eagerly (the cotangents of shared values summed in JAX's order).
+    dtype = np.float64 if wide else f32
+    x = _ndtri_points(dtype)
+    xg = x[(x > 0) & (x < 1)]
+
+    def ref():
+        with jax.enable_x64(wide):
+            return (js.ndtri(x), jax.jit(js.ndtri)(x),
+                    jax.grad(lambda v: js.ndtri(v).sum())(xg))
+    want = jax_result(f"ndtri_bits.{dtype.__name__}", ref, (x, xg))
+    with kiln.enable_x64(wide):
+        _same_bits(ks.ndtri(x), want[0], "ndtri eager")
+        _same_bits(kiln.jit(ks.ndtri)(x), want[1], "ndtri jit")
+        _same_bits(kiln.grad(lambda v: ks.ndtri(v).sum())(xg), want[2], "grad ndtri eager")
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["f32", "f64"])
+def test_expi_positive_jax_bits(wide):
+    # JAX's expi is jitted, so its eager calls are one compiled program (FMA contractions,
+    # flushed subnormals): kiln's is too. For x > 0 (Cephes' rational fits) the bits are
+    # JAX's, eagerly and under jit; x < 0 goes through exp1's loops and is not checked here.
+    dtype = np.float64 if wide else f32
+    x = np.concatenate([np.geomspace(1e-6, 80, 40), [2.0, 4.0, 8.0, 16.0, 32.0, 64.0],
+                        np.random.default_rng(3).uniform(0, 12, 20), [0.0, np.inf, np.nan]])
+    x = x.astype(dtype)
+
+    def ref():
+        with jax.enable_x64(wide):
+            return js.expi(x)
+    want = jax_result(f"expi_bits.{dtype.__name__}", ref, x)
+    with kiln.enable_x64(wide):
+        _same_bits(ks.expi(x), want, "expi eager")
+        _same_bits(kiln.jit(ks.expi)(x), want, "expi jit")

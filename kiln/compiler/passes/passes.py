@@ -51,7 +51,7 @@ from kiln.compiler.passes.fold import FOLD_MAX_ELEMENTS, fold_constants
 from kiln.compiler.passes.masked_scatter import mask_selected_scatters
 from kiln.compiler.passes.simplify import exact_conversion, simplify
 from kiln.compiler.passes.xla_fma import contract_fma
-from kiln.compiler.passes.xla_simplify import xla_simplify
+from kiln.compiler.passes.xla_simplify import shared_root_divisions, xla_simplify
 from kiln.config import config
 from kiln.core.avals import ShapedArray
 from kiln.core.jaxpr import (
@@ -400,6 +400,8 @@ def optimize(closed: ClosedJaxpr, max_rounds: int = 4, contract: bool = True,
     closed = resolve_remat_opt(closed)
     closed = run("inline_calls", lambda c: inline_calls(c, frozenset(keep_calls)), closed, 0)
     closed = run_at_compile(closed)
+    # XLA's A/sqrt(B) rewrite depends on the uses of sqrt(B) before cse merges repeats.
+    shared_roots = shared_root_divisions(closed)
     for rnd in range(1, max_rounds + 1):
         before = _signature(closed)
         for name, fn in PASSES:
@@ -408,7 +410,8 @@ def optimize(closed: ClosedJaxpr, max_rounds: int = 4, contract: bool = True,
             break
     # Last: XLA's rewrites of divisions (A / Broadcast(B) => A * Broadcast(1 / B), ...),
     # for JAX's bits (after the identities above: ``x / 1`` is gone first, as in XLA).
-    rec = run("xla_simplify", xla_simplify, closed, max_rounds + 1)
+    rec = run("xla_simplify", lambda c: xla_simplify(c, shared_roots), closed,
+              max_rounds + 1)
     if rec is not closed:
         closed = run("dce", dce, run("cse", cse, rec, max_rounds + 1), max_rounds + 1)
     # Then XLA's FMA contraction of a single-use product feeding an add/subtract.

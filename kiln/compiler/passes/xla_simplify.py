@@ -10,8 +10,8 @@ Divisions, in this order, the first that matches:
 1. ``exp(A) / exp(B)`` => ``exp(A - B)``
 2. ``A / exp(B)`` => ``A * exp(-B)``
 3. ``A / pow(B, C)`` => ``A * pow(B, -C)``
-4. ``A / sqrt(B)`` => ``A * rsqrt(B)``
-5. ``A / rsqrt(B)`` => ``A * sqrt(B)``
+4. ``A / sqrt(B)`` => ``A * rsqrt(B)``, when the ``sqrt`` has no other use
+5. ``A / rsqrt(B)`` => ``A * sqrt(B)``, when the ``rsqrt`` has no other use
 6. ``A / constant`` => ``A * (1 / constant)`` (``A`` not a constant)
 7. ``A / Broadcast(B)`` => ``A * Broadcast(1 / B)`` (``A`` not a constant)
 8. ``(A / B) / (C / D)`` => ``(A * D) / (B * C)``
@@ -59,6 +59,14 @@ different values is left alone, as XLA leaves it. The dtypes rewritten: float16,
 and float64 (folded constants are rounded to the dtype); bfloat16 is computed in float32
 by XLA's CPU code, and complex and integer arithmetic is left alone.
 
+Rules 4 and 5 need the root to have a single use in the program XLA simplifies: JAX's
+program before any common-subexpression elimination (``a / sqrt(b) + sqrt(b)``, two
+``sqrt`` operations, is rewritten; ``z = sqrt(b); a / z + z`` is not, nor is a ``z`` also
+returned or divided into twice). A ``log`` of the root does not count: rule 14 removes it
+first (XLA runs its rules to a fixed point). kiln's ``cse`` runs before this pass, so
+:func:`shared_root_divisions` records those divisions on the program as traced
+(``optimize`` calls it before ``cse``) and :func:`xla_simplify` leaves them alone.
+
 What this module must not hold: value-preserving rewrites (``simplify.py``).
 """
 from __future__ import annotations
@@ -74,6 +82,7 @@ from kiln.compiler.passes.common import (
 )
 from kiln.core.avals import ShapedArray
 from kiln.core.jaxpr import ClosedJaxpr, JaxprEqn, Literal, Var
+from kiln.interpreters.staging import has_effects
 from kiln.lax.arith import add_p, div_p, exp_p, integer_pow_p, log_p, mul_p, neg_p, sub_p
 from kiln.lax.elementwise import abs_p, pow_p, rsqrt_p, sqrt_p
 from kiln.lax.structural import broadcast_in_dim_p
@@ -82,11 +91,52 @@ DIVIDE_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64
 MAX_ROUNDS = 4
 
 
-def xla_simplify(closed: ClosedJaxpr) -> ClosedJaxpr:
+def shared_root_divisions(closed: ClosedJaxpr) -> frozenset:
+    """The outputs of the live top-level divisions by a ``sqrt`` or ``rsqrt`` result that
+    has another live use (an operand slot anywhere, or a program output), a ``log`` of
+    it aside: the divisions XLA's rules 4 and 5 leave alone (module docstring). Call it
+    on the program before ``cse`` merges repeated roots."""
+    jaxpr = closed.jaxpr
+    producer = {}
+    for eqn in jaxpr.eqns:
+        for v in eqn.outvars:
+            producer[v] = eqn
+    live = {v for v in jaxpr.outvars if isinstance(v, Var)}
+    live_eqns = []
+    for eqn in reversed(jaxpr.eqns):
+        if any(v in live for v in eqn.outvars) or has_effects(eqn):
+            live_eqns.append(eqn)
+            live.update(v for v in eqn.invars if isinstance(v, Var))
+
+    def root(atom):
+        e = producer.get(atom) if isinstance(atom, Var) else None
+        if e is None or e.primitive not in (sqrt_p, rsqrt_p) or len(e.outvars) != 1:
+            return None
+        return e
+
+    uses: dict = {}
+    for v in jaxpr.outvars:
+        if isinstance(v, Var):
+            uses[v] = uses.get(v, 0) + 1
+    for eqn in live_eqns:
+        for v in eqn.invars:
+            if not isinstance(v, Var) or root(v) is None:
+                continue
+            if eqn.primitive is log_p and v.aval.dtype in DIVIDE_DTYPES:
+                continue                # log(sqrt(B)) => 0.5 * log(B) drops this use
+            uses[v] = uses.get(v, 0) + 1
+    return frozenset(eqn.outvars[0] for eqn in live_eqns
+                     if eqn.primitive is div_p and root(eqn.invars[1]) is not None
+                     and uses.get(eqn.invars[1], 0) > 1)
+
+
+def xla_simplify(closed: ClosedJaxpr, shared_roots: frozenset = frozenset()) -> ClosedJaxpr:
     """Apply XLA's rewrites (module docstring) to the top-level equations.
 
     Args:
       closed: the jaxpr; not modified. Sub-jaxprs are optimised when they are lowered.
+      shared_roots: outputs of divisions rules 4 and 5 leave alone, from
+        :func:`shared_root_divisions` on the program before ``cse``.
 
     Returns:
       ``closed`` itself when nothing is rewritten, else a new ``ClosedJaxpr`` with the
@@ -95,6 +145,7 @@ def xla_simplify(closed: ClosedJaxpr) -> ClosedJaxpr:
     out = closed
     for _ in range(MAX_ROUNDS):
         consts = _Consts(out)
+        consts.shared_roots = shared_roots
         eqns, outvars, changed = _sweep(out.jaxpr.eqns, out.jaxpr.outvars, consts)
         if not changed:
             break
@@ -109,6 +160,7 @@ class _Consts:
     """The closed-over constants (XLA constants in JAX's programs) and their inverses."""
 
     def __init__(self, closed: ClosedJaxpr):
+        self.shared_roots: frozenset = frozenset()   # divisions rules 4 and 5 skip
         self.vars = list(closed.jaxpr.constvars)
         self.values = list(closed.consts)
         self.index = {v: i for i, v in enumerate(self.vars)}
@@ -260,12 +312,13 @@ def _apply(build, a, b, out, producer, consts) -> bool:
         base, expo = pb.invars
         build(mul_p, a, build(pow_p, base, build(neg_p, expo)), out=out)
         return True
+    shared = out in consts.shared_roots
     sb = _full(b, out, producer, sqrt_p)
-    if sb is not None:                                                          # 4
+    if sb is not None and not shared:                                           # 4
         build(mul_p, a, build(rsqrt_p, sb.invars[0]), out=out)
         return True
     rb = _full(b, out, producer, rsqrt_p)
-    if rb is not None:                                                          # 5
+    if rb is not None and not shared:                                           # 5
         build(mul_p, a, build(sqrt_p, rb.invars[0]), out=out)
         return True
     if not _is_constant(a, producer, consts):
