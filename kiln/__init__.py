@@ -28,6 +28,7 @@ from kiln import (
     monitoring,  # noqa: F401
     nn,  # noqa: F401
     numpy,  # noqa: F401
+    ops,  # noqa: F401  (jax.ops: segment reductions)
     profiler,  # noqa: F401  (lazy: its modules load on first use)
     random,  # noqa: F401
     ref,  # noqa: F401,E402  (jax.ref: mutable array references)
