@@ -3,6 +3,7 @@ points (JAX 0.10.2 semantics: ``jax/_src/image/scale.py``)."""
 from __future__ import annotations
 
 import enum
+
 import numpy as np
 
 from kiln import dtypes
