@@ -2,6 +2,10 @@
 antialias on and off, 1-3 spatial dimensions, float and integer inputs;
 ``scale_and_translate`` with non-trivial scales and translations; jit/grad/vmap; errors.
 JAX's numeric answers come from the recorded oracle (``tests/_oracle.py``)."""
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from _oracle import jax_result
@@ -163,6 +167,18 @@ def test_errors():
             ns.scale_and_translate(x, (2, 4), (0,), [0.5], [0.0], "nearest")
 
 
-def test_as_jax_exposes_image():
-    assert kiln.image is kimage
+def test_kiln_image_module():
+    assert kiln.image is kimage and kimage.__all__ == ["ResizeMethod", "resize",
+                                                       "scale_and_translate"]
     assert kjnp.asarray(kimage.resize(_x((2, 2)), (4, 4), "linear")).shape == (4, 4)
+
+
+@pytest.mark.slow
+def test_as_jax_exposes_image():
+    # ``import jax`` under kiln.as_jax (a fresh process: the real JAX is loaded here).
+    code = ("import jax, jax.image; from jax.image import resize; import kiln; "
+            "assert jax.image is kiln.image and resize is kiln.image.resize; "
+            "print(jax.image.resize(jax.numpy.ones((2, 2)), (3, 4), 'bilinear').shape)")
+    out = subprocess.run([sys.executable, "-m", "kiln.as_jax", "-c", code], check=True,
+                         capture_output=True, text=True, env=dict(os.environ)).stdout
+    assert out.strip() == "(3, 4)"
