@@ -78,6 +78,18 @@ def test_resize_integer_input(method):
     assert got.dtype == (np.int32 if method == "nearest" else np.float32)
 
 
+@pytest.mark.parametrize("dtype", [np.float16, "bfloat16"])
+def test_resize_half_precision(dtype):
+    # Weights are built in float32 and cast to the image's dtype, as JAX's.
+    x = _x((5, 9)).astype(kjnp.dtype(dtype))
+    got = kimage.resize(x, (7, 4), "lanczos3", antialias=False)
+    want = jax_result(f"resize_half.{dtype}",
+                      lambda: jimage.resize(x, (7, 4), "lanczos3", antialias=False), x)
+    assert got.dtype == want.dtype
+    np.testing.assert_allclose(np.asarray(got, np.float32), np.asarray(want, np.float32),
+                               rtol=1e-2, atol=1e-2)
+
+
 def test_resize_identity_and_empty():
     x = _x((3, 4))
     _check(kimage.resize(x, (3, 4), "lanczos5"), x)
