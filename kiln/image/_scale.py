@@ -59,20 +59,14 @@ def _triangle(x):
 
 
 def _cubic(a):
-    """Keys' cubic convolution kernel with parameter ``a``, as polynomials in Horner form
-    on [0, 1) and [1, 2), zero beyond."""
+    """Keys' cubic convolution kernel with parameter ``a`` (-0.5: Keys/TensorFlow/Pillow;
+    -0.75: OpenCV/PyTorch), as polynomials in Horner form on [0, 1) and [1, 2), zero
+    beyond. For these ``a`` every coefficient is exact in binary floating point."""
     def kernel(x):
         near = ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0
         far = ((a * x - 5.0 * a) * x + 8.0 * a) * x - 4.0 * a
         return jnp.where(x >= 2.0, 0.0, jnp.where(x >= 1.0, far, near))
     return kernel
-
-
-def _keys_cubic(x):
-    # a = -0.5, written out as JAX evaluates it (its coefficients round the same way).
-    near = ((1.5 * x - 2.5) * x) * x + 1.0
-    far = ((-0.5 * x + 2.5) * x - 4.0) * x + 2.0
-    return jnp.where(x >= 2.0, 0.0, jnp.where(x >= 1.0, far, near))
 
 
 def _lanczos(radius):
@@ -92,7 +86,7 @@ _KERNELS = {
     ResizeMethod.LINEAR: (1, _triangle),
     ResizeMethod.LANCZOS3: (3, _lanczos(3.0)),
     ResizeMethod.LANCZOS5: (5, _lanczos(5.0)),
-    ResizeMethod.CUBIC: (2, _keys_cubic),
+    ResizeMethod.CUBIC: (2, _cubic(-0.5)),
     ResizeMethod.CUBIC_PYTORCH: (2, _cubic(-0.75)),
     ResizeMethod.AREA: (1, _AREA),
 }
