@@ -24,6 +24,7 @@ from kiln import (
     dtypes,  # noqa: F401
     errors,  # noqa: F401
     experimental,  # noqa: F401
+    image,  # noqa: F401
     lax,  # noqa: F401
     monitoring,  # noqa: F401
     nn,  # noqa: F401
