@@ -54,7 +54,8 @@ class HelperFinder(importlib.abc.MetaPathFinder):
 #: module can be collected; any attribute read raises AttributeError naming the module,
 #: so a test that really uses one fails (nothing is faked into passing).
 XLA_ONLY = ("jax._src.lib.mlir", "jax._src.lib.xla_client", "jax._src.lib._jax",
-            "jax._src.cudnn", "jax._src.lib.triton", "jax._src.lib.mosaic_gpu")
+            "jax._src.cudnn", "jax._src.lib.triton", "jax._src.lib.mosaic_gpu",
+            "jax._src.lib.gpu_solver")
 
 
 class _XlaOnlyModule(types.ModuleType):

@@ -37,6 +37,8 @@ ALIASES = {
     "lax.parallel": "kiln.lax.parallel",
     "lax.control_flow": "kiln.lax.control",
     "lax.windowed_reductions": "kiln.lax.window_rules",
+    "scipy.special": "kiln.scipy.special",
+    "scipy.cluster": "kiln.scipy.cluster",
     "numpy.util": "kiln.numpy._util",
     "numpy.fft": "kiln.numpy.fft",
     "random.prng": "kiln.random._keys",

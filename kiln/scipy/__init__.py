@@ -2,7 +2,8 @@
 
 # Every submodule is imported on first attribute access (as JAX's lazy loader), so that
 # ``import kiln`` does not pay for them.
-_LAZY_SUBMODULES = {"fft", "linalg", "optimize", "signal", "special", "stats"}
+_LAZY_SUBMODULES = {"cluster", "fft", "integrate", "linalg", "optimize", "signal",
+                    "special", "stats"}
 
 
 def __getattr__(name):
