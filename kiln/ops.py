@@ -74,7 +74,9 @@ def _segment_reduce(name, op, data, segment_ids, num_segments, indices_are_sorte
         out = _scatter(out, segment_ids, data, op, mode, **kw)
         return _util.laid_out(out, out_sharding)
     if out_sharding is not None:
-        raise NotImplementedError
+        # JAX refuses this combination too (the same class)
+        raise NotImplementedError(f"{name}: out_sharding together with bucket_size is not "
+                                  "supported; drop one of them")
     n = segment_ids.shape[0]
     num_buckets = -(-segment_ids.size // bucket_size)
     out = jnp.full((num_buckets, num_segments) + data.shape[1:], fill, dtype=dtype)
