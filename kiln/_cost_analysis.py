@@ -346,6 +346,12 @@ def _eqn_cost(acc: _Acc, eqn) -> None:
         n = _size(in_avals[0])
         acc.op(in_avals, out_avals, flops=n * (math.ceil(math.log2(n)) if n > 1 else 0))
         return
+    if name == "split":         # one slice per result (XLA's lowering)
+        for o in out_avals:
+            ob = _nbytes(o)
+            acc.op(in_avals, [o], operand_bytes=[ob], out_bytes=ob,
+                   util=[_size(o) / max(_size(in_avals[0]), 1)])
+        return
     if name == "slice":
         ob = _nbytes(out_avals[0])
         acc.op(in_avals, out_avals, operand_bytes=[ob], out_bytes=ob,

@@ -35,6 +35,7 @@ from kiln.lax.slicing import (
     full,
     index_in_dim,
     slice_in_dim,
+    split_p,
 )
 from kiln.lax.sorting import sort, top_k
 from kiln.lax.structural import (
@@ -190,19 +191,10 @@ def split(operand: ArrayLike, sizes: Sequence[int], axis: int = 0) -> Sequence[A
       along ``axis``.
     """
     operand = _asarray(operand)
-    shape = get_aval(operand).shape
-    axis = _canonical_axis(axis, len(shape))
-    sizes = tuple(int(s) for s in sizes)
-    if any(s < 0 for s in sizes):
-        raise ValueError(f"Sizes passed to split must be nonnegative, got {list(sizes)}")
-    if shape[axis] != sum(sizes):
-        raise ValueError(f"Sum of sizes {np.sum(sizes)} must be equal to dimension {axis} "
-                         f"of the operand shape {list(shape)}")
-    out, start = [], 0
-    for s in sizes:
-        out.append(slice_in_dim(operand, start, start + s, axis=axis))
-        start += s
-    return out
+    axis = _canonical_axis(axis, len(get_aval(operand).shape))
+    # The sizes as given (JAX's jaxpr shows jnp.split's ``np.int64`` sizes the same way).
+    sizes = tuple(s if isinstance(s, (int, np.integer)) else operator.index(s) for s in sizes)
+    return split_p.bind(operand, sizes=sizes, axis=axis)
 
 
 def empty(shape: int | Sequence[int], dtype: Any, *, out_sharding: Any = None) -> Array:

@@ -349,6 +349,53 @@ def slice(operand, start_indices, limit_indices, strides=None):  # noqa: A001
                         strides=None if strides is None else _ints(strides))
 
 
+# ----------------------------------------------------------------------------------------------
+# split: one primitive with several results, as JAX's (its transpose is one ``concatenate``,
+# so a cotangent's -0.0 stays -0.0, where a sum of zero-padded slices would make it +0.0).
+
+
+def _split_abstract_eval(x, *, sizes, axis):
+    if not 0 <= axis < x.ndim:
+        raise ValueError(f"axis {axis} is out of bounds for array of dimension {x.ndim}")
+    if any(s < 0 for s in sizes):
+        raise ValueError(f"Sizes passed to split must be nonnegative, got {list(sizes)}")
+    if x.shape[axis] != np.sum(sizes):
+        raise ValueError(f"Sum of sizes {np.sum(sizes)} must be equal to dimension {axis} "
+                         f"of the operand shape {list(x.shape)}")
+    return [ShapedArray(x.shape[:axis] + (int(s),) + x.shape[axis + 1:], x.dtype, x.weak_type)
+            for s in sizes]
+
+
+def _split_impl(x, *, sizes, axis):
+    x = np.asarray(x)
+    cuts = np.cumsum([0] + [int(s) for s in sizes])
+    return [x[(_pyslice(None),) * axis + (_pyslice(int(a), int(b)),)]
+            for a, b in zip(cuts[:-1], cuts[1:])]
+
+
+split_p = standard_primitive("split", _split_abstract_eval, _split_impl,
+                             weak_type_rule=lambda w, *, sizes, axis: [w] * len(sizes),
+                             multiple_results=True)
+
+
+def _split_transpose(cts, x, *, sizes, axis):
+    if all(type(c) is Zero for c in cts):
+        return [Zero(x.aval)]
+    parts = [ad.instantiate_zeros(c) for c in cts]
+    return [parts[0] if len(parts) == 1 else concatenate_p.bind(*parts, dimension=axis)]
+
+
+def _split_batch(axis_data, vals, dims, *, sizes, axis):
+    (x,), (d,) = vals, dims
+    outs = split_p.bind(x, sizes=sizes, axis=axis + 1 if axis >= d else axis)
+    return outs, [d] * len(outs)
+
+
+ad.deflinear2(split_p, _split_transpose)
+batching.batch_rules[split_p] = _split_batch
+
+
+
 def _canonical_axis(axis, ndim):
     axis = int(axis)
     if not -ndim <= axis < ndim:
@@ -807,4 +854,4 @@ __all__ = ["rev", "pad", "concatenate", "slice", "slice_in_dim", "index_in_dim",
            "dynamic_update_slice", "dynamic_update_slice_in_dim", "dynamic_update_index_in_dim",
            "iota", "broadcasted_iota", "full", "full_like", "zeros_like_array", "collapse",
            "tie_in", "rev_p", "pad_p", "concatenate_p", "slice_p", "dynamic_slice_p",
-           "dynamic_update_slice_p", "iota_p"]
+           "dynamic_update_slice_p", "iota_p", "split_p"]

@@ -396,6 +396,9 @@ def _slice_axis(x, start, stop, axis):
 
 
 def _split(name, ary, indices_or_sections, axis, even):
+    # JAX's rule: the pieces' sizes are the differences of [0, *indices, n] (so indices
+    # must be in order and within the axis: a negative size is lax.split's ValueError),
+    # and one ``split`` equation gives them all.
     ary = ensure_arraylike(name, ary)
     shape = _shape(ary)
     axis = canonicalize_axis(axis, len(shape))
@@ -406,24 +409,19 @@ def _split(name, ary, indices_or_sections, axis, even):
                                       "be static.")
     if np.ndim(indices_or_sections) == 0:
         k = operator.index(indices_or_sections)
-        if k <= 0:
-            raise ValueError("number sections must be larger than 0.")
-        if even and n % k:
-            raise ValueError("array split does not result in an equal division: "
-                             f"{n} into {k}")
+        if k == 0:
+            raise ZeroDivisionError(f"jnp.{name}: the number of sections must be larger "
+                                    "than 0, got 0.")
         q, r = divmod(n, k)
-        points = [i * q + min(i, r) for i in range(1, k)]
+        if r and even:
+            raise ValueError(f"array split does not result in an equal division: rest is {r}")
+        sizes = [q + 1] * r + [q] * (k - r)
     else:
         points = [operator.index(i) for i in np.asarray(
             indices_or_sections._value if type(indices_or_sections) is Array
             else indices_or_sections).tolist()]
-    bounds = [0] + points + [n]
-    out = []
-    for lo, hi in zip(bounds[:-1], bounds[1:]):
-        lo = min(max(lo + n if lo < 0 else lo, 0), n)
-        hi = min(max(hi + n if hi < 0 else hi, 0), n)
-        out.append(_slice_axis(ary, lo, max(lo, hi), axis))
-    return out
+        sizes = list(np.diff(np.asarray([0] + points + [n], dtype=np.int64)))
+    return list(lax.split(ary, [np.int64(s) for s in sizes], axis=axis))
 
 
 def split(ary, indices_or_sections, axis=0):

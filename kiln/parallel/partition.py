@@ -279,6 +279,8 @@ class Partitioner:
             return []
         if name == "slice" and len(ins) == 1:
             return [self.slice(eqn, ins[0])]
+        if name == "split":
+            return self.split(eqn, ins[0])
         if name == "broadcast_in_dim" and len(ins) == 1:
             return [self._broadcast(ins[0], p["broadcast_dimensions"], p["shape"], p)]
         if name == "sharding_constraint":
@@ -328,6 +330,14 @@ class Partitioner:
         ys = ys if eqn.primitive.multiple_results else [ys]
         return [_Val(y, ((),) * len(o.aval.shape), tuple(o.aval.shape))
                 for y, o in zip(ys, eqn.outvars)]
+
+    def split(self, eqn, v: _Val) -> list:
+        """``split``: every dimension but the split one keeps its split (that one is
+        gathered first)."""
+        axis = eqn.params["axis"]
+        spec = tuple(() if d == axis else a for d, a in enumerate(v.spec))
+        ys = eqn.primitive.bind(self.reshard(v, spec), **eqn.params)
+        return [_Val(y, spec, tuple(o.aval.shape)) for y, o in zip(ys, eqn.outvars)]
 
     def slice(self, eqn, v: _Val) -> _Val:
         """``slice``: a dimension taken whole (stride 1) keeps its split; the others are

@@ -181,6 +181,10 @@ def _install() -> None:
                                         limit_indices=limits, strides=st_))
     _register(sl.slice_p, slice_)
 
+    def split(x, *, sizes, axis):
+        return [_wrap(x, d) for d in sl.split_p.bind(x._base_array, sizes=sizes, axis=axis)]
+    _register(sl.split_p, split)
+
     def _zero_indices(k, idx):
         dt = get_aval(idx[0]).dtype if idx else np.dtype(np.int32)
         from kiln.array import make_array

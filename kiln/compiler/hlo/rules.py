@@ -191,6 +191,18 @@ def _rev(ctx, eqn, xs):
                      dimensions=tuple(eqn.params["dimensions"]))]
 
 
+def _split(ctx, eqn, xs):
+    """``split``: one ``slice`` per result, as XLA lowers it."""
+    p, shape = eqn.params, eqn.invars[0].aval.shape
+    outs, start = [], 0
+    for i, size in enumerate(p["sizes"]):
+        spec = tuple((start, start + int(size), 1) if d == p["axis"] else (0, n, 1)
+                     for d, n in enumerate(shape))
+        outs.append(ctx.emit("slice", _out(eqn, i), xs, "slice", slice=spec))
+        start += int(size)
+    return outs
+
+
 def _slice(ctx, eqn, xs):
     p = eqn.params
     strides = p["strides"] or (1,) * len(p["start_indices"])
@@ -548,7 +560,7 @@ RULES = {
     "integer_pow": _integer_pow, "square": _square, "round": _round,
     "convert_element_type": _convert, "conj": _conj, "select_n": _select_n,
     "clamp": _clamp, "broadcast_in_dim": _broadcast_in_dim, "reshape": _reshape,
-    "squeeze": _reshape, "transpose": _transpose, "rev": _rev, "slice": _slice,
+    "squeeze": _reshape, "transpose": _transpose, "rev": _rev, "slice": _slice, "split": _split,
     "concatenate": _concatenate, "pad": _pad, "iota": _iota, "dot_general": _dot_general,
     "dynamic_slice": _dynamic_slice, "dynamic_update_slice": _dynamic_update_slice,
     "gather": _gather, "argmax": _argminmax, "argmin": _argminmax, "sort": _sort,

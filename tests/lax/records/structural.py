@@ -215,6 +215,17 @@ rec("slice_empty", lambda x: lax.slice(x, (2, 0), (2, 5)), args_of(f32(4, 5)),
     lambda x: x[2:2, :], grad_order=1)
 rec("slice_in_dim", lambda x: lax.slice_in_dim(x, 1, -1, 2, axis=1), args_of(f32(3, 7)),
     lambda x: x[:, 1:-1:2])
+# split's results reordered and scaled into one array (the record harness checks one
+# output; tests/lax/test_split.py checks the results one by one).
+rec("split_1", lambda x: lax.concatenate(
+        [(lambda a, b, c: c * 2.0)(*lax.split(x, (2, 0, 3), axis=1)),
+         lax.split(x, (2, 0, 3), axis=1)[1], lax.split(x, (2, 0, 3), axis=1)[0]], 1),
+    args_of(f32(3, 5)), lambda x: np.concatenate([x[:, 2:] * 2, x[:, 2:2], x[:, :2]], 1))
+rec("split_neg_axis", lambda x: (lambda a, b: lax.concatenate([b, a * 3.0], 0))(
+        *lax.split(x, (1, 3), axis=-3)),
+    args_of(f32(4, 2, 3)), lambda x: np.concatenate([x[1:], x[:1] * 3], 0))
+rec("split_int", lambda x: (lambda a, b: lax.concatenate([b, a], 0))(*lax.split(x, (4, 1))),
+    args_of(i32(5, 2)), lambda x: np.concatenate([x[4:], x[:4]], 0), diff_argnums=())
 rec("index_in_dim", lambda x: lax.index_in_dim(x, -1, 0, keepdims=False), args_of(f32(3, 4)),
     lambda x: x[-1])
 
