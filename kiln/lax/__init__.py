@@ -22,6 +22,7 @@ from kiln.lax.gather_scatter import *  # noqa: F401,F403
 from kiln.lax.monoid_reductions import *  # noqa: F401,F403
 from kiln.lax.parallel import *  # noqa: F401,F403
 from kiln.lax.ragged import RaggedDotDimensionNumbers, ragged_dot, ragged_dot_general  # noqa: F401
+from kiln.lax.reduce_general import *  # noqa: F401,F403
 from kiln.lax.reductions import *  # noqa: F401,F403
 from kiln.lax.rng_bit_generator import *  # noqa: F401,F403
 from kiln.lax.sharding_constraint import with_sharding_constraint  # noqa: F401

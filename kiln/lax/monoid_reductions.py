@@ -228,15 +228,38 @@ def _identity(name, dtype):
     return np.asarray(np.inf if big else -np.inf, dtype)
 
 
-def reduce(operands, init_values, computation, dimensions, out_sharding=None):  # noqa: A001
-    """Reduce ``operands`` over ``dimensions`` with the monoid ``computation``.
+def _as_init(v, dtype):
+    """A Python scalar init value as a weakly typed scalar of the operand's dtype."""
+    if type(v) in (int, float, complex, bool):
+        from kiln.array import make_array
+        return make_array(np.asarray(v, dtype), True)
+    return v
 
-    Recognised computations: ``lax.add``, ``lax.mul``, ``lax.max``, ``lax.min``,
-    ``lax.bitwise_and/or/xor`` (or any function that is just one of them). Variadic or
-    other reductions need the general ``reduce`` primitive, which kiln does not have yet.
+
+def reduce(operands, init_values, computation, dimensions, out_sharding=None):  # noqa: A001
+    """Reduce ``operands`` over ``dimensions`` with ``computation`` (XLA's Reduce).
+
+    Args:
+      operands: an array, or a pytree of arrays of one shape.
+      init_values: a scalar, or a pytree of scalars like ``operands`` (same dtypes): the
+        identity of ``computation``.
+      computation: maps two trees like ``init_values`` to one; with ``init_values`` a
+        monoid (associative, the init values its identities), as JAX requires (the result
+        is undefined otherwise).
+      dimensions: the axes to reduce.
+      out_sharding: accepted for JAX's signature (no effect on one device).
+
+    Returns:
+      A pytree like ``operands`` without the ``dimensions`` axes.
+
+    One operand with ``lax.add``/``mul``/``max``/``min``/``bitwise_and``/``or``/``xor``
+    (or a function that is just one of them) uses ``reduce_sum``/``reduce_prod``/...;
+    anything else (several operands: an argmax over ``(values, indices)``; any other
+    reducer) binds the general ``reduce`` primitive (:mod:`kiln.lax.reduce_general`).
     """
     from kiln import tree_util
     from kiln.core.trace import is_concrete
+    from kiln.lax.reduce_general import reduce_general
     flat_ops, tree = tree_util.tree_flatten(operands)
     flat_inits, init_tree = tree_util.tree_flatten(init_values)
     if tree != init_tree:
@@ -248,22 +271,16 @@ def reduce(operands, init_values, computation, dimensions, out_sharding=None):  
     init_shapes = [tuple(np.shape(v)) for v in flat_inits]
     if any(sh != () for sh in init_shapes):
         raise ValueError(f"reduce found non-scalar initial value: {init_shapes}")
-    if len(flat_ops) != 1:
-        raise NotImplementedError(
-            "lax.reduce with several operands needs the general (variadic) `reduce` "
-            "primitive, which kiln does not implement yet.")
+    dims = tuple(int(d) for d in dimensions)
+    flat_inits = [_as_init(v, get_aval(x).dtype) for v, x in zip(flat_inits, flat_ops)]
+    name = None
+    if len(flat_ops) == 1:
+        name = _monoid_name(computation, get_aval(flat_ops[0]))
+    if name is None:
+        return tree_util.tree_unflatten(
+            tree, reduce_general(flat_ops, flat_inits, computation, tree, dims))
     (x,), (init,) = flat_ops, flat_inits
     aval = get_aval(x)
-    name = _monoid_name(computation, aval)
-    if name is None:
-        raise NotImplementedError(
-            f"lax.reduce: the computation {computation!r} is not a recognised monoid "
-            "(add, mul, max, min, bitwise and/or/xor); general reductions need the `reduce` "
-            "primitive, which kiln does not implement yet.")
-    dims = tuple(int(d) for d in dimensions)
-    if type(init) in (int, float, complex, bool):
-        from kiln.array import make_array
-        init = make_array(np.asarray(init, aval.dtype), True)
     init_aval = get_aval(init)
     if init_aval.dtype != aval.dtype:
         raise TypeError("reduce operand dtypes should match corresponding initial value "
@@ -274,10 +291,7 @@ def reduce(operands, init_values, computation, dimensions, out_sharding=None):  
         if np.all(np.asarray(init) == _identity(name, aval.dtype)):
             return tree_util.tree_unflatten(tree, [out])
     from kiln import lax
-    combine = getattr(lax, _MONOID_FUNCTIONS[name], None)
-    if combine is None:
-        raise NotImplementedError(f"lax.reduce: a non-identity init value needs lax."
-                                  f"{_MONOID_FUNCTIONS[name]}, which is not available")
+    combine = getattr(lax, _MONOID_FUNCTIONS[name])
     from kiln.lax.structural import broadcast_in_dim
     out_shape = get_aval(out).shape
     out = combine(out, broadcast_in_dim(init, out_shape, ()))

@@ -289,10 +289,10 @@ def test_reduce_monoids():
     assert np.asarray(lax.reduce(x, 0, lax.add, (0,))).tolist() == [4, 6]
     assert np.asarray(lax.reduce(x, 10, lax.add, (0,))).tolist() == [14, 16]
     assert np.asarray(lax.reduce([x], [np.int32(1)], lax.mul, (1,)))[0].tolist() == [2, 12]
-    with pytest.raises(NotImplementedError, match="reduce"):
-        lax.reduce(x, 0, lambda a, b: lax.add(lax.mul(a, a), b), (0,))
-    with pytest.raises(NotImplementedError, match="reduce"):
-        lax.reduce((x, x), (0, 0), lambda a, b: (a[0], b[1]), (0,))
+    # Other reducers and several operands: the general reduce (test_reduce_general.py).
+    lo, hi = lax.reduce((x, x), (np.int32(2**31 - 1), np.int32(-2**31)),
+                        lambda a, b: (lax.min(a[0], b[0]), lax.max(a[1], b[1])), (0,))
+    assert np.asarray(lo).tolist() == [1, 2] and np.asarray(hi).tolist() == [3, 4]
 
 
 def test_iota_full_weak_types():

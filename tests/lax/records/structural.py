@@ -190,6 +190,12 @@ rec("reduce_max", lambda x: lax.reduce_max(x, (1,)), args_of(distinct32(3, 4)),
 rec("reduce_min", lambda x: lax.reduce_min(x, (0, 1)), args_of(distinct32(3, 4)),
     lambda x: x.min((0, 1)))
 
+# The general reduce (reduce_p): two operands, one output for the harness.
+rec("reduce_variadic", lambda x: (lambda v, w: v - w)(*lax.reduce(
+        (x, x * 2.0), (np.float32(-np.inf), np.float32(np.inf)),
+        lambda a, b: (lax.max(a[0], b[0]), lax.min(a[1], b[1])), (1,))),
+    args_of(distinct32(3, 4)), lambda x: x.max(1) - (x * 2).min(1))
+
 # -- rev / pad / concatenate ---------------------------------------------------------------------
 rec("rev", lambda x: lax.rev(x, (0,)), args_of(f32(4, 3)), lambda x: x[::-1])
 rec("rev_2d", lambda x: lax.rev(x, (0, 2)), args_of(f32(2, 3, 4)), lambda x: x[::-1, :, ::-1])
