@@ -41,7 +41,7 @@ ALIASES = {
     "scipy.cluster": "kiln.scipy.cluster",
     "numpy.util": "kiln.numpy._util",
     "numpy.fft": "kiln.numpy.fft",
-    "random.prng": "kiln.random._keys",
+    "random.prng": "kiln._src.random.prng",
     "random.random": "kiln.random._keys",
     "random.threefry2x32": "kiln.random.prng",
     "shard_map": "kiln.parallel.shard_map",

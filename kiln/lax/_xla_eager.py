@@ -207,7 +207,12 @@ def binary(op: str, x, y):
     if e is None:
         return None
     y = np.asarray(y, x.dtype)
-    shape = x.shape if x.size != 1 else y.shape
+    # The result's shape is the broadcast one: a single-element x of shape (1,) with a
+    # scalar y stays (1,) (it was y's (): ``jnp.ones(1) ** 0.5`` lost its axis).
+    try:
+        shape = np.broadcast_shapes(x.shape, y.shape)
+    except ValueError:
+        return None
     ops = []
     for v in (x, y):
         if v.shape == shape:

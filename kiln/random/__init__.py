@@ -5,7 +5,7 @@ Keys are typed (``key(seed)``, dtype ``key<fry>``) or legacy (``PRNGKey(seed)``,
 bits behind every sampler follow JAX in both settings of
 ``jax_threefry_partitionable``. See docs/random.md.
 """
-from kiln.random import prng  # noqa: F401,E402
+from kiln.random import _out_sharding, prng  # noqa: F401
 from kiln.random._distributions import (  # noqa: F401
     bernoulli,
     bits,
@@ -68,3 +68,14 @@ from kiln.random._keys import (  # noqa: F401
     wrap_key_data,
 )
 from kiln.random._threefry import threefry2x32_p, threefry_2x32  # noqa: F401
+
+# Samplers with ``out_sharding=``: the result laid out as asked (``_out_sharding``).
+for _name in ("bernoulli", "bits", "categorical", "cauchy", "choice", "double_sided_maxwell",
+              "exponential", "geometric", "gumbel", "laplace", "logistic", "lognormal",
+              "maxwell", "multivariate_normal", "normal", "orthogonal", "pareto",
+              "permutation", "rademacher", "randint", "rayleigh", "shuffle", "triangular",
+              "truncated_normal", "uniform", "wald", "weibull_min", "ball", "beta", "binomial",
+              "chisquare", "dirichlet", "f", "gamma", "generalized_normal", "loggamma",
+              "multinomial", "poisson", "t"):
+    globals()[_name] = _out_sharding.obeying_out_sharding(globals()[_name])
+del _name

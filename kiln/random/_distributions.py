@@ -816,6 +816,10 @@ def orthogonal(key, n, shape=(), dtype=None, m=None, *, out_sharding=None):
 
 def _diagonal(r, k):
     lax = u.lax()
+    if k == 0:              # an empty matrix: an empty diagonal
+        nd = len(u.shape(r))
+        empty = lax.slice_in_dim(lax.slice_in_dim(r, 0, 0, axis=nd - 2), 0, 0, axis=nd - 1)
+        return lax.reshape(empty, tuple(u.shape(r)[:-2]) + (0,))
     parts = [lax.index_in_dim(lax.index_in_dim(r, i, len(u.shape(r)) - 2, keepdims=False),
                               i, len(u.shape(r)) - 2, keepdims=True) for i in range(k)]
     return lax.concatenate(parts, len(u.shape(parts[0])) - 1)

@@ -314,7 +314,8 @@ def _linalg_prim(name, impl, out_avals):
 
 def _batched(fn, x, nout):
     """Apply the single-matrix ``fn`` over the leading axes of ``x``."""
-    flat = x.reshape((-1,) + x.shape[-2:])
+    # The batch size spelled out: -1 is ambiguous when a matrix dimension is 0.
+    flat = x.reshape((int(np.prod(x.shape[:-2], dtype=np.int64)),) + x.shape[-2:])
     res = [fn(m) for m in flat]
     outs = []
     for i in range(nout):
@@ -398,7 +399,10 @@ def _qr1(m):
 
 
 def _qr_impl(x):
-    return _batched(_qr1, np.asarray(x), 2)
+    x = np.asarray(x)
+    if 0 in x.shape[-2:]:       # an empty factorization: Q (m, 0) / R (0, n), or R (k, 0)
+        return [np.zeros(a.shape, a.dtype) for a in _qr_avals(get_aval(x))]
+    return _batched(_qr1, x, 2)
 
 
 def _qr_avals(x):

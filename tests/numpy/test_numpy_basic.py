@@ -686,3 +686,18 @@ def test_rank_promotion_config():
     with config_context(jax_numpy_rank_promotion="warn"):
         with pytest.warns(UserWarning, match="rank promotion"):
             jnp.add(x, y)
+
+
+@pytest.mark.parametrize("shapes", [((1,), ()), ((), (1,)), ((1, 1), ()), ((1,), (1,)),
+                                    ((1, 1), (3,)), ((1,), (4,))])
+def test_pow_and_arctan2_keep_the_broadcast_shape_of_single_elements(shapes):
+    # The native eager kernels took a single-element base's shape from the exponent:
+    # ``jnp.ones(1) ** 0.5`` came back with shape () (jax.random.ball's d=1 test).
+    a = np.full(shapes[0], 1.5, np.float32)
+    b = np.full(shapes[1], 0.5, np.float32)
+    want = np.broadcast_shapes(*shapes)
+    for f, ref in ((jnp.power, np.power), (jnp.arctan2, np.arctan2)):
+        got = f(jnp.asarray(a), jnp.asarray(b))
+        assert got.shape == want
+        np.testing.assert_allclose(np.asarray(got), ref(a, b), rtol=1e-6)
+    assert (jnp.asarray(a) ** 0.5).shape == shapes[0]
