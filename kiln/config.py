@@ -220,6 +220,7 @@ _FLAGS: dict[str, tuple[Any, Callable[[Any, str], Any]]] = {
         _enum("off", "tracebackhide", "remove_frames", "quiet_remove_frames", "auto"),
     ),
     "jax_dynamic_shapes": (False, _parse_bool),
+    "jax_check_static_indices": (False, _parse_bool),
     "jax_random_seed_offset": (0, _parse_int),
     "jax_debug_key_reuse": (False, _parse_key_reuse),
     "jax_no_execution": (False, _parse_bool),
@@ -294,6 +295,10 @@ _HELP: dict[str, str] = {
                               "rule returns (JAX's temporary escape hatch).",
     "jax_traceback_filtering": "Controls how JAX filters internal frames out of "
                                "tracebacks.",
+    "jax_check_static_indices": "Turn on bounds checks for static indices during array "
+                                "indexing operations. These will only be checked when "
+                                "indexing mode is PROMISE_IN_BOUNDS, which is the default "
+                                "for gather-type operations.",
     "jax_dynamic_shapes": "Enables experimental features for staging out computations "
                           "with dynamic shapes.",
     "jax_random_seed_offset": "Offset added to every random seed (the argument of "

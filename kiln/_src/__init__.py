@@ -45,6 +45,7 @@ ALIASES = {
     "random.random": "kiln.random._keys",
     "random.threefry2x32": "kiln.random.prng",
     "shard_map": "kiln.parallel.shard_map",
+    "indexing": "kiln.state.indexing",
 }
 
 

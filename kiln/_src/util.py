@@ -97,6 +97,14 @@ def tuple_update(t: tuple, idx: int, val: Any) -> tuple:
     return t[:idx] + (val,) + t[idx + 1:]
 
 
+def subvals(lst: Sequence, replace: Iterable[tuple[int, Any]]) -> tuple:
+    """``lst`` as a tuple with the ``(position, value)`` pairs of ``replace`` put in."""
+    out = list(lst)
+    for i, v in replace:
+        out[i] = v
+    return tuple(out)
+
+
 def tuple_insert(t: tuple, idx: int, val: Any) -> tuple:
     """``t`` with ``val`` inserted before position ``idx``."""
     return t[:idx] + (val,) + t[idx:]

@@ -24,12 +24,13 @@ import operator
 
 import numpy as np
 
-from kiln import dtypes, lax
+from kiln import _compile_log, dtypes, lax
 from kiln.array import Array, make_array
+from kiln.config import config
 from kiln.core.trace import Tracer, current_trace, eval_trace, get_aval
 from kiln.errors import ConcretizationTypeError, NonConcreteBooleanIndexError
 from kiln.lax.gather_scatter import GatherDimensionNumbers, GatherScatterMode
-from kiln.numpy import _util
+from kiln.numpy import _ds_index, _util
 
 # Entry kinds of a parsed index.
 SLICE, INT, TRACED_INT, ARRAY = "slice", "int", "traced_int", "array"
@@ -114,6 +115,8 @@ def _classify(e):
     if isinstance(e, (float, complex, np.floating, np.complexfloating)):
         raise TypeError(f"Indexer must have integer or boolean type, got indexer with type "
                         f"{np.dtype(type(e)).name}")
+    if isinstance(e, (str, bytes)):
+        raise TypeError(f"JAX does not support string indexing; got idx={e!r}")
     raise IndexError("Indexing mode not yet supported. Only integers, slices, ellipsis, None, "
                      f"and integer or boolean arrays are valid indices. Got {e!r}")
 
@@ -197,6 +200,13 @@ def parse_index(shape, idx) -> ParsedIndex:
                 expanded.append(("bool0", np.arange(int(bool(v)), dtype=np.int64)))
                 continue
             where = consumed
+            if v.size == 0 and where + v.ndim <= len(shape):
+                # An empty mask indexes nothing whatever its shape (NumPy's rule, which
+                # JAX follows: jax-ml/jax#22886): its nonzero() is empty integer arrays.
+                for arr in np.nonzero(v):
+                    expanded.append((ARRAY, arr))
+                consumed += v.ndim
+                continue
             if where + v.ndim > len(shape) or any(
                     s != t for s, t in zip(v.shape, shape[where:where + v.ndim])):
                 raise IndexError("boolean index did not match shape of indexed array in index "
@@ -253,10 +263,11 @@ def slice_plan(entry, n):
     return lo, start + 1, -step, count, True
 
 
-def clamp_static_int(i, n):
+def clamp_static_int(i, n, axis=None):
     """JAX's clamping of a static integer index into ``[0, n)``."""
     if n == 0:
-        raise IndexError("index is out of bounds for axis with size 0")
+        where = "" if axis is None else f" for axis {axis}"
+        raise IndexError(f"index {i} is out of bounds{where} with size 0")
     i = i + n if i < 0 else i
     return min(max(i, 0), n - 1)
 
@@ -286,12 +297,15 @@ def _basic_take(x, parsed: ParsedIndex):
             squeeze.append(ax)
             dyn[ax] = v
         elif k == INT:
-            i = clamp_static_int(v, n)
+            i = clamp_static_int(v, n, ax - sum(1 for a in parsed.newaxes if a < ax))
             starts.append(i)
             limits.append(i + 1)
             strides.append(1)
             squeeze.append(ax)
         else:  # TRACED_INT
+            if n == 0:
+                axis = ax - sum(1 for a in parsed.newaxes if a < ax)
+                raise IndexError(f"index is out of bounds for axis {axis} with size 0")
             starts.append(0)
             limits.append(n)
             strides.append(1)
@@ -313,8 +327,7 @@ def _basic_take(x, parsed: ParsedIndex):
     if rev:
         y = lax.rev(y, tuple(rev))
     if squeeze:
-        ys = get_aval(y).shape
-        y = lax.reshape(y, tuple(d for i, d in enumerate(ys) if i not in squeeze))
+        y = lax.squeeze(y, tuple(squeeze))      # as JAX stages it
     return y
 
 
@@ -557,6 +570,12 @@ def _rewriting_take(arr, idx, indices_are_sorted=False, unique_indices=False, mo
     'fill'`` gives ``fill_value`` for them instead)."""
     # NumPy fast paths for a concrete operand and concrete indices: eagerly only (staged,
     # as JAX, the indexing is equations: make_jaxpr shows them and checkify checks them).
+    if _ds_index.has_slice_objects(idx):      # jax.ds slices: applied first, each on its axis
+        arr, idx = _ds_index.take_slices(arr, idx, mode, fill_value)
+    if config.jax_check_static_indices and (
+            mode is None or _gather_mode(mode) == GatherScatterMode.PROMISE_IN_BOUNDS):
+        _check_static_indices(get_aval(_util.as_operand(arr)).shape, idx,
+                              wrap_negative_indices)
     eager = current_trace() is eval_trace
     if eager and type(arr) is Array and mode is None and wrap_negative_indices:
         fast = _fast_numpy_basic(arr, idx)
@@ -581,6 +600,24 @@ def _rewriting_take(arr, idx, indices_are_sorted=False, unique_indices=False, mo
                               wrap_negative_indices)
     x = insert_newaxes(x, parsed)
     return _basic_take(x, parsed)
+
+
+def _check_static_indices(shape, idx, normalize):
+    """``jax_check_static_indices``: a static integer index outside its axis is JAX's
+    ``IndexError`` (naming the index, the operand's axis and its size)."""
+    parsed = parse_index(shape, idx)
+    for ax, (k, v) in enumerate(parsed.entries):
+        if k != INT or ax in parsed.newaxes:
+            continue
+        n = parsed.expanded_shape[ax]
+        if not (-n if normalize else 0) <= v < n:
+            axis = ax - sum(1 for a in parsed.newaxes if a < ax)
+            raise IndexError(f"index {v} out of bounds for axis {axis} with size {n} "
+                             f"(normalize_indices={normalize})")
+
+
+_compile_log.register_trace_context("jax_check_static_indices",
+                                    lambda: config.jax_check_static_indices)
 
 
 def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,

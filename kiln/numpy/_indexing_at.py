@@ -28,8 +28,8 @@ from kiln import dtypes, lax
 from kiln.array import Array, make_array
 from kiln.core.trace import Tracer, get_aval
 from kiln.lax.gather_scatter import GatherScatterMode, _scatter_dnums_of_gather
+from kiln.numpy import _ds_index, _util
 from kiln.numpy import _indexing as _ix
-from kiln.numpy import _util
 from kiln.numpy._indexing import ARRAY, INT, SLICE, TRACED_INT
 
 _OPS = ("set", "add", "sub", "mul", "min", "max", "apply")
@@ -325,9 +325,13 @@ class _IndexUpdateRef:
 
     def _update(self, values, op, indices_are_sorted, unique_indices, mode,
                 wrap_negative_indices, func=None):
-        return scatter(self.array, self.index, values, op, mode,
-                       indices_are_sorted=indices_are_sorted, unique_indices=unique_indices,
-                       wrap_negative_indices=wrap_negative_indices, func=func)
+        def apply(x, index):
+            return scatter(x, index, values, op, mode, indices_are_sorted=indices_are_sorted,
+                           unique_indices=unique_indices,
+                           wrap_negative_indices=wrap_negative_indices, func=func)
+        if _ds_index.has_slice_objects(self.index):     # jax.ds slices (see _ds_index)
+            return _ds_index.update_slices(self.array, self.index, mode, apply)
+        return apply(self.array, self.index)
 
     def set(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
             out_sharding=None, wrap_negative_indices=True):

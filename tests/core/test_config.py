@@ -44,6 +44,7 @@ DEFAULTS = {
     "jax_disable_bwd_checks": False,
     "jax_traceback_filtering": "auto",
     "jax_dynamic_shapes": False,
+    "jax_check_static_indices": False,
     "jax_random_seed_offset": 0,
     "jax_debug_key_reuse": False,
     "jax_no_execution": False,
