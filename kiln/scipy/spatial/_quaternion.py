@@ -28,14 +28,26 @@ def select(flag, if_true, if_false):
     return jnp.where(flag, if_true, if_false)
 
 
+def broadcast_batch(a, b, core_a=1, core_b=1):
+    """``a`` and ``b`` with their batch axes (all but the last ``core_a``/``core_b``)
+    broadcast to a common shape, without a rank-promotion check (as ``jnp.vectorize``)."""
+    batch = jnp.broadcast_shapes(a.shape[:a.ndim - core_a], b.shape[:b.ndim - core_b])
+    return (jnp.broadcast_to(a, batch + a.shape[a.ndim - core_a:]),
+            jnp.broadcast_to(b, batch + b.shape[b.ndim - core_b:]))
+
+
 def components(q):
     """The four components of quaternions ``q`` (``x, y, z, w``)."""
     return q[..., 0], q[..., 1], q[..., 2], q[..., 3]
 
 
 def norm3(v):
-    """Euclidean norm over a last axis of length 3."""
-    return jnp.sqrt(v[..., 0] * v[..., 0] + v[..., 1] * v[..., 1] + v[..., 2] * v[..., 2])
+    """Euclidean norm over a last axis of length 3; at the zero vector its derivative is
+    taken as 0 (not ``sqrt``'s infinite one), so that rotation vectors and angles of the
+    identity rotation have finite gradients."""
+    s = v[..., 0] * v[..., 0] + v[..., 1] * v[..., 1] + v[..., 2] * v[..., 2]
+    nonzero = s > 0
+    return jnp.where(nonzero, jnp.sqrt(jnp.where(nonzero, s, 1)), 0)
 
 
 def norm(v):
@@ -52,7 +64,9 @@ def normalize(q):
 
 
 def multiply(p, q):
-    """Hamilton product ``p q`` (the rotation ``q`` followed by ``p``)."""
+    """Hamilton product ``p q`` (the rotation ``q`` followed by ``p``); batch axes
+    broadcast (regardless of ``jax_numpy_rank_promotion``, as ``jnp.vectorize``)."""
+    p, q = broadcast_batch(p, q)
     px, py, pz, pw = components(p)
     qx, qy, qz, qw = components(q)
     return jnp.stack([
@@ -65,7 +79,7 @@ def multiply(p, q):
 
 def conjugate(q):
     """The inverse rotation of unit quaternions: the vector part negated."""
-    return q * jnp.array([-1, -1, -1, 1], dtype=q.dtype)
+    return jnp.concatenate([-q[..., :3], q[..., 3:]], axis=-1)
 
 
 def to_matrix(q):

@@ -143,7 +143,7 @@ class Rotation(typing.NamedTuple):
         """Rotate ``(..., 3)`` vectors (by the inverse rotation if ``inverse``)."""
         matrix = self.as_matrix()
         matrix = _q.select(inverse, jnp.swapaxes(matrix, -1, -2), matrix)
-        vectors = jnp.asarray(vectors)
+        matrix, vectors = _q.broadcast_batch(matrix, jnp.asarray(vectors), 2, 1)
         return jnp.matmul(matrix, vectors[..., None])[..., 0]
 
     def inv(self):
