@@ -202,3 +202,17 @@ def test_matches_jax():
     for mine, theirs in checks:
         assert mine.shape == theirs.shape and mine.dtype == theirs.dtype
         np.testing.assert_allclose(mine, theirs, atol=2e-6)
+
+
+def test_batches_broadcast_under_rank_promotion_raise():
+    # JAX's Rotation broadcasts batch axes with jnp.vectorize, and jnp.where with
+    # broadcast_arrays: neither is subject to jax_numpy_rank_promotion.
+    q = _quats(3)
+    r = Rotation.from_quat(q)
+    with kiln.numpy_rank_promotion("raise"):
+        assert jnp.where(jnp.ones(4) > 0, jnp.ones((3, 4)), 0).shape == (3, 4)
+        np.testing.assert_allclose((r[0] * r).quat, (Rotation(jnp.tile(r.quat[0], (3, 1))) * r).quat)
+        assert r[0].apply(np.ones((5, 1, 3), np.float32)).shape == (5, 1, 3)
+        assert r.inv().quat.shape == (3, 4)
+        with pytest.raises(ValueError):
+            jnp.ones(4) * jnp.ones((3, 4))
