@@ -910,10 +910,11 @@ def _where_op(cond, x, y):
     """``select`` on already-promoted operands of equal dtype (broadcasting them)."""
     shapes = [get_aval(v).shape for v in (cond, x, y)]
     try:
-        _util.broadcast_shapes(*shapes)
+        shape = _util.broadcast_shapes(*shapes)
     except ValueError:   # JAX's where broadcasts with broadcast_arrays: ValueError
         raise ValueError(f"Incompatible shapes for broadcasting: shapes={list(shapes)}") from None
-    cond, x, y = broadcast_operands("where", cond, x, y)
+    # As JAX's (broadcast_arrays), where is exempt from jax_numpy_rank_promotion.
+    cond, x, y = (_util.broadcast_to(as_operand(v), shape) for v in (cond, x, y))
     return lax.select(cond, x, y)
 
 

@@ -2,7 +2,7 @@
 
 # Every submodule is imported on first attribute access (as JAX's lazy loader), so that
 # ``import kiln`` does not pay for them.
-_LAZY_SUBMODULES = {"cluster", "fft", "integrate", "interpolate", "linalg", "ndimage", "optimize", "signal",
+_LAZY_SUBMODULES = {"cluster", "fft", "integrate", "interpolate", "linalg", "ndimage", "optimize", "signal", "spatial",
                     "special", "stats"}
 
 
