@@ -80,3 +80,5 @@ def reduced_vary_cast(x, axis_name):
     ``axis_name`` typed varying there (``lax.pcast(x, axis_name, to='varying')``)."""
     from kiln.lax import pcast
     return pcast(x, axis_name, to="varying")
+
+from kiln.interpreters.calls import call_p, closed_call_p  # noqa: E402,F401  (JAX's core has them)

@@ -97,6 +97,11 @@ def tuple_update(t: tuple, idx: int, val: Any) -> tuple:
     return t[:idx] + (val,) + t[idx + 1:]
 
 
+def curry(f: Callable) -> Callable:
+    """``curry(f)(*a)(*b)`` is ``f(*a, *b)`` (JAX's ``util.curry``)."""
+    return functools.partial(functools.partial, f)
+
+
 def subvals(lst: Sequence, replace: Iterable[tuple[int, Any]]) -> tuple:
     """``lst`` as a tuple with the ``(position, value)`` pairs of ``replace`` put in."""
     out = list(lst)

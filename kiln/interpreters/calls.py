@@ -18,7 +18,19 @@ from kiln.interpreters import ad, batching, pjit, staging
 
 __all__ = ["CallPrimitive", "call", "call_impl", "call_p", "closed_call_p"]
 
-closed_call_p = Primitive("closed_call")
+class _ClosedCallPrimitive(Primitive):
+    """``closed_call``; ``bind(*args, subfuns=(f,))`` (JAX's calling convention for a
+    function operand) traces ``f`` at the operands' types first."""
+
+    def bind(self, *args, **params):
+        subfuns = params.pop("subfuns", None)
+        if subfuns is not None:
+            (fun,) = subfuns
+            return _bind_traced(fun, args)
+        return super().bind(*args, **params)
+
+
+closed_call_p = _ClosedCallPrimitive("closed_call")
 closed_call_p.multiple_results = True
 closed_call_p.call_primitive = True
 closed_call_p.array_impl = True     # its impl evaluates the jaxpr with kiln operations
@@ -59,11 +71,20 @@ class CallPrimitive(Primitive):
     multiple_results = True
     call_primitive = True
 
-    def bind(self, fun, *args, **params):
-        f = getattr(fun, "call_wrapped", fun)
-        closed, tconsts = pjit.trace_closed(lambda *xs: list(f(*xs)),
-                                            [get_aval(a) for a in args])
-        return closed_call_p.bind(*tconsts, *args, call_jaxpr=closed)
+    def bind(self, *args, subfuns=None, **params):
+        # ``bind(f, *args)``, or JAX's ``bind(*args, subfuns=(f,))``.
+        if subfuns is not None:
+            (fun,) = subfuns
+        else:
+            fun, *args = args
+        return _bind_traced(fun, args)
+
+
+def _bind_traced(fun, args):
+    """``closed_call`` of ``fun`` (a ``WrappedFun`` or callable) traced at ``args``."""
+    f = getattr(fun, "call_wrapped", fun)
+    closed, tconsts = pjit.trace_closed(lambda *xs: list(f(*xs)), [get_aval(a) for a in args])
+    return closed_call_p.bind(*tconsts, *args, call_jaxpr=closed)
 
 
 def call_impl(fun, *args, **params):

@@ -210,3 +210,28 @@ def test_windowed_reductions_module_is_the_window_rules():
     back = wr._select_and_scatter_add(jnp.asarray([[1.0, 2.0]]), x, lax.ge_p, (1, 2),
                                       (1, 2), pads)
     assert back.tolist() == [[0.0, 1.0, 0.0, 2.0]]
+
+
+def test_call_primitives_take_jaxs_subfuns_convention():
+    # JAX's core_test binds ``core.call_p.bind(*args, subfuns=(f,))`` (240 of its tests).
+    import kiln.numpy as jnp
+    from kiln._src import core
+    from kiln.interpreters.calls import call_p, closed_call_p
+
+    def f(x):
+        return [x * 2.0]
+    x = jnp.arange(3.0)
+    assert core.call_p is call_p and core.closed_call_p is closed_call_p
+    for out in (call_p.bind(x, subfuns=(f,)), closed_call_p.bind(x, subfuns=(f,)),
+                call_p.bind(f, x), kiln.jit(lambda x: closed_call_p.bind(x, subfuns=(f,)))(x)):
+        np.testing.assert_array_equal(np.asarray(out[0]), [0.0, 2.0, 4.0])
+    g = kiln.grad(lambda x: jnp.sum(call_p.bind(x, subfuns=(f,))[0]))(x)
+    np.testing.assert_array_equal(np.asarray(g), [2.0, 2.0, 2.0])
+    closed = kiln.make_jaxpr(lambda x: call_p.bind(x, subfuns=(f,)))(x)
+    assert [e.primitive.name for e in closed.jaxpr.eqns] == ["closed_call"]
+
+
+def test_util_curry_and_subvals():
+    from kiln._src import util
+    assert util.curry(lambda a, b, c: a + b * c)(1)(2, 3) == 7
+    assert util.subvals([1, 2, 3], [(0, "a"), (2, "c")]) == ("a", 2, "c")
