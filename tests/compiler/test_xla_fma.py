@@ -51,8 +51,8 @@ def _prims(f, *args):
     (lambda a, b, c: a ** 4 + c, ["fma", "mul"]),
     (lambda a, b, c: (a * b + c) * (a * b + a), ["add", "add", "mul", "mul"]),  # 2 uses
     (lambda a, b, c: (a * b + c, a * b), ["add", "mul"]),      # the product is an output
-    (lambda a, b, c: (a[0] * b[0]) + c, ["add", "mul", "reshape", "reshape", "slice",
-                                          "slice"]),         # a broadcast between
+    (lambda a, b, c: (a[0] * b[0]) + c, ["add", "mul", "slice", "slice", "squeeze",
+                                          "squeeze"]),       # a broadcast between
     (lambda a, b, c: knp.where(a > 0, a * b, 0.0) + c, ["add", "broadcast_in_dim", "gt",
                                                           "mul", "select_n"]),
     (lambda a, b, c: (a * b).sum() + c, ["add", "mul", "reduce_sum"]),
