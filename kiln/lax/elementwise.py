@@ -194,8 +194,13 @@ def _sign_impl(x):
     x = np.asarray(x)
     if x.dtype.kind == "c":
         with np.errstate(all="ignore"):
+            # Each part divided by the magnitude (XLA's): sign(-inf + 0j) is nan + 0j, where
+            # a complex division would make both parts NaN.
             mag = np.abs(x)
-            out = np.where(mag == 0, np.zeros_like(x), x / np.where(mag == 0, 1, mag))
+            safe = np.where(mag == 0, 1, mag)
+            out = np.empty_like(x)
+            out.real = np.where(mag == 0, x.real, x.real / safe)     # a zero keeps its signs
+            out.imag = np.where(mag == 0, x.imag, x.imag / safe)
         return as_dtype(out, x.dtype)
     if dtypes.issubdtype(x.dtype, np.floating):
         # Keep the sign of zeros (sign(-0.) == -0.) and NaNs, as XLA does.

@@ -412,11 +412,26 @@ log = _unary_inexact("log", lambda x: lax.log(x), "Elementwise natural logarithm
 log1p = _unary_inexact("log1p", lambda x: lax.log1p(x), "Elementwise log(1 + x).")
 # log(x) / log(2) with a scalar divisor: XLA folds log(2) and multiplies by its reciprocal
 # (kiln/compiler/passes/xla_divide.py; eagerly kiln's div does the same).
-log2 = _unary_inexact("log2", lambda x: lax.div(lax.log(x), lax.log(
-                          make_array(np.asarray(2, get_aval(x).dtype), False))),
+def _log_base(x, scale):
+    """``scale(log(x))`` of a real ``x``; of a complex one, applied to the real and the
+    imaginary part apart, with the scale a real constant (as JAX: a complex product or
+    quotient would turn ``log(0) = -inf + 0j`` into ``-inf + nan j``)."""
+    r = lax.log(x)
+    if get_aval(x).dtype.kind != "c":
+        return scale(r)
+    return lax.complex(scale(lax.real(r)), scale(lax.imag(r)))
+
+
+def _real_const(x, value):
+    return make_array(np.asarray(value, dtypes.finfo(get_aval(x).dtype).dtype), False)
+
+
+log2 = _unary_inexact("log2", lambda x: _log_base(x, lambda r: lax.div(
+                          r, lax.log(_real_const(r, 2)))),
                       "Elementwise base-2 logarithm.")
 # JAX 0.10 multiplies by log10(e) (NumPy's value rounded to the dtype): not a division.
-log10 = _unary_inexact("log10", lambda x: lax.mul(lax.log(x), _strong_const(x, np.log10(np.e))),
+log10 = _unary_inexact("log10", lambda x: _log_base(x, lambda r: lax.mul(
+                           r, _strong_const(r, np.log10(np.e)))),
                        "Elementwise base-10 logarithm.")
 sin = _unary_inexact("sin", lambda x: lax.sin(x), "Elementwise sine.")
 cos = _unary_inexact("cos", lambda x: lax.cos(x), "Elementwise cosine.")

@@ -701,3 +701,24 @@ def test_pow_and_arctan2_keep_the_broadcast_shape_of_single_elements(shapes):
         assert got.shape == want
         np.testing.assert_allclose(np.asarray(got), ref(a, b), rtol=1e-6)
     assert (jnp.asarray(a) ** 0.5).shape == shapes[0]
+
+
+def test_complex_log10_log2_and_sign_work_part_by_part():
+    # JAX scales log(z)'s real and imaginary parts by a real constant and divides each part
+    # of z by |z| for sign: a complex product or quotient would turn the zero imaginary part
+    # of log(0) = -inf + 0j, or the parts of sign(-inf + 0j), into NaN (JAX's lax_test
+    # testSuccessOnComplexPlane: log10(0j) is -inf + 0j).
+    z = np.array([0j, -0j, complex(-np.inf, 0), complex(0, np.inf), complex(3, 4)],
+                 np.complex64)
+    for f in (jnp.log10, kiln.jit(jnp.log10)):
+        got = np.asarray(f(z))
+        assert got[0] == complex(-np.inf, 0) and not np.isnan(got[0].imag)
+        np.testing.assert_allclose(got[4], np.log10(np.complex64(3 + 4j)), rtol=1e-6)
+    got = np.asarray(jnp.log2(jnp.asarray(z)))
+    assert got[0] == complex(-np.inf, 0) and not np.isnan(got[0].imag)
+    np.testing.assert_allclose(got[1].imag, -np.pi / np.log(2), rtol=1e-6)   # log(-0-0j)
+    s = np.asarray(jnp.sign(jnp.asarray(z)))
+    assert np.isnan(s[2].real) and s[2].imag == 0          # nan + 0j
+    assert s[3].real == 0 and np.isnan(s[3].imag)          # 0 + nan j
+    np.testing.assert_allclose(s[4], 0.6 + 0.8j, rtol=1e-6)
+    assert s[0] == 0 and np.signbit(s[1].real) and np.signbit(s[1].imag)   # -0-0j kept
