@@ -531,6 +531,11 @@ class NamedSharding(Sharding):
         return set(self.mesh.devices.flat)
 
     @property
+    def _device_assignment(self) -> tuple:
+        """The mesh's devices in its order (JAX's private attribute, read by its tests)."""
+        return tuple(self.mesh.devices.flat)
+
+    @property
     def is_fully_replicated(self) -> bool:
         return all(self.mesh.shape[a] == 1 for a in self.spec.mesh_axes())
 
@@ -617,6 +622,10 @@ class SingleDeviceSharding(Sharding):
     @property
     def device_set(self) -> set:
         return {self.device}
+
+    @property
+    def _device_assignment(self) -> tuple:
+        return (self.device,)
 
     def devices_indices_map(self, global_shape) -> dict:
         return {self.device: tuple(slice(None) for _ in global_shape)}

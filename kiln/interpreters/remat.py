@@ -124,6 +124,11 @@ def _remat_partial_eval(trace, args, params):
     from kiln.interpreters.remat_opt import has_remat_opt
     jaxpr = params["jaxpr"]
     unknowns = [trace.is_own(x) for x in args]
+    from kiln.lax.control.common import has_io_callback
+    if any(unknowns) and has_io_callback(jaxpr):
+        # Recomputing the forward pass would run the IO callback twice (JAX refuses too;
+        # debug prints and pure callbacks are replayed).
+        raise NotImplementedError("Effects not supported in partial-eval of `checkpoint`")
     known, unknown, out_unk, num_res = partial_eval_jaxpr(jaxpr, unknowns)
     kj = known.jaxpr
     n_known_out = len(kj.outvars) - num_res

@@ -135,6 +135,22 @@ def has_ref_operands(avals) -> bool:
     return any(type(a) is AbstractRef for a in avals)
 
 
+def has_io_callback(jaxpr) -> bool:
+    """Whether ``jaxpr`` (a ``Jaxpr`` or ``ClosedJaxpr``), or a sub-jaxpr of it, calls
+    ``io_callback``: JAX's IO effect, which a batched predicate or ``checkpoint``'s partial
+    evaluation cannot keep (debug prints and callbacks are allowed there)."""
+    inner = getattr(jaxpr, "jaxpr", jaxpr)
+    for eqn in inner.eqns:
+        if eqn.primitive.name == "io_callback":
+            return True
+        for p in eqn.params.values():
+            for j in (p if isinstance(p, (tuple, list)) else (p,)):
+                sub = getattr(j, "jaxpr", j)
+                if type(sub).__name__ == "Jaxpr" and has_io_callback(sub):
+                    return True
+    return False
+
+
 def state_under_batched_predicate(what: str) -> NotImplementedError:
     """JAX's error for a vmap whose batched predicate selects code that uses references."""
     return NotImplementedError(f"State effect not supported in vmap-of-{what}.")

@@ -455,6 +455,8 @@ def _cond_batch(axis_data, vals, dims, *, branches):
     if idim is not None:
         if common.has_ref_operands(common.avals_of(ops)):
             raise common.state_under_batched_predicate("cond")
+        if any(common.has_io_callback(br) for br in branches):
+            raise NotImplementedError("IO effect not supported in vmap-of-cond.")
         # Batched predicate: evaluate every branch, then select per lane.
         index = batching.moveaxis(index, idim, 0)
         index = lax.max(lax.min(index, np.int32(len(branches) - 1)), np.int32(0))

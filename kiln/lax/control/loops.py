@@ -390,6 +390,10 @@ def _while_batch(axis_data, vals, dims, *, cond_jaxpr, body_jaxpr, cond_nconsts,
                                       [0 if x else None for x in cc_b + carry_b], [False])[1][0]
     if pred_batched and common.has_ref_operands(common.avals_of(vals[:nc + nb])):
         raise common.state_under_batched_predicate("while")
+    if pred_batched and (common.has_io_callback(body_jaxpr) or common.has_io_callback(cond_jaxpr)):
+        # The lanes would run the callback past their own end (JAX refuses too).
+        raise NotImplementedError("IO effect not supported in while_loop with batched "
+                                  "predicate.")
     init = [batching.broadcast_batched(v, size, 0) if cb and not ob else v
             for v, cb, ob in zip(vals[nc + nb:], carry_b, b[nc + nb:])]
     body_b, _ = common.batch_jaxpr(body_jaxpr, axis_data,
