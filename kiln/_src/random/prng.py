@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import importlib
 
-from kiln.random import _keys
 from kiln.extend.random import seed_with_impl  # noqa: F401  (jax.extend.random's)
+from kiln.random import _keys
 from kiln.random._user_prng import make_user_impl
 
 
