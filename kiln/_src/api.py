@@ -3,6 +3,7 @@ under JAX's private module name; every name is read from :mod:`kiln`."""
 from __future__ import annotations
 
 import kiln as _kiln
+from kiln._src.xla_bridge import clear_backends  # noqa: F401  (JAX's api.clear_backends)
 from kiln.transformations import VJP, NotNeeded  # noqa: F401  (JAX's names here)
 
 

@@ -82,3 +82,10 @@ def reduced_vary_cast(x, axis_name):
     return pcast(x, axis_name, to="varying")
 
 from kiln.interpreters.calls import call_p, closed_call_p  # noqa: E402,F401  (JAX's core has them)
+from kiln.extend.core import (  # noqa: E402,F401  (jax.extend.core re-exports JAX's core's)
+    TraceTag,
+    mapped_aval,
+    set_current_trace,
+    take_current_trace,
+    unmapped_aval,
+)

@@ -49,6 +49,64 @@ def get_backend(platform=None):
     return _CPU
 
 
+def backend_xla_version(platform=None):
+    """The XLA version of the backend: kiln compiles with its own compiler, so None (what
+    JAX's CPU backend reports too)."""
+    get_backend(platform)
+    return None
+
+
+_caches: list = []
+
+
+def register_backend_cache(cache, for_what: str) -> None:
+    """Clear ``cache`` (anything with ``cache_clear()``) with :func:`clear_backends` and the
+    in-memory compilation cache."""
+    del for_what
+    _caches.append(cache)
+
+
+def clear_in_memory_compilation_cache() -> None:
+    """Forget every compiled program and trace held in memory (``kiln.clear_caches``) and
+    the registered backend caches."""
+    import kiln
+    kiln.clear_caches()
+    for cache in _caches:
+        cache.cache_clear()
+
+
+def clear_backends(_crash: bool = False) -> None:
+    """JAX recreates its backend clients; kiln's CPU backend holds no state, so this clears
+    the in-memory caches."""
+    del _crash
+    clear_in_memory_compilation_cache()
+
+
+def get_default_device():
+    """The device new arrays go to: ``jax_default_device``, else the first device."""
+    import kiln
+    from kiln.config import config
+    dev = config.jax_default_device
+    return dev if dev is not None and not isinstance(dev, str) else kiln.devices()[0]
+
+
+def register_backend_factory(name: str, factory, *, priority: int = 0,
+                             fail_quietly: bool = True, experimental: bool = False,
+                             make_topology=None, c_api=None) -> None:
+    """JAX's plugin hook for XLA backends: kiln runs only its own CPU backend."""
+    raise NotImplementedError(
+        f"jax.extend.backend.register_backend_factory({name!r}): kiln has no pluggable XLA "
+        "backends (it compiles to C for the CPU itself)")
+
+
+def get_compile_options(num_replicas, num_partitions, device_assignment=None,
+                        env_options_overrides=None, fdo_profile=None, detailed_logging=True,
+                        backend=None):
+    """XLA's compile options: kiln does not compile with XLA."""
+    raise NotImplementedError("jax.extend.backend.get_compile_options: kiln does not compile "
+                              "with XLA, so there are no XLA compile options")
+
+
 def __getattr__(name: str):
     if name == "_backends":
         return backends()

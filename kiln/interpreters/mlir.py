@@ -67,6 +67,11 @@ def lower_fun(fun: Callable, multiple_results: bool = True) -> LoweredFun:
     return LoweredFun(fun, bool(multiple_results))
 
 
+#: The platforms JAX 0.10.2 knows (its own and its plugins' names): a lowering rule for any
+#: other is JAX's NotImplementedError (libraries register rules for cuda/rocm/tpu freely).
+KNOWN_PLATFORMS = frozenset({"cpu", "cuda", "gpu", "oneapi", "rocm", "tpu"})
+
+
 def register_lowering(prim: Primitive, rule: Callable, platform: str | None = None,
                       **_options) -> Callable:
     """Register ``rule`` as the way to compile ``prim`` (``platform`` None or ``"cpu"``:
@@ -74,6 +79,10 @@ def register_lowering(prim: Primitive, rule: Callable, platform: str | None = No
     (``inline``, ``cacheable``) are accepted and have no effect. Returns ``rule``."""
     if platform in (None, "cpu"):
         _lowerings[prim] = rule
+    elif platform not in KNOWN_PLATFORMS:
+        raise NotImplementedError(
+            f"Registering an MLIR lowering rule for primitive {prim} for an unknown "
+            f"platform {platform}. Known platforms are: {', '.join(sorted(KNOWN_PLATFORMS))}.")
     else:
         _platform_lowerings.setdefault(platform, {})[prim] = rule
     return rule

@@ -235,3 +235,26 @@ def test_util_curry_and_subvals():
     from kiln._src import util
     assert util.curry(lambda a, b, c: a + b * c)(1)(2, 3) == 7
     assert util.subvals([1, 2, 3], [(0, "a"), (2, "c")]) == ("a", 2, "c")
+
+
+def test_extend_backend_and_register_lowering_platforms():
+    import kiln.extend as jex
+    from kiln._src import api as kapi
+    from kiln._src import xla_bridge
+    from kiln.interpreters import mlir
+    assert jex.backend.backends is xla_bridge.backends
+    assert jex.backend.clear_backends is kapi.clear_backends
+    assert jex.backend.get_backend().platform == "cpu"
+    assert jex.backend.backend_xla_version() is None          # JAX's CPU backend says so too
+    assert jex.backend.get_default_device() == kiln.devices()[0]
+    f = kiln.jit(lambda x: x + 1.0)
+    assert float(f(1.0)) == 2.0
+    jex.backend.clear_backends()                              # caches cleared, still works
+    assert float(f(1.0)) == 2.0
+    with pytest.raises(NotImplementedError, match="no pluggable XLA backends"):
+        jex.backend.register_backend_factory("tpu", None)
+    with pytest.raises(NotImplementedError, match="unknown platform this_is_a_fake_platform. "
+                                                  "Known platforms are: cpu, cuda"):
+        mlir.register_lowering(prim=None, rule=None, platform="this_is_a_fake_platform")
+    assert mlir.register_lowering(lax.sin_p, lambda *a, **k: None, platform="cuda") is not None
+    assert kcore.mapped_aval is jex.core.mapped_aval and kcore.TraceTag is jex.core.TraceTag
