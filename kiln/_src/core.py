@@ -81,7 +81,6 @@ def reduced_vary_cast(x, axis_name):
     from kiln.lax import pcast
     return pcast(x, axis_name, to="varying")
 
-from kiln.interpreters.calls import call_p, closed_call_p  # noqa: E402,F401  (JAX's core has them)
 from kiln.extend.core import (  # noqa: E402,F401  (jax.extend.core re-exports JAX's core's)
     TraceTag,
     mapped_aval,
@@ -89,3 +88,4 @@ from kiln.extend.core import (  # noqa: E402,F401  (jax.extend.core re-exports J
     take_current_trace,
     unmapped_aval,
 )
+from kiln.interpreters.calls import call_p, closed_call_p  # noqa: E402,F401  (JAX's core has them)
