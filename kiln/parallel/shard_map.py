@@ -522,7 +522,7 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=Infer, mesh=N
             if _can_stage(flat, full_mesh):
                 staged = _stage(g, m, flat, in_tree, ispecs, out_specs, check_vma,
                                 full_mesh)
-                if staged is not None:
+                if staged is not _NOT_STAGED:
                     return staged
             return _emulate(g, m, flat, in_tree, ispecs, out_specs, check_vma, full_mesh)
         try:
@@ -554,11 +554,17 @@ def _can_stage(flat, mesh) -> bool:
             and all(type(get_aval(x)) is ShapedArray for x in flat))
 
 
+#: What :func:`_stage` returns when the body does not stage (a body without outputs
+#: returns None itself: it was staged once and must not be emulated again, which ran an
+#: ``io_callback`` in it twice per shard).
+_NOT_STAGED = object()
+
+
 def _stage(f, mesh, flat, in_tree, ispecs, out_specs, check_vma, full_mesh):
     """Stage the call as one ``shard_map`` equation (``kiln.parallel.shard_map_prim``):
     the body traced over one device's blocks, as the eager call traces it. Returns the
-    outputs, or None when the body does not trace so (it is then emulated, which raises
-    the error it raises, if any)."""
+    outputs, or ``_NOT_STAGED`` when the body does not trace so (it is then emulated,
+    which raises the error it raises, if any)."""
     from kiln.interpreters import staging
     from kiln.interpreters.pjit import trace_closed
     from kiln.lax import parallel as lax_parallel
@@ -612,7 +618,7 @@ def _stage(f, mesh, flat, in_tree, ispecs, out_specs, check_vma, full_mesh):
         args = [*tconsts, *flat]
         expansion(params, [get_aval(x) for x in args])
     except Exception:       # noqa: BLE001 - emulated instead (raising its own error)
-        return None
+        return _NOT_STAGED
     outs = shard_map_p.bind(*args, **params)
     outs = [note_type(o, NamedSharding(full_mesh, out_type_spec(s, a, mesh.axis_names)))
             if isinstance(o, Tracer) else o

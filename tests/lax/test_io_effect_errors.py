@@ -69,3 +69,28 @@ def test_experimental_pjit_and_device_assignment():
     assert s._device_assignment == tuple(mesh.devices.flat)
     d = kiln.devices()[0]
     assert kiln.sharding.SingleDeviceSharding(d)._device_assignment == (d,)
+
+
+def test_io_callback_in_a_shard_map_without_outputs_runs_once_per_shard():
+    # A body returning None was staged as a shard_map equation and then emulated again
+    # (its None result read as "not staged"): each callback ran twice per shard under jit.
+    import collections
+
+    from kiln.experimental.shard_map import shard_map
+    from kiln.sharding import Mesh
+    from kiln.sharding import PartitionSpec as P
+    mesh = Mesh(np.array(kiln.devices()[:4]), ("x",))
+    got = collections.defaultdict(list)
+
+    def record(sid, x):
+        got[int(np.asarray(sid).item())].append(np.asarray(x).tolist())
+
+    def body(sid, x):
+        io_callback(record, None, sid, x, ordered=False)
+        io_callback(record, None, sid, x + 1, ordered=False)
+    f = shard_map(body, mesh=mesh, in_specs=P("x"), out_specs=None)
+    prims = [e.primitive.name for e in kiln.make_jaxpr(f)(jnp.arange(4), jnp.arange(8)).jaxpr.eqns]
+    assert prims == ["shard_map"]
+    kiln.jit(f)(jnp.arange(4), jnp.arange(8))
+    kiln.effects_barrier()
+    assert dict(got) == {i: [[2 * i, 2 * i + 1], [2 * i + 1, 2 * i + 2]] for i in range(4)}
