@@ -95,20 +95,19 @@ def take_slices(x, idx, mode, fill_value):
         n = shape[d]
         dtype = get_aval(x).dtype
         fv = (_fill_default(dtype) if fill_value is None else fill_value) if fill else None
+        if e.stride == 1 and e.size > n:
+            raise TypeError("slice slice_sizes must be less than or equal to operand shape, "
+                            f"got slice_sizes ({e.size},) for operand shape ({n},).")
         if e.stride == 1:
             s = _start(e.start)
             if n and not fill:      # mode='fill' does not wrap a negative start
                 s = lax.select(s < 0, s + np.int32(n), s)
-            size = min(e.size, n) if not fill else e.size
-            if fill and e.size > n:
-                x = lax.full(shape[:d] + (e.size,) + shape[d + 1:], fv, dtype)
-            else:
-                win = lax.dynamic_slice_in_dim(x, s, size, axis=d)
-                if fill:
-                    ok = (s >= 0) & (s + np.int32(e.size) <= np.int32(n))
-                    win = lax.select(lax.broadcast_in_dim(ok, get_aval(win).shape, ()), win,
-                                     lax.full(get_aval(win).shape, fv, dtype))
-                x = win
+            win = lax.dynamic_slice_in_dim(x, s, e.size, axis=d)
+            if fill:
+                ok = (s >= 0) & (s + np.int32(e.size) <= np.int32(n))
+                win = lax.select(lax.broadcast_in_dim(ok, get_aval(win).shape, ()), win,
+                                 lax.full(get_aval(win).shape, fv, dtype))
+            x = win
         else:
             ix = _strided_indices(e)
             if fill:                # out of range, negative ones too: fill_value
@@ -141,8 +140,10 @@ def update_slices(x, idx, mode, apply):
     clip = mode is not None and _gather_mode(mode) != GatherScatterMode.FILL_OR_DROP
     rest = entries[:k] + (slice(None),) + entries[k + 1:]
     if sl.stride == 1:
-        if sl.size > n:
-            return x                                # never fits: dropped (clip: JAX's error)
+        if sl.size > n:                             # JAX's scatter error
+            raise TypeError("Bounds of the window dimensions of updates must not exceed the "
+                            f"bounds of the corresponding dimensions of operand: a jax.ds "
+                            f"window of {sl.size} on an axis of size {n}.")
         s = _start(sl.start)
         lo = lax.clamp(np.int32(0), s, np.int32(n - sl.size))
         win = lax.dynamic_slice_in_dim(x, lo, sl.size, axis=d)

@@ -118,3 +118,13 @@ def test_rewriting_take_strategies():
     # normalize_indices=False: a negative index is not wrapped (clip mode clamps it to 0).
     got = jindexing.rewriting_take(x, (-1,), normalize_indices=False, mode="clip")
     np.testing.assert_array_equal(np.asarray(got), Y[0])
+
+
+def test_ds_window_larger_than_the_axis_is_jaxs_type_error():
+    x = jnp.arange(10)
+    with pytest.raises(TypeError, match="slice_sizes must be less than or equal"):
+        x[kiln.ds(0, 12)]
+    with pytest.raises(TypeError, match="slice_sizes must be less than or equal"):
+        kiln.jit(lambda x, i: x[kiln.ds(i, 12)])(x, 1)
+    with pytest.raises(TypeError, match="Bounds of the window dimensions"):
+        x.at[kiln.ds(0, 12)].set(0)
