@@ -71,6 +71,9 @@ def plan(prog: Program) -> dict:
     """``{buffer id: slot}`` for the temporaries that share memory (a slot shared by at
     least two buffers, or a result aliasing its dead operand); slots are numbered from
     0. Also sets ``prog.slots``."""
+    # First: a product storing into its copy's destination changes both lifetimes.
+    from kiln.compiler.lower.gemm_store import store_products_in_place
+    store_products_in_place(prog)
     aliases = alias_dead_operands(prog)
     # After the aliasing (it looks for a copy kernel on its own before a scatter), before
     # the lifetimes: a merged kernel is one step.

@@ -121,7 +121,11 @@ class Gemm:
     layout: ``(ld, ((size, stride), ...))``, the matrix's leading dimension and the batch
     index split row-major over those sizes, each with its element stride in the buffer
     (attention's heads of a ``[b, t, h, d]`` array: ld ``h*d``, batch ``((b, t*h*d),
-    (h, d))``). None: the contiguous layout above."""
+    (h, d))``). None: the contiguous layout above.
+
+    ``out_view``, when set, stores the result in another layout the same way, from a
+    flat ``offset``: ``(ld, ((size, stride), ...), offset)`` (``gemm_store.py``: a
+    product whose result was only copied there)."""
 
     a: Buffer
     trans_a: bool
@@ -135,6 +139,7 @@ class Gemm:
     name: str = "gemm"
     a_view: tuple | None = None
     b_view: tuple | None = None
+    out_view: tuple | None = None
 
 
 @dataclass(eq=False)

@@ -268,14 +268,20 @@ class KernelMixin:
         a, lda = _gemm_operand_c(g.a, g.a_view, g.m if g.trans_a else g.k, g.m * g.k)
         b, ldb = _gemm_operand_c(g.b, g.b_view, g.k if g.trans_b else g.n, g.k * g.n)
         zero = "0.0f" if g.out.dtype == F32 else "0.0"
-        out = f"b{g.out.id} + bt*{g.m * g.n}"
+        out, ldc = f"b{g.out.id} + bt*{g.m * g.n}", g.n
+        if g.out_view is not None:
+            ld, dims, offset = g.out_view
+            out, ldc = _gemm_operand_c(g.out, (ld, dims), ld, 0)
+            if offset:
+                # No spaces: _batch0 keeps the text before the first " + ".
+                out = out.replace(f"b{g.out.id}", f"(b{g.out.id}+{offset})", 1)
         if g.batch == 1:
             # One product: the call alone, every operand at its batch-0 offset (each
             # ``bt`` term is 0). The same call as the loop's; gcc spent ~1 ms on each
             # loop of one trip.
             a, b, out = (_batch0(t) for t in (a, b, out))
         call = (f"{f}({int(g.trans_a)}, {int(g.trans_b)}, {g.m}, {g.n}, {g.k}, "
-                f"{a}, {lda}, {b}, {ldb}, {out}, {g.n}, {zero});")
+                f"{a}, {lda}, {b}, {ldb}, {out}, {ldc}, {zero});")
         loop = (call if g.batch == 1 else
                 f"for (int64_t bt = 0; bt < {g.batch}; bt++) {call}")
         macs = g.m * g.n * g.k
