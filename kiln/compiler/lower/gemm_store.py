@@ -25,8 +25,9 @@ from kiln.compiler.lower.index import Idx, row_major_strides
 from kiln.compiler.lower.program import Gemm, Kernel, Program
 from kiln.compiler.lower.walk import step_buffer_ids
 
-# Copies of more elements than this are left alone (the check enumerates them).
-MAX_ELEMENTS = 1 << 24
+# Copies of more elements than this are left alone: the check enumerates them (~50 ms
+# per million elements on a slow VM, at compile time).
+MAX_ELEMENTS = 1 << 22
 
 _BINARY = {
     "({} + {})": lambda a, b: a + b,
@@ -96,64 +97,79 @@ def _candidate(prog, steps, touched, outputs, claimed, j):
             if not (isinstance(s, Gemm) and getattr(s, "out_view", None)
                     and s.out is dst_buf):
                 return None
-    mapping = _copy_map(k, e, src.size)
+    mapping = _copy_map(k, e, src.size, dst_buf.size)
     if mapping is None:
         return None
     view = _as_view(mapping, g.batch, g.m, g.n)
     if view is None:
         return None
     for other in claimed.get(dst_buf.id, ()):
-        if np.intersect1d(other, mapping, assume_unique=True).size:
+        seen = np.zeros(dst_buf.size, bool)
+        seen[other] = True
+        if seen[mapping].any():
             return None
     return i, view, mapping
 
 
-def _copy_map(k: Kernel, e, src_size: int):
+def _copy_map(k: Kernel, e, src_size: int, dst_size: int):
     """``dst[s]``: where the kernel stores source element ``s`` (an int64 array over the
     whole source), or None when it is not a one-to-one copy of every source element."""
     n = int(np.prod(k.shape, dtype=np.int64))
     if n != src_size or n == 0 or len(k.syms) != len(k.shape):
         return None
-    grids = np.indices(k.shape, dtype=np.int64).reshape(len(k.shape), -1)
+    # int32 (MAX_ELEMENTS and the buffers' sizes allow it): half the memory traffic.
+    if dst_size >= 1 << 31:
+        return None
+    grids = np.indices(k.shape, dtype=np.int32).reshape(len(k.shape), -1)
     env = {s.name: grids[d] for d, s in enumerate(k.syms)}
     src = _eval(e.params[2].v, env)
     if src is None:
         return None
     strides = k.strides if k.strides is not None else row_major_strides(k.shape)
-    dst = sum((grids[d] * int(st) for d, st in enumerate(strides)),
-              np.zeros(n, np.int64))
+    dst = np.zeros(n, np.int32)
+    for d, st in enumerate(strides):
+        if st:
+            dst += grids[d] * np.int32(st)
     if k.offset is not None:
         off = _eval(k.offset, env)
         if off is None:
             return None
         dst = dst + off
     src = np.broadcast_to(src, (n,))
-    if src.min() < 0 or src.max() >= src_size:
+    if src.min() < 0 or src.max() >= src_size or dst.min() < 0 or dst.max() >= dst_size:
         return None
-    out = np.full(src_size, -1, np.int64)
+    # One to one both ways (linear time: flags, not a sort).
+    for positions, size in ((src, src_size), (dst, dst_size)):
+        seen = np.zeros(size, bool)
+        seen[positions] = True
+        if np.count_nonzero(seen) != n:
+            return None
+    out = np.empty(src_size, np.int64)
     out[src] = dst
-    if (out < 0).any() or np.unique(out).size != src_size:
-        return None
     return out
 
 
 def _eval(idx: Idx, env: dict):
     """The value of ``idx`` over the loop space (NumPy), or None for forms it does not
     know (a runtime scalar, a clamp)."""
+    # Every partial value must fit int32 (the nodes carry conservative ranges).
     if idx.is_affine:
-        val = np.int64(idx.const)
+        bound = abs(idx.const) + sum(abs(c) * max(abs(s.lo), abs(s.hi)) for s, c in idx.terms)
+        if bound >= 1 << 31:
+            return None
+        val = np.int32(idx.const)
         for s, c in idx.terms:
             if s.name not in env:
                 return None
-            val = val + env[s.name] * int(c)
+            val = val + env[s.name] * np.int32(c)
         return val
-    if idx.parts is None:
+    if idx.parts is None or max(abs(idx.lo), abs(idx.hi)) >= 1 << 31:
         return None
     fmt, args = idx.parts
     fn = _BINARY.get(fmt)
     if fn is None or len(args) != 2:
         return None
-    vals = [_eval(a, env) if isinstance(a, Idx) else np.int64(a) for a in args]
+    vals = [_eval(a, env) if isinstance(a, Idx) else np.int32(a) for a in args]
     if any(v is None for v in vals):
         return None
     return fn(*vals)
