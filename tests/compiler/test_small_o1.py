@@ -39,7 +39,12 @@ def test_marks():
     assert "KILN_SMALL_O1 void seg0(" in text
     text = _source(_with_sum, args)
     assert "reduction(+:" in text
-    assert "KILN_SMALL void seg0(" in text and "KILN_SMALL_O1 void" not in text
+    # Each step's function by its own class (render_c._render_units): the sum in a
+    # KILN_SMALL function, the order-free steps in a KILN_SMALL_O1 one, even in a
+    # program too small to split into units (a step's bits must not depend on it).
+    sums = [f for f in text.split("\nKILN_SMALL") if "reduction(+:" in f]
+    assert sums and all(f.startswith(" void seg0_p") for f in sums)
+    assert "KILN_SMALL_O1 void seg0_p" in text
 
 
 def test_same_bits_as_small_o3(monkeypatch):
@@ -71,4 +76,31 @@ def test_small_math_from_a_size_is_fully_optimized(monkeypatch):
     assert "KILN_SMALL_O1 void seg0(" in _source(g, args)
     slow = [np.asarray(a) for a in kiln.jit(g)(*args)]
     for a, b in zip(fast, slow):
+        assert a.tobytes() == b.tobytes()
+
+
+def test_bits_do_not_depend_on_splitting_into_units(monkeypatch):
+    """A small MLP gradient (its 10-class softmax rows summed by ``omp simd``
+    reductions) built as one unit and as several: the same bits. Before, a program under
+    ``split_min_chars`` was one -O3 function and its small reductions summed in another
+    order than in their own ``KILN_SMALL`` functions."""
+    sizes, n = (40, 48, 48, 10), 32
+    params = [(R.standard_normal((m, k)).astype(np.float32) / 6,
+               R.standard_normal(k).astype(np.float32)) for m, k in zip(sizes[:-1], sizes[1:])]
+    x = R.standard_normal((n, sizes[0])).astype(np.float32)
+    y = np.eye(10, dtype=np.float32)[R.integers(0, 10, n)]
+
+    def loss(params, x, y):
+        h = x
+        for w, b in params[:-1]:
+            h = jnp.tanh(h @ w + b)
+        w, b = params[-1]
+        return -jnp.mean(jnp.sum(y * kiln.nn.log_softmax(h @ w + b), axis=-1))
+
+    outs = []
+    for chars in (10 ** 9, 0):
+        monkeypatch.setattr(render_c.CRenderer, "split_min_chars", chars)
+        g = kiln.grad(lambda *a: loss(*a))      # a new function: compiled again
+        outs.append([np.asarray(a) for a in kiln.tree_util.tree_leaves(kiln.jit(g)(params, x, y))])
+    for a, b in zip(*outs):
         assert a.tobytes() == b.tobytes()

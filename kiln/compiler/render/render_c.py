@@ -208,13 +208,12 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
         units = self.build_units if total >= self.split_min_chars else 1
         if self.loop_timers:
             units = 1       # the timer arrays are defined once
-        if units > 1:
-            return self._render_units(prog, segments, rendered, units)
-        bodies = [d for d, _ in self._shared_defs.values()]
-        bodies += [self._segment_function(seg, [t for _, t in r],
-                                          small=_mark([_size_class(st, t) for st, t in r]))
-                   for seg, r in zip(segments, rendered)]
-        return self._assemble(prog, [bodies]), segments
+        # One unit or several, each segment's steps go to functions by their size class:
+        # a small step's bits (an `omp simd` reduction's order follows how gcc vectorizes
+        # it) must not depend on whether the program around it is large enough to split
+        # (a small program compiled as one -O3 function summed its 10-class softmax rows
+        # in another order than the same program built in parts).
+        return self._render_units(prog, segments, rendered, units)
 
     def _share_kernels(self, prog: Program, rendered):
         """Steps whose C is the same but for the buffers it names (the MLP gradient's
@@ -435,7 +434,9 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
         total = (sum(r[2] for runs in seg_runs for r in runs) +
                  sum(_compile_weight(d, "O1" if is_small(st) else False)
                      for d, st in defs.values()))
-        cap = max(1, total // (4 * n_units))
+        # Runs heavier than a quarter of a unit's share are cut (balance), with one unit
+        # only where the program is large enough to be split at all.
+        cap = max(1, total // (4 * n_units)) if total >= self.split_min_chars else total + 1
         for j, runs in enumerate(seg_runs):
             cut = []
             for small, texts, _ in runs:
@@ -461,6 +462,11 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
         for name, (d, _) in defs.items():
             units[where[("def", name)]].append(d)
         for j, (seg, runs) in enumerate(zip(segments, seg_runs)):
+            if len(runs) == 1:          # one run: the segment's function itself
+                small, texts, _ = runs[0]
+                units[where[("run", j, 0)]].append(
+                    self._segment_function(seg, texts, seg.name, small or False))
+                continue
             calls = []
             for k, (small, texts, _) in enumerate(runs):
                 part = f"{seg.name}_p{k}"
