@@ -319,8 +319,7 @@ def describe_step(step) -> tuple[str, str, list[str]]:
                 ["conv_general_dilated"])
     if isinstance(step, P.Reduce):
         op = step.op if step.op.startswith("arg") else f"reduce_{step.op}"
-        return "reduce", _shape_text([step.in_shape]), [op] + _expr_ops(
-            [step.body] + [e for _, e in step.side])
+        return "reduce", _shape_text([step.in_shape]), [op] + _expr_ops([step.body])
     if isinstance(step, P.Scan):
         return "cumulative", _shape_text([step.shape]), [f"cum{step.op}"] + _expr_ops([step.body])
     if isinstance(step, P.Scatter):

@@ -83,10 +83,6 @@ def plan(prog: Program) -> dict:
     # reshape arithmetic divides a loop index, so their inner loops vectorize.
     from kiln.compiler.lower.refine_loops import refine_loops
     refine_loops(prog, prog.table)
-    # After the refinement (a kernel whose loops it split no longer matches): a kernel
-    # over a column reduction's loop stored by the reduction as it folds.
-    from kiln.compiler.lower.reduce_side import merge_side_stores
-    merge_side_stores(prog)
     first: dict = {}
     last: dict = {}
     for i, step in enumerate(prog.steps):

@@ -76,10 +76,6 @@ class Reduce:
     acc_dtype: np.dtype = None
     name: str = "reduce"
     fma: bool = False       # body is a product x * y, folded as acc = fma(x, y, acc)
-    # Elementwise values stored at each element of the input's loop space as the fold
-    # visits it, ``[(buffer, expression)]`` (``reduce_side.py``: a kernel over the same
-    # loop merged into a column reduction).
-    side: list = field(default_factory=list)
 
 
 @dataclass(eq=False)

@@ -45,9 +45,6 @@ def step_buffers(prog: Program, step):
     bufs = {}
     roots = [e for _, e in step.outs] if isinstance(step, Kernel) else [step.body]
     outs = [b for b, _ in step.outs] if isinstance(step, Kernel) else [step.out]
-    for b, e in getattr(step, "side", ()):       # a reduction's side stores
-        outs.append(b)
-        roots.append(e)
     if isinstance(step, Scatter):     # the index arrays behind the target position
         idxs = [step.target] + [cl[1] for cl in step.cond.clauses if len(cl) > 1]
         roots += [prog.sym_defs[s.name][1] for i in idxs for s in idx_deps(i)

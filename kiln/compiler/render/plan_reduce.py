@@ -163,7 +163,7 @@ def plan_reduce(r: Reduce, t: LoopTarget) -> ReducePlan:
     work large) around the fold (parallel itself when there are no leading dims)."""
     axes = set(r.axes)
     prefix, trailing = trailing_dims(r)
-    work = math.prod(r.in_shape) * max(1, r.body.cost + sum(e.cost for _, e in r.side))
+    work = math.prod(r.in_shape) * max(1, r.body.cost)
     big = work >= t.parallel_threshold
     loops = tuple((d, r.syms[d], r.in_shape[d]) for d in prefix)
     if (len(prefix) == 2 and not trailing and prefix[0] in axes and prefix[1] not in axes

@@ -59,21 +59,13 @@ class ReduceMixin:
         body = Body(self, prog)
         body.summed = summed(r)
         val = self.reduce_value(body, r)
-        # Side stores (reduce_side.py): each element's values stored as the fold visits
-        # it, at its row-major position in the input's loop space.
-        iflat = " + ".join(f"{st}*{s.name}" for s, st in
-                           zip(r.syms, row_major_strides(r.in_shape))) or "0"
-        side = [f"b{buf.id}[{iflat}] = ({C_TYPES[buf.dtype]})({body.value(e)});"
-                for buf, e in r.side]
         lines = [pad + "{"]
         lines += [pad + "  " + s for s in body.prelude_lines()]
         if plan.column is not None:
             # a reduction over rows into columns: parallel over column tiles
-            lines += self._column_reduce(r, body, val, pad + "  ", plan.column, side)
+            lines += self._column_reduce(r, body, val, pad + "  ", plan.column)
             lines.append(pad + "}")
             return "\n".join(lines)
-        if side and plan.fold is not None:
-            raise AssertionError("side stores need the kept axis innermost (reduce_side.py)")
         if plan.outer_reduced:
             n_out = math.prod(out_shape)
             lines.append(pad + f"  for (int64_t o = 0; o < {n_out}; o++) b{r.out.id}[o] = "
@@ -96,7 +88,6 @@ class ReduceMixin:
             lines += [ind + s for s in body.lines]
             lines.append(ind + f"b{r.out.id}[{oflat}] = ({out_t})"
                          f"({self.combine(r.op, r.out.dtype, f'b{r.out.id}[{oflat}]', val)});")
-            lines += [ind + s for s in side]
         else:
             start = f"b{r.out.id}[{oflat}]" if plan.outer_reduced else init
             lines += self._reduce_row(r, body, val, ind, start, oflat, plan.fold)
@@ -117,7 +108,7 @@ class ReduceMixin:
         return body.value(r.body)
 
     def _column_reduce(self, r: Reduce, body: Body, val: str, ind: str,
-                       plan: ColumnPlan, side: list[str] = ()) -> list[str]:
+                       plan: ColumnPlan) -> list[str]:
         """``out[j] = fold over i of body(i, j)`` (a bias gradient: the sum over the batch
         of a [batch, features] array): tiles of columns over the threads, each folded in a
         local array (its own cache lines: threads writing neighbouring columns of ``out``
@@ -140,9 +131,8 @@ class ReduceMixin:
                  f"    for (int64_t {sj.name} = j0; {sj.name} < j1; {sj.name}++) {{"]
         lines += ["      " + x for x in body.lines]
         lines += [f"      acc[{sj.name} - j0] = ({t})"
-                  f"({self.combine(r.op, r.out.dtype, f'acc[{sj.name} - j0]', val)});"]
-        lines += ["      " + x for x in side]
-        lines += ["    }", "  }",
+                  f"({self.combine(r.op, r.out.dtype, f'acc[{sj.name} - j0]', val)});",
+                  "    }", "  }",
                   f"  for (int64_t j = j0; j < j1; j++) b{r.out.id}[j] = acc[j - j0];",
                   "}"] + ["}"] * (closes - 1)
         return [ind + x for x in lines]

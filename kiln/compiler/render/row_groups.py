@@ -44,7 +44,7 @@ def _trailing_start(r: Reduce) -> int:
 def row_count(step) -> int | None:
     """How many rows a group starting at ``step`` has: the product of the kept leading
     dims of a reduction over trailing axes only (others: None)."""
-    if not isinstance(step, Reduce) or step.op in ("argmax", "argmin") or step.side:
+    if not isinstance(step, Reduce) or step.op in ("argmax", "argmin"):
         return None
     t0 = _trailing_start(step)
     if t0 == 0 or t0 == len(step.in_shape) or any(d in step.axes for d in range(t0)):
@@ -55,8 +55,6 @@ def row_count(step) -> int | None:
 def lead_dims(step, n_rows: int) -> int | None:
     """How many leading loop dims of ``step`` enumerate ``n_rows`` rows in row-major
     order (a step may split or merge the rows' dims differently), or None."""
-    if isinstance(step, Reduce) and step.side:      # its side stores print on their own
-        return None
     if isinstance(step, Reduce):
         return _trailing_start(step) if row_count(step) == n_rows else None
     if not isinstance(step, Kernel) or step.offset is not None:
