@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _mlp_case import mlp_data, mlp_loss  # tests/compiler/_mlp_case.py
 
 import kiln
 import kiln.numpy as jnp
@@ -67,14 +68,6 @@ def test_reductions_with_a_simd_order_are_not_shared(axis):
     np.testing.assert_allclose(np.asarray(got[0]), want, rtol=1e-5, atol=1e-5)
 
 
-def _mlp_loss(params, x, y):
-    h = x
-    for w, b in params[:-1]:
-        h = jnp.tanh(h @ w + b)
-    w, b = params[-1]
-    return -jnp.mean(jnp.sum(y * kiln.nn.log_softmax(h @ w + b), axis=-1))
-
-
 def test_kernels_differing_only_in_aliasing_are_shared(monkeypatch):
     """The MLP gradient's two tanh layers (and its two ``g * (1 - t*t)`` kernels and
     column sums) differ only in which buffers share memory (plan_buffers: no
@@ -82,19 +75,15 @@ def test_kernels_differing_only_in_aliasing_are_shared(monkeypatch):
     ``restrict`` at every call, and the bits of the unshared build."""
     from kiln.compiler.lower import plan_buffers
     monkeypatch.setattr(plan_buffers, "MIN_SHARED_BYTES", 1024)   # share memory at this size
-    sizes, n = (40, 48, 48, 10), 32
-    params = [(R.standard_normal((m, k)).astype(np.float32) / 6,
-               R.standard_normal(k).astype(np.float32)) for m, k in zip(sizes[:-1], sizes[1:])]
-    x = R.standard_normal((n, sizes[0])).astype(np.float32)
-    y = np.eye(10, dtype=np.float32)[R.integers(0, 10, n)]
-    f = kiln.grad(_mlp_loss)
+    params, x, y = mlp_data(R)
+    f = kiln.grad(mlp_loss)
     text = _source(f, params, x, y)
     heads = [ln for ln in text.splitlines() if ln.endswith("{") and " kiln_shared" in ln]
     assert len(heads) >= 3
     assert any("float *b" in h for h in heads)        # a parameter without restrict
     shared = [np.asarray(a) for a in kiln.tree_util.tree_leaves(kiln.jit(f)(params, x, y))]
     monkeypatch.setattr(CRenderer, "share_kernels", False)
-    g = kiln.grad(lambda *a: _mlp_loss(*a))
+    g = kiln.grad(lambda *a: mlp_loss(*a))
     assert "kiln_shared" not in _source(g, params, x, y)
     inlined = [np.asarray(a) for a in kiln.tree_util.tree_leaves(kiln.jit(g)(params, x, y))]
     assert [a.tobytes() for a in shared] == [a.tobytes() for a in inlined]

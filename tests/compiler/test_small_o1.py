@@ -5,6 +5,7 @@ keep ``KILN_SMALL``."""
 from __future__ import annotations
 
 import numpy as np
+from _mlp_case import mlp_data, mlp_loss  # tests/compiler/_mlp_case.py
 
 import kiln
 import kiln.numpy as jnp
@@ -84,23 +85,11 @@ def test_bits_do_not_depend_on_splitting_into_units(monkeypatch):
     reductions) built as one unit and as several: the same bits. Before, a program under
     ``split_min_chars`` was one -O3 function and its small reductions summed in another
     order than in their own ``KILN_SMALL`` functions."""
-    sizes, n = (40, 48, 48, 10), 32
-    params = [(R.standard_normal((m, k)).astype(np.float32) / 6,
-               R.standard_normal(k).astype(np.float32)) for m, k in zip(sizes[:-1], sizes[1:])]
-    x = R.standard_normal((n, sizes[0])).astype(np.float32)
-    y = np.eye(10, dtype=np.float32)[R.integers(0, 10, n)]
-
-    def loss(params, x, y):
-        h = x
-        for w, b in params[:-1]:
-            h = jnp.tanh(h @ w + b)
-        w, b = params[-1]
-        return -jnp.mean(jnp.sum(y * kiln.nn.log_softmax(h @ w + b), axis=-1))
-
+    params, x, y = mlp_data(R)
     outs = []
     for chars in (10 ** 9, 0):
         monkeypatch.setattr(render_c.CRenderer, "split_min_chars", chars)
-        g = kiln.grad(lambda *a: loss(*a))      # a new function: compiled again
+        g = kiln.grad(lambda *a: mlp_loss(*a))      # a new function: compiled again
         outs.append([np.asarray(a) for a in kiln.tree_util.tree_leaves(kiln.jit(g)(params, x, y))])
     for a, b in zip(*outs):
         assert a.tobytes() == b.tobytes()
