@@ -434,9 +434,9 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
         total = (sum(r[2] for runs in seg_runs for r in runs) +
                  sum(_compile_weight(d, "O1" if is_small(st) else False)
                      for d, st in defs.values()))
-        # Runs heavier than a quarter of a unit's share are cut (balance), with one unit
-        # only where the program is large enough to be split at all.
-        cap = max(1, total // (4 * n_units)) if total >= self.split_min_chars else total + 1
+        # Runs heavier than a quarter of a unit's share are cut (balance); with one unit
+        # there is nothing to balance.
+        cap = max(1, total // (4 * n_units)) if n_units > 1 else total + 1
         for j, runs in enumerate(seg_runs):
             cut = []
             for small, texts, _ in runs:
