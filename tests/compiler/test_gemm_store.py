@@ -137,3 +137,16 @@ def test_as_view_recovers_strided_batches():
     swapped = want.reshape(batch, m, n).transpose(0, 2, 1).reshape(-1)   # columns strided
     assert _as_view(swapped, batch, m, n) is None
     assert _as_view(np.arange(12)[::-1].copy(), 1, 3, 4) is None
+
+
+def test_dot_product_attention_gradients_land_in_input_layout(monkeypatch):
+    """``nn.dot_product_attention`` on ``[b, t, h, d]``: the per-head products giving the
+    gradients of q and k write them in ``[b, t, h, d]`` directly (leading dimension h*d)."""
+    q, k, v = (R.standard_normal((2, 32, 2, 16)).astype(np.float32) for _ in range(3))
+
+    def loss(q, k, v):
+        return jnp.mean(kiln.nn.dot_product_attention(q, k, v, is_causal=True) ** 2)
+
+    prog = _prog(kiln.grad(loss, argnums=(0, 1, 2)), q, k, v, monkeypatch=monkeypatch)
+    views = [g.out_view for g in _redirected(prog)]
+    assert len(views) == 2 and all(v == (32, ((2, 1024), (2, 16)), 0) for v in views)
