@@ -258,3 +258,25 @@ def test_extend_backend_and_register_lowering_platforms():
         mlir.register_lowering(prim=None, rule=None, platform="this_is_a_fake_platform")
     assert mlir.register_lowering(lax.sin_p, lambda *a, **k: None, platform="cuda") is not None
     assert kcore.mapped_aval is jex.core.mapped_aval and kcore.TraceTag is jex.core.TraceTag
+
+
+def test_lax_internal_const_keeps_the_example_dtype():
+    from kiln._src.lax import lax as lax_internal
+    assert type(lax_internal._const(1.5, 0)) is float
+    c = lax_internal._const(np.float16(2), 1)
+    assert c.dtype == np.float16 and c == 1
+    c = lax_internal._const(np.ones(3, np.int8), 5)
+    assert c.dtype == np.int8 and c.shape == () and c == 5
+    assert type(lax_internal._const(True, 0)) is bool
+
+
+def test_lax_internal_delta_is_the_generalized_identity():
+    from kiln._src.lax import lax as lax_internal
+    got = np.asarray(lax_internal._delta(np.float32, (2, 3, 4), (1, 2)))
+    want = np.broadcast_to(np.eye(3, 4, dtype=np.float32), (2, 3, 4))
+    assert got.dtype == np.float32 and np.array_equal(got, want)
+    got = np.asarray(kiln.jit(lambda: lax_internal._delta(np.int32, (2, 3, 2), (0, 2)))())
+    want = np.zeros((2, 3, 2), np.int32)
+    for i in range(2):
+        want[i, :, i] = 1
+    assert np.array_equal(got, want)
