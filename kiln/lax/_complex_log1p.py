@@ -49,8 +49,10 @@ def complex_log1p(z: np.ndarray) -> np.ndarray:
     """``log(1 + z)`` of a complex64/complex128 array, elementwise."""
     from kiln.lax.arith import log_p
     from kiln.lax.elementwise import atan2_p, log1p_p
-
+    from kiln.lax.linalg import _flush_denormals
     z = np.asarray(z)
+    y_raw = z.imag          # atan2 reads its operands' bits: a subnormal y is kept
+    z = _flush_denormals(z)  # the rest is XLA's arithmetic on flushed parts (DAZ)
     ft = np.dtype(np.float32 if z.dtype == np.complex64 else np.float64)
     with np.errstate(all="ignore"):
         x = np.ascontiguousarray(z.real, ft)
@@ -75,7 +77,8 @@ def complex_log1p(z: np.ndarray) -> np.ndarray:
         huge = log_p.impl(mx) + half * log1p_p.impl(ratio)
         real = np.where(mx > ft.type(_HUGE[ft]), huge,
                         np.where(np.abs(xp1) + ay < ft.type(0.2), near_minus_one, regular))
-        imag = atan2_p.impl(y, xp1)
+        real = _flush_denormals(np.ascontiguousarray(real, ft))     # FTZ
+        imag = atan2_p.impl(np.ascontiguousarray(y_raw, ft), xp1)
     out = np.empty(z.shape, z.dtype)
     out.real = real
     out.imag = imag

@@ -495,7 +495,29 @@ def integer_pow(x, y: int):
 def _square_impl(x):
     if x.dtype == _BF16:
         return _half_flush.f32_binary(np.multiply, x, x, x.dtype)
-    return as_dtype(np.square(x), x.dtype)
+    if x.dtype.kind == "c":
+        return _complex_square(x)
+    # One multiply x * x, as integer_pow(x, 2): its eager path has XLA's bits (results
+    # flushed to zero below the smallest normal; the half types' rounding).
+    return _integer_pow_impl(x, y=2)
+
+
+def _complex_square(z):
+    """XLA's expansion of a complex square (JAX's ``lax.square``): real part
+    ``(x - y) * (x + y)``, exactly 0 where ``|x| == |y|`` with ``x`` finite; imaginary part
+    ``2 * (x * y)``. (``z * z`` rounds ``x*x - y*y``: an ulp apart from JAX near
+    ``|x| = |y|`` and elsewhere, e.g. ``(0.001 + 1j)**2``.)"""
+    from kiln.lax.linalg import _flush_denormals  # XLA's DAZ/FTZ, part by part
+    z = _flush_denormals(np.asarray(z))
+    x, y = z.real, z.imag
+    with np.errstate(all="ignore"):
+        re = np.where(np.isfinite(x) & (np.abs(x) == np.abs(y)), x.dtype.type(0),
+                      (x - y) * (x + y))
+        im = x.dtype.type(2) * (x * y)
+    out = np.empty(z.shape, z.dtype)
+    out.real = re
+    out.imag = im
+    return _flush_denormals(out)
 
 
 square_p = unop("square", _square_impl, _num)

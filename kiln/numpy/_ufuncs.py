@@ -393,7 +393,7 @@ def square(x, /):
     """Elementwise ``x * x``."""
     x = ensure_arraylike("square", x)
     (x,) = promote_dtypes_numeric(x)
-    return lax.integer_pow(x, 2)
+    return lax.square(x)        # JAX's primitive (complex: XLA's expansion, not z * z)
 
 
 def reciprocal(x, /):

@@ -83,7 +83,7 @@ from kiln.compiler.passes.common import (
 from kiln.core.avals import ShapedArray
 from kiln.core.jaxpr import ClosedJaxpr, JaxprEqn, Literal, Var
 from kiln.interpreters.staging import has_effects
-from kiln.lax.arith import add_p, div_p, exp_p, integer_pow_p, log_p, mul_p, neg_p, sub_p
+from kiln.lax.arith import add_p, div_p, exp_p, integer_pow_p, log_p, mul_p, neg_p, square_p, sub_p
 from kiln.lax.elementwise import abs_p, pow_p, rsqrt_p, sqrt_p
 from kiln.lax.structural import broadcast_in_dim_p
 
@@ -606,6 +606,10 @@ def _sqrt(build, a, out, producer, consts):
         return True
     e = _made_by(a, producer, integer_pow_p)        # JAX lowers x ** 2 to x * x
     if e is not None and e.params.get("y") == 2:
+        build(abs_p, e.invars[0], out=out)
+        return True
+    e = _made_by(a, producer, square_p)             # and lax.square (jnp.square) too
+    if e is not None:
         build(abs_p, e.invars[0], out=out)
         return True
     return False
