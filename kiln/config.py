@@ -221,6 +221,7 @@ _FLAGS: dict[str, tuple[Any, Callable[[Any, str], Any]]] = {
     ),
     "jax_dynamic_shapes": (False, _parse_bool),
     "jax_check_static_indices": (False, _parse_bool),
+    "jax_ragged_dot_use_ragged_dot_instruction": (True, _parse_bool),
     "jax_random_seed_offset": (0, _parse_int),
     "jax_debug_key_reuse": (False, _parse_key_reuse),
     "jax_no_execution": (False, _parse_bool),
@@ -295,6 +296,10 @@ _HELP: dict[str, str] = {
                               "rule returns (JAX's temporary escape hatch).",
     "jax_traceback_filtering": "Controls how JAX filters internal frames out of "
                                "tracebacks.",
+    "jax_ragged_dot_use_ragged_dot_instruction": "(TPU only in JAX) Lower ragged_dot to one "
+                                                 "instruction rather than a rewrite. kiln has "
+                                                 "one implementation: accepted, results the "
+                                                 "same either way.",
     "jax_check_static_indices": "Turn on bounds checks for static indices during array "
                                 "indexing operations. These will only be checked when "
                                 "indexing mode is PROMISE_IN_BOUNDS, which is the default "

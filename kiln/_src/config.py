@@ -225,6 +225,9 @@ for _name, (_value, _why) in JAX_IMPL_SELECTORS.items():
     globals()[_name[4:]] = SelectorState(_name, _value, _why)
     config_states[_name] = globals()[_name[4:]]
 del _name, _short, _value, _why
+# A few of JAX's module-level states carry the option's full name (``jax_`` prefix).
+for _name in ("jax_ragged_dot_use_ragged_dot_instruction",):
+    globals()[_name] = config_states[_name]
 for _name in (*JAX_ONLY_OPTIONS, *JAX_IMPL_SELECTORS):
     # ``jax.config.jax_custom_vjp3`` reads as in JAX (the Config object's attribute)
     external_options[_name] = (lambda st: lambda: st.value)(config_states[_name])

@@ -45,6 +45,7 @@ DEFAULTS = {
     "jax_traceback_filtering": "auto",
     "jax_dynamic_shapes": False,
     "jax_check_static_indices": False,
+    "jax_ragged_dot_use_ragged_dot_instruction": True,
     "jax_random_seed_offset": 0,
     "jax_debug_key_reuse": False,
     "jax_no_execution": False,

@@ -280,3 +280,17 @@ def test_lax_internal_delta_is_the_generalized_identity():
     for i in range(2):
         want[i, :, i] = 1
     assert np.array_equal(got, want)
+
+
+def test_ragged_dot_instruction_option_is_accepted():
+    """JAX's ``jax_ragged_dot_use_ragged_dot_instruction`` (a TPU lowering choice): settable
+    under its full name as in ``jax._src.config``; ragged_dot's result is the same."""
+    lhs = np.arange(24, dtype=np.float32).reshape(6, 4) / 7
+    rhs = np.arange(24, dtype=np.float32).reshape(2, 4, 3) / 5
+    sizes = np.array([2, 4], np.int32)
+    want = np.asarray(lax.ragged_dot(lhs, rhs, sizes))
+    assert kiln.config.jax_ragged_dot_use_ragged_dot_instruction is True
+    with kcfg.jax_ragged_dot_use_ragged_dot_instruction(False):
+        assert kiln.config.jax_ragged_dot_use_ragged_dot_instruction is False
+        np.testing.assert_array_equal(np.asarray(lax.ragged_dot(lhs, rhs, sizes)), want)
+    assert kiln.config.jax_ragged_dot_use_ragged_dot_instruction is True
