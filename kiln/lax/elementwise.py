@@ -316,12 +316,15 @@ def _logistic(x):
 
 
 exp2_p = unop("exp2", _math(_exp2), _inexact)
+_np_log1p = _math(np.log1p)
+
+
 def _log1p_fallback(x):
     # Complex: NumPy's log1p is log(1 + z), all precision lost near 0 (_complex_log1p).
     if x.dtype.kind == "c":
         from kiln.lax._complex_log1p import complex_log1p
         return complex_log1p(x)
-    return _math(np.log1p)(x)
+    return _np_log1p(x)
 
 
 log1p_p = unop("log1p", xla_math("log1p", _log1p_fallback), _inexact)
