@@ -21,6 +21,7 @@ from kiln import (
     custom_batching,  # noqa: F401
     debug,  # noqa: F401
     distributed,  # noqa: F401
+    dlpack,  # noqa: F401
     dtypes,  # noqa: F401
     errors,  # noqa: F401
     experimental,  # noqa: F401

@@ -277,6 +277,13 @@ class ArrayImpl:
             raise RuntimeError("Array.to_device needs kiln.device_put: import kiln")
         return _device_put(self, device)
 
+    @property
+    def __cuda_array_interface__(self):
+        # As JAX on a CPU buffer: the attribute exists only for GPU buffers.
+        raise AttributeError("__cuda_array_interface__ is only defined for NVidia GPU "
+                             "buffers; kiln arrays live in host memory (NumPy reads them "
+                             "through __array_interface__ / np.asarray)")
+
     def __dlpack_device__(self):
         return (1, 0)  # (kDLCPU, device 0)
 
@@ -287,6 +294,11 @@ class ArrayImpl:
         reaches them as a private writable copy, or with ``copy=False`` as the buffer
         itself, unflagged, as JAX exports it."""
         v = np.asarray(self._value)
+        if v.dtype.kind == "V" or v.dtype.type.__module__.startswith("ml_dtypes"):
+            raise BufferError(
+                f"kiln cannot export {v.dtype.name} arrays through DLPack (NumPy's exporter "
+                "has integer, float, complex and bool types only); convert first, e.g. "
+                "x.astype(jnp.float32)")
         kw = {"stream": stream, "max_version": max_version, "dl_device": dl_device}
         if copy is not None:
             kw["copy"] = copy

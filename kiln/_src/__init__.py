@@ -15,6 +15,7 @@ from kiln._src import xla_bridge  # noqa: E402,F401  (read as ``jax._src.xla_bri
 #: ``jax._src.<name>`` -> the kiln module standing in for it (also read by kiln.as_jax).
 ALIASES = {
     "monitoring": "kiln.monitoring",
+    "dlpack": "kiln.dlpack",
     "tree_util": "kiln.tree_util",
     "typing": "kiln.typing",
     "api_util": "kiln.api_util",

@@ -58,8 +58,10 @@ def fromiter(*args, **kwargs):
 
 
 def from_dlpack(x, /, *, device=None, copy=None):
-    """An array from any object implementing the DLPack protocol (``__dlpack__``)."""
-    return _asarray(np.from_dlpack(x) if copy is None else np.from_dlpack(x, copy=copy))
+    """An array from any object implementing the DLPack protocol (``__dlpack__``);
+    :func:`kiln.dlpack.from_dlpack`."""
+    from kiln.dlpack import from_dlpack as _from_dlpack
+    return _from_dlpack(x, device=device, copy=copy)
 
 
 def load(file, *args, **kwargs):
