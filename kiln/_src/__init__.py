@@ -40,6 +40,7 @@ ALIASES = {
     "lax.windowed_reductions": "kiln.lax.window_rules",
     "scipy.special": "kiln.scipy.special",
     "scipy.cluster": "kiln.scipy.cluster",
+    "scipy.sparse": "kiln.scipy.sparse",
     "numpy.util": "kiln.numpy._util",
     "numpy.fft": "kiln.numpy.fft",
     "random.prng": "kiln._src.random.prng",

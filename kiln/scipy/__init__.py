@@ -2,8 +2,8 @@
 
 # Every submodule is imported on first attribute access (as JAX's lazy loader), so that
 # ``import kiln`` does not pay for them.
-_LAZY_SUBMODULES = {"cluster", "fft", "integrate", "interpolate", "linalg", "ndimage", "optimize", "signal", "spatial",
-                    "special", "stats"}
+_LAZY_SUBMODULES = {"cluster", "fft", "integrate", "interpolate", "linalg", "ndimage", "optimize", "signal", "sparse",
+                    "spatial", "special", "stats"}
 
 
 def __getattr__(name):

@@ -307,14 +307,16 @@ def custom_linear_solve(matvec: Callable, b: Any, solve: Callable,
             vecmat = matvec
             vm_closed, vm_consts = mv_closed, mv_consts
         else:
-            from kiln.transformations import linear_transpose
-            transposed = linear_transpose(matvec, b)
+            # The transpose of matvec's jaxpr in x: (*consts, *ct) -> ct of x.
+            n_mv = len(mv_consts)
+            vm_closed = common.transpose_jaxpr(mv_closed, [False] * n_mv + [True] * len(b_flat),
+                                               b_avals)
+            vm_consts = mv_consts
+            vm_fun = common.jaxpr_fun(vm_closed)
 
             def vecmat(x):
-                (y,) = transposed(x)
-                return y
-            vm_closed, vm_consts, _ = _trace(vecmat, in_tree, b_avals, b_flat, "vecmat", False,
-                                          tree)
+                leaves = [_asarray(v) for v in tree_flatten(x)[0]]
+                return tree_unflatten(tree, list(vm_fun(*vm_consts, *leaves)))
         ts_closed, ts_consts, _ = _trace(
             _shape_checked(functools.partial(transpose_solve, vecmat), "transpose_solve",
                            b_flat, has_aux),
@@ -371,8 +373,16 @@ def custom_root(f: Callable, initial_guess: Any, solve: Callable, tangent_solve:
     pair_tree = tree_flatten((initial_guess, initial_guess))[1]
 
     def linearize_and_solve(x, y):
-        from kiln.transformations import linearize
-        _, g = linearize(f, x)
+        x_flat = tree_flatten(x)[0]
+
+        def f_flat(*leaves):
+            return tree_flatten(f(tree_unflatten(tree, list(leaves))))[0]
+        _, lin = ad.linearize_flat(f_flat, x_flat)
+
+        def g(v):
+            leaves = [_asarray(t) for t in tree_flatten(v)[0]]
+            outs = [ad.instantiate_zeros(o) if type(o) is Zero else o for o in lin(*leaves)]
+            return tree_unflatten(tree, outs)
         return tangent_solve(g, y)
 
     ls_closed, ls_consts, ls_tree = common.trace_pytree_fun(linearize_and_solve, pair_tree,
@@ -392,8 +402,12 @@ def custom_root(f: Callable, initial_guess: Any, solve: Callable, tangent_solve:
 def _root_fn(f_closed, s_closed, ls_closed, nf, ns, nls, n):
     """A ``custom_jvp`` function of ``(*f_consts, *solve_consts, *ls_consts, *guess)``
     returning ``(*root, *aux)``."""
-    from kiln.custom_derivatives import custom_jvp
-    from kiln.lax import neg
+    from kiln.lax import full_like, neg
+
+    # ``kiln.custom_derivatives`` (above lax in the layers) installs its custom_jvp in
+    # gather_scatter when it is imported.
+    from kiln.lax.gather_scatter import _custom_jvp
+    custom_jvp = _custom_jvp[0]
 
     def split(args):
         return (list(args[:nf]), list(args[nf:nf + ns]), list(args[nf + ns:nf + ns + nls]),
@@ -415,7 +429,6 @@ def _root_fn(f_closed, s_closed, ls_closed, nf, ns, nls, n):
         _, rhs = ad.jvp_flat(lambda *c: f_fun(*c, *root), fc, list(fc_dot))
         rhs = [ad.instantiate_zeros(t) if type(t) is Zero else t for t in rhs]
         dx = common.jaxpr_fun(ls_closed)(*lc, *root, *rhs)
-        from kiln import numpy as jnp
-        return outs, [neg(t) for t in dx] + [jnp.zeros_like(a) for a in aux]
+        return outs, [neg(t) for t in dx] + [full_like(a, 0) for a in aux]
 
     return run
