@@ -155,13 +155,32 @@ def update_slices(x, idx, mode, apply):
     # Stride > 1: each index on its own, as a 1-D array index in the slice's place (the
     # only advanced index, so it keeps that place).
     if any(_is_advanced(e) for i, e in enumerate(entries) if i != k):
-        raise NotImplementedError(
-            "x.at[...] with a strided jax.ds slice together with array indices is not "
-            "supported by kiln; apply them in two steps")
+        return _update_strided_block(x, sl, d, n, rest, mode, apply, clip)
     ix = _strided_indices(sl)
     ix = (lax.clamp(np.int32(0), ix, np.int32(max(n - 1, 0))) if clip else
           lax.select((ix < 0) | (ix >= n), lax.full(ix.shape, n, np.int32), ix))
     return _recurse(x, entries[:k] + (ix,) + entries[k + 1:], mode, apply)
+
+
+def _update_strided_block(x, sl, d, n, rest, mode, apply, clip):
+    """A strided ``jax.ds`` beside array indices: it stays a slice (its dimension is not
+    broadcast with the array indices), so its rows are taken out as a block, updated with
+    the rest of the index, and written back; rows out of range are dropped, as JAX drops
+    them. ``mode='clip'`` can send several out-of-range rows to the same edge row, where
+    JAX applies each update in turn (``add`` twice): a block write-back cannot, so it is
+    refused."""
+    if clip:
+        raise NotImplementedError(
+            "x.at[...] with a strided jax.ds slice, array indices and mode='clip' is not "
+            "supported by kiln (clamped rows may repeat); use the default mode (rows out of "
+            "range dropped) or index the strided rows with an index array")
+    ix = _strided_indices(sl)
+    ix = lax.select((ix < 0) | (ix >= n), lax.full(ix.shape, n, np.int32), ix)
+    block = _take_axis(x, lax.clamp(np.int32(0), ix, np.int32(max(n - 1, 0))), d, "clip",
+                       None)
+    block = _recurse(block, rest, mode, apply)
+    where = (slice(None),) * d + (ix,)
+    return x.at[where].set(block, mode="drop")
 
 
 def _recurse(x, entries, mode, apply):

@@ -128,3 +128,47 @@ def test_ds_window_larger_than_the_axis_is_jaxs_type_error():
         kiln.jit(lambda x, i: x[kiln.ds(i, 12)])(x, 1)
     with pytest.raises(TypeError, match="Bounds of the window dimensions"):
         x.at[kiln.ds(0, 12)].set(0)
+
+
+Z = np.arange(24, dtype=np.int32).reshape(4, 6)
+# A strided jax.ds beside array indices stays a slice (JAX 0.10.2's results); out-of-range
+# strided rows are dropped.
+STRIDED_WITH_ARRAYS = [
+    (lambda z, i: z.at[kiln.ds(i, 2, 2), jnp.array([1, 3])].set(-1),
+     {0: [(0, 1), (0, 3), (2, 1), (2, 3)], 3: [(3, 1), (3, 3)], -1: [(1, 1), (1, 3)]}),
+    (lambda z, i: z.at[jnp.array([0, 3]), kiln.ds(i, 3, 2)].set(-1),
+     {1: [(0, 1), (0, 3), (0, 5), (3, 1), (3, 3), (3, 5)], 4: [(0, 4), (3, 4)]}),
+]
+
+
+@pytest.mark.parametrize("jit", [False, True])
+@pytest.mark.parametrize("k", range(len(STRIDED_WITH_ARRAYS)))
+def test_strided_ds_beside_array_indices_updates_a_block(k, jit):
+    fn, want = STRIDED_WITH_ARRAYS[k]
+    f = kiln.jit(fn) if jit else fn
+    for i, cells in want.items():
+        expect = Z.copy()
+        for r, c in cells:
+            expect[r, c] = -1
+        np.testing.assert_array_equal(np.asarray(f(jnp.asarray(Z), i)), expect)
+
+
+def test_strided_ds_beside_array_indices_accumulates_and_differentiates():
+    # repeated array indices inside the block accumulate (add), as JAX
+    got = jnp.asarray(Z).at[kiln.ds(1, 3, 2), jnp.array([1, 3, 3])].add(1)
+    want = Z.copy()
+    want[[1, 3], 1] += 1
+    want[[1, 3], 3] += 2
+    np.testing.assert_array_equal(np.asarray(got), want)
+    zf = Z.astype(np.float32)
+    g = kiln.grad(lambda z: jnp.sum(z.at[kiln.ds(0, 2, 2), jnp.array([1, 3])].mul(3.0) ** 2))(zf)
+    expect = 2 * zf
+    expect[np.ix_([0, 2], [1, 3])] *= 9
+    np.testing.assert_allclose(np.asarray(g), expect)
+    v = kiln.vmap(lambda z: z.at[kiln.ds(0, 2, 2), jnp.array([1])].add(1.0))(np.stack([zf, zf]))
+    assert float(v[1, 2, 1]) == zf[2, 1] + 1 and float(v[1, 1, 1]) == zf[1, 1]
+
+
+def test_strided_ds_beside_array_indices_with_clip_is_refused():
+    with pytest.raises(NotImplementedError, match="mode='clip'"):
+        jnp.asarray(Z).at[kiln.ds(1, 3, 2), jnp.array([1])].add(1, mode="clip")
