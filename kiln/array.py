@@ -295,10 +295,16 @@ class ArrayImpl:
         itself, unflagged, as JAX exports it."""
         v = np.asarray(self._value)
         if v.dtype.kind == "V" or v.dtype.type.__module__.startswith("ml_dtypes"):
-            raise BufferError(
-                f"kiln cannot export {v.dtype.name} arrays through DLPack (NumPy's exporter "
-                "has integer, float, complex and bool types only); convert first, e.g. "
-                "x.astype(jnp.float32)")
+            from kiln import _dlpack_capsules
+            if _dlpack_capsules.own_dtype_code(v.dtype) is None:
+                raise BufferError(
+                    f"kiln cannot export {v.dtype.name} arrays through DLPack (DLPack "
+                    "describes integer, float, bfloat16, complex and bool types); convert "
+                    "first, e.g. x.astype(jnp.float32)")
+            if copy is True:
+                v = v.copy()
+            return _dlpack_capsules.export_capsule(
+                v, versioned=max_version is not None and max_version[0] >= 1)
         kw = {"stream": stream, "max_version": max_version, "dl_device": dl_device}
         if copy is not None:
             kw["copy"] = copy

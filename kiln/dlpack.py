@@ -60,6 +60,15 @@ def _device_of(device):
     return device
 
 
+def _own_dtype(x) -> bool:
+    """Whether ``x`` has a NumPy dtype only kiln's capsule reader handles (bfloat16)."""
+    from kiln import _dlpack_capsules
+    try:
+        return _dlpack_capsules.own_dtype_code(np.dtype(x.dtype)) is not None
+    except (AttributeError, TypeError):
+        return False
+
+
 def from_dlpack(external_array: Any, device: Any = None, copy: bool | None = None):
     """A kiln array holding the data of a DLPack tensor.
 
@@ -91,7 +100,21 @@ def from_dlpack(external_array: Any, device: Any = None, copy: bool | None = Non
             f"{name}, array: {external_array}): kiln runs on the host and reads host "
             "memory only; copy the tensor to the CPU first (e.g. `tensor.cpu()`).")
     kw = {} if copy is None else {"copy": bool(copy)}
-    data = np.from_dlpack(external_array, **kw)
+    from kiln import _dlpack_capsules
+    try:
+        if _own_dtype(external_array):
+            raise BufferError("bfloat16")       # straight to kiln's reader
+        data = np.from_dlpack(external_array, **kw)
+    except (BufferError, RuntimeError):
+        # bfloat16 (NumPy has no DLPack type for it; it refuses with RuntimeError): read
+        # the capsule with kiln's own reader
+        try:
+            capsule = external_array.__dlpack__(max_version=(1, 0))
+        except TypeError:                   # a producer older than DLPack 1.0
+            capsule = external_array.__dlpack__()
+        data = _dlpack_capsules.import_capsule(capsule)
+        if copy:
+            data = data.copy()
     if copy is None and data.ctypes.data % _ALIGN:
         data = data.copy()
     elif copy is False and data.ctypes.data % _ALIGN:

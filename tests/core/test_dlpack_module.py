@@ -1,4 +1,7 @@
 """``kiln.dlpack`` (``jax.dlpack``): from_dlpack's sharing/copy rules, devices, errors."""
+import gc
+import sys
+
 import numpy as np
 import pytest
 
@@ -83,5 +86,53 @@ def test_array_protocol_attributes():
     assert not hasattr(x, "__cuda_array_interface__")
     with pytest.raises(AttributeError, match="only defined for NVidia GPU buffers"):
         _ = x.__cuda_array_interface__
-    with pytest.raises(BufferError, match="cannot export bfloat16"):
-        np.from_dlpack(x.astype(jnp.bfloat16))
+    with pytest.raises(BufferError, match="cannot export float8_e4m3fn"):
+        x.astype(jnp.float8_e4m3fn).__dlpack__()
+
+
+def test_bfloat16_round_trip_shares_memory():
+    from kiln import _dlpack_capsules as caps
+    a = np.arange(6, dtype=np.float32).astype(jnp.bfloat16)
+    refs = sys.getrefcount(a)
+    cap = caps.export_capsule(a, versioned=True)
+    assert "dltensor_versioned" in repr(cap) and sys.getrefcount(a) == refs + 1
+    b = caps.import_capsule(cap)
+    assert "used_dltensor_versioned" in repr(cap)
+    assert b.ctypes.data == a.ctypes.data and not b.flags.writeable   # read-only export
+    view = b[::2]
+    del b
+    gc.collect()
+    assert view.tolist() == [0.0, 2.0, 4.0] and sys.getrefcount(a) == refs + 1
+    del view
+    gc.collect()
+    assert sys.getrefcount(a) == refs                  # the producer's deleter ran
+    with pytest.raises(BufferError, match="not been consumed"):
+        caps.import_capsule(cap)                          # a capsule is read once
+    del cap
+    unused = caps.export_capsule(a, versioned=False)     # never consumed: freed with it
+    del unused
+    gc.collect()
+    assert sys.getrefcount(a) == refs
+
+
+def test_bfloat16_from_kiln_and_from_a_foreign_producer():
+    from kiln import _dlpack_capsules as caps
+    x = jnp.arange(12.0).reshape(3, 4).astype(jnp.bfloat16)
+    for v in (x, x.T, x[:, ::2], jnp.zeros((0, 3), jnp.bfloat16)):
+        y = dlpack.from_dlpack(v)
+        assert y.dtype == jnp.bfloat16 and y.shape == v.shape
+        np.testing.assert_array_equal(np.asarray(y, np.float32), np.asarray(v, np.float32))
+    src = np.arange(4, dtype=np.float32).astype(jnp.bfloat16)
+
+    class Foreign:                  # a producer kiln knows nothing about (e.g. torch)
+        def __dlpack__(self, stream=None, max_version=None):
+            return caps.export_capsule(src, versioned=max_version is not None)
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    got = dlpack.from_dlpack(Foreign())
+    assert got.dtype == jnp.bfloat16
+    np.testing.assert_array_equal(np.asarray(got, np.float32), [0, 1, 2, 3])
+    with pytest.raises(RuntimeError, match="Unsupported dtype"):   # NumPy's own refusal
+        np.from_dlpack(x)

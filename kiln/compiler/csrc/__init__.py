@@ -22,7 +22,8 @@ The files, and who uses them:
   ``kiln.compiler.render.binary_math``), ``libm_sincos64.h`` (``ksin64``/``kcos64``,
   float64 sin/cos, ``kiln.compiler.render.trig_math``).
 * Libraries built once per machine by ``kiln.compiler.build.build``: ``runtime.c`` (the
-  ``kiln_rt`` extension), ``blas_glue.c`` (the row-major GEMM wrappers), ``kiln_random.c``
+  ``kiln_rt`` extension), ``dlpack.c`` (the ``kiln_dlpack`` extension: bfloat16 DLPack
+  capsules, ``kiln._dlpack_capsules``), ``blas_glue.c`` (the row-major GEMM wrappers), ``kiln_random.c``
   (kiln.random's and eager math's kernels), ``spmd.c`` (the device threads' barrier and
   all-reduce), ``probe.c`` (the flag probe), ``trig_probe.c`` (``libm_trig.h`` against
   the host's ``sinf``/``cosf``/``tanf``, ``kiln.compiler.render.trig_math``),
