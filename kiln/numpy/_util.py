@@ -418,7 +418,7 @@ def canonicalize_axes(axis, ndim: int, allow_duplicate: bool = False) -> tuple:
     """None → all axes; int or sequence → a tuple of non-negative ints (no repeats)."""
     if axis is None:
         return tuple(range(ndim))
-    if isinstance(axis, (tuple, list, np.ndarray)):
+    if isinstance(axis, (tuple, list, range, np.ndarray)):
         axes = tuple(canonicalize_axis(a, ndim) for a in axis)
     else:
         axes = (canonicalize_axis(axis, ndim),)

@@ -1,5 +1,5 @@
 """``jax._src.lax.lax``: :mod:`kiln.lax`, plus the private helpers of JAX's module that
-JAX's tests and libraries call (``asarray``, ``_const``, ``_delta``)."""
+JAX's tests and libraries call (``asarray``, ``_const``, ``_delta``, ``remaining``)."""
 from kiln.lax import *  # noqa: F401,F403
 from kiln.lax.structural import asarray  # noqa: F401
 
@@ -17,6 +17,12 @@ def _const(example, val):
             return out
         return np.array(out, dtype)
     return np.array(val, dtype)
+
+
+def remaining(original, *removed_lists):
+    """The items of ``original`` in none of ``removed_lists``, in order."""
+    removed = {i for lst in removed_lists for i in lst}
+    return [i for i in original if i not in removed]
 
 
 def _delta(dtype, shape, axes):

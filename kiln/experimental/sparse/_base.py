@@ -1,4 +1,5 @@
-"""``JAXSparse``: the abstract base of kiln's sparse array classes (``BCOO``).
+"""``JAXSparse``: the abstract base of kiln's sparse array classes (``BCOO``, ``BCSR``,
+``COO``, ``CSR``, ``CSC``).
 
 It holds what every format shares: ``shape``/``ndim``/``size``/``len``, the repr, ``T``,
 ``block_until_ready`` and the operator slots a format may fill in. Sparse arrays are not
@@ -11,7 +12,14 @@ import math
 
 from kiln.core.trace import Tracer
 
-__all__ = ["JAXSparse"]
+__all__ = ["JAXSparse", "tracer_name"]
+
+
+def tracer_name(x) -> str:
+    """The tracer's class name as JAX prints it (kiln's ``jit`` staging tracer is JAX's
+    ``DynamicJaxprTracer``)."""
+    name = type(x).__name__
+    return "DynamicJaxprTracer" if name == "JaxprTracer" else name
 
 
 class JAXSparse(abc.ABC):
@@ -34,6 +42,11 @@ class JAXSparse(abc.ABC):
     def nse(self) -> int:
         """The number of specified (stored) elements."""
 
+    def __init__(self, args, *, shape):
+        from kiln.numpy._util import canonicalize_shape
+        del args
+        self.shape = canonicalize_shape(shape, "The sparse array's shape must be static.")
+
     def __len__(self) -> int:
         return self.shape[0]
 
@@ -54,7 +67,7 @@ class JAXSparse(abc.ABC):
         except Exception:
             text = f"{name}(<invalid>)"
         if isinstance(self.data, Tracer):
-            text = f"{type(self.data).__name__}[{text}]"
+            text = f"{tracer_name(self.data)}[{text}]"
         return text
 
     @abc.abstractmethod

@@ -69,12 +69,17 @@ def bcoo_multiply_dense(sp_mat: BCOO, v):
 
 
 def bcoo_multiply_sparse(lhs: BCOO, rhs: BCOO) -> BCOO:
-    """Elementwise product of two BCOO arrays of the same shape and layout.
+    """Elementwise product of two BCOO arrays whose shapes broadcast (and whose numbers of
+    dense dimensions agree).
 
-    Every pair of stored elements with equal coordinates contributes their product; the
-    result stores ``lhs.nse * rhs.nse`` elements per batch, the matching pairs first and
-    padding after them (JAX's layout).
+    The operand with more batch dimensions first turns the extra ones into sparse ones.
+    Then per batch every pair of stored elements whose coordinates agree (on the sparse
+    dimensions that are not 1 in either operand) contributes their product; the result
+    stores ``lhs.nse * rhs.nse`` elements per batch, the matching pairs first and padding
+    after them (JAX's layout).
     """
+    from kiln.experimental.sparse._bcoo_layout import bcoo_update_layout
+    from kiln.experimental.sparse.util import nfold_vmap
     jnp = _jnp()
     if lhs.ndim != rhs.ndim:
         raise TypeError("bcoo_multiply_sparse: arrays must have same number of dimensions, "
@@ -82,15 +87,17 @@ def bcoo_multiply_sparse(lhs: BCOO, rhs: BCOO) -> BCOO:
     if lhs.n_dense != rhs.n_dense:
         raise NotImplementedError("bcoo_multiply_sparse: arrays with differing numbers of "
                                   f"dense dimensions: {lhs}, {rhs}")
-    if lhs.shape != rhs.shape or lhs.n_batch != rhs.n_batch:
-        raise NotImplementedError("bcoo_multiply_sparse: only arrays of equal shapes and "
-                                  f"equal n_batch are supported; got {lhs} and {rhs}")
+    out_shape = tuple(np.broadcast_shapes(lhs.shape, rhs.shape))
     l_vals, r_vals = promote_dtypes(lhs.data, rhs.data)
-    lhs = lhs._with_data(l_vals)
-    rhs = rhs._with_data(r_vals)
-    nb = lhs.n_batch
-    compared = np.array([i for i, n in enumerate(sparse_shape(lhs)) if n != 1], dtype=np.int32)
-    far = max(lhs.shape[nb:], default=0)       # out-of-range for every sparse dimension
+    nb = min(lhs.n_batch, rhs.n_batch)
+    lhs = bcoo_update_layout(lhs._with_data(l_vals), n_batch=nb)
+    rhs = bcoo_update_layout(rhs._with_data(r_vals), n_batch=nb)
+    idt = np.promote_types(lhs.indices.dtype, rhs.indices.dtype)
+    compared = np.array([i for i, (a, b) in enumerate(zip(sparse_shape(lhs),
+                                                         sparse_shape(rhs)))
+                         if a != 1 and b != 1], dtype=np.int32)
+    l_far = max(lhs.shape[nb:], default=0)
+    r_far = max(rhs.shape[nb:], default=0)
 
     def pairwise(ld, li, rd, ri):
         n1, n2 = li.shape[0], ri.shape[0]
@@ -99,13 +106,11 @@ def bcoo_multiply_sparse(lhs: BCOO, rhs: BCOO) -> BCOO:
         i_l, i_r = jnp.nonzero(match, size=n1 * n2, fill_value=(n1, n2))
         vals = (ld.at[i_l].get(mode="fill", fill_value=0)
                 * rd.at[i_r].get(mode="fill", fill_value=0))
-        idx = jnp.maximum(li.at[i_l].get(mode="fill", fill_value=far),
-                          ri.at[i_r].get(mode="fill", fill_value=far))
+        idx = jnp.maximum(li.at[i_l].get(mode="fill", fill_value=l_far).astype(idt),
+                          ri.at[i_r].get(mode="fill", fill_value=r_far).astype(idt))
         return vals, idx
-    l_data, l_idx = full_buffers(lhs)
-    r_data, r_idx = full_buffers(rhs)
-    data, indices = _nfold_vmap(pairwise, lhs.n_batch)(l_data, l_idx, r_data, r_idx)
-    return BCOO((data, indices), shape=lhs.shape)
+    data, indices = nfold_vmap(pairwise, nb)(lhs.data, lhs.indices, rhs.data, rhs.indices)
+    return BCOO((data, indices), shape=out_shape)
 
 
 def _dense_operand(x):

@@ -62,6 +62,7 @@ def _duplicate_mask(indices):
     nse = indices.shape[-2]
     same = jnp.all(indices[..., :, None, :] == indices[..., None, :, :], axis=-1)
     earlier = np.tril(np.ones((nse, nse), bool), k=-1)
+    earlier = earlier.reshape((1,) * (same.ndim - 2) + earlier.shape)
     return jnp.any(same & earlier, axis=-1)
 
 

@@ -29,7 +29,7 @@ from typing import NamedTuple
 import numpy as np
 
 from kiln import dtypes
-from kiln.experimental.sparse._base import JAXSparse
+from kiln.experimental.sparse._base import JAXSparse, tracer_name
 from kiln.numpy._util import canonicalize_shape
 from kiln.tree_util import register_pytree_node_class
 
@@ -153,6 +153,15 @@ class BCOO(JAXSparse):
         return len(self.data.shape) - 1 - self.n_batch
 
     @property
+    def _info(self):
+        from kiln.experimental.sparse.util import SparseInfo
+        return SparseInfo(self.shape, self.indices_sorted, self.unique_indices)
+
+    @property
+    def _bufs(self) -> tuple:
+        return (self.data, self.indices)
+
+    @property
     def _props(self) -> BCOOProperties:
         return BCOOProperties(self.n_batch, self.n_sparse, self.n_dense, self.nse)
 
@@ -169,7 +178,7 @@ class BCOO(JAXSparse):
         except Exception:
             text = f"{name}(<invalid>)"
         if isinstance(self.data, Tracer):
-            text = f"{type(self.data).__name__}[{text}]"
+            text = f"{tracer_name(self.data)}[{text}]"
         return text
 
     # -- pytree ------------------------------------------------------------------------------
@@ -274,10 +283,10 @@ class BCOO(JAXSparse):
 
     def update_layout(self, *, n_batch: int | None = None, n_dense: int | None = None,
                       on_inefficient: str | None = "error") -> BCOO:
-        """Not provided by kiln: convert with ``todense``/``fromdense`` instead."""
-        raise NotImplementedError("BCOO.update_layout (bcoo_update_layout) is not provided "
-                                  "by kiln; use BCOO.fromdense(mat.todense(), n_batch=..., "
-                                  "n_dense=...) instead.")
+        """The same array with a new layout (see ``bcoo_update_layout``)."""
+        from kiln.experimental.sparse._bcoo_layout import bcoo_update_layout
+        return bcoo_update_layout(self, n_batch=n_batch, n_dense=n_dense,
+                                  on_inefficient=on_inefficient)
 
     # -- arithmetic --------------------------------------------------------------------------
 

@@ -35,6 +35,7 @@ def _nfold_vmap(fun, n: int):
 def _canonical_padding(indices, limit):
     """Indices with every out-of-range row replaced by ``limit`` (so all padding is equal)."""
     jnp = _jnp()
+    limit = limit.reshape((1,) * (indices.ndim - 1) + limit.shape)
     bad = jnp.any((indices >= limit) | (indices < 0), axis=-1, keepdims=True)
     return jnp.where(bad, limit, indices), bad[..., 0]
 
@@ -53,12 +54,14 @@ def bcoo_sort_indices(mat: BCOO) -> BCOO:
     if mat.n_sparse == 0:
         return BCOO((mat.data, mat.indices), shape=mat.shape, indices_sorted=True,
                     unique_indices=mat.unique_indices)
-    data, indices = full_buffers(mat)
+    from kiln.experimental.sparse.util import nfold_vmap
 
-    def sort(d, i):
+    def sort(i):
         perm = _lex_order(i)
-        return d[perm], i[perm]
-    data, indices = _nfold_vmap(sort, mat.n_batch)(data, indices)
+        return i[perm], perm
+    # As JAX: the indices keep their (possibly broadcast) batch shape.
+    indices, perm = nfold_vmap(sort, mat.n_batch, broadcasted=False)(mat.indices)
+    data = nfold_vmap(lambda d, p: d[p], mat.n_batch)(mat.data, perm)
     return BCOO((data, indices), shape=mat.shape, indices_sorted=True,
                 unique_indices=mat.unique_indices)
 
@@ -122,5 +125,6 @@ def bcoo_eliminate_zeros(mat: BCOO, nse: int | None = None) -> BCOO:
     nb = mat.n_batch
     zero = jnp.all(data == 0, axis=tuple(range(nb + 1, data.ndim)))
     lim = np.array(sparse_shape(mat), dtype=np.int64).astype(indices.dtype)
-    indices = jnp.where(zero[..., None], lim, indices)
+    indices = jnp.where(zero[..., None], lim.reshape((1,) * (indices.ndim - 1) + lim.shape),
+                        indices)
     return bcoo_sum_duplicates(BCOO((data, indices), shape=mat.shape), nse=nse)

@@ -121,10 +121,11 @@ def _sparse_sparse(lhs: BCOO, rhs: BCOO, dims, preferred):
     k = len(lb)
     if (lhs.n_dense or rhs.n_dense or lhs.n_batch != k or rhs.n_batch != k
             or tuple(lb) != tuple(range(k)) or tuple(rb) != tuple(range(k))):
-        raise NotImplementedError(
-            "bcoo_dot_general of two BCOO arrays is implemented when neither has dense "
-            "dimensions and the dot batch dimensions are exactly the leading batch "
-            f"dimensions of both; got {lhs}, {rhs} with dimension_numbers={dims}.")
+        # Bring both to the layout computed below: the dot batch dimensions first, as
+        # batch dimensions, everything else sparse.
+        lhs, lc = _canonical_operand(lhs, lb, lc)
+        rhs, rc = _canonical_operand(rhs, rb, rc)
+        lb = rb = tuple(range(k))
     l_con = [d - k for d in lc]
     r_con = [d - k for d in rc]
     l_keep = [i for i in range(lhs.n_sparse) if i not in l_con]
@@ -135,8 +136,8 @@ def _sparse_sparse(lhs: BCOO, rhs: BCOO, dims, preferred):
 
     def pair(ld, li, rd, ri):
         n1, n2 = li.shape[0], ri.shape[0]
-        ok_l = jnp.all(li < l_lim.astype(li.dtype), axis=-1)
-        ok_r = jnp.all(ri < r_lim.astype(ri.dtype), axis=-1)
+        ok_l = jnp.all(li < l_lim.astype(li.dtype)[None], axis=-1)
+        ok_r = jnp.all(ri < r_lim.astype(ri.dtype)[None], axis=-1)
         match = ok_l[:, None] & ok_r[None, :]
         if l_con:
             match = match & jnp.all(li[:, None, np.array(l_con)] == ri[None, :, np.array(r_con)],
@@ -165,6 +166,20 @@ def _sparse_sparse(lhs: BCOO, rhs: BCOO, dims, preferred):
     nse = min(nse, prod(aval.shape[k:]))
     from kiln.experimental.sparse._bcoo_dedupe import bcoo_sum_duplicates
     return bcoo_sum_duplicates(BCOO((data, indices), shape=aval.shape), nse=nse)
+
+
+def _canonical_operand(mat: BCOO, batch, contract):
+    """``mat`` with the dimensions ``batch`` moved to the front as its batch dimensions and
+    every other dimension sparse (their order kept), and ``contract`` renumbered."""
+    from kiln.experimental.sparse._bcoo_layout import bcoo_update_layout
+    from kiln.experimental.sparse._bcoo_struct import bcoo_transpose
+    rest = [d for d in range(mat.ndim) if d not in batch]
+    perm = tuple(batch) + tuple(rest)
+    mat = bcoo_update_layout(mat, n_batch=0, n_dense=0)
+    if perm != tuple(range(mat.ndim)):
+        mat = bcoo_transpose(mat, permutation=perm)
+    mat = bcoo_update_layout(mat, n_batch=len(batch), on_inefficient=None)
+    return mat, tuple(perm.index(c) for c in contract)
 
 
 def bcoo_dot_general(lhs, rhs, *, dimension_numbers, precision=None,

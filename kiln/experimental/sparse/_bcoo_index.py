@@ -1,5 +1,5 @@
-"""``BCOO.__getitem__`` for static basic indices: integers, slices (positive steps) and
-``Ellipsis``.
+"""``BCOO.__getitem__``: static basic indices (integers, slices with positive steps,
+``Ellipsis``) directly; every other index through ``sparsify`` of ``jnp`` indexing.
 
 A batch or dense dimension is indexed in the buffers directly. A sparse dimension is
 indexed through the coordinates: elements outside the selection become padding (value
@@ -66,9 +66,29 @@ def _slice_len(start, stop, step) -> int:
     return max(0, (stop - start + step - 1) // step)
 
 
+def _is_basic(idx) -> bool:
+    items = idx if isinstance(idx, tuple) else (idx,)
+    for i in items:
+        if i is Ellipsis:
+            continue
+        if isinstance(i, slice):
+            if i.step is not None and (not isinstance(i.step, (int, np.integer))
+                                       or i.step <= 0):
+                return False
+            continue
+        if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
+            return False
+    return True
+
+
 def bcoo_getitem(mat: BCOO, idx) -> BCOO:
-    """``mat[idx]`` for static basic indices (see the module docstring)."""
+    """``mat[idx]``: static basic indices directly (see the module docstring); any other
+    index (``None``, integer or boolean arrays, traced integers) as ``jnp`` indexing of the
+    dense array, through ``sparsify`` (gathers and dynamic slices of BCOO arrays)."""
     jnp = _jnp()
+    if not _is_basic(idx):
+        from kiln.experimental.sparse.transform import sparsify
+        return sparsify(lambda x: x[idx])(mat)
     spec = _normalize(mat, idx)
     nb, ns = mat.n_batch, mat.n_sparse
     data, indices = full_buffers(mat)
@@ -109,7 +129,8 @@ def bcoo_getitem(mat: BCOO, idx) -> BCOO:
         limits = np.array(new_limits, dtype=np.int64).astype(indices.dtype)
         if new_cols:
             indices = jnp.stack(new_cols, axis=-1)
-            indices = jnp.where(keep[..., None], indices, limits)
+            indices = jnp.where(keep[..., None], indices,
+                                limits.reshape((1,) * (indices.ndim - 1) + limits.shape))
         else:
             indices = jnp.zeros(indices.shape[:-1] + (0,), indices.dtype)
         mask = keep.reshape(keep.shape + (1,) * (data.ndim - keep.ndim))

@@ -93,6 +93,10 @@ def bcoo_reshape(mat: BCOO, *, new_sizes: Sequence[int],
     """
     jnp = _jnp()
     del sharding
+    nb = mat.n_batch
+    i_b, d_b = tuple(mat.indices.shape[:nb]), tuple(mat.data.shape[:nb])
+    if i_b != d_b and d_b != tuple(mat.shape[:nb]):
+        raise NotImplementedError("reshape of arrays with broadcasted batch dimensions.")
     if dimensions is not None:
         mat = bcoo_transpose(mat, permutation=tuple(dimensions))
     new_sizes = tuple(operator.index(s) for s in new_sizes)
@@ -122,13 +126,15 @@ def bcoo_reshape(mat: BCOO, *, new_sizes: Sequence[int],
         indices = jnp.zeros(new_batch + (nse, len(new_sparse)), indices.dtype)
     elif tuple(new_sparse) != sp_shape:
         limit = np.array(sp_shape, dtype=np.int64)
-        out_of_range = jnp.any(indices >= limit.astype(indices.dtype), axis=-1, keepdims=True)
+        limit = limit.astype(indices.dtype).reshape((1,) * (indices.ndim - 1) + limit.shape)
+        out_of_range = jnp.any(indices >= limit, axis=-1, keepdims=True)
         flat = jnp.ravel_multi_index(tuple(indices[..., i] for i in range(ns)), sp_shape,
                                      mode="clip")
         cols = jnp.unravel_index(flat, new_sparse)
         indices = jnp.stack(cols, axis=-1).astype(indices.dtype)
         fill = np.array(new_sparse, dtype=np.int64).astype(indices.dtype)
-        indices = jnp.where(out_of_range, fill, indices)
+        indices = jnp.where(out_of_range, fill.reshape((1,) * (indices.ndim - 1) + fill.shape),
+                            indices)
     return BCOO((data, indices), shape=new_sizes)
 
 
@@ -181,7 +187,8 @@ def bcoo_reduce_sum(mat: BCOO, *, axes: Sequence[int]) -> BCOO:
     if ns:
         # Padding entries would land inside the array once their column is dropped.
         limit = np.array(sparse_shape(mat), dtype=np.int64).astype(indices.dtype)
-        valid = jnp.all(indices < limit, axis=-1)
+        valid = jnp.all(indices < limit.reshape((1,) * (indices.ndim - 1) + limit.shape),
+                        axis=-1)
         valid = valid.reshape(valid.shape + (1,) * (data.ndim - valid.ndim))
         data = jnp.where(valid, data, jnp.zeros((), data.dtype))
     kept_sparse = [i for i in range(ns) if i + nb not in axes]

@@ -1,15 +1,15 @@
-"""``sparse.todense``, ``sparse.empty``, ``sparse.eye`` and ``sparse.sparsify`` (the last
-is not provided by kiln and raises ``NotImplementedError`` when called)."""
+"""``sparse.todense`` (and its primitive ``todense_p``), ``sparse.empty`` and ``sparse.eye``
+for every format."""
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 
 from kiln.experimental.sparse._base import JAXSparse
-from kiln.experimental.sparse._bcoo_core import BCOO
+from kiln.experimental.sparse._composite import composite_primitive
 from kiln.numpy._util import core_int
+from kiln.tree_util import tree_unflatten
 
-__all__ = ["empty", "eye", "sparsify", "todense"]
+__all__ = ["empty", "eye", "todense", "todense_p"]
 
 _FORMATS = ("bcoo", "bcsr", "coo", "csr", "csc")
 
@@ -19,36 +19,43 @@ def todense(arr):
     return arr.todense() if isinstance(arr, JAXSparse) else arr
 
 
+def _todense_bufs(*bufs, tree):
+    return todense(tree_unflatten(tree, list(bufs)))
+
+
+#: ``todense`` as a primitive over a sparse array's buffers: ``todense_p.bind(*bufs,
+#: tree=treedef)`` with ``bufs, treedef = tree_flatten(arr)``.
+todense_p = composite_primitive("todense", _todense_bufs)
+
+
 def _format_class(sparse_format: str):
     if sparse_format not in _FORMATS:
         raise ValueError(f"sparse_format={sparse_format!r} not recognized; must be one of "
                          f"{list(_FORMATS)}")
-    if sparse_format != "bcoo":
-        raise NotImplementedError(f"sparse_format={sparse_format!r}: kiln provides only the "
-                                  "'bcoo' format (BCOO).")
-    return BCOO
+    from kiln.experimental import sparse
+    return getattr(sparse, sparse_format.upper())
 
 
 def empty(shape: Sequence[int], dtype=None, index_dtype="int32", sparse_format: str = "bcoo",
-          **kwds) -> BCOO:
+          **kwds) -> JAXSparse:
     """An all-zero sparse array.
 
     Args:
       shape: the shape.
       dtype: the dtype of the values (default float).
       index_dtype: the dtype of the indices.
-      sparse_format: ``"bcoo"`` (the only format kiln provides).
-      **kwds: ``n_batch``, ``n_dense``, ``nse`` of the BCOO layout.
+      sparse_format: ``"bcoo"``, ``"bcsr"``, ``"coo"``, ``"csr"`` or ``"csc"``.
+      **kwds: the format's layout (``n_batch``, ``n_dense``, ``nse`` of BCOO).
 
     Returns:
-      A BCOO array.
+      A sparse array of that format.
     """
     cls = _format_class(sparse_format)
     return cls._empty(tuple(shape), dtype=dtype, index_dtype=index_dtype, **kwds)
 
 
 def eye(N: int, M: int | None = None, k: int = 0, dtype=None, index_dtype="int32",
-        sparse_format: str = "bcoo", **kwds) -> BCOO:
+        sparse_format: str = "bcoo", **kwds) -> JAXSparse:
     """A sparse 2-D array with ones on the ``k``-th diagonal.
 
     Args:
@@ -57,28 +64,14 @@ def eye(N: int, M: int | None = None, k: int = 0, dtype=None, index_dtype="int32
       k: the diagonal (positive: above the main one).
       dtype: the dtype of the values.
       index_dtype: the dtype of the indices.
-      sparse_format: ``"bcoo"``.
-      **kwds: ``n_batch``, ``n_dense`` of the BCOO layout.
+      sparse_format: ``"bcoo"``, ``"bcsr"``, ``"coo"``, ``"csr"`` or ``"csc"``.
+      **kwds: the format's layout (``n_batch``, ``n_dense``).
 
     Returns:
-      A BCOO array.
+      A sparse array of that format.
     """
     cls = _format_class(sparse_format)
     M = N if M is None else M
     N, M, k = (core_int(v, "sparse.eye requires concrete integer arguments.")
                for v in (N, M, k))
     return cls._eye(N, M, k, dtype=dtype, index_dtype=index_dtype, **kwds)
-
-
-def sparsify(f, use_tracer: bool = False):
-    """Not provided by kiln: the returned function raises ``NotImplementedError``.
-
-    JAX's ``sparsify`` re-interprets a traced program with sparse values; kiln offers the
-    BCOO operations and operators directly instead (``@``, ``*``, ``.sum``, ...).
-    """
-    @functools.wraps(f)
-    def wrapped(*args, **kwargs):
-        raise NotImplementedError(
-            "jax.experimental.sparse.sparsify is not provided by kiln; call the BCOO "
-            "operations directly (BCOO @ x, BCOO * x, BCOO.sum, bcoo_dot_general, ...).")
-    return wrapped
