@@ -25,6 +25,7 @@ from kiln import dtypes
 from kiln import sharding as _sharding
 from kiln._async_dispatch import Pending as _Pending
 from kiln._extended import EValue as _EValue
+from kiln._unreadable import UnreadableValue as _UnreadableValue
 from kiln.core import trace as core
 from kiln.core.avals import ShapedArray
 from kiln.core.trace import Tracer
@@ -52,12 +53,35 @@ class ArrayImpl:
     # ``_v`` is the raw value: a NumPy array, an ``UnreadableValue`` (deleted, or another
     # process's), or a ``Pending`` while the program computing it runs asynchronously
     # (``kiln._async_dispatch``); ``_value`` reads it, waiting for a pending one.
-    __slots__ = ("_v", "weak_type", "_sharding", "_partials", "__weakref__")
+    __slots__ = ("_v", "weak_type", "_sh", "_partials", "__weakref__")
     __array_priority__ = 100
 
-    def __init__(self, value, weak_type: bool = False):
+    def __init__(self, value, weak_type=False, arrays=None, committed=None,
+                 _skip_checks: bool = False):
+        if isinstance(value, ShapedArray):
+            # JAX's form ``ArrayImpl(aval, sharding, arrays, committed)``: an array
+            # assembled from one single-device array per addressable device.
+            v = from_single_device_arrays(value.shape, value.dtype, weak_type, arrays)
+            self._v = v
+            self.weak_type = value.weak_type
+            if committed or not _is_default_single(weak_type):
+                self._sharding = None if _is_default_single(weak_type) else weak_type
+            return
         self._v = value
         self.weak_type = weak_type
+
+    # ``_sharding`` (set: committed, JAX's term) is stored in the slot ``_sh``; setting it
+    # also tells the eager fast paths (``kiln.numpy._array_methods``) that some array is
+    # committed, so that they leave committed operands to the primitives, whose eager
+    # layout rules lay out the result (``kiln.parallel.eager_layout``).
+    @property
+    def _sharding(self):
+        return self._sh
+
+    @_sharding.setter
+    def _sharding(self, sharding):
+        self._sh = sharding
+        ANY_COMMITTED[0] = True
 
     @property
     def _value(self):
@@ -78,6 +102,19 @@ class ArrayImpl:
 
     @property
     def dtype(self):
+        return self._v.dtype
+
+    @property
+    def __numpy_dtype__(self):
+        # NumPy >= 2.4 reads it in ``np.dtype(x)``: deprecated for arrays, as in JAX
+        # (``jax-array-numpy-dtype``; an error once accelerated).
+        msg = ("Implicit conversion of an array to a dtype is deprecated; rather than "
+               "dtype=arr use dtype=arr.dtype. In the future this will result in an error.")
+        deps = _sys.modules.get("kiln._src.deprecations")
+        if deps is not None and deps.is_accelerated("jax-array-numpy-dtype"):
+            raise TypeError(msg)
+        import warnings
+        warnings.warn(msg, DeprecationWarning, stacklevel=2)
         return self._v.dtype
 
     @property
@@ -153,7 +190,25 @@ class ArrayImpl:
         if v.ndim == 0:
             raise TypeError("iteration over a 0-d array")
         w = self.weak_type
-        return (make_array(np.asarray(r), w) for r in v)
+        row = self._row_layout()
+        if row is False:
+            return (make_array(np.asarray(r), w) for r in v)
+        return (_laid_out(make_array(np.asarray(r), w), row) for r in v)
+
+    def _row_layout(self):
+        """The layout of this committed array's rows (JAX's: the device it is on, or its
+        mesh with the first dimension's split dropped); False when uncommitted or when
+        rows have no layout kiln can tell."""
+        if not self._committed:
+            return False
+        s = self._sharding
+        if s is None or isinstance(s, _sharding.SingleDeviceSharding):
+            return s
+        if (isinstance(s, _sharding.NamedSharding) and isinstance(s.mesh, _sharding.Mesh)
+                and not (s.spec.unreduced or s.spec.reduced)):
+            return _sharding.NamedSharding(s.mesh, _sharding.PartitionSpec(*s.spec[1:]),
+                                           memory_kind=s._memory_kind)
+        return False
 
     def __hash__(self):
         raise TypeError("unhashable type: 'ArrayImpl'")
@@ -165,7 +220,45 @@ class ArrayImpl:
         return np.asarray(self._value).tolist()
 
     def __reduce__(self):
+        # As JAX: the value is put back on the default device, with its dtype
+        # canonicalized where it is unpickled (a float64 array unpickled with x64 off
+        # is float32).
         return (_reconstruct, (np.asarray(self._value), self.weak_type))
+
+    @property
+    def _committed(self) -> bool:
+        """Whether the array was placed explicitly (``device_put`` with a device or
+        sharding, ``jit`` with shardings, ``pmap``/``shard_map`` outputs, and eager
+        results of committed operands): JAX's committed arrays. ``jnp.array(...)`` and
+        results of uncommitted operands are not."""
+        try:
+            _ = self._sh
+        except AttributeError:
+            return False
+        return True
+
+    @property
+    def _npy_value(self):
+        """The array's value as a NumPy array (kiln keeps it in host memory), or None
+        once deleted (JAX's cached host copy)."""
+        v = self._value
+        if isinstance(v, _UnreadableValue):
+            return None
+        return np.asarray(v)
+
+    def _check_if_deleted(self) -> None:
+        """Raise JAX's ``RuntimeError`` if the array has been deleted."""
+        v = self._value
+        from kiln._unreadable import Deleted
+        if type(v) is Deleted:
+            raise v._error()
+
+    def _fully_replicated_shard(self):
+        """The single-device array of the first device's block of a fully replicated
+        array (the whole value)."""
+        if not self.is_fully_replicated:
+            raise ValueError("_fully_replicated_shard needs a fully replicated array")
+        return self.addressable_shards[0].data
 
     def __copy__(self):
         return self
@@ -232,10 +325,12 @@ class ArrayImpl:
 
     @property
     def device(self):
+        """The array's device; for an array laid out over several devices, its sharding
+        (as ``jax.Array.device``)."""
         s = self._sharding_or_none()
         if s is not None:
             if len(s.device_set) != 1:
-                raise ValueError("Length of devices is greater than 1. Please use `.devices()`.")
+                return s
             return next(iter(s.device_set))
         from kiln.devices import devices
         return devices()[0]
@@ -254,18 +349,29 @@ class ArrayImpl:
         """One :class:`kiln.sharding.Shard` per device holding a block of this array."""
         sh = self.sharding
         if getattr(getattr(sh, "spec", None), "unreduced", None):
-            return sh._shards(self._value, getattr(self, "_partials", None))
-        return sh._shards(self._value)
+            shards = sh._shards(self._value, getattr(self, "_partials", None))
+        else:
+            shards = sh._shards(self._value)
+        if self._committed:
+            for s in shards:
+                s._committed = True
+        return shards
 
     @property
     def global_shards(self) -> list:
         return self.addressable_shards
 
     @property
-    def _arrays(self) -> list:
+    def _arrays(self):
         """The per-device blocks as single-device arrays, in device order (JAX's
-        ``Array._arrays``)."""
-        return [s.data.to_device(s.device) for s in self.addressable_shards]
+        ``Array._arrays``); None once deleted."""
+        if self.is_deleted():
+            return None
+        out = []
+        for s in self.addressable_shards:
+            s._committed = True
+            out.append(s.data)
+        return out
 
     def addressable_data(self, index: int):
         """The block of this array held by its ``index``-th device."""
@@ -363,6 +469,9 @@ class ArrayImpl:
 # The library's internal name for the concrete class (see the module docstring).
 Array = ArrayImpl
 
+#: True once some array has been committed (its ``_sharding`` set).
+ANY_COMMITTED = [False]
+
 
 class _ArrayMeta(type):
     """``isinstance``/``issubclass`` for the public ``kiln.Array`` (as JAX's ``ArrayMeta``)."""
@@ -408,7 +517,82 @@ PublicArray.__module__ = "kiln"
 
 
 def _reconstruct(value, weak_type):
+    if isinstance(value, np.ndarray):
+        dt = dtypes.canonicalize_dtype(value.dtype)
+        if dt != value.dtype:
+            value = value.astype(dt)
     return make_array(value, weak_type)
+
+
+def _laid_out(a, sharding):
+    a._sharding = sharding
+    return a
+
+
+def _is_default_single(sharding) -> bool:
+    from kiln.devices import devices
+    return (isinstance(sharding, _sharding.SingleDeviceSharding)
+            and sharding.device == devices()[0] and sharding._memory_kind in (None, "device"))
+
+
+def _device_of(a):
+    """The one device holding the single-device array ``a``."""
+    devs = a.devices() if type(a) is Array else None
+    if devs is None:
+        raise TypeError("When making an array from single-device arrays the input arrays "
+                        f"must be kiln Arrays, got {type(a).__name__}")
+    if len(devs) != 1:
+        raise ValueError("When making an array from single-device arrays the input arrays "
+                         f"must have one shard each. An argument array had {len(devs)} "
+                         "shard(s).")
+    return next(iter(devs))
+
+
+def from_single_device_arrays(shape, dtype, sharding, arrays) -> np.ndarray:
+    """The global value of a ``shape``/``dtype`` array laid out as ``sharding`` whose
+    blocks are ``arrays``, one single-device Array per addressable device of the
+    sharding, in any order (JAX's checks and messages: count, distinct devices, the
+    sharding's devices, dtypes, block shapes)."""
+    from kiln.core.avals import short_dtype_name
+    arrays = list(arrays)
+    devs = [_device_of(a) for a in arrays]
+    addressable = sharding.addressable_devices
+    if len(arrays) != len(addressable):
+        raise ValueError(f"Expected {len(addressable)} per-device arrays (this is how many "
+                         "devices are addressable by the sharding), but got "
+                         f"{len(arrays)}")
+    ids = [d.id for d in devs]
+    if len(set(ids)) != len(ids):
+        raise ValueError("When making an array from single-device arrays, the input arrays "
+                         f"must be from distinct devices, but got device IDs {ids}")
+    want = {d.id for d in addressable}
+    if set(ids) != want:
+        msg = "Addressable devices and per-device arrays devices do not match."
+        missing, extra = want - set(ids), set(ids) - want
+        if missing:
+            msg += (f" Sharding contains devices {missing} that are not present in "
+                    "per-device arrays.")
+        if extra:
+            msg += (f" Per-device arrays contain devices {extra} that are not present in "
+                    "the sharding.")
+        raise ValueError(msg)
+    dtype = np.dtype(dtype)
+    block_shape = sharding.shard_shape(shape)
+    for a in arrays:
+        if a.dtype != dtype:
+            raise ValueError("Input buffers to `Array` must have matching dtypes. Got "
+                             f"{a.dtype}, expected {dtype} for buffer: {a}")
+        if tuple(a.shape) != tuple(block_shape):
+            dims = ",".join(str(int(d)) for d in shape)
+            raise ValueError(f"Expected shard shape {tuple(block_shape)} doesn't match the "
+                             f"single device array shape {tuple(a.shape)}. Shape of Array "
+                             f"is {short_dtype_name(dtype)}[{dims}] with sharding "
+                             f"{sharding}")
+    index = sharding.devices_indices_map(tuple(shape))
+    out = np.empty(shape, dtype)
+    for d, a in zip(devs, arrays):
+        out[index[d]] = np.asarray(a._value)
+    return out
 
 
 def make_array(value, weak_type: bool = False) -> Array:

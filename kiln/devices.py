@@ -31,6 +31,65 @@ class Device:
     def __hash__(self):
         return hash(("cpu", self.id))
 
+    def __reduce__(self):
+        # Unpickled as the device of the same id (so it compares and hashes alike).
+        return (_device_by_id, (self.id,))
+
+    def addressable_memories(self) -> list:
+        """The memories this device can address: one, of kind ``"device"`` (kiln arrays
+        live in host memory; there is no separate pinned or unpinned host space)."""
+        return [self.default_memory()]
+
+    def default_memory(self) -> Memory:
+        """The memory arrays on this device live in."""
+        return Memory(self, "device")
+
+    def memory(self, kind: str) -> Memory:
+        """This device's memory of ``kind`` (only ``"device"``)."""
+        if kind != "device":
+            raise ValueError(f"Could not find memory addressable by device {self}. Device "
+                             f"{self} can address the following memory kinds: device. Got "
+                             f"memory kind: {kind}")
+        return self.default_memory()
+
+
+class Memory:
+    """A memory space of a :class:`Device` (``jax.Device.addressable_memories()``)."""
+
+    __slots__ = ("device", "kind")
+    platform = "cpu"
+
+    def __init__(self, device: Device, kind: str):
+        self.device = device
+        self.kind = kind
+
+    @property
+    def process_index(self) -> int:
+        return self.device.process_index
+
+    def addressable_by_devices(self) -> list:
+        return [self.device]
+
+    def __eq__(self, other):
+        return isinstance(other, Memory) and (other.device, other.kind) == (self.device,
+                                                                           self.kind)
+
+    def __hash__(self):
+        return hash((self.device, self.kind))
+
+    def __repr__(self):
+        return f"CpuDeviceMemory(id={self.device.id}, process_index={self.process_index})"
+
+    def __str__(self):
+        return f"CPU_{self.kind.upper()}_{self.device.id}"
+
+
+def _device_by_id(device_id: int) -> Device:
+    for d in devices():
+        if d.id == device_id:
+            return d
+    raise ValueError(f"Device {device_id} was not found")
+
 
 _devices: list = []
 # The device count, fixed at first use (JAX: "before backends are initialized").

@@ -1051,3 +1051,51 @@ def short_dtype_name(dt: Any) -> str:
     return (
         name.replace("float", "f").replace("uint", "u").replace("int", "i").replace("complex", "c")
     )
+
+
+class primal_tangent_dtype_scalar(extended):
+    """Abstract scalar type of the dtypes :func:`primal_tangent_dtype` makes."""
+
+
+class PrimalTangentDType(ExtendedDType):
+    """An extended dtype stored as ``primal_dtype`` whose tangents have ``tangent_dtype``
+    (:func:`primal_tangent_dtype`)."""
+
+    type = primal_tangent_dtype_scalar
+    __slots__ = ("primal_dtype", "tangent_dtype", "name")
+
+    def __init__(self, primal_dtype, tangent_dtype, name: str):
+        self.primal_dtype, self.tangent_dtype, self.name = primal_dtype, tangent_dtype, name
+
+    def __repr__(self):
+        return self.name
+
+    __str__ = __repr__
+
+    def __eq__(self, other):
+        return (isinstance(other, PrimalTangentDType) and
+                (self.primal_dtype, self.tangent_dtype, self.name) ==
+                (other.primal_dtype, other.tangent_dtype, other.name))
+
+    def __hash__(self):
+        return hash((PrimalTangentDType, self.primal_dtype, self.tangent_dtype, self.name))
+
+    @property
+    def _rules(self):
+        import types
+        primal, tangent = self.primal_dtype, self.tangent_dtype
+        return types.SimpleNamespace(
+            physical_element_aval=lambda dt: types.SimpleNamespace(shape=(), dtype=primal),
+            tangent_dtype=lambda dt: tangent,
+            allow_conversion=True)
+
+
+def primal_tangent_dtype(primal_dtype, tangent_dtype, name: str | None = None):
+    """An extended dtype whose values are stored as ``primal_dtype`` and whose tangents
+    (under ``jvp``/``grad``) have ``tangent_dtype`` (``jax.experimental``'s): e.g. ``int8``
+    values differentiated in ``bfloat16``. It converts to and from other dtypes with
+    ``lax.convert_element_type``."""
+    primal_dtype, tangent_dtype = dtype(primal_dtype), dtype(tangent_dtype)
+    name = name or (f"PrimalTangentDType{{{short_dtype_name(primal_dtype)}"
+                    f"/{short_dtype_name(tangent_dtype)}}}")
+    return PrimalTangentDType(primal_dtype, tangent_dtype, name)

@@ -274,6 +274,8 @@ def clear_caches() -> None:
             fast.clear()
     for cache in list(_PRIVATE_CACHES):
         cache.clear()
+    from kiln import sharding
+    sharding.common_devices_indices_map.cache_clear()
     from kiln.backends import cpu
     cpu.clear_cache()
     _compile_log.reset_counts()
@@ -456,7 +458,8 @@ class JitWrapped:
                 avals.append(x.aval)
             elif type(x) is Array:
                 avals.append(ShapedArray(x._value.shape, x._value.dtype, x.weak_type))
-            elif abstract and isinstance(x, ShapeDtypeStruct):
+            elif abstract and isinstance(x, (ShapeDtypeStruct, ShapedArray)):
+                # ``lower``/``trace`` of abstract arguments: JAX takes its avals too
                 avals.append(ShapedArray(x.shape, dtypes.canonicalize_dtype(x.dtype),
                                          getattr(x, "weak_type", False)))
             else:
@@ -1001,9 +1004,12 @@ def _scan_out_layout(closed) -> list | None:
                 for v, sh in zip(eqn.outvars, _scan_out_layout(inner) or ()):
                     if sh is not None:
                         made[id(v)] = sh
-    if not made:
-        return None
     out = [made.get(id(v)) for v in closed.jaxpr.outvars]
+    for k, v in enumerate(closed.jaxpr.outvars):
+        # an output whose type has a sharding (JAX's explicit mode) is laid out as it says
+        t = getattr(getattr(v, "aval", None), "_tsh", None)
+        if out[k] is None and t is not None and not t.mesh.empty:
+            out[k] = t
     return out if any(s is not None for s in out) else None
 
 
@@ -1049,6 +1055,19 @@ def _lay_out_scalars(outs, layout) -> None:
             o._sharding = NamedSharding(mesh, PartitionSpec())
 
 
+def _drop_unspecified(shardings):
+    """``shardings`` with JAX's ``UNSPECIFIED`` leaves (``kiln.sharding.UNSPECIFIED``) made
+    ``None``, which means the same in ``jit``."""
+    from kiln.sharding import UnspecifiedValue
+    if isinstance(shardings, UnspecifiedValue):
+        return None
+    if isinstance(shardings, (tuple, list)):
+        return type(shardings)(_drop_unspecified(s) for s in shardings)
+    if isinstance(shardings, dict):
+        return {k: _drop_unspecified(v) for k, v in shardings.items()}
+    return shardings
+
+
 def jit(fun: Callable | None = None, *, in_shardings=None, out_shardings=None,
         static_argnums=None, static_argnames=None, donate_argnums=None, donate_argnames=None,
         keep_unused: bool = False, device=None, backend=None, inline: bool = False,
@@ -1066,6 +1085,8 @@ def jit(fun: Callable | None = None, *, in_shardings=None, out_shardings=None,
     _check_callable(fun)
     jitted = JitWrapped(fun, static_argnums, static_argnames, donate_argnums, donate_argnames,
                         inline, keep_unused)
+    in_shardings = _drop_unspecified(in_shardings)
+    out_shardings = _drop_unspecified(out_shardings)
     if in_shardings is not None or out_shardings is not None:
         from kiln.parallel.placement import ShardedJit
         return ShardedJit(jitted, in_shardings, out_shardings)

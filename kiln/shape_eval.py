@@ -53,8 +53,17 @@ class ShapeDtypeStruct:
         if type(aval) is AbstractRef:
             raise NotImplementedError("Ref/AbstractRef support is not implemented. Please "
                                       "file an issue at https://github.com/jax-ml/jax/issues")
-        sharding = getattr(x, "_sharding", None) if not isinstance(x, ShapeDtypeStruct) \
-            else x.sharding
+        from kiln.array import Array
+        from kiln.core.trace import Tracer
+        if isinstance(x, ShapeDtypeStruct):
+            sharding = x.sharding
+        elif type(x) is Array:          # an uncommitted array has no sharding to keep
+            sharding = x.sharding if x._committed else None
+        elif isinstance(x, Tracer):     # the type's sharding (over Explicit mesh axes)
+            from kiln.parallel.placement import arg_type_sharding
+            sharding = arg_type_sharding(x)
+        else:
+            sharding = None
         mat = getattr(aval, "mat", None)
         return cls(aval.shape, aval.dtype, sharding=sharding, weak_type=aval.weak_type,
                    manual_axis_type=None if mat is None or mat.empty else mat)

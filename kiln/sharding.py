@@ -11,7 +11,9 @@ What it must not hold: execution (see ``kiln.parallel``).
 """
 from __future__ import annotations
 
+import functools
 import math
+import weakref
 from collections import OrderedDict
 from typing import Any
 
@@ -23,13 +25,14 @@ from kiln._abstract_mesh import (
     AbstractMesh,
     AxisType,
 )
+from kiln._abstract_mesh import _AbstractDevice as AbstractDevice
 from kiln.devices import devices
 
-__all__ = ["AbstractMesh", "AxisType", "Mesh", "NamedSharding", "PartitionSpec",
+__all__ = ["AbstractDevice", "AbstractMesh", "AxisType", "Mesh", "NamedSharding", "PartitionSpec",
            "Shard", "Sharding", "SingleDeviceSharding", "DuplicateSpecError",
            "IndivisibleError",
            "get_abstract_mesh", "get_mesh", "make_single_device_sharding", "reshard",
-           "set_mesh", "use_abstract_mesh", "use_mesh"]
+           "set_mesh", "use_abstract_mesh", "use_mesh", "auto_axes", "explicit_axes"]
 
 
 class DuplicateSpecError(ValueError):
@@ -45,26 +48,85 @@ class _Unconstrained:
         return "UNCONSTRAINED"
 
 
+def _axis_set(axes, what: str) -> frozenset:
+    if isinstance(axes, frozenset):
+        return axes
+    if not isinstance(axes, set):
+        raise TypeError(f"{what} argument of PartitionSpec should of type `frozenset` or "
+                        f"`set`. Got type {axes}")
+    return frozenset(axes)
+
+
+def _check_spec_axes(partitions: tuple, unreduced: frozenset, reduced: frozenset) -> None:
+    """JAX's checks of a spec's ``unreduced``/``reduced`` axes against its partitions."""
+    for name, axes in (("unreduced", unreduced), ("reduced", reduced)):
+        if None in axes:
+            raise ValueError(f"{name} cannot contain None. All elements in {name} should "
+                             "refer to the mesh axes.")
+    if unreduced & reduced:
+        raise ValueError("`unreduced` and `reduced` argument to PartitionSpec cannot "
+                         f"overlap. Got unreduced: {unreduced} and reduced: {reduced}")
+    for part in partitions:
+        for a in (part if isinstance(part, tuple) else (part,)):
+            for name, axes in (("unreduced", unreduced), ("reduced", reduced)):
+                if a in axes:
+                    raise ValueError(f"partitions cannot overlap with {name} axes passed "
+                                     f"to PartitionSpec. Got partitions: {partitions} and "
+                                     f"{name} axes: {axes}")
+
+
+def _canonical_partition(p):
+    if isinstance(p, list):
+        p = tuple(p)
+    if isinstance(p, tuple):
+        for q in p:
+            if isinstance(q, (tuple, list)):
+                raise ValueError("A tuple inside PartitionSpec cannot contain a nested tuple. "
+                                 f"Got partition: {p} and the nested tuple: {q}")
+        if len(p) == 1:
+            p = p[0]
+        elif not p:
+            p = None
+    return p
+
+
 class PartitionSpec:
     """Per array dimension: ``None`` (not split), a mesh axis name, or a tuple of names
-    (split over their product). Trailing dimensions not named are not split."""
+    (split over their product). Trailing dimensions not named are not split.
+
+    Specs are interned, as JAX's: equal arguments give the same object (``P((), 'x') is
+    P(None, 'x')``). The class cannot be subclassed."""
 
     UNCONSTRAINED = _Unconstrained()
-    __slots__ = ("_partitions", "reduced", "unreduced")
+    __slots__ = ("_partitions", "reduced", "unreduced", "__weakref__")
+    _interned: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
-    def __init__(self, *partitions, reduced=frozenset(), unreduced=frozenset()):
-        parts = []
-        for p in partitions:
-            if isinstance(p, list):
-                p = tuple(p)
-            if isinstance(p, tuple) and len(p) == 1:
-                p = p[0]
-            if isinstance(p, tuple) and not p:
-                p = None
-            parts.append(p)
-        self._partitions = tuple(parts)
-        self.reduced = frozenset(reduced)
-        self.unreduced = frozenset(unreduced)
+    def __new__(cls, *partitions, reduced=frozenset(), unreduced=frozenset()):
+        parts = tuple(_canonical_partition(p) for p in partitions)
+        reduced = _axis_set(reduced, "reduced")
+        unreduced = _axis_set(unreduced, "unreduced")
+        key = (parts, unreduced, reduced)
+        try:
+            hit = cls._interned.get(key)
+        except TypeError:               # an unhashable entry: not interned
+            hit, key = None, None
+        if hit is not None:
+            return hit
+        if reduced or unreduced:
+            _check_spec_axes(parts, unreduced, reduced)
+        self = object.__new__(cls)
+        self._partitions = parts
+        self.reduced = reduced
+        self.unreduced = unreduced
+        if key is not None:
+            cls._interned[key] = self
+        return self
+
+    def __init_subclass__(cls, **kwargs):
+        raise TypeError("Subclassing `jax.P` is prohibited.")
+
+    def __reduce__(self):
+        return (_make_spec, (self._partitions, self.unreduced, self.reduced))
 
     def __iter__(self):
         return iter(self._partitions)
@@ -124,17 +186,25 @@ class PartitionSpec:
 
     def __add__(self, other):
         if isinstance(other, PartitionSpec):
-            other = other._partitions
+            return PartitionSpec(*self._partitions, *other._partitions,
+                                 reduced=self.reduced | other.reduced,
+                                 unreduced=self.unreduced | other.unreduced)
         if not isinstance(other, tuple):
             return NotImplemented
-        return PartitionSpec(*self._partitions, *other, reduced=self.reduced,
-                             unreduced=self.unreduced)
+        self._check_tuple_operand(other, "__add__")
+        return PartitionSpec(*self._partitions, *other)
 
     def __radd__(self, other):
         if not isinstance(other, tuple):
             return NotImplemented
-        return PartitionSpec(*other, *self._partitions, reduced=self.reduced,
-                             unreduced=self.unreduced)
+        self._check_tuple_operand(other, "__radd__")
+        return PartitionSpec(*other, *self._partitions)
+
+    def _check_tuple_operand(self, other: tuple, op: str) -> None:
+        for name in ("unreduced", "reduced"):
+            if getattr(self, name):
+                raise TypeError(f"other {other} cannot be of instance `tuple` when self "
+                                f"{self} has {name} in `{op}` of PartitionSpec.")
 
     def axes_of(self, dim: int) -> tuple:
         """The mesh axes splitting array dimension ``dim`` (empty when not split)."""
@@ -153,6 +223,12 @@ class PartitionSpec:
 
 P = PartitionSpec
 
+
+def _make_spec(partitions, unreduced, reduced) -> PartitionSpec:
+    """Unpickle a :class:`PartitionSpec` (the interned one)."""
+    return PartitionSpec(*partitions, unreduced=unreduced, reduced=reduced)
+
+
 _mesh_stack: list = []
 
 
@@ -163,13 +239,22 @@ class Mesh:
       devices: an array (any nesting of lists) of devices, one dimension per axis.
       axis_names: one name per dimension of ``devices``.
       axis_types: one :class:`AxisType` per axis (default ``Auto``).
+
+    Meshes are interned, as JAX's: the same devices, names and types give the same
+    object. ``Mesh(np.empty((), dtype=object), ())`` is the empty mesh.
     """
 
-    def __init__(self, devices, axis_names, *, axis_types=None):
+    _interned: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+    def __new__(cls, devices, axis_names, *, axis_types=None):
         devs = np.array(devices, dtype=object)
         if isinstance(axis_names, str):
             axis_names = (axis_names,)
         axis_names = tuple(axis_names)
+        if any(a is None for a in axis_names):
+            raise ValueError(f"Mesh axis names cannot be None. Got: {axis_names}")
+        if not axis_names and devs.ndim == 0 and devs.item() is None:
+            return _EMPTY_CONCRETE_MESH
         if devs.ndim != len(axis_names):
             raise ValueError(f"Mesh requires the ndim of its first argument (`devices`) to "
                              f"equal the length of its second argument (`axis_names`), but "
@@ -180,17 +265,45 @@ class Mesh:
         ids = [d.id for d in devs.flat]
         if len(set(ids)) != len(ids):
             raise ValueError(f"Mesh devices must be unique, got ids {ids}")
-        if axis_types is None:
-            axis_types = (AxisType.Auto,) * len(axis_names)
-        elif isinstance(axis_types, AxisType):
-            axis_types = (axis_types,) * len(axis_names)
-        axis_types = tuple(axis_types)
-        if len(axis_types) != len(axis_names):
-            raise ValueError(f"Number of axis_types ({len(axis_types)}) must match the "
-                             f"number of axis_names ({len(axis_names)}).")
+        axis_types = _normalize_axis_types(axis_names, axis_types, "Mesh")
+        key = (tuple(ids), devs.shape, axis_names, axis_types)
+        hit = Mesh._interned.get(key) if cls is Mesh else None
+        if hit is not None:
+            return hit
+        self = object.__new__(cls)
+        devs.flags.writeable = False
         self.devices = devs
         self.axis_names = axis_names
         self.axis_types = axis_types
+        if cls is Mesh:
+            Mesh._interned[key] = self
+        return self
+
+    def __reduce__(self):
+        return (_make_mesh_of, (self.devices, self.axis_names, self.axis_types))
+
+    @property
+    def _flat_devices_tuple(self) -> tuple:
+        """The devices in row-major order (JAX's private attribute)."""
+        return tuple(self.devices.flat)
+
+    def _axes_of(self, kind) -> tuple:
+        return tuple(n for n, t in zip(self.axis_names, self.axis_types) if t == kind)
+
+    @property
+    def explicit_axes(self) -> tuple:
+        """The names of the axes of type ``Explicit``."""
+        return self._axes_of(AxisType.Explicit)
+
+    @property
+    def auto_axes(self) -> tuple:
+        """The names of the axes of type ``Auto``."""
+        return self._axes_of(AxisType.Auto)
+
+    @property
+    def manual_axes(self) -> tuple:
+        """The names of the axes of type ``Manual``."""
+        return self._axes_of(AxisType.Manual)
 
     @property
     def shape(self) -> OrderedDict:
@@ -272,12 +385,13 @@ class Mesh:
         return hash((self.axis_names, self.axis_types, self.devices.shape,
                      tuple(d.id for d in self.devices.flat)))
 
-    def __repr__(self):
+    def __str__(self):
         sizes = ", ".join(f"{n!r}: {s}" for n, s in zip(self.axis_names, self.devices.shape))
-        types = ", ".join(repr(t) for t in self.axis_types)
-        if len(self.axis_types) == 1:
-            types += ","
-        return f"Mesh({sizes}, axis_types=({types}))"
+        return f"Mesh({sizes}, axis_types={self.axis_types!r})"
+
+    def __repr__(self):
+        return (f"Mesh(axis_sizes={self.axis_sizes!r}, axis_names={self.axis_names!r}, "
+                f"axis_types={self.axis_types!r})")
 
     def __enter__(self):
         _mesh_stack.append((self, "legacy"))
@@ -299,10 +413,15 @@ class _EmptyConcreteMesh(Mesh):
     """The mesh without axes or devices that ``get_mesh()`` gives outside ``set_mesh``
     (JAX's ``Mesh(np.empty((), dtype=object), ())``)."""
 
-    def __init__(self):
+    def __new__(cls):
+        self = object.__new__(cls)
         self.devices = np.empty((), dtype=object)
         self.axis_names = ()
         self.axis_types = ()
+        return self
+
+    def __reduce__(self):
+        return (_empty_concrete_mesh, ())
 
     @property
     def axis_sizes(self) -> tuple:
@@ -328,6 +447,32 @@ class _EmptyConcreteMesh(Mesh):
 
 
 _EMPTY_CONCRETE_MESH = _EmptyConcreteMesh()
+
+
+def _empty_concrete_mesh() -> Mesh:
+    return _EMPTY_CONCRETE_MESH
+
+
+def _make_mesh_of(devices, axis_names, axis_types) -> Mesh:
+    """Unpickle a :class:`Mesh` (the interned one)."""
+    return Mesh(devices, axis_names, axis_types=axis_types)
+
+
+def _normalize_axis_types(axis_names: tuple, axis_types, what: str) -> tuple:
+    """JAX's checks of a mesh's ``axis_types``: one ``AxisType`` per axis name (a single
+    one stands for a one-axis mesh only)."""
+    if axis_types is None:
+        return (AxisType.Auto,) * len(axis_names)
+    if not isinstance(axis_types, tuple):
+        axis_types = tuple(axis_types) if isinstance(axis_types, list) else (axis_types,)
+    if not all(isinstance(a, AxisType) for a in axis_types):
+        raise TypeError(f"axis_types passed to {what} must be of type "
+                        f"`jax.sharding.AxisType`. Got {axis_types} of type "
+                        f"{tuple(type(a) for a in axis_types)}")
+    if len(axis_names) != len(axis_types):
+        raise ValueError("Number of axis names should match the number of axis_types. Got "
+                         f"axis_names={axis_names} and axis_types={axis_types}")
+    return axis_types
 
 
 def type_mesh(mesh: Mesh) -> AbstractMesh:
@@ -359,6 +504,8 @@ def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None) -> Mesh
                          f"{axis_shapes}")
     if axis_types is None:
         axis_types = (AxisType.Explicit,) * len(axis_shapes)
+    axis_names = (axis_names,) if isinstance(axis_names, str) else tuple(axis_names)
+    axis_types = _normalize_axis_types(axis_names, axis_types, "make_mesh")
     return Mesh(np.array(pool[:n], dtype=object).reshape(axis_shapes), axis_names,
                 axis_types=axis_types)
 
@@ -391,22 +538,38 @@ def register_block_reader(value_type: type, read) -> None:
 
 
 class Shard:
-    """One device's block of a sharded array."""
+    """One device's block of a sharded array. Its ``data`` is a single-device array,
+    committed to the shard's device when the array it comes from is committed."""
 
-    __slots__ = ("device", "index", "replica_id", "_array")
+    __slots__ = ("device", "index", "replica_id", "_array", "_committed", "_data")
 
     def __init__(self, device, index, replica_id, array):
         self.device = device
         self.index = index
         self.replica_id = replica_id
         self._array = array
+        self._committed = False
+        self._data = None
+
+    def _on_device(self, block):
+        out = _make_array(block)
+        if self._committed:
+            out._sharding = (None if self.device == devices()[0]
+                             else SingleDeviceSharding(self.device))
+        return out
 
     @property
     def data(self):
+        """The block as a single-device Array (the same object each time it is read)."""
+        if self._data is None:
+            self._data = self._read()
+        return self._data
+
+    def _read(self):
         read = _block_readers.get(type(self._array))
         if read is not None:          # e.g. a multi-process global array's local block
-            return _make_array(read(self._array, self.device))
-        return _make_array(np.asarray(self._array)[self.index])
+            return self._on_device(read(self._array, self.device))
+        return self._on_device(np.asarray(self._array)[self.index])
 
     def __repr__(self):
         return (f"Shard(device={self.device!r}, index={self.index}, "
@@ -426,15 +589,14 @@ class _UnreducedShard(Shard):
         self._unreduced = unreduced
         self._parts = partials
 
-    @property
-    def data(self):
+    def _read(self):
         parts = self._parts
         if parts is not None and self.device.id in parts:
-            return _make_array(np.asarray(parts[self.device.id]))
+            return self._on_device(np.asarray(parts[self.device.id]))
         block = np.asarray(self._array)[self.index]
         if any(self._coords[a] for a in self._unreduced):
             block = np.zeros_like(block)
-        return _make_array(block)
+        return self._on_device(block)
 
 
 class Sharding:
@@ -463,6 +625,11 @@ class Sharding:
         return all(d.process_index == here for d in self.device_set)
 
     def devices_indices_map(self, global_shape) -> dict:
+        """``{device: index}``: the slices of an array of ``global_shape`` each device
+        holds (cached per sharding and shape: :func:`common_devices_indices_map`)."""
+        return common_devices_indices_map(self, tuple(global_shape))
+
+    def _devices_indices_map(self, global_shape) -> dict:
         raise NotImplementedError
 
     def addressable_devices_indices_map(self, global_shape) -> dict:
@@ -475,10 +642,51 @@ class Sharding:
         return tuple(len(range(*s.indices(n))) for s, n in zip(idx, global_shape))
 
     def is_equivalent_to(self, other, ndim: int) -> bool:
-        return self == other
+        """Whether ``self`` and ``other`` lay out every ``ndim``-dimensional array alike:
+        the same devices in the same order, each holding the same block, and the same
+        memory kind (JAX compares their HLO shardings)."""
+        if not isinstance(other, Sharding):
+            return False
+        if self == other:
+            return True
+        if self.memory_kind != other.memory_kind:
+            return False
+        try:
+            mine, theirs = self._device_assignment, other._device_assignment
+        except (AttributeError, ValueError):
+            return False
+        if tuple(mine) != tuple(theirs):
+            return False
+        shape = (len(mine) or 1,) * ndim      # divisible by every split of a dimension
+
+        def blocks(sharding):
+            return {d: tuple(s.indices(n) for s, n in zip(index, shape))
+                    for d, index in sharding.devices_indices_map(shape).items()}
+        try:
+            return blocks(self) == blocks(other)
+        except ValueError:
+            return False
 
     def with_memory_kind(self, kind):
         return self
+
+
+#: The memory kinds a sharding may name (JAX's on CPU). Every kiln array lives in host
+#: memory: a sharding records the kind it was given, nothing moves.
+MEMORY_KINDS = ("device", "pinned_host", "unpinned_host")
+
+
+def _check_memory_kind(kind) -> None:
+    if kind is not None and kind not in MEMORY_KINDS:
+        raise ValueError(f"Got invalid memory kind: {kind}. The memory kinds kiln accepts "
+                         f"are: {', '.join(MEMORY_KINDS)}.")
+
+
+@functools.lru_cache(maxsize=4096)
+def common_devices_indices_map(sharding: Sharding, global_shape: tuple) -> dict:
+    """``sharding.devices_indices_map(global_shape)``, cached (as JAX's, which
+    ``jax.clear_caches`` empties)."""
+    return sharding._devices_indices_map(global_shape)
 
 
 class NamedSharding(Sharding):
@@ -487,11 +695,13 @@ class NamedSharding(Sharding):
     Args:
       mesh: the device mesh.
       spec: per array dimension, the mesh axes that split it.
-      memory_kind: accepted for compatibility (kiln has one memory kind).
+      memory_kind: one of :data:`MEMORY_KINDS` (recorded only: every kiln array lives in
+        host memory); default ``"device"`` (``None`` over an ``AbstractMesh``).
     """
 
     def __init__(self, mesh: Mesh, spec: PartitionSpec | None = None, *,
                  memory_kind=None):
+        _check_memory_kind(memory_kind)
         if not isinstance(spec, PartitionSpec):
             if spec is None:
                 spec = PartitionSpec()
@@ -510,13 +720,40 @@ class NamedSharding(Sharding):
             if a not in mesh.axis_names:
                 raise ValueError(f"Resource axis: {a} of {spec!r} is not found in mesh: "
                                  f"{tuple(mesh.axis_names)}.")
+        kinds = dict(zip(mesh.axis_names, mesh.axis_types))
+        for name, axes in (("Unreduced", spec.unreduced), ("Reduced", spec.reduced)):
+            for a in axes:
+                if a not in kinds:
+                    raise ValueError(f"{name} axes {a} is not found in mesh.axis_names="
+                                     f"{tuple(mesh.axis_names)}. Got pspec={spec!r}")
+                if kinds[a] != AxisType.Explicit:
+                    raise ValueError(f"{name} axes can only refer to mesh axes that is of "
+                                     f"type `Explicit`. Got {name.lower()} axes: "
+                                     f"{set(axes)} and mesh: {mesh}")
         self.mesh = mesh
         self.spec = spec
         self._memory_kind = memory_kind
 
     @property
     def memory_kind(self):
-        return self._memory_kind or "device"
+        if self._memory_kind is None and not isinstance(self.mesh, AbstractMesh):
+            return "device"
+        return self._memory_kind
+
+    def with_memory_kind(self, kind) -> NamedSharding:
+        return self.update(memory_kind=kind)
+
+    def __reduce__(self):
+        return (_make_named_sharding, (self.mesh, self.spec, self._memory_kind))
+
+    def check_compatible_aval(self, aval_shape) -> None:
+        """Raise ``ValueError`` when the spec names more dimensions than ``aval_shape``
+        has (JAX's check)."""
+        if len(aval_shape) < len(self.spec):
+            extra = " For scalars the PartitionSpec should be P()" if not aval_shape else ""
+            raise ValueError(f"Sharding {self} is only valid for values of rank at least "
+                             f"{len(self.spec)}, but was applied to a value of rank "
+                             f"{len(aval_shape)}.{extra}")
 
     def update(self, **kwargs) -> NamedSharding:
         """This sharding with ``mesh``, ``spec`` and/or ``memory_kind`` replaced."""
@@ -541,15 +778,15 @@ class NamedSharding(Sharding):
 
     def __eq__(self, other):
         return (isinstance(other, NamedSharding) and self.mesh == other.mesh
-                and self.spec == other.spec)
+                and self.spec == other.spec and self.memory_kind == other.memory_kind)
 
     def __hash__(self):
-        return hash((self.mesh, self.spec))
+        return hash((self.mesh, self.spec, self.memory_kind))
 
     def __repr__(self):
         if isinstance(self.mesh, AbstractMesh):    # a type's sharding: no memory kind
             return f"NamedSharding(mesh={self.mesh!r}, spec={self.spec!r})"
-        return (f"NamedSharding(mesh={self.mesh!r}, spec={self.spec!r}, "
+        return (f"NamedSharding(mesh={self.mesh}, spec={self.spec!r}, "
                 f"memory_kind={self.memory_kind})")
 
     def check_shape(self, global_shape, what: str = "array") -> None:
@@ -593,7 +830,8 @@ class NamedSharding(Sharding):
                 rid = rid * self.mesh.shape[a] + coords[a]
         return rid
 
-    def devices_indices_map(self, global_shape) -> dict:
+    def _devices_indices_map(self, global_shape) -> dict:
+        self.check_shape(global_shape)
         return {dev: self.block_index(c, global_shape) for dev, c in self.mesh.coords()}
 
     def _shards(self, array, partials=None) -> list:
@@ -612,8 +850,19 @@ class SingleDeviceSharding(Sharding):
     is_fully_replicated = True
 
     def __init__(self, device, *, memory_kind=None):
+        _check_memory_kind(memory_kind)
         self.device = device
         self._memory_kind = memory_kind
+
+    @property
+    def _device(self):
+        return self.device
+
+    def with_memory_kind(self, kind) -> SingleDeviceSharding:
+        return SingleDeviceSharding(self.device, memory_kind=kind)
+
+    def __reduce__(self):
+        return (_make_single_device_sharding, (self.device, self._memory_kind))
 
     @property
     def memory_kind(self):
@@ -627,17 +876,18 @@ class SingleDeviceSharding(Sharding):
     def _device_assignment(self) -> tuple:
         return (self.device,)
 
-    def devices_indices_map(self, global_shape) -> dict:
+    def _devices_indices_map(self, global_shape) -> dict:
         return {self.device: tuple(slice(None) for _ in global_shape)}
 
     def _shards(self, array) -> list:
         return [Shard(self.device, tuple(slice(None) for _ in array.shape), 0, array)]
 
     def __eq__(self, other):
-        return isinstance(other, SingleDeviceSharding) and other.device == self.device
+        return (isinstance(other, SingleDeviceSharding) and other.device == self.device
+                and other.memory_kind == self.memory_kind)
 
     def __hash__(self):
-        return hash(("single", self.device))
+        return hash(("single", self.device, self.memory_kind))
 
     def __repr__(self):
         return f"SingleDeviceSharding(device={self.device!r}, memory_kind={self.memory_kind})"
@@ -743,8 +993,37 @@ def concrete_named_sharding(sharding: Any, what: str) -> Any:
     return NamedSharding(mesh, sharding.spec, memory_kind=sharding._memory_kind)
 
 
-def make_single_device_sharding(device) -> SingleDeviceSharding:
-    return SingleDeviceSharding(device)
+def modify_spec_for_auto_manual(spec: PartitionSpec, mesh) -> PartitionSpec:
+    """``spec`` with only the mesh axes of type ``Explicit`` (JAX's rule for the spec in
+    a type: ``Auto`` and ``Manual`` axes are not part of it), in its partitions and in
+    its unreduced and reduced axes."""
+    kinds = dict(zip(mesh.axis_names, mesh.axis_types))
+
+    def keep(a) -> bool:
+        return kinds.get(a) == AxisType.Explicit
+    parts = []
+    for p in spec:
+        if p is None or p is PartitionSpec.UNCONSTRAINED:
+            parts.append(p)
+        elif isinstance(p, tuple):
+            parts.append(tuple(a for a in p if keep(a)))
+        else:
+            parts.append(p if keep(p) else None)
+    return PartitionSpec(*parts, unreduced={a for a in spec.unreduced if keep(a)},
+                         reduced={a for a in spec.reduced if keep(a)})
+
+
+def make_single_device_sharding(device, *, memory_kind=None) -> SingleDeviceSharding:
+    """``SingleDeviceSharding(device, memory_kind=memory_kind)``."""
+    return SingleDeviceSharding(device, memory_kind=memory_kind)
+
+
+def _make_single_device_sharding(device, memory_kind) -> SingleDeviceSharding:
+    return SingleDeviceSharding(device, memory_kind=memory_kind)
+
+
+def _make_named_sharding(mesh, spec, memory_kind) -> NamedSharding:
+    return NamedSharding(mesh, spec, memory_kind=memory_kind)
 
 
 # ``reshard`` runs in the SPMD runtime, which installs it here when imported
@@ -763,3 +1042,40 @@ def reshard(x, out_shardings):
     if _reshard is None:
         raise RuntimeError("kiln.sharding.reshard needs kiln.parallel: import kiln")
     return _reshard(x, out_shardings)
+
+
+# ``auto_axes``/``explicit_axes`` (``kiln.parallel.axis_types``, which installs them).
+_axis_type_fns: dict = {}
+
+
+def set_axis_type_fns(auto, explicit) -> None:
+    """Install ``auto_axes``/``explicit_axes`` (``kiln.parallel.axis_types``')."""
+    _axis_type_fns.update(auto=auto, explicit=explicit)
+
+
+def auto_axes(f=None, /, *, axes=None, out_sharding=None):
+    """``f`` run with mesh ``axes`` switched to ``Auto``, its results laid out as
+    ``out_sharding``; see ``kiln.parallel.axis_types``."""
+    return _axis_type_fns["auto"](f, axes=axes, out_sharding=out_sharding)
+
+
+def explicit_axes(f=None, /, *, axes=None, in_sharding=None):
+    """``f`` run with mesh ``axes`` switched to ``Explicit``, its arguments laid out as
+    ``in_sharding``; see ``kiln.parallel.axis_types``."""
+    return _axis_type_fns["explicit"](f, axes=axes, in_sharding=in_sharding)
+
+
+class UnspecifiedValue:
+    """``jit``'s "no sharding given" (JAX's ``UNSPECIFIED``): in ``in_shardings`` and
+    ``out_shardings`` it means what ``None`` does."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        return "UnspecifiedValue"
+
+    def __reduce__(self):
+        return "UNSPECIFIED"
+
+
+UNSPECIFIED = UnspecifiedValue()

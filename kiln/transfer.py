@@ -9,7 +9,7 @@ from kiln import _transfer_guard
 from kiln._physical_tree import (
     tree_map,
 )
-from kiln.array import Array, set_device_put, to_array
+from kiln.array import Array, make_array, set_device_put, to_array
 from kiln.core.trace import Tracer, masked_array_error
 
 
@@ -51,12 +51,18 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
         if isinstance(a, Tracer):
             return a
         if type(a) is Array:
-            return a
-        if isinstance(a, np.ma.MaskedArray):
-            masked_array_error()
-        _transfer_guard.check_value(a, explicit=True)
-        return to_array(np.asarray(a)) if not isinstance(a, (int, float, complex, bool)) \
-            else to_array(a)
+            if device is None or a._committed:
+                return a
+            out = make_array(a._v, a.weak_type)     # the same buffer, now committed
+        else:
+            if isinstance(a, np.ma.MaskedArray):
+                masked_array_error()
+            _transfer_guard.check_value(a, explicit=True)
+            out = to_array(np.asarray(a)) if not isinstance(a, (int, float, complex, bool)) \
+                else to_array(a)
+        if device is not None:          # placed explicitly: committed (JAX's)
+            out._sharding = None
+        return out
     return tree_map(put, x)
 
 

@@ -16,7 +16,8 @@ import sys
 import types
 
 HELPERS = ("jax._src.test_util", "jax._src.test_loader", "jax._src.test_warning_util",
-           "jax._src.lax_reference", "jax._src.internal_test_util")
+           "jax._src.lax_reference", "jax._src.internal_test_util",
+           "jax.experimental.sparse.test_util")
 
 
 class HelperFinder(importlib.abc.MetaPathFinder):
@@ -26,7 +27,7 @@ class HelperFinder(importlib.abc.MetaPathFinder):
         self.checkout = checkout
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname.startswith("kiln._src."):
+        if fullname.startswith("kiln."):
             # ``from jax._src import test_util`` looks the submodule up under the parent's
             # real name (kiln._src): hand out the module loaded under its JAX name.
             jax_name = "jax" + fullname[4:]
@@ -55,7 +56,7 @@ class HelperFinder(importlib.abc.MetaPathFinder):
 #: so a test that really uses one fails (nothing is faked into passing).
 XLA_ONLY = ("jax._src.lib.mlir", "jax._src.lib.xla_client", "jax._src.lib._jax",
             "jax._src.cudnn", "jax._src.lib.triton", "jax._src.lib.mosaic_gpu",
-            "jax._src.lib.gpu_solver")
+            "jax._src.lib.gpu_solver", "jax._src.op_shardings")
 
 
 class _XlaOnlyModule(types.ModuleType):
@@ -97,7 +98,8 @@ class XlaOnlyFinder(importlib.abc.MetaPathFinder):
 NOT_IN_KILN = ("jax.export", "jax._src.literals",
                "jax._src.lax.utils", "jax._src.pmap",
                "jax._src.export", "jax._src.cudnn", "jax.experimental.custom_partitioning",
-               "jax.experimental.serialize_executable")
+               "jax.experimental.serialize_executable",
+               "jax._src.compute_on", "jax._src.xla_metadata")
 
 #: Attributes of kiln modules that JAX's tests read at module level (decorators, imports)
 #: and kiln lacks: (module, name). Each is set to a :class:`Placeholder` that raises when
@@ -108,6 +110,10 @@ MISSING_ATTRS = (
     ("kiln.tree_util", "dispatch_registry"),
     ("kiln._src.mesh", "empty_concrete_mesh"),
     ("kiln.ad_checkpoint", "custom_remat"),
+    ("kiln._src.pjit", "_pjit_lower"),           # JAX's lowering cache (cache_info)
+    ("kiln._src.pjit", "make_jit_cpp_cache"),    # JAX's C++ dispatch cache
+    ("kiln._src.sharding_impls", "parse_flatten_op_sharding"),  # an HLO OpSharding
+    ("kiln._src.sharding_impls", "GSPMDSharding"),   # a sharding given as an HLO OpSharding
 )
 
 

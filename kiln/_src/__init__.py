@@ -48,6 +48,8 @@ ALIASES = {
     "random.threefry2x32": "kiln.random.prng",
     "shard_map": "kiln.parallel.shard_map",
     "indexing": "kiln.state.indexing",
+    "named_sharding": "kiln.sharding",
+    "layout": "kiln.experimental.layout",
 }
 
 

@@ -1,7 +1,13 @@
 """``jax._src.core``: the abstract-value names libraries import from JAX's private core."""
 from __future__ import annotations
 
-from kiln.core.avals import AbstractToken, AbstractValue, ShapedArray  # noqa: F401
+from kiln.core.avals import (  # noqa: F401
+    AbstractToken,
+    AbstractValue,
+    ManualAxisType,
+    ShapedArray,
+    ShardingTypeError,
+)
 from kiln.core.jaxpr import (  # noqa: F401
     ClosedJaxpr,
     Jaxpr,
@@ -22,6 +28,7 @@ from kiln.extend.core import (  # noqa: F401
     get_opaque_trace_state,
     valid_jaxtype,
 )
+from kiln.sharding import modify_spec_for_auto_manual  # noqa: F401
 
 
 def physical_aval(aval):

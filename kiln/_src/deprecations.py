@@ -31,8 +31,9 @@ def is_accelerated(deprecation_id: str) -> bool:
     return deprecation_id in _accelerated
 
 
-def warn(deprecation_id: str, message: str, stacklevel: int = 1) -> None:
-    """Warn (``DeprecationWarning``) or, when accelerated, raise ``ValueError``."""
+def warn(deprecation_id: str, message: str, stacklevel: int = 1,
+         error_class: type[Exception] = ValueError) -> None:
+    """Warn (``DeprecationWarning``) or, when accelerated, raise ``error_class``."""
     if deprecation_id in _accelerated:
-        raise ValueError(message)
+        raise error_class(message)
     warnings.warn(message, DeprecationWarning, stacklevel=stacklevel + 1)

@@ -36,6 +36,12 @@ class AbstractValue:
     has_qdd = False
 
 
+class ShardingTypeError(Exception):
+    """Values whose types' shardings cannot be combined by an operation (JAX's
+    ``core.ShardingTypeError``, e.g. contracting dimensions split along different mesh
+    axes)."""
+
+
 class ManualAxisType:
     """How a value inside ``shard_map`` varies over the mesh's manual axes (JAX's
     ``aval.mat``): ``varying`` holds the axes along which devices may hold different
@@ -44,9 +50,16 @@ class ManualAxisType:
     __slots__ = ("varying", "unreduced", "reduced")
 
     def __init__(self, *, varying=frozenset(), unreduced=frozenset(), reduced=frozenset()):
-        self.varying = frozenset(varying)
-        self.unreduced = frozenset(unreduced)
-        self.reduced = frozenset(reduced)
+        object.__setattr__(self, "varying", frozenset(varying))
+        object.__setattr__(self, "unreduced", frozenset(unreduced))
+        object.__setattr__(self, "reduced", frozenset(reduced))
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"ManualAxisType is immutable: cannot set {name!r} (use "
+                             "update)")
+
+    def __reduce__(self):       # pickle and copy through the constructor (immutable)
+        return (_make_mat, (self.varying, self.unreduced, self.reduced))
 
     def update(self, **kw) -> ManualAxisType:
         return ManualAxisType(varying=kw.get("varying", self.varying),
@@ -77,6 +90,10 @@ class ManualAxisType:
         return (f"ManualAxisType(varying={set(self.varying) or 'set()'}, "
                 f"unreduced={set(self.unreduced) or 'set()'}, "
                 f"reduced={set(self.reduced) or 'set()'})")
+
+
+def _make_mat(varying, unreduced, reduced) -> ManualAxisType:
+    return ManualAxisType(varying=varying, unreduced=unreduced, reduced=reduced)
 
 
 empty_mat = ManualAxisType()

@@ -654,6 +654,11 @@ class Tracer:
     def __array__(self, dtype=None, copy=None):
         raise TracerArrayConversionError(self)
 
+    def __reduce__(self):
+        raise ConcretizationTypeError(
+            self, "The error occurred in the __reduce__ method, which may indicate an "
+            "attempt to serialize/pickle a traced value.")
+
     def __hash__(self):
         raise TypeError(f"unhashable type: {type(self).__name__} (traced arrays are unhashable; "
                         "to use an array as a static argument, convert it to a tuple)")

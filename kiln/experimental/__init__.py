@@ -1,4 +1,5 @@
 """``kiln.experimental``: APIs that JAX keeps under ``jax.experimental``."""
+from kiln.dtypes import primal_tangent_dtype  # noqa: F401
 from kiln.experimental.io_callback import io_callback  # noqa: F401
 
 
@@ -10,4 +11,4 @@ def __getattr__(name):
     raise AttributeError(f"module 'kiln.experimental' has no attribute {name!r}")
 
 
-__all__ = ["io_callback"]
+__all__ = ["io_callback", "primal_tangent_dtype"]

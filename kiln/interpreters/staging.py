@@ -48,6 +48,9 @@ vma_rule: list = [None]
 # args)`` gives the operands to stage, an elementwise operation's less varying ones
 # ``pvary``-ed first (JAX's implicit pcast).
 vma_args: list = [None]
+# Installed by ``kiln.parallel.type_rules``: ``rule(eqn)`` gives the new equation's outputs
+# the shardings of their types (JAX's sharding rules) when an operand's type has one.
+type_rule: list = [None]
 
 
 class JaxprTracer(Tracer):
@@ -164,6 +167,9 @@ class JaxprTrace(Trace):
                        _source_info(name_stack=self._name_stack()))
         if vma_rule[0] is not None:     # tracing an eager shard_map's body: aval.mat
             vma_rule[0](eqn)
+        if type_rule[0] is not None and any(getattr(getattr(v, "aval", None), "_tsh", None)
+                                            is not None for v in invars):
+            type_rule[0](eqn)
         self.eqns.append(eqn)
         tracers = [JaxprTracer(self, v.aval, v) for v in outvars]
         return tracers if prim.multiple_results else tracers[0]

@@ -8,6 +8,7 @@ from kiln.core.trace import get_aval
 from kiln.interpreters import ad, batching, lax_ops
 from kiln.interpreters.ad import Zero
 from kiln.lax._factory import _any, _num, as_dtype, check_dtype, standard_primitive
+from kiln.lax.sharding_constraint import apply_out_sharding
 
 
 def _reduce_shape(name, x, axes):
@@ -63,10 +64,11 @@ def _reduce_sum_transpose(ct, x, *, axes, out_sharding=None):
 ad.deflinear2(reduce_sum_p, _reduce_sum_transpose)
 
 
-def reduce_sum(operand, axes):
-    """Sum over ``axes``."""
+def reduce_sum(operand, axes, *, out_sharding=None):
+    """Sum over ``axes`` (laid out as ``out_sharding`` when given)."""
     axes = tuple(sorted(int(a) for a in axes))
-    return reduce_sum_p.bind(operand, axes=axes, out_sharding=None)
+    out = reduce_sum_p.bind(operand, axes=axes, out_sharding=None)
+    return apply_out_sharding(out, out_sharding)
 
 
 def _minmax_jvp(prim):
@@ -93,14 +95,18 @@ _minmax_jvp(reduce_max_p)
 _minmax_jvp(reduce_min_p)
 
 
-def reduce_max(operand, axes):
-    """Maximum over ``axes``."""
-    return reduce_max_p.bind(operand, axes=tuple(sorted(int(a) for a in axes)), out_sharding=None)
+def reduce_max(operand, axes, *, out_sharding=None):
+    """Maximum over ``axes`` (laid out as ``out_sharding`` when given)."""
+    out = reduce_max_p.bind(operand, axes=tuple(sorted(int(a) for a in axes)),
+                            out_sharding=None)
+    return apply_out_sharding(out, out_sharding)
 
 
-def reduce_min(operand, axes):
-    """Minimum over ``axes``."""
-    return reduce_min_p.bind(operand, axes=tuple(sorted(int(a) for a in axes)), out_sharding=None)
+def reduce_min(operand, axes, *, out_sharding=None):
+    """Minimum over ``axes`` (laid out as ``out_sharding`` when given)."""
+    out = reduce_min_p.bind(operand, axes=tuple(sorted(int(a) for a in axes)),
+                            out_sharding=None)
+    return apply_out_sharding(out, out_sharding)
 
 
 _ = _num

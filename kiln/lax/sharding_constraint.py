@@ -23,4 +23,13 @@ def with_sharding_constraint(x, shardings):
     return _place(x, shardings)
 
 
+def apply_out_sharding(x, out_sharding):
+    """``x`` laid out as an operation's ``out_sharding=`` (``reshard``: a ``Sharding`` or a
+    ``PartitionSpec`` of the context mesh); ``x`` itself when it is None."""
+    if out_sharding is None:
+        return x
+    from kiln.sharding import reshard
+    return reshard(x, out_sharding)
+
+
 __all__ = ["with_sharding_constraint"]

@@ -13,6 +13,7 @@ from kiln.core.trace import Tracer, get_aval
 from kiln.interpreters import ad, batching, lax_ops
 from kiln.interpreters.ad import Zero, is_undefined_primal
 from kiln.lax._factory import _any, check_dtype, standard_primitive
+from kiln.lax.sharding_constraint import apply_out_sharding
 
 # ----------------------------------------------------------------------------------------------
 # convert_element_type
@@ -116,8 +117,12 @@ def convert_element_type(operand, new_dtype):
                                        sharding=None)
 
 
-def _convert_element_type(operand, new_dtype=None, weak_type=False):
-    """Internal cast that can set the weak-type flag."""
+def _convert_element_type(operand, new_dtype=None, weak_type=False, sharding=None):
+    """Internal cast that can set the weak-type flag (and lay the result out as
+    ``sharding``, JAX's private signature)."""
+    if sharding is not None:
+        return apply_out_sharding(_convert_element_type(operand, new_dtype, weak_type),
+                                  sharding)
     aval = get_aval(operand)
     if _extended.has_rules(new_dtype) or _extended.has_rules(aval.dtype):
         from kiln.lax.edtype import convert_extended
@@ -207,12 +212,13 @@ batching.batch_rules[broadcast_in_dim_p] = _bid_batch
 
 
 def broadcast_in_dim(operand, shape, broadcast_dimensions, out_sharding=None):
-    """Broadcast ``operand`` into ``shape``; its axis i becomes axis ``broadcast_dimensions[i]``."""
+    """Broadcast ``operand`` into ``shape``; its axis i becomes axis ``broadcast_dimensions[i]``
+    (laid out as ``out_sharding`` when given)."""
     shape = tuple(int(s) for s in shape)
     broadcast_dimensions = tuple(int(d) for d in broadcast_dimensions)
     aval = get_aval(operand)
     if aval.shape == shape and broadcast_dimensions == tuple(range(len(shape))):
-        return operand
+        return apply_out_sharding(operand, out_sharding)
     if (len(set(broadcast_dimensions)) == len(broadcast_dimensions) == aval.ndim
             and list(broadcast_dimensions) != sorted(broadcast_dimensions)):
         # JAX accepts dimensions out of order (a transpose folded in); kiln stages the
@@ -221,16 +227,17 @@ def broadcast_in_dim(operand, shape, broadcast_dimensions, out_sharding=None):
         perm = tuple(sorted(range(aval.ndim), key=lambda i: broadcast_dimensions[i]))
         operand = transpose(operand, perm)
         broadcast_dimensions = tuple(broadcast_dimensions[i] for i in perm)
-    return broadcast_in_dim_p.bind(operand, shape=shape,
-                                   broadcast_dimensions=broadcast_dimensions, sharding=None)
+    out = broadcast_in_dim_p.bind(operand, shape=shape,
+                                  broadcast_dimensions=broadcast_dimensions, sharding=None)
+    return apply_out_sharding(out, out_sharding)
 
 
-def broadcast(operand, sizes):
-    """Add leading dimensions of ``sizes``."""
+def broadcast(operand, sizes, *, out_sharding=None):
+    """Add leading dimensions of ``sizes`` (laid out as ``out_sharding`` when given)."""
     aval = get_aval(operand)
     sizes = tuple(sizes)
     dims = tuple(range(len(sizes), len(sizes) + aval.ndim))
-    return broadcast_in_dim(operand, sizes + aval.shape, dims)
+    return broadcast_in_dim(operand, sizes + aval.shape, dims, out_sharding=out_sharding)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -300,15 +307,17 @@ def _static_sizes(sizes) -> tuple[int, ...]:
 
 
 def reshape(operand, new_sizes, dimensions=None, out_sharding=None):
-    """Reshape (after an optional transpose by ``dimensions``) to ``new_sizes``."""
+    """Reshape (after an optional transpose by ``dimensions``) to ``new_sizes`` (laid out
+    as ``out_sharding`` when given)."""
     new_sizes = _static_sizes(new_sizes)
     dims = None if dimensions is None else tuple(int(d) for d in dimensions)
     aval = get_aval(operand)
     if dims is not None and dims == tuple(range(aval.ndim)):
         dims = None
     if aval.shape == new_sizes and dims is None:
-        return operand
-    return reshape_p.bind(operand, new_sizes=new_sizes, dimensions=dims, sharding=None)
+        return apply_out_sharding(operand, out_sharding)
+    out = reshape_p.bind(operand, new_sizes=new_sizes, dimensions=dims, sharding=None)
+    return apply_out_sharding(out, out_sharding)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import numpy as np
 from kiln._fp_warnings import FILTER as _FILTER
 from kiln._fp_warnings import NO_FILTER as _NO_FILTER
 from kiln._fp_warnings import call_quietly
+from kiln.array import ANY_COMMITTED as _ANY_COMMITTED
 from kiln.array import Array, make_array
 from kiln.core import trace as core
 from kiln.core.trace import Tracer
@@ -120,7 +121,7 @@ def _reshape(self, *args, order="C", **kw):
         args = args[0]
     if "shape" in kw:
         args = kw.pop("shape")
-    return _np_mod().reshape(self, args, order=order)
+    return _np_mod().reshape(self, args, order=order, out_sharding=kw.pop("out_sharding", None))
 
 
 def _transpose(self, *args):
@@ -282,7 +283,8 @@ def _fast(npfn, name, float_only=False, cmp=False):
     guard = not cmp
 
     def op(self, other):
-        if core._state.trace is core.eval_trace and _FAST[0]:
+        if core._state.trace is core.eval_trace and _FAST[0] and not (
+                _ANY_COMMITTED[0] and _committed(self, other)):
             a = self._value
             dt = a.dtype
             if type(other) is Array:
@@ -316,7 +318,8 @@ def _fast_r(npfn, name):
     general = _binop(name, reflected=True)
 
     def op(self, other):
-        if core._state.trace is core.eval_trace and _FAST[0]:
+        if core._state.trace is core.eval_trace and _FAST[0] and not (
+                _ANY_COMMITTED[0] and _committed(self, other)):
             b = self._value
             if type(other) is Array:
                 a = other._value
@@ -340,6 +343,12 @@ def _fast_r(npfn, name):
 
 # _FAST[0] is turned off by jax_debug_nans/jax_debug_infs (see kiln.config hooks in kiln/__init__).
 _FAST = [True]
+
+
+def _committed(a, b) -> bool:
+    """Whether an operand is a committed array: its result's layout is the primitive's
+    eager layout rule's (``kiln.parallel.eager_layout``), so the fast path is not taken."""
+    return a._committed or (type(b) is Array and b._committed)
 Array.__add__ = _fast(np.add, "add")
 Array.__sub__ = _fast(np.subtract, "subtract")
 Array.__mul__ = _fast(np.multiply, "multiply")
@@ -355,7 +364,8 @@ def _fast_int(npfn, name, zero_ok):
     rgeneral = _binop(name, reflected=True)
 
     def op(self, other):
-        if core._state.trace is core.eval_trace and _FAST[0]:
+        if core._state.trace is core.eval_trace and _FAST[0] and not (
+                _ANY_COMMITTED[0] and _committed(self, other)):
             a = self._value
             dt = a.dtype
             if dt.kind in "iu":
@@ -372,7 +382,8 @@ def _fast_int(npfn, name, zero_ok):
         return general(self, other)
 
     def rop(self, other):
-        if core._state.trace is core.eval_trace and _FAST[0]:
+        if core._state.trace is core.eval_trace and _FAST[0] and not (
+                _ANY_COMMITTED[0] and _committed(self, other)):
             b = self._value
             dt = b.dtype
             if dt.kind in "iu" and _scalar_ok(dt, other) and (zero_ok or b.all()):
@@ -409,6 +420,8 @@ def _getitem_fast(self, idx, _new=_new, _Array=Array, _nd=_ndarray, _ell=(Ellips
     # booleans is no mask for JAX): the general path answers those.
     # ``self`` is concrete, so the answer is the same whatever trace is current (under jit
     # it is a constant); no trace check is needed. Defaults bind globals as fast locals.
+    if _ANY_COMMITTED[0] and self._committed:     # laid out by the primitives' rules
+        return _np_mod()._rewriting_take(self, idx)
     t = type(idx)
     v = self._value
     try:

@@ -104,10 +104,10 @@ def array(object, dtype=None, copy=True, order="K", ndmin=0, *, device=None):  #
         if type(out) is Array and out is object:
             # A new array; with copy=True over a new buffer. It keeps the layout (a
             # sharded array's copy is laid out alike, as in JAX).
-            sh = out._sharding_or_none()
+            sh, committed = out._sharding_or_none(), out._committed
             out = make_array(np.array(out._value, copy=True) if copy else out._value,
                              out.weak_type)
-            if sh is not None:
+            if committed:
                 out._sharding = sh
         elif out is object and copy:    # a traced copy (JAX's ``copy`` primitive)
             from kiln.lax.copying import array_copy
@@ -309,9 +309,20 @@ def _full_like(name, a, fill_value, dtype, shape):
     if isinstance(dt, dtypes.ExtendedDType):
         return dt._rules.full(shape, fill_value, dt)
     if not isinstance(fill_value, (Array, Tracer)) and np.ndim(fill_value) == 0:
-        return _fill(shape, fill_value, dt, weak)
-    v = lax._convert_element_type(as_operand(fill_value), dt, weak)
-    return _util.broadcast_to(v, shape)
+        out = _fill(shape, fill_value, dt, weak)
+    else:
+        v = lax._convert_element_type(as_operand(fill_value), dt, weak)
+        out = _util.broadcast_to(v, shape)
+    return _like_layout(out, a)
+
+
+def _like_layout(out, a):
+    """JAX's ``full_like`` rule: the result of a committed, not weakly typed prototype
+    of the same shape (or a fully replicated one) has the prototype's sharding."""
+    if (type(out) is Array and type(a) is Array and a._committed and not a.weak_type
+            and (out.shape == a.shape or a.is_fully_replicated)):
+        return out.to_device(a.sharding)
+    return out
 
 
 @_util.placed

@@ -577,7 +577,8 @@ def _rewriting_take(arr, idx, indices_are_sorted=False, unique_indices=False, mo
         _check_static_indices(get_aval(_util.as_operand(arr)).shape, idx,
                               wrap_negative_indices)
     eager = current_trace() is eval_trace
-    if eager and type(arr) is Array and mode is None and wrap_negative_indices:
+    if eager and type(arr) is Array and mode is None and wrap_negative_indices and \
+            not arr._committed:      # a committed operand: the primitives lay out the result
         fast = _fast_numpy_basic(arr, idx)
         if fast is not None:
             return fast

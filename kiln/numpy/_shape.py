@@ -68,8 +68,12 @@ def _compute_newshape(shape, newshape):
     return newshape
 
 
-def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
-    """Give ``a`` a new shape (one entry may be -1); ``order`` 'C' or 'F'."""
+def reshape(a, shape=None, order="C", *, newshape=None, copy=None, out_sharding=None):
+    """Give ``a`` a new shape (one entry may be -1); ``order`` 'C' or 'F'; laid out as
+    ``out_sharding`` when given."""
+    if out_sharding is not None:
+        return _util.laid_out(reshape(a, shape, order, newshape=newshape, copy=copy),
+                              out_sharding)
     if shape is None:
         if newshape is None:
             raise TypeError("reshape() missing required argument 'shape'")

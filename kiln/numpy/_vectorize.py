@@ -17,6 +17,7 @@ import warnings
 import numpy as np
 
 from kiln import lax
+from kiln.array import ANY_COMMITTED as _ANY_COMMITTED
 from kiln.array import Array as _Array
 from kiln.array import make_array as _make_array
 from kiln.core import trace as _core
@@ -225,7 +226,8 @@ class ufunc:  # noqa: N801  (NumPy/JAX name)
             # Eager Array (op) Array of one dtype: NumPy directly, as the operators do.
             a, b = args
             if type(a) is _Array and type(b) is _Array and _core._state.trace is \
-                    _core.eval_trace and _FAST[0]:
+                    _core.eval_trace and _FAST[0] and not (
+                        _ANY_COMMITTED[0] and (a._committed or b._committed)):
                 av, bv = a._value, b._value
                 # Same shapes only: broadcasting goes the general way, which checks
                 # jax_numpy_rank_promotion and raises JAX's errors.

@@ -19,7 +19,7 @@ import numpy as np
 from kiln import sharding as _sharding
 from kiln._physical_tree import tree_flatten, tree_unflatten
 from kiln._traceback_util import api_boundary
-from kiln.array import Array, make_array, to_array
+from kiln.array import Array, from_single_device_arrays, make_array, to_array
 from kiln.core.avals import ShapedArray, short_dtype_name
 from kiln.core.trace import Tracer
 from kiln.lax import sharding_constraint as _lax_sc
@@ -202,13 +202,18 @@ class ShardedJit:
 
     @api_boundary
     def __call__(self, *args, **kwargs):
+        given = args
         if self._in is not None:
             args = self._place_args(args)
-        done, out = self._spmd_call(args, kwargs)
-        if done:
-            return out
-        out = self._jitted(*args, **kwargs)
-        return place_tree(out, self._out, "jit out_shardings")
+        try:
+            done, out = self._spmd_call(args, kwargs)
+            if done:
+                return out
+            out = self._jitted(*args, **kwargs)
+            return place_tree(out, self._out, "jit out_shardings")
+        finally:
+            if args is not given:
+                _delete_donated_originals(given, args)
 
     def _place_args(self, args) -> tuple:
         """Lay out the positional arguments that are not static (``in_shardings`` has
@@ -326,6 +331,20 @@ class ShardedJit:
         return functools.partial(self, obj)
 
 
+def _delete_donated_originals(given, placed) -> None:
+    """A donated argument that ``in_shardings`` laid out anew: the call deleted the laid
+    out array; the caller's array is deleted too (as JAX's donation of it)."""
+    for g, p in zip(given, placed):
+        if g is p:
+            continue
+        g_leaves, p_leaves = tree_flatten(g)[0], tree_flatten(p)[0]
+        if len(g_leaves) != len(p_leaves):
+            continue
+        for a, b in zip(g_leaves, p_leaves):
+            if type(a) is Array and type(b) is Array and a is not b and b.is_deleted():
+                a.delete()
+
+
 def _multi(sharding) -> bool:
     return isinstance(sharding, NamedSharding) and global_array.spans_processes(sharding.mesh)
 
@@ -346,14 +365,31 @@ def make_array_from_callback(shape, sharding, data_callback, dtype=None):
             blocks[d.id] = b.astype(dt, copy=False)
         return global_array.assemble(sharding, shape, dt, False, blocks)
     out = None
+    block_shape = sharding.shard_shape(shape)
     for _, index in sharding.devices_indices_map(shape).items():
-        block = np.asarray(data_callback(index))
+        block = _callback_block(data_callback(index))
+        if block.shape != block_shape:
+            raise ValueError(f"Expected shard shape {block_shape} doesn't match the single "
+                             f"device array shape {block.shape}. Shape of Array is "
+                             f"{ShapedArray(shape, block.dtype).str_short()} with sharding "
+                             f"{sharding}")
         if out is None:
             out = np.empty(shape, dtype if dtype is not None else block.dtype)
         out[index] = block
     if out is None:
         out = np.empty(shape, dtype or np.float32)
     return place(out, sharding, "make_array_from_callback")
+
+
+def _callback_block(r) -> np.ndarray:
+    """A block ``make_array_from_callback``'s callback returned, as a NumPy array of a
+    canonical dtype (a Python scalar or a 64-bit NumPy value under x64 off, as JAX)."""
+    if isinstance(r, Tracer):
+        from kiln.errors import UnexpectedTracerError
+        raise UnexpectedTracerError(
+            "jax.make_array_from_callback cannot be called within a traced context.")
+    a = r if type(r) is Array else to_array(r)
+    return np.asarray(a._value)
 
 
 def make_array_from_single_device_arrays(shape, sharding, arrays, *, dtype=None):
@@ -363,7 +399,25 @@ def make_array_from_single_device_arrays(shape, sharding, arrays, *, dtype=None)
     own)."""
     shape = tuple(int(d) for d in shape)
     sharding = _as_sharding(sharding, "make_array_from_single_device_arrays")
+    if not isinstance(arrays, (list, tuple)):
+        raise TypeError("jax.make_array_from_single_device_arrays `arrays` argument must be "
+                        f"a list or tuple, but got {type(arrays)}.")
     arrays = list(arrays)
+    if any(isinstance(a, Tracer) for a in arrays):
+        raise ValueError("jax.make_array_from_single_device_arrays requires a list of "
+                         f"concrete arrays as input, but got types {set(map(type, arrays))}")
+    fname = "make_array_from_single_device_arrays"
+    if dtype is None:
+        if not arrays:
+            raise ValueError("If the Array has no addressable shards, `dtype` must be "
+                             f"provided via the `dtype` argument to `jax.{fname}`.")
+    else:
+        from kiln import dtypes
+        dtype = dtypes.check_and_canonicalize_user_dtype(dtype, fname)
+        if arrays and np.dtype(np.asarray(arrays[0]).dtype) != dtype:
+            raise ValueError(f"If `dtype` is provided to `jax.{fname}`, it must match the "
+                             f"dtype of the addressable shards. Got dtype={dtype} and shard "
+                             f"dtype={np.asarray(arrays[0]).dtype}`.")
     if _multi(sharding):
         placements = global_array.local_placements(sharding.mesh)
         if len(arrays) != len(placements):
@@ -385,18 +439,15 @@ def make_array_from_single_device_arrays(shape, sharding, arrays, *, dtype=None)
                                  f"array has shape {want}")
             blocks[d.id] = b.astype(dt, copy=False)
         return global_array.assemble(sharding, shape, dt, False, blocks)
-    indices = list(sharding.devices_indices_map(shape).values())
-    if len(arrays) != len(indices):
-        raise ValueError(f"make_array_from_single_device_arrays got {len(arrays)} arrays for "
-                         f"a sharding over {len(indices)} devices")
-    out = np.empty(shape, dtype if dtype is not None else np.asarray(arrays[0]).dtype)
-    for index, a in zip(indices, arrays):
-        block = np.asarray(a)
-        if out[index].shape != block.shape:
-            raise ValueError(f"make_array_from_single_device_arrays: a block of shape "
-                             f"{block.shape} for index {index} of a {shape} array")
-        out[index] = block
-    return place(out, sharding, "make_array_from_single_device_arrays")
+    # Blocks given as NumPy arrays (not kiln Arrays) belong to the sharding's devices in
+    # its order; kiln Arrays to the device each is on (JAX's checks, ``kiln.array``).
+    order = list(sharding.devices_indices_map(shape))
+    arrays = [a if type(a) is Array or i >= len(order) else place(a, order[i], fname)
+              for i, a in enumerate(arrays)]
+    if dtype is None:
+        dtype = arrays[0].dtype
+    value = from_single_device_arrays(shape, dtype, sharding, arrays)
+    return place(value, sharding, fname)
 
 
 def _by_device(placements: list, arrays: list) -> list:
@@ -566,6 +617,9 @@ def record_arg_type(tracer, sharding) -> None:
     a = getattr(tracer, "_aval", None)
     if type(a) is ShapedArray and a._tsh is None:
         tracer._aval = a.with_type_sharding(sharding)
+        var = getattr(tracer, "_var", None)     # a staged argument: its variable's too
+        if var is not None and getattr(var, "aval", None) is a:
+            var.aval = tracer._aval
 
 
 def arg_type_sharding(x):
@@ -677,3 +731,5 @@ class ShardedShapedArray(ShapedArray):
 
 _sharding.set_reshard(lambda x, out_shardings: reshard(x, out_shardings))  # kiln.sharding's
 _lax_sc.set_placement(lambda x, shardings: with_sharding_constraint(x, shardings))
+# The layouts of eager results of committed arrays (hooks on the primitives).
+from kiln.parallel import eager_layout  # noqa: E402,F401

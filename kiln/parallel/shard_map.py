@@ -1177,3 +1177,85 @@ def smap(f: Callable | None = None, /, *, in_axes=Infer, out_axes, axis_name) ->
     in_specs = Infer if in_axes is Infer else to_specs(in_axes)
     return shard_map(f, in_specs=in_specs, out_specs=to_specs(out_axes),
                      axis_names=frozenset({axis_name}), _smap=True)
+
+
+def _top_level_all_gather_one(x, out_sharding, multi_dim: bool):
+    from kiln.lax.parallel import all_gather
+    from kiln.parallel.placement import typeof
+    aval = typeof(x)
+    am = get_abstract_mesh()
+    if isinstance(out_sharding, PartitionSpec):
+        out_sharding = NamedSharding(am, out_sharding)
+    if not isinstance(out_sharding, NamedSharding):
+        raise ValueError(f"out_sharding passed to top_level_all_gather cannot be "
+                         f"{out_sharding}. It should be a PartitionSpec or NamedSharding.")
+    in_mesh = aval.sharding.mesh.abstract_mesh
+    out_mesh = out_sharding.mesh.abstract_mesh
+    if (in_mesh.axis_names, in_mesh.axis_sizes, in_mesh.axis_types) != (
+            out_mesh.axis_names, out_mesh.axis_sizes, out_mesh.axis_types):
+        raise ValueError(f"Input sharding mesh {in_mesh} should be equal to out_sharding "
+                         f"mesh {out_mesh}")
+    in_spec = aval.sharding.spec
+    in_parts = tuple(in_spec) + (None,) * (len(aval.shape) - len(in_spec))
+    out_spec = out_sharding.spec
+    out_parts = tuple(out_spec) + (None,) * (len(in_parts) - len(out_spec))
+    if _drop_size_one():
+        sizes = dict(zip(out_mesh.axis_names, out_mesh.axis_sizes))
+
+        def drop(p):
+            if p is None:
+                return None
+            kept = tuple(a for a in (p if isinstance(p, tuple) else (p,)) if sizes[a] != 1)
+            return None if not kept else kept if isinstance(p, tuple) else kept[0]
+        out_parts = tuple(drop(p) for p in out_parts)
+        out_spec = PartitionSpec(*out_parts,
+                                 reduced={a for a in out_spec.reduced if sizes[a] != 1},
+                                 unreduced={a for a in out_spec.unreduced if sizes[a] != 1})
+    else:
+        out_spec = PartitionSpec(*out_parts, reduced=out_spec.reduced,
+                                 unreduced=out_spec.unreduced)
+
+    def body(v):
+        count = 0
+        for dim, (i, o) in enumerate(zip(in_parts, out_parts)):
+            if i == o:
+                continue
+            if not multi_dim and count > 0:
+                raise ValueError(
+                    "multiple dimensions cannot be all_gathered since multi_dim=False "
+                    f"passed to `top_level_all_gather`. Got in_spec={in_spec} and "
+                    f"out_spec={out_spec}")
+            count += 1
+            if i is None:
+                raise ValueError(
+                    f"top_level_all_gather doesn't allow input {aval} to be unsharded on "
+                    f"dimension {dim} when out_spec={out_spec}.")
+            i = i if isinstance(i, tuple) else (i,)
+            o = o if o is None or isinstance(o, tuple) else (o,)
+            if o is not None and i[:len(o)] != o:
+                raise ValueError(
+                    "top_level_all_gather maintains `top_level_all_gather(x, ...) == x` "
+                    f"property. The in_spec={in_spec} and out_spec={out_spec} don't "
+                    "satisfy this property. Please change your out_spec of array "
+                    f"dimension {dim} so that it's a prefix of in_spec")
+            names = i if o is None else i[len(o):]
+            v = all_gather(v, axis_name=names, axis=dim, tiled=True, to="reduced")
+        return v
+    from kiln.jitting import jit
+    return jit(shard_map(body, out_specs=out_spec))(x)
+
+
+def top_level_all_gather(xs, out_sharding, *, multi_dim: bool = False):
+    """All-gather each array of ``xs`` (laid out over a mesh whose axes are all
+    ``Explicit``) from its layout to ``out_sharding`` (a spec that is a prefix of the
+    array's along each dimension; the gathered axes become ``reduced``), the value
+    unchanged. Only one dimension may change unless ``multi_dim``."""
+    am = get_abstract_mesh()
+    if not am.are_all_axes_explicit:
+        raise ValueError("top_level_all_gather works when all mesh axes of context mesh "
+                         f"are explicit. Got {am}")
+    from kiln.parallel.placement import _per_leaf
+    leaves, tree = tree_flatten(xs)
+    shs = _per_leaf(tree, len(leaves), out_sharding, "top_level_all_gather out_sharding")
+    return tree_unflatten(tree, [_top_level_all_gather_one(x, s, multi_dim)
+                                 for x, s in zip(leaves, shs)])

@@ -15,11 +15,11 @@ def mesh():
 
 
 def test_mesh_and_spec_basics(mesh):
-    assert repr(mesh) == "Mesh('x': 4, 'y': 2, axis_types=(Auto, Auto))"
+    assert str(mesh) == "Mesh('x': 4, 'y': 2, axis_types=(Auto, Auto))"
     assert dict(mesh.shape) == {"x": 4, "y": 2} and mesh.size == 8
     assert mesh.axis_names == ("x", "y") and mesh.devices.shape == (4, 2)
     m2 = kiln.make_mesh((4, 2), ("x", "y"))
-    assert repr(m2) == "Mesh('x': 4, 'y': 2, axis_types=(Explicit, Explicit))"
+    assert str(m2) == "Mesh('x': 4, 'y': 2, axis_types=(Explicit, Explicit))"
     assert repr(P("x", ("x", "y"))) == "P('x', ('x', 'y'))"
     assert repr(P("x")) == "P('x',)" and P() == P(None) and P("x") != P("y")
     s = NamedSharding(mesh, P("x", None))
