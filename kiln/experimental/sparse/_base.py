@@ -33,14 +33,15 @@ class JAXSparse(abc.ABC):
     __array_ufunc__ = None
 
     @property
-    @abc.abstractmethod
     def dtype(self):
         """The dtype of the stored values."""
+        return self.data.dtype
 
     @property
-    @abc.abstractmethod
     def nse(self) -> int:
-        """The number of specified (stored) elements."""
+        """The number of specified (stored) elements (the batched formats count them per
+        batch element)."""
+        return self.data.size
 
     def __init__(self, args, *, shape):
         from kiln.numpy._util import canonicalize_shape
@@ -63,7 +64,12 @@ class JAXSparse(abc.ABC):
     def __repr__(self) -> str:
         name = type(self).__name__
         try:
-            text = f"{name}({self.dtype}{list(self.shape)}, nse={self.nse})"
+            extra = f", nse={self.nse}"
+            if getattr(self, "n_batch", 0):         # BCOO, BCSR
+                extra += f", n_batch={self.n_batch}"
+            if getattr(self, "n_dense", 0):
+                extra += f", n_dense={self.n_dense}"
+            text = f"{name}({self.dtype}{list(self.shape)}{extra})"
         except Exception:
             text = f"{name}(<invalid>)"
         if isinstance(self.data, Tracer):

@@ -29,7 +29,7 @@ from typing import NamedTuple
 import numpy as np
 
 from kiln import dtypes
-from kiln.experimental.sparse._base import JAXSparse, tracer_name
+from kiln.experimental.sparse._base import JAXSparse
 from kiln.numpy._util import canonicalize_shape
 from kiln.tree_util import register_pytree_node_class
 
@@ -134,10 +134,6 @@ class BCOO(JAXSparse):
         return self.indices.shape[-2]
 
     @property
-    def dtype(self):
-        return self.data.dtype
-
-    @property
     def n_batch(self) -> int:
         """The number of leading batch dimensions."""
         return len(self.indices.shape) - 2
@@ -164,22 +160,6 @@ class BCOO(JAXSparse):
     @property
     def _props(self) -> BCOOProperties:
         return BCOOProperties(self.n_batch, self.n_sparse, self.n_dense, self.nse)
-
-    def __repr__(self) -> str:
-        from kiln.core.trace import Tracer
-        name = type(self).__name__
-        try:
-            extra = f", nse={self.nse}"
-            if self.n_batch:
-                extra += f", n_batch={self.n_batch}"
-            if self.n_dense:
-                extra += f", n_dense={self.n_dense}"
-            text = f"{name}({self.dtype}{list(self.shape)}{extra})"
-        except Exception:
-            text = f"{name}(<invalid>)"
-        if isinstance(self.data, Tracer):
-            text = f"{tracer_name(self.data)}[{text}]"
-        return text
 
     # -- pytree ------------------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from kiln.experimental.sparse import bcoo as _bcoo
-from kiln.experimental.sparse._base import JAXSparse, tracer_name
+from kiln.experimental.sparse._base import JAXSparse
 from kiln.experimental.sparse._bcoo_core import BCOO
 from kiln.experimental.sparse._composite import composite_primitive
 from kiln.experimental.sparse.util import (
@@ -155,10 +155,6 @@ class BCSR(JAXSparse):
         return self.indices.shape[-1]
 
     @property
-    def dtype(self):
-        return self.data.dtype
-
-    @property
     def n_batch(self) -> int:
         return self.indices.ndim - 1
 
@@ -173,22 +169,6 @@ class BCSR(JAXSparse):
     @property
     def _sparse_shape(self) -> tuple:
         return tuple(self.shape[self.n_batch:self.n_batch + 2])
-
-    def __repr__(self) -> str:
-        from kiln.core.trace import Tracer
-        name = type(self).__name__
-        try:
-            extra = f", nse={self.nse}"
-            if self.n_batch:
-                extra += f", n_batch={self.n_batch}"
-            if self.n_dense:
-                extra += f", n_dense={self.n_dense}"
-            text = f"{name}({self.dtype}{list(self.shape)}{extra})"
-        except Exception:
-            text = f"{name}(<invalid>)"
-        if isinstance(self.data, Tracer):
-            text = f"{tracer_name(self.data)}[{text}]"
-        return text
 
     def transpose(self, *args, **kwargs):
         raise NotImplementedError("Transpose is not implemented.")

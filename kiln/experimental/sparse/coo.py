@@ -64,14 +64,6 @@ class COO(JAXSparse):
     def _bufs(self) -> tuple:
         return (self.data, self.row, self.col)
 
-    @property
-    def nse(self) -> int:
-        return self.data.size
-
-    @property
-    def dtype(self):
-        return self.data.dtype
-
     @classmethod
     def fromdense(cls, mat, *, nse: int | None = None, index_dtype=np.int32) -> COO:
         """The COO matrix of the nonzero entries of a dense 2-D array."""

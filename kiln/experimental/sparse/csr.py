@@ -60,14 +60,6 @@ class _Compressed(JAXSparse):
     def _bufs(self) -> tuple:
         return (self.data, self.indices, self.indptr)
 
-    @property
-    def nse(self) -> int:
-        return self.data.size
-
-    @property
-    def dtype(self):
-        return self.data.dtype
-
     def tree_flatten(self):
         return (self.data, self.indices, self.indptr), {"shape": self.shape}
 
