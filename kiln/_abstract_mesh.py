@@ -55,13 +55,16 @@ class _AbstractDevice:
 CPU_ABSTRACT_DEVICE = _AbstractDevice("cpu", None, "cpu")
 
 
-def _normalize_axis_types(axis_names: tuple, axis_types: Any) -> tuple:
+def _normalize_axis_types(axis_names: tuple, axis_types: Any,
+                          what: str = "AbstractMesh") -> tuple:
+    """JAX's checks of a mesh's ``axis_types``: one ``AxisType`` per axis name (a single
+    one stands for a one-axis mesh only); ``what`` names the constructor in errors."""
     if axis_types is None:
         return (AxisType.Auto,) * len(axis_names)
     if not isinstance(axis_types, tuple):
         axis_types = (axis_types,)
     if not all(isinstance(a, AxisType) for a in axis_types):
-        raise TypeError("axis_types passed to AbstractMesh must be of type "
+        raise TypeError(f"axis_types passed to {what} must be of type "
                         f"`jax.sharding.AxisType`. Got {axis_types} of type "
                         f"{tuple(type(a) for a in axis_types)}")
     if len(axis_names) != len(axis_types):

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from kiln import _abstract_mesh as _am
 from kiln._abstract_mesh import (
     CPU_ABSTRACT_DEVICE,
     EMPTY_ABSTRACT_MESH,
@@ -459,20 +460,10 @@ def _make_mesh_of(devices, axis_names, axis_types) -> Mesh:
 
 
 def _normalize_axis_types(axis_names: tuple, axis_types, what: str) -> tuple:
-    """JAX's checks of a mesh's ``axis_types``: one ``AxisType`` per axis name (a single
-    one stands for a one-axis mesh only)."""
-    if axis_types is None:
-        return (AxisType.Auto,) * len(axis_names)
-    if not isinstance(axis_types, tuple):
-        axis_types = tuple(axis_types) if isinstance(axis_types, list) else (axis_types,)
-    if not all(isinstance(a, AxisType) for a in axis_types):
-        raise TypeError(f"axis_types passed to {what} must be of type "
-                        f"`jax.sharding.AxisType`. Got {axis_types} of type "
-                        f"{tuple(type(a) for a in axis_types)}")
-    if len(axis_names) != len(axis_types):
-        raise ValueError("Number of axis names should match the number of axis_types. Got "
-                         f"axis_names={axis_names} and axis_types={axis_types}")
-    return axis_types
+    """JAX's checks of a mesh's ``axis_types`` (a list is taken as a tuple)."""
+    if isinstance(axis_types, list):
+        axis_types = tuple(axis_types)
+    return _am._normalize_axis_types(axis_names, axis_types, what)
 
 
 def type_mesh(mesh: Mesh) -> AbstractMesh:
