@@ -654,6 +654,14 @@ class Tracer:
     def __array__(self, dtype=None, copy=None):
         raise TracerArrayConversionError(self)
 
+    # ``copy.copy``/``deepcopy`` of a traced value is the value (it is immutable), as JAX's
+    # tracers forward them to an array copy; pickling one is refused (``__reduce__``).
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
     def __reduce__(self):
         raise ConcretizationTypeError(
             self, "The error occurred in the __reduce__ method, which may indicate an "

@@ -221,6 +221,12 @@ def propagate(eqn) -> None:
             continue
         if len(parts) != len(a.shape):
             continue
+        used = [ax for p in parts if p is not None
+                for ax in (p if isinstance(p, tuple) else (p,))]
+        if len(used) != len(set(used)):
+            # one mesh axis on two dimensions (a product of operands split on the same
+            # axis, whose out_sharding kiln's einsum/dot apply after it): left untyped
+            continue
         v.aval = a.with_type_sharding(NamedSharding(mesh, PartitionSpec(*parts)))
 
 

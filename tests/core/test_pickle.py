@@ -84,3 +84,9 @@ def test_jitted_function_round_trip():
     s = cloudpickle.dumps(g)
     del f, g
     assert pickle.loads(s)(32) == expected
+
+
+def test_copy_of_a_tracer_is_the_value():
+    # copy.copy / deepcopy inside jit work (JAX's tracers forward them), pickling does not
+    f = kiln.jit(lambda x: copy.copy(x) + copy.deepcopy(x))
+    assert int(f(1)) == 2

@@ -174,3 +174,14 @@ def test_abstract_device_public():
     d = AbstractDevice("tpu", None, "tpu")
     assert d == AbstractDevice("tpu", None, "tpu") and d.platform == "tpu"
 
+
+
+def test_product_of_operands_split_on_one_axis_is_left_untyped(mesh):
+    # both free dimensions split on "x": no single spec can say it (one mesh axis on two
+    # dimensions); the product runs, its out_sharding decides the layout
+    a = kiln.device_put(np.arange(8.0).reshape(4, 2), NamedSharding(mesh, P("x", None)))
+    b = kiln.device_put(np.arange(8.0).reshape(2, 4), NamedSharding(mesh, P(None, "x")))
+    out = kiln.jit(lambda a, b: jnp.einsum("ik,kj->ij", a, b,
+                                           out_sharding=P("x", None)))(a, b)
+    np.testing.assert_allclose(np.asarray(out), np.arange(8.0).reshape(4, 2)
+                               @ np.arange(8.0).reshape(2, 4))
