@@ -821,8 +821,25 @@ def full_like(x, fill_value, dtype=None, shape=None, sharding=None):
         dtype = dtypes.check_and_canonicalize_user_dtype(dtype, "full_like")
     if _extended.has_rules(dtype):
         return dtype._rules.full(_ints(fill_shape), fill_value, dtype)   # as JAX
-    return _full(fill_shape, fill_value, dtype, weak_type,
-                 scalar_only=not isinstance(dtype, dtypes.ExtendedDType))
+    out = _full(fill_shape, fill_value, dtype, weak_type,
+                scalar_only=not isinstance(dtype, dtypes.ExtendedDType))
+    return _placed_like(out, x, sharding)
+
+
+def _placed_like(out, x, sharding):
+    """JAX's placement of ``full_like``'s result: on ``sharding`` when given, else, for a
+    committed prototype that is not weakly typed and has the result's shape (or is fully
+    replicated), on the prototype's sharding (eager arrays; a traced result is laid out
+    by its program)."""
+    from kiln.core import trace as _core
+    if type(out) is not _core.Array:
+        return out
+    if sharding is not None:
+        return out.to_device(sharding)
+    if (type(x) is _core.Array and x._committed and not x.weak_type
+            and (out.shape == x.shape or x.is_fully_replicated)):
+        return out.to_device(x.sharding)
+    return out
 
 
 def zeros_like_array(x):

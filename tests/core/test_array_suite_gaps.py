@@ -278,3 +278,16 @@ def test_manual_axis_type_and_spec_for_auto_manual():
     assert modify_spec_for_auto_manual(P(unreduced={"a", "c"}, reduced={"b"}), mesh) == \
         P(unreduced={"a"}, reduced={"b"})
     assert modify_spec_for_auto_manual(P(("a", "c"), "c"), mesh) == P(("a",), None)
+
+
+def test_lax_full_like_keeps_a_committed_prototypes_device():
+    from kiln import lax
+    x = jnp.array((1, 2, 3), dtype=np.int32)
+    assert not lax.full_like(x, 1.1)._committed
+    dev = kiln.devices()[-1]
+    x = kiln.device_put(x, dev)
+    y = lax.full_like(x, 1.1)
+    assert y._committed and y.sharding == x.sharding
+    np.testing.assert_array_equal(np.asarray(y), [1, 1, 1])
+    z = lax.full_like(x, 3, sharding=kiln.sharding.SingleDeviceSharding(kiln.devices()[0]))
+    assert z.sharding.device_set == {kiln.devices()[0]}
