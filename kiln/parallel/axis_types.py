@@ -68,30 +68,10 @@ def _new_mesh(axes, axis_type: AxisType, name: str, shardings=None):
     return mesh, mesh.update_axis_types({a: axis_type for a in axes}), axes
 
 
-def _explicit_part(spec: PartitionSpec, mesh) -> PartitionSpec:
-    """``spec`` naming only the ``Explicit`` axes of ``mesh`` (JAX's
-    ``modify_spec_for_auto_manual``)."""
-    types = mesh._name_to_type
-
-    def keep(a):
-        return types.get(a) == AxisType.Explicit
-
-    parts = []
-    for p in spec:
-        if p is None or p is PartitionSpec.UNCONSTRAINED:
-            parts.append(p)
-        elif isinstance(p, tuple):
-            kept = tuple(a for a in p if keep(a))
-            parts.append(kept if kept else None)
-        else:
-            parts.append(p if keep(p) else None)
-    return PartitionSpec(*parts, unreduced={a for a in spec.unreduced if keep(a)},
-                         reduced={a for a in spec.reduced if keep(a)})
-
-
 def _type_spec(x, mesh) -> NamedSharding:
     """``x``'s type's sharding restricted to the ``Explicit`` axes of ``mesh``, over it."""
-    return NamedSharding(mesh, _explicit_part(typeof(x).sharding.spec, mesh))
+    return NamedSharding(mesh, _sharding.modify_spec_for_auto_manual(typeof(x).sharding.spec,
+                                                                  mesh))
 
 
 def _over(shardings, mesh):
