@@ -147,3 +147,65 @@ def test_diag_keeps_weak_type():
     assert w.weak_type and jnp.diag(w).weak_type
     assert not jnp.diag(jnp.ones(2)).weak_type
     assert kiln.jit(lambda x: jnp.diag(jnp.where(x > 0, 1, -1)))(jnp.ones(3)).weak_type
+
+
+# ---- spectral divide and conquer eigh (jax._src.tpu.linalg.eigh) and its stack ----
+
+def _hermitian(n, dtype, seed=0):
+    x = _rand((n, n), dtype, seed)
+    return (0.5 * (x + x.conj().T)).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, pytest.param(np.float32, marks=_slow)])
+def test_dac_eigh(dtype):
+    from kiln.scipy._qdwh_eigh import eigh
+    H = _hermitian(16, dtype)
+    w, v = eigh(H, termination_size=1)
+    assert w.dtype == np.float32 and v.dtype == dtype
+    w, v = np.asarray(w), np.asarray(v)
+    np.testing.assert_allclose(w, np.linalg.eigvalsh(H), atol=2e-5)    # sorted
+    np.testing.assert_allclose(H @ v, v * w, atol=2e-5)
+    np.testing.assert_allclose(v.conj().T @ v, np.eye(16), atol=2e-5)
+    # a subset by index; unsorted eigenvalues hold the same set
+    w2, v2 = eigh(H, termination_size=1, subset_by_index=(14, 16))
+    np.testing.assert_allclose(w2, w[14:], atol=2e-5)
+    w3, _ = eigh(H, termination_size=1, sort_eigenvalues=False)
+    np.testing.assert_allclose(np.sort(np.asarray(w3)), w, atol=2e-5)
+
+
+def test_dac_eigh_small_and_errors():
+    from kiln.scipy._qdwh_eigh import eigh
+    H = _hermitian(5, np.float32, seed=4)
+    padded = np.zeros((8, 8), np.float32)
+    padded[:5, :5] = H
+    w, v = eigh(padded, n=5)     # N <= termination_size: a dense eigh of the masked matrix
+    np.testing.assert_allclose(w, np.sort(np.r_[np.linalg.eigvalsh(H), np.zeros(3)]),
+                               atol=1e-5)
+    with pytest.raises(TypeError, match="must be square"):
+        eigh(np.ones((2, 3), np.float32))
+    with pytest.raises(ValueError, match="greater or equal"):
+        eigh(H, n=6)
+    with pytest.raises(ValueError, match="empty index range"):
+        eigh(H, subset_by_index=(3, 1))
+    with pytest.raises(NotImplementedError, match="float16"):
+        eigh(_hermitian(4, np.float16), termination_size=1)
+
+
+def test_bounded_stack():
+    from kiln.scipy._bounded_stack import Stack
+    s = Stack.create(3, {"a": jnp.zeros((), jnp.int32), "b": jnp.zeros(2)})
+    assert bool(s.empty())
+    s = s.push({"a": jnp.int32(7), "b": jnp.ones(2)}).push({"a": jnp.int32(8),
+                                                           "b": 2 * jnp.ones(2)})
+    top, s = s.pop()
+    assert int(top["a"]) == 8 and top["b"].tolist() == [2.0, 2.0]
+    assert not bool(s.empty())
+
+    def drain(stack):                      # a pytree through while_loop
+        def body(c):
+            (x, st), total = c
+            x, st = st.pop()
+            return (x, st), total + x["a"]
+        init = (({"a": jnp.int32(0), "b": jnp.zeros(2)}, stack), jnp.int32(0))
+        return kiln.lax.while_loop(lambda c: ~c[0][1].empty(), body, init)[1]
+    assert int(kiln.jit(drain)(s)) == 7
