@@ -106,7 +106,7 @@ from kiln.experimental.sparse.csr import (
     csr_todense,
 )
 from kiln.experimental.sparse.random import random_bcoo
-from kiln.experimental.sparse.transform import sparsify
+from kiln.experimental.sparse.transform import SparseTracer, sparsify
 from kiln.experimental.sparse.util import (
     CuSparseEfficiencyWarning,
     SparseEfficiencyError,
@@ -120,7 +120,7 @@ jacrev = _ad.jacrev
 jacobian = _ad.jacobian
 
 __all__ = ["BCOO", "BCSR", "COO", "COOInfo", "CSC", "CSR", "CuSparseEfficiencyWarning",
-           "JAXSparse", "SparseEfficiencyError", "SparseEfficiencyWarning",
+           "JAXSparse", "SparseEfficiencyError", "SparseTracer", "SparseEfficiencyWarning",
            "bcoo_broadcast_in_dim", "bcoo_concatenate", "bcoo_conv_general_dilated",
            "bcoo_dot_general", "bcoo_dot_general_p", "bcoo_dot_general_sampled",
            "bcoo_dot_general_sampled_p", "bcoo_dynamic_slice", "bcoo_eliminate_zeros",
@@ -138,7 +138,7 @@ __all__ = ["BCOO", "BCSR", "COO", "COOInfo", "CSC", "CSR", "CuSparseEfficiencyWa
            "grad", "jacfwd", "jacobian", "jacrev", "linalg", "random_bcoo", "sparsify", "todense",
            "todense_p", "value_and_grad"]
 
-_NOT_PROVIDED = {"SparseTracer"}
+_NOT_PROVIDED: set = set()
 
 
 def __getattr__(name):
