@@ -58,74 +58,106 @@ def _jit(spenv, *spvalues, jaxpr, name, **params):
     return arrays_to_spvalues(spenv, _unflatten(store["trees"][0], outs))
 
 
-# -- while -----------------------------------------------------------------------------------
+# -- loops ---------------------------------------------------------------------------------
 
-def _while(spenv, *spvalues, cond_jaxpr, cond_nconsts, body_jaxpr, body_nconsts):
+def _weakened(carry, outs):
+    """``carry`` with the sortedness/uniqueness flags that the body's outputs ``outs`` lack
+    dropped (the loop's carry has either's flags), and whether any changed."""
+    new, changed = [], False
+    for c, o in zip(carry, outs):
+        if c.is_sparse() and o.is_sparse():
+            s = bool(c.indices_sorted and o.indices_sorted)
+            u = bool(c.unique_indices and o.unique_indices)
+            if (s, u) != (bool(c.indices_sorted), bool(c.unique_indices)):
+                c = c._replace(indices_sorted=s, unique_indices=u)
+                changed = True
+        new.append(c)
+    return new, changed
+
+
+def _trace_loop_body(spenv, closed, consts, carry, xs=(), x_avals=(), what="body_fun"):
+    """Trace a loop body (a jaxpr of ``(*consts, *carry, *xs)`` returning ``(*carry,
+    *ys)``) as a function of flat buffers whose carry output has the carry input's type.
+
+    A sparse carry whose body output is not known sorted/unique is traced again as not
+    sorted/unique (the body must be correct for every iteration's carry).
+
+    Returns ``(closed, hoisted, flat_args, carry_tree, ys_tree)``: bind the loop with
+    ``(*hoisted, *flat_args)`` (consts, carry, xs buffers, in order)."""
     from kiln.core.trace import get_aval
     from kiln.lax.control import common
-    from kiln.lax.control.loops import while_p
     from kiln.tree_util import tree_flatten
+    carry = list(carry)
+    n_carry = len(carry)
+    for _ in range(3):
+        carry_flat, carry_tree = tree_flatten(spvalues_to_arrays(spenv, carry))
+        carry_avals = [get_aval(x) for x in carry_flat]
+        fun, flat, store = sparsify_jaxpr(spenv, closed, [*consts, *carry, *xs],
+                                          split=n_carry)
+        n_in = _leaves_of(consts) + len(carry_flat)
+        avals = store["avals"][:n_in] + list(x_avals)
+
+        def body(*args, fun=fun, carry_avals=carry_avals):
+            outs = fun(*args)
+            k = len(carry_avals)
+            head = outs[:k]
+            if all(common.same_type(get_aval(o), a, check_weak=False)
+                   for o, a in zip(head, carry_avals)):
+                head = [common.match_aval(o, a) for o, a in zip(head, carry_avals)]
+            return list(head) + list(outs[k:])
+        traced, hoisted = common.trace_jaxpr(body, avals)
+        out_tree = store["trees"][0]
+        if out_tree == carry_tree:
+            break
+        carry, changed = _weakened(carry, store["outs"][:n_carry])
+        if not changed:
+            break
+    out_avals = traced.out_avals[:len(carry_flat)]
+    _check_tree_and_avals(f"sparsified {what} output", out_tree, out_avals,
+                          f"sparsified {what} input", carry_tree, carry_avals)
+    return traced, hoisted, flat, carry_tree, store["trees"][1]
+
+
+def _while(spenv, *spvalues, cond_jaxpr, cond_nconsts, body_jaxpr, body_nconsts):
+    from kiln.lax.control import common
+    from kiln.lax.control.loops import while_p
     cconsts = spvalues[:cond_nconsts]
     bconsts = spvalues[cond_nconsts:cond_nconsts + body_nconsts]
     init = spvalues[cond_nconsts + body_nconsts:]
-    init_flat, init_tree = tree_flatten(spvalues_to_arrays(spenv, list(init)))
-    init_avals = [get_aval(x) for x in init_flat]
-
-    cfun, c_flat, cstore = sparsify_jaxpr(spenv, cond_jaxpr, [*cconsts, *init])
-    c_closed, c_hoisted = common.trace_jaxpr(cfun, cstore["avals"])
-    bfun, b_flat, bstore = sparsify_jaxpr(spenv, body_jaxpr, [*bconsts, *init])
-
-    def body(*xs):
-        outs = bfun(*xs)
-        _check_tree_and_avals("sparsified body_fun output", bstore["trees"][0],
-                              [get_aval(o) for o in outs], "sparsified body_fun input",
-                              init_tree, init_avals)
-        return [common.match_aval(o, a) for o, a in zip(outs, init_avals)]
-    b_closed, b_hoisted = common.trace_jaxpr(body, bstore["avals"])
-    n_cc = _leaves_of(cconsts)
+    b_closed, b_hoisted, b_flat, carry_tree, _ = _trace_loop_body(
+        spenv, body_jaxpr, bconsts, init)
     n_bc = _leaves_of(bconsts)
-    outs = while_p.bind(*c_hoisted, *c_flat[:n_cc], *b_hoisted, *b_flat[:n_bc], *init_flat,
+    init_flat = b_flat[n_bc:]
+    # The cond function sees the carry as the body leaves it (flags possibly weakened).
+    carry = arrays_to_spvalues(spenv, _unflatten(carry_tree, init_flat))
+    cfun, c_flat, cstore = sparsify_jaxpr(spenv, cond_jaxpr, [*cconsts, *carry])
+    c_closed, c_hoisted = common.trace_jaxpr(cfun, cstore["avals"])
+    n_cc = _leaves_of(cconsts)
+    outs = while_p.bind(*c_hoisted, *c_flat[:n_cc], *b_hoisted, *b_flat,
                         cond_jaxpr=c_closed, cond_nconsts=len(c_hoisted) + n_cc,
                         body_jaxpr=b_closed, body_nconsts=len(b_hoisted) + n_bc)
-    return arrays_to_spvalues(spenv, _unflatten(init_tree, outs))
+    return arrays_to_spvalues(spenv, _unflatten(carry_tree, outs))
 
-
-# -- scan ------------------------------------------------------------------------------------
 
 def _scan(spenv, *spvalues, jaxpr, num_consts, num_carry, length, reverse, unroll=1,
           **_):
     from kiln.core.trace import get_aval
-    from kiln.lax.control import common
     from kiln.lax.control.loops import _scan_params, scan_p
-    from kiln.tree_util import tree_flatten
     consts = spvalues[:num_consts]
     carry = spvalues[num_consts:num_consts + num_carry]
     xs = spvalues[num_consts + num_carry:]
     if any(v.is_sparse() for v in xs):
         raise NotImplementedError("sparse rule for scan with sparse x values is not "
                                   "implemented.")
-    carry_flat, carry_tree = tree_flatten(spvalues_to_arrays(spenv, list(carry)))
-    carry_avals = [get_aval(x) for x in carry_flat]
-    n_c = _leaves_of(consts)
     x_avals = [get_aval(spenv.data(v)) for v in xs]
     x_avals = [a.update(shape=a.shape[1:]) for a in x_avals]
-    fun, flat, store = sparsify_jaxpr(spenv, jaxpr, [*consts, *carry, *xs],
-                                      split=num_carry)
-    avals = store["avals"][:n_c + len(carry_flat)] + x_avals
-
-    def body(*args):
-        outs = fun(*args)
-        carry_out = outs[:len(carry_flat)]
-        _check_tree_and_avals("sparsified scan carry output", store["trees"][0],
-                              [get_aval(o) for o in carry_out], "sparsified scan carry input",
-                              carry_tree, carry_avals)
-        return ([common.match_aval(o, a) for o, a in zip(carry_out, carry_avals)]
-                + list(outs[len(carry_flat):]))
-    closed, hoisted = common.trace_jaxpr(body, avals)
+    closed, hoisted, flat, carry_tree, ys_tree = _trace_loop_body(
+        spenv, jaxpr, consts, carry, xs, x_avals, what="scan carry")
+    n_carry = carry_tree.num_leaves
     outs = scan_p.bind(*hoisted, *flat, **_scan_params(
-        closed, length, reverse, len(hoisted) + n_c, len(carry_flat), unroll))
-    carry_out = _unflatten(carry_tree, outs[:len(carry_flat)])
-    ys = _unflatten(store["trees"][1], outs[len(carry_flat):])
+        closed, length, reverse, len(hoisted) + _leaves_of(consts), n_carry, unroll))
+    carry_out = _unflatten(carry_tree, outs[:n_carry])
+    ys = _unflatten(ys_tree, outs[n_carry:])
     return arrays_to_spvalues(spenv, [*carry_out, *ys])
 
 

@@ -134,7 +134,8 @@ def sparsify_jaxpr(spenv: SparsifyEnv, closed, spvalues: Sequence[SparsifyValue]
 
     Returns:
       ``(fun, flat_args, store)``: ``fun(*flat)`` returns the flat output buffers and
-      records the output trees in ``store["trees"]`` (one, or two with ``split``).
+      records the output trees in ``store["trees"]`` (one, or two with ``split``) and the
+      output handles in ``store["outs"]``; ``store["avals"]`` holds the input avals.
     """
     from kiln.core.trace import get_aval
     from kiln.tree_util import tree_flatten, tree_unflatten
@@ -154,5 +155,6 @@ def sparsify_jaxpr(spenv: SparsifyEnv, closed, spvalues: Sequence[SparsifyValue]
             leaves += ls
             trees.append(t)
         store["trees"] = trees
+        store["outs"] = outs
         return leaves
     return fun, flat, store

@@ -143,24 +143,34 @@ def _bcsr_broadcast_in_dim(x, *dyn, shape, broadcast_dimensions, sharding=None):
     return bcsr_broadcast_in_dim(x, shape=shape, broadcast_dimensions=broadcast_dimensions)
 
 
-def _check_all_sparse(operands, cls, name):
-    if not all(isinstance(x, cls) for x in operands):
-        raise NotImplementedError(
-            f"sparse rule for concatenate of {name} and dense arrays is not implemented: "
-            f"convert the dense operands with {name}.fromdense first.")
-
-
 def _bcoo_concatenate(*operands, dimension):
-    from kiln.experimental.sparse._bcoo_core import BCOO
     from kiln.experimental.sparse._bcoo_layout import bcoo_concatenate
-    _check_all_sparse(operands, BCOO, "BCOO")
     return bcoo_concatenate(operands, dimension=dimension)
 
 
 def _bcsr_concatenate(*operands, dimension):
-    from kiln.experimental.sparse.bcsr import BCSR, bcsr_concatenate
-    _check_all_sparse(operands, BCSR, "BCSR")
+    from kiln.experimental.sparse.bcsr import bcsr_concatenate
     return bcsr_concatenate(operands, dimension=dimension)
+
+
+def _bcsr_reshape(x, *dyn, new_sizes, dimensions=None, **_):
+    """A reshape that only inserts axes of size 1 (``jnp.stack``, ``expand_dims``, ``x[None]``)
+    as ``bcsr_broadcast_in_dim``; JAX stacks BCSR arrays the same way."""
+    from kiln.experimental.sparse.bcsr import bcsr_broadcast_in_dim
+    old, new = tuple(x.shape), tuple(int(d) for d in new_sizes)
+    kept, j = [], 0
+    for i, size in enumerate(new):
+        if j < len(old) and size == old[j]:
+            kept.append(i)
+            j += 1
+        elif size != 1:
+            break
+    if dyn or dimensions is not None or j != len(old) or len(new) != len(kept) + sum(
+            1 for i, s in enumerate(new) if i not in kept and s == 1):
+        raise NotImplementedError("sparse rule for reshape of a BCSR array is not implemented "
+                                  "except for inserting axes of size 1; convert it with "
+                                  ".to_bcoo() first.")
+    return bcsr_broadcast_in_dim(x, shape=new, broadcast_dimensions=tuple(kept))
 
 
 def _bcoo_dot_general(lhs, rhs, *, dimension_numbers, precision=None,
@@ -243,7 +253,8 @@ for _p, _fn in [(lax.broadcast_in_dim_p, _bcoo_broadcast_in_dim),
     sparse_rules_bcoo[_p] = _standard(_fn)
 for _p, _fn in [(lax.broadcast_in_dim_p, _bcsr_broadcast_in_dim),
                 (lax.concatenate_p, _bcsr_concatenate),
-                (lax.dot_general_p, _bcsr_dot_general)]:
+                (lax.dot_general_p, _bcsr_dot_general),
+                (lax.reshape_p, _bcsr_reshape)]:
     sparse_rules_bcsr[_p] = _standard(_fn)
 
 
