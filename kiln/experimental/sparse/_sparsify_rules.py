@@ -182,9 +182,14 @@ def _bcoo_dot_general(lhs, rhs, *, dimension_numbers, precision=None,
 
 def _bcsr_dot_general(lhs, rhs, *, dimension_numbers, precision=None,
                       preferred_element_type=None, out_sharding=None, **_):
-    from kiln.experimental.sparse.bcsr import bcsr_dot_general
-    return bcsr_dot_general(lhs, rhs, dimension_numbers=dimension_numbers,
-                            preferred_element_type=preferred_element_type)
+    from kiln.experimental.sparse.bcsr import BCSR, bcsr_dot_general
+    if isinstance(lhs, BCSR) and not isinstance(rhs, BCSR):
+        return bcsr_dot_general(lhs, rhs, dimension_numbers=dimension_numbers,
+                                preferred_element_type=preferred_element_type)
+    # kiln: a BCSR right operand (JAX raises) contracts through BCOO.
+    lhs, rhs = (x.to_bcoo() if isinstance(x, BCSR) else x for x in (lhs, rhs))
+    return _bcoo_dot_general(lhs, rhs, dimension_numbers=dimension_numbers,
+                             preferred_element_type=preferred_element_type)
 
 
 def _conv(lhs, rhs, **params):
