@@ -23,7 +23,6 @@ from collections.abc import Callable
 from kiln.core.trace import (
     Trace,
     Tracer,
-    aval_str,
     check_foreign_tracer,
     current_trace,
     set_current_trace,
@@ -60,10 +59,7 @@ class SparseTracer(Tracer):
             raise RuntimeError("Internal: trace does not have spenv defined.")
         self._trace = trace
         self._spvalue = spvalue
-
-    @property
-    def aval(self):
-        return spvalues_to_avals(self._trace.spenv, [self._spvalue])[0]
+        self._jax_aval = spvalues_to_avals(trace.spenv, [spvalue])[0]
 
     @property
     def spenv(self) -> SparsifyEnv:
@@ -72,11 +68,6 @@ class SparseTracer(Tracer):
 
     def full_lower(self):
         return self
-
-    def _short_repr(self) -> str:
-        kind = "BCSR" if self._spvalue.is_bcsr() else (
-            "BCOO" if self._spvalue.is_bcoo() else "dense")
-        return f"SparseTracer<{aval_str(self.aval)}, {kind}>"
 
 
 class SparseTrace(Trace):
