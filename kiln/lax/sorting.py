@@ -57,10 +57,13 @@ def _sort_order(keys):
 
 
 def _sort_impl(*operands, dimension, is_stable, num_keys):
+    if len(operands) == 1:
+        x = np.asarray(operands[0])
+        if x.dtype.kind in "biu" or (x.dtype.kind == "f" and x.dtype != dtypes.bfloat16
+                                     and x.dtype.itemsize >= 2):
+            # NumPy's order is JAX's here (NaN last, -0.0 == 0.0 kept in place)
+            return [np.sort(x, axis=dimension, kind="stable")]
     ops = [np.moveaxis(np.asarray(o), dimension, -1) for o in operands]
-    if len(ops) == 1 and ops[0].dtype.kind != "c" and len(_key_parts(ops[0])) == 1 and \
-            _key_parts(ops[0])[0] is ops[0]:
-        return [np.moveaxis(np.sort(ops[0], axis=-1, kind="stable"), -1, dimension)]
     order = _sort_order(ops[:num_keys])
     return [np.moveaxis(np.take_along_axis(o, order, -1), -1, dimension) for o in ops]
 

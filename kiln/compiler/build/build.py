@@ -1608,6 +1608,9 @@ def load_library(source: str, **kw) -> ctypes.CDLL:
             return ctypes.CDLL(built.load_path(), mode=getattr(ctypes, "RTLD_LOCAL", 0))
 
         lib = _load_checked(build, load, "library", ".so")
+        if "kiln_set_host_fn" in source:    # native bodies calling back into Python
+            from kiln.compiler.build.host_entry import install
+            install(lib)
         _libraries[key] = lib
         return lib
 

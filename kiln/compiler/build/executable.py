@@ -18,6 +18,7 @@ import numpy as np
 
 from kiln import _async_dispatch as _async
 from kiln import _fp_warnings
+from kiln.compiler.build import host_entry
 from kiln.compiler.build.runtime import HUGE_THRESHOLD, alloc, get_run, runtime_place, runtime_plan
 from kiln.compiler.lower.program import Island, Program
 from kiln.core.trace import apply_impl
@@ -71,14 +72,17 @@ class Executable:
                 plan.append(("seg", addr, tuple(b.id for b in seg.buffers)))
         self._plan = plan
         self._segments = segments
-        self._has_islands = any(p[0] == "island" for p in plan)
+        # Islands inside native loop and branch bodies, called back by the C code
+        # (host_entry): such a program runs its segments one call each, inside a frame.
+        self._host_steps = prog.host_calls
+        self._has_islands = any(p[0] == "island" for p in plan) or bool(self._host_steps)
         # Only native code runs (no islands, no configuration guard whose change sends
         # a call to the reference backend): no Python code sees a call's values.
         self.no_host_code = not self._has_islands and not prog.guards
         # What call_native runs: each stretch of segments between islands packed into one
         # native plan (kiln_rt.run_plan: the GIL released once for all of them), the
         # islands as they are; None without the extension (segments one call each).
-        self._runs = _pack(plan)
+        self._runs = _pack(plan) if not self._host_steps else None
         self._whole = (self._runs[0][1] if self._runs is not None and len(self._runs) == 1
                        and self._runs[0][0] == "plan" else None)
         self._in_ids = [b.id for b in prog.inputs]
@@ -356,9 +360,12 @@ class Executable:
         run = self._run
         loop_events = []
         try:
-            with np.errstate(all="ignore") if self._has_islands else _NO_CONTEXT:
+            with np.errstate(all="ignore") if self._has_islands else _NO_CONTEXT, \
+                    host_entry.frame(self, bufs) if self._host_steps else _NO_CONTEXT as fr:
                 n_seg = 0
                 for p in plan:
+                    if fr is not None and fr.error is not None:
+                        break       # an island called back failed: raised by the frame
                     t0 = clock()
                     if p[0] == "seg":
                         if loops is not None:
@@ -393,13 +400,41 @@ class Executable:
 
     def _execute_steps(self, bufs, plan):
         """Run plan entries one native call per segment (the profiler's timings, the
-        fallback without the extension)."""
+        fallback without the extension, programs with host calls)."""
         run = self._run
+        if self._host_steps:
+            with host_entry.frame(self, bufs) as fr:
+                for p in plan:
+                    if p[0] == "seg":
+                        run(p[1], *[bufs[i] for i in p[2]])
+                    else:
+                        self._run_island(bufs, p[1], p[2])
+                    if fr.error is not None:
+                        break       # raised by the frame
+            return
         for p in plan:
             if p[0] == "seg":
                 run(p[1], *[bufs[i] for i in p[2]])
                 continue
             self._run_island(bufs, p[1], p[2])
+
+    def run_host_call(self, bufs, k: int) -> None:
+        """Island ``k`` of a loop or branch body, called back by the native code
+        (``host_entry``): its impl on the buffers, its results written into its output
+        buffers."""
+        step = self._host_steps[k]
+        ins = []
+        for x in step.ins:
+            if x[0] == "lit":
+                ins.append(x[1])
+            else:
+                buf, shape = x
+                a = bufs[buf.id]
+                ins.append(a if a.shape == shape else a.reshape(shape))
+        eqn = step.eqn
+        res = apply_impl(eqn.primitive, ins, eqn.params)
+        host_entry.write_results(bufs, step.outs,
+                                 res if eqn.primitive.multiple_results else [res])
 
     def _run_island(self, bufs, step, copy):
         ins = []

@@ -62,6 +62,7 @@ def is_native(eqn) -> bool:
     """Whether a control-flow equation compiles natively: every equation of its bodies
     does (recursively) and no value has a dtype the C code lacks."""
     from kiln.compiler.lower import linalg as lower_linalg
+    from kiln.compiler.lower.host_calls import host_callable
     from kiln.compiler.lower.lower import NATIVE_DTYPES, _is_native
     for v in list(eqn.invars) + list(eqn.outvars):
         if np.dtype(v.aval.dtype) not in NATIVE_DTYPES:
@@ -72,8 +73,10 @@ def is_native(eqn) -> bool:
         for v in list(closed.jaxpr.invars) + list(closed.jaxpr.outvars):
             if np.dtype(v.aval.dtype) not in NATIVE_DTYPES:
                 return False
-        # Small cholesky/triangular_solve are expanded in bodies (lower_linalg).
-        if not all(_is_native(e) or lower_linalg.expandable(e) for e in closed.jaxpr.eqns):
+        # Small cholesky/triangular_solve are expanded in bodies (lower_linalg); other
+        # equations without a native lowering are called back for (host_calls).
+        if not all(_is_native(e) or lower_linalg.expandable(e) or host_callable(e)
+                   for e in closed.jaxpr.eqns):
             return False
     return True
 
@@ -419,7 +422,9 @@ def _loop_invariant(ctx, node, body: list, carry: list, counter) -> bool:
         return True
     changing = {b.id for b in carry}
     for s in walk_steps(body):
-        if not isinstance(s, Island):
+        if isinstance(s, Island):               # a call back into Python (host_calls)
+            changing |= {b.id for b in s.outs}
+        else:
             changing |= {b.id for b in step_buffers(ctx.prog, s)
                          if _writes(s, b)}
     if isinstance(node, BufNode):
@@ -441,6 +446,8 @@ def _writes(step, buf) -> bool:
         return any(b is buf for b, _ in step.outs)
     if isinstance(step, (Reduce, Scan, Scatter, Gemm, Conv)):
         return step.out is buf
+    if isinstance(step, Island):
+        return any(b is buf for b in step.outs)
     return False
 
 

@@ -1124,7 +1124,7 @@ def lower_eqns(ctx: Lowering, jaxpr, env: dict, top: bool) -> None:
                 # In a loop/branch body: native rows instead of an island (lower_linalg).
                 outs = lower_nested(ctx, lower_linalg.expansion(eqn), ins)
             else:
-                outs = _island(ctx, eqn, ins)
+                outs = _island(ctx, eqn, ins, nested=not top)
         elif name in _RULES:
             outs = _RULES[name][1](ctx, eqn, ins, out_kind)
         elif name in IDENTITY:
@@ -1204,7 +1204,9 @@ def lower(closed: ClosedJaxpr) -> Program:
     return prog
 
 
-def _island(ctx: Lowering, eqn, ins):
+def _island(ctx: Lowering, eqn, ins, nested: bool = False):
+    """``eqn`` run by its impl: between segments, or (``nested``: in a loop or branch
+    body) called back from the native code, its results written into ``tmp`` buffers."""
     prog = ctx.prog
     args = []
     for x, v in zip(ins, eqn.invars):
@@ -1215,8 +1217,13 @@ def _island(ctx: Lowering, eqn, ins):
         else:
             b = ctx.as_buffer(x)
             args.append((b.buf, b.shape))
-    outs = [prog.new_buffer(v.aval.shape, v.aval.dtype, "host") for v in eqn.outvars]
-    prog.steps.append(Island(eqn, args, outs))
+    kind = "tmp" if nested else "host"
+    outs = [prog.new_buffer(v.aval.shape, v.aval.dtype, kind) for v in eqn.outvars]
+    island = Island(eqn, args, outs)
+    if nested:
+        island.host_id = len(prog.host_calls)
+        prog.host_calls.append(island)
+    prog.steps.append(island)
     return [BufNode(ctx, b) for b in outs]
 
 

@@ -16,7 +16,7 @@ renderer and the executable consume. Steps run in order:
   loop, the carry in buffers updated at the end of each iteration;
 * :class:`Branch`: ``cond``/``switch``: one of several lists of native steps;
 * :class:`Island`: a primitive without a native lowering, run with its NumPy
-  ``impl`` between native segments.
+  ``impl`` between native segments, or called back from inside a native loop.
 
 What it must not hold: decisions (fusion is ``lower.py``'s) or C text.
 """
@@ -215,9 +215,15 @@ def walk_steps(steps):
 
 @dataclass(eq=False)
 class Island:
+    """A primitive run by its ``impl`` on the host. At the top level, between native
+    segments (its results become ``host`` buffers). Inside a loop or branch body
+    (``host_id`` set: its index in ``Program.host_calls``), the native code calls back
+    into Python for it (``kiln.compiler.build.host_entry``), which writes its results
+    into ``tmp`` buffers the following steps read."""
     eqn: object
     ins: list                # Buffer, or ("lit", numpy value)
     outs: list[Buffer]
+    host_id: int | None = None
 
 
 @dataclass(eq=False)
@@ -241,6 +247,9 @@ class Program:
     # The ExprTable the lowering interned the expressions in (passes after the lowering
     # that build new expressions, e.g. merge_kernels, intern them there too).
     table: object = field(default=None, repr=False, compare=False)
+    # Islands inside loop and branch bodies, by ``host_id`` (the native code calls back
+    # for them).
+    host_calls: list = field(default_factory=list)
 
     def new_buffer(self, shape, dtype, kind) -> Buffer:
         b = Buffer(len(self.buffers), tuple(int(s) for s in shape), np.dtype(dtype), kind)

@@ -21,6 +21,10 @@ from kiln.compiler.lower.program import (
 
 
 def step_buffers(prog: Program, step):
+    if isinstance(step, Island):
+        bufs = {x[0].id: x[0] for x in step.ins if not isinstance(x[0], str)}
+        bufs.update((b.id, b) for b in step.outs)
+        return list(bufs.values())
     if isinstance(step, Gemm):
         return [step.a, step.b, step.out]
     if isinstance(step, Conv):

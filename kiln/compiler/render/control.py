@@ -36,6 +36,10 @@ class ControlMixin:
                 lines.append(f"  for (int64_t {c} = 0; {c} < {n}; {c}++) {{")
         else:
             lines.append("  for (;;) {")
+        if getattr(self, "_host", False):
+            # a failed call back into Python stops every loop of the program (host_entry)
+            lines.append("    if (kiln_host_failed) break;")
+        if loop.kind != "scan":
             lines += _indented(self.render_step_list(prog, loop.cond_steps))
             body = Body(self, prog)
             v = body.value(loop.pred)

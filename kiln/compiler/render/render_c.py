@@ -88,6 +88,15 @@ class Segment:
     buffers: list = field(default_factory=list)   # Buffer objects, argument order
 
 
+
+#: The host-call machinery of a program whose loop or branch bodies call back into Python
+#: (``kiln.compiler.build.host_entry``): the callback's pointer, set when the library is
+#: loaded, and the thread's failure flag, which stops every loop of the program.
+HOST_CALL_C = """typedef int (*kiln_host_fn_t)(int);
+static kiln_host_fn_t kiln_host_fn;
+static __thread int kiln_host_failed;
+void kiln_set_host_fn(void *f) { kiln_host_fn = (kiln_host_fn_t)f; }"""
+
 class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, ExprMixin):
     """Renders programs as C. Attributes describe the dialect."""
 
@@ -180,6 +189,8 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
     # ---- program ------------------------------------------------------------------------
     def render(self, prog: Program) -> tuple[str, list[Segment]]:
         self._shared = getattr(prog, "slots", {}) or {}
+        # Islands in loop/branch bodies: the C calls back for them (HOST_CALL_C).
+        self._host = bool(getattr(prog, "host_calls", None))
         self._needs: set[str] = set()      # headers the plans printed call for
         segments: list[Segment] = []
         cur: list = []
@@ -206,8 +217,8 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
         total = sum(len(t) for r in rendered for _, t in r)
         total += sum(len(d) for d, _ in self._shared_defs.values())
         units = self.build_units if total >= self.split_min_chars else 1
-        if self.loop_timers:
-            units = 1       # the timer arrays are defined once
+        if self.loop_timers or self._host:
+            units = 1       # the timer arrays / the host-call pointer are defined once
         # One unit or several, each segment's steps go to functions by their size class:
         # a small step's bits (an `omp simd` reduction's order follows how gcc vectorizes
         # it) must not depend on whether the program around it is large enough to split
@@ -312,6 +323,8 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
                          "static inline double kiln_loop_now(void) {\n"
                          "  struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts);\n"
                          "  return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec; }")
+        if getattr(self, "_host", False):
+            parts.append(HOST_CALL_C)
         needs = getattr(self, "_needs", set())
         if "stdlib" in needs:           # convolution tiles' scratch
             parts.append("#include <stdlib.h>")
@@ -363,6 +376,10 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
                             self.render_row_group(prog, plan)))
                 continue
             (step,) = group
+            if isinstance(step, Island):        # in a body: a call back into Python
+                out.append((step, f"  /* host: {step.eqn.primitive.name} */\n"
+                                  f"  if (kiln_host_fn({step.host_id})) kiln_host_failed = 1;"))
+                continue
             if isinstance(step, Kernel):
                 text = self.render_kernel(prog, step, plan)
             elif isinstance(step, Reduce):
@@ -389,6 +406,8 @@ class CRenderer(KernelMixin, RowsMixin, ReduceMixin, ControlMixin, ConvMixin, Ex
         mark = {True: "KILN_SMALL ", "O1": "KILN_SMALL_O1 "}.get(small, "")
         lines = [f"{mark}void {name or seg.name}(void **b) {{",
                  "  const unsigned kiln_csr = kiln_ftz_enter();    /* XLA's DAZ/FTZ */"]
+        if getattr(self, "_host", False):
+            lines.append("  kiln_host_failed = 0;")
         shared = getattr(self, "_shared", {})
         # Only the buffers these steps name (a part of a split segment names a few of
         # the segment's: each unused declaration is still parsed and optimized away).
