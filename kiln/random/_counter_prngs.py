@@ -96,7 +96,7 @@ def philox2x32_random_bits(keys, bit_width, shape):
 
 # -- philox4x32 ----------------------------------------------------------------------------------
 
-def _philox4(k0, k1, x0, x1, x2, x3):
+def philox4x32_hash(k0, k1, x0, x1, x2, x3):
     """Philox-4x32-10 of four lanes under the key words ``(k0, k1)`` (all broadcast)."""
     arrs = np.broadcast_arrays(*(np.asarray(v, _U32) for v in (k0, k1, x0, x1, x2, x3)))
     k0, k1 = arrs[0].copy(), arrs[1].copy()
@@ -114,7 +114,7 @@ def _philox4(k0, k1, x0, x1, x2, x3):
 def philox4x32_seed(seeds):
     hl = seed_np(seeds)
     z = np.uint32(0)
-    out = _philox4(z, z, hl[..., 0], hl[..., 1], z, z)
+    out = philox4x32_hash(z, z, hl[..., 0], hl[..., 1], z, z)
     return np.stack([out[0], out[1]], axis=-1)
 
 
@@ -122,7 +122,7 @@ def philox4x32_split(keys, shape):
     (k0, k1), b = _words(keys, shape)
     hi, lo = iota_2x32(shape)
     z = _zeros(shape)
-    out = _philox4(k0, k1, z, z, hi, lo)
+    out = philox4x32_hash(k0, k1, z, z, hi, lo)
     full = b + tuple(shape)
     return np.stack([np.broadcast_to(out[0], full), np.broadcast_to(out[1], full)], axis=-1)
 
@@ -130,7 +130,7 @@ def philox4x32_split(keys, shape):
 def philox4x32_fold_in(keys, msgs):
     keys = np.asarray(keys, _U32)
     z = np.uint32(0)
-    out = _philox4(keys[..., 0], keys[..., 1], z, z, z, np.asarray(msgs, _U32))
+    out = philox4x32_hash(keys[..., 0], keys[..., 1], z, z, z, np.asarray(msgs, _U32))
     return np.stack([out[0], out[1]], axis=-1)
 
 
@@ -140,15 +140,15 @@ def philox4x32_random_bits(keys, bit_width, shape):
     (k0, k1), b = _words(keys, shape)
     hi, lo = iota_2x32(shape)
     z = _zeros(shape)
-    o = _philox4(k0, k1, hi, lo, z, z)
+    o = philox4x32_hash(k0, k1, hi, lo, z, z)
     out = _join_bits(bit_width, o[0], o[1], o[0] ^ o[1] ^ o[2] ^ o[3])
     return np.ascontiguousarray(np.broadcast_to(out, b + shape))
 
 
 # -- threefry4x32 --------------------------------------------------------------------------------
 
-_T4_ROT = ((10, 26), (11, 21), (13, 27), (23, 5), (6, 20), (17, 11), (25, 10), (18, 20))
-_T4_PARITY = np.uint32(0x1BD11BDA)
+T4_ROT = ((10, 26), (11, 21), (13, 27), (23, 5), (6, 20), (17, 11), (25, 10), (18, 20))
+T4_PARITY = np.uint32(0x1BD11BDA)
 
 
 def _rotl(x, d):
@@ -160,14 +160,14 @@ def threefry4x32(k, x):
     arrs = np.broadcast_arrays(*(np.asarray(v, _U32) for v in (*k, *x)))
     k = [a.copy() for a in arrs[:4]]
     x0, x1, x2, x3 = (a.copy() for a in arrs[4:])
-    ks = k + [k[0] ^ k[1] ^ k[2] ^ k[3] ^ _T4_PARITY]
+    ks = k + [k[0] ^ k[1] ^ k[2] ^ k[3] ^ T4_PARITY]
     with np.errstate(over="ignore"):
         x0 += ks[0]
         x1 += ks[1]
         x2 += ks[2]
         x3 += ks[3]
         for rnd in range(20):
-            r0, r1 = _T4_ROT[rnd % 8]
+            r0, r1 = T4_ROT[rnd % 8]
             if rnd % 2 == 0:
                 x0 += x1
                 x1 = _rotl(x1, r0) ^ x0
