@@ -8,6 +8,11 @@ are hashed into the key; ``split`` hashes the 64-bit row-major index of every ne
 xors the output words (64-bit values join two words). They are pure functions of each
 key, so a batch of keys is the per-key result (what JAX's ``vmap`` gives).
 
+The hashes (``philox2x32``, ``philox4x32_hash``, ``threefry4x32``; also the eager impls
+of the hash primitives of ``_hash_prims``) work on chunks of 32K elements, on threads
+for large inputs: Philox reads each 64-bit product as two uint32 views, Threefry
+updates its lanes in place.
+
 What it must not hold: the key types (``_keys``) or samplers.
 """
 from __future__ import annotations
@@ -28,9 +33,10 @@ _LITTLE = sys.byteorder == "little"
 _CHUNK = 1 << 15
 
 
-def _chunked(rounds, args):
-    """``rounds(*args)`` (uint32 lanes, broadcast together) as fresh contiguous arrays of
-    the broadcast shape, worked in chunks of the flattened elements."""
+def _chunked(rounds, args, nouts: int):
+    """The ``nouts`` results of ``rounds(*args)`` (uint32 lanes, broadcast together) as
+    fresh contiguous arrays of the broadcast shape, worked in chunks of the flattened
+    elements."""
     args = [np.asarray(a, _U32) for a in args]
     shape = np.broadcast_shapes(*(a.shape for a in args))
     n = math.prod(shape)
@@ -46,13 +52,9 @@ def _chunked(rounds, args):
             ys = rounds(*[a if a.ndim == 0 else a[s:e] for a in flat])
             for o, y in zip(outs, ys):
                 o[s:e] = y
-    outs = [np.empty(n, _U32) for _ in range(_n_outs(rounds))]
+    outs = [np.empty(n, _U32) for _ in range(nouts)]
     _run_spans(work, n, _CHUNK)
     return [o.reshape(shape) for o in outs]
-
-
-def _n_outs(rounds) -> int:
-    return 2 if rounds is _philox2_rounds else 4
 
 
 def _words(keys, shape):
@@ -113,7 +115,7 @@ def _philox2_rounds(k0, x0, x1):
 
 def philox2x32(k0, x0, x1):
     """Philox-2x32-10 of the lanes ``(x0, x1)`` under the key word ``k0`` (broadcast)."""
-    return _chunked(_philox2_rounds, (k0, x0, x1))
+    return _chunked(_philox2_rounds, (k0, x0, x1), 2)
 
 
 def philox2x32_seed(seeds):
@@ -161,7 +163,7 @@ def _philox4_rounds(k0, k1, x0, x1, x2, x3):
 
 def philox4x32_hash(k0, k1, x0, x1, x2, x3):
     """Philox-4x32-10 of four lanes under the key words ``(k0, k1)`` (all broadcast)."""
-    return _chunked(_philox4_rounds, (k0, k1, x0, x1, x2, x3))
+    return _chunked(_philox4_rounds, (k0, k1, x0, x1, x2, x3), 4)
 
 
 def philox4x32_seed(seeds):
@@ -227,14 +229,14 @@ def _threefry4_rounds(k0, k1, k2, k3, x0, x1, x2, x3):
             if rnd & 3 == 3:
                 j = rnd // 4
                 for i in range(4):
-                    np.add(x[i], ks[(i + 1 + j) % 5], out=x[i], casting="unsafe")
+                    np.add(x[i], ks[(i + 1 + j) % 5], out=x[i])
                 np.add(x[3], np.uint32(j + 1), out=x[3])
     return x
 
 
 def threefry4x32(k, x):
     """Threefry-4x32-20 of the lanes ``x`` (four arrays) under the key words ``k``."""
-    return _chunked(_threefry4_rounds, (*k, *x))
+    return _chunked(_threefry4_rounds, (*k, *x), 4)
 
 
 def threefry4x32_seed(seeds):
