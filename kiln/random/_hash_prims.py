@@ -69,7 +69,7 @@ def _full(x, shape):
     return np.array(np.broadcast_to(x, shape), _U32, order="C")
 
 
-def _impl_for(hash_np, nargs: int):
+def _impl_for(hash_np):
     def impl(*args):
         args = [np.asarray(a, _U32) for a in args]
         shape = np.broadcast_shapes(*(a.shape for a in args))
@@ -161,7 +161,7 @@ def _expand_for(hash_lax):
 
     def expand(eqn) -> ClosedJaxpr:
         in_avals = tuple(v.aval for v in eqn.invars)
-        key = tuple((a.shape, a.dtype) for a in in_avals)
+        key = tuple((a.shape, a.dtype, a.weak_type) for a in in_avals)
         if key not in cache:
             shape = eqn.outvars[0].aval.shape
 
@@ -207,7 +207,7 @@ def _batch_rule_for(prim, nouts: int):
 
 def _define(name: str, nargs: int, nouts: int, hash_np, hash_lax):
     prim = standard_primitive(name, _abstract_eval_for(name, nargs, nouts),
-                              _impl_for(hash_np, nargs),
+                              _impl_for(hash_np),
                               weak_type_rule=lambda *a, **k: [False] * nouts,
                               multiple_results=True)
     prim.expand = _expand_for(hash_lax)
