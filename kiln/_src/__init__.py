@@ -46,6 +46,7 @@ ALIASES = {
     "random.prng": "kiln._src.random.prng",
     "random.random": "kiln.random._keys",
     "random.threefry2x32": "kiln.random.prng",
+    "random.stateful_rng": "kiln.experimental.random",
     "shard_map": "kiln.parallel.shard_map",
     "indexing": "kiln.state.indexing",
     "named_sharding": "kiln.sharding",

@@ -8,6 +8,9 @@ def __getattr__(name):
     if name == "cur_qdd":
         from kiln.experimental.hijax import cur_qdd
         return cur_qdd
+    if name == "random":    # ``jax.experimental.random``: the stateful PRNG
+        import importlib
+        return importlib.import_module("kiln.experimental.random")
     raise AttributeError(f"module 'kiln.experimental' has no attribute {name!r}")
 
 
