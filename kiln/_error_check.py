@@ -241,8 +241,9 @@ def _as_bool_array(pred):
 
 def _check_pred_mesh(pred) -> None:
     """JAX's checks of a predicate against a multi-device error state."""
+    from kiln.parallel.placement import typeof
     from kiln.sharding import AxisType
-    pred_mesh = getattr(get_aval(pred).sharding, "mesh", None)
+    pred_mesh = getattr(getattr(typeof(pred), "sharding", None), "mesh", None)
     if pred_mesh is None or not pred_mesh.axis_names:     # not typed on a mesh
         return
     if AxisType.Auto in tuple(pred_mesh.axis_types):

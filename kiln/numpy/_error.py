@@ -15,7 +15,8 @@ inside ``jax.numpy`` functions:
 
 A check that fires sets the error state (``set_error_if``); ``raise_if_error()`` raises
 it afterwards. :class:`error_checking_behavior` sets the flags for a block. The flags are
-part of ``jit``'s cache key (a trace made with checks is not reused without them), and
+part of ``jit``'s tracing context (``kiln._compile_log.CONTEXT_FLAGS``: a trace made with
+checks is not reused without them), and
 while any is ``"raise"`` the eager operator fast paths (which bypass these functions) are
 off.
 """
@@ -26,7 +27,7 @@ from typing import Literal
 
 import numpy as np
 
-from kiln import _compile_log, dtypes, lax
+from kiln import dtypes, lax
 from kiln._error_check import set_error_if
 from kiln.array import Array
 from kiln.config import config, config_context
@@ -38,13 +39,6 @@ Behavior = Literal["ignore", "raise"]
 _FLAG = {"nan": "jax_error_checking_behavior_nan",
          "divide": "jax_error_checking_behavior_divide",
          "oob": "jax_error_checking_behavior_oob"}
-
-_compile_log.register_trace_context(
-    "error_checking_behavior",
-    lambda: (config.jax_error_checking_behavior_nan,
-             config.jax_error_checking_behavior_divide,
-             config.jax_error_checking_behavior_oob))
-
 
 def any_raise() -> bool:
     """Whether some thread has one of the three flags at ``"raise"``."""
