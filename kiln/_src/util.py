@@ -36,6 +36,12 @@ def safe_map(f: Callable, *args: Iterable) -> list:
     return [f(*xs) for xs in safe_zip(*args)]
 
 
+def foreach(f: Callable, *args: Iterable) -> None:
+    """``safe_map`` for its side effects: calls ``f`` on each tuple, returns None."""
+    for xs in safe_zip(*args):
+        f(*xs)
+
+
 def unzip2(pairs: Iterable) -> tuple[tuple, tuple]:
     """Split pairs into two tuples."""
     a, b = [], []

@@ -485,13 +485,15 @@ def diag(v, k=0):
     shape = get_aval(v).shape
     if len(shape) == 1:
         n = shape[0] + abs(k)
-        zero = make_array(np.zeros((), get_aval(v).dtype))
+        weak = get_aval(v).weak_type     # the result is weakly typed as ``v`` is (JAX)
+        zero = make_array(np.zeros((), get_aval(v).dtype), weak)
         vp = lax.pad(v, zero, [(0, abs(k), 0)])
         rows, cols = _iota_2d(n, n)
         # row i holds v[i] when k >= 0 (column i + k), column j holds v[j] when k < 0.
         vb = lax.broadcast_in_dim(vp, (n, n), (0,) if k >= 0 else (1,))
         mask = lax.eq(lax.sub(cols, rows), k)
-        return lax.select(mask, vb, _util.full_const((n, n), 0, get_aval(v).dtype))
+        zeros = make_array(np.broadcast_to(np.zeros((), get_aval(v).dtype), (n, n)), weak)
+        return lax.select(mask, vb, zeros)
     if len(shape) == 2:
         from kiln.numpy._shape import diagonal
         return diagonal(v, offset=k)

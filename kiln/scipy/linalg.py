@@ -327,8 +327,14 @@ def hessenberg(a, *, calc_q: bool = False, overwrite_a: bool = False,
 def polar(a, side: str = "right", *, method: str = "qdwh", eps=None, max_iterations=None):
     """Polar decomposition: ``a = u p`` (``side='right'``, ``p`` is ``n x n``) or ``a = p u``
     (``'left'``, ``p`` is ``m x m``), ``u`` unitary and ``p`` Hermitian positive
-    semi-definite. Both ``method``s compute it from the SVD (the factors are unique for full
-    rank, so this equals QDWH's result)."""
+    semi-definite.
+
+    ``method='qdwh'`` (the default) runs the QR-based dynamically weighted Halley
+    iteration (:mod:`kiln.scipy._qdwh`, JAX's algorithm and weights; ``eps`` sets its
+    tolerance); it needs ``m >= n`` with ``side='right'`` or ``m < n`` with
+    ``side='left'``. ``method='svd'`` builds the factors from the SVD. As in JAX 0.10.2,
+    ``max_iterations`` is accepted but not passed on (QDWH stops after at most 10).
+    Leading dimensions are batch dimensions."""
     arr = jnp.asarray(a)
     if _ndim(arr) < 2:
         raise ValueError("The input `a` must be at least a 2-D array.")
@@ -342,6 +348,18 @@ def polar(a, side: str = "right", *, method: str = "qdwh", eps=None, max_iterati
                                   "side='right' and m >= n side='left', got "
                                   f"{_shape(arr)} with side={side!r}")
     arr, = promote_dtypes_inexact(arr)
+    if method == "qdwh":
+        from kiln.scipy._qdwh import qdwh
+
+        def one(x):
+            if side == "right":
+                u, p, _, _ = qdwh(x, eps=eps)
+                return u, p
+            u, p, _, _ = qdwh(_H(x), eps=eps)
+            return _H(u), _H(p)
+
+        sig = "(m,n)->(m,n),(n,n)" if side == "right" else "(m,n)->(m,n),(m,m)"
+        return jnp.vectorize(one, signature=sig)(arr)
     u, s, vh = lax_linalg.svd(arr, full_matrices=False)
     s = s.astype(_dtype(u))
     unitary = jnp.matmul(u, vh)

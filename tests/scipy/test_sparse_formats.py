@@ -316,8 +316,6 @@ def test_spsolve():
 
 def test_not_provided():
     with pytest.raises(AttributeError, match="not provided"):
-        _ = sparse.SparseTracer
-    with pytest.raises(AttributeError, match="not provided"):
         _ = sparse.coo_spmv_p
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -19,10 +19,11 @@ What it holds:
   ``bcsr_sum_duplicates``/``bcsr_eliminate_zeros``, ``to_bcoo``/``from_bcoo``, ``@``.
 - ``COO``, ``CSR``, ``CSC`` (2-D) with ``coo_*``/``csr_*`` ``todense``/``fromdense``/
   ``matvec``/``matmat``, ``.T``, ``@`` (modules ``coo``, ``csr``).
-- ``todense``/``empty``/``eye`` for every format, ``random_bcoo``, ``sparsify`` (a jaxpr
-  interpreter with sparse rules for the structural, elementwise zero-preserving,
-  contraction and indexing primitives; others raise ``NotImplementedError`` naming the
-  primitive), ``linalg.spsolve`` (densified LU solve), sparse-aware ``grad``/
+- ``todense``/``empty``/``eye`` for every format, ``random_bcoo``, ``sparsify`` (JAX's
+  jaxpr interpreter, and ``use_tracer=True`` with ``SparseTracer``; sparse rules for the
+  zero-preserving elementwise, arithmetic, contraction, reduction, structural and indexing
+  primitives, ``jit``, ``cond``, loops and custom derivatives; others raise
+  ``NotImplementedError`` naming the primitive: ``transform.py``), ``linalg.spsolve`` (densified LU solve), sparse-aware ``grad``/
   ``value_and_grad``/``jacfwd``/``jacrev``, and primitives ``todense_p``, ``bcoo_*_p``,
   ``bcsr_*_p`` for code that binds them.
 
@@ -31,9 +32,8 @@ from ``kiln.numpy`` gathers, scatter-adds and reshapes, so every transformation 
 those ops' rules (``nse``, the layout and the shape are static). The ``*_p`` primitives are
 such compositions wrapped as primitives (``_composite.py``).
 
-Not provided (attribute access raises ``AttributeError`` naming it): ``SparseTracer``
-(``sparsify(use_tracer=True)`` runs the jaxpr interpreter), the cuSPARSE primitives of
-``_lowerings`` and ``coo_*_p``/``csr_*_p``, ``linalg.lobpcg_standard``; ``BCSR.transpose``
+Not provided (attribute access raises ``AttributeError`` naming it): the cuSPARSE
+primitives of ``_lowerings`` and ``coo_*_p``/``csr_*_p``, ``linalg.lobpcg_standard``; ``BCSR.transpose``
 raises ``NotImplementedError`` as in JAX.
 """
 from kiln.experimental.sparse import ad as _ad
@@ -106,7 +106,7 @@ from kiln.experimental.sparse.csr import (
     csr_todense,
 )
 from kiln.experimental.sparse.random import random_bcoo
-from kiln.experimental.sparse.transform import sparsify
+from kiln.experimental.sparse.transform import SparseTracer, sparsify
 from kiln.experimental.sparse.util import (
     CuSparseEfficiencyWarning,
     SparseEfficiencyError,
@@ -120,7 +120,7 @@ jacrev = _ad.jacrev
 jacobian = _ad.jacobian
 
 __all__ = ["BCOO", "BCSR", "COO", "COOInfo", "CSC", "CSR", "CuSparseEfficiencyWarning",
-           "JAXSparse", "SparseEfficiencyError", "SparseEfficiencyWarning",
+           "JAXSparse", "SparseEfficiencyError", "SparseTracer", "SparseEfficiencyWarning",
            "bcoo_broadcast_in_dim", "bcoo_concatenate", "bcoo_conv_general_dilated",
            "bcoo_dot_general", "bcoo_dot_general_p", "bcoo_dot_general_sampled",
            "bcoo_dot_general_sampled_p", "bcoo_dynamic_slice", "bcoo_eliminate_zeros",
@@ -138,11 +138,8 @@ __all__ = ["BCOO", "BCSR", "COO", "COOInfo", "CSC", "CSR", "CuSparseEfficiencyWa
            "grad", "jacfwd", "jacobian", "jacrev", "linalg", "random_bcoo", "sparsify", "todense",
            "todense_p", "value_and_grad"]
 
-_NOT_PROVIDED = {"SparseTracer"}
-
-
 def __getattr__(name):
-    if name in _NOT_PROVIDED or name.endswith("_p"):
+    if name.endswith("_p"):
         raise AttributeError(f"jax.experimental.sparse.{name} is not provided by kiln "
                              "(see the docstring of kiln.experimental.sparse).")
     raise AttributeError(f"module 'kiln.experimental.sparse' has no attribute {name!r}")

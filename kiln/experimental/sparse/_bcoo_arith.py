@@ -9,8 +9,6 @@ minus dense and anything divided by a sparse array raise ``NotImplementedError``
 """
 from __future__ import annotations
 
-import operator
-
 import numpy as np
 
 from kiln.experimental.sparse._bcoo_core import (
@@ -191,15 +189,8 @@ def subtract(a, b):
 
 
 def power(sp: BCOO, exponent):
-    """``sp ** exponent`` for a positive integer exponent (zero stays zero); repeated
-    coordinates are summed first."""
-    from kiln.experimental.sparse._bcoo_dedupe import bcoo_sum_duplicates
-    try:
-        k = operator.index(exponent)
-    except TypeError:
-        k = None
-    if k is None or k <= 0:
-        raise NotImplementedError("BCOO ** exponent is only supported for positive integer "
-                                  f"exponents (which keep zeros zero); got {exponent!r}.")
-    mat = sp if sp.unique_indices else bcoo_sum_duplicates(sp, nse=sp.nse)
-    return mat._with_data(_jnp().power(mat.data, k))
+    """``sp ** exponent`` through ``sparsify``, as JAX's ``BCOO.__pow__``: a positive
+    integer exponent keeps zeros zero (``integer_pow``: repeated coordinates are summed
+    first); any other raises ``NotImplementedError`` (the result would be dense)."""
+    from kiln.experimental.sparse.transform import sparsify
+    return sparsify(lambda x: _jnp().power(x, exponent))(sp)

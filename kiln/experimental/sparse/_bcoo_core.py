@@ -327,6 +327,29 @@ class BCOO(JAXSparse):
         from kiln.experimental.sparse._bcoo_arith import power
         return power(self, exponent)
 
+    def __rpow__(self, base):
+        return _sparsified("power", swap=True)(self, base)
+
+    # Comparisons go through ``sparsify`` as in JAX: they would densify, so they raise
+    # NotImplementedError naming the primitive (``sparse rule for gt ...``).
+    def __gt__(self, other):
+        return _sparsified("greater")(self, other)
+
+    def __ge__(self, other):
+        return _sparsified("greater_equal")(self, other)
+
+    def __lt__(self, other):
+        return _sparsified("less")(self, other)
+
+    def __le__(self, other):
+        return _sparsified("less_equal")(self, other)
+
+    def __eq__(self, other):
+        return _sparsified("equal")(self, other)
+
+    def __ne__(self, other):
+        return _sparsified("not_equal")(self, other)
+
     def __getitem__(self, idx) -> BCOO:
         from kiln.experimental.sparse._bcoo_index import bcoo_getitem
         return bcoo_getitem(self, idx)
@@ -340,6 +363,14 @@ class BCOO(JAXSparse):
 
 
 register_pytree_node_class(BCOO)
+
+
+def _sparsified(name: str, swap: bool = False):
+    """``kiln.numpy.<name>`` under ``sparsify`` (arguments swapped with ``swap``)."""
+    import kiln.numpy as jnp
+    from kiln.experimental.sparse.transform import sparsify
+    fn = getattr(jnp, name)
+    return sparsify((lambda a, b: fn(b, a)) if swap else fn)
 
 
 def _unflatten_shape(shape, layout, data, indices):

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from kiln.core.trace import Tracer
 from kiln.experimental.sparse._base import JAXSparse
 from kiln.experimental.sparse._composite import composite_primitive
 from kiln.numpy._util import core_int
-from kiln.tree_util import tree_unflatten
+from kiln.tree_util import tree_flatten, tree_unflatten
 
 __all__ = ["empty", "eye", "todense", "todense_p"]
 
@@ -15,12 +16,22 @@ _FORMATS = ("bcoo", "bcsr", "coo", "csr", "csc")
 
 
 def todense(arr):
-    """The dense array of a sparse array; dense inputs are returned unchanged."""
-    return arr.todense() if isinstance(arr, JAXSparse) else arr
+    """The dense array of a sparse array; dense inputs are returned unchanged.
+
+    A traced dense input goes through ``todense_p`` (as in JAX), so that a transformation
+    that sees sparse values behind dense tracers (``sparsify``) can densify them.
+    """
+    if isinstance(arr, JAXSparse):
+        return arr.todense()
+    if isinstance(arr, Tracer):
+        bufs, tree = tree_flatten(arr)
+        return todense_p.bind(*bufs, tree=tree)
+    return arr
 
 
 def _todense_bufs(*bufs, tree):
-    return todense(tree_unflatten(tree, list(bufs)))
+    arr = tree_unflatten(tree, list(bufs))
+    return arr.todense() if isinstance(arr, JAXSparse) else arr
 
 
 #: ``todense`` as a primitive over a sparse array's buffers: ``todense_p.bind(*bufs,

@@ -394,6 +394,9 @@ def bcsr_broadcast_in_dim(mat: BCSR, *, shape, broadcast_dimensions, sharding=No
 
 def bcsr_concatenate(operands: Sequence[BCSR], *, dimension: int) -> BCSR:
     """``lax.concatenate`` of BCSR arrays (through BCOO)."""
+    if not all(isinstance(m, BCSR) for m in operands):
+        raise ValueError("bcsr_concatenate: expected operands to be a sequence of BCSR "
+                         f"arrays. Got {operands}")
     return BCSR.from_bcoo(_bcoo.bcoo_concatenate([m.to_bcoo() for m in operands],
                                                  dimension=dimension))
 
