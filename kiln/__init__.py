@@ -145,15 +145,19 @@ def _on_debug_flags(_value):
     # gate the checks, which read the flags themselves.
     on = any(config.values_in_use("jax_debug_nans")) or any(
         config.values_in_use("jax_debug_infs"))
-    # The eager operator fast path skips NaN checks and rank-promotion checks.
-    _FAST[0] = not on and all(v == "allow" for v in
-                              config.values_in_use("jax_numpy_rank_promotion"))
+    # The eager operator fast path skips NaN checks, rank-promotion checks and jnp's
+    # error_check checks (kiln/numpy/_error.py).
+    from kiln.numpy._error import any_raise
+    _FAST[0] = not on and not any_raise() and all(
+        v == "allow" for v in config.values_in_use("jax_numpy_rank_promotion"))
     _debug_checks[0] = on
 
 
-config.on_change("jax_debug_nans", _on_debug_flags)
-config.on_change("jax_debug_infs", _on_debug_flags)
-config.on_change("jax_numpy_rank_promotion", _on_debug_flags)
+for _flag in ("jax_debug_nans", "jax_debug_infs", "jax_numpy_rank_promotion",
+              "jax_error_checking_behavior_nan", "jax_error_checking_behavior_divide",
+              "jax_error_checking_behavior_oob"):
+    config.on_change(_flag, _on_debug_flags)
+del _flag
 _on_debug_flags(None)
 del _config_module
 

@@ -35,7 +35,8 @@ logger = logging.getLogger("kiln")
 CONTEXT_FLAGS = ("jax_enable_x64", "jax_numpy_dtype_promotion", "jax_numpy_rank_promotion",
                  "jax_default_matmul_precision", "jax_threefry_partitionable",
                  "jax_default_prng_impl", "jax_explicit_x64_dtypes", "jax_auto_pcast",
-                 "jax_remove_size_one_mesh_axis_from_type")
+                 "jax_remove_size_one_mesh_axis_from_type", "jax_error_checking_behavior_nan",
+                 "jax_error_checking_behavior_divide", "jax_error_checking_behavior_oob")
 
 
 # Other state that changes what a trace means, registered by the modules that own it:
@@ -55,7 +56,8 @@ def trace_context() -> tuple:
     base = (c.jax_enable_x64, c.jax_numpy_dtype_promotion, c.jax_numpy_rank_promotion,
             c.jax_default_matmul_precision, c.jax_threefry_partitionable,
             c.jax_default_prng_impl, c.jax_explicit_x64_dtypes, c.jax_auto_pcast,
-            c.jax_remove_size_one_mesh_axis_from_type)
+            c.jax_remove_size_one_mesh_axis_from_type, c.jax_error_checking_behavior_nan,
+            c.jax_error_checking_behavior_divide, c.jax_error_checking_behavior_oob)
     if _extra_context:
         return base + tuple([fn() for _, fn in _extra_context])
     return base

@@ -232,6 +232,10 @@ _FLAGS: dict[str, tuple[Any, Callable[[Any, str], Any]]] = {
     "jax_transfer_guard_device_to_host": (None, _parse_transfer_guard),
     "jax_remove_size_one_mesh_axis_from_type": (False, _parse_bool),
     "jax_auto_pcast": (True, _parse_bool),
+    # jax.numpy's runtime error checks (kiln/numpy/_error.py), raised by error_check.
+    "jax_error_checking_behavior_nan": ("ignore", _enum("ignore", "raise")),
+    "jax_error_checking_behavior_divide": ("ignore", _enum("ignore", "raise")),
+    "jax_error_checking_behavior_oob": ("ignore", _enum("ignore", "raise")),
     # kiln's own: which backend runs jitted programs, and when the C build happens.
     # env KILN_BACKEND / KILN_COMPILE.
     "kiln_backend": ("cpu", _enum("cpu", "reference")),
@@ -321,6 +325,14 @@ _HELP: dict[str, str] = {
                                            "transfers (none on kiln's CPU devices).",
     "jax_transfer_guard_device_to_host": "The transfer guard level for device-to-host "
                                          "transfers (none on kiln's CPU devices).",
+    "jax_error_checking_behavior_nan": "Specify the behavior when a NaN is encountered. "
+                                       "Options are \"ignore\" or \"raise\".",
+    "jax_error_checking_behavior_divide": "Specify the behavior when a divide by zero is "
+                                          "encountered. Options are \"ignore\" or "
+                                          "\"raise\".",
+    "jax_error_checking_behavior_oob": "Specify the behavior when an out of bounds access "
+                                       "is encountered. Options are \"ignore\" or "
+                                       "\"raise\".",
     "kiln_backend": "Which backend runs jitted programs: 'cpu' (compiled C) or "
                     "'reference' (NumPy).",
     "kiln_compile": "When the C build of a jitted program happens: 'sync' (the default: "

@@ -51,6 +51,8 @@ ALIASES = {
     "indexing": "kiln.state.indexing",
     "named_sharding": "kiln.sharding",
     "layout": "kiln.experimental.layout",
+    "error_check": "kiln._error_check",
+    "numpy.error": "kiln.numpy._error",
 }
 
 

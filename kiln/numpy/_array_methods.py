@@ -16,6 +16,7 @@ from kiln._fp_warnings import NO_FILTER as _NO_FILTER
 from kiln._fp_warnings import call_quietly
 from kiln.array import ANY_COMMITTED as _ANY_COMMITTED
 from kiln.array import Array, make_array
+from kiln.config import config
 from kiln.core import trace as core
 from kiln.core.trace import Tracer
 from kiln.lax import _half_flush
@@ -471,6 +472,8 @@ def _take_concrete(v, iv):
         # faster (and gives a 0-d array, not a scalar, for a 0-d index).
         return v[iv] if 0 < iv.size < 4096 and iv.ndim else np.take(v, iv, axis=0)
     except IndexError:    # some out of bounds: JAX clamps them after wrapping negatives
+        if config.jax_error_checking_behavior_oob == "raise":
+            return None       # the general path sets the error (kiln/numpy/_error.py)
         if k == "i":
             iv = np.where(iv < 0, iv + v.shape[0], iv)
         return np.take(v, iv, axis=0, mode="clip")

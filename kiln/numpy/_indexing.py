@@ -578,7 +578,8 @@ def _rewriting_take(arr, idx, indices_are_sorted=False, unique_indices=False, mo
                               wrap_negative_indices)
     eager = current_trace() is eval_trace
     if eager and type(arr) is Array and mode is None and wrap_negative_indices and \
-            not arr._committed:      # a committed operand: the primitives lay out the result
+            not arr._committed and \
+            config.jax_error_checking_behavior_oob == "ignore":    # (else: checks below)
         fast = _fast_numpy_basic(arr, idx)
         if fast is not None:
             return fast
@@ -590,6 +591,8 @@ def _rewriting_take(arr, idx, indices_are_sorted=False, unique_indices=False, mo
     fill = mode is not None and _gather_mode(mode) == GatherScatterMode.FILL_OR_DROP
     has_int = any(k in (INT, TRACED_INT) for k, _ in parsed.entries)
     if parsed.has_array or ((fill or not wrap_negative_indices) and has_int):
+        if config.jax_error_checking_behavior_oob == "raise":
+            _check_gather_bounds(parsed, wrap_negative_indices)
         if eager and type(x) is Array and all(k != TRACED_INT and (k != ARRAY or isinstance(v, np.ndarray))
                                     for k, v in parsed.entries):
             out = _numpy_take(x, parsed, "fill" if fill else None, fill_value,
@@ -601,6 +604,15 @@ def _rewriting_take(arr, idx, indices_are_sorted=False, unique_indices=False, mo
                               wrap_negative_indices)
     x = insert_newaxes(x, parsed)
     return _basic_take(x, parsed)
+
+
+def _check_gather_bounds(parsed, normalize):
+    """``jax_error_checking_behavior_oob``: set the error state (``error_check``) when an
+    index of a gather is out of bounds."""
+    from kiln.numpy._error import _check_precondition_oob_gather
+    axes = [ax for ax, (k, _) in enumerate(parsed.entries) if k in (ARRAY, INT, TRACED_INT)]
+    _check_precondition_oob_gather([parsed.expanded_shape[ax] for ax in axes],
+                                   [parsed.entries[ax][1] for ax in axes], normalize)
 
 
 def _check_static_indices(shape, idx, normalize):

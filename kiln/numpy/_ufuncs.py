@@ -17,9 +17,11 @@ import numpy as np
 from kiln import dtypes, lax
 from kiln._fp_warnings import call_quietly
 from kiln.array import Array, make_array
+from kiln.config import config
 from kiln.core.trace import Tracer, get_aval
 from kiln.custom_derivatives import custom_jvp
 from kiln.numpy import _eager, _util
+from kiln.numpy._error import _set_error_if_divide_by_zero, _set_error_if_nan
 from kiln.numpy._logaddexp import logaddexp, logaddexp2
 from kiln.numpy._util import (
     as_operand,
@@ -94,11 +96,15 @@ def _rounding_nearest_even():
 # factories
 
 
-def _unary_inexact(name, fn, doc):
+def _unary_inexact(name, fn, doc, check_nan=False):
+    # check_nan: JAX's jax_error_checking_behavior_nan check of the result.
     def f(x, /):
         x = ensure_arraylike(name, x)
         (x,) = promote_dtypes_inexact(x)
-        return fn(x)
+        out = fn(x)
+        if check_nan:
+            _set_error_if_nan(out)
+        return out
     f.__name__ = f.__qualname__ = name
     f.__doc__ = doc
     return f
@@ -120,7 +126,11 @@ def _binary_inexact(name, fn, doc):
 def add(x1, x2, /):
     """Elementwise ``x1 + x2`` (logical or on booleans)."""
     x1, x2 = promote_args("add", x1, x2)
-    return lax.bitwise_or(x1, x2) if _kind(x1) == "b" else lax.add(x1, x2)
+    if _kind(x1) == "b":
+        return lax.bitwise_or(x1, x2)
+    out = lax.add(x1, x2)
+    _set_error_if_nan(out)
+    return out
 
 
 def subtract(x1, x2, /):
@@ -129,7 +139,9 @@ def subtract(x1, x2, /):
     if _kind(x1) == "b":
         raise TypeError("numpy boolean subtract, the `-` operator, is not supported, use the "
                         "bitwise_xor, the `^` operator, or the logical_xor function instead.")
-    return lax.sub(x1, x2)
+    out = lax.sub(x1, x2)
+    _set_error_if_nan(out)
+    return out
 
 
 def _bool_array(x) -> bool:
@@ -169,10 +181,16 @@ def multiply(x1, x2, /):
 def true_divide(x1, x2, /):
     """Elementwise ``x1 / x2``; integers are promoted to the default float first."""
     x1, x2 = promote_args_inexact("true_divide", x1, x2)
-    return lax.div(x1, x2)
+    _set_error_if_divide_by_zero(x2)
+    out = lax.div(x1, x2)
+    _set_error_if_nan(out)
+    return out
 
 
-divide = true_divide
+def divide(x1, x2, /):
+    """Alias of :func:`kiln.numpy.true_divide` (its own function, named ``divide``, as
+    JAX's)."""
+    return true_divide(x1, x2)
 
 
 def _float_divmod(x1, x2):
@@ -181,8 +199,12 @@ def _float_divmod(x1, x2):
     mod = lax.rem(x1, x2)
     div = lax.div(lax.select(lax.eq(x2, _const(x2, 0)), x1, lax.sub(x1, mod)), x2)
     ind = lax.bitwise_and(lax.ne(mod, _const(mod, 0)), lax.ne(lax.sign(x2), lax.sign(mod)))
-    mod = lax.select(ind, lax.add(mod, x2), mod)
-    div = lax.select(ind, lax.sub(div, _const(div, 1)), div)
+    mod_plus, div_minus = lax.add(mod, x2), lax.sub(div, _const(div, 1))
+    # JAX computes these two with jnp's ``+``/``-``, so they are checked for NaNs.
+    _set_error_if_nan(mod_plus)
+    _set_error_if_nan(div_minus)
+    mod = lax.select(ind, mod_plus, mod)
+    div = lax.select(ind, div_minus, div)
     return lax.round(div, _rounding_nearest_even()), mod
 
 
@@ -203,6 +225,8 @@ def _eager_int(npfn, x1, x2, zero_ok):
 
 def floor_divide(x1, x2, /):
     """Elementwise ``x1 // x2`` (rounding toward minus infinity)."""
+    if config.jax_error_checking_behavior_divide == "raise":
+        _set_error_if_divide_by_zero(promote_args_numeric("floor_divide", x1, x2)[1])
     r = _eager_int(np.floor_divide, x1, x2, False)
     if r is not None:
         return r
@@ -226,6 +250,8 @@ def floor_divide(x1, x2, /):
 
 def remainder(x1, x2, /):
     """Elementwise remainder with the sign of the divisor (Python's ``%``)."""
+    if config.jax_error_checking_behavior_divide == "raise":
+        _set_error_if_divide_by_zero(promote_args_numeric("remainder", x1, x2)[1])
     r = _eager_int(np.remainder, x1, x2, True)
     if r is not None:
         return r
@@ -241,10 +267,14 @@ def remainder(x1, x2, /):
     zero = _const(trunc_mod, 0)
     fix = lax.bitwise_and(lax.ne(trunc_mod, zero),
                    lax.ne(lax.lt(trunc_mod, zero), lax.lt(x2, _const(x2, 0))))
-    return lax.select(fix, lax.add(trunc_mod, x2), trunc_mod)
+    out = lax.select(fix, lax.add(trunc_mod, x2), trunc_mod)
+    _set_error_if_nan(out)
+    return out
 
 
-mod = remainder
+def mod(x1, x2, /):
+    """Alias of :func:`kiln.numpy.remainder` (its own function, as JAX's)."""
+    return remainder(x1, x2)
 
 
 def fmod(x1, x2, /):
@@ -259,7 +289,9 @@ def fmod(x1, x2, /):
         # As JAX: an integer fmod by zero is 0 (the divisor is replaced by 1), where
         # lax.rem gives the dividend.
         x2 = lax.select(lax.eq(x2, _const(x2, 0)), _const(x2, 1), x2)
-    return lax.rem(x1, x2)
+    out = lax.rem(x1, x2)
+    _set_error_if_nan(out)
+    return out
 
 
 def divmod(x1, x2, /):  # noqa: A001
@@ -268,6 +300,7 @@ def divmod(x1, x2, /):  # noqa: A001
     if _kind(x1) in "fc":
         if _kind(x1) == "c":
             raise TypeError("divmod does not support complex-valued inputs")
+        _set_error_if_divide_by_zero(x2)
         return _float_divmod(x1, x2)
     return floor_divide(x1, x2), remainder(x1, x2)
 
@@ -320,17 +353,24 @@ def power(x1, x2, /):
     if _kind(p1) in "iu":
         return _pow_int_int(p1, p2)
     if _kind(a1) in "fc" and _kind(a2) in "iu":
-        return lax.pow(a1, a2)
-    return lax.pow(p1, p2)
+        out = lax.pow(a1, a2)
+    else:
+        out = lax.pow(p1, p2)
+    _set_error_if_nan(out)
+    return out
 
 
-pow = power  # noqa: A001
+def pow(x1, x2, /):  # noqa: A001
+    """Alias of :func:`kiln.numpy.power` (its own function, as JAX's)."""
+    return power(x1, x2)
 
 
 def float_power(x1, x2, /):
     """``x1 ** x2`` computed in the default float (or complex) precision."""
     x1, x2 = promote_args_inexact("float_power", x1, x2)
-    return lax.pow(x1, x2)
+    out = lax.pow(x1, x2)
+    _set_error_if_nan(out)
+    return out
 
 
 def negative(x, /):
@@ -403,13 +443,13 @@ def reciprocal(x, /):
     return lax.integer_pow(x, -1)
 
 
-sqrt = _unary_inexact("sqrt", lambda x: lax.sqrt(x), "Elementwise square root.")
+sqrt = _unary_inexact("sqrt", lambda x: lax.sqrt(x), "Elementwise square root.", check_nan=True)
 cbrt = _unary_inexact("cbrt", lambda x: lax.cbrt(x), "Elementwise cube root.")
 exp = _unary_inexact("exp", lambda x: lax.exp(x), "Elementwise e**x.")
 exp2 = _unary_inexact("exp2", lambda x: lax.exp2(x), "Elementwise 2**x.")
 expm1 = _unary_inexact("expm1", lambda x: lax.expm1(x), "Elementwise e**x - 1.")
-log = _unary_inexact("log", lambda x: lax.log(x), "Elementwise natural logarithm.")
-log1p = _unary_inexact("log1p", lambda x: lax.log1p(x), "Elementwise log(1 + x).")
+log = _unary_inexact("log", lambda x: lax.log(x), "Elementwise natural logarithm.", check_nan=True)
+log1p = _unary_inexact("log1p", lambda x: lax.log1p(x), "Elementwise log(1 + x).", check_nan=True)
 # log(x) / log(2) with a scalar divisor: XLA folds log(2) and multiplies by its reciprocal
 # (kiln/compiler/passes/xla_divide.py; eagerly kiln's div does the same).
 def _log_base(x, scale):
@@ -428,25 +468,38 @@ def _real_const(x, value):
 
 log2 = _unary_inexact("log2", lambda x: _log_base(x, lambda r: lax.div(
                           r, lax.log(_real_const(r, 2)))),
-                      "Elementwise base-2 logarithm.")
+                      "Elementwise base-2 logarithm.", check_nan=True)
 # JAX 0.10 multiplies by log10(e) (NumPy's value rounded to the dtype): not a division.
 log10 = _unary_inexact("log10", lambda x: _log_base(x, lambda r: lax.mul(
                            r, _strong_const(r, np.log10(np.e)))),
-                       "Elementwise base-10 logarithm.")
-sin = _unary_inexact("sin", lambda x: lax.sin(x), "Elementwise sine.")
-cos = _unary_inexact("cos", lambda x: lax.cos(x), "Elementwise cosine.")
-tan = _unary_inexact("tan", lambda x: lax.tan(x), "Elementwise tangent.")
-arcsin = _unary_inexact("arcsin", lambda x: lax.asin(x), "Elementwise inverse sine.")
-arccos = _unary_inexact("arccos", lambda x: lax.acos(x), "Elementwise inverse cosine.")
+                       "Elementwise base-10 logarithm.", check_nan=True)
+sin = _unary_inexact("sin", lambda x: lax.sin(x), "Elementwise sine.", check_nan=True)
+cos = _unary_inexact("cos", lambda x: lax.cos(x), "Elementwise cosine.", check_nan=True)
+tan = _unary_inexact("tan", lambda x: lax.tan(x), "Elementwise tangent.", check_nan=True)
+arcsin = _unary_inexact("arcsin", lambda x: lax.asin(x), "Elementwise inverse sine.",
+                        check_nan=True)
+arccos = _unary_inexact("arccos", lambda x: lax.acos(x), "Elementwise inverse cosine.",
+                        check_nan=True)
 arctan = _unary_inexact("arctan", lambda x: lax.atan(x), "Elementwise inverse tangent.")
 sinh = _unary_inexact("sinh", lambda x: lax.sinh(x), "Elementwise hyperbolic sine.")
 cosh = _unary_inexact("cosh", lambda x: lax.cosh(x), "Elementwise hyperbolic cosine.")
 tanh = _unary_inexact("tanh", lambda x: lax.tanh(x), "Elementwise hyperbolic tangent.")
 arcsinh = _unary_inexact("arcsinh", lambda x: lax.asinh(x), "Elementwise inverse sinh.")
-arccosh = _unary_inexact("arccosh", lambda x: lax.acosh(x), "Elementwise inverse cosh.")
-arctanh = _unary_inexact("arctanh", lambda x: lax.atanh(x), "Elementwise inverse tanh.")
-asin, acos, atan = arcsin, arccos, arctan
-asinh, acosh, atanh = arcsinh, arccosh, arctanh
+arccosh = _unary_inexact("arccosh", lambda x: lax.acosh(x), "Elementwise inverse cosh.",
+                         check_nan=True)
+arctanh = _unary_inexact("arctanh", lambda x: lax.atanh(x), "Elementwise inverse tanh.",
+                         check_nan=True)
+# The array API's names: functions of their own (named so, as JAX's), same checks.
+asin = _unary_inexact("asin", lambda x: lax.asin(x), "Alias of :func:`kiln.numpy.arcsin`.",
+                      check_nan=True)
+acos = _unary_inexact("acos", lambda x: lax.acos(x), "Alias of :func:`kiln.numpy.arccos`.",
+                      check_nan=True)
+atan = _unary_inexact("atan", lambda x: lax.atan(x), "Alias of :func:`kiln.numpy.arctan`.")
+asinh = _unary_inexact("asinh", lambda x: lax.asinh(x), "Alias of :func:`kiln.numpy.arcsinh`.")
+acosh = _unary_inexact("acosh", lambda x: lax.acosh(x), "Alias of :func:`kiln.numpy.arccosh`.",
+                       check_nan=True)
+atanh = _unary_inexact("atanh", lambda x: lax.atanh(x), "Alias of :func:`kiln.numpy.arctanh`.",
+                       check_nan=True)
 
 arctan2 = _binary_inexact("arctan2", lambda a, b: lax.atan2(a, b),
                           "Elementwise arctangent of ``x1 / x2`` using the signs of both.")
