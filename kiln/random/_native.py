@@ -66,7 +66,8 @@ _state: dict = {}
 PART_MARK = "/* @kiln-part */"
 # One eager kernel: a macro line (two for betainc) naming kiln_eager_<op>_<f32|f64>.
 _EAGER_LINE = re.compile(r"^(?:EAGER1|EAGER2|EAGER_ATAN|EAGER_SCALAR_TAIL|EAGER_IPOW|"
-                         r"KILN_BETAINC|CEAGER1|CEAGER_ABS|CEAGER2|CEAGER_IPOW)\(kiln_eager_([a-z0-9_]+?)_(f32|f64),[^)]*\)",
+                         r"KILN_BETAINC|CEAGER1|CEAGER_ABS|CEAGER2|CEAGER_IPOW|"
+                         r"CEAGER_PASS)\(kiln_eager_([a-z0-9_]+?)_(f32|f64),[^)]*\)",
                          re.M)
 
 

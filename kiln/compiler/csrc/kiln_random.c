@@ -376,9 +376,9 @@ KILN_BETAINC(kiln_eager_betainc_f32, float, 32, 1.1920928955078125e-07, 1.175494
 KILN_BETAINC(kiln_eager_betainc_f64, double, 64, 2.220446049250313e-16,
              2.2250738585072014e-308, 600, fma, fabs)
 /* Complex ops with XLA's bits (xla_complex.h): z -> w over interleaved (re, im) parts. */
-CEAGER1(kiln_eager_cexp_f32, float, kc_cexp32)
+CEAGER_PASS(kiln_eager_cexp_f32, float, kc_cexp_pass32)
 CEAGER1(kiln_eager_cexp_f64, double, kc_cexp64)
-CEAGER1(kiln_eager_clog_f32, float, kc_clog32)
+CEAGER_PASS(kiln_eager_clog_f32, float, kc_clog_pass32)
 CEAGER1(kiln_eager_clog_f64, double, kc_clog64)
 CEAGER1(kiln_eager_csqrt_f32, float, kc_csqrt32)
 CEAGER1(kiln_eager_csqrt_f64, double, kc_csqrt64)

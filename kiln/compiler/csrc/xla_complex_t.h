@@ -47,8 +47,13 @@
 #endif
 
 /* XLA's real functions as its complex code calls them, results flushed. */
+#if KC_W == 32
 static inline T KN(kc_exp)(T x) { return KFTZ(KXEXP(x)); }
 static inline T KN(kc_expm1)(T x) { return KFTZ(KXEXPM1(x)); }
+#else
+static inline T KN(kc_exp)(T x) { return KFTZ(kc_fexp64(x)); }
+static inline T KN(kc_expm1)(T x) { return KFTZ(kc_fexpm164(x)); }
+#endif
 static inline T KN(kc_log)(T x) { return KFTZ(KXLOG(x)); }
 static inline T KN(kc_log1p)(T x) { return KFTZ(KXLOG1P(x)); }
 static inline T KN(kc_sin)(T x) { return KFTZ(KSIN(x)); }
@@ -184,16 +189,23 @@ static inline void KN(kc_sign)(T xr, T yr, T *re, T *im) {
 
 /* ---- exp, log, sqrt (StableHLO's expander, simplified by XLA) ---- */
 
-/* exp(x + iy): exp(x) (cos y + i sin y), exp(x/2) cos(y) exp(x/2) (and sin) where exp(x)
-   overflows; imaginary part 0 for y == 0. */
-static inline void KN(kc_exp_parts)(T x, T y, T xr, T yr, T *re, T *im) {
-  (void)xr;
+/* exp(x + iy) from cos y, sin y: exp(x) (cos y + i sin y), exp(x/2) cos(y) exp(x/2) (and
+   sin) where exp(x) overflows; imaginary part 0 for y == 0. */
+static inline void KN(kc_exp_cs)(T x, T y, T c, T s, T *re, T *im) {
   T e = KN(kc_exp)(x);
-  T h = KN(kc_exp)(x * (T)0.5);
-  T c = KN(kc_cos)(yr), s = KN(kc_sin)(yr);
   int big = e == KINF;
+#if KC_W == 32
+  T h = KN(kc_exp)(x * (T)0.5);       /* (both computed: the loop is vectorized) */
+#else
+  T h = big ? KN(kc_exp)(x * (T)0.5) : (T)0;
+#endif
   *re = KSEL(big, (h * c) * h, e * c);
   *im = KSEL(y == 0, (T)0, KSEL(big, (h * s) * h, e * s));
+}
+
+static inline void KN(kc_exp_parts)(T x, T y, T xr, T yr, T *re, T *im) {
+  (void)xr;
+  KN(kc_exp_cs)(x, y, KN(kc_cos)(yr), KN(kc_sin)(yr), re, im);
 }
 
 static inline void KN(kc_cexp)(T xr, T yr, T *re, T *im) {
@@ -219,7 +231,7 @@ static inline T KN(kc_sq_err)(T v, T h) {
 
 /* log|z| + i atan2(y, x): log1p(s) / 2 with s = x^2 + y^2 - 1 summed from Dekker squares
    where |s| < 1/2, else log(max) + log1p((min/max)^2) / 2. */
-static inline void KN(kc_clog)(T xr, T yr, T *re, T *im) {
+static inline T KN(kc_clog_re)(T xr, T yr) {
   T x = KFTZ(xr), y = KFTZ(yr);
   T half = 0.5;
   T yh = y * y, xh = x * x;
@@ -242,7 +254,11 @@ static inline void KN(kc_clog)(T xr, T yr, T *re, T *im) {
   T mx = KMAX(ax, ay), mn = KMIN(ax, ay);
   T q = KSEL(mn == mx, (T)1, mn / mx);
   T other = KFMA(KN(kc_log1p)(q * q), half, KN(kc_log)(mx));
-  *re = KSEL(KABS(s) < half, near_one, other);
+  return KSEL(KABS(s) < half, near_one, other);
+}
+
+static inline void KN(kc_clog)(T xr, T yr, T *re, T *im) {
+  *re = KN(kc_clog_re)(xr, yr);
   *im = KATAN2(yr, xr);
 }
 
@@ -252,7 +268,7 @@ static inline T KN(kc_hypot_sqrt)(T m, T n, T sqrt2) {
   T q = n / m;
   T q2 = q * q;
   T root = KSQRT(q2 + (T)1);
-  T general = KSEL(root == (T)1 && q2 > 0, KFMA(m * q2, (T)0.5, m), m * root);
+  T general = KSEL((root == (T)1) & (q2 > 0), KFMA(m * q2, (T)0.5, m), m * root);
   return KSEL(m == n, m * sqrt2, general);
 }
 
@@ -273,7 +289,7 @@ static inline void KN(kc_csqrt)(T xr, T yr, T *re, T *im) {
   /* hypot / 2 + |x| / 2, the second product fused */
   T u_general = KSQRT(KFMA(ax, half, KN(kc_hypot_sqrt)(KMAX(ax, ay), KMIN(ax, ay), sqrt2)
                                          * half));
-  int rescale = u_general == 0 || u_general == KINF;
+  int rescale = (u_general == 0) | (u_general == KINF);
   T ar = KABS(r);
   T h = KN(kc_hypot_sqrt)(KMAX(ar, one), KMIN(ar, one), sqrt2);
   T sq_1h = KSQRT(h + one);
@@ -333,8 +349,8 @@ static inline void KN(kc_tanh_parts)(T a, T b, T ar, T br, T *re, T *im) {
   T ii = num_im / den;
   int a_inf = KABS(a) == KINF;
   int nan_2b = num_im != num_im;
-  *re = KSEL(nan_2b && !a_inf, (T)KNAN, rr);
-  *im = KSEL(b == 0 || (a_inf && nan_2b), (T)0, ii);
+  *re = KSEL(nan_2b & !a_inf, (T)KNAN, rr);
+  *im = KSEL((b == 0) | (a_inf & nan_2b), (T)0, ii);
 }
 
 static inline void KN(kc_ctanh)(T xr, T yr, T *re, T *im) {
@@ -436,7 +452,7 @@ static inline T KN(kc_hypot)(T m, T n, T sqrt2) {
   T q = n / m;
   T root = KSQRT(KFMA(q, q, one));
   T q2 = q * q;
-  T general = KSEL(root == one && q2 > 0, KFMA(m * q2, (T)0.5, m), m * root);
+  T general = KSEL((root == one) & (q2 > 0), KFMA(m * q2, (T)0.5, m), m * root);
   return KSEL(m == n, m * sqrt2, general);
 }
 
@@ -470,9 +486,9 @@ static inline void KN(kc_asin_kernel)(T sx, T sy, T y_raw, T *wr, T *wi) {
   T opt = KSEL(x < opt_bound, opt_lo, opt_hi);
   int y_big = y >= opt;
   T m = KSEL(y_big, y, x);
-  T xoy = KSEL(y_big && y != KINF, x / y, (T)0);
+  T xoy = KSEL(y_big & (y != KINF), x / y, (T)0);
   T huge = KFMA(KN(kc_log1p)(xoy * xoy), half, KN(kc_log)(m) + ln2);
-  int tiny = y < safe_min && x < one;
+  int tiny = (y < safe_min) & (x < one);
   T half_yy = yy * half;
   T d = half_yy / rpxp1;
   T am1 = KSEL(tiny, -((xp1 * xm1) / (a + one)),
@@ -525,10 +541,10 @@ static inline void KN(kc_atanh_parts)(T a, T b, T *re, T *im) {
   const T pi = K(3.14159274f, 3.1415926535897931);
   T one = 1;
   T ax = KABS(a), ay = KABS(b);
-  int inside = ax < bound && ay < bound;
+  int inside = (ax < bound) & (ay < bound);
   T s = one - ax;
   T b2 = b * b;
-  int infinite = ax == KINF || ay == KINF;
+  int infinite = (ax == KINF) | (ay == KINF);
   T far = one / (((ax / b) + (b / ax)) * b);
   T q = KSEL(inside, ax / KFMA(s, s, b2),
              KSEL(ay * ratio < ax, one / ax, KSEL(infinite, (T)0, far)));
