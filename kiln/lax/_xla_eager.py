@@ -4,7 +4,11 @@
 ``atan2`` for float32/float64, and of the special functions ``erfc``, ``erf_inv``,
 ``lgamma``, ``digamma``, ``bessel_i0e``/``i1e``, ``zeta``, ``polygamma``, ``igamma``/``igammac``
 (and their derivatives in ``a``), ``betainc`` and float ``rem`` (XLA's expansions of the
-CHLO ops or JAX's own algorithms, ``xla_math.h``/``kiln_random.c``).
+CHLO ops or JAX's own algorithms, ``xla_math.h``/``kiln_random.c``); and the complex64/
+complex128 ``div``, ``mul``, ``integer_pow``, ``abs``, ``sign``, ``exp``, ``log``, ``sqrt``,
+``expm1``, ``log1p``, ``tanh``, ``tan``, ``sin``, ``cos``, ``sinh``, ``cosh``, ``logistic`` and
+inverse functions (XLA's complex formulas, ``xla_complex.h``: ``complex_unary``,
+``complex_binary``, ``complex_integer_pow``, kernels over the interleaved parts).
 
 Why: NumPy's ``np.exp``/``np.sin``/... are accurate but not XLA's, so an eager kiln call
 differed from JAX's (eager or jit) in the last bit of a few percent of values, and a

@@ -206,3 +206,18 @@ def test_division_gradient_matches_jax():
     got = kiln.grad(lambda x, y: (x / y).real.sum(), argnums=(0, 1))(a, b)
     for g, w in zip(got, want):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=2e-6)
+
+
+def test_without_the_native_library_numpy_is_used(monkeypatch):
+    """No native library (no C compiler): the complex impls are NumPy's, as before."""
+    from kiln.lax import _xla_eager
+    monkeypatch.setattr(_xla_eager, "_centry", lambda op, dt: None)
+    monkeypatch.setattr(_xla_eager, "_entries", {k: v for k, v in _xla_eager._entries.items()
+                                                 if not str(k[0]).startswith("c")})
+    z = np.array([0.3 + 0.4j, -1.2 + 0.7j, 2.0 - 0.5j, 1e-3 + 2j], np.complex64)
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(np.asarray(lax.exp(z)), np.exp(z))
+        np.testing.assert_array_equal(np.asarray(lax.log(z)), np.log(z))
+        np.testing.assert_array_equal(np.asarray(lax.abs(z)), np.abs(z))
+        np.testing.assert_array_equal(np.asarray(lax.div(z, z[::-1])), z / z[::-1])
+        np.testing.assert_array_equal(np.asarray(lax.mul(z, z[::-1])), z * z[::-1])
