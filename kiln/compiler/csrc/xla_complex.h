@@ -64,6 +64,33 @@ static inline double kc_fexpm164(double x) {
   return h == 0.0 ? x : r;
 }
 
+/* kc_fexp64 without branches, for |x| <= 700 and not NaN (n within +-1010: the product
+   is exact, nothing clamps): the same bits, vectorizable. The kernels using it redo the
+   other elements with kc_fexp64. */
+static inline double kc_vexp64(double x0) {
+  x0 = ftz64(x0);
+  double fx = floor(fma(1.4426950408889634073599, x0, 0.5));
+  double r = fma(-fx, 0.693145751953125, x0);
+  r = fma(-fx, 1.42860682030941723212e-6, r);
+  double r2 = r * r;
+  double px = fma(fma(1.26177193074810590878e-4, r2, 3.02994407707441961300e-2), r2,
+                  9.99999999999999999910e-1) * r;
+  double qx = fma(fma(fma(3.00198505138664455042e-6, r2, 2.52448340349684104192e-3), r2,
+                      2.27265548208155028766e-1), r2, 2.00000000000000000009e0);
+  r = fma(2.0, px / (qx - px), 1.0);
+  uint64_t b = (uint64_t)((int64_t)fx + 1023) << 52;
+  double p2; memcpy(&p2, &b, 8);
+  double out = r * p2;
+  out = sel64(out >= x0, out, sel64(out > x0, out, x0));
+  return ftz64(out);
+}
+static inline double kc_vexpm164(double x) {
+  double h = ftz64(x * 0.5);
+  double e = kc_vexp64(x);
+  double r = sel64(fabs(x) > 0.5, e - 1.0, xtanh64(h) * (e + 1.0));
+  return sel64(h == 0.0, x, r);
+}
+
 #define KC_W 32
 #include "xla_complex_t.h"
 #undef KC_W
@@ -102,6 +129,51 @@ static inline void kc_clog_pass32(const float *z, float *w, int64_t n) {
     }
   }
 }
+/* complex128 exp and tanh in three passes over blocks: the C library's sin/cos, the
+   formula vectorized with kc_vexp64 (every element), then the elements outside its range
+   (|x| > 700 for exp, |2x| > 700 for tanh, NaN) again with the scalar formula. */
+static inline void kc_cexp_pass64(const double *z, double *w, int64_t n) {
+  for (int64_t b = 0; b < n; b += KC_BLOCK) {
+    int64_t e = b + KC_BLOCK < n ? b + KC_BLOCK : n;
+    for (int64_t i = b; i < e; i++) {
+      double y = z[2 * i + 1];
+      w[2 * i] = kc_cos64(y);
+      w[2 * i + 1] = kc_sin64(y);
+    }
+    for (int64_t i = b; i < e; i++) {
+      double x = ftz64(z[2 * i]), y = ftz64(z[2 * i + 1]);
+      double ex = ftz64(kc_vexp64(x));
+      double re = ex * w[2 * i], im = sel64(y == 0, 0.0, ex * w[2 * i + 1]);
+      w[2 * i] = re;
+      w[2 * i + 1] = im;
+    }
+    for (int64_t i = b; i < e; i++)
+      if (!(fabs(ftz64(z[2 * i])) <= 700.0)) kc_cexp64(z[2 * i], z[2 * i + 1], &w[2 * i],
+                                                       &w[2 * i + 1]);
+  }
+}
+static inline void kc_ctanh_pass64(const double *z, double *w, int64_t n) {
+  for (int64_t b = 0; b < n; b += KC_BLOCK) {
+    int64_t e = b + KC_BLOCK < n ? b + KC_BLOCK : n;
+    for (int64_t i = b; i < e; i++) {
+      double y = z[2 * i + 1];
+      w[2 * i] = kc_cos64(y);
+      w[2 * i + 1] = kc_sin64(y);
+    }
+    for (int64_t i = b; i < e; i++) {
+      double a = ftz64(z[2 * i]), bb = ftz64(z[2 * i + 1]), re, im;
+      double two_a = a + a;
+      double e1 = ftz64(kc_vexpm164(two_a)), e2 = ftz64(kc_vexpm164(-1.0 * two_a));
+      kc_tanh_tail64(a, bb, z[2 * i], e1, e2, w[2 * i], w[2 * i + 1], &re, &im);
+      w[2 * i] = re;
+      w[2 * i + 1] = im;
+    }
+    for (int64_t i = b; i < e; i++)
+      if (!(fabs(ftz64(z[2 * i])) <= 350.0)) kc_ctanh64(z[2 * i], z[2 * i + 1], &w[2 * i],
+                                                        &w[2 * i + 1]);
+  }
+}
+
 /* An op computed by a whole-array function f(z, w, n) (the passes above). */
 #define CEAGER_PASS(name, T, fn) void name(const T *z, T *w, int64_t n) { \
   KILN_FTZ_ON fn(z, w, n); KILN_FTZ_OFF } \
@@ -126,8 +198,21 @@ static inline void kc_clog_pass32(const float *z, float *w, int64_t n) {
 #define CEAGER2(name, T, fn, fix) \
   void name(const T *a, int64_t sa, const T *b, int64_t sb, T *w, int64_t n) { \
     KILN_FTZ_ON \
-    for (int64_t i = 0; i < n; i++) fn(a[2 * i * sa], a[2 * i * sa + 1], b[2 * i * sb], \
-                                       b[2 * i * sb + 1], &w[2 * i], &w[2 * i + 1]); \
+    if (sa == 1 && sb == 1) { /* (the strides constant in each loop: it vectorizes) */ \
+      for (int64_t i = 0; i < n; i++) fn(a[2 * i], a[2 * i + 1], b[2 * i], b[2 * i + 1], \
+                                         &w[2 * i], &w[2 * i + 1]); \
+    } else if (sa == 0 && sb == 1) { \
+      const T ar = a[0], ai = a[1]; \
+      for (int64_t i = 0; i < n; i++) fn(ar, ai, b[2 * i], b[2 * i + 1], &w[2 * i], \
+                                         &w[2 * i + 1]); \
+    } else if (sa == 1 && sb == 0) { \
+      const T br = b[0], bi = b[1]; \
+      for (int64_t i = 0; i < n; i++) fn(a[2 * i], a[2 * i + 1], br, bi, &w[2 * i], \
+                                         &w[2 * i + 1]); \
+    } else { \
+      for (int64_t i = 0; i < n; i++) fn(a[2 * i * sa], a[2 * i * sa + 1], b[2 * i * sb], \
+                                         b[2 * i * sb + 1], &w[2 * i], &w[2 * i + 1]); \
+    } \
     fix(a, sa, b, sb, w, n); \
     KILN_FTZ_OFF } \
   void name##_obj(const void *ao, int64_t sa, const void *bo, int64_t sb, const void *wo, \

@@ -336,12 +336,8 @@ static inline void KN(kc_expm1c)(T xr, T yr, T *re, T *im) {
 /* tanh(a + ib) of flushed a, b (ar, br raw): (expm1(2a) - expm1(-2a) + 4i sin(b) cos(b))
    / (expm1(2a) + expm1(-2a) + 4 cos(b)^2); +-1 where the denominator overflows, C99's
    NaNs and zeros for infinite or NaN parts. */
-static inline void KN(kc_tanh_parts)(T a, T b, T ar, T br, T *re, T *im) {
+static inline void KN(kc_tanh_tail)(T a, T b, T ar, T e1, T e2, T c, T s, T *re, T *im) {
   T four = 4;
-  T two_a = a + a;
-  T e1 = KN(kc_expm1)(two_a);
-  T e2 = KN(kc_expm1)((T)-1 * two_a);
-  T c = KN(kc_cos)(br), s = KN(kc_sin)(br);
   T num_im = four * (c * s);
   T e_sum = e1 + e2;
   T den = KFMA(c * c, four, e_sum);
@@ -351,6 +347,13 @@ static inline void KN(kc_tanh_parts)(T a, T b, T ar, T br, T *re, T *im) {
   int nan_2b = num_im != num_im;
   *re = KSEL(nan_2b & !a_inf, (T)KNAN, rr);
   *im = KSEL((b == 0) | (a_inf & nan_2b), (T)0, ii);
+}
+
+static inline void KN(kc_tanh_parts)(T a, T b, T ar, T br, T *re, T *im) {
+  T two_a = a + a;
+  T e1 = KN(kc_expm1)(two_a);
+  T e2 = KN(kc_expm1)((T)-1 * two_a);
+  KN(kc_tanh_tail)(a, b, ar, e1, e2, KN(kc_cos)(br), KN(kc_sin)(br), re, im);
 }
 
 static inline void KN(kc_ctanh)(T xr, T yr, T *re, T *im) {
