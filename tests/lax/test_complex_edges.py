@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import operator
 
 import numpy as np
 import pytest
@@ -149,7 +150,10 @@ def test_binary_bits_match_jax(name, dtype):
                                    lambda: _jax(dtype, jf, a, b[5]), (a, b[5])))
     with _x64(dtype):
         for got in (f(a, b), kiln.jit(f)(a, b), kiln.vmap(f)(a, b), getattr(jnp, {
-                "div": "true_divide", "mul": "multiply"}[name])(a, b)):
+                "div": "true_divide", "mul": "multiply"}[name])(a, b),
+                    # the Array operators (their eager fast path included)
+                    {"div": operator.truediv, "mul": operator.mul}[name](
+                        jnp.asarray(a), jnp.asarray(b))):
             _assert_bits(got, want, a)
         # a scalar divisor is divided, not inverted and multiplied (XLA keeps complex
         # divisions by a broadcast value); a scalar factor's product contracts the other
