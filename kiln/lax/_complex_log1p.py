@@ -16,7 +16,10 @@ is correctly rounded there. This module follows the same mathematics as XLA's ex
   ``|x|``, ``|y|``, so nothing overflows.
 
 The real-valued ``log``, ``log1p`` and ``atan2`` are kiln's (XLA's float32/float64
-formulas). What it must not hold: the primitive (``elementwise.log1p_p``).
+formulas). ``log1p_p``'s impl runs this only without the native library: the native kernel
+(``kc_clog1p`` in ``kiln/compiler/csrc/xla_complex.h``) computes the same expansion with
+XLA's FMA contractions and flushing, JAX's bits. What it must not hold: the primitive
+(``elementwise.log1p_p``).
 """
 from __future__ import annotations
 

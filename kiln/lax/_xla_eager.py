@@ -4,7 +4,11 @@
 ``atan2`` for float32/float64, and of the special functions ``erfc``, ``erf_inv``,
 ``lgamma``, ``digamma``, ``bessel_i0e``/``i1e``, ``zeta``, ``polygamma``, ``igamma``/``igammac``
 (and their derivatives in ``a``), ``betainc`` and float ``rem`` (XLA's expansions of the
-CHLO ops or JAX's own algorithms, ``xla_math.h``/``kiln_random.c``).
+CHLO ops or JAX's own algorithms, ``xla_math.h``/``kiln_random.c``); and the complex64/
+complex128 ``div``, ``mul``, ``integer_pow``, ``abs``, ``sign``, ``exp``, ``log``, ``sqrt``,
+``expm1``, ``log1p``, ``tanh``, ``tan``, ``sin``, ``cos``, ``sinh``, ``cosh``, ``logistic`` and
+inverse functions (XLA's complex formulas, ``xla_complex.h``: ``complex_unary``,
+``complex_binary``, ``complex_integer_pow``, kernels over the interleaved parts).
 
 Why: NumPy's ``np.exp``/``np.sin``/... are accurate but not XLA's, so an eager kiln call
 differed from JAX's (eager or jit) in the last bit of a few percent of values, and a
@@ -236,6 +240,127 @@ def binary(op: str, x, y):
     _native._parallel(lambda s, e: fn(pa + s * isz * sa, sa, pb + s * isz * sb, sb,
                                       po + s * isz, e - s), n)
     return out
+
+
+_CWIDTH = {np.dtype(np.complex64): "f32", np.dtype(np.complex128): "f64"}
+# complex64/complex128 parts of a kernel over interleaved (re, im) values.
+_CPART = {np.dtype(np.complex64): np.dtype(np.float32),
+          np.dtype(np.complex128): np.dtype(np.float64)}
+# A complex element costs a few real ones (two or three C library calls for most ops): the
+# kernels go to the worker threads from fewer elements.
+_CPARALLEL_MIN = 1 << 15
+
+
+def _centry(op, dt):
+    """``(fn, by_address_fn or None)`` of complex ``op`` (``kiln_eager_c<op>``) on complex
+    dtype ``dt``, or None."""
+    key = ("c" + op, dt)
+    e = _entries.get(key, _UNSET)
+    if e is _UNSET:
+        width = _CWIDTH.get(dt)
+        fn = None if width is None else _fn("c" + op, width)
+        if fn is _native.PENDING:
+            return None             # NumPy this time; not remembered
+        e = _entries[key] = None if fn is None else (fn, _obj_fn("c" + op, width))
+    return e
+
+
+def complex_unary(op: str, z):
+    """JAX's ``op(z)`` (XLA's complex formula, ``xla_complex.h``) for a complex64/complex128
+    array ``z``; ``op`` one of ``exp``, ``log``, ``sqrt``, ``expm1``, ``log1p``, ``tanh``,
+    ``tan``, ``sin``, ``cos``, ``sinh``, ``cosh``, ``logistic``, ``sign``, ``asin``, ``acos``,
+    ``atan``, ``asinh``, ``acosh``, ``atanh`` and ``abs`` (a real result). None for another
+    dtype or when the native library is unavailable."""
+    e = _entries.get(("c" + op, z.dtype), _UNSET)
+    if e is _UNSET:
+        e = _centry(op, z.dtype)
+    if e is None:
+        return None
+    if type(z) is not np.ndarray or not z.flags.c_contiguous:
+        z = np.array(z, order="C")
+    w = np.empty(z.shape, _CPART[z.dtype]) if op == "abs" else np.empty_like(z)
+    n = z.size
+    if n < _CPARALLEL_MIN:
+        if e[1] is not None:
+            e[1](id(z), id(w), n)     # z and w stay referenced during the call
+        else:
+            e[0](z.ctypes.data, w.ctypes.data, n)
+        return w
+    fn = e[0]
+    za, wa, zs, ws = z.ctypes.data, w.ctypes.data, z.itemsize, w.itemsize
+    _native._parallel(lambda s, e: fn(za + s * zs, wa + s * ws, e - s), n)
+    return w
+
+
+def complex_binary(op: str, a, b):
+    """JAX's ``a * b`` (``op`` ``mul``) or ``a / b`` (``div``) for complex64/complex128
+    operands of one dtype, of one shape or one of them a single element (other broadcasts
+    are materialized); None for another dtype or without the native library."""
+    e = _entries.get(("c" + op, a.dtype), _UNSET)
+    if e is _UNSET:
+        e = _centry(op, a.dtype)
+    if e is None or b.dtype != a.dtype:
+        return None
+    if (a.shape == b.shape and type(a) is np.ndarray and type(b) is np.ndarray
+            and a.flags.c_contiguous and b.flags.c_contiguous and e[1] is not None
+            and a.size < _CPARALLEL_MIN):       # the common small case, in one call
+        out = np.empty(a.shape, a.dtype)
+        e[1](id(a), 1, id(b), 1, id(out), out.size)
+        return out
+    shape = a.shape if a.shape == b.shape else np.broadcast_shapes(a.shape, b.shape)
+    if op == "mul" and b.size == 1 and a.size != 1:
+        # XLA contracts the other product of the imaginary part when b is the broadcast
+        # value: the same as the operands swapped.
+        a, b = b, a
+    ops = []
+    for v in (a, b):
+        if v.shape == shape:
+            ops.append((v if type(v) is np.ndarray and v.flags.c_contiguous else
+                        np.array(v, order="C"), 1))
+        elif v.size == 1:
+            ops.append((np.array(v, order="C").reshape(1), 0))
+        else:
+            ops.append((np.ascontiguousarray(np.broadcast_to(v, shape)), 1))
+    out = np.empty(shape, a.dtype)
+    n = out.size
+    (x, sx), (y, sy) = ops
+    if n < _CPARALLEL_MIN and e[1] is not None:
+        e[1](id(x), sx, id(y), sy, id(out), n)     # x, y, out stay referenced
+        return out
+    fn = e[0]
+    isz = out.itemsize
+    px, py, po = x.ctypes.data, y.ctypes.data, out.ctypes.data
+    if n < _CPARALLEL_MIN:
+        fn(px, sx, py, sy, po, n)
+        return out
+    _native._parallel(lambda s, e: fn(px + s * isz * sx, sx, py + s * isz * sy, sy,
+                                      po + s * isz, e - s), n)
+    return out
+
+
+def complex_integer_pow(z, k: int):
+    """JAX's ``integer_pow(z, k)`` (``k != 0``) for a complex64/complex128 array: its chain
+    of XLA complex products and, for ``k < 0``, one division; None where not applicable."""
+    e = _entries.get(("cipow", z.dtype), _UNSET)
+    if e is _UNSET:
+        e = _centry("ipow", z.dtype)
+    if e is None:
+        return None
+    k = int(k)
+    if type(z) is not np.ndarray or not z.flags.c_contiguous:
+        z = np.array(z, order="C")
+    w = np.empty_like(z)
+    n = z.size
+    if n < _CPARALLEL_MIN:
+        if e[1] is not None:
+            e[1](id(z), id(w), n, k)
+        else:
+            e[0](z.ctypes.data, w.ctypes.data, n, k)
+        return w
+    fn = e[0]
+    za, wa, isz = z.ctypes.data, w.ctypes.data, z.itemsize
+    _native._parallel(lambda s, e: fn(za + s * isz, wa + s * isz, e - s, k), n)
+    return w
 
 
 def betainc(a, b, x):

@@ -21,6 +21,9 @@ from kiln.lax._factory import (
     naryop,
     unop,
 )
+from kiln.lax._xla_eager import complex_binary as _xla_complex_binary
+from kiln.lax._xla_eager import complex_integer_pow as _xla_complex_integer_pow
+from kiln.lax._xla_eager import complex_unary as _xla_complex_unary
 from kiln.lax._xla_eager import integer_pow as _xla_integer_pow
 from kiln.lax._xla_eager import unary as _xla_unary
 from kiln.lax.accuracy import check_accuracy as _check_accuracy
@@ -82,19 +85,26 @@ def _quiet(fn):
 _BF16 = _half_flush.BF16
 
 
-def _arith(fn):
-    """``fn``'s impl: bfloat16 computed in float32 under XLA's flushing (``_half_flush``)."""
+def _arith(fn, complex_op=None):
+    """``fn``'s impl: bfloat16 computed in float32 under XLA's flushing (``_half_flush``);
+    complex operands through ``_xla_eager``'s ``complex_op`` kernel (XLA's complex
+    arithmetic, JAX's bits) when given and the native library is there."""
     def impl(x, y):
         dt = x.dtype
         if dt == _BF16:
             return _half_flush.f32_binary(fn, x, y, dt)
+        if complex_op is not None and dt.kind == "c":
+            out = _xla_complex_binary(complex_op, x, y)
+            if out is not None:
+                return out
         return as_dtype(fn(x, y), dt)
     return impl
 
 
 add_p = naryop("add", _arith(np.add), _num)
 sub_p = naryop("sub", _arith(np.subtract), _num)
-mul_p = naryop("mul", _arith(np.multiply), _num)
+# complex: fma(ar, br, -ai bi) + i fma(ai, br, ar bi), as XLA's CPU code contracts it
+mul_p = naryop("mul", _arith(np.multiply, "mul"), _num)
 
 
 def _div_impl(x, y):
@@ -120,6 +130,10 @@ def _div_impl(x, y):
         return as_dtype(x // y, dt)
     if dt == _BF16:
         return _half_flush.divide(x, y, dt)
+    if dt.kind == "c":      # XLA's Smith division and its special values (xla_complex.h)
+        out = _xla_complex_binary("div", x, y)
+        if out is not None:
+            return out
     tok = _fp_enter(_FP_IGNORE)
     try:
         return as_dtype(xla_true_divide(x, y), dt)
@@ -389,18 +403,28 @@ def ge(x, y):
 _HALF_VIA_F32 = frozenset({"exp", "log", "log1p", "cbrt", "sinh", "cosh", "erf", "erfc",
                            "erf_inv", "lgamma", "digamma", "bessel_i0e", "bessel_i1e",
                            "expm1", "tan", "atan"})
+# Ops whose complex64/complex128 impls run XLA's complex formulas (``_xla_eager.
+# complex_unary``, ``kiln/compiler/csrc/xla_complex.h``: JAX's bits).
+_COMPLEX_OPS = frozenset({"exp", "log", "sqrt", "expm1", "log1p", "tanh", "tan", "sin",
+                          "cos", "sinh", "cosh", "logistic", "sign", "asin", "acos", "atan",
+                          "asinh", "acosh", "atanh", "abs"})
 
 
 def xla_math(op, fallback):
-    """An impl with JAX's bits for float32/float64 (XLA's formulas, ``_xla_eager``) that
-    calls ``fallback`` (NumPy) for other dtypes or when the native library is missing.
+    """An impl with JAX's bits for float32/float64 (XLA's formulas, ``_xla_eager``) and,
+    for the ops in ``_COMPLEX_OPS``, complex64/complex128, that calls ``fallback`` (NumPy)
+    for other dtypes or when the native library is missing.
     Half floats of the ops in ``_HALF_VIA_F32`` run the float32 kernel and are rounded;
     those ``_half_steps.stepped`` says are expanded step by step, as XLA does."""
     half = op in _HALF_VIA_F32
     steps = op in _half_steps._STEPPED
 
+    cplx = op in _COMPLEX_OPS
+
     def impl(x):
         out = _xla_unary(op, x)
+        if out is None and cplx and x.dtype.kind == "c":
+            out = _xla_complex_unary(op, x)     # XLA's complex formula (xla_complex.h)
         if out is None and x.dtype.itemsize == 2 and x.dtype.kind in "fV":
             if steps and _half_steps.stepped(op, x.dtype):
                 out = _half_steps.half_steps(op, x)
@@ -463,7 +487,10 @@ def _integer_pow_impl(x, *, y):
         raise ValueError("Integers to negative integer powers are not allowed.")
     if _half_flush.is_half(x.dtype):     # JAX's chain of rounded products
         return _half_flush.integer_pow(x, y)
-    out = _xla_integer_pow(x, y)    # JAX's bits for float32/float64 (_xla_eager)
+    if x.dtype.kind == "c":     # JAX's chain of XLA complex products (xla_complex.h)
+        out = _xla_complex_integer_pow(x, y)
+    else:
+        out = _xla_integer_pow(x, y)    # JAX's bits for float32/float64 (_xla_eager)
     if out is not None:
         return out
     tok = _fp_enter(_FP_IGNORE)

@@ -50,6 +50,7 @@ from kiln.lax._factory import (
 from kiln.lax._half_flush import flush_bf16 as _flush_bf16
 from kiln.lax._xla_eager import betainc as _xla_betainc
 from kiln.lax._xla_eager import binary as _xla_binary
+from kiln.lax._xla_eager import complex_unary as _xla_complex_unary
 from kiln.lax._xla_eager import power as _xla_power
 from kiln.lax._xla_eager import unary as _xla_unary
 from kiln.lax.accuracy import check_accuracy as _check_accuracy
@@ -193,6 +194,10 @@ def _complex_of(dt):
 def _sign_impl(x):
     x = np.asarray(x)
     if x.dtype.kind == "c":
+        # XLA's: the parts divided by XLA's |z|, z itself where |z| is 0 (xla_complex.h)
+        out = _xla_complex_unary("sign", x)
+        if out is not None:
+            return out
         with np.errstate(all="ignore"):
             # Each part divided by the magnitude (XLA's): sign(-inf + 0j) is nan + 0j, where
             # a complex division would make both parts NaN.
@@ -463,7 +468,20 @@ def _rsqrt(x):
     return 1.0 / np.sqrt(x)
 
 
-sqrt_p = unop("sqrt", _daz(_math(np.sqrt)), _inexact)
+def _complex_native(op, impl):
+    """``impl``, with complex64/complex128 operands through XLA's complex formula for
+    ``op`` (``_xla_eager.complex_unary``, JAX's bits) when the native library is there."""
+    def wrapped(x):
+        if x.dtype.kind == "c":
+            out = _xla_complex_unary(op, x)
+            if out is not None:
+                return out
+        return impl(x)
+    wrapped.__name__ = f"{op}_impl"
+    return wrapped
+
+
+sqrt_p = unop("sqrt", _complex_native("sqrt", _daz(_math(np.sqrt))), _inexact)
 rsqrt_p = unop("rsqrt", _daz(xla_math("rsqrt", _math(_rsqrt))), _inexact)
 cbrt_p = unop("cbrt", xla_math("cbrt", _math(np.cbrt)), _float)
 
@@ -491,6 +509,10 @@ def cbrt(x, *, accuracy=None):
 
 
 def _abs_impl(x):
+    if x.dtype.kind == "c":     # XLA's max * sqrt(1 + (min/max)^2) (xla_complex.h)
+        out = _xla_complex_unary("abs", x)
+        if out is not None:
+            return out
     with np.errstate(all="ignore"):
         out = np.abs(x)  # abs(INT_MIN) wraps to INT_MIN, as in XLA
     return as_dtype(out, _complex_basetype(x.dtype))

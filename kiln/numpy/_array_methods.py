@@ -20,6 +20,7 @@ from kiln.config import config
 from kiln.core import trace as core
 from kiln.core.trace import Tracer
 from kiln.lax import _half_flush
+from kiln.lax._xla_eager import complex_binary as _xla_complex_binary
 from kiln.lax.arith import xla_true_divide
 
 _jnp = None
@@ -342,6 +343,16 @@ def _fast_r(npfn, name):
     return op
 
 
+def _multiply(a, b):
+    """``np.multiply``; complex operands through XLA's complex product, as ``lax.mul``'s
+    impl (``_xla_eager.complex_binary``: JAX's bits; NumPy's differs in the last bit)."""
+    if a.dtype.kind == "c":
+        out = _xla_complex_binary("mul", a, b)
+        if out is not None:
+            return out
+    return np.multiply(a, b)
+
+
 # _FAST[0] is turned off by jax_debug_nans/jax_debug_infs (see kiln.config hooks in kiln/__init__).
 _FAST = [True]
 
@@ -352,10 +363,10 @@ def _committed(a, b) -> bool:
     return a._committed or (type(b) is Array and b._committed)
 Array.__add__ = _fast(np.add, "add")
 Array.__sub__ = _fast(np.subtract, "subtract")
-Array.__mul__ = _fast(np.multiply, "multiply")
+Array.__mul__ = _fast(_multiply, "multiply")
 Array.__truediv__ = _fast(xla_true_divide, "true_divide", float_only=True)
 Array.__radd__ = _fast_r(np.add, "add")
-Array.__rmul__ = _fast_r(np.multiply, "multiply")
+Array.__rmul__ = _fast_r(_multiply, "multiply")
 Array.__rsub__ = _fast_r(np.subtract, "subtract")
 def _fast_int(npfn, name, zero_ok):
     """Eager integer ``//``/``%`` straight to NumPy: its integer ``floor_divide`` and

@@ -51,6 +51,13 @@ EAGER_UNARY = ("exp", "expm1", "log", "log1p", "sin", "cos", "tan", "tanh", "log
                "atanh")
 EAGER_BINARY = ("pow", "atan2", "rem", "zeta", "polygamma", "polygammas",
                 "igamma", "igammac", "igamma_grad_a", "random_gamma_grad")
+#: The complex ops with JAX's bits (``kiln_eager_c<op>_<f32|f64>`` over interleaved
+#: complex64/complex128 parts, ``xla_complex.h``): z -> w, n (``cabs``: z -> |z|).
+COMPLEX_UNARY = ("cexp", "clog", "csqrt", "cexpm1", "clog1p", "ctanh", "ctan", "csin", "ccos",
+                 "csinh", "ccosh", "clogistic", "csign", "casin", "cacos", "catan", "casinh",
+                 "cacosh", "catanh", "cabs")
+#: ... and a, b -> w (``cmul``, ``cdiv``), and ``cipow`` (z -> w, n, k).
+COMPLEX_BINARY = ("cmul", "cdiv")
 
 _lock = threading.Lock()
 _state: dict = {}
@@ -59,7 +66,8 @@ _state: dict = {}
 PART_MARK = "/* @kiln-part */"
 # One eager kernel: a macro line (two for betainc) naming kiln_eager_<op>_<f32|f64>.
 _EAGER_LINE = re.compile(r"^(?:EAGER1|EAGER2|EAGER_ATAN|EAGER_SCALAR_TAIL|EAGER_IPOW|"
-                         r"KILN_BETAINC)\(kiln_eager_([a-z0-9_]+?)_(f32|f64),[^)]*\)",
+                         r"KILN_BETAINC|CEAGER1|CEAGER_ABS|CEAGER2|CEAGER_IPOW|"
+                         r"CEAGER_PASS)\(kiln_eager_([a-z0-9_]+?)_(f32|f64),[^)]*\)",
                          re.M)
 
 
@@ -152,9 +160,9 @@ def _build_eager(op: str, width: str):
     for sfx in ("", "_obj"):
         fn = getattr(lib, f"kiln_eager_{op}_{width}{sfx}")
         fn.restype = None
-        if op == "ipow":
+        if op in ("ipow", "cipow"):
             fn.argtypes = [p, p, i64, i64]
-        elif op in EAGER_BINARY:
+        elif op in EAGER_BINARY or op in COMPLEX_BINARY:
             fn.argtypes = [p, i64, p, i64, p, i64]
         else:
             fn.argtypes = [p, p, i64]

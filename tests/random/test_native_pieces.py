@@ -16,7 +16,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def test_every_eager_kernel_is_a_piece():
     common, part0, lines = _native._pieces()
-    want = {(op, w) for op in (*_native.EAGER_UNARY, *_native.EAGER_BINARY, "ipow", "betainc")
+    want = {(op, w) for op in (*_native.EAGER_UNARY, *_native.EAGER_BINARY, "ipow", "betainc",
+                               *_native.COMPLEX_UNARY, *_native.COMPLEX_BINARY, "cipow")
             for w in ("f32", "f64")}
     assert set(lines) == want
     assert "kiln_eager_" not in part0 and "kiln_threefry2x32" in part0

@@ -15,6 +15,7 @@
 
 #include "xla_math.h"
 #include "xla_asin_acos32.h"
+#include "xla_complex.h"
 #define UNARY(name, T, fn) \
   void name(const T *x, T *y, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = fn(x[i]); }
 /* XLA's CPU code calls the C library for these (JAX's tan, pow and float64 log are
@@ -374,3 +375,50 @@ KILN_BETAINC(kiln_eager_betainc_f32, float, 32, 1.1920928955078125e-07, 1.175494
              200, fmaf, fabsf)
 KILN_BETAINC(kiln_eager_betainc_f64, double, 64, 2.220446049250313e-16,
              2.2250738585072014e-308, 600, fma, fabs)
+/* Complex ops with XLA's bits (xla_complex.h): z -> w over interleaved (re, im) parts. */
+CEAGER_PASS(kiln_eager_cexp_f32, float, kc_cexp_pass32)
+CEAGER_PASS(kiln_eager_cexp_f64, double, kc_cexp_pass64)
+CEAGER_PASS(kiln_eager_clog_f32, float, kc_clog_pass32)
+CEAGER1(kiln_eager_clog_f64, double, kc_clog64)
+CEAGER1(kiln_eager_csqrt_f32, float, kc_csqrt32)
+CEAGER1(kiln_eager_csqrt_f64, double, kc_csqrt64)
+CEAGER1(kiln_eager_cexpm1_f32, float, kc_expm1c32)
+CEAGER1(kiln_eager_cexpm1_f64, double, kc_expm1c64)
+CEAGER1(kiln_eager_clog1p_f32, float, kc_clog1p32)
+CEAGER1(kiln_eager_clog1p_f64, double, kc_clog1p64)
+CEAGER1(kiln_eager_ctanh_f32, float, kc_ctanh32)
+CEAGER_PASS(kiln_eager_ctanh_f64, double, kc_ctanh_pass64)
+CEAGER1(kiln_eager_ctan_f32, float, kc_ctan32)
+CEAGER1(kiln_eager_ctan_f64, double, kc_ctan64)
+CEAGER1(kiln_eager_csin_f32, float, kc_csin32)
+CEAGER1(kiln_eager_csin_f64, double, kc_csin64)
+CEAGER1(kiln_eager_ccos_f32, float, kc_ccos32)
+CEAGER1(kiln_eager_ccos_f64, double, kc_ccos64)
+CEAGER1(kiln_eager_csinh_f32, float, kc_csinh32)
+CEAGER1(kiln_eager_csinh_f64, double, kc_csinh64)
+CEAGER1(kiln_eager_ccosh_f32, float, kc_ccosh32)
+CEAGER1(kiln_eager_ccosh_f64, double, kc_ccosh64)
+CEAGER1(kiln_eager_clogistic_f32, float, kc_logistic32)
+CEAGER1(kiln_eager_clogistic_f64, double, kc_logistic64)
+CEAGER1(kiln_eager_csign_f32, float, kc_sign32)
+CEAGER1(kiln_eager_csign_f64, double, kc_sign64)
+CEAGER1(kiln_eager_casin_f32, float, kc_casin32)
+CEAGER1(kiln_eager_casin_f64, double, kc_casin64)
+CEAGER1(kiln_eager_cacos_f32, float, kc_cacos32)
+CEAGER1(kiln_eager_cacos_f64, double, kc_cacos64)
+CEAGER1(kiln_eager_catan_f32, float, kc_catan32)
+CEAGER1(kiln_eager_catan_f64, double, kc_catan64)
+CEAGER1(kiln_eager_casinh_f32, float, kc_casinh32)
+CEAGER1(kiln_eager_casinh_f64, double, kc_casinh64)
+CEAGER1(kiln_eager_cacosh_f32, float, kc_cacosh32)
+CEAGER1(kiln_eager_cacosh_f64, double, kc_cacosh64)
+CEAGER1(kiln_eager_catanh_f32, float, kc_catanh32)
+CEAGER1(kiln_eager_catanh_f64, double, kc_catanh64)
+CEAGER_ABS(kiln_eager_cabs_f32, float, kc_abs32)
+CEAGER2(kiln_eager_cmul_f32, float, kc_mul32, kc_no_fix32)
+CEAGER2(kiln_eager_cdiv_f32, float, kc_div32, kc_div_fix32)
+CEAGER_IPOW(kiln_eager_cipow_f32, float, kc_ipow32)
+CEAGER_ABS(kiln_eager_cabs_f64, double, kc_abs64)
+CEAGER2(kiln_eager_cmul_f64, double, kc_mul64, kc_no_fix64)
+CEAGER2(kiln_eager_cdiv_f64, double, kc_div64, kc_div_fix64)
+CEAGER_IPOW(kiln_eager_cipow_f64, double, kc_ipow64)
