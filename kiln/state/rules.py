@@ -310,8 +310,8 @@ def _example_arrays(ix, idx_vals, idx_dims, out_shape):
     return arrays
 
 
-def _unbatched_ref_error(ref):
-    return Exception("performing a set/swap operation with vmapped value on an unbatched "
+def _unbatched_ref_error(ref, op: str = "a set/swap"):
+    return Exception(f"performing {op} operation with vmapped value on an unbatched "
                      f"array reference of type {get_aval(ref).str_short(False)}. Move the "
                      "array reference to be an argument to the vmapped function?")
 
@@ -347,7 +347,7 @@ def _addupdate_batch(axis_data, vals, dims, *, tree):
     ref, val, *idx = vals
     rd, vd, *idims = dims
     if rd is None:
-        raise _unbatched_ref_error(ref)
+        raise _unbatched_ref_error(ref, "an addupdate")
     if _is_trivial_access(tree, idims):
         val = batching.matchaxis(val, vd, rd, axis_data.size)
         addupdate_p.bind(ref, val, *idx, tree=tree)

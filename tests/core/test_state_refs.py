@@ -258,8 +258,18 @@ def test_vmap_write_to_unbatched_ref_raises():
         c[...] += x
         return x
 
-    with pytest.raises(Exception, match="vmapped value on an unbatched array reference"):
+    with pytest.raises(Exception, match="a set/swap operation with vmapped value on an "
+                                        "unbatched array reference"):
         kiln.vmap(g)(kjnp.arange(3.0))
+
+    def h(x):
+        kiln.ref.addupdate(c, ..., x)        # JAX names the operation
+        return x
+
+    with pytest.raises(Exception, match="an addupdate operation with vmapped value"):
+        kiln.vmap(h)(kjnp.arange(3.0))
+    with pytest.raises(Exception, match="an addupdate operation with vmapped value"):
+        kiln.vmap(kiln.jit(h))(kjnp.arange(3.0))
 
 
 # ----------------------------------------------------------------------------------------------
