@@ -148,10 +148,28 @@ def test_grad_and_vmap_through_a_hosted_loop():
                                np.asarray(kiln.vmap(f)(xs)), rtol=1e-6)
 
 
-def test_effects_keep_the_loop_on_the_host():
+def test_debug_print_in_a_native_loop_keeps_program_order(capsys):
+    def f(x):
+        kiln.debug.print("before {}", x[0])
+
+        def body(i, c):
+            kiln.debug.print("step {} {}", i, c[0])
+            return c * 0.5
+        out = lax.fori_loop(0, 3, body, x)
+        kiln.debug.print("after {}", out[0])
+        return out
+    exe = cpu.executable_for(kiln.make_jaxpr(f)(V))
+    assert [s.eqn.primitive.name for s in exe.prog.host_calls] == ["debug_print"]
+    capsys.readouterr()
+    kiln.jit(f)(np.full(4, 8.0, np.float32)).block_until_ready()
+    assert capsys.readouterr().out.split("\n")[:5] == [
+        "before 8.0", "step 0 8.0", "step 1 4.0", "step 2 2.0", "after 1.0"]
+
+
+def test_other_effects_keep_the_loop_on_the_host():
     def f(x):
         def body(i, c):
-            kiln.debug.print("c0 {}", c[0])
+            kiln.experimental.io_callback(lambda v: None, None, c[0])
             return c * 0.5
         return lax.fori_loop(0, 2, body, x)
     exe = cpu.executable_for(kiln.make_jaxpr(f)(V))

@@ -8,10 +8,12 @@ where JAX takes 1.2 ms. Such an equation is instead lowered as an :class:`Island
 a ``host_id`` inside the body; the C loop calls back into Python for it
 (``kiln.compiler.build.host_entry``) and everything around it stays native.
 
-Not called back (the loop stays on the host, as before): equations with effects (their
-order against the program's other effects is the token machinery's business),
-collectives (their device rendezvous belongs to the islands between segments), and
-values of dtypes the C code lacks.
+``debug.print``/``debug.callback`` are called back too: the native loop runs its
+iterations in order and the program's segments and islands run in program order, so
+their output keeps the order it has on the reference backend. Not called back (the
+loop stays on the host, as before): other equations with effects (``io_callback``,
+library primitives with effects), collectives (their device rendezvous belongs to the
+islands between segments), and values of dtypes the C code lacks.
 
 What it must not hold: the callback itself or C text.
 """
@@ -19,11 +21,14 @@ from __future__ import annotations
 
 import numpy as np
 
+#: Effectful primitives called back like any other (their effect is output, in order).
+DEBUG_EFFECTS = frozenset(("debug_print", "debug_callback"))
+
 
 def host_callable(eqn) -> bool:
     """Whether ``eqn`` may run as a call back into Python inside a native body."""
     from kiln.compiler.lower.lower import NATIVE_DTYPES
-    if eqn.effects:
+    if eqn.effects and eqn.primitive.name not in DEBUG_EFFECTS:
         return False
     if getattr(eqn.primitive, "island_result_fresh", False):    # collectives
         return False
