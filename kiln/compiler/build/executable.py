@@ -423,32 +423,10 @@ class Executable:
         (``host_entry``): its impl on the buffers, its results written into its output
         buffers."""
         step = self._host_steps[k]
-        ins = []
-        for x in step.ins:
-            if x[0] == "lit":
-                ins.append(x[1])
-            else:
-                buf, shape = x
-                a = bufs[buf.id]
-                ins.append(a if a.shape == shape else a.reshape(shape))
-        eqn = step.eqn
-        res = apply_impl(eqn.primitive, ins, eqn.params)
-        host_entry.write_results(bufs, step.outs,
-                                 res if eqn.primitive.multiple_results else [res])
+        host_entry.write_results(bufs, step.outs, _island_results(bufs, step))
 
     def _run_island(self, bufs, step, copy):
-        ins = []
-        for x in step.ins:
-            if x[0] == "lit":
-                ins.append(x[1])
-            else:
-                buf, shape = x
-                a = bufs[buf.id]
-                ins.append(a if a.shape == shape else a.reshape(shape))
-        eqn = step.eqn
-        res = apply_impl(eqn.primitive, ins, eqn.params)
-        if not eqn.primitive.multiple_results:
-            res = [res]
+        res = _island_results(bufs, step)
         for b, r in zip(step.outs, res):
             r = np.asarray(r)
             if r.dtype != b.dtype:
@@ -456,6 +434,22 @@ class Executable:
             if copy or not r.flags.c_contiguous:
                 r = np.array(r, order="C", copy=True)
             bufs[b.id] = r
+
+
+def _island_results(bufs, step) -> list:
+    """An island's impl run on its operands (literals, or views of ``bufs``): its
+    results as a list."""
+    ins = []
+    for x in step.ins:
+        if x[0] == "lit":
+            ins.append(x[1])
+        else:
+            buf, shape = x
+            a = bufs[buf.id]
+            ins.append(a if a.shape == shape else a.reshape(shape))
+    eqn = step.eqn
+    res = apply_impl(eqn.primitive, ins, eqn.params)
+    return res if eqn.primitive.multiple_results else [res]
 
 
 def _pack(plan):

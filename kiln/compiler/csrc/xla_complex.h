@@ -25,37 +25,9 @@ static inline float kcmin32(float a, float b) { return sel32((a <= b) | (a != a)
 static inline double kcmax64(double a, double b) { return sel64((a >= b) | (a != a), a, b); }
 static inline double kcmin64(double a, double b) { return sel64((a <= b) | (a != a), a, b); }
 
-/* xla_math.h's xexp64, the same bits in less time: ldexp(r, n) (a library call) is the
-   product r * 2^n, exact, while the result is normal (r in [0.7, 1.5], |n| <= 1020). */
-static inline double kc_fexp64(double x0) {
-  x0 = ftz64(x0);
-  if (isnan(x0)) return x0;
-  int zero = x0 < -745.1;
-  double xc = x0 < 709.784 ? x0 : 709.784;
-  double fx = floor(fma(1.4426950408889634073599, xc, 0.5));
-  double r = fma(-fx, 0.693145751953125, xc);
-  r = fma(-fx, 1.42860682030941723212e-6, r);
-  double r2 = r * r;
-  double px = fma(fma(1.26177193074810590878e-4, r2, 3.02994407707441961300e-2), r2,
-                  9.99999999999999999910e-1) * r;
-  double qx = fma(fma(fma(3.00198505138664455042e-6, r2, 2.52448340349684104192e-3), r2,
-                      2.27265548208155028766e-1), r2, 2.00000000000000000009e0);
-  r = fma(2.0, px / (qx - px), 1.0);
-  double n = fx;
-  if (n > 2000.0) n = 2000.0;
-  if (n < -2000.0) n = -2000.0;
-  double out;
-  if (n >= -1020.0 && n <= 1020.0) {
-    uint64_t b = (uint64_t)((int64_t)n + 1023) << 52;
-    double p2; memcpy(&p2, &b, 8);
-    out = r * p2;
-  } else {
-    out = ldexp(r, (int)n);
-  }
-  if (!(out >= x0)) out = (out > x0) ? out : x0;  /* max(out, x0) */
-  if (zero) out = 0.0;
-  return ftz64(out);
-}
+/* xla_math.h's xexp64 (which multiplies by 2^n instead of calling ldexp where the
+   result is normal). */
+static inline double kc_fexp64(double x0) { return xexp64(x0); }
 /* xla_math.h's xexpm164 with the tanh form computed only where it is taken. */
 static inline double kc_fexpm164(double x) {
   double h = ftz64(x * 0.5);

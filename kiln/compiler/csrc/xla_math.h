@@ -137,7 +137,17 @@ static double xexp64(double x0) {
   double n = fx;
   if (n > 2000.0) n = 2000.0;
   if (n < -2000.0) n = -2000.0;
-  double out = ldexp(r, (int)n);
+  double out;
+  if (n >= -1020.0 && n <= 1020.0) {
+    /* ldexp(r, n) as the exact product r * 2^n (r in [0.7, 1.5]: the result is normal),
+       without the library call */
+    uint64_t b = (uint64_t)((int64_t)n + 1023) << 52;
+    double p2;
+    memcpy(&p2, &b, 8);
+    out = r * p2;
+  } else {
+    out = ldexp(r, (int)n);
+  }
   if (!(out >= x0)) out = (out > x0) ? out : x0;  /* max(out, x0) */
   if (zero) out = 0.0;
   return ftz64(out);
