@@ -194,7 +194,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--cold", action="store_true", help="kiln starts with an empty build cache")
+    ap.add_argument("--numpyro-only", action="store_true",
+                    help="only the NumPyro MCMC.run rows (eight schools, NUTS)")
     a = ap.parse_args()
+    if a.numpyro_only:
+        print("| workload | kiln (as_jax) | JAX | kiln ÷ JAX |")
+        print("| --- | ---: | ---: | ---: |")
+        numpyro_rows()
+        return
     kiln = run([sys.executable, "-m", "kiln.as_jax", "-c", CODE, str(a.batch)])
     jax = run([sys.executable, "-c", CODE, str(a.batch)])
     print("| workload | kiln (as_jax) | JAX | kiln ÷ JAX |")

@@ -573,7 +573,15 @@ _slogdet_qr.defjvp(_slogdet_jvp_rule(_slogdet_qr_impl))
 
 def slogdet(a, *, method: str | None = None):
     """Sign and natural log of the absolute value of the determinant: ``SlogdetResult``.
-    ``method``: ``'lu'`` (default) or ``'qr'``."""
+    ``method``: ``'lu'`` (default) or ``'qr'``.
+
+    Compiled as one program, as JAX's (a jitted function): called eagerly, the log of
+    the pivots is summed in the compiled reduction's order, as XLA's, not NumPy's
+    pairwise order."""
+    return _slogdet_jit(a, method=method)
+
+
+def _slogdet(a, *, method: str | None = None):
     a = ensure_arraylike("jnp.linalg.slogdet", a)
     a, = promote_dtypes_inexact(a)
     s = _shape(a)
@@ -585,6 +593,17 @@ def slogdet(a, *, method: str | None = None):
         return SlogdetResult(*_slogdet_qr(a))
     raise ValueError(f"Unknown slogdet method '{method}'. Supported methods are 'lu' (`None`), "
                      "and 'qr'.")
+
+
+def _slogdet_jit(a, *, method: str | None = None):
+    global _slogdet_compiled
+    if _slogdet_compiled is None:
+        from kiln.jitting import jit
+        _slogdet_compiled = jit(_slogdet, static_argnames=("method",))
+    return _slogdet_compiled(a, method=method)
+
+
+_slogdet_compiled = None
 
 
 def _cofactor_solve(a, b):

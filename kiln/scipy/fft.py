@@ -9,8 +9,10 @@ The DCT-II of length ``N`` is computed with one complex FFT of the same length
 reverse order are transformed and each coefficient is rotated by ``exp(-i pi k / 2N)``.
 The inverse reverses each step. Everything is built from ``kiln.lax`` structural ops
 (slices, reversal, padding with interior padding to interleave) and ``jnp.fft``, so
-``jit``, ``grad`` (both modes) and ``vmap`` apply through their rules; the rotation
-factors are constants computed in float64.
+``jit``, ``grad`` (both modes) and ``vmap`` apply through their rules. The forward
+transform rotates and scales with JAX's operations in JAX's dtypes (a complex ``exp``, the
+complex product's real part, a division by ``sqrt``), so it rounds as JAX's wherever the
+FFT does; the inverse's rotation factors are constants computed in float64.
 """
 from __future__ import annotations
 
@@ -67,20 +69,33 @@ def _split_complex(fun, x, *args):
 
 
 def _dct_axis(x, axis: int, norm):
-    """Unnormalized (or orthonormal) DCT-II of real ``x`` along ``axis``."""
+    """Unnormalized (or orthonormal) DCT-II of real ``x`` along ``axis``.
+
+    The operations, their dtypes and order are JAX's (so the bits are too, eager and
+    under ``jit``): the rotation ``exp(-i pi k / 2N)`` is a complex ``exp`` of the
+    FFT's complex dtype, ``2 Re(V w)`` is taken from the complex product, and the
+    orthonormal scale divides by ``sqrt(4N)`` / ``sqrt(2N)``."""
     from kiln.numpy import fft as jfft
     shape = get_aval(x).shape
     n = shape[axis]
     evens = lax.slice_in_dim(x, 0, None, 2, axis)
     odds = lax.rev(lax.slice_in_dim(x, 1, None, 2, axis), (axis,))
     spec = jfft.fft(lax.concatenate([evens, odds], axis), axis=axis)
+    cdt = get_aval(spec).dtype
     rdt = get_aval(lax.real(spec)).dtype
-    theta = np.pi * np.arange(n) / (2.0 * n)
-    # 2 Re(V e^{-i theta}) = 2 (Re V cos theta + Im V sin theta)
-    out = lax.add(lax.mul(lax.real(spec), _along(2 * np.cos(theta), axis, shape, rdt)),
-                  lax.mul(lax.imag(spec), _along(2 * np.sin(theta), axis, shape, rdt)))
+    k = lax.convert_element_type(lax.iota(rdt, n), cdt)
+    # -i pi / 2 * k / N, each step rounded in the complex dtype as JAX's expression is
+    arg = lax.div(lax.mul(lax.convert_element_type(-0.5j * np.pi, cdt), k),
+                  lax.convert_element_type(n, cdt))
+    w = lax.broadcast_in_dim(lax.exp(arg), tuple(shape), (axis,))
+    out = lax.mul(lax.convert_element_type(2, rdt), lax.real(lax.mul(spec, w)))
     if norm == "ortho":
-        out = lax.mul(out, _along(_ortho_scale(n), axis, shape, rdt))
+        factor = np.full(n, 2.0)
+        if n:
+            factor[0] = 4.0
+        scale = lax.sqrt(lax.mul(lax.convert_element_type(factor, rdt),
+                                 lax.convert_element_type(n, rdt)))
+        out = lax.div(out, lax.broadcast_in_dim(scale, tuple(shape), (axis,)))
     return out
 
 

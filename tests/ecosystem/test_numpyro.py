@@ -155,3 +155,19 @@ def test_special_functions_carry_jax_names():
         assert f.__name__ == name and f.__qualname__ == name
     np.testing.assert_allclose(sp.xlogy(2.0, 3.0), 2 * np.log(3.0), rtol=1e-6)
     assert float(jax.grad(sp.xlogy, argnums=1)(2.0, 4.0)) == 0.5
+
+
+def test_slogdet_sums_the_log_pivots_as_jax_compiled_slogdet():
+    """``jnp.linalg.slogdet`` is one compiled program, as JAX's jitted function: called
+    eagerly its log-pivot sum is the compiled reduction's (XLA's order, JAX's bits), not
+    NumPy's pairwise sum (which gives -1.1324883e-06 here). NumPyro's
+    ``test_bijective_transforms[HaarTransform(dim=-2)]`` compares this against 0 at
+    ``atol=1e-6``: JAX -7.748604e-07, pairwise -1.13e-06."""
+    from kiln.compiler.build import build
+    if build.find_compiler() is None:
+        pytest.skip("no C compiler: programs run on the reference backend (NumPy's sums)")
+    d = np.array([0.70710677] * 5 + [0.9999999] * 5 + [0.99999994] * 5 + [-1.4142135] * 5,
+                 np.float32)
+    sign, logdet = jnp.linalg.slogdet(np.diag(d))
+    assert float(sign) == -1.0
+    assert np.asarray(logdet).view(np.int32) == -1253048320     # -7.748604e-07, JAX's bits
