@@ -86,7 +86,7 @@ def fma64(a, b, c) -> np.ndarray:
                 & ((ac > 2.0 ** -900) | (ac == 0)))
     if not safe.all():
         out = np.array(out)
-        for i in zip(*np.nonzero(~safe)):
+        for i in map(tuple, np.argwhere(~safe)):       # () for 0-d operands
             out[i] = _fma_exact(float(a[i]), float(b[i]), float(c[i]))
     return out
 

@@ -226,3 +226,19 @@ def test_reduce_sum_fma_float64_and_middle_axis():
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_array_equal(got[0], _in_order_fma_sum(a, b, 1))
     assert (got[0] != (a * b).sum(1)).sum() > 3
+
+
+@pytest.mark.parametrize("abc", [
+    (0.0, 5.0, 1.5),                    # a zero product: the exact slow path
+    (1e300, 1e10, -1e300),              # overflow
+    (2.0 ** -540, 2.0 ** -540, 0.0),    # a subnormal product
+    (0.1, 3.0, -0.3),
+])
+def test_numpy_fma64_rank0_slow_path(abc):
+    # 0-d operands whose element needs the exact element-by-element path (it indexed
+    # them with np.nonzero, which 0-d arrays refuse: Diffrax's grad of a clipped step
+    # size controller on the reference backend).
+    a, b, c = (np.float64(v) for v in abc)
+    got = fma64(a, b, c)
+    assert np.shape(got) == ()
+    np.testing.assert_array_equal(got, _c_fma(a, b, c))

@@ -43,9 +43,15 @@ class ControlMixin:
             lines += _indented(self.render_step_list(prog, loop.cond_steps))
             body = Body(self, prog)
             v = body.value(loop.pred)
+            # The prelude (dynamic-index symbols) may declare a temporary the lines
+            # declare too (rendered before the first symbol needed it): the lines go in
+            # a block of their own, where their declaration shadows the prelude's.
             lines.append("    {")
-            lines += ["      " + x for x in body.prelude_lines() + body.lines]
-            lines.append(f"      if (!({v})) break;")
+            lines += ["      " + x for x in body.prelude_lines()]
+            lines.append("      {")
+            lines += ["        " + x for x in body.lines]
+            lines.append(f"        if (!({v})) break;")
+            lines.append("      }")
             lines.append("    }")
         lines += _indented(self._timed_body(prog, loop, loop.body))
         lines.append("  }")
@@ -75,7 +81,9 @@ class ControlMixin:
         body = Body(self, prog)
         v = body.value(branch.index)
         n = len(branch.branches)
-        lines = ["  {"] + ["    " + x for x in body.prelude_lines() + body.lines]
+        # The lines in a block of their own (see render_loop's predicate).
+        lines = ["  {"] + ["    " + x for x in body.prelude_lines()] + ["  {"]
+        lines += ["    " + x for x in body.lines]
         lines.append(f"    switch (kiln_clampi((int64_t)({v}), 0, {n - 1})) {{")
         for k, steps in enumerate(branch.branches):
             lines.append(f"    case {k}: {{")
@@ -83,6 +91,7 @@ class ControlMixin:
             lines.append("      break;")
             lines.append("    }")
         lines.append("    }")
+        lines.append("  }")
         lines.append("  }")
         return "\n".join(lines)
 
